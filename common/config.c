@@ -1,0 +1,139 @@
+#include "common/config.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "common/units.h"
+
+int cushim_parse_device_limits(const char *s, uint64_t limits[CUSHIM_MAX_DEVICES])
+{
+    uint64_t out[CUSHIM_MAX_DEVICES] = {0};
+    uint64_t all;
+    if (cushim_parse_size(s, &all) == 0) {
+        for (unsigned i = 0; i < CUSHIM_MAX_DEVICES; i++)
+            limits[i] = all;
+        return 0;
+    }
+    char buf[512];
+    if (!s || strlen(s) >= sizeof buf || !*s)
+        return -1;
+    strcpy(buf, s);
+    char *save = NULL;
+    for (char *item = strtok_r(buf, ",", &save); item; item = strtok_r(NULL, ",", &save)) {
+        char *colon = strchr(item, ':');
+        uint64_t ordinal, size;
+        if (!colon)
+            return -1;
+        *colon = '\0';
+        if (cushim_parse_u64(item, CUSHIM_MAX_DEVICES - 1, &ordinal) != 0 ||
+            cushim_parse_size(colon + 1, &size) != 0)
+            return -1;
+        out[ordinal] = size;
+    }
+    memcpy(limits, out, sizeof out);
+    return 0;
+}
+
+static void bad_value(void (*report)(const char *), const struct cushim_option_info *o,
+                      const char *value, const char *expected)
+{
+    char line[CUSHIM_PATH_MAX + 256];
+    if (!report)
+        return;
+    snprintf(line, sizeof line, "cushim: %s=\"%.200s\" is not %s; using the default \"%s\"",
+             o->variable, value, expected, o->def);
+    report(line);
+}
+
+/* Parses one value into its field; returns 0, or -1 with a description of what was expected. */
+static int parse_into(struct cushim_config *c, enum cushim_option id, const char *v,
+                      const char **expected)
+{
+    const struct cushim_option_info *o = &cushim_option_table[id];
+    int *ival = NULL;
+    uint64_t *sval = NULL;
+    char *str = NULL;
+    size_t strcap = 0;
+
+    switch (id) {
+    case CUSHIM_OPT_LOG: ival = &c->log; break;
+    case CUSHIM_OPT_LOG_FILE: str = c->log_file; strcap = sizeof c->log_file; break;
+    case CUSHIM_OPT_REPORT: str = c->report; strcap = sizeof c->report; break;
+    case CUSHIM_OPT_REPORT_FORMAT: ival = &c->report_format; break;
+    case CUSHIM_OPT_DISABLE: ival = &c->disable; break;
+    case CUSHIM_OPT_SEGMENT_DIR: str = c->segment_dir; strcap = sizeof c->segment_dir; break;
+    case CUSHIM_OPT_OFFLOAD: ival = &c->offload; break;
+    case CUSHIM_OPT_OFFLOAD_MIN: sval = &c->offload_min; break;
+    case CUSHIM_OPT_OFFLOAD_CACHE: sval = &c->offload_cache; break;
+    case CUSHIM_OPT_PHASE: ival = &c->phase; break;
+    case CUSHIM_OPT_COMPILE_END: ival = &c->compile_end; break;
+    case CUSHIM_OPT_DEVICE_LIMIT: break;
+    case CUSHIM_OPT_SPILL: ival = &c->spill; break;
+    case CUSHIM_OPT_RUN_DIR: str = c->run_dir; strcap = sizeof c->run_dir; break;
+    case CUSHIM_OPT_RUN_ID: str = c->run_id; strcap = sizeof c->run_id; break;
+    case CUSHIM_OPT_RUN_TOP: str = c->run_top; strcap = sizeof c->run_top; break;
+    case CUSHIM_OPT_COUNT: return -1;
+    }
+
+    switch (o->type) {
+    case CUSHIM_OT_BOOL:
+        *expected = "a boolean (1/0/true/false/yes/no/on/off)";
+        return cushim_parse_bool(v, ival);
+    case CUSHIM_OT_SIZE:
+        *expected = "a size (e.g. 512M, 64MiB, 1g, 4096)";
+        return cushim_parse_size(v, sval);
+    case CUSHIM_OT_ENUM: {
+        static char expect[128];
+        int k = cushim_parse_enum(o->choices, v);
+        snprintf(expect, sizeof expect, "one of %s", o->choices);
+        *expected = expect;
+        if (k < 0)
+            return -1;
+        *ival = k;
+        return 0;
+    }
+    case CUSHIM_OT_STRING:
+        *expected = "a string shorter than the limit";
+        if (strlen(v) >= strcap)
+            return -1;
+        strcpy(str, v);
+        return 0;
+    case CUSHIM_OT_DEVSIZES:
+        *expected = "a size for every device or ORDINAL:SIZE,... (e.g. 20GiB or 0:20GiB,1:10GiB)";
+        return *v ? cushim_parse_device_limits(v, c->device_limit) : 0;
+    }
+    return -1;
+}
+
+void cushim_config_load(struct cushim_config *c, const char *(*lookup)(const char *name),
+                        char *const *environ_list, void (*report)(const char *line))
+{
+    const char *expected = "";
+    memset(c, 0, sizeof *c);
+    for (int i = 0; i < CUSHIM_OPT_COUNT; i++) {
+        const struct cushim_option_info *o = &cushim_option_table[i];
+        int rc = parse_into(c, (enum cushim_option)i, o->def, &expected);
+        (void)rc; /* defaults always parse: tests/test_options.c checks it */
+        const char *v = lookup ? lookup(o->variable) : NULL;
+        if (v && parse_into(c, (enum cushim_option)i, v, &expected) != 0) {
+            bad_value(report, o, v, expected);
+            parse_into(c, (enum cushim_option)i, o->def, &expected);
+        }
+    }
+    for (char *const *e = environ_list; e && *e; e++) {
+        if (strncmp(*e, "CUSHIM_", 7) != 0)
+            continue;
+        size_t n = strcspn(*e, "=");
+        int known = 0;
+        for (int i = 0; i < CUSHIM_OPT_COUNT && !known; i++)
+            known = strlen(cushim_option_table[i].variable) == n &&
+                    strncmp(cushim_option_table[i].variable, *e, n) == 0;
+        if (!known && report) {
+            char line[320];
+            snprintf(line, sizeof line,
+                     "cushim: %.*s is not a cushim variable (see `cushim run --help`); ignored",
+                     (int)(n > 200 ? 200 : n), *e);
+            report(line);
+        }
+    }
+}

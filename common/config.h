@@ -1,0 +1,52 @@
+/* Parsed configuration: one value per row of options.h.
+ *
+ * cushim_config_load() reads the environment once (the shim's constructor, `cushim run`).
+ * A bad value keeps the default and reports one line: the variable, the value and the default
+ * used. Unknown CUSHIM_* variables are reported too. No allocation; strings are copied into
+ * fixed buffers (longer values are an error). Not thread-safe while loading; read-only after.
+ */
+#ifndef CUSHIM_CONFIG_H
+#define CUSHIM_CONFIG_H
+
+#include <stdint.h>
+
+#include "common/options.h"
+#include "common/segment.h"
+
+#define CUSHIM_PATH_MAX 1024
+
+enum cushim_log_level { CUSHIM_LOG_OFF, CUSHIM_LOG_ERROR, CUSHIM_LOG_WARN, CUSHIM_LOG_INFO, CUSHIM_LOG_DEBUG };
+enum cushim_offload_mode { CUSHIM_OFFLOAD_OFF, CUSHIM_OFFLOAD_COMPILE, CUSHIM_OFFLOAD_ALWAYS };
+enum cushim_compile_end { CUSHIM_COMPILE_END_MANUAL, CUSHIM_COMPILE_END_GRAPH_LAUNCH };
+enum cushim_report_format { CUSHIM_REPORT_TEXT, CUSHIM_REPORT_JSON };
+
+struct cushim_config {
+    int log;                                   /* enum cushim_log_level */
+    char log_file[CUSHIM_PATH_MAX];
+    char report[CUSHIM_PATH_MAX];
+    int report_format;                         /* enum cushim_report_format */
+    int disable;
+    char segment_dir[CUSHIM_PATH_MAX];
+    int offload;                               /* enum cushim_offload_mode */
+    uint64_t offload_min;                      /* bytes */
+    uint64_t offload_cache;                    /* bytes */
+    int phase;                                 /* enum cushim_phase */
+    int compile_end;                           /* enum cushim_compile_end */
+    uint64_t device_limit[CUSHIM_MAX_DEVICES]; /* bytes per ordinal, 0 = no limit */
+    int spill;
+    char run_dir[CUSHIM_PATH_MAX];
+    char run_id[64];
+    char run_top[16];
+};
+
+/* Environment lookup, normally getenv; `environ_list` (NULL-terminated "NAME=value" strings,
+ * normally environ) is scanned for unknown CUSHIM_ names. `report` receives each error line
+ * (no trailing newline); it may be NULL. */
+void cushim_config_load(struct cushim_config *c, const char *(*lookup)(const char *name),
+                        char *const *environ_list, void (*report)(const char *line));
+
+/* Parses a CUSHIM_DEVICE_LIMIT value into limits[CUSHIM_MAX_DEVICES]: a size for every device,
+ * or "ORDINAL:SIZE[,ORDINAL:SIZE...]". Returns 0, or -1 with limits untouched. */
+int cushim_parse_device_limits(const char *s, uint64_t limits[CUSHIM_MAX_DEVICES]);
+
+#endif

@@ -1,0 +1,33 @@
+#include "common/peaks.h"
+
+#include "common/seqlock.h"
+
+static void reset_one(_Atomic uint64_t *peak, _Atomic uint64_t *current)
+{
+    uint64_t p = atomic_load_explicit(peak, memory_order_seq_cst);
+    uint64_t c = atomic_load_explicit(current, memory_order_seq_cst);
+    while (!atomic_compare_exchange_weak_explicit(peak, &p, c, memory_order_seq_cst,
+                                                  memory_order_seq_cst))
+        c = atomic_load_explicit(current, memory_order_seq_cst);
+    /* An allocation that added to current before our swap but raised the peak before it too
+     * would leave peak < current: raise again from a fresh read. */
+    c = atomic_load_explicit(current, memory_order_seq_cst);
+    p = atomic_load_explicit(peak, memory_order_seq_cst);
+    while (p < c && !atomic_compare_exchange_weak_explicit(peak, &p, c, memory_order_seq_cst,
+                                                           memory_order_seq_cst))
+        ;
+}
+
+void cushim_reset_record_peaks(struct cushim_device_record *r)
+{
+    cushim_seq_write_begin(&r->seq_begin);
+    for (unsigned k = 0; k < CUSHIM_KIND_COUNT; k++)
+        reset_one(&r->kinds[k].v[CUSHIM_STAT_peak_bytes], &r->kinds[k].v[CUSHIM_STAT_current_bytes]);
+    reset_one(&r->dev[CUSHIM_DEV_total_peak], &r->dev[CUSHIM_DEV_total_current]);
+    reset_one(&r->dev[CUSHIM_DEV_run_peak], &r->dev[CUSHIM_DEV_total_current]);
+    reset_one(&r->dev[CUSHIM_DEV_compile_peak], &r->dev[CUSHIM_DEV_total_current]);
+    _Atomic uint64_t *off = &r->kinds[CUSHIM_KIND_OFFLOADED].v[CUSHIM_STAT_current_bytes];
+    reset_one(&r->dev[CUSHIM_DEV_run_offloaded_peak], off);
+    reset_one(&r->dev[CUSHIM_DEV_compile_offloaded_peak], off);
+    cushim_seq_write_end(&r->seq_end);
+}

@@ -1,0 +1,71 @@
+#include "common/procinfo.h"
+
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static ssize_t read_file(const char *path, char *buf, size_t len)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    size_t n = 0;
+    while (n < len) {
+        ssize_t r = read(fd, buf + n, len - n);
+        if (r <= 0)
+            break;
+        n += (size_t)r;
+    }
+    close(fd);
+    return (ssize_t)n;
+}
+
+uint64_t cushim_proc_start_time(pid_t pid)
+{
+    char path[64], buf[1024];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    ssize_t n = read_file(path, buf, sizeof buf - 1);
+    if (n <= 0)
+        return 0;
+    buf[n] = '\0';
+    /* The command (field 2) is in parentheses and may contain anything: skip to the last ')'. */
+    char *p = strrchr(buf, ')');
+    if (!p)
+        return 0;
+    p++;
+    /* Fields 3.. follow; field 22 is the 20th after the ')'. */
+    for (int field = 3; field < 22 && p; field++) {
+        p = strchr(p + 1, ' ');
+    }
+    if (!p)
+        return 0;
+    return strtoull(p + 1, NULL, 10);
+}
+
+int cushim_proc_cmdline(pid_t pid, char *buf, size_t len)
+{
+    char path[64];
+    if (len == 0)
+        return -1;
+    buf[0] = '\0';
+    snprintf(path, sizeof path, "/proc/%d/cmdline", (int)pid);
+    ssize_t n = read_file(path, buf, len - 1);
+    if (n <= 0)
+        return -1;
+    while (n > 0 && buf[n - 1] == '\0')
+        n--;
+    for (ssize_t i = 0; i < n; i++)
+        if (buf[i] == '\0')
+            buf[i] = ' ';
+    buf[n] = '\0';
+    return 0;
+}
+
+uint64_t cushim_pidns_inode(void)
+{
+    struct stat st;
+    return stat("/proc/self/ns/pid", &st) == 0 ? (uint64_t)st.st_ino : 0;
+}

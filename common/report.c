@@ -1,0 +1,139 @@
+#include "common/report.h"
+
+#include <string.h>
+
+#include "common/units.h"
+
+static const char *kind_names[CUSHIM_KIND_COUNT] = {
+#define CUSHIM_X_NAME(e, name, total, desc) #name,
+    CUSHIM_KINDS(CUSHIM_X_NAME)
+#undef CUSHIM_X_NAME
+};
+
+static const char *stat_names[CUSHIM_STAT_COUNT] = {
+#define CUSHIM_X_NAME(f, p, t, h) #f,
+    CUSHIM_KIND_STATS(CUSHIM_X_NAME)
+#undef CUSHIM_X_NAME
+};
+
+static const struct {
+    const char *group;
+    const char *name;
+} dev_names[CUSHIM_DEV_STAT_COUNT] = {
+#define CUSHIM_X_NAME(f, g, n, p, l, t, h) {#g, #n},
+    CUSHIM_DEVICE_STATS(CUSHIM_X_NAME)
+#undef CUSHIM_X_NAME
+};
+
+static void json_device(struct jsonw *w, const struct cushim_device_snapshot *d)
+{
+    char uuid[48];
+    jsonw_object_begin(w, NULL);
+    jsonw_i64(w, "ordinal", d->ordinal);
+    jsonw_string(w, "uuid", d->identified ? cushim_format_uuid(d->uuid, uuid, sizeof uuid) : NULL);
+    jsonw_u64(w, "total_bytes", d->total_bytes);
+    jsonw_u64(w, "untracked_bytes", d->untracked_bytes);
+    for (unsigned k = 0; k < CUSHIM_KIND_COUNT; k++) {
+        jsonw_object_begin(w, kind_names[k]);
+        for (unsigned s = 0; s < CUSHIM_STAT_COUNT; s++) {
+            if (s == CUSHIM_STAT_spill_count && k != CUSHIM_KIND_OFFLOADED)
+                continue;
+            jsonw_u64(w, stat_names[s], d->kinds[k][s]);
+        }
+        jsonw_object_end(w);
+    }
+    const char *group = NULL;
+    for (unsigned s = 0; s < CUSHIM_DEV_STAT_COUNT; s++) {
+        if (!group || strcmp(group, dev_names[s].group) != 0) {
+            if (group)
+                jsonw_object_end(w);
+            group = dev_names[s].group;
+            jsonw_object_begin(w, group);
+        }
+        jsonw_u64(w, dev_names[s].name, d->dev[s]);
+    }
+    if (group)
+        jsonw_object_end(w);
+    jsonw_object_end(w);
+}
+
+void cushim_json_process(struct jsonw *w, const char *key, const struct cushim_snapshot *s,
+                         int close)
+{
+    jsonw_object_begin(w, key);
+    jsonw_string(w, "cushim_version", s->version);
+    jsonw_i64(w, "pid", s->pid);
+    jsonw_string(w, "command", s->command);
+    jsonw_string(w, "phase", cushim_phase_name(s->phase));
+    jsonw_array_begin(w, "devices");
+    for (uint32_t i = 0; i < s->device_count; i++)
+        json_device(w, &s->devices[i]);
+    jsonw_array_end(w);
+    if (close)
+        jsonw_object_end(w);
+}
+
+static int kind_active(const struct cushim_device_snapshot *d, unsigned k)
+{
+    for (unsigned s = 0; s < CUSHIM_STAT_COUNT; s++)
+        if (d->kinds[k][s])
+            return 1;
+    return 0;
+}
+
+static const char *fmt(uint64_t v, char *buf, size_t len)
+{
+    return cushim_format_bytes(v, buf, len);
+}
+
+void cushim_text_process(FILE *f, const struct cushim_snapshot *s, const char *title)
+{
+    char a[32], b[32], c[32], u[48];
+    fprintf(f, "%spid %d `%s`: %u device%s, phase %s\n", title ? title : "", s->pid, s->command,
+            s->device_count, s->device_count == 1 ? "" : "s", cushim_phase_name(s->phase));
+    for (uint32_t i = 0; i < s->device_count; i++) {
+        const struct cushim_device_snapshot *d = &s->devices[i];
+        fprintf(f, "  device %d  %s  total %s  untracked %s\n", d->ordinal,
+                d->identified ? cushim_format_uuid(d->uuid, u, sizeof u) : "(uuid unknown)",
+                fmt(d->total_bytes, a, sizeof a), fmt(d->untracked_bytes, b, sizeof b));
+        fprintf(f, "    %-16s %12s %12s %10s %10s %8s\n", "kind", "current", "peak", "allocs",
+                "frees", "failed");
+        for (unsigned k = 0; k < CUSHIM_KIND_COUNT; k++) {
+            if (!kind_active(d, k))
+                continue;
+            const uint64_t *v = d->kinds[k];
+            fprintf(f, "    %-16s %12s %12s %10llu %10llu %8llu", kind_names[k],
+                    fmt(v[CUSHIM_STAT_current_bytes], a, sizeof a),
+                    fmt(v[CUSHIM_STAT_peak_bytes], b, sizeof b),
+                    (unsigned long long)v[CUSHIM_STAT_alloc_count],
+                    (unsigned long long)v[CUSHIM_STAT_free_count],
+                    (unsigned long long)v[CUSHIM_STAT_failed_count]);
+            if (v[CUSHIM_STAT_spill_count])
+                fprintf(f, "  (%llu spilled)", (unsigned long long)v[CUSHIM_STAT_spill_count]);
+            fputc('\n', f);
+        }
+        fprintf(f, "    %-16s %12s %12s\n", "device_total",
+                fmt(d->dev[CUSHIM_DEV_total_current], a, sizeof a),
+                fmt(d->dev[CUSHIM_DEV_total_peak], b, sizeof b));
+        if (d->dev[CUSHIM_DEV_compile_peak] || d->kinds[CUSHIM_KIND_OFFLOADED][CUSHIM_STAT_alloc_count])
+            fprintf(f, "    phase peaks: compile device %s offloaded %s; run device %s offloaded %s\n",
+                    fmt(d->dev[CUSHIM_DEV_compile_peak], a, sizeof a),
+                    fmt(d->dev[CUSHIM_DEV_compile_offloaded_peak], b, sizeof b),
+                    fmt(d->dev[CUSHIM_DEV_run_peak], c, sizeof c),
+                    fmt(d->dev[CUSHIM_DEV_run_offloaded_peak], u, sizeof u));
+        if (d->dev[CUSHIM_DEV_resident_offloaded_count])
+            fprintf(f, "    offloaded in compile, still in host memory: %llu allocations, %s\n",
+                    (unsigned long long)d->dev[CUSHIM_DEV_resident_offloaded_count],
+                    fmt(d->dev[CUSHIM_DEV_resident_offloaded_bytes], a, sizeof a));
+        if (d->dev[CUSHIM_DEV_graphs_instantiated] || d->dev[CUSHIM_DEV_graphs_captured])
+            fprintf(f, "    graphs: %llu captured, %llu instantiated, %llu alive, %llu launches; "
+                    "alloc nodes %s; graph pool used %s (high %s)\n",
+                    (unsigned long long)d->dev[CUSHIM_DEV_graphs_captured],
+                    (unsigned long long)d->dev[CUSHIM_DEV_graphs_instantiated],
+                    (unsigned long long)d->dev[CUSHIM_DEV_graph_execs_alive],
+                    (unsigned long long)d->dev[CUSHIM_DEV_graph_launches],
+                    fmt(d->dev[CUSHIM_DEV_graph_alloc_node_bytes], a, sizeof a),
+                    fmt(d->dev[CUSHIM_DEV_graph_pool_used_current], b, sizeof b),
+                    fmt(d->dev[CUSHIM_DEV_graph_pool_used_high], c, sizeof c));
+    }
+}

@@ -1,0 +1,97 @@
+/* Layout of the per-process shared-memory segment (DESIGN.md "Shared-memory segment").
+ *
+ * One file per process in CUSHIM_SEGMENT_DIR (default /dev/shm), named cushim-<uid>-<pid>,
+ * created 0600 with O_EXCL at the process's first CUDA activity and removed at normal exit. The
+ * counters live in it: the shim updates them with atomics, readers (the CLI) map it read-only and
+ * copy it under the per-device sequence lock (seqlock.h); the owner's CLI may also write the peaks
+ * (compare-and-swap, `cushim reset-peak`) and the control area (`cushim phase`).
+ *
+ * Everything after `magic` is untrusted to a reader: segment_read.c validates it. All integers are
+ * native-endian (a segment is only read on the machine that wrote it). Fields are fixed-size and
+ * naturally aligned; the layout is generated from stats.h, and any change bumps
+ * CUSHIM_LAYOUT_VERSION.
+ */
+#ifndef CUSHIM_SEGMENT_H
+#define CUSHIM_SEGMENT_H
+
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "common/stats.h"
+
+#define CUSHIM_SEGMENT_MAGIC "CUSHIMSG"   /* 8 bytes, no terminator stored */
+#define CUSHIM_LAYOUT_VERSION 1u
+#define CUSHIM_MAX_DEVICES 64u            /* ordinals 0..63 */
+#define CUSHIM_COMMAND_MAX 256u           /* command line, NUL-terminated, truncated */
+#define CUSHIM_VERSION_MAX 16u
+
+/* Counters of one kind on one device (stats.h CUSHIM_KIND_STATS). Bytes or counts. */
+struct cushim_kind_counters {
+    _Atomic uint64_t v[CUSHIM_STAT_COUNT];
+};
+
+/* One device's record. `seq_begin`/`seq_end` form a multi-writer sequence lock (seqlock.h):
+ * writers bump seq_begin, update, bump seq_end; a copy is consistent when seq_end before equals
+ * seq_begin after. */
+struct cushim_device_record {
+    _Atomic uint64_t seq_begin;
+    _Atomic uint64_t seq_end;
+    _Atomic uint32_t state;               /* 0 unused, 1 counters live (uuid may be pending), 2 identified */
+    int32_t ordinal;                      /* CUdevice ordinal in the writing process */
+    uint8_t uuid[16];                     /* cuDeviceGetUuid_v2, valid when state == 2 */
+    _Atomic uint64_t total_bytes;         /* cuDeviceTotalMem_v2, bytes */
+    _Atomic uint64_t untracked_bytes;     /* (total - free) - tracked device bytes, last sample */
+    _Atomic uint64_t untracked_sampled_ns; /* CLOCK_REALTIME of that sample, 0 = never */
+    struct cushim_kind_counters kinds[CUSHIM_KIND_COUNT];
+    _Atomic uint64_t dev[CUSHIM_DEV_STAT_COUNT];
+    uint8_t pad[64];                      /* keeps records on separate cache lines */
+} __attribute__((aligned(64)));
+
+/* Requests the owner's CLI writes and the shim consumes (issue: offload phases). */
+struct cushim_control {
+    _Atomic uint32_t phase_request;       /* 0 none, else 1 + enum cushim_phase */
+    _Atomic uint32_t reserved0;
+    _Atomic uint64_t peak_resets;         /* count of `cushim reset-peak` done on this segment */
+    uint8_t pad[48];
+};
+
+struct cushim_segment_header {
+    char magic[8];                        /* CUSHIM_SEGMENT_MAGIC */
+    uint32_t layout_version;              /* CUSHIM_LAYOUT_VERSION */
+    uint32_t header_size;                 /* sizeof(struct cushim_segment_header) */
+    uint32_t device_record_size;          /* sizeof(struct cushim_device_record) */
+    uint32_t device_capacity;             /* records that follow the header (CUSHIM_MAX_DEVICES) */
+    uint32_t kind_count;                  /* CUSHIM_KIND_COUNT */
+    uint32_t kind_stat_count;             /* CUSHIM_STAT_COUNT */
+    uint32_t device_stat_count;           /* CUSHIM_DEV_STAT_COUNT */
+    uint32_t control_offset;              /* byte offset of struct cushim_control */
+    uint64_t total_size;                  /* bytes of the whole segment */
+    int32_t pid;
+    uint32_t uid;
+    uint64_t start_time;                  /* /proc/<pid>/stat field 22, clock ticks after boot */
+    uint64_t pidns_inode;                 /* inode of /proc/self/ns/pid, 0 if unknown */
+    uint64_t created_ns;                  /* CLOCK_REALTIME at creation */
+    uint64_t run_id;                      /* nonzero under `cushim run`: the run that launched us */
+    _Atomic uint32_t device_count;        /* 1 + highest ordinal with a live record */
+    _Atomic uint32_t phase;               /* enum cushim_phase, current */
+    _Atomic uint32_t exited;              /* 1 once the process finished its exit report */
+    uint32_t flags;                       /* CUSHIM_SEG_F_* */
+    char command[CUSHIM_COMMAND_MAX];     /* NUL-terminated */
+    char version[CUSHIM_VERSION_MAX];     /* cushim version that wrote it, NUL-terminated */
+    uint8_t pad[64];
+} __attribute__((aligned(64)));
+
+#define CUSHIM_SEG_F_TOP 1u               /* the image `cushim run` launched (not a descendant) */
+#define CUSHIM_SEG_F_ANONYMOUS 2u         /* not backed by a file (segment creation failed) */
+
+/* The whole segment: header, device records, control area. */
+struct cushim_segment {
+    struct cushim_segment_header h;
+    struct cushim_device_record devices[CUSHIM_MAX_DEVICES];
+    struct cushim_control control;
+};
+
+/* Segment file name for (uid, pid) into buf ("cushim-<uid>-<pid>"); returns buf. */
+#define CUSHIM_SEGMENT_PREFIX "cushim-"
+
+#endif

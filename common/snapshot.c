@@ -1,0 +1,122 @@
+#include "common/snapshot.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "common/seqlock.h"
+
+const char *cushim_phase_name(uint32_t phase)
+{
+    static const char *names[] = {
+#define CUSHIM_X_NAME(e, n) #n,
+        CUSHIM_PHASES(CUSHIM_X_NAME)
+#undef CUSHIM_X_NAME
+    };
+    return phase < CUSHIM_PHASE_COUNT ? names[phase] : "unknown";
+}
+
+char *cushim_format_uuid(const uint8_t u[16], char *buf, size_t len)
+{
+    snprintf(buf, len,
+             "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", u[0],
+             u[1], u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12], u[13],
+             u[14], u[15]);
+    return buf;
+}
+
+#define FAIL(...)                                 \
+    do {                                          \
+        snprintf(err, errlen, __VA_ARGS__);       \
+        return -1;                                \
+    } while (0)
+
+static int terminated(const char *s, size_t cap)
+{
+    return memchr(s, '\0', cap) != NULL;
+}
+
+int cushim_record_copy(const struct cushim_device_record *rc, struct cushim_device_snapshot *d,
+                       unsigned spin_limit)
+{
+    /* The counters are atomics in shared memory: read them as such. */
+    struct cushim_device_record *r = (struct cushim_device_record *)rc;
+    for (unsigned attempt = 0; attempt <= spin_limit; attempt++) {
+        uint64_t token = cushim_seq_read_begin(&r->seq_end);
+        for (unsigned k = 0; k < CUSHIM_KIND_COUNT; k++)
+            for (unsigned s = 0; s < CUSHIM_STAT_COUNT; s++)
+                d->kinds[k][s] = atomic_load_explicit(&r->kinds[k].v[s], memory_order_relaxed);
+        for (unsigned s = 0; s < CUSHIM_DEV_STAT_COUNT; s++)
+            d->dev[s] = atomic_load_explicit(&r->dev[s], memory_order_relaxed);
+        d->total_bytes = atomic_load_explicit(&r->total_bytes, memory_order_relaxed);
+        d->untracked_bytes = atomic_load_explicit(&r->untracked_bytes, memory_order_relaxed);
+        d->untracked_sampled_ns = atomic_load_explicit(&r->untracked_sampled_ns, memory_order_relaxed);
+        if (cushim_seq_read_valid(&r->seq_begin, token)) {
+            d->ordinal = r->ordinal;
+            d->identified = atomic_load_explicit(&r->state, memory_order_acquire) == 2;
+            if (d->identified)
+                memcpy(d->uuid, r->uuid, sizeof d->uuid);
+            return 0;
+        }
+    }
+    return -1;
+}
+
+int cushim_snapshot_read(const void *mem, size_t len, struct cushim_snapshot *out,
+                         unsigned spin_limit, char *err, size_t errlen)
+{
+    const struct cushim_segment *s = mem;
+    const struct cushim_segment_header *h = &s->h;
+
+    if (!mem || len < sizeof h->magic)
+        FAIL("truncated: %zu of %zu bytes", len, sizeof *s);
+    if (memcmp(h->magic, CUSHIM_SEGMENT_MAGIC, sizeof h->magic) != 0)
+        FAIL("bad magic: not a cushim segment");
+    if (len < sizeof *h)
+        FAIL("truncated: %zu of %zu bytes", len, sizeof *s);
+    if (h->layout_version != CUSHIM_LAYOUT_VERSION)
+        FAIL("layout version %u, this cushim reads %u", h->layout_version, CUSHIM_LAYOUT_VERSION);
+    if (h->header_size != sizeof *h || h->device_record_size != sizeof s->devices[0] ||
+        h->device_capacity != CUSHIM_MAX_DEVICES || h->kind_count != CUSHIM_KIND_COUNT ||
+        h->kind_stat_count != CUSHIM_STAT_COUNT || h->device_stat_count != CUSHIM_DEV_STAT_COUNT ||
+        h->control_offset != offsetof(struct cushim_segment, control) ||
+        h->total_size != sizeof *s)
+        FAIL("layout sizes do not match version %u", CUSHIM_LAYOUT_VERSION);
+    if (len < sizeof *s)
+        FAIL("truncated: %zu of %zu bytes", len, sizeof *s);
+    uint32_t count = atomic_load_explicit(&((struct cushim_segment_header *)h)->device_count,
+                                          memory_order_acquire);
+    if (count > CUSHIM_MAX_DEVICES)
+        FAIL("device count %u past the end (at most %u)", count, CUSHIM_MAX_DEVICES);
+    if (!terminated(h->command, sizeof h->command) || !terminated(h->version, sizeof h->version))
+        FAIL("unterminated string in header");
+
+    memset(out, 0, sizeof *out);
+    out->pid = h->pid;
+    out->uid = h->uid;
+    out->start_time = h->start_time;
+    out->pidns_inode = h->pidns_inode;
+    out->created_ns = h->created_ns;
+    out->run_id = h->run_id;
+    out->phase = atomic_load_explicit(&((struct cushim_segment_header *)h)->phase, memory_order_relaxed);
+    out->exited = atomic_load_explicit(&((struct cushim_segment_header *)h)->exited, memory_order_relaxed);
+    out->flags = h->flags;
+    memcpy(out->command, h->command, sizeof out->command);
+    memcpy(out->version, h->version, sizeof out->version);
+    if (out->phase >= CUSHIM_PHASE_COUNT)
+        FAIL("phase %u out of range", out->phase);
+
+    for (uint32_t i = 0; i < count; i++) {
+        const struct cushim_device_record *r = &s->devices[i];
+        uint32_t state = atomic_load_explicit(&((struct cushim_device_record *)r)->state,
+                                              memory_order_acquire);
+        if (state == 0)
+            continue;
+        if (state > 2 || r->ordinal != (int32_t)i)
+            FAIL("device record %u is corrupt", i);
+        struct cushim_device_snapshot *d = &out->devices[out->device_count];
+        if (cushim_record_copy(r, d, spin_limit) != 0)
+            FAIL("busy: counters of device %u changing too fast to copy", i);
+        out->device_count++;
+    }
+    return 0;
+}

@@ -1,0 +1,60 @@
+/* A consistent, plain copy of one process's segment: what the CLI, the exit summary, JSON and
+ * Prometheus print. Produced only by cushim_snapshot_read(), which trusts nothing in the bytes.
+ */
+#ifndef CUSHIM_SNAPSHOT_H
+#define CUSHIM_SNAPSHOT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/segment.h"
+
+struct cushim_device_snapshot {
+    int32_t ordinal;
+    int identified;                       /* uuid valid */
+    uint8_t uuid[16];
+    uint64_t total_bytes;
+    uint64_t untracked_bytes;
+    uint64_t untracked_sampled_ns;        /* 0 = never sampled */
+    uint64_t kinds[CUSHIM_KIND_COUNT][CUSHIM_STAT_COUNT];
+    uint64_t dev[CUSHIM_DEV_STAT_COUNT];
+};
+
+struct cushim_snapshot {
+    int32_t pid;
+    uint32_t uid;
+    uint64_t start_time;
+    uint64_t pidns_inode;
+    uint64_t created_ns;
+    uint64_t run_id;
+    uint32_t phase;                       /* enum cushim_phase */
+    uint32_t flags;                       /* CUSHIM_SEG_F_* */
+    uint32_t exited;
+    char command[CUSHIM_COMMAND_MAX];
+    char version[CUSHIM_VERSION_MAX];
+    uint32_t device_count;                /* entries used in devices[] (live records only) */
+    struct cushim_device_snapshot devices[CUSHIM_MAX_DEVICES];
+};
+
+/* Validates `len` bytes at `mem` (a live mapping or a file's contents: untrusted) and copies them
+ * into *out, each device record under its seqlock (retrying while writers are active, up to
+ * about `spin_limit` attempts per record). Returns 0, or -1 with a one-line reason in err (e.g.
+ * "truncated: 100 of 50432 bytes", "bad magic", "layout version 7, this cushim reads 1",
+ * "busy: counters changing too fast to copy"). Never reads outside [mem, mem+len).
+ * Thread-safe; no allocation, no system call. */
+int cushim_snapshot_read(const void *mem, size_t len, struct cushim_snapshot *out,
+                         unsigned spin_limit, char *err, size_t errlen);
+
+/* Copies one device record (trusted memory: the caller validated the segment, or it is the
+ * process's own) under its seqlock. Returns 0, or -1 if writers never paused in spin_limit+1
+ * attempts. */
+int cushim_record_copy(const struct cushim_device_record *r, struct cushim_device_snapshot *d,
+                       unsigned spin_limit);
+
+/* "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx" (nvidia-smi's form) into buf (>= 41 bytes). */
+char *cushim_format_uuid(const uint8_t uuid[16], char *buf, size_t len);
+
+/* Name of a phase ("run", "compile"), "unknown" when out of range. */
+const char *cushim_phase_name(uint32_t phase);
+
+#endif

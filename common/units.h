@@ -1,0 +1,30 @@
+/* Parsing and printing of sizes, booleans and enumerations (DESIGN.md "Configuration").
+ * Pure functions on caller-owned buffers: thread-safe, no allocation. */
+#ifndef CUSHIM_UNITS_H
+#define CUSHIM_UNITS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Parses a byte size: an integer with an optional suffix, case-insensitive: B, K/KB/KiB,
+ * M/MB/MiB, G/GB/GiB, T/TB/TiB (all binary: K = 1024), e.g. "512M", "64MiB", "1g", "4096".
+ * Surrounding blanks are not accepted. Returns 0 and sets *out, or -1 (empty, junk, overflow). */
+int cushim_parse_size(const char *s, uint64_t *out);
+
+/* Parses 1/0/true/false/yes/no/on/off (case-insensitive). Returns 0 and sets *out, or -1. */
+int cushim_parse_bool(const char *s, int *out);
+
+/* Index of `s` among the '|'-separated `choices` ("off|error|warn"), or -1. */
+int cushim_parse_enum(const char *choices, const char *s);
+
+/* Copies the n-th (0-based) choice of `choices` into buf (always NUL-terminated); returns buf. */
+char *cushim_enum_name(const char *choices, int n, char *buf, size_t len);
+
+/* Parses a non-negative decimal integer that fits in `max`; returns 0 or -1. */
+int cushim_parse_u64(const char *s, uint64_t max, uint64_t *out);
+
+/* Formats bytes in binary units: "0 B", "255 B", "1.00 KiB", "1.50 GiB" (3 significant digits,
+ * exact integers below 1024). Writes at most len bytes, NUL-terminated; returns buf. */
+char *cushim_format_bytes(uint64_t bytes, char *buf, size_t len);
+
+#endif

@@ -1,0 +1,78 @@
+/* cushim.h: the in-process API of libcushim.so.
+ *
+ * The shim is preloaded (LD_PRELOAD or `cushim run`), so a program calls these without linking
+ * anything: look them up with dlsym(RTLD_DEFAULT, "cushim_...") (or ctypes.CDLL(None) in Python)
+ * and treat a missing symbol as "not running under cushim". All functions are thread-safe,
+ * lock-free and make no CUDA call; byte counts are requested bytes.
+ *
+ * Kinds of memory are those of the summary JSON (docs/SUMMARY-JSON.md); the device total is
+ * device + async + vmm + array, and its peak is the peak of the sum.
+ */
+#ifndef CUSHIM_H
+#define CUSHIM_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define CUSHIM_STATS_VERSION 1
+
+enum cushim_public_kind {
+    CUSHIM_MEM_DEVICE = 0,       /* cudaMalloc, cudaMallocPitch (cuMemAlloc_v2, cuMemAllocPitch_v2) */
+    CUSHIM_MEM_ASYNC,            /* cudaMallocAsync and pools on a device */
+    CUSHIM_MEM_VMM,              /* cuMemCreate physical memory on a device */
+    CUSHIM_MEM_ARRAY,            /* CUDA arrays */
+    CUSHIM_MEM_MANAGED,          /* cudaMallocManaged */
+    CUSHIM_MEM_PINNED_HOST,      /* cudaMallocHost, cudaHostAlloc */
+    CUSHIM_MEM_REGISTERED_HOST,  /* cudaHostRegister */
+    CUSHIM_MEM_IMPORTED,         /* CUDA IPC / shareable handles of another process */
+    CUSHIM_MEM_OFFLOADED,        /* device requests served from pinned host memory */
+    CUSHIM_MEM_CAPTURE,          /* allocated while a stream was capturing (also in its own kind) */
+    CUSHIM_MEM_KIND_COUNT
+};
+
+struct cushim_kind_stats {
+    uint64_t current_bytes;      /* in use now */
+    uint64_t peak_bytes;         /* high-water mark since the last reset */
+    uint64_t alloc_count;
+    uint64_t free_count;
+    uint64_t failed_count;       /* allocations the driver refused */
+    uint64_t spill_count;        /* offloaded only: moved to host by an out-of-memory failure */
+};
+
+struct cushim_device_stats {
+    uint32_t size;               /* in: sizeof(struct cushim_device_stats) as the caller knows it */
+    uint32_t version;            /* out: CUSHIM_STATS_VERSION */
+    int32_t ordinal;             /* out: CUDA device ordinal */
+    int32_t uuid_valid;          /* out: 1 when uuid holds cuDeviceGetUuid's bytes */
+    uint8_t uuid[16];
+    uint64_t total_bytes;        /* cuDeviceTotalMem */
+    uint64_t untracked_bytes;    /* (total - free) - tracked device bytes, at the last sample */
+    struct cushim_kind_stats kind[CUSHIM_MEM_KIND_COUNT];
+    uint64_t device_total_current_bytes;
+    uint64_t device_total_peak_bytes;
+};
+
+/* Copies device `ordinal`'s counters (one consistent snapshot) into *out; out->size must be set.
+ * Fields beyond out->size are not written. Returns 0; -1 when the device has no activity in this
+ * process (or cushim is disabled); -2 when out is NULL or out->size is too small for the header. */
+int cushim_get_device_stats(int ordinal, struct cushim_device_stats *out);
+
+/* Device-total current and peak bytes of `ordinal` (0 when unknown): the two numbers most
+ * callers want, easy to call from ctypes. */
+uint64_t cushim_device_current_bytes(int ordinal);
+uint64_t cushim_device_peak_bytes(int ordinal);
+
+/* Sets every peak of device `ordinal` (every device when ordinal < 0) to its current value, like
+ * torch.cuda.reset_peak_memory_stats. Returns the number of devices reset. */
+int cushim_reset_peak(int ordinal);
+
+/* The library version, e.g. "0.1.0". Static storage. */
+const char *cushim_version(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,94 @@
+/* cushim.h: the in-process API, reading the same counters as the segment. */
+#include "cushim.h"
+
+#include <stddef.h>
+#include <string.h>
+
+#include "common/peaks.h"
+#include "common/snapshot.h"
+#include "shim/shim.h"
+
+#ifndef CUSHIM_VERSION
+#define CUSHIM_VERSION "unknown"
+#endif
+
+/* The public kinds are the X-macro kinds, in the same order. */
+#define SHIM_X_CHECK(e, name, total, desc) \
+    _Static_assert((int)CUSHIM_MEM_##e == (int)CUSHIM_KIND_##e, "cushim.h kind order");
+CUSHIM_KINDS(SHIM_X_CHECK)
+#undef SHIM_X_CHECK
+_Static_assert((int)CUSHIM_MEM_KIND_COUNT == (int)CUSHIM_KIND_COUNT, "cushim.h kind count");
+_Static_assert(sizeof(struct cushim_kind_stats) == CUSHIM_STAT_COUNT * sizeof(uint64_t),
+               "cushim.h kind stats");
+
+static struct cushim_segment *live_segment(void)
+{
+    return atomic_load_explicit(&shim.run, memory_order_acquire) == SHIM_ACTIVE ? shim.seg : NULL;
+}
+
+/* Copies one of our own records under its seqlock (the same copy the CLI makes). */
+static int read_device(int ordinal, struct cushim_device_snapshot *out)
+{
+    struct cushim_segment *seg = live_segment();
+    if (!seg || ordinal < 0 || ordinal >= (int)CUSHIM_MAX_DEVICES ||
+        atomic_load_explicit(&seg->devices[ordinal].state, memory_order_acquire) == 0)
+        return -1;
+    return cushim_record_copy(&seg->devices[ordinal], out, 1000000);
+}
+
+SHIM_EXPORT int cushim_get_device_stats(int ordinal, struct cushim_device_stats *out)
+{
+    struct cushim_device_stats full;
+    struct cushim_device_snapshot d;
+    if (!out || out->size < offsetof(struct cushim_device_stats, total_bytes))
+        return -2;
+    if (read_device(ordinal, &d) != 0)
+        return -1;
+    memset(&full, 0, sizeof full);
+    full.size = out->size;
+    full.version = CUSHIM_STATS_VERSION;
+    full.ordinal = d.ordinal;
+    full.uuid_valid = d.identified;
+    memcpy(full.uuid, d.uuid, sizeof full.uuid);
+    full.total_bytes = d.total_bytes;
+    full.untracked_bytes = d.untracked_bytes;
+    memcpy(full.kind, d.kinds, sizeof full.kind);
+    full.device_total_current_bytes = d.dev[CUSHIM_DEV_total_current];
+    full.device_total_peak_bytes = d.dev[CUSHIM_DEV_total_peak];
+    memcpy(out, &full, out->size < sizeof full ? out->size : sizeof full);
+    return 0;
+}
+
+SHIM_EXPORT uint64_t cushim_device_current_bytes(int ordinal)
+{
+    struct cushim_device_snapshot d;
+    return read_device(ordinal, &d) == 0 ? d.dev[CUSHIM_DEV_total_current] : 0;
+}
+
+SHIM_EXPORT uint64_t cushim_device_peak_bytes(int ordinal)
+{
+    struct cushim_device_snapshot d;
+    return read_device(ordinal, &d) == 0 ? d.dev[CUSHIM_DEV_total_peak] : 0;
+}
+
+SHIM_EXPORT int cushim_reset_peak(int ordinal)
+{
+    struct cushim_segment *seg = live_segment();
+    int n = 0;
+    if (!seg)
+        return 0;
+    uint32_t count = atomic_load_explicit(&seg->h.device_count, memory_order_acquire);
+    for (uint32_t i = 0; i < count; i++) {
+        if ((ordinal >= 0 && (int)i != ordinal) ||
+            atomic_load_explicit(&seg->devices[i].state, memory_order_acquire) == 0)
+            continue;
+        cushim_reset_record_peaks(&seg->devices[i]);
+        n++;
+    }
+    return n;
+}
+
+SHIM_EXPORT const char *cushim_version(void)
+{
+    return CUSHIM_VERSION;
+}

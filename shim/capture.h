@@ -1,0 +1,28 @@
+/* Stream capture as the shim sees it (DESIGN.md "Stream capture and graphs"): which captures are
+ * live, in which mode, and each thread's capture interaction mode, following cuda.h's doc of
+ * cuThreadExchangeStreamCaptureMode. Thread-safe; atomics and one table. */
+#ifndef CUSHIM_CAPTURE_H
+#define CUSHIM_CAPTURE_H
+
+#include <cuda.h>
+#include <stdbool.h>
+
+/* True while any stream of the process is capturing (begun, not yet ended). */
+bool capture_any_live(void);
+
+/* True if `stream` is capturing. `per_thread`: the call came through a _ptsz variant (a NULL
+ * stream then means the per-thread default stream). One driver query at most, and none when no
+ * capture is live. */
+bool capture_stream_is_capturing(CUstream stream, bool per_thread);
+
+/* cuda.h, cuThreadExchangeStreamCaptureMode: true if the calling thread is prohibited from
+ * potentially unsafe API calls (cuMemAlloc, cuMemHostAlloc, ...) right now. */
+bool capture_thread_prohibited(void);
+
+/* Book-keeping after a successful begin / end of capture on `stream`. */
+void capture_begun(CUstream stream, bool per_thread, CUstreamCaptureMode mode);
+void capture_ended(CUstream stream, bool per_thread);
+/* After a successful cuThreadExchangeStreamCaptureMode: the thread's mode is now `mode`. */
+void capture_thread_mode_set(CUstreamCaptureMode mode);
+
+#endif

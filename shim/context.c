@@ -1,0 +1,153 @@
+/* Contexts: which device a context belongs to (cached: one driver call per new context), and
+ * context teardown, which frees memory without any free call (DESIGN.md). */
+#include "shim/shim.h"
+
+#define CTX_CACHE 256
+
+struct ctx_slot {
+    _Atomic uint64_t ctx;     /* CUcontext, 0 = empty, UINT64_MAX = forgotten */
+    _Atomic int32_t device1;  /* ordinal + 1, 0 = not yet published */
+};
+static struct ctx_slot ctx_cache[CTX_CACHE];
+/* Bumped when a context is forgotten, so per-thread caches revalidate. */
+static _Atomic uint32_t ctx_generation;
+
+static SHIM_TLS uint64_t last_ctx;
+static SHIM_TLS int32_t last_device;
+static SHIM_TLS uint32_t last_generation;
+
+static int cache_lookup(uint64_t c)
+{
+    for (unsigned i = 0; i < CTX_CACHE; i++) {
+        uint64_t v = atomic_load_explicit(&ctx_cache[i].ctx, memory_order_acquire);
+        if (v == c)
+            return atomic_load_explicit(&ctx_cache[i].device1, memory_order_acquire) - 1;
+        if (v == 0)
+            break;
+    }
+    return -1;
+}
+
+static void cache_insert(uint64_t c, int device)
+{
+    for (unsigned i = 0; i < CTX_CACHE; i++) {
+        uint64_t expected = 0;
+        if (atomic_compare_exchange_strong_explicit(&ctx_cache[i].ctx, &expected, c,
+                                                    memory_order_acq_rel, memory_order_acquire) ||
+            expected == c) {
+            atomic_store_explicit(&ctx_cache[i].device1, device + 1, memory_order_release);
+            return;
+        }
+    }
+}
+
+int shim_context_device(CUcontext ctx)
+{
+    uint64_t c = (uint64_t)(uintptr_t)ctx;
+    if (!c)
+        return -1;
+    int d = cache_lookup(c);
+    if (d >= 0)
+        return d;
+    /* Ask the driver with ctx pushed current: cuCtxGetDevice works on the current context. */
+    CUdevice dev;
+    CUcontext popped;
+    __typeof__(&cuCtxPushCurrent_v2) push = REAL(cuCtxPushCurrent_v2);
+    __typeof__(&cuCtxPopCurrent_v2) pop = REAL(cuCtxPopCurrent_v2);
+    __typeof__(&cuCtxGetDevice) get = REAL(cuCtxGetDevice);
+    if (!push || !pop || !get || push(ctx) != CUDA_SUCCESS)
+        return -1;
+    CUresult r = get(&dev);
+    pop(&popped);
+    if (r != CUDA_SUCCESS || dev < 0 || dev >= (int)CUSHIM_MAX_DEVICES)
+        return -1;
+    cache_insert(c, dev);
+    return dev;
+}
+
+int shim_current_device(CUcontext *ctx_out)
+{
+    CUcontext ctx = NULL;
+    __typeof__(&cuCtxGetCurrent) getcur = REAL(cuCtxGetCurrent);
+    if (!getcur || getcur(&ctx) != CUDA_SUCCESS || !ctx) {
+        if (ctx_out)
+            *ctx_out = NULL;
+        return -1;
+    }
+    if (ctx_out)
+        *ctx_out = ctx;
+    uint64_t c = (uint64_t)(uintptr_t)ctx;
+    uint32_t gen = atomic_load_explicit(&ctx_generation, memory_order_relaxed);
+    if (likely(c == last_ctx && gen == last_generation))
+        return last_device;
+    int d = cache_lookup(c);
+    if (d < 0) {
+        CUdevice dev;
+        __typeof__(&cuCtxGetDevice) get = REAL(cuCtxGetDevice);
+        if (!get || get(&dev) != CUDA_SUCCESS || dev < 0 || dev >= (int)CUSHIM_MAX_DEVICES)
+            return -1;
+        d = dev;
+        cache_insert(c, d);
+    }
+    last_ctx = c;
+    last_device = d;
+    last_generation = gen;
+    return d;
+}
+
+void shim_context_forget(CUcontext ctx)
+{
+    uint64_t c = (uint64_t)(uintptr_t)ctx;
+    /* Keep the slot (lookups stop at the first empty one) but make it match nothing. */
+    for (unsigned i = 0; i < CTX_CACHE; i++) {
+        uint64_t expected = c;
+        if (atomic_compare_exchange_strong_explicit(&ctx_cache[i].ctx, &expected, UINT64_MAX,
+                                                    memory_order_release, memory_order_relaxed))
+            break;
+    }
+    atomic_fetch_add_explicit(&ctx_generation, 1, memory_order_relaxed);
+}
+
+CUcontext shim_primary_context(int device)
+{
+    unsigned flags;
+    int active = 0;
+    CUcontext ctx = NULL;
+    __typeof__(&cuDevicePrimaryCtxGetState) state = REAL(cuDevicePrimaryCtxGetState);
+    __typeof__(&cuDevicePrimaryCtxRetain) retain = REAL(cuDevicePrimaryCtxRetain);
+    __typeof__(&cuDevicePrimaryCtxRelease_v2) release = REAL(cuDevicePrimaryCtxRelease_v2);
+    if (!release)
+        release = REAL(cuDevicePrimaryCtxRelease);
+    if (!state || !retain || !release || state(device, &flags, &active) != CUDA_SUCCESS || !active)
+        return NULL;
+    if (retain(&ctx, device) != CUDA_SUCCESS)
+        return NULL;
+    release(device);
+    return ctx;
+}
+
+struct drop_arg {
+    uint64_t ctx;
+};
+
+static bool drop_pred(const struct shim_entry *e, void *arg)
+{
+    return e->ctx == ((struct drop_arg *)arg)->ctx;
+}
+
+static void drop_done(const struct shim_entry *e, void *arg)
+{
+    (void)arg;
+    account_free(e->device, (enum cushim_kind)e->kind, e->size, e->flags);
+}
+
+void shim_drop_context(CUcontext ctx)
+{
+    struct drop_arg a = {(uint64_t)(uintptr_t)ctx};
+    if (!a.ctx)
+        return;
+    unsigned n = table_drain_if(&shim.ptrs, drop_pred, drop_done, &a);
+    n += table_drain_if(&shim.arrays, drop_pred, drop_done, &a);
+    if (n)
+        LOG_DEBUG("context %p torn down: %u allocations dropped", (void *)ctx, n);
+}

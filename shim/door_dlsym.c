@@ -1,0 +1,59 @@
+/* Door 2: dlsym (DESIGN.md). dlsym(handle, ...) on libcuda's handle never looks at preloaded
+ * libraries, so the shim exports its own dlsym. Only names cu[A-Z]... with a handle other than
+ * RTLD_NEXT are touched; everything else, and every RTLD_NEXT lookup, is a tail call to the real
+ * dlsym, so glibc still sees the caller's return address (RTLD_NEXT is relative to the caller).
+ * This file is compiled with -O2 -foptimize-sibling-calls whatever the build type (meson.build);
+ * tests/test_dlsym.c checks the RTLD_NEXT behaviour. */
+#include <dlfcn.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "shim/shim.h"
+
+static int cmp_symbol(const void *key, const void *elem)
+{
+    return strcmp((const char *)key, shim_fns[*(const unsigned short *)elem].symbol);
+}
+
+/* Rows of SHIM_HOOKS sorted by symbol, built on first use (a race builds it twice, same result). */
+static unsigned short sorted[SHIM_HOOK_COUNT];
+static _Atomic int sorted_ready;
+
+static int cmp_rows(const void *a, const void *b)
+{
+    return strcmp(shim_fns[*(const unsigned short *)a].symbol,
+                  shim_fns[*(const unsigned short *)b].symbol);
+}
+
+int shim_hook_by_symbol(const char *symbol)
+{
+    if (!atomic_load_explicit(&sorted_ready, memory_order_acquire)) {
+        unsigned short tmp[SHIM_HOOK_COUNT];
+        for (unsigned i = 0; i < SHIM_HOOK_COUNT; i++)
+            tmp[i] = (unsigned short)i;
+        qsort(tmp, SHIM_HOOK_COUNT, sizeof tmp[0], cmp_rows);
+        memcpy(sorted, tmp, sizeof tmp);
+        atomic_store_explicit(&sorted_ready, 1, memory_order_release);
+    }
+    const unsigned short *row = bsearch(symbol, sorted, SHIM_HOOK_COUNT, sizeof sorted[0], cmp_symbol);
+    return row ? *row : -1;
+}
+
+static inline bool is_cu_name(const char *name)
+{
+    return name && name[0] == 'c' && name[1] == 'u' && name[2] >= 'A' && name[2] <= 'Z';
+}
+
+SHIM_EXPORT void *dlsym(void *handle, const char *name)
+{
+    shim_dlsym_fn real = shim_real_dlsym();
+    if (handle == RTLD_NEXT || !is_cu_name(name) || shim.cfg.disable)
+        return real(handle, name); /* tail call: the caller stays the caller */
+
+    void *p = real(handle, name);
+    int row = p ? shim_hook_by_symbol(name) : -1;
+    if (row < 0 || p == shim_fns[row].wrapper)
+        return p;
+    shim_real_offer((enum shim_fn)row, p);
+    return shim_fns[row].wrapper;
+}

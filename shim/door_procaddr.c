@@ -1,0 +1,74 @@
+/* Door 3: cuGetProcAddress / cuGetProcAddress_v2 (DESIGN.md). The real lookup runs first and its
+ * result is returned unchanged unless the shim wraps that ABI variant: the variant is chosen from
+ * (base name, requested version, flags) by the same rule as cuda.h's doc of cuGetProcAddress
+ * ("the newest version <= the requested one; per-thread variants with
+ * CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM, else legacy"), never a newer ABI than asked. */
+#include <string.h>
+
+#include "shim/shim.h"
+
+/* Row for (base, version, flags) among all rows (hooks and real-only), or -1. */
+static int select_row(const char *base, int version, cuuint64_t flags)
+{
+    int per_thread = (flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM) != 0;
+    int best = -1;
+    for (int i = 0; i < SHIM_FN_COUNT; i++) {
+        const struct shim_fn_info *f = &shim_fns[i];
+        if (f->version > version || (f->pt && !per_thread) || strcmp(f->base, base) != 0)
+            continue;
+        if (best < 0 || f->version > shim_fns[best].version ||
+            (f->version == shim_fns[best].version && f->pt))
+            best = i;
+    }
+    return best;
+}
+
+void *shim_wrap_proc(const char *base, int version, cuuint64_t flags, void *real_fn)
+{
+    if (!base || !real_fn || shim.cfg.disable)
+        return real_fn;
+    int row = select_row(base, version, flags);
+    if (row < 0)
+        return real_fn;
+    if (version > CUDA_VERSION) {
+        /* A driver newer than our headers may know a newer ABI of this name: wrap only if it
+         * returns the same function at the newest version we know. */
+        void *known = NULL;
+        CUresult (*gpa)(const char *, void **, int, cuuint64_t, CUdriverProcAddressQueryResult *) =
+            REAL(cuGetProcAddress_v2);
+        if (!gpa || gpa(base, &known, CUDA_VERSION, flags, NULL) != CUDA_SUCCESS || known != real_fn) {
+            LOG_ONCE(CUSHIM_LOG_WARN, "%s at version %d may have an ABI newer than cushim's "
+                     "headers (%d): passed through uncounted", base, version, CUDA_VERSION);
+            return real_fn;
+        }
+    }
+    if (real_fn == shim_fns[row].wrapper)
+        return real_fn;
+    shim_real_offer((enum shim_fn)row, real_fn);
+    return shim_fns[row].wrapper ? shim_fns[row].wrapper : real_fn;
+}
+
+SHIM_EXPORT CUresult CUDAAPI cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVersion,
+                                                 cuuint64_t flags,
+                                                 CUdriverProcAddressQueryResult *symbolStatus)
+{
+    __typeof__(&cuGetProcAddress_v2) real = REAL(cuGetProcAddress_v2);
+    if (!real)
+        return CUDA_ERROR_NOT_INITIALIZED;
+    CUresult r = real(symbol, pfn, cudaVersion, flags, symbolStatus);
+    if (r == CUDA_SUCCESS && pfn && *pfn && symbol)
+        *pfn = shim_wrap_proc(symbol, cudaVersion, flags, *pfn);
+    return r;
+}
+
+SHIM_EXPORT CUresult CUDAAPI cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion,
+                                              cuuint64_t flags)
+{
+    __typeof__(&cuGetProcAddress) real = REAL(cuGetProcAddress);
+    if (!real)
+        return CUDA_ERROR_NOT_INITIALIZED;
+    CUresult r = real(symbol, pfn, cudaVersion, flags);
+    if (r == CUDA_SUCCESS && pfn && *pfn && symbol)
+        *pfn = shim_wrap_proc(symbol, cudaVersion, flags, *pfn);
+    return r;
+}

@@ -1,0 +1,108 @@
+/* The exit path: sample untracked memory, write the summary (CUSHIM_REPORT) and the copy for
+ * `cushim run`, remove the segment. Runs from atexit, registered at the first CUDA activity, so
+ * after the program's own exit handlers registered later and before libraries' destructors. */
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/report.h"
+#include "shim/segment_file.h"
+#include "shim/shim.h"
+
+void shim_sample_untracked(int device, uint64_t free_bytes, uint64_t total_bytes)
+{
+    struct cushim_device_record *r = account_record(device);
+    if (!r || total_bytes < free_bytes)
+        return;
+    uint64_t used = total_bytes - free_bytes;
+    uint64_t tracked = atomic_load_explicit(&r->dev[CUSHIM_DEV_total_current], memory_order_relaxed) +
+                       atomic_load_explicit(&r->dev[CUSHIM_DEV_graph_pool_reserved_current],
+                                            memory_order_relaxed);
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    atomic_store_explicit(&r->untracked_bytes, used > tracked ? used - tracked : 0,
+                          memory_order_relaxed);
+    atomic_store_explicit(&r->untracked_sampled_ns,
+                          (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec,
+                          memory_order_relaxed);
+}
+
+/* cuMemGetInfo_v2 on `device`: through the current context if it is on that device, else the
+ * device's primary context if active (pushed and popped; nothing is created). */
+static void sample_device(int device)
+{
+    __typeof__(&cuMemGetInfo_v2) getinfo = REAL(cuMemGetInfo_v2);
+    __typeof__(&cuCtxPushCurrent_v2) push = REAL(cuCtxPushCurrent_v2);
+    __typeof__(&cuCtxPopCurrent_v2) pop = REAL(cuCtxPopCurrent_v2);
+    size_t free_b = 0, total_b = 0;
+    CUcontext cur = NULL, popped;
+    if (!getinfo)
+        return;
+    if (shim_current_device(&cur) == device) {
+        if (getinfo(&free_b, &total_b) == CUDA_SUCCESS)
+            shim_sample_untracked(device, free_b, total_b);
+        return;
+    }
+    CUcontext primary = shim_primary_context(device);
+    if (!primary || !push || !pop || push(primary) != CUDA_SUCCESS)
+        return;
+    if (getinfo(&free_b, &total_b) == CUDA_SUCCESS)
+        shim_sample_untracked(device, free_b, total_b);
+    pop(&popped);
+}
+
+static void write_report(const struct cushim_snapshot *snap)
+{
+    char path[CUSHIM_PATH_MAX + 32];
+    FILE *f;
+    int to_stderr = strcmp(shim.cfg.report, "stderr") == 0;
+    if (to_stderr) {
+        f = stderr;
+    } else {
+        shim_expand_pid(shim.cfg.report, path, sizeof path);
+        f = fopen(path, "w");
+        if (!f) {
+            LOG_ERROR("cannot write CUSHIM_REPORT=\"%s\"", path);
+            return;
+        }
+    }
+    if (shim.cfg.report_format == CUSHIM_REPORT_JSON) {
+        struct jsonw w;
+        jsonw_init(&w, f);
+        cushim_json_process(&w, NULL, snap, 1);
+    } else {
+        cushim_text_process(f, snap, "cushim: ");
+    }
+    if (to_stderr)
+        fflush(f);
+    else
+        fclose(f);
+}
+
+void shim_exit_report(void)
+{
+    struct cushim_segment *seg = shim.seg;
+    if (!seg || shim.owner != getpid() || atomic_load(&shim.run) != SHIM_ACTIVE)
+        return;
+    shim_depth = 1; /* our own driver calls below are not the program's */
+    uint32_t n = atomic_load(&seg->h.device_count);
+    for (uint32_t d = 0; d < n; d++)
+        if (atomic_load(&seg->devices[d].state) != 0)
+            sample_device((int)d);
+    atomic_store(&seg->h.exited, 1);
+
+    if (shim.cfg.run_dir[0] && segment_copy_to(seg, shim.cfg.run_dir) != 0)
+        LOG_ERROR("cannot write the summary for `cushim run` into %s", shim.cfg.run_dir);
+    if (shim.cfg.report[0]) {
+        static struct cushim_snapshot snap;
+        char err[160];
+        if (cushim_snapshot_read(seg, sizeof *seg, &snap, 1000, err, sizeof err) == 0)
+            write_report(&snap);
+        else
+            LOG_ERROR("cannot read back the counters: %s", err);
+    }
+    /* The mapping stays: other threads and later exit handlers may still count into it. */
+    segment_unlink(shim.seg_path);
+    shim_depth = 0;
+}

@@ -1,0 +1,87 @@
+/* Every driver entry point the shim wraps or calls, one row each (DESIGN.md "Where interception
+ * happens").
+ *
+ * SHIM_HOOKS rows are wrapped: the shim exports a function named `symbol` with the driver's
+ * prototype (door 1), returns it from dlsym on any handle when the real symbol exists (door 2), and
+ * from cuGetProcAddress / cuGetProcAddress_v2 for (base, version, flags) (door 3). `version` is the
+ * CUDA version that introduced this ABI (cudaTypedefs.h: PFN_<base>_v<version>[_ptsz|_ptds];
+ * tests/test_hooks_table.c checks every row against that header). `pt` is 1 for the per-thread
+ * default-stream variant (_ptsz/_ptds), returned for flags CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM.
+ * SHIM_REAL_ONLY rows are only called by the shim (never exported).
+ *
+ * X(symbol, base, version, pt)
+ */
+#ifndef CUSHIM_HOOKS_H
+#define CUSHIM_HOOKS_H
+
+#define SHIM_HOOKS(X)                                                  \
+    X(cuGetProcAddress, cuGetProcAddress, 11030, 0)                    \
+    X(cuGetProcAddress_v2, cuGetProcAddress, 12000, 0)                 \
+    X(cuMemAlloc_v2, cuMemAlloc, 3020, 0)                              \
+    X(cuMemAllocPitch_v2, cuMemAllocPitch, 3020, 0)                    \
+    X(cuMemFree_v2, cuMemFree, 3020, 0)                                \
+    X(cuMemAllocManaged, cuMemAllocManaged, 6000, 0)                   \
+    X(cuMemGetInfo_v2, cuMemGetInfo, 3020, 0)                          \
+    X(cuMemHostAlloc, cuMemHostAlloc, 2020, 0)                         \
+    X(cuMemAllocHost_v2, cuMemAllocHost, 3020, 0)                      \
+    X(cuMemFreeHost, cuMemFreeHost, 2000, 0)                           \
+    X(cuMemHostRegister, cuMemHostRegister, 4000, 0)                   \
+    X(cuMemHostRegister_v2, cuMemHostRegister, 6050, 0)                \
+    X(cuMemHostUnregister, cuMemHostUnregister, 4000, 0)               \
+    X(cuMemAllocAsync, cuMemAllocAsync, 11020, 0)                      \
+    X(cuMemAllocAsync_ptsz, cuMemAllocAsync, 11020, 1)                 \
+    X(cuMemAllocFromPoolAsync, cuMemAllocFromPoolAsync, 11020, 0)      \
+    X(cuMemAllocFromPoolAsync_ptsz, cuMemAllocFromPoolAsync, 11020, 1) \
+    X(cuMemFreeAsync, cuMemFreeAsync, 11020, 0)                        \
+    X(cuMemFreeAsync_ptsz, cuMemFreeAsync, 11020, 1)                   \
+    X(cuMemPoolCreate, cuMemPoolCreate, 11020, 0)                      \
+    X(cuMemPoolDestroy, cuMemPoolDestroy, 11020, 0)                    \
+    X(cuMemPoolImportPointer, cuMemPoolImportPointer, 11020, 0)        \
+    X(cuMemCreate, cuMemCreate, 10020, 0)                              \
+    X(cuMemRelease, cuMemRelease, 10020, 0)                            \
+    X(cuMemRetainAllocationHandle, cuMemRetainAllocationHandle, 11000, 0) \
+    X(cuMemMap, cuMemMap, 10020, 0)                                    \
+    X(cuMemUnmap, cuMemUnmap, 10020, 0)                                \
+    X(cuMemImportFromShareableHandle, cuMemImportFromShareableHandle, 10020, 0) \
+    X(cuArrayCreate_v2, cuArrayCreate, 3020, 0)                        \
+    X(cuArray3DCreate_v2, cuArray3DCreate, 3020, 0)                    \
+    X(cuArrayDestroy, cuArrayDestroy, 2000, 0)                         \
+    X(cuMipmappedArrayCreate, cuMipmappedArrayCreate, 5000, 0)         \
+    X(cuMipmappedArrayDestroy, cuMipmappedArrayDestroy, 5000, 0)       \
+    X(cuIpcOpenMemHandle, cuIpcOpenMemHandle, 4010, 0)                 \
+    X(cuIpcOpenMemHandle_v2, cuIpcOpenMemHandle, 11000, 0)             \
+    X(cuIpcCloseMemHandle, cuIpcCloseMemHandle, 4010, 0)               \
+    X(cuCtxDestroy, cuCtxDestroy, 2000, 0)                             \
+    X(cuCtxDestroy_v2, cuCtxDestroy, 4000, 0)                          \
+    X(cuDevicePrimaryCtxRelease, cuDevicePrimaryCtxRelease, 7000, 0)   \
+    X(cuDevicePrimaryCtxRelease_v2, cuDevicePrimaryCtxRelease, 11000, 0) \
+    X(cuDevicePrimaryCtxReset, cuDevicePrimaryCtxReset, 7000, 0)       \
+    X(cuDevicePrimaryCtxReset_v2, cuDevicePrimaryCtxReset, 11000, 0)   \
+    X(cuStreamBeginCapture, cuStreamBeginCapture, 10000, 0)            \
+    X(cuStreamBeginCapture_ptsz, cuStreamBeginCapture, 10000, 1)       \
+    X(cuStreamBeginCapture_v2, cuStreamBeginCapture, 10010, 0)         \
+    X(cuStreamBeginCapture_v2_ptsz, cuStreamBeginCapture, 10010, 1)    \
+    X(cuStreamBeginCaptureToGraph, cuStreamBeginCaptureToGraph, 12030, 0) \
+    X(cuStreamBeginCaptureToGraph_ptsz, cuStreamBeginCaptureToGraph, 12030, 1) \
+    X(cuStreamEndCapture, cuStreamEndCapture, 10000, 0)                \
+    X(cuStreamEndCapture_ptsz, cuStreamEndCapture, 10000, 1)           \
+    X(cuThreadExchangeStreamCaptureMode, cuThreadExchangeStreamCaptureMode, 10010, 0)
+
+#define SHIM_REAL_ONLY(X)                                              \
+    X(cuCtxGetCurrent, cuCtxGetCurrent, 4000, 0)                       \
+    X(cuCtxGetDevice, cuCtxGetDevice, 2000, 0)                         \
+    X(cuCtxPushCurrent_v2, cuCtxPushCurrent, 4000, 0)                  \
+    X(cuCtxPopCurrent_v2, cuCtxPopCurrent, 4000, 0)                    \
+    X(cuDeviceGetUuid_v2, cuDeviceGetUuid, 11040, 0)                   \
+    X(cuDeviceGetUuid, cuDeviceGetUuid, 9020, 0)                       \
+    X(cuDeviceTotalMem_v2, cuDeviceTotalMem, 3020, 0)                  \
+    X(cuDevicePrimaryCtxGetState, cuDevicePrimaryCtxGetState, 7000, 0) \
+    X(cuDevicePrimaryCtxRetain, cuDevicePrimaryCtxRetain, 7000, 0)     \
+    X(cuMemGetAddressRange_v2, cuMemGetAddressRange, 3020, 0)          \
+    X(cuMemPoolGetAttribute, cuMemPoolGetAttribute, 11020, 0)         \
+    X(cuStreamIsCapturing, cuStreamIsCapturing, 10000, 0)              \
+    X(cuStreamIsCapturing_ptsz, cuStreamIsCapturing, 10000, 1)        \
+    X(cuArrayGetMemoryRequirements, cuArrayGetMemoryRequirements, 11060, 0) \
+    X(cuMipmappedArrayGetMemoryRequirements, cuMipmappedArrayGetMemoryRequirements, 11060, 0)
+
+#endif

@@ -1,0 +1,94 @@
+/* Stream capture: begin/end and the thread's capture mode, so allocation hooks know when a
+ * stream is capturing and what a potentially unsafe call would do (capture.h). Results are
+ * returned unchanged. */
+#include "shim/capture.h"
+#include "shim/shim.h"
+
+static CUresult begun(CUresult r, CUstream s, bool pt, CUstreamCaptureMode mode)
+{
+    if (r == CUDA_SUCCESS && atomic_load_explicit(&shim.run, memory_order_relaxed) != SHIM_OFF)
+        capture_begun(s, pt, mode);
+    return r;
+}
+
+/* The 10000 ABI has no mode: such captures behave as GLOBAL (the mode's default). */
+SHIM_EXPORT CUresult CUDAAPI cuStreamBeginCapture(CUstream hStream)
+{
+    REAL_OR_FAIL(cuStreamBeginCapture);
+    return begun(real_(hStream), hStream, false, CU_STREAM_CAPTURE_MODE_GLOBAL);
+}
+
+SHIM_EXPORT CUresult CUDAAPI cuStreamBeginCapture_ptsz(CUstream hStream)
+{
+    REAL_OR_FAIL(cuStreamBeginCapture_ptsz);
+    return begun(real_(hStream), hStream, true, CU_STREAM_CAPTURE_MODE_GLOBAL);
+}
+
+SHIM_EXPORT CUresult CUDAAPI cuStreamBeginCapture_v2(CUstream hStream, CUstreamCaptureMode mode)
+{
+    REAL_OR_FAIL(cuStreamBeginCapture_v2);
+    return begun(real_(hStream, mode), hStream, false, mode);
+}
+
+SHIM_EXPORT CUresult CUDAAPI cuStreamBeginCapture_v2_ptsz(CUstream hStream, CUstreamCaptureMode mode)
+{
+    REAL_OR_FAIL(cuStreamBeginCapture_v2_ptsz);
+    return begun(real_(hStream, mode), hStream, true, mode);
+}
+
+SHIM_EXPORT CUresult CUDAAPI cuStreamBeginCaptureToGraph(CUstream hStream, CUgraph hGraph,
+                                                         const CUgraphNode *dependencies,
+                                                         const CUgraphEdgeData *dependencyData,
+                                                         size_t numDependencies,
+                                                         CUstreamCaptureMode mode)
+{
+    REAL_OR_FAIL(cuStreamBeginCaptureToGraph);
+    return begun(real_(hStream, hGraph, dependencies, dependencyData, numDependencies, mode),
+                 hStream, false, mode);
+}
+
+SHIM_EXPORT CUresult CUDAAPI cuStreamBeginCaptureToGraph_ptsz(CUstream hStream, CUgraph hGraph,
+                                                              const CUgraphNode *dependencies,
+                                                              const CUgraphEdgeData *dependencyData,
+                                                              size_t numDependencies,
+                                                              CUstreamCaptureMode mode)
+{
+    REAL_OR_FAIL(cuStreamBeginCaptureToGraph_ptsz);
+    return begun(real_(hStream, hGraph, dependencies, dependencyData, numDependencies, mode),
+                 hStream, true, mode);
+}
+
+static CUresult ended(CUresult r, CUstream s, bool pt, CUgraph *graph)
+{
+    /* cuda.h (cuStreamEndCapture): an invalidated capture also ends, returning
+     * CUDA_ERROR_STREAM_CAPTURE_INVALIDATED; other errors (wrong thread, not capturing) leave it. */
+    if (r == CUDA_SUCCESS || r == CUDA_ERROR_STREAM_CAPTURE_INVALIDATED)
+        capture_ended(s, pt);
+    if (r == CUDA_SUCCESS && graph && *graph && shim_enter()) {
+        account_device_stat_add(shim_current_device(NULL), CUSHIM_DEV_graphs_captured, 1);
+        shim_leave();
+    }
+    return r;
+}
+
+SHIM_EXPORT CUresult CUDAAPI cuStreamEndCapture(CUstream hStream, CUgraph *phGraph)
+{
+    REAL_OR_FAIL(cuStreamEndCapture);
+    return ended(real_(hStream, phGraph), hStream, false, phGraph);
+}
+
+SHIM_EXPORT CUresult CUDAAPI cuStreamEndCapture_ptsz(CUstream hStream, CUgraph *phGraph)
+{
+    REAL_OR_FAIL(cuStreamEndCapture_ptsz);
+    return ended(real_(hStream, phGraph), hStream, true, phGraph);
+}
+
+SHIM_EXPORT CUresult CUDAAPI cuThreadExchangeStreamCaptureMode(CUstreamCaptureMode *mode)
+{
+    REAL_OR_FAIL(cuThreadExchangeStreamCaptureMode);
+    CUstreamCaptureMode wanted = mode ? *mode : CU_STREAM_CAPTURE_MODE_GLOBAL;
+    CUresult r = real_(mode);
+    if (r == CUDA_SUCCESS && mode)
+        capture_thread_mode_set(wanted);
+    return r;
+}

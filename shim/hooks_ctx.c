@@ -1,0 +1,90 @@
+/* Context teardown frees memory without any free call (DESIGN.md): cuCtxDestroy (and _v2),
+ * cuDevicePrimaryCtxReset (and _v2; cudaDeviceReset), and the last cuDevicePrimaryCtxRelease
+ * (cuda.h: "the context is automatically reset once the last reference to it is released") drop
+ * every tracked allocation of that context. */
+#include "shim/shim.h"
+
+static CUresult destroyed(CUresult r, CUcontext ctx)
+{
+    if (r == CUDA_SUCCESS && shim_enter()) {
+        shim_drop_context(ctx);
+        shim_context_forget(ctx);
+        shim_leave();
+    }
+    return r;
+}
+
+SHIM_EXPORT CUresult CUDAAPI cuCtxDestroy_v2(CUcontext ctx)
+{
+    REAL_OR_FAIL(cuCtxDestroy_v2);
+    return destroyed(real_(ctx), ctx);
+}
+
+SHIM_EXPORT CUresult CUDAAPI cuCtxDestroy(CUcontext ctx)
+{
+    REAL_OR_FAIL(cuCtxDestroy);
+    return destroyed(real_(ctx), ctx);
+}
+
+/* The primary context of dev, looked up before the call that may end it. */
+static CUcontext primary_before(CUdevice dev, bool *counting)
+{
+    *counting = shim_enter();
+    return *counting ? shim_primary_context(dev) : NULL;
+}
+
+static CUresult reset_done(CUresult r, CUcontext ctx, bool counting)
+{
+    if (counting) {
+        if (r == CUDA_SUCCESS && ctx)
+            shim_drop_context(ctx);
+        shim_leave();
+    }
+    return r;
+}
+
+SHIM_EXPORT CUresult CUDAAPI cuDevicePrimaryCtxReset_v2(CUdevice dev)
+{
+    REAL_OR_FAIL(cuDevicePrimaryCtxReset_v2);
+    bool counting;
+    CUcontext ctx = primary_before(dev, &counting);
+    return reset_done(real_(dev), ctx, counting);
+}
+
+SHIM_EXPORT CUresult CUDAAPI cuDevicePrimaryCtxReset(CUdevice dev)
+{
+    REAL_OR_FAIL(cuDevicePrimaryCtxReset);
+    bool counting;
+    CUcontext ctx = primary_before(dev, &counting);
+    return reset_done(real_(dev), ctx, counting);
+}
+
+/* After a release, the context is gone only if the primary context is no longer active. */
+static CUresult release_done(CUresult r, CUdevice dev, CUcontext ctx, bool counting)
+{
+    unsigned flags;
+    int active = 1;
+    __typeof__(&cuDevicePrimaryCtxGetState) state = REAL(cuDevicePrimaryCtxGetState);
+    if (counting && r == CUDA_SUCCESS && ctx && state && state(dev, &flags, &active) == CUDA_SUCCESS &&
+        !active)
+        shim_drop_context(ctx);
+    if (counting)
+        shim_leave();
+    return r;
+}
+
+SHIM_EXPORT CUresult CUDAAPI cuDevicePrimaryCtxRelease_v2(CUdevice dev)
+{
+    REAL_OR_FAIL(cuDevicePrimaryCtxRelease_v2);
+    bool counting;
+    CUcontext ctx = primary_before(dev, &counting);
+    return release_done(real_(dev), dev, ctx, counting);
+}
+
+SHIM_EXPORT CUresult CUDAAPI cuDevicePrimaryCtxRelease(CUdevice dev)
+{
+    REAL_OR_FAIL(cuDevicePrimaryCtxRelease);
+    bool counting;
+    CUcontext ctx = primary_before(dev, &counting);
+    return release_done(real_(dev), dev, ctx, counting);
+}

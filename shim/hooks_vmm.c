@@ -1,0 +1,190 @@
+/* Virtual memory management (DESIGN.md, kind `vmm`; PyTorch's expandable segments). Physical
+ * memory made by cuMemCreate lives until its handle is released (cuMemRelease, once per
+ * cuMemCreate and per cuMemRetainAllocationHandle) *and* every mapping of it is unmapped (cuda.h
+ * doc of cuMemRelease and cuMemUnmap), so the shim counts it from creation until both hold.
+ * Handles imported from another process (cuMemImportFromShareableHandle) count as `imported`,
+ * sized by their first mapping. */
+#include "shim/shim.h"
+
+/* ---- handle table updates (run under the shard lock: arithmetic only) ---- */
+static bool ref_add(struct shim_entry *e, void *arg)
+{
+    e->refs += (uint32_t)(uintptr_t)arg;
+    return true;
+}
+
+static bool ref_drop(struct shim_entry *e, void *arg)
+{
+    (void)arg;
+    if (e->refs > 0)
+        e->refs--;
+    return e->refs > 0 || e->maps > 0;
+}
+
+struct map_arg {
+    uint64_t size;
+    int first_size; /* out: this mapping sized an imported handle */
+};
+
+static bool map_add(struct shim_entry *e, void *arg)
+{
+    struct map_arg *m = arg;
+    e->maps++;
+    if (e->kind == CUSHIM_KIND_IMPORTED && e->size == 0) {
+        e->size = m->size;
+        m->first_size = 1;
+    }
+    return true;
+}
+
+static bool map_drop(struct shim_entry *e, void *arg)
+{
+    (void)arg;
+    if (e->maps > 0)
+        e->maps--;
+    return e->refs > 0 || e->maps > 0;
+}
+
+/* Count the physical memory of a handle entry that just left the table. */
+static void handle_gone(const struct shim_entry *e)
+{
+    if (e->size)
+        account_free(e->device, (enum cushim_kind)e->kind, e->size, e->flags);
+}
+
+static void handle_update(uint64_t handle, bool (*fn)(struct shim_entry *, void *), void *arg)
+{
+    struct shim_entry e;
+    if (table_update(&shim.vmm_handles, handle, fn, arg, &e) && e.refs == 0 && e.maps == 0)
+        handle_gone(&e);
+}
+
+SHIM_EXPORT CUresult CUDAAPI cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
+                                         const CUmemAllocationProp *prop, unsigned long long flags)
+{
+    REAL_OR_FAIL(cuMemCreate);
+    if (!shim_enter())
+        return real_(handle, size, prop, flags);
+    CUcontext ctx;
+    int device = shim_current_device(&ctx);
+    enum cushim_kind kind = CUSHIM_KIND_VMM;
+    if (prop && prop->location.type == CU_MEM_LOCATION_TYPE_DEVICE)
+        device = prop->location.id; /* DESIGN.md: prop->location.id, not the current device */
+    else if (prop)
+        kind = CUSHIM_KIND_PINNED_HOST;
+    CUresult r = real_(handle, size, prop, flags);
+    if (r == CUDA_SUCCESS) {
+        struct shim_entry e = {.key = *handle, .size = size, .device = device,
+                               .kind = (uint16_t)kind, .refs = 1};
+        struct shim_entry old;
+        int put = table_put(&shim.vmm_handles, &e, &old);
+        if (put == 1 && old.size)
+            account_free(old.device, (enum cushim_kind)old.kind, old.size, old.flags);
+        if (put >= 0)
+            account_alloc(device, kind, size, 0);
+    } else {
+        account_fail(device, kind);
+    }
+    shim_leave();
+    return r;
+}
+
+SHIM_EXPORT CUresult CUDAAPI cuMemRelease(CUmemGenericAllocationHandle handle)
+{
+    REAL_OR_FAIL(cuMemRelease);
+    if (!shim_enter())
+        return real_(handle);
+    CUresult r = real_(handle);
+    if (r == CUDA_SUCCESS)
+        handle_update(handle, ref_drop, NULL);
+    shim_leave();
+    return r;
+}
+
+SHIM_EXPORT CUresult CUDAAPI cuMemRetainAllocationHandle(CUmemGenericAllocationHandle *handle,
+                                                         void *addr)
+{
+    REAL_OR_FAIL(cuMemRetainAllocationHandle);
+    if (!shim_enter())
+        return real_(handle, addr);
+    CUresult r = real_(handle, addr);
+    if (r == CUDA_SUCCESS)
+        table_update(&shim.vmm_handles, *handle, ref_add, (void *)(uintptr_t)1, NULL);
+    shim_leave();
+    return r;
+}
+
+SHIM_EXPORT CUresult CUDAAPI cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *handle,
+                                                            void *osHandle,
+                                                            CUmemAllocationHandleType shHandleType)
+{
+    REAL_OR_FAIL(cuMemImportFromShareableHandle);
+    if (!shim_enter())
+        return real_(handle, osHandle, shHandleType);
+    CUresult r = real_(handle, osHandle, shHandleType);
+    if (r == CUDA_SUCCESS) {
+        CUcontext ctx;
+        int device = shim_current_device(&ctx);
+        struct shim_entry e = {.key = *handle, .size = 0, .device = device,
+                               .kind = CUSHIM_KIND_IMPORTED, .refs = 1};
+        table_put(&shim.vmm_handles, &e, NULL);
+    } else {
+        track_fail(CUSHIM_KIND_IMPORTED);
+    }
+    shim_leave();
+    return r;
+}
+
+SHIM_EXPORT CUresult CUDAAPI cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
+                                      CUmemGenericAllocationHandle handle, unsigned long long flags)
+{
+    REAL_OR_FAIL(cuMemMap);
+    if (!shim_enter())
+        return real_(ptr, size, offset, handle, flags);
+    CUresult r = real_(ptr, size, offset, handle, flags);
+    if (r == CUDA_SUCCESS) {
+        struct map_arg m = {.size = size};
+        struct shim_entry h;
+        if (table_update(&shim.vmm_handles, handle, map_add, &m, &h)) {
+            struct shim_entry e = {.key = ptr, .size = size, .aux = handle, .device = h.device};
+            table_put(&shim.vmm_maps, &e, NULL);
+            if (m.first_size)
+                account_alloc(h.device, CUSHIM_KIND_IMPORTED, size, 0);
+        }
+    }
+    shim_leave();
+    return r;
+}
+
+#define UNMAP_BATCH 256
+
+SHIM_EXPORT CUresult CUDAAPI cuMemUnmap(CUdeviceptr ptr, size_t size)
+{
+    REAL_OR_FAIL(cuMemUnmap);
+    if (!shim_enter())
+        return real_(ptr, size);
+    /* cuda.h (cuMemUnmap): the range is whole mappings, possibly several contiguous ones. Take
+     * them out before the real call (address reuse), put them back if it fails. */
+    struct shim_entry taken[UNMAP_BATCH];
+    unsigned n = 0;
+    uint64_t at = ptr, end = ptr + size;
+    while (at < end && n < UNMAP_BATCH && table_take(&shim.vmm_maps, at, &taken[n])) {
+        at += taken[n].size ? taken[n].size : end;
+        n++;
+    }
+    CUresult r = real_(ptr, size);
+    for (unsigned i = 0; i < n; i++) {
+        if (r == CUDA_SUCCESS)
+            handle_update(taken[i].aux, map_drop, NULL);
+        else
+            table_put(&shim.vmm_maps, &taken[i], NULL);
+    }
+    /* Mappings past the batch (more than UNMAP_BATCH in one call) are settled after the call. */
+    struct shim_entry m;
+    while (r == CUDA_SUCCESS && at < end && table_take(&shim.vmm_maps, at, &m)) {
+        handle_update(m.aux, map_drop, NULL);
+        at += m.size ? m.size : end;
+    }
+    shim_leave();
+    return r;
+}

@@ -1,0 +1,104 @@
+/* Start-up and shut-down of the shim.
+ *
+ * Load: read the configuration (one line per bad CUSHIM_ value), nothing else: a program that
+ * never touches CUDA is not changed and leaves nothing behind. First counting CUDA call: create
+ * the segment and register the exit handler. Exit: summary, copy for `cushim run`, remove the
+ * segment. fork: the child forgets the parent's segment and tables (its own segment is created at
+ * its first CUDA call; DESIGN.md notes CUDA is unusable in a child before exec anyway). */
+#include <pthread.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "shim/arena.h"
+#include "shim/segment_file.h"
+#include "shim/shim.h"
+
+extern char **environ;
+
+struct shim_state shim;
+SHIM_TLS int shim_depth;
+
+static _Atomic int exit_registered;
+
+static const char *env_lookup(const char *name)
+{
+    return getenv(name);
+}
+
+static void report_config_error(const char *line)
+{
+    char buf[1200];
+    int n = snprintf(buf, sizeof buf, "%s\n", line);
+    if (n > 0) {
+        ssize_t w = write(2, buf, (size_t)n < sizeof buf ? (size_t)n : sizeof buf - 1);
+        (void)w;
+    }
+}
+
+static void after_fork_child(void)
+{
+    struct cushim_segment *parent = shim.seg;
+    shim.seg = NULL;
+    shim.seg_path[0] = '\0';
+    shim.owner = 0;
+    shim.top = 0; /* a forked child is a descendant, not the launched image */
+    arena_after_fork_child();
+    table_after_fork_child(&shim.ptrs);
+    table_after_fork_child(&shim.arrays);
+    table_after_fork_child(&shim.vmm_handles);
+    table_after_fork_child(&shim.vmm_maps);
+    table_after_fork_child(&shim.pools);
+    table_after_fork_child(&shim.captures);
+    if (parent)
+        munmap(parent, sizeof *parent);
+    if (atomic_load(&shim.run) != SHIM_OFF)
+        atomic_store(&shim.run, SHIM_IDLE);
+}
+
+__attribute__((constructor)) static void shim_load(void)
+{
+    /* Under `cushim run` the launcher already reported bad values once. */
+    const char *run_dir = getenv("CUSHIM_RUN_DIR");
+    cushim_config_load(&shim.cfg, env_lookup, environ,
+                       run_dir && *run_dir ? NULL : report_config_error);
+    shim_log_open(&shim.cfg);
+    if (shim.cfg.run_top[0]) {
+        /* Only the image `cushim run` exec'd is the top level: hide the mark from anything this
+         * image later runs (read before main, so a shell never copies it). */
+        shim.top = 1;
+        unsetenv("CUSHIM_RUN_TOP");
+    }
+    shim.run_id = strtoull(shim.cfg.run_id, NULL, 16);
+    if (shim.cfg.disable)
+        atomic_store(&shim.run, SHIM_OFF);
+    pthread_atfork(NULL, NULL, after_fork_child);
+}
+
+bool shim_start_slow(void)
+{
+    int expected = SHIM_IDLE;
+    if (atomic_compare_exchange_strong(&shim.run, &expected, SHIM_STARTING)) {
+        unsigned flags = shim.top ? CUSHIM_SEG_F_TOP : 0;
+        shim.seg = segment_create(&shim.cfg, flags, shim.run_id, shim.seg_path,
+                                  sizeof shim.seg_path);
+        shim.owner = getpid();
+        if (!shim.seg) {
+            LOG_ERROR("no memory for counters: passing every call through");
+            atomic_store(&shim.run, SHIM_OFF);
+            return false;
+        }
+        if (!atomic_exchange(&exit_registered, 1))
+            atexit(shim_exit_report);
+        atomic_store_explicit(&shim.run, SHIM_ACTIVE, memory_order_release);
+        LOG_INFO("started: segment %s", shim.seg_path[0] ? shim.seg_path : "(private)");
+        return true;
+    }
+    /* Another thread is starting: it only makes system calls, so wait for it. */
+    while ((expected = atomic_load_explicit(&shim.run, memory_order_acquire)) == SHIM_STARTING)
+        sched_yield();
+    return expected == SHIM_ACTIVE;
+}

@@ -1,0 +1,72 @@
+#include "shim/log.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+static int log_level = CUSHIM_LOG_WARN;
+static int log_fd = 2;
+
+/* Expands %p in a path to the pid. */
+static void expand_pid(const char *in, char *out, size_t len)
+{
+    size_t o = 0;
+    for (const char *p = in; *p && o + 1 < len; p++) {
+        if (p[0] == '%' && p[1] == 'p') {
+            o += (size_t)snprintf(out + o, len - o, "%d", (int)getpid());
+            if (o >= len)
+                o = len - 1;
+            p++;
+        } else {
+            out[o++] = *p;
+        }
+    }
+    out[o] = '\0';
+}
+
+void shim_log_open(const struct cushim_config *c)
+{
+    log_level = c->log;
+    if (c->log_file[0]) {
+        char path[CUSHIM_PATH_MAX + 32];
+        expand_pid(c->log_file, path, sizeof path);
+        int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+        if (fd >= 0)
+            log_fd = fd;
+        else
+            shim_log(CUSHIM_LOG_ERROR, "cannot open CUSHIM_LOG_FILE=\"%s\": %s; logging to stderr",
+                     path, strerror(errno));
+    }
+}
+
+int shim_log_enabled(int level)
+{
+    return level <= log_level && level != CUSHIM_LOG_OFF;
+}
+
+void shim_log(int level, const char *fmt, ...)
+{
+    static const char *names[] = {"", "error", "warn", "info", "debug"};
+    char line[512];
+    if (!shim_log_enabled(level))
+        return;
+    int n = snprintf(line, sizeof line, "cushim[%d] %s: ", (int)getpid(), names[level]);
+    va_list ap;
+    va_start(ap, fmt);
+    int m = vsnprintf(line + n, sizeof line - (size_t)n - 1, fmt, ap);
+    va_end(ap);
+    size_t len = (size_t)n + (m < 0 ? 0 : (size_t)m);
+    if (len > sizeof line - 2)
+        len = sizeof line - 2;
+    line[len++] = '\n';
+    ssize_t w = write(log_fd, line, len);
+    (void)w;
+}
+
+void shim_expand_pid(const char *in, char *out, size_t len)
+{
+    expand_pid(in, out, len);
+}

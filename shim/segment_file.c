@@ -1,0 +1,136 @@
+/* Creating and removing this process's segment (DESIGN.md "Shared-memory segment"). Runs once,
+ * at the first CUDA activity, never on the hot path. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/procinfo.h"
+#include "shim/segment_file.h"
+
+#ifndef CUSHIM_VERSION
+#define CUSHIM_VERSION "unknown"
+#endif
+
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static void fill_header(struct cushim_segment *s, unsigned flags, uint64_t run_id, int phase)
+{
+    struct cushim_segment_header *h = &s->h;
+    h->layout_version = CUSHIM_LAYOUT_VERSION;
+    h->header_size = sizeof *h;
+    h->device_record_size = sizeof(struct cushim_device_record);
+    h->device_capacity = CUSHIM_MAX_DEVICES;
+    h->kind_count = CUSHIM_KIND_COUNT;
+    h->kind_stat_count = CUSHIM_STAT_COUNT;
+    h->device_stat_count = CUSHIM_DEV_STAT_COUNT;
+    h->control_offset = (uint32_t)offsetof(struct cushim_segment, control);
+    h->total_size = sizeof *s;
+    h->pid = (int32_t)getpid();
+    h->uid = (uint32_t)getuid();
+    h->start_time = cushim_proc_start_time(getpid());
+    h->pidns_inode = cushim_pidns_inode();
+    h->created_ns = now_ns();
+    h->run_id = run_id;
+    h->flags = flags;
+    for (unsigned i = 0; i < CUSHIM_MAX_DEVICES; i++)
+        s->devices[i].ordinal = (int32_t)i;
+    atomic_store_explicit(&h->phase, (uint32_t)phase, memory_order_relaxed);
+    cushim_proc_cmdline(getpid(), h->command, sizeof h->command);
+    snprintf(h->version, sizeof h->version, "%s", CUSHIM_VERSION);
+    /* The magic goes last: a reader that sees it sees a complete header. */
+    atomic_thread_fence(memory_order_release);
+    memcpy(h->magic, CUSHIM_SEGMENT_MAGIC, sizeof h->magic);
+}
+
+/* An existing file with our name is ours to replace if it holds our own pid: the segment of this
+ * process's image before an exec (same start time), or of a dead process whose pid we now have.
+ * A file owned by another user is never touched. */
+static int replace_stale(const char *path)
+{
+    struct stat st;
+    if (lstat(path, &st) != 0)
+        return errno == ENOENT ? 0 : -1;
+    if (!S_ISREG(st.st_mode) || st.st_uid != getuid())
+        return -1;
+    return unlink(path);
+}
+
+struct cushim_segment *segment_create(const struct cushim_config *c, unsigned flags,
+                                      uint64_t run_id, char *path, size_t pathlen)
+{
+    size_t size = sizeof(struct cushim_segment);
+    struct cushim_segment *s = MAP_FAILED;
+    int fd = -1;
+
+    snprintf(path, pathlen, "%s/%s%u-%d", c->segment_dir, CUSHIM_SEGMENT_PREFIX,
+             (unsigned)getuid(), (int)getpid());
+    for (int attempt = 0; attempt < 2 && fd < 0; attempt++) {
+        fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+        if (fd < 0 && (errno != EEXIST || replace_stale(path) != 0))
+            break;
+    }
+    if (fd >= 0) {
+        if (fchmod(fd, 0600) == 0 && ftruncate(fd, (off_t)size) == 0)
+            s = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+        int saved = errno;
+        close(fd);
+        if (s == MAP_FAILED) {
+            unlink(path);
+            errno = saved;
+        }
+    }
+    if (s == MAP_FAILED) {
+        LOG_WARN("cannot create the live-stats segment %s (%s): counting in private memory; "
+                 "`cushim stat` will not see this process", path, strerror(errno));
+        path[0] = '\0';
+        flags |= CUSHIM_SEG_F_ANONYMOUS;
+        s = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (s == MAP_FAILED)
+            return NULL;
+    }
+    fill_header(s, flags, run_id, c->phase);
+    return s;
+}
+
+void segment_unlink(const char *path)
+{
+    if (path && path[0])
+        unlink(path);
+}
+
+int segment_copy_to(const struct cushim_segment *s, const char *dir)
+{
+    char tmp[CUSHIM_PATH_MAX + 64], final[CUSHIM_PATH_MAX + 64];
+    snprintf(final, sizeof final, "%s/%d.seg", dir, (int)getpid());
+    snprintf(tmp, sizeof tmp, "%s/.%d.seg.tmp", dir, (int)getpid());
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd < 0)
+        return -1;
+    const char *p = (const char *)s;
+    size_t left = sizeof *s;
+    while (left > 0) {
+        ssize_t w = write(fd, p, left);
+        if (w <= 0) {
+            close(fd);
+            unlink(tmp);
+            return -1;
+        }
+        p += w;
+        left -= (size_t)w;
+    }
+    if (close(fd) != 0 || rename(tmp, final) != 0) {
+        unlink(tmp);
+        return -1;
+    }
+    return 0;
+}

@@ -1,0 +1,182 @@
+/* Internal interface shared by the shim's files (not installed).
+ *
+ * The shim is compiled with __CUDA_API_VERSION_INTERNAL so cuda.h declares every ABI variant
+ * (cuMemAlloc_v2, cuMemAllocAsync_ptsz, cuDevicePrimaryCtxReset, ...) with its real prototype;
+ * each wrapper is defined with exactly that prototype.
+ */
+#ifndef CUSHIM_SHIM_H
+#define CUSHIM_SHIM_H
+
+#include <cuda.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "common/config.h"
+#include "common/segment.h"
+#include "shim/hooks.h"
+#include "shim/log.h"
+#include "shim/table.h"
+
+#define SHIM_EXPORT __attribute__((visibility("default")))
+#define SHIM_TLS __attribute__((tls_model("initial-exec"))) _Thread_local
+#define likely(x) __builtin_expect(!!(x), 1)
+#define unlikely(x) __builtin_expect(!!(x), 0)
+
+/* ---- driver entry points (real.c) ---- */
+enum shim_fn {
+#define SHIM_X_ENUM(sym, base, ver, pt) SHIM_FN_##sym,
+    SHIM_HOOKS(SHIM_X_ENUM) SHIM_REAL_ONLY(SHIM_X_ENUM)
+#undef SHIM_X_ENUM
+    SHIM_FN_COUNT
+};
+#define SHIM_HOOK_COUNT SHIM_FN_cuCtxGetCurrent /* first SHIM_REAL_ONLY row */
+
+struct shim_fn_info {
+    const char *symbol;   /* exported ABI variant, e.g. "cuMemAllocAsync_ptsz" */
+    const char *base;     /* cuGetProcAddress name, e.g. "cuMemAllocAsync" */
+    int version;          /* CUDA version that introduced this ABI */
+    int pt;               /* 1: per-thread default-stream variant */
+    void *wrapper;        /* the shim's function, NULL for SHIM_REAL_ONLY rows */
+};
+extern const struct shim_fn_info shim_fns[SHIM_FN_COUNT];
+extern _Atomic(void *) shim_real_slot[SHIM_FN_COUNT];
+
+/* The real driver function of row `id`: from the slot, else resolved now (RTLD_NEXT from the
+ * shim, then libcuda.so.1's handle). NULL if the driver lacks it. Thread-safe. */
+void *shim_real_resolve(enum shim_fn id);
+static inline void *shim_real(enum shim_fn id)
+{
+    void *p = atomic_load_explicit(&shim_real_slot[id], memory_order_relaxed);
+    return likely(p != NULL) ? p : shim_real_resolve(id);
+}
+/* Typed real pointer: REAL(cuMemAlloc_v2)(dptr, size). */
+#define REAL(sym) ((__typeof__(&sym))shim_real(SHIM_FN_##sym))
+
+/* Declares `real_`, the real function of `sym`; returns CUDA_ERROR_NOT_INITIALIZED from the
+ * wrapper when the driver lacks it (DESIGN.md: never call a NULL real pointer). */
+#define REAL_OR_FAIL(sym)                      \
+    __typeof__(&sym) real_ = REAL(sym);        \
+    if (unlikely(real_ == NULL))               \
+        return CUDA_ERROR_NOT_INITIALIZED
+
+/* Records p as the real function of row id unless one is known already or p is the shim's own
+ * wrapper (a loop). */
+void shim_real_offer(enum shim_fn id, void *p);
+
+/* The libc dlsym (dlvsym(RTLD_NEXT, "dlsym", GLIBC_2.34, else the base version)). */
+typedef void *(*shim_dlsym_fn)(void *, const char *);
+shim_dlsym_fn shim_real_dlsym(void);
+
+/* ---- doors (door_dlsym.c, door_procaddr.c) ---- */
+/* Row of the wrapped export named `symbol`, or -1. */
+int shim_hook_by_symbol(const char *symbol);
+/* The pointer to hand out for a cuGetProcAddress result `real_fn` of (base, version, flags). */
+void *shim_wrap_proc(const char *base, int version, cuuint64_t flags, void *real_fn);
+
+/* ---- state (init.c) ---- */
+enum shim_run_state { SHIM_IDLE = 0, SHIM_STARTING, SHIM_ACTIVE, SHIM_OFF };
+
+struct shim_state {
+    struct cushim_config cfg;
+    _Atomic int run;                 /* enum shim_run_state */
+    struct cushim_segment *seg;      /* counters: the segment file mapping, or anonymous memory */
+    pid_t owner;                     /* pid that created seg (fork safety) */
+    char seg_path[CUSHIM_PATH_MAX + 64];
+    int top;                         /* launched image of `cushim run` */
+    uint64_t run_id;
+    struct shim_table ptrs;          /* device/host pointers -> allocation */
+    struct shim_table arrays;        /* CUarray / CUmipmappedArray handles */
+    struct shim_table vmm_handles;   /* CUmemGenericAllocationHandle -> physical allocation */
+    struct shim_table vmm_maps;      /* mapped virtual address -> handle (aux) */
+    struct shim_table pools;         /* CUmemoryPool -> kind its allocations count as (aux) */
+    struct shim_table captures;      /* capturing stream -> capture mode (capture.c) */
+};
+extern struct shim_state shim;
+
+/* Thread-local "inside the shim" depth: exactly-once counting. */
+extern SHIM_TLS int shim_depth;
+
+/* Starts the shim at the first CUDA activity (segment, exit handler). Returns false when the
+ * shim is off (CUSHIM_DISABLE, or a failed start): the caller passes through. */
+bool shim_start_slow(void);
+static inline bool shim_started(void)
+{
+    int r = atomic_load_explicit(&shim.run, memory_order_acquire);
+    return likely(r == SHIM_ACTIVE) || (r != SHIM_OFF && shim_start_slow());
+}
+
+/* Enter a wrapper that counts: false = pass through (nested call, or shim off). */
+static inline bool shim_enter(void)
+{
+    if (unlikely(shim_depth != 0))
+        return false;
+    if (unlikely(!shim_started()))
+        return false;
+    shim_depth = 1;
+    return true;
+}
+static inline void shim_leave(void)
+{
+    shim_depth = 0;
+}
+
+/* ---- accounting (account.c): counters in the segment, under the device's seqlock ---- */
+void account_alloc(int device, enum cushim_kind kind, uint64_t bytes, unsigned flags);
+void account_free(int device, enum cushim_kind kind, uint64_t bytes, unsigned flags);
+void account_fail(int device, enum cushim_kind kind);
+void account_device_stat_add(int device, enum cushim_device_stat stat, int64_t delta);
+void account_device_stat_set(int device, enum cushim_device_stat stat, uint64_t value);
+/* The record of `device`, marked live (and identified via the driver on first use). NULL for an
+ * ordinal outside 0..CUSHIM_MAX_DEVICES-1. */
+struct cushim_device_record *account_record(int device);
+
+/* ---- contexts (context.c) ---- */
+/* Device ordinal of the calling thread's current context, and the context; -1 if none. */
+int shim_current_device(CUcontext *ctx_out);
+/* Device of an arbitrary context (cached), -1 if unknown. */
+int shim_context_device(CUcontext ctx);
+/* Forget a destroyed context. */
+void shim_context_forget(CUcontext ctx);
+/* Drops every tracked allocation of `ctx` (teardown), counting frees. */
+void shim_drop_context(CUcontext ctx);
+/* The primary context of `device` if it is active, else NULL (retain+release, no creation). */
+CUcontext shim_primary_context(int device);
+
+/* ---- tracking helpers (track.c) ---- */
+/* Records a successful allocation at key in table t, counted on the current context's device. */
+void track_alloc(struct shim_table *t, enum cushim_kind kind, uint64_t key, uint64_t bytes,
+                 unsigned flags);
+/* Same with an explicit device and context. */
+void track_alloc_on(struct shim_table *t, enum cushim_kind kind, uint64_t key, uint64_t bytes,
+                    int device, CUcontext ctx, unsigned flags);
+/* A failed allocation of `kind` on the current context's device. */
+void track_fail(enum cushim_kind kind);
+/* Removes key before a free; *out receives the entry. False if the shim never saw it. */
+bool track_take(struct shim_table *t, uint64_t key, struct shim_entry *out);
+/* After the real free: count it (ok) or put the entry back (the free failed). */
+void track_free_done(struct shim_table *t, const struct shim_entry *e, bool ok);
+
+/* The free path of a wrapper (after shim_enter succeeded): take the entry of `key` out of table
+ * `t`, make the real call expression `call`, count the free or put the entry back, leave, return
+ * the real result. A key the shim never saw is forwarded unchanged. */
+#define FREE_TRACKED(t, key, call)                                  \
+    do {                                                            \
+        struct shim_entry e_;                                       \
+        if (!track_take((t), (key), &e_)) {                         \
+            shim_leave();                                           \
+            return (call);                                          \
+        }                                                           \
+        CUresult r_ = (call);                                       \
+        track_free_done((t), &e_, r_ == CUDA_SUCCESS);              \
+        shim_leave();                                               \
+        return r_;                                                  \
+    } while (0)
+
+/* ---- exit (exit.c) ---- */
+void shim_exit_report(void);
+/* Samples cuMemGetInfo_v2 for every live device into untracked_bytes (exit, cuMemGetInfo). */
+void shim_sample_untracked(int device, uint64_t free_bytes, uint64_t total_bytes);
+
+#endif

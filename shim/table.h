@@ -1,0 +1,79 @@
+/* The shim's tables: what it allocated, keyed by pointer or handle.
+ *
+ * A table is 64 shards, each a linear-probing hash array (backward-shift deletion, no
+ * tombstones) behind its own spin lock. Memory comes from arena.c. Critical sections only touch
+ * the array: no driver call, no I/O, so a lock is never held across CUDA.
+ *
+ * Thread-safety: every function is safe from any thread. Key 0 is reserved (never tracked).
+ * Errors: table_put returns -1 when the arena is exhausted (the caller stops tracking that
+ * allocation and logs once).
+ */
+#ifndef CUSHIM_TABLE_H
+#define CUSHIM_TABLE_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+/* Entry flags. */
+#define SHIM_F_CAPTURE 0x01u     /* allocated while a stream of the process was capturing */
+#define SHIM_F_OFFLOADED 0x02u   /* served from pinned host memory by the offload policy */
+#define SHIM_F_SPILLED 0x04u     /* ... because the device request failed for lack of memory */
+#define SHIM_F_COMPILE 0x08u     /* allocated in the compile phase */
+#define SHIM_F_RESIDENT 0x10u    /* offloaded in compile phase, counted resident in the run phase */
+#define SHIM_F_RELEASED 0x20u    /* vmm handle: its cuMemCreate reference was released */
+
+struct shim_entry {
+    uint64_t key;      /* pointer or handle; 0 = empty slot */
+    uint64_t size;     /* requested bytes */
+    uint64_t ctx;      /* CUcontext the allocation belongs to, 0 if none */
+    uint64_t aux;      /* per table: vmm mapping -> handle; pool -> location */
+    int32_t device;    /* ordinal it is counted on, -1 = not counted */
+    uint16_t kind;     /* enum cushim_kind */
+    uint16_t flags;    /* SHIM_F_* */
+    uint32_t refs;     /* vmm handle: references (creates + retains - releases) */
+    uint32_t maps;     /* vmm handle: live mappings */
+};
+
+#define SHIM_TABLE_SHARDS 64
+
+struct shim_shard {
+    atomic_flag lock;
+    uint32_t count;
+    uint32_t cap;      /* power of two, 0 before first insert */
+    struct shim_entry *slots;
+    char pad[40];
+};
+
+struct shim_table {
+    struct shim_shard shard[SHIM_TABLE_SHARDS];
+};
+
+/* Inserts e (e->key != 0). If the key was present, its old entry is copied to *old (if not NULL)
+ * and replaced; returns 1. Returns 0 for a new key, -1 when out of memory. */
+int table_put(struct shim_table *t, const struct shim_entry *e, struct shim_entry *old);
+
+/* Removes `key`, copying its entry to *out (if not NULL). Returns true if it was present. */
+bool table_take(struct shim_table *t, uint64_t key, struct shim_entry *out);
+
+/* Copies the entry of `key` to *out. Returns true if present. */
+bool table_get(struct shim_table *t, uint64_t key, struct shim_entry *out);
+
+/* Calls fn on the entry of `key` under its shard lock; fn may modify it (not its key) and returns
+ * true to keep it, false to remove it. The entry as fn left it is copied to *out (if not NULL).
+ * Returns true if the key was present. fn must not call into CUDA or the table. */
+bool table_update(struct shim_table *t, uint64_t key, bool (*fn)(struct shim_entry *, void *),
+                  void *arg, struct shim_entry *out);
+
+/* Removes every entry for which pred returns true, calling done(entry) for each after its
+ * removal (under the shard lock: done must only do arithmetic/atomics). Returns how many. */
+unsigned table_drain_if(struct shim_table *t, bool (*pred)(const struct shim_entry *, void *),
+                        void (*done)(const struct shim_entry *, void *), void *arg);
+
+/* Entries in the table (sum over shards, not a consistent snapshot under concurrency). */
+uint64_t table_count(struct shim_table *t);
+
+/* In a child after fork(): empty the table without freeing (a parent's lock may be held). */
+void table_after_fork_child(struct shim_table *t);
+
+#endif

@@ -1,0 +1,69 @@
+/* Shared pieces of the `cushim` command (tools/). Exit codes: 0 ok, 1 nothing found,
+ * 2 usage error (bad arguments); `cushim run` returns the program's status. */
+#ifndef CUSHIM_CLI_H
+#define CUSHIM_CLI_H
+
+#include <stdio.h>
+#include <sys/types.h>
+
+#include "common/snapshot.h"
+
+#define EXIT_NOTHING 1
+#define EXIT_USAGE 2
+
+/* Subcommands: argv[0] is the subcommand name. */
+int cmd_run(int argc, char **argv);
+int cmd_ps(int argc, char **argv);
+int cmd_stat(int argc, char **argv);
+int cmd_top(int argc, char **argv);
+int cmd_reset_peak(int argc, char **argv);
+int cmd_gc(int argc, char **argv);
+int cmd_serve(int argc, char **argv);
+int cmd_phase(int argc, char **argv);
+
+/* Prints "cushim: " + message + newline to stderr. */
+void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* Absolute path of libcushim.so for LD_PRELOAD: $CUSHIM_LIBRARY, else next to the build tree's
+ * tools/ (../shim/libcushim.so), else the installed library directory. 0 or -1 (message printed). */
+int cli_library_path(char *buf, size_t len);
+
+/* Parses a pid argument; -1 on error (message printed). */
+pid_t cli_parse_pid(const char *s);
+
+/* ---- segments (segments.c) ---- */
+
+/* Reads a segment or summary file (untrusted): maps it read-only, validates, copies. A file that
+ * shrinks while mapped is caught (SIGBUS) and reported. 0, or -1 with a reason in err. */
+int seg_read_file(const char *path, struct cushim_snapshot *out, char *err, size_t errlen);
+
+/* Directory holding the live segments: $CUSHIM_SEGMENT_DIR, else /dev/shm. */
+const char *seg_dir(void);
+
+/* One live segment found by seg_scan. */
+struct seg_entry {
+    char path[1100];
+    pid_t pid;                   /* from the file name */
+    uid_t uid;                   /* owner of the file */
+    int ok;                      /* snapshot valid */
+    int stale;                   /* process gone, or pid reused (start time differs) */
+    char err[400];               /* why not ok */
+    struct cushim_snapshot snap;
+};
+
+/* Calls fn for every cushim segment in seg_dir() that the caller may read (its own; every one
+ * when root), optionally only those of `pids` (npids > 0). Returns the number visited; fn
+ * returns nonzero to stop. Segments named like ours but unreadable or invalid are reported with
+ * ok = 0. */
+int seg_scan(const pid_t *pids, int npids, int (*fn)(struct seg_entry *, void *), void *arg);
+
+/* Maps the live segment of `pid` read-write for an owner's request (reset-peak, phase). Refuses
+ * segments of other users (unless root) and stale ones. Returns the mapping or NULL (message
+ * printed); release with seg_unmap. */
+struct cushim_segment *seg_map_rw(pid_t pid);
+void seg_unmap(struct cushim_segment *s);
+
+/* Whether stdout is a terminal that takes colour (and NO_COLOR is unset). */
+int cli_color(FILE *f);
+
+#endif

@@ -1,0 +1,34 @@
+/* cushim phase PID compile|run: asks a live process to switch phase; the shim applies it at its
+ * next allocation (through the segment's control area). */
+#include <stdio.h>
+#include <string.h>
+
+#include "common/units.h"
+#include "tools/cli.h"
+
+int cmd_phase(int argc, char **argv)
+{
+    if (argc > 1 && (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0)) {
+        printf("usage: cushim phase PID compile|run\n\nSwitches process PID to the compile or "
+               "run phase (offload policy); it takes\neffect at the process's next allocation.\n");
+        return 0;
+    }
+    if (argc != 3) {
+        cli_error("usage: cushim phase PID compile|run");
+        return EXIT_USAGE;
+    }
+    pid_t pid = cli_parse_pid(argv[1]);
+    int phase = cushim_parse_enum("run|compile", argv[2]);
+    if (pid < 0)
+        return EXIT_USAGE;
+    if (phase < 0) {
+        cli_error("\"%s\" is not a phase (expected compile or run)", argv[2]);
+        return EXIT_USAGE;
+    }
+    struct cushim_segment *s = seg_map_rw(pid);
+    if (!s)
+        return EXIT_NOTHING;
+    atomic_store(&s->control.phase_request, (uint32_t)phase + 1);
+    seg_unmap(s);
+    return 0;
+}

@@ -1,0 +1,63 @@
+/* cushim ps: one line per process under cushim: pid, user, devices, device current/peak (summed
+ * over its devices), phase, command; segments of dead processes are marked stale. */
+#include <pwd.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "common/units.h"
+#include "tools/cli.h"
+
+struct ps_arg {
+    int rows;
+    int color;
+};
+
+static int row(struct seg_entry *e, void *argp)
+{
+    struct ps_arg *a = argp;
+    char user[32], cur[32], peak[32], devs[128] = "";
+    struct passwd *pw = getpwuid(e->uid);
+    snprintf(user, sizeof user, "%s", pw ? pw->pw_name : "?");
+    if (!e->ok) {
+        printf("%7d %-10s %-7s %s: %s\n", (int)e->pid, user, "invalid", e->path, e->err);
+        a->rows++;
+        return 0;
+    }
+    uint64_t c = 0, p = 0;
+    size_t o = 0;
+    for (uint32_t i = 0; i < e->snap.device_count; i++) {
+        c += e->snap.devices[i].dev[CUSHIM_DEV_total_current];
+        p += e->snap.devices[i].dev[CUSHIM_DEV_total_peak];
+        o += (size_t)snprintf(devs + o, sizeof devs - o, "%s%d", i ? "," : "",
+                              e->snap.devices[i].ordinal);
+        if (o >= sizeof devs)
+            break;
+    }
+    const char *state = e->stale ? "stale" : "live";
+    const char *on = a->color && e->stale ? "\033[33m" : "", *off = a->color && e->stale ? "\033[0m" : "";
+    printf("%s%7d %-10s %-7s %-8s %12s %12s %-7s %s%s\n", on, (int)e->pid, user, state,
+           devs[0] ? devs : "-", cushim_format_bytes(c, cur, sizeof cur),
+           cushim_format_bytes(p, peak, sizeof peak), cushim_phase_name(e->snap.phase),
+           e->snap.command, off);
+    a->rows++;
+    return 0;
+}
+
+int cmd_ps(int argc, char **argv)
+{
+    if (argc > 1) {
+        if (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0) {
+            printf("usage: cushim ps\n\nLists processes under cushim (yours; everyone's as root):\n"
+                   "pid, user, state (live, or stale: the process is gone), devices used, device\n"
+                   "bytes current and peak (summed over its devices), phase, command.\n");
+            return 0;
+        }
+        cli_error("ps takes no arguments (got \"%s\")", argv[1]);
+        return EXIT_USAGE;
+    }
+    struct ps_arg a = {0, cli_color(stdout)};
+    printf("%7s %-10s %-7s %-8s %12s %12s %-7s %s\n", "PID", "USER", "STATE", "DEVICES",
+           "DEV-CURRENT", "DEV-PEAK", "PHASE", "COMMAND");
+    seg_scan(NULL, 0, row, &a);
+    return a.rows ? 0 : EXIT_NOTHING;
+}

@@ -1,0 +1,61 @@
+/* cushim reset-peak PID [--device N]: every peak of the process (or of device N) becomes its
+ * current value, by compare-and-swap on the live segment (common/peaks.c). The program does not
+ * need to make any CUDA call for it to show. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/peaks.h"
+#include "tools/cli.h"
+
+int cmd_reset_peak(int argc, char **argv)
+{
+    pid_t pid = 0;
+    long device = -1;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
+            printf("usage: cushim reset-peak PID [--device N]\n\nSets the peaks of process PID "
+                   "(of device N only, with --device) to their\ncurrent values, like "
+                   "torch.cuda.reset_peak_memory_stats.\n");
+            return 0;
+        }
+        if (strcmp(argv[i], "--device") == 0) {
+            char *end;
+            if (i + 1 >= argc || (device = strtol(argv[i + 1], &end, 10), *end) || device < 0 ||
+                device >= (long)CUSHIM_MAX_DEVICES) {
+                cli_error("--device needs a device ordinal 0..%u (got \"%s\")",
+                          CUSHIM_MAX_DEVICES - 1, i + 1 < argc ? argv[i + 1] : "");
+                return EXIT_USAGE;
+            }
+            i++;
+        } else if (pid == 0) {
+            if ((pid = cli_parse_pid(argv[i])) < 0)
+                return EXIT_USAGE;
+        } else {
+            cli_error("unexpected argument \"%s\" (usage: cushim reset-peak PID [--device N])", argv[i]);
+            return EXIT_USAGE;
+        }
+    }
+    if (pid <= 0) {
+        cli_error("reset-peak needs a PID (usage: cushim reset-peak PID [--device N])");
+        return EXIT_USAGE;
+    }
+    struct cushim_segment *s = seg_map_rw(pid);
+    if (!s)
+        return EXIT_NOTHING;
+    int n = 0;
+    uint32_t count = atomic_load(&s->h.device_count);
+    for (uint32_t i = 0; i < count && i < CUSHIM_MAX_DEVICES; i++) {
+        if ((device >= 0 && (long)i != device) || atomic_load(&s->devices[i].state) == 0)
+            continue;
+        cushim_reset_record_peaks(&s->devices[i]);
+        n++;
+    }
+    atomic_fetch_add(&s->control.peak_resets, 1);
+    seg_unmap(s);
+    if (n == 0 && device >= 0) {
+        cli_error("process %d has no activity on device %ld", (int)pid, device);
+        return EXIT_NOTHING;
+    }
+    return 0;
+}

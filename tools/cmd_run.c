@@ -1,0 +1,340 @@
+/* cushim run [OPTIONS] -- PROGRAM [ARGS...]
+ *
+ * Preloads libcushim.so into PROGRAM (keeping any LD_PRELOAD already set), passes options as
+ * CUSHIM_* variables, forwards SIGINT/SIGTERM/SIGHUP/SIGQUIT sent to cushim itself, and at exit
+ * prints the summary of the program and of every descendant that used CUDA (each process's shim
+ * writes its final counters into a private run directory). Returns the program's exit status,
+ * or 128+N when a signal N killed it. */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/config.h"
+#include "common/report.h"
+#include "tools/cli.h"
+
+extern char **environ;
+
+static volatile sig_atomic_t child_pid;
+
+/* Forward signals that were sent to cushim itself; a terminal's ^C already reached the program
+ * through the foreground process group (si_code SI_KERNEL), so it is not sent twice. */
+static void forward(int sig, siginfo_t *info, void *ctx)
+{
+    (void)ctx;
+    if (child_pid > 0 && info && (info->si_code == SI_USER || info->si_code == SI_QUEUE))
+        kill(child_pid, sig);
+}
+
+/* "--offload-min" for CUSHIM_OFFLOAD_MIN. */
+static void flag_name(const char *variable, char *buf, size_t len)
+{
+    size_t o = 0;
+    o += (size_t)snprintf(buf, len, "--");
+    for (const char *p = variable + strlen("CUSHIM_"); *p && o + 1 < len; p++)
+        buf[o++] = *p == '_' ? '-' : (char)(*p >= 'A' && *p <= 'Z' ? *p - 'A' + 'a' : *p);
+    buf[o] = '\0';
+}
+
+static int internal_option(int i)
+{
+    return i == CUSHIM_OPT_RUN_DIR || i == CUSHIM_OPT_RUN_ID || i == CUSHIM_OPT_RUN_TOP;
+}
+
+static void usage(FILE *f)
+{
+    char flag[64];
+    fprintf(f,
+            "usage: cushim run [OPTIONS] [--] PROGRAM [ARGS...]\n\n"
+            "Runs PROGRAM with libcushim.so preloaded and prints, when it exits, each device's\n"
+            "memory per kind (current, peak, allocations, frees, failures) for PROGRAM and every\n"
+            "descendant process that used CUDA. Exit status: PROGRAM's (128+N if killed by signal N).\n\n"
+            "  --json FILE       also write the summary as JSON (docs/SUMMARY-JSON.md)\n"
+            "  --quiet           do not print the summary\n"
+            "  -h, --help        this help\n\n"
+            "Configuration (option = environment variable; the variable works with plain LD_PRELOAD):\n");
+    for (int i = 0; i < CUSHIM_OPT_COUNT; i++) {
+        const struct cushim_option_info *o = &cushim_option_table[i];
+        if (internal_option(i))
+            continue;
+        flag_name(o->variable, flag, sizeof flag);
+        fprintf(f, "  %-18s %-22s default %s\n", flag, o->variable, *o->def ? o->def : "(empty)");
+        if (*o->choices)
+            fprintf(f, "  %-18s   values: %s\n", "", o->choices);
+        fprintf(f, "  %-18s   %s\n", "", o->help);
+    }
+}
+
+/* Applies --flag VALUE / --flag=VALUE for a configuration option; returns args consumed, 0 if
+ * `arg` is not a configuration flag, -1 on a missing value. */
+static int config_flag(int argc, char **argv, int i)
+{
+    char flag[64];
+    for (int k = 0; k < CUSHIM_OPT_COUNT; k++) {
+        if (internal_option(k))
+            continue;
+        flag_name(cushim_option_table[k].variable, flag, sizeof flag);
+        size_t n = strlen(flag);
+        if (strncmp(argv[i], flag, n) != 0)
+            continue;
+        if (argv[i][n] == '=') {
+            setenv(cushim_option_table[k].variable, argv[i] + n + 1, 1);
+            return 1;
+        }
+        if (argv[i][n] == '\0') {
+            if (i + 1 >= argc) {
+                cli_error("%s needs a value", flag);
+                return -1;
+            }
+            setenv(cushim_option_table[k].variable, argv[i + 1], 1);
+            return 2;
+        }
+    }
+    return 0;
+}
+
+static void print_config_error(const char *line)
+{
+    fprintf(stderr, "%s\n", line);
+}
+
+static void remove_dir(const char *dir)
+{
+    DIR *d = opendir(dir);
+    struct dirent *de;
+    char path[4200];
+    while (d && (de = readdir(d)) != NULL) {
+        if (strcmp(de->d_name, ".") && strcmp(de->d_name, "..")) {
+            snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
+            unlink(path);
+        }
+    }
+    if (d)
+        closedir(d);
+    rmdir(dir);
+}
+
+struct collected {
+    struct cushim_snapshot *top;   /* the launched image, if it used CUDA */
+    struct cushim_snapshot *desc;  /* descendants, sorted by creation time */
+    int ndesc;
+};
+
+static int by_created(const void *a, const void *b)
+{
+    const struct cushim_snapshot *x = a, *y = b;
+    return x->created_ns < y->created_ns ? -1 : x->created_ns > y->created_ns;
+}
+
+static void collect(const char *dir, struct collected *c)
+{
+    DIR *d = opendir(dir);
+    struct dirent *de;
+    char path[4200], err[160];
+    static struct cushim_snapshot snap;
+    while (d && (de = readdir(d)) != NULL) {
+        size_t n = strlen(de->d_name);
+        if (n < 5 || strcmp(de->d_name + n - 4, ".seg") != 0 || de->d_name[0] == '.')
+            continue;
+        snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
+        if (seg_read_file(path, &snap, err, sizeof err) != 0) {
+            cli_error("summary %s: %s", path, err);
+            continue;
+        }
+        if ((snap.flags & CUSHIM_SEG_F_TOP) && !c->top) {
+            c->top = malloc(sizeof snap);
+            if (c->top)
+                *c->top = snap;
+            continue;
+        }
+        struct cushim_snapshot *grown = realloc(c->desc, (size_t)(c->ndesc + 1) * sizeof snap);
+        if (!grown)
+            continue;
+        c->desc = grown;
+        c->desc[c->ndesc++] = snap;
+    }
+    if (d)
+        closedir(d);
+    qsort(c->desc, (size_t)c->ndesc, sizeof *c->desc, by_created);
+}
+
+/* The launched program when it never used CUDA: pid and command, no devices. */
+static void synth_top(struct cushim_snapshot *s, pid_t pid, char **argv)
+{
+    size_t o = 0;
+    memset(s, 0, sizeof *s);
+    s->pid = pid;
+    snprintf(s->version, sizeof s->version, "%s", CUSHIM_VERSION);
+    for (int i = 0; argv[i] && o + 1 < sizeof s->command; i++)
+        o += (size_t)snprintf(s->command + o, sizeof s->command - o, "%s%s", i ? " " : "", argv[i]);
+}
+
+static int write_json(const char *file, const struct cushim_snapshot *top, const struct collected *c)
+{
+    FILE *f = strcmp(file, "-") == 0 ? stdout : fopen(file, "w");
+    if (!f) {
+        cli_error("cannot write --json \"%s\": %s", file, strerror(errno));
+        return -1;
+    }
+    struct jsonw w;
+    jsonw_init(&w, f);
+    cushim_json_process(&w, NULL, top, 0);
+    jsonw_array_begin(&w, "descendants");
+    for (int i = 0; i < c->ndesc; i++)
+        cushim_json_process(&w, NULL, &c->desc[i], 1);
+    jsonw_array_end(&w);
+    jsonw_object_end(&w);
+    int bad = ferror(f);
+    if (f != stdout && fclose(f) != 0)
+        bad = 1;
+    if (bad)
+        cli_error("error writing --json \"%s\"", file);
+    return bad ? -1 : 0;
+}
+
+int cmd_run(int argc, char **argv)
+{
+    const char *json = NULL;
+    int quiet = 0, i = 1;
+    for (; i < argc; i++) {
+        if (strcmp(argv[i], "--") == 0) {
+            i++;
+            break;
+        }
+        if (argv[i][0] != '-')
+            break;
+        if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
+            usage(stdout);
+            return 0;
+        }
+        if (strcmp(argv[i], "--quiet") == 0) {
+            quiet = 1;
+        } else if (strcmp(argv[i], "--json") == 0 || strncmp(argv[i], "--json=", 7) == 0) {
+            if (argv[i][6] == '=') {
+                json = argv[i] + 7;
+            } else if (i + 1 < argc) {
+                json = argv[++i];
+            } else {
+                cli_error("--json needs a FILE");
+                return EXIT_USAGE;
+            }
+        } else {
+            int used = config_flag(argc, argv, i);
+            if (used < 0)
+                return EXIT_USAGE;
+            if (used == 0) {
+                cli_error("unknown option \"%s\" for run (see cushim run --help)", argv[i]);
+                return EXIT_USAGE;
+            }
+            i += used - 1;
+        }
+    }
+    if (i >= argc) {
+        cli_error("run needs a PROGRAM (usage: cushim run [OPTIONS] -- PROGRAM [ARGS...])");
+        return EXIT_USAGE;
+    }
+    char **prog = argv + i;
+
+    /* Report bad CUSHIM_ values once here; the shims stay quiet under `cushim run`. */
+    struct cushim_config cfg;
+    cushim_config_load(&cfg, (const char *(*)(const char *))getenv, environ, print_config_error);
+
+    char lib[4096];
+    if (cli_library_path(lib, sizeof lib) != 0)
+        return EXIT_USAGE;
+    const char *old = getenv("LD_PRELOAD");
+    size_t need = strlen(lib) + (old ? strlen(old) : 0) + 2;
+    char *preload = malloc(need);
+    if (!preload)
+        return EXIT_USAGE;
+    /* After what was there: e.g. sanitizer runtimes must stay first. */
+    snprintf(preload, need, "%s%s%s", old && *old ? old : "", old && *old ? ":" : "", lib);
+    setenv("LD_PRELOAD", preload, 1);
+    free(preload);
+
+    const char *tmp = getenv("TMPDIR");
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s/cushim-run.XXXXXX", tmp && *tmp ? tmp : "/tmp");
+    if (!mkdtemp(dir)) {
+        cli_error("cannot create a run directory under %s: %s", tmp && *tmp ? tmp : "/tmp",
+                  strerror(errno));
+        return EXIT_USAGE;
+    }
+    uint64_t id = 0;
+    if (getrandom(&id, sizeof id, 0) != sizeof id || id == 0)
+        id = (uint64_t)getpid() << 20 ^ (uint64_t)time(NULL);
+    char idbuf[32];
+    snprintf(idbuf, sizeof idbuf, "%llx", (unsigned long long)id);
+    setenv("CUSHIM_RUN_DIR", dir, 1);
+    setenv("CUSHIM_RUN_ID", idbuf, 1);
+
+    struct sigaction sa = {0};
+    sa.sa_sigaction = forward;
+    sa.sa_flags = SA_SIGINFO | SA_RESTART;
+    sigemptyset(&sa.sa_mask);
+    int sigs[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT};
+    for (size_t k = 0; k < sizeof sigs / sizeof sigs[0]; k++)
+        sigaction(sigs[k], &sa, NULL);
+
+    pid_t pid = fork();
+    if (pid < 0) {
+        cli_error("cannot fork: %s", strerror(errno));
+        remove_dir(dir);
+        return EXIT_USAGE;
+    }
+    if (pid == 0) {
+        struct sigaction dfl = {0};
+        dfl.sa_handler = SIG_DFL;
+        for (size_t k = 0; k < sizeof sigs / sizeof sigs[0]; k++)
+            sigaction(sigs[k], &dfl, NULL);
+        setenv("CUSHIM_RUN_TOP", "1", 1);
+        execvp(prog[0], prog);
+        int e = errno;
+        cli_error("cannot run \"%s\": %s", prog[0], strerror(e));
+        _exit(e == ENOENT ? 127 : 126);
+    }
+    child_pid = pid;
+    int status = 0;
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+        ;
+    child_pid = 0;
+    int code = WIFEXITED(status) ? WEXITSTATUS(status) : WIFSIGNALED(status) ? 128 + WTERMSIG(status) : 1;
+
+    struct collected c = {0};
+    collect(dir, &c);
+    remove_dir(dir);
+    struct cushim_snapshot synth;
+    const struct cushim_snapshot *top = c.top;
+    if (!top) {
+        synth_top(&synth, pid, prog);
+        top = &synth;
+    }
+    if (!quiet) {
+        if (!c.top && c.ndesc == 0) {
+            fprintf(stderr, "cushim: no CUDA memory activity in `%s` or its descendants\n",
+                    top->command);
+        } else {
+            if (c.top || c.ndesc == 0)
+                cushim_text_process(stderr, top, "cushim: ");
+            for (int k = 0; k < c.ndesc; k++)
+                cushim_text_process(stderr, &c.desc[k], "cushim: descendant ");
+        }
+        if (WIFSIGNALED(status))
+            fprintf(stderr, "cushim: `%s` was killed by signal %d (%s)\n", prog[0],
+                    WTERMSIG(status), strsignal(WTERMSIG(status)));
+    }
+    if (json && write_json(json, top, &c) != 0 && code == 0)
+        code = EXIT_USAGE;
+    free(c.top);
+    free(c.desc);
+    return code;
+}

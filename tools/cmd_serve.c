@@ -1,0 +1,153 @@
+/* cushim serve --listen ADDR:PORT: HTTP GET /metrics in the Prometheus text format for every
+ * process the caller may see, served by libmicrohttpd. Runs until SIGINT or SIGTERM. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tools/cli.h"
+
+#ifdef CUSHIM_HAVE_MICROHTTPD
+#include <arpa/inet.h>
+#include <microhttpd.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include "tools/prometheus.h"
+
+#if MHD_VERSION < 0x00097002
+typedef int MHD_RESULT;
+#else
+typedef enum MHD_Result MHD_RESULT;
+#endif
+
+static volatile sig_atomic_t stop;
+
+static void on_signal(int sig)
+{
+    (void)sig;
+    stop = 1;
+}
+
+static MHD_RESULT answer(void *cls, struct MHD_Connection *c, const char *url, const char *method,
+                         const char *version, const char *upload, size_t *upload_size, void **state)
+{
+    (void)cls;
+    (void)version;
+    (void)upload;
+    (void)upload_size;
+    (void)state;
+    struct MHD_Response *r;
+    unsigned status = MHD_HTTP_OK;
+    char *body = NULL;
+    size_t len = 0;
+    if (strcmp(method, "GET") != 0 && strcmp(method, "HEAD") != 0) {
+        static const char msg[] = "only GET /metrics\n";
+        r = MHD_create_response_from_buffer(sizeof msg - 1, (void *)msg, MHD_RESPMEM_PERSISTENT);
+        status = MHD_HTTP_METHOD_NOT_ALLOWED;
+    } else if (strcmp(url, "/metrics") != 0) {
+        static const char msg[] = "cushim: metrics are at /metrics\n";
+        r = MHD_create_response_from_buffer(sizeof msg - 1, (void *)msg, MHD_RESPMEM_PERSISTENT);
+        status = MHD_HTTP_NOT_FOUND;
+    } else {
+        FILE *f = open_memstream(&body, &len);
+        struct proc_list l;
+        proc_list_collect(&l, NULL, 0, 0);
+        if (f) {
+            prometheus_write(f, &l);
+            fclose(f);
+        }
+        proc_list_free(&l);
+        r = MHD_create_response_from_buffer(len, body, MHD_RESPMEM_MUST_FREE);
+        MHD_add_response_header(r, "Content-Type", "text/plain; version=0.0.4; charset=utf-8");
+    }
+    MHD_RESULT ret = MHD_queue_response(c, status, r);
+    MHD_destroy_response(r);
+    return ret;
+}
+
+/* ADDR:PORT, [V6ADDR]:PORT or :PORT (all addresses). */
+static int parse_listen(const char *s, struct sockaddr_storage *ss, int *v6)
+{
+    char host[128];
+    const char *colon = strrchr(s, ':');
+    char *end;
+    if (!colon || colon - s >= (long)sizeof host)
+        return -1;
+    long port = strtol(colon + 1, &end, 10);
+    if (*end || port < 1 || port > 65535 || colon[1] == '\0')
+        return -1;
+    memcpy(host, s, (size_t)(colon - s));
+    host[colon - s] = '\0';
+    memset(ss, 0, sizeof *ss);
+    if (host[0] == '[') {
+        size_t n = strlen(host);
+        struct sockaddr_in6 *a = (struct sockaddr_in6 *)ss;
+        if (n < 2 || host[n - 1] != ']')
+            return -1;
+        host[n - 1] = '\0';
+        a->sin6_family = AF_INET6;
+        a->sin6_port = htons((uint16_t)port);
+        *v6 = 1;
+        return inet_pton(AF_INET6, host + 1, &a->sin6_addr) == 1 ? 0 : -1;
+    }
+    struct sockaddr_in *a = (struct sockaddr_in *)ss;
+    a->sin_family = AF_INET;
+    a->sin_port = htons((uint16_t)port);
+    *v6 = 0;
+    if (host[0] == '\0') {
+        a->sin_addr.s_addr = htonl(INADDR_ANY);
+        return 0;
+    }
+    return inet_pton(AF_INET, host, &a->sin_addr) == 1 ? 0 : -1;
+}
+
+int cmd_serve(int argc, char **argv)
+{
+    const char *listen = NULL;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
+            printf("usage: cushim serve --listen ADDR:PORT\n\nServes GET /metrics (Prometheus text "
+                   "format) for every process under cushim\nthat this user may see (everyone's as "
+                   "root). ADDR:PORT is e.g. 127.0.0.1:9400,\n[::1]:9400 or :9400 (all addresses).\n");
+            return 0;
+        }
+        if (strcmp(argv[i], "--listen") == 0 && i + 1 < argc) {
+            listen = argv[++i];
+        } else {
+            cli_error("bad argument \"%s\" for serve (usage: cushim serve --listen ADDR:PORT)", argv[i]);
+            return EXIT_USAGE;
+        }
+    }
+    struct sockaddr_storage ss;
+    int v6 = 0;
+    if (!listen || parse_listen(listen, &ss, &v6) != 0) {
+        cli_error("--listen needs ADDR:PORT (e.g. 127.0.0.1:9400, [::1]:9400, :9400), got \"%s\"",
+                  listen ? listen : "");
+        return EXIT_USAGE;
+    }
+    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG | (v6 ? MHD_USE_IPv6 : 0);
+    struct MHD_Daemon *d = MHD_start_daemon(flags, 0, NULL, NULL, answer, NULL,
+                                            MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
+                                            MHD_OPTION_END);
+    if (!d) {
+        cli_error("cannot listen on %s (address in use or not local?)", listen);
+        return EXIT_NOTHING;
+    }
+    signal(SIGINT, on_signal);
+    signal(SIGTERM, on_signal);
+    fprintf(stderr, "cushim: serving http://%s/metrics\n", listen);
+    while (!stop)
+        pause();
+    MHD_stop_daemon(d);
+    return 0;
+}
+#else
+int cmd_serve(int argc, char **argv)
+{
+    (void)argc;
+    (void)argv;
+    cli_error("serve was not built (libmicrohttpd was not found at build time); use "
+              "`cushim stat --prometheus --output FILE` with node_exporter's textfile collector");
+    return EXIT_USAGE;
+}
+#endif

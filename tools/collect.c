@@ -1,0 +1,61 @@
+#include "tools/collect.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+uint64_t proc_sum(const struct cushim_snapshot *s, int dev_stat)
+{
+    uint64_t v = 0;
+    for (uint32_t i = 0; i < s->device_count; i++)
+        v += s->devices[i].dev[dev_stat];
+    return v;
+}
+
+struct collect_arg {
+    struct proc_list *l;
+    int report;
+};
+
+static int add(struct seg_entry *e, void *argp)
+{
+    struct collect_arg *a = argp;
+    if (!e->ok) {
+        a->l->bad++;
+        if (a->report)
+            cli_error("skipping %s: %s", e->path, e->err);
+        return 0;
+    }
+    if (e->stale) {
+        a->l->stale++;
+        return 0;
+    }
+    struct cushim_snapshot *grown = realloc(a->l->procs, (size_t)(a->l->count + 1) * sizeof *grown);
+    if (!grown)
+        return 1;
+    a->l->procs = grown;
+    a->l->procs[a->l->count++] = e->snap;
+    return 0;
+}
+
+static int by_device_bytes(const void *x, const void *y)
+{
+    uint64_t a = proc_sum(x, CUSHIM_DEV_total_current), b = proc_sum(y, CUSHIM_DEV_total_current);
+    if (a != b)
+        return a > b ? -1 : 1;
+    return ((const struct cushim_snapshot *)x)->pid - ((const struct cushim_snapshot *)y)->pid;
+}
+
+int proc_list_collect(struct proc_list *l, const pid_t *pids, int npids, int report)
+{
+    struct collect_arg a = {l, report};
+    memset(l, 0, sizeof *l);
+    seg_scan(pids, npids, add, &a);
+    qsort(l->procs, (size_t)l->count, sizeof *l->procs, by_device_bytes);
+    return l->count;
+}
+
+void proc_list_free(struct proc_list *l)
+{
+    free(l->procs);
+    memset(l, 0, sizeof *l);
+}

@@ -1,0 +1,23 @@
+/* Gathering snapshots of live processes for stat, top and serve. */
+#ifndef CUSHIM_COLLECT_H
+#define CUSHIM_COLLECT_H
+
+#include "tools/cli.h"
+
+struct proc_list {
+    struct cushim_snapshot *procs;
+    int count;
+    int bad;      /* segments that could not be read (reported on stderr when `report`) */
+    int stale;    /* segments of processes that are gone (skipped) */
+};
+
+/* Snapshots of the caller's live processes (everyone's when root), or only `pids`. Invalid
+ * segments are reported in one line each when `report` and skipped; stale ones are skipped.
+ * Sorted by device bytes (sum over devices), largest first. Free with proc_list_free. */
+int proc_list_collect(struct proc_list *l, const pid_t *pids, int npids, int report);
+void proc_list_free(struct proc_list *l);
+
+/* Sum over the process's devices of a device stat (CUSHIM_DEV_*). */
+uint64_t proc_sum(const struct cushim_snapshot *s, int dev_stat);
+
+#endif

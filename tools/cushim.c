@@ -1,0 +1,85 @@
+/* cushim: the command-line companion of libcushim.so. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "tools/cli.h"
+
+#ifndef CUSHIM_VERSION
+#define CUSHIM_VERSION "unknown"
+#endif
+
+void cli_error(const char *fmt, ...)
+{
+    va_list ap;
+    fputs("cushim: ", stderr);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+}
+
+int cli_color(FILE *f)
+{
+    const char *no = getenv("NO_COLOR");
+    const char *term = getenv("TERM");
+    return isatty(fileno(f)) && !(no && *no) && !(term && strcmp(term, "dumb") == 0);
+}
+
+pid_t cli_parse_pid(const char *s)
+{
+    char *end;
+    long v = s ? strtol(s, &end, 10) : 0;
+    if (!s || !*s || *end || v <= 0 || v > 0x7fffffff) {
+        cli_error("\"%s\" is not a process id (a positive integer)", s ? s : "");
+        return -1;
+    }
+    return (pid_t)v;
+}
+
+static const struct {
+    const char *name;
+    int (*fn)(int, char **);
+    const char *help;
+} commands[] = {
+    {"run", cmd_run, "run a program under cushim and print its memory summary at exit"},
+    {"ps", cmd_ps, "list live processes under cushim"},
+    {"stat", cmd_stat, "snapshot of processes' counters (text, --json, --prometheus)"},
+    {"top", cmd_top, "live view of every process, sorted by device bytes"},
+    {"reset-peak", cmd_reset_peak, "set a live process's peaks to their current values"},
+    {"phase", cmd_phase, "switch a live process between the compile and run phases"},
+    {"gc", cmd_gc, "remove segments left by processes that died"},
+    {"serve", cmd_serve, "serve Prometheus /metrics over HTTP"},
+};
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: cushim COMMAND [ARGS]   (cushim COMMAND --help for details)\n\n");
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        fprintf(f, "  %-11s %s\n", commands[i].name, commands[i].help);
+    fprintf(f, "\n  --version   print the version\n");
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        usage(stderr);
+        return EXIT_USAGE;
+    }
+    if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "help") == 0) {
+        usage(stdout);
+        return 0;
+    }
+    if (strcmp(argv[1], "--version") == 0) {
+        printf("cushim %s\n", CUSHIM_VERSION);
+        return 0;
+    }
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        if (strcmp(argv[1], commands[i].name) == 0)
+            return commands[i].fn(argc - 1, argv + 1);
+    cli_error("unknown command \"%s\" (expected one of run, ps, stat, top, reset-peak, phase, "
+              "gc, serve)", argv[1]);
+    return EXIT_USAGE;
+}

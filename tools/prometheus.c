@@ -1,0 +1,102 @@
+#include "tools/prometheus.h"
+
+#include <string.h>
+
+static const struct {
+    const char *name, *type, *help;
+} kind_metrics[CUSHIM_STAT_COUNT] = {
+#define X_KM(f, p, t, h) {p, #t, h},
+    CUSHIM_KIND_STATS(X_KM)
+#undef X_KM
+};
+
+static const struct {
+    const char *name, *labels, *type, *help;
+} dev_metrics[CUSHIM_DEV_STAT_COUNT] = {
+#define X_DM(f, g, n, p, l, t, h) {p, l, #t, h},
+    CUSHIM_DEVICE_STATS(X_DM)
+#undef X_DM
+};
+
+static const char *kind_names[CUSHIM_KIND_COUNT] = {
+#define X_KN(e, name, total, desc) #name,
+    CUSHIM_KINDS(X_KN)
+#undef X_KN
+};
+
+/* Label value escaping (exposition format: backslash, double quote, newline). */
+static void escaped(FILE *f, const char *s, size_t max)
+{
+    for (size_t i = 0; s[i] && i < max; i++) {
+        if (s[i] == '\\' || s[i] == '"')
+            fputc('\\', f);
+        if (s[i] == '\n') {
+            fputs("\\n", f);
+            continue;
+        }
+        fputc(s[i], f);
+    }
+}
+
+static void labels(FILE *f, const struct cushim_snapshot *p, const struct cushim_device_snapshot *d)
+{
+    char uuid[48];
+    fprintf(f, "pid=\"%d\",command=\"", p->pid);
+    escaped(f, p->command, 64);
+    fprintf(f, "\",device=\"%d\",uuid=\"%s\"", d->ordinal,
+            d->identified ? cushim_format_uuid(d->uuid, uuid, sizeof uuid) : "");
+}
+
+static void header(FILE *f, const char *name, const char *type, const char *help)
+{
+    fprintf(f, "# HELP cushim_%s %s\n# TYPE cushim_%s %s\n", name, help, name, type);
+}
+
+void prometheus_write(FILE *f, const struct proc_list *l)
+{
+    header(f, "device_memory_total_bytes", "gauge", "device memory of the GPU (cuDeviceTotalMem)");
+    for (int i = 0; i < l->count; i++)
+        for (uint32_t k = 0; k < l->procs[i].device_count; k++) {
+            const struct cushim_device_snapshot *d = &l->procs[i].devices[k];
+            fputs("cushim_device_memory_total_bytes{", f);
+            labels(f, &l->procs[i], d);
+            fprintf(f, "} %llu\n", (unsigned long long)d->total_bytes);
+        }
+    header(f, "untracked_bytes", "gauge",
+           "device memory in use that no intercepted call made: (total - free) - tracked, last sample");
+    for (int i = 0; i < l->count; i++)
+        for (uint32_t k = 0; k < l->procs[i].device_count; k++) {
+            const struct cushim_device_snapshot *d = &l->procs[i].devices[k];
+            fputs("cushim_untracked_bytes{", f);
+            labels(f, &l->procs[i], d);
+            fprintf(f, "} %llu\n", (unsigned long long)d->untracked_bytes);
+        }
+    for (unsigned s = 0; s < CUSHIM_STAT_COUNT; s++) {
+        header(f, kind_metrics[s].name, kind_metrics[s].type, kind_metrics[s].help);
+        for (int i = 0; i < l->count; i++)
+            for (uint32_t k = 0; k < l->procs[i].device_count; k++)
+                for (unsigned kind = 0; kind < CUSHIM_KIND_COUNT; kind++) {
+                    if (s == CUSHIM_STAT_spill_count && kind != CUSHIM_KIND_OFFLOADED)
+                        continue;
+                    const struct cushim_device_snapshot *d = &l->procs[i].devices[k];
+                    fprintf(f, "cushim_%s{", kind_metrics[s].name);
+                    labels(f, &l->procs[i], d);
+                    fprintf(f, ",kind=\"%s\"} %llu\n", kind_names[kind],
+                            (unsigned long long)d->kinds[kind][s]);
+                }
+    }
+    for (unsigned s = 0; s < CUSHIM_DEV_STAT_COUNT; s++) {
+        /* Metrics sharing a name (one per phase) get one header, at their first row. */
+        if (s == 0 || strcmp(dev_metrics[s].name, dev_metrics[s - 1].name) != 0)
+            header(f, dev_metrics[s].name, dev_metrics[s].type, dev_metrics[s].help);
+        for (int i = 0; i < l->count; i++)
+            for (uint32_t k = 0; k < l->procs[i].device_count; k++) {
+                const struct cushim_device_snapshot *d = &l->procs[i].devices[k];
+                fprintf(f, "cushim_%s{", dev_metrics[s].name);
+                labels(f, &l->procs[i], d);
+                if (*dev_metrics[s].labels)
+                    fprintf(f, ",%s", dev_metrics[s].labels);
+                fprintf(f, "} %llu\n", (unsigned long long)d->dev[s]);
+            }
+    }
+}

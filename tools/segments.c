@@ -1,0 +1,219 @@
+/* Finding and reading segments. Every byte of a segment is untrusted (another user's file when
+ * root reads, a crafted or truncated file): files are opened without following links, checked to
+ * be regular files, mapped read-only at their real size, and copied by cushim_snapshot_read. */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/procinfo.h"
+#include "tools/cli.h"
+
+static _Thread_local sigjmp_buf *bus_jump;
+
+static void on_sigbus(int sig)
+{
+    (void)sig;
+    if (bus_jump)
+        siglongjmp(*bus_jump, 1);
+    signal(SIGBUS, SIG_DFL);
+    raise(SIGBUS);
+}
+
+const char *seg_dir(void)
+{
+    const char *d = getenv("CUSHIM_SEGMENT_DIR");
+    return d && *d ? d : "/dev/shm";
+}
+
+/* Maps an open file at its size and snapshots it, surviving a concurrent truncation. */
+static int snapshot_fd(int fd, struct cushim_snapshot *out, char *err, size_t errlen)
+{
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        snprintf(err, errlen, "not a regular file");
+        return -1;
+    }
+    if (st.st_size == 0)
+        return cushim_snapshot_read(NULL, 0, out, 0, err, errlen);
+    size_t len = (size_t)st.st_size;
+    void *m = mmap(NULL, len, PROT_READ, MAP_SHARED, fd, 0);
+    if (m == MAP_FAILED) {
+        snprintf(err, errlen, "cannot map: %s", strerror(errno));
+        return -1;
+    }
+    static int installed;
+    if (!installed) {
+        struct sigaction sa = {0};
+        sa.sa_handler = on_sigbus;
+        sigaction(SIGBUS, &sa, NULL);
+        installed = 1;
+    }
+    sigjmp_buf jb;
+    int rc;
+    if (sigsetjmp(jb, 1) == 0) {
+        bus_jump = &jb;
+        rc = cushim_snapshot_read(m, len, out, 100000, err, errlen);
+    } else {
+        snprintf(err, errlen, "truncated while being read");
+        rc = -1;
+    }
+    bus_jump = NULL;
+    munmap(m, len);
+    return rc;
+}
+
+int seg_read_file(const char *path, struct cushim_snapshot *out, char *err, size_t errlen)
+{
+    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0) {
+        snprintf(err, errlen, "cannot open: %s", strerror(errno));
+        return -1;
+    }
+    int rc = snapshot_fd(fd, out, err, errlen);
+    close(fd);
+    return rc;
+}
+
+/* "cushim-<uid>-<pid>" -> uid, pid. */
+static int parse_name(const char *name, uid_t *uid, pid_t *pid)
+{
+    unsigned long u, p;
+    char tail;
+    if (strncmp(name, CUSHIM_SEGMENT_PREFIX, strlen(CUSHIM_SEGMENT_PREFIX)) != 0)
+        return -1;
+    if (sscanf(name + strlen(CUSHIM_SEGMENT_PREFIX), "%lu-%lu%c", &u, &p, &tail) != 2 || p == 0 ||
+        p > 0x7fffffff)
+        return -1;
+    *uid = (uid_t)u;
+    *pid = (pid_t)p;
+    return 0;
+}
+
+static int is_stale(const struct cushim_snapshot *s)
+{
+    uint64_t start = cushim_proc_start_time(s->pid);
+    if (start == 0)
+        return 1; /* no such process (in our pid namespace) */
+    if (s->pidns_inode && cushim_pidns_inode() && s->pidns_inode != cushim_pidns_inode())
+        return 0; /* another pid namespace: cannot tell; the writer is not ours to judge */
+    return start != s->start_time;
+}
+
+int seg_scan(const pid_t *pids, int npids, int (*fn)(struct seg_entry *, void *), void *arg)
+{
+    DIR *d = opendir(seg_dir());
+    struct dirent *de;
+    int visited = 0;
+    uid_t me = geteuid();
+    static struct seg_entry e;
+    if (!d) {
+        cli_error("cannot open the segment directory %s: %s", seg_dir(), strerror(errno));
+        return 0;
+    }
+    while ((de = readdir(d)) != NULL) {
+        uid_t uid;
+        pid_t pid;
+        if (parse_name(de->d_name, &uid, &pid) != 0)
+            continue;
+        if (npids > 0) {
+            int want = 0;
+            for (int i = 0; i < npids && !want; i++)
+                want = pids[i] == pid;
+            if (!want)
+                continue;
+        }
+        memset(&e, 0, sizeof e);
+        snprintf(e.path, sizeof e.path, "%s/%s", seg_dir(), de->d_name);
+        e.pid = pid;
+        int fd = open(e.path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+        struct stat st;
+        if (fd < 0 || fstat(fd, &st) != 0) {
+            if (fd >= 0)
+                close(fd);
+            if (errno == EACCES || errno == EPERM)
+                continue; /* another user's segment: not ours to see */
+            continue;
+        }
+        e.uid = st.st_uid;
+        if (me != 0 && st.st_uid != me) {
+            close(fd);
+            continue;
+        }
+        if (snapshot_fd(fd, &e.snap, e.err, sizeof e.err) == 0) {
+            if (e.snap.pid != pid || e.snap.uid != (uint32_t)st.st_uid || uid != st.st_uid) {
+                snprintf(e.err, sizeof e.err, "header names pid %d uid %u, file is %s",
+                         (int)e.snap.pid, e.snap.uid, de->d_name);
+            } else {
+                e.ok = 1;
+                e.stale = is_stale(&e.snap);
+            }
+        }
+        close(fd);
+        visited++;
+        if (fn(&e, arg))
+            break;
+    }
+    closedir(d);
+    return visited;
+}
+
+struct cushim_segment *seg_map_rw(pid_t pid)
+{
+    char path[1100], err[160];
+    struct stat st;
+    struct cushim_snapshot *snap = calloc(1, sizeof *snap);
+    snprintf(path, sizeof path, "%s/%s%u-%d", seg_dir(), CUSHIM_SEGMENT_PREFIX,
+             (unsigned)geteuid(), (int)pid);
+    int fd = open(path, O_RDWR | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0 && geteuid() == 0) {
+        /* root: the segment is named after its owner; find it by pid. */
+        DIR *d = opendir(seg_dir());
+        struct dirent *de;
+        while (d && fd < 0 && (de = readdir(d)) != NULL) {
+            uid_t u;
+            pid_t p;
+            if (parse_name(de->d_name, &u, &p) == 0 && p == pid) {
+                snprintf(path, sizeof path, "%s/%s", seg_dir(), de->d_name);
+                fd = open(path, O_RDWR | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+            }
+        }
+        if (d)
+            closedir(d);
+    }
+    if (fd < 0) {
+        cli_error("no cushim process %d of yours (no segment in %s)", (int)pid, seg_dir());
+        free(snap);
+        return NULL;
+    }
+    struct cushim_segment *s = NULL;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || (geteuid() != 0 && st.st_uid != geteuid())) {
+        cli_error("segment %s is not a regular file of yours", path);
+    } else if (snapshot_fd(fd, snap, err, sizeof err) != 0) {
+        cli_error("segment %s: %s", path, err);
+    } else if (snap->pid != pid || is_stale(snap)) {
+        cli_error("process %d is gone (stale segment %s; `cushim gc` removes it)", (int)pid, path);
+    } else {
+        void *m = mmap(NULL, sizeof *s, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+        if (m == MAP_FAILED)
+            cli_error("cannot map %s: %s", path, strerror(errno));
+        else
+            s = m;
+    }
+    close(fd);
+    free(snap);
+    return s;
+}
+
+void seg_unmap(struct cushim_segment *s)
+{
+    if (s)
+        munmap(s, sizeof *s);
+}
