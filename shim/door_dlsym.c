@@ -4,9 +4,10 @@
  * dlsym, so glibc still sees the caller's return address (RTLD_NEXT is relative to the caller).
  * This file is compiled with -O2 -foptimize-sibling-calls whatever the build type (meson.build);
  * tests/test_dlsym.c checks the RTLD_NEXT behaviour. */
-#include <dlfcn.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <dlfcn.h>
 
 #include "shim/shim.h"
 
@@ -44,7 +45,8 @@ static inline bool is_cu_name(const char *name)
     return name && name[0] == 'c' && name[1] == 'u' && name[2] >= 'A' && name[2] <= 'Z';
 }
 
-SHIM_EXPORT void *dlsym(void *handle, const char *name)
+/* The body of both exported versions; inlined so that each forwards with its own tail call. */
+static inline __attribute__((always_inline)) void *dlsym_body(void *handle, const char *name)
 {
     shim_dlsym_fn real = shim_real_dlsym();
     if (handle == RTLD_NEXT || !is_cu_name(name) || shim.cfg.disable)
@@ -57,3 +59,26 @@ SHIM_EXPORT void *dlsym(void *handle, const char *name)
     shim_real_offer((enum shim_fn)row, p);
     return shim_fns[row].wrapper;
 }
+
+/* dlsym is exported with glibc's versions (dlsym@@GLIBC_2.34 and the architecture's base version,
+ * shim/dlsym-*.map): another interposer that looks up "the real dlsym" with dlvsym(RTLD_NEXT,
+ * "dlsym", "GLIBC_2.34") then finds the shim, not libc, so the chain goes through both of us. */
+void *cushim_dlsym_current(void *handle, const char *name);
+void *cushim_dlsym_base(void *handle, const char *name);
+
+SHIM_EXPORT void *cushim_dlsym_current(void *handle, const char *name)
+{
+    return dlsym_body(handle, name);
+}
+
+SHIM_EXPORT void *cushim_dlsym_base(void *handle, const char *name)
+{
+    return dlsym_body(handle, name);
+}
+
+__asm__(".symver cushim_dlsym_current, dlsym@@GLIBC_2.34");
+#if defined(__aarch64__)
+__asm__(".symver cushim_dlsym_base, dlsym@GLIBC_2.17");
+#else
+__asm__(".symver cushim_dlsym_base, dlsym@GLIBC_2.2.5");
+#endif

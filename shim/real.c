@@ -15,23 +15,28 @@ const struct shim_fn_info shim_fns[SHIM_FN_COUNT] = {
 
 _Atomic(void *) shim_real_slot[SHIM_FN_COUNT];
 
-static _Atomic(shim_dlsym_fn) libc_dlsym;
+static _Atomic(shim_dlsym_fn) next_dlsym;
 
 shim_dlsym_fn shim_real_dlsym(void)
 {
-    shim_dlsym_fn f = atomic_load_explicit(&libc_dlsym, memory_order_acquire);
+    shim_dlsym_fn f = atomic_load_explicit(&next_dlsym, memory_order_acquire);
     if (likely(f != NULL))
         return f;
-    /* DESIGN.md: never the plain dlsym (that is the shim itself). */
-    f = (shim_dlsym_fn)dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.34");
+    /* DESIGN.md: never the plain dlsym (that is the shim itself): libc's by version first... */
+    shim_dlsym_fn libc = (shim_dlsym_fn)dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.34");
 #if defined(__x86_64__)
-    if (!f)
-        f = (shim_dlsym_fn)dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.2.5");
+    if (!libc)
+        libc = (shim_dlsym_fn)dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.2.5");
 #elif defined(__aarch64__)
-    if (!f)
-        f = (shim_dlsym_fn)dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.17");
+    if (!libc)
+        libc = (shim_dlsym_fn)dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.17");
 #endif
-    atomic_store_explicit(&libc_dlsym, f, memory_order_release);
+    /* ...then, through it, the next dlsym after the shim without a version: another interposer
+     * behind us that wraps dlsym unversioned (dlvsym would skip it) stays in the chain. */
+    f = libc ? (shim_dlsym_fn)libc(RTLD_NEXT, "dlsym") : NULL;
+    if (!f)
+        f = libc;
+    atomic_store_explicit(&next_dlsym, f, memory_order_release);
     return f;
 }
 

@@ -65,7 +65,7 @@ static inline void *shim_real(enum shim_fn id)
  * wrapper (a loop). */
 void shim_real_offer(enum shim_fn id, void *p);
 
-/* The libc dlsym (dlvsym(RTLD_NEXT, "dlsym", GLIBC_2.34, else the base version)). */
+/* The next dlsym after the shim: another interposer's, else libc's (real.c). */
 typedef void *(*shim_dlsym_fn)(void *, const char *);
 shim_dlsym_fn shim_real_dlsym(void);
 

@@ -1,0 +1,292 @@
+#include "harness.h"
+
+#include <criterion/criterion.h>
+#include <dirent.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+extern char **environ;
+
+static char *slurp(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    cr_assert(f, "cannot read %s", path);
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *buf = malloc((size_t)n + 1);
+    size_t got = fread(buf, 1, (size_t)n, f);
+    buf[got] = '\0';
+    fclose(f);
+    return buf;
+}
+
+const char *test_dir(void)
+{
+    static char dir[256];
+    if (!dir[0]) {
+        snprintf(dir, sizeof dir, "/tmp/cushim-test.XXXXXX");
+        cr_assert(mkdtemp(dir), "mkdtemp");
+        chmod(dir, 0755);
+    }
+    return dir;
+}
+
+/* Builds environ + overrides into a malloc'ed array. */
+static char **make_env(const char *const *env)
+{
+    size_t n = 0, m = 0;
+    while (environ[n])
+        n++;
+    while (env && env[m])
+        m++;
+    char **out = calloc(n + m + 1, sizeof *out);
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        size_t len = strcspn(environ[i], "=");
+        int overridden = 0;
+        for (size_t j = 0; j < m && !overridden; j++)
+            overridden = strncmp(env[j], environ[i], len) == 0 &&
+                         (env[j][len] == '=' || env[j][len] == '\0');
+        if (!overridden)
+            out[k++] = environ[i];
+    }
+    for (size_t j = 0; j < m; j++)
+        if (strchr(env[j], '='))
+            out[k++] = (char *)env[j];
+    out[k] = NULL;
+    return out;
+}
+
+void run_cmd(struct run_result *r, const char *const *argv, const char *const *env)
+{
+    static int seq;
+    char out_path[512], err_path[512];
+    snprintf(out_path, sizeof out_path, "%s/out.%d.%d", test_dir(), (int)getpid(), seq);
+    snprintf(err_path, sizeof err_path, "%s/err.%d.%d", test_dir(), (int)getpid(), seq++);
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, 1, out_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    posix_spawn_file_actions_addopen(&fa, 2, err_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    char **envp = make_env(env);
+    pid_t pid;
+    int rc = posix_spawnp(&pid, argv[0], &fa, NULL, (char *const *)argv, envp);
+    free(envp);
+    posix_spawn_file_actions_destroy(&fa);
+    cr_assert_eq(rc, 0, "cannot start %s: %s", argv[0], strerror(rc));
+    int status;
+    while (waitpid(pid, &status, 0) < 0)
+        ;
+    r->status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    r->out = slurp(out_path);
+    r->err = slurp(err_path);
+    unlink(out_path);
+    unlink(err_path);
+}
+
+pid_t spawn_bg(const char *const *argv, const char *const *env)
+{
+    static int seq;
+    char out_path[512];
+    snprintf(out_path, sizeof out_path, "%s/bg.%d.%d", test_dir(), (int)getpid(), seq++);
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, 1, out_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    posix_spawn_file_actions_adddup2(&fa, 1, 2);
+    char **envp = make_env(env);
+    pid_t pid;
+    int rc = posix_spawnp(&pid, argv[0], &fa, NULL, (char *const *)argv, envp);
+    free(envp);
+    posix_spawn_file_actions_destroy(&fa);
+    cr_assert_eq(rc, 0, "cannot start %s: %s", argv[0], strerror(rc));
+    return pid;
+}
+
+int wait_bg(pid_t pid)
+{
+    int status;
+    while (waitpid(pid, &status, 0) < 0)
+        ;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+void wait_ready(const char *dir, int n, pid_t *pids)
+{
+    for (int tries = 0; tries < 3000; tries++) {
+        DIR *d = opendir(dir);
+        struct dirent *de;
+        int found = 0;
+        while (d && (de = readdir(d)) != NULL)
+            if (de->d_name[0] != '.' && found < n)
+                pids[found++] = (pid_t)atoi(de->d_name);
+        if (d)
+            closedir(d);
+        if (found >= n)
+            return;
+        usleep(10000);
+    }
+    cr_assert_fail("fewer than %d programs became ready in %s", n, dir);
+}
+
+const char *fresh_dir(const char *name)
+{
+    static char buf[8][512];
+    static int i;
+    char *b = buf[i++ % 8];
+    snprintf(b, 512, "%s/%s", test_dir(), name);
+    mkdir(b, 01777);
+    chmod(b, 01777);
+    return b;
+}
+
+void touch(const char *path)
+{
+    int fd = open(path, O_WRONLY | O_CREAT, 0644);
+    cr_assert(fd >= 0, "cannot create %s", path);
+    close(fd);
+}
+
+void run_free(struct run_result *r)
+{
+    free(r->out);
+    free(r->err);
+    r->out = r->err = NULL;
+}
+
+const char *const *sim_env(const char *const *extra)
+{
+    static char ld[1024], segdir[512];
+    static const char *env[64];
+    size_t n = 0;
+    snprintf(ld, sizeof ld, "LD_LIBRARY_PATH=%s", SIM_LIBDIR);
+    snprintf(segdir, sizeof segdir, "CUSHIM_SEGMENT_DIR=%s", test_dir());
+    env[n++] = ld;
+    env[n++] = segdir;
+    env[n++] = "SIMCUDA_GRANULARITY=1";
+    env[n++] = "SIMCUDA_CTX_OVERHEAD=0";
+    for (size_t i = 0; extra && extra[i] && n < 62; i++)
+        env[n++] = extra[i];
+    env[n] = NULL;
+    /* Later entries win: drop earlier duplicates. */
+    for (size_t i = 0; i < n; i++) {
+        size_t len = strcspn(env[i], "=");
+        for (size_t j = i + 1; j < n; j++)
+            if (strncmp(env[i], env[j], len) == 0 && (env[j][len] == '=' || env[j][len] == '\0')) {
+                memmove(&env[i], &env[i + 1], (n - i) * sizeof env[0]);
+                n--;
+                i--;
+                break;
+            }
+    }
+    return env;
+}
+
+const char *cushim_bin(void) { return CUSHIM_BIN; }
+const char *shim_lib(void) { return SHIM_LIB; }
+
+const char *program(const char *name)
+{
+    static char buf[8][1024];
+    static int i;
+    char *b = buf[i++ % 8];
+    snprintf(b, 1024, "%s/%s", PROGRAMS_DIR, name);
+    return b;
+}
+
+static const char *find_key(const char *text, const char *key)
+{
+    size_t n = strlen(key);
+    for (const char *p = text; p && *p;) {
+        if (strncmp(p, key, n) == 0 && p[n] == '=')
+            return p + n + 1;
+        p = strchr(p, '\n');
+        if (p)
+            p++;
+    }
+    return NULL;
+}
+
+uint64_t kv_u64_or(const char *text, const char *key, uint64_t def)
+{
+    const char *v = find_key(text, key);
+    return v ? strtoull(v, NULL, 10) : def;
+}
+
+uint64_t kv_u64(const char *text, const char *key)
+{
+    const char *v = find_key(text, key);
+    cr_assert(v, "no %s= in output:\n%s", key, text);
+    return strtoull(v, NULL, 10);
+}
+
+const char *kv_str(const char *text, const char *key)
+{
+    static char buf[512];
+    const char *v = find_key(text, key);
+    if (!v)
+        return NULL;
+    size_t n = strcspn(v, "\n");
+    if (n >= sizeof buf)
+        n = sizeof buf - 1;
+    memcpy(buf, v, n);
+    buf[n] = '\0';
+    return buf;
+}
+
+json_t *json_load(const char *path)
+{
+    json_error_t e;
+    json_t *j = json_load_file(path, 0, &e);
+    cr_assert(j, "bad JSON in %s: %s (line %d)", path, e.text, e.line);
+    return j;
+}
+
+json_t *jpath(json_t *root, const char *path)
+{
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s", path);
+    json_t *j = root;
+    for (char *save = NULL, *part = strtok_r(buf, ".", &save); part && j;
+         part = strtok_r(NULL, ".", &save)) {
+        if (json_is_array(j))
+            j = json_array_get(j, strtoul(part, NULL, 10));
+        else
+            j = json_object_get(j, part);
+    }
+    return j;
+}
+
+uint64_t jpath_u64(json_t *root, const char *path)
+{
+    json_t *j = jpath(root, path);
+    cr_assert(j && json_is_integer(j), "JSON has no integer at %s", path);
+    return (uint64_t)json_integer_value(j);
+}
+
+json_t *run_under_cushim(struct run_result *r, const char *const *argv, const char *const *env)
+{
+    static int seq;
+    char json[512];
+    const char *full[64];
+    size_t n = 0;
+    snprintf(json, sizeof json, "%s/summary.%d.%d.json", test_dir(), (int)getpid(), seq++);
+    full[n++] = cushim_bin();
+    full[n++] = "run";
+    full[n++] = "--json";
+    full[n++] = json;
+    full[n++] = "--";
+    for (size_t i = 0; argv[i] && n < 63; i++)
+        full[n++] = argv[i];
+    full[n] = NULL;
+    run_cmd(r, full, env);
+    json_t *j = json_load(json);
+    unlink(json);
+    return j;
+}

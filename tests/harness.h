@@ -1,0 +1,65 @@
+/* Test harness: run a command with extra environment, capture its output and status, read the
+ * summary JSON and "key=value" output. Paths of the built artifacts come from meson
+ * (tests/meson.build). Assertion failures go through Criterion. */
+#ifndef CUSHIM_TEST_HARNESS_H
+#define CUSHIM_TEST_HARNESS_H
+
+#include <jansson.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+struct run_result {
+    int status;   /* exit code, or 128 + signal */
+    char *out;    /* stdout, NUL-terminated */
+    char *err;    /* stderr, NUL-terminated */
+};
+
+/* Runs argv (NULL-terminated) with the current environment plus `env` ("NAME=VALUE" to set,
+ * "NAME" to unset; NULL-terminated, may be NULL). Waits for it. */
+void run_cmd(struct run_result *r, const char *const *argv, const char *const *env);
+void run_free(struct run_result *r);
+
+/* Starts argv in the background (stdout/stderr to files in test_dir()); returns its pid. */
+pid_t spawn_bg(const char *const *argv, const char *const *env);
+/* Waits for a background process; returns exit code or 128 + signal. */
+int wait_bg(pid_t pid);
+/* Waits (up to 30 s) until directory `dir` holds `n` entries not starting with '.'; fails the
+ * test otherwise. Returns the pids named by those entries in pids[] (n of them). */
+void wait_ready(const char *dir, int n, pid_t *pids);
+/* A fresh empty directory under test_dir(), mode 1777 (other users may write). */
+const char *fresh_dir(const char *name);
+/* Creates an empty file. */
+void touch(const char *path);
+
+/* The usual environment for a program on the simulated device: LD_LIBRARY_PATH=sim dir, a
+ * private segment dir, exact bookkeeping (granularity 1, no context overhead) unless overridden
+ * by `extra` (which wins). Returns a static NULL-terminated array. */
+const char *const *sim_env(const char *const *extra);
+
+/* Private temporary directory for this test (created once per process). */
+const char *test_dir(void);
+
+/* Artifact paths. */
+const char *cushim_bin(void);
+const char *shim_lib(void);
+const char *program(const char *name); /* tests/programs/<name> in the build tree */
+
+/* Value of key in "key=value" lines; fails the test if absent. */
+uint64_t kv_u64(const char *text, const char *key);
+/* Same, but returns `def` when absent. */
+uint64_t kv_u64_or(const char *text, const char *key, uint64_t def);
+/* String value (static buffer), NULL if absent. */
+const char *kv_str(const char *text, const char *key);
+
+/* Loads a JSON file; fails the test on error. */
+json_t *json_load(const char *path);
+/* Dotted path "devices.0.device.current_bytes" (array indices as numbers); fails the test if
+ * absent or not an integer. */
+uint64_t jpath_u64(json_t *root, const char *path);
+json_t *jpath(json_t *root, const char *path);
+
+/* Runs `cushim run --json FILE -- argv...` on the simulated device with `env`; returns the JSON
+ * (caller json_decref) and fills r. */
+json_t *run_under_cushim(struct run_result *r, const char *const *argv, const char *const *env);
+
+#endif

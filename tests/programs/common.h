@@ -1,0 +1,64 @@
+/* Helpers for the test programs: they use only the CUDA runtime API (plus driver entry points
+ * fetched through it), so they run the same on the simulated device and, where noted, on a GPU.
+ * Output is "key=value" lines on stdout that the Criterion suites parse. */
+#ifndef TEST_PROGRAMS_COMMON_H
+#define TEST_PROGRAMS_COMMON_H
+
+#include <cuda_runtime_api.h>
+#include <dlfcn.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#define CHECK(call)                                                                          \
+    do {                                                                                     \
+        cudaError_t e_ = (call);                                                             \
+        if (e_ != cudaSuccess) {                                                             \
+            fprintf(stderr, "%s:%d: %s -> %d (%s)\n", __FILE__, __LINE__, #call, (int)e_,    \
+                    cudaGetErrorString(e_));                                                 \
+            exit(10);                                                                        \
+        }                                                                                    \
+    } while (0)
+
+/* The simulated driver's own counters (tests/sim/simcuda.h), found through libcuda.so.1. NULL
+ * functions when the driver is not the simulator (a real GPU). */
+struct sim_api {
+    uint64_t (*live)(int ordinal, int kind);
+    uint64_t (*used)(int ordinal);
+    uint64_t (*calls)(const char *symbol);
+};
+
+static inline struct sim_api sim_api(void)
+{
+    struct sim_api a = {0};
+    void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+    if (h) {
+        a.live = (uint64_t(*)(int, int))dlsym(h, "simcuda_live_bytes");
+        a.used = (uint64_t(*)(int))dlsym(h, "simcuda_used_bytes");
+        a.calls = (uint64_t(*)(const char *))dlsym(h, "simcuda_call_count");
+    }
+    return a;
+}
+
+/* Prints sim.<kind>.<ordinal>=bytes for every kind of the first `devices` devices. */
+static inline void print_sim(int devices)
+{
+    static const char *names[] = {"device", "async", "vmm", "array", "managed", "pinned_host",
+                                  "registered_host", "graph_used", "graph_reserved", "pool_reserved"};
+    struct sim_api a = sim_api();
+    if (!a.live)
+        return;
+    for (int d = 0; d < devices; d++) {
+        for (int k = 0; k < 10; k++)
+            printf("sim.%s.%d=%llu\n", names[k], d, (unsigned long long)a.live(d, k));
+        printf("sim.used.%d=%llu\n", d, (unsigned long long)a.used(d));
+    }
+}
+
+/* The cushim.h API, if preloaded. */
+static inline void *cushim_fn(const char *name)
+{
+    return dlsym(RTLD_DEFAULT, name);
+}
+
+#endif

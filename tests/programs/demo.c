@@ -1,0 +1,76 @@
+/* demo: what a model server does with device memory, in a few seconds. Loads weights, runs a
+ * "compile" step with a large temporary workspace, resets the peak and runs one profiling step
+ * (as vLLM does to size its KV cache), reads the peak through cushim.h, then serves for a while
+ * with a KV cache, pinned staging buffers and stream-ordered allocations. Uses only the CUDA
+ * runtime API: it runs on a real GPU and on the simulated device alike. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common.h"
+
+#define MiB (1024ull * 1024)
+
+static void *dev(size_t bytes)
+{
+    void *p;
+    CHECK(cudaMalloc(&p, bytes));
+    CHECK(cudaMemset(p, 0, bytes));
+    return p;
+}
+
+int main(void)
+{
+    void *weights[8], *workspace, *activations, *kv, *staging, *batch;
+    cudaStream_t s;
+    size_t free_b, total_b;
+    int (*reset)(int) = (int (*)(int))cushim_fn("cushim_reset_peak");
+    uint64_t (*peak)(int) = (uint64_t(*)(int))cushim_fn("cushim_device_peak_bytes");
+
+    CHECK(cudaStreamCreate(&s));
+    for (int i = 0; i < 8; i++)
+        weights[i] = dev(128 * MiB);
+    printf("demo: loaded 1 GiB of weights\n");
+
+    workspace = dev(1536 * MiB);
+    CHECK(cudaFree(workspace));
+    printf("demo: compiled with a 1.5 GiB temporary workspace\n");
+
+    if (reset)
+        reset(-1);
+    activations = dev(384 * MiB);
+    CHECK(cudaFree(activations));
+    CHECK(cudaMemGetInfo(&free_b, &total_b));
+    if (peak)
+        printf("demo: profiling step peak %llu MiB (weights + activations); %llu MiB free for the KV cache\n",
+               (unsigned long long)(peak(0) / MiB), (unsigned long long)(free_b / MiB));
+    else
+        printf("demo: not running under cushim\n");
+
+    kv = dev(512 * MiB);
+    CHECK(cudaMallocHost(&staging, 64 * MiB));
+    const char *pidfile = getenv("DEMO_PIDFILE");
+    if (pidfile) {
+        FILE *f = fopen(pidfile, "w");
+        if (f) {
+            fprintf(f, "%d\n", (int)getpid());
+            fclose(f);
+        }
+    }
+    printf("demo: serving (pid %d)\n", (int)getpid());
+    fflush(stdout);
+    for (int step = 0; step < 30; step++) {
+        CHECK(cudaMallocAsync(&batch, (size_t)(16 + step % 4 * 16) * MiB, s));
+        CHECK(cudaMemsetAsync(batch, 1, 16 * MiB, s));
+        CHECK(cudaFreeAsync(batch, s));
+        CHECK(cudaStreamSynchronize(s));
+        usleep(100000);
+    }
+    CHECK(cudaFree(kv));
+    CHECK(cudaFreeHost(staging));
+    for (int i = 0; i < 8; i++)
+        CHECK(cudaFree(weights[i]));
+    printf("demo: done\n");
+    return 0;
+}

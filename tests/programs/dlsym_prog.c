@@ -1,0 +1,45 @@
+/* dlsym_prog: prints what dlsym answers for lookups the shim must not change, so a test can
+ * compare runs with and without the shim. Symbols are named by the object that defines them. */
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <unistd.h>
+
+static const char *where(void *p)
+{
+    Dl_info info;
+    if (!p)
+        return "NULL";
+    if (!dladdr(p, &info) || !info.dli_fname)
+        return "?";
+    return info.dli_sname ? info.dli_sname : info.dli_fname;
+}
+
+static void show(const char *what, void *p)
+{
+    Dl_info info;
+    const char *file = p && dladdr(p, &info) && info.dli_fname ? info.dli_fname : "NULL";
+    const char *base = file;
+    for (const char *c = file; *c; c++)
+        if (*c == '/')
+            base = c + 1;
+    printf("%s=%s@%s\n", what, where(p), base);
+}
+
+int main(void)
+{
+    show("next_open_1", dlsym(RTLD_NEXT, "open"));
+    show("next_open_2", dlsym(RTLD_NEXT, "open"));
+    show("default_cudnnCreate", dlsym(RTLD_DEFAULT, "cudnnCreate"));
+    dlerror();
+    show("default_no_such_symbol", dlsym(RTLD_DEFAULT, "no_such_symbol"));
+    const char *e = dlerror();
+    printf("dlerror=%s\n", e ? e : "(none)");
+    show("default_malloc", dlsym(RTLD_DEFAULT, "malloc"));
+    /* open() through whatever interposers are loaded: must not recurse. */
+    int fd = open("/dev/null", O_RDONLY);
+    printf("open=%s\n", fd >= 0 ? "ok" : "failed");
+    if (fd >= 0)
+        close(fd);
+    return 0;
+}

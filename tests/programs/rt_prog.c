@@ -1,0 +1,371 @@
+/* rt_prog SCENARIO: CUDA runtime API programs with known allocations, for the summary tests
+ * (tests/test_core.c). Built twice: against the shared and the static simulated runtime.
+ * Each scenario prints "key=value" lines, ending with the simulated device's own counters. */
+#include <cuda.h>
+#include <cudaTypedefs.h>
+#include <pthread.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "common.h"
+
+#define MiB (1024ull * 1024)
+#define GiB (1024ull * MiB)
+
+static void *entry(const char *name, unsigned version)
+{
+    void *fn = NULL;
+    enum cudaDriverEntryPointQueryResult st;
+    CHECK(cudaGetDriverEntryPointByVersion(name, &fn, version, cudaEnableDefault, &st));
+    if (!fn) {
+        fprintf(stderr, "no driver entry point %s@%u\n", name, version);
+        exit(11);
+    }
+    return fn;
+}
+
+static int scenario_malloc(void)
+{
+    void *a, *b, *c, *d;
+    CHECK(cudaMalloc(&a, 1));
+    CHECK(cudaMalloc(&b, 255));
+    CHECK(cudaMalloc(&c, MiB));
+    CHECK(cudaMalloc(&d, GiB));
+    CHECK(cudaFree(b));
+    CHECK(cudaFree(d));
+    CHECK(cudaFree(NULL));
+    return 0;
+}
+
+static int scenario_pitch(void)
+{
+    void *p;
+    size_t pitch = 0;
+    CHECK(cudaMallocPitch(&p, &pitch, 1000, 10));
+    printf("pitch=%zu\n", pitch);
+    return 0;
+}
+
+static int scenario_host(void)
+{
+    void *a, *b;
+    CHECK(cudaMallocHost(&a, 4096));
+    CHECK(cudaHostAlloc(&b, 8192, cudaHostAllocMapped));
+    CHECK(cudaFreeHost(a));
+    void *mem = aligned_alloc(4096, 65536);
+    CHECK(cudaHostRegister(mem, 65536, cudaHostRegisterDefault));
+    CHECK(cudaHostUnregister(mem));
+    free(mem);
+    return 0;
+}
+
+static int scenario_managed(void)
+{
+    void *m;
+    CHECK(cudaMallocManaged(&m, 3 * MiB, cudaMemAttachGlobal));
+    return 0;
+}
+
+static int scenario_async(void)
+{
+    cudaStream_t s;
+    void *a, *b, *c;
+    cudaMemPool_t pool;
+    struct cudaMemPoolProps props;
+    memset(&props, 0, sizeof props);
+    props.allocType = cudaMemAllocationTypePinned;
+    props.location.type = cudaMemLocationTypeDevice;
+    props.location.id = 0;
+    CHECK(cudaStreamCreate(&s));
+    CHECK(cudaMallocAsync(&a, MiB, s));
+    CHECK(cudaMallocAsync(&b, 2 * MiB, s));
+    CHECK(cudaFreeAsync(a, s));
+    CHECK(cudaMemPoolCreate(&pool, &props));
+    CHECK(cudaMallocFromPoolAsync(&c, 4 * MiB, pool, s));
+    CHECK(cudaStreamSynchronize(s));
+    return 0;
+}
+
+static int scenario_vmm(void)
+{
+    PFN_cuMemCreate_v10020 create = entry("cuMemCreate", 10020);
+    PFN_cuMemRelease_v10020 release = entry("cuMemRelease", 10020);
+    PFN_cuMemAddressReserve_v10020 reserve = entry("cuMemAddressReserve", 10020);
+    PFN_cuMemMap_v10020 map = entry("cuMemMap", 10020);
+    PFN_cuMemUnmap_v10020 unmap = entry("cuMemUnmap", 10020);
+    PFN_cuMemGetAllocationGranularity_v10020 gran = entry("cuMemGetAllocationGranularity", 10020);
+    CUmemAllocationProp prop;
+    memset(&prop, 0, sizeof prop);
+    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    prop.location.id = 0;
+    size_t g = 0;
+    CHECK(cudaFree(NULL));
+    if (gran(&g, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM) != CUDA_SUCCESS)
+        return 12;
+    CUmemGenericAllocationHandle h1, h2;
+    CUdeviceptr va;
+    if (create(&h1, g, &prop, 0) || create(&h2, 2 * g, &prop, 0) || reserve(&va, 4 * g, 0, 0, 0) ||
+        map(va, g, 0, h1, 0) || map(va + g, 2 * g, 0, h2, 0))
+        return 13;
+    /* Released before unmapped: the memory lives until the unmap (cuda.h, cuMemRelease). */
+    if (release(h1))
+        return 14;
+    printf("after_release_vmm=%llu\n", (unsigned long long)sim_api().live(0, 2));
+    if (unmap(va, g))
+        return 15;
+    printf("granularity=%zu\n", g);
+    return 0;
+}
+
+static int scenario_array(void)
+{
+    PFN_cuArrayCreate_v3020 create = entry("cuArrayCreate", 3020);
+    PFN_cuArrayDestroy_v2000 destroy = entry("cuArrayDestroy", 2000);
+    CUDA_ARRAY_DESCRIPTOR d = {.Width = 256, .Height = 256, .Format = CU_AD_FORMAT_FLOAT, .NumChannels = 4};
+    CUarray a, b;
+    CHECK(cudaFree(NULL));
+    if (create(&a, &d) || create(&b, &d) || destroy(a))
+        return 13;
+    return 0;
+}
+
+static int scenario_reset(void)
+{
+    void *a, *b, *c;
+    CHECK(cudaMalloc(&a, MiB));
+    CHECK(cudaMalloc(&b, MiB));
+    CHECK(cudaDeviceReset());
+    CHECK(cudaMalloc(&c, MiB));
+    printf("reused=%d\n", c == a || c == b);
+    return 0;
+}
+
+static int scenario_peaks(void)
+{
+    void *a, *b, *c, *d;
+    CHECK(cudaMalloc(&a, 100));
+    CHECK(cudaMalloc(&b, 200));
+    CHECK(cudaFree(a));
+    CHECK(cudaMalloc(&c, 50));
+    CHECK(cudaFree(b));
+    CHECK(cudaMalloc(&d, 300));
+    return 0;
+}
+
+static int scenario_reset_peak(void)
+{
+    void *a, *b, *c;
+    int (*reset)(int) = (int (*)(int))cushim_fn("cushim_reset_peak");
+    uint64_t (*peak)(int) = (uint64_t(*)(int))cushim_fn("cushim_device_peak_bytes");
+    if (!reset || !peak)
+        return 20;
+    CHECK(cudaMalloc(&a, 1000));
+    CHECK(cudaMalloc(&b, 2000));
+    CHECK(cudaFree(b));
+    printf("peak_before=%llu\n", (unsigned long long)peak(0));
+    printf("reset=%d\n", reset(-1));
+    printf("peak_after_reset=%llu\n", (unsigned long long)peak(0));
+    CHECK(cudaMalloc(&c, 500));
+    printf("peak_after_alloc=%llu\n", (unsigned long long)peak(0));
+    return 0;
+}
+
+static int scenario_two_devices(void)
+{
+    void *a, *b;
+    CHECK(cudaSetDevice(0));
+    CHECK(cudaMalloc(&a, MiB));
+    CHECK(cudaSetDevice(1));
+    CHECK(cudaMalloc(&b, 2 * MiB));
+    CHECK(cudaSetDevice(0));
+    CHECK(cudaFree(b)); /* device 1's memory freed while device 0 is current */
+    return 0;
+}
+
+static int scenario_oom(void)
+{
+    void *a, *b;
+    CHECK(cudaMalloc(&a, MiB));
+    cudaError_t e = cudaMalloc(&b, 2 * MiB);
+    printf("rc=%d\n", (int)e);
+    cudaGetLastError();
+    return 0;
+}
+
+static int scenario_unknown_free(void)
+{
+    PFN_cuMemFree_v3020 dfree = entry("cuMemFree", 3020);
+    CHECK(cudaFree(NULL));
+    printf("rc_unknown=%d\n", (int)dfree((CUdeviceptr)0x12345600));
+    printf("rc_null=%d\n", (int)cudaFree(NULL));
+    return 0;
+}
+
+static int scenario_no_async(void)
+{
+    void *a, *b = NULL;
+    cudaStream_t s;
+    CHECK(cudaStreamCreate(&s));
+    printf("rc_async=%d\n", (int)cudaMallocAsync(&b, MiB, s));
+    cudaGetLastError();
+    CHECK(cudaMalloc(&a, MiB));
+    return 0;
+}
+
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+static int scenario_entry_points(void)
+{
+    void *fn = NULL, *fn_pt = NULL;
+    enum cudaDriverEntryPointQueryResult st;
+    CUdeviceptr p1, p2, p3;
+    cudaStream_t s;
+    CHECK(cudaStreamCreate(&s));
+    CHECK(cudaGetDriverEntryPoint("cuMemAlloc", &fn, cudaEnableDefault, &st));
+    if (!fn || ((PFN_cuMemAlloc_v3020)fn)(&p1, 4096))
+        return 13;
+    CHECK(cudaGetDriverEntryPointByVersion("cuMemAlloc", &fn, 3020, cudaEnableDefault, &st));
+    if (!fn || ((PFN_cuMemAlloc_v3020)fn)(&p2, 8192))
+        return 14;
+    CHECK(cudaGetDriverEntryPoint("cuMemAllocAsync", &fn_pt, cudaEnablePerThreadDefaultStream, &st));
+    if (!fn_pt || ((PFN_cuMemAllocAsync_v11020_ptsz)fn_pt)(&p3, 16384, NULL))
+        return 15;
+    struct sim_api a = sim_api();
+    if (a.calls) {
+        printf("calls.cuMemAllocAsync_ptsz=%llu\n", (unsigned long long)a.calls("cuMemAllocAsync_ptsz"));
+        printf("calls.cuMemAllocAsync=%llu\n", (unsigned long long)a.calls("cuMemAllocAsync"));
+        printf("calls.cuMemAlloc_v2=%llu\n", (unsigned long long)a.calls("cuMemAlloc_v2"));
+    }
+    return 0;
+}
+#pragma GCC diagnostic pop
+
+#define THREADS 16
+#define PAIRS 10000
+
+static void *churn(void *arg)
+{
+    unsigned seed = (unsigned)(uintptr_t)arg;
+    for (int i = 0; i < PAIRS; i++) {
+        void *p;
+        size_t size = 1 + (size_t)(rand_r(&seed) % (1 << 20));
+        if (cudaMalloc(&p, size) != cudaSuccess || cudaFree(p) != cudaSuccess)
+            return (void *)1;
+    }
+    return NULL;
+}
+
+static int scenario_threads(void)
+{
+    pthread_t t[THREADS];
+    int bad = 0;
+    CHECK(cudaFree(NULL));
+    for (int i = 0; i < THREADS; i++)
+        pthread_create(&t[i], NULL, churn, (void *)(uintptr_t)(i + 1));
+    for (int i = 0; i < THREADS; i++) {
+        void *r;
+        pthread_join(t[i], &r);
+        bad |= r != NULL;
+    }
+    return bad ? 16 : 0;
+}
+
+/* Waits until the file named by $HOLD_FILE exists (the test's go-ahead), at most 60 s. */
+static void hold(void)
+{
+    const char *path = getenv("HOLD_FILE");
+    for (int i = 0; path && i < 6000 && access(path, F_OK) != 0; i++)
+        usleep(10000);
+}
+
+/* Announces readiness by creating $READY_DIR/<pid> (written atomically). */
+static void ready(void)
+{
+    const char *dir = getenv("READY_DIR");
+    char tmp[1024], path[1024];
+    if (!dir)
+        return;
+    snprintf(path, sizeof path, "%s/%d", dir, (int)getpid());
+    snprintf(tmp, sizeof tmp, "%s/.%d.tmp", dir, (int)getpid());
+    FILE *f = fopen(tmp, "w");
+    if (f) {
+        fprintf(f, "%d\n", (int)getpid());
+        fclose(f);
+        rename(tmp, path);
+    }
+}
+
+/* Holds 1 MiB + 4 KiB (peak 1 MiB + 4 KiB + 3 MiB) until told to exit. */
+static int scenario_hold(void)
+{
+    void *a, *b, *c;
+    CHECK(cudaMalloc(&a, MiB));
+    CHECK(cudaMalloc(&b, 3 * MiB));
+    CHECK(cudaMalloc(&c, 4096));
+    CHECK(cudaFree(b));
+    ready();
+    hold();
+    return 0;
+}
+
+/* A forked child that exits normally must leave the parent's segment alone. */
+static int scenario_fork(void)
+{
+    void *a;
+    CHECK(cudaMalloc(&a, 2 * MiB));
+    pid_t pid = fork();
+    if (pid == 0)
+        exit(0);
+    int status;
+    waitpid(pid, &status, 0);
+    ready();
+    hold();
+    return 0;
+}
+
+/* 10^6 cudaMalloc/cudaFree pairs of multiples of 4 KiB while something reads the segment. */
+static int scenario_churn(void)
+{
+    void *keep;
+    CHECK(cudaMalloc(&keep, 4096));
+    ready();
+    for (int i = 0; i < 1000000; i++) {
+        void *p;
+        CHECK(cudaMalloc(&p, 4096 * (size_t)(1 + i % 64)));
+        CHECK(cudaFree(p));
+    }
+    return 0;
+}
+
+static const struct {
+    const char *name;
+    int (*fn)(void);
+    int devices;
+} scenarios[] = {
+    {"hold", scenario_hold, 1},             {"fork", scenario_fork, 1},
+    {"churn", scenario_churn, 1},
+    {"malloc", scenario_malloc, 1},         {"pitch", scenario_pitch, 1},
+    {"host", scenario_host, 1},             {"managed", scenario_managed, 1},
+    {"async", scenario_async, 1},           {"vmm", scenario_vmm, 1},
+    {"array", scenario_array, 1},           {"reset", scenario_reset, 1},
+    {"peaks", scenario_peaks, 1},           {"reset_peak", scenario_reset_peak, 1},
+    {"two_devices", scenario_two_devices, 2}, {"oom", scenario_oom, 1},
+    {"unknown_free", scenario_unknown_free, 1}, {"no_async", scenario_no_async, 1},
+    {"entry_points", scenario_entry_points, 1}, {"threads", scenario_threads, 1},
+};
+
+int main(int argc, char **argv)
+{
+    for (size_t i = 0; argc == 2 && i < sizeof scenarios / sizeof scenarios[0]; i++) {
+        if (strcmp(argv[1], scenarios[i].name) != 0)
+            continue;
+        int rc = scenarios[i].fn();
+        print_sim(scenarios[i].devices);
+        fflush(stdout);
+        return rc;
+    }
+    fprintf(stderr, "usage: rt_prog SCENARIO\n");
+    return 2;
+}

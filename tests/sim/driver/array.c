@@ -1,0 +1,202 @@
+/* CUDA arrays: cuArrayCreate_v2, cuArray3DCreate_v2, cuArrayDestroy, cuArrayGetDescriptor_v2,
+ * cuArray3DGetDescriptor_v2, cuMipmappedArrayCreate, cuMipmappedArrayDestroy. Arrays have no
+ * address; they count SIMCUDA_ARRAY texel bytes, Width x max(Height,1) x max(Depth,1) x
+ * NumChannels x element size (a mipmapped array: the sum over its levels, each dimension
+ * max(1, dim >> level)), on the device of the current context and against its capacity.
+ * Block-compressed and YUV formats are not modelled (CUDA_ERROR_NOT_SUPPORTED). */
+#include <pthread.h>
+#include <stdlib.h>
+
+#include "ctx.h"
+
+#define ARRAY_MAGIC 0x41525259u
+#define MIPMAP_MAGIC 0x4d49504du
+
+struct CUarray_st {
+    uint32_t magic;
+    CUcontext ctx;
+    CUDA_ARRAY3D_DESCRIPTOR desc;
+    uint64_t bytes;
+    struct CUarray_st *next;
+};
+
+struct CUmipmappedArray_st {
+    struct CUarray_st array; /* magic MIPMAP_MAGIC */
+};
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static struct CUarray_st *arrays; /* every live array and mipmapped array */
+
+static unsigned channel_size(CUarray_format format)
+{
+    switch (format) {
+    case CU_AD_FORMAT_UNSIGNED_INT8:
+    case CU_AD_FORMAT_SIGNED_INT8:
+    case CU_AD_FORMAT_UNORM_INT8X1:
+    case CU_AD_FORMAT_UNORM_INT8X2:
+    case CU_AD_FORMAT_UNORM_INT8X4:
+    case CU_AD_FORMAT_SNORM_INT8X1:
+    case CU_AD_FORMAT_SNORM_INT8X2:
+    case CU_AD_FORMAT_SNORM_INT8X4:
+        return 1;
+    case CU_AD_FORMAT_UNSIGNED_INT16:
+    case CU_AD_FORMAT_SIGNED_INT16:
+    case CU_AD_FORMAT_HALF:
+    case CU_AD_FORMAT_UNORM_INT16X1:
+    case CU_AD_FORMAT_UNORM_INT16X2:
+    case CU_AD_FORMAT_UNORM_INT16X4:
+    case CU_AD_FORMAT_SNORM_INT16X1:
+    case CU_AD_FORMAT_SNORM_INT16X2:
+    case CU_AD_FORMAT_SNORM_INT16X4:
+        return 2;
+    case CU_AD_FORMAT_UNSIGNED_INT32:
+    case CU_AD_FORMAT_SIGNED_INT32:
+    case CU_AD_FORMAT_FLOAT:
+        return 4;
+    default:
+        return 0;
+    }
+}
+
+static size_t at_least_1(size_t n)
+{
+    return n ? n : 1;
+}
+
+/* CUDA_ARRAY3D_DESCRIPTOR: NumChannels "may be 1, 2, or 4". */
+static CUresult create(struct CUarray_st *a, const CUDA_ARRAY3D_DESCRIPTOR *d, unsigned levels, uint32_t magic)
+{
+    unsigned size = channel_size(d->Format);
+    if (d->Width == 0 || (d->NumChannels != 1 && d->NumChannels != 2 && d->NumChannels != 4) || levels == 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (size == 0)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    CUcontext ctx;
+    CUresult rc = sim_ctx_current(&ctx);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    uint64_t bytes = 0;
+    for (unsigned l = 0; l < levels; l++)
+        bytes += (uint64_t)at_least_1(d->Width >> l) * at_least_1(d->Height >> l) * at_least_1(d->Depth >> l) *
+                 d->NumChannels * size;
+    rc = sim_account(ctx->dev, SIMCUDA_ARRAY, (int64_t)bytes, (int64_t)sim_round(bytes));
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    *a = (struct CUarray_st){.magic = magic, .ctx = ctx, .desc = *d, .bytes = bytes};
+    pthread_mutex_lock(&lock);
+    a->next = arrays;
+    arrays = a;
+    pthread_mutex_unlock(&lock);
+    return CUDA_SUCCESS;
+}
+
+static CUresult create_array(CUarray *pHandle, const CUDA_ARRAY3D_DESCRIPTOR *d)
+{
+    if (!pHandle || !d)
+        return CUDA_ERROR_INVALID_VALUE;
+    struct CUarray_st *a = malloc(sizeof *a);
+    CUresult rc = a ? create(a, d, 1, ARRAY_MAGIC) : CUDA_ERROR_OUT_OF_MEMORY;
+    if (rc == CUDA_SUCCESS)
+        *pHandle = a;
+    else
+        free(a);
+    return rc;
+}
+
+CUresult CUDAAPI cuArrayCreate_v2(CUarray *pHandle, const CUDA_ARRAY_DESCRIPTOR *pAllocateArray)
+{
+    SIM_ENTER(cuArrayCreate_v2);
+    if (!pAllocateArray)
+        return CUDA_ERROR_INVALID_VALUE;
+    const CUDA_ARRAY_DESCRIPTOR *p = pAllocateArray;
+    CUDA_ARRAY3D_DESCRIPTOR d = {.Width = p->Width, .Height = p->Height, .Format = p->Format,
+                                 .NumChannels = p->NumChannels};
+    return create_array(pHandle, &d);
+}
+
+CUresult CUDAAPI cuArray3DCreate_v2(CUarray *pHandle, const CUDA_ARRAY3D_DESCRIPTOR *pAllocateArray)
+{
+    SIM_ENTER(cuArray3DCreate_v2);
+    return create_array(pHandle, pAllocateArray);
+}
+
+CUresult CUDAAPI cuMipmappedArrayCreate(CUmipmappedArray *pHandle, const CUDA_ARRAY3D_DESCRIPTOR *pMipmappedArrayDesc,
+                                        unsigned int numMipmapLevels)
+{
+    SIM_ENTER(cuMipmappedArrayCreate);
+    if (!pHandle || !pMipmappedArrayDesc)
+        return CUDA_ERROR_INVALID_VALUE;
+    CUmipmappedArray m = malloc(sizeof *m);
+    CUresult rc = m ? create(&m->array, pMipmappedArrayDesc, numMipmapLevels, MIPMAP_MAGIC) : CUDA_ERROR_OUT_OF_MEMORY;
+    if (rc == CUDA_SUCCESS)
+        *pHandle = m;
+    else
+        free(m);
+    return rc;
+}
+
+/* Caller holds the lock. */
+static void release(struct CUarray_st **link)
+{
+    struct CUarray_st *a = *link;
+    *link = a->next;
+    sim_account(a->ctx->dev, SIMCUDA_ARRAY, -(int64_t)a->bytes, -(int64_t)sim_round(a->bytes));
+    a->magic = 0;
+    free(a);
+}
+
+static CUresult destroy(struct CUarray_st *a, uint32_t magic)
+{
+    CUresult rc = CUDA_ERROR_INVALID_HANDLE;
+    pthread_mutex_lock(&lock);
+    for (struct CUarray_st **p = &arrays; *p; p = &(*p)->next)
+        if (*p == a && a->magic == magic) {
+            release(p);
+            rc = CUDA_SUCCESS;
+            break;
+        }
+    pthread_mutex_unlock(&lock);
+    return rc;
+}
+
+CUresult CUDAAPI cuArrayDestroy(CUarray hArray)
+{
+    SIM_ENTER(cuArrayDestroy);
+    return destroy(hArray, ARRAY_MAGIC);
+}
+
+CUresult CUDAAPI cuMipmappedArrayDestroy(CUmipmappedArray hMipmappedArray)
+{
+    SIM_ENTER(cuMipmappedArrayDestroy);
+    return destroy(hMipmappedArray ? &hMipmappedArray->array : NULL, MIPMAP_MAGIC);
+}
+
+void sim_array_release_ctx(CUcontext ctx)
+{
+    pthread_mutex_lock(&lock);
+    for (struct CUarray_st **p = &arrays; *p;)
+        if ((*p)->ctx == ctx)
+            release(p);
+        else
+            p = &(*p)->next;
+    pthread_mutex_unlock(&lock);
+}
+
+CUresult CUDAAPI cuArrayGetDescriptor_v2(CUDA_ARRAY_DESCRIPTOR *pArrayDescriptor, CUarray hArray)
+{
+    SIM_ENTER(cuArrayGetDescriptor_v2);
+    if (!pArrayDescriptor || !hArray || hArray->magic != ARRAY_MAGIC)
+        return CUDA_ERROR_INVALID_VALUE;
+    const CUDA_ARRAY3D_DESCRIPTOR *d = &hArray->desc;
+    *pArrayDescriptor = (CUDA_ARRAY_DESCRIPTOR){d->Width, d->Height, d->Format, d->NumChannels};
+    return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuArray3DGetDescriptor_v2(CUDA_ARRAY3D_DESCRIPTOR *pArrayDescriptor, CUarray hArray)
+{
+    SIM_ENTER(cuArray3DGetDescriptor_v2);
+    if (!pArrayDescriptor || !hArray || hArray->magic != ARRAY_MAGIC)
+        return CUDA_ERROR_INVALID_VALUE;
+    *pArrayDescriptor = hArray->desc;
+    return CUDA_SUCCESS;
+}

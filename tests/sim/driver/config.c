@@ -1,0 +1,110 @@
+/* SIMCUDA_* environment variables (README.md, "Environment"). A bad value prints one line on
+ * stderr and keeps the default. */
+#include <ctype.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "sim.h"
+
+#define GIB (1ull << 30)
+#define MIB (1ull << 20)
+
+struct sim_config sim_cfg;
+
+static void bad(const char *var, const char *value)
+{
+    fprintf(stderr, "simcuda: ignoring %s=\"%s\" (bad value), using the default\n", var, value);
+}
+
+/* "512M", "64MiB", "1g", "4096": binary units, case-insensitive. */
+static bool parse_size(const char *s, uint64_t *out)
+{
+    static const struct { const char *suffix[3]; unsigned shift; } units[] = {
+        {{"", "b", "b"}, 0},      {{"k", "kb", "kib"}, 10}, {{"m", "mb", "mib"}, 20},
+        {{"g", "gb", "gib"}, 30}, {{"t", "tb", "tib"}, 40},
+    };
+    char *end;
+    while (isspace((unsigned char)*s))
+        s++;
+    if (!isdigit((unsigned char)*s))
+        return false;
+    unsigned long long n = strtoull(s, &end, 10);
+    for (size_t u = 0; u < sizeof units / sizeof units[0]; u++)
+        for (int i = 0; i < 3; i++)
+            if (strcasecmp(end, units[u].suffix[i]) == 0 && n <= (~0ull >> units[u].shift)) {
+                *out = (uint64_t)n << units[u].shift;
+                return true;
+            }
+    return false;
+}
+
+static void size_var(const char *var, uint64_t *out, uint64_t def, bool zero_ok)
+{
+    const char *v = getenv(var);
+    *out = def;
+    if (v && (!parse_size(v, out) || (*out == 0 && !zero_ok))) {
+        bad(var, v);
+        *out = def;
+    }
+}
+
+/* "16GiB" for every device, or "0:4GiB,1:8GiB" per device (others keep 16 GiB). */
+static void memory_var(void)
+{
+    const char *v = getenv("SIMCUDA_DEVICE_MEMORY");
+    for (int d = 0; d < SIM_MAX_DEVICES; d++)
+        sim_cfg.capacity[d] = 16 * GIB;
+    if (!v)
+        return;
+    if (!strchr(v, ':')) {
+        uint64_t all;
+        if (!parse_size(v, &all)) {
+            bad("SIMCUDA_DEVICE_MEMORY", v);
+            return;
+        }
+        for (int d = 0; d < SIM_MAX_DEVICES; d++)
+            sim_cfg.capacity[d] = all;
+        return;
+    }
+    char *copy = strdup(v), *save = NULL;
+    for (char *item = strtok_r(copy, ",", &save); item; item = strtok_r(NULL, ",", &save)) {
+        char *colon = strchr(item, ':'), *end;
+        long d = strtol(item, &end, 10);
+        uint64_t size;
+        if (!colon || end != colon || d < 0 || d >= SIM_MAX_DEVICES || !parse_size(colon + 1, &size)) {
+            bad("SIMCUDA_DEVICE_MEMORY", v);
+            break;
+        }
+        sim_cfg.capacity[d] = size;
+    }
+    free(copy);
+}
+
+void sim_config_load(void)
+{
+    const char *v = getenv("SIMCUDA_DEVICE_COUNT");
+    char *end;
+    sim_cfg.device_count = 1;
+    if (v) {
+        long n = strtol(v, &end, 10);
+        if (*v && !*end && n >= 0 && n <= SIM_MAX_DEVICES)
+            sim_cfg.device_count = (int)n;
+        else
+            bad("SIMCUDA_DEVICE_COUNT", v);
+    }
+    memory_var();
+    v = getenv("SIMCUDA_DEVICE_NAME");
+    snprintf(sim_cfg.name, sizeof sim_cfg.name, "%s", v && *v ? v : "cushim simulated device");
+    size_var("SIMCUDA_CTX_OVERHEAD", &sim_cfg.ctx_overhead, 300 * MIB, true);
+    size_var("SIMCUDA_GRANULARITY", &sim_cfg.granularity, 512, false);
+    size_var("SIMCUDA_VMM_GRANULARITY", &sim_cfg.vmm_granularity, 2 * MIB, false);
+    v = getenv("SIMCUDA_LAZY_EVENTS");
+    sim_cfg.lazy_events = v && strcmp(v, "1") == 0;
+    if (v && strcmp(v, "0") != 0 && strcmp(v, "1") != 0)
+        bad("SIMCUDA_LAZY_EVENTS", v);
+    sim_cfg.log_lookups = getenv("SIMCUDA_LOG_LOOKUPS");
+    sim_cfg.hide = getenv("SIMCUDA_HIDE");
+    sim_cfg.inject = getenv("SIMCUDA_INJECT");
+}

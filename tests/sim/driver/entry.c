@@ -1,0 +1,114 @@
+/* What every exported entry point does first (SIM_ENTER): count the call per exported symbol,
+ * apply SIMCUDA_INJECT, refuse calls before cuInit. Also simcuda_call_count. */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "procaddr.h"
+#include "sim.h"
+
+#define SIM_MAX_RULES 64
+
+struct inject_rule {
+    enum sim_sym sym;
+    uint64_t nth; /* 1-based call number; 0: every call */
+    CUresult code;
+};
+
+static _Atomic uint64_t calls[SIM_SYM_COUNT];
+static atomic_bool initialized;
+static struct inject_rule rules[SIM_MAX_RULES];
+static unsigned nrules;
+static _Atomic uint64_t epoch;
+
+static int by_name(const void *key, const void *elem)
+{
+    return strcmp(key, *(const char *const *)elem);
+}
+
+static bool sym_lookup(const char *name, enum sim_sym *sym)
+{
+    const char *const *hit = bsearch(name, sim_sym_names, SIM_SYM_COUNT, sizeof *sim_sym_names, by_name);
+    if (hit)
+        *sym = (enum sim_sym)(hit - sim_sym_names);
+    return hit != NULL;
+}
+
+/* SIMCUDA_INJECT=SYMBOL:N:CODE[,...]: N is 1-based or `*`; CODE a number or a CUresult name. */
+static void inject_load(const char *spec)
+{
+    if (!spec)
+        return;
+    char *copy = strdup(spec), *save = NULL;
+    for (char *rule = strtok_r(copy, ",", &save); rule; rule = strtok_r(NULL, ",", &save)) {
+        char *n = strchr(rule, ':'), *code = n ? strchr(n + 1, ':') : NULL, *end;
+        struct inject_rule r = {0};
+        if (!code || nrules == SIM_MAX_RULES) {
+            fprintf(stderr, "simcuda: ignoring SIMCUDA_INJECT rule \"%s\"\n", rule);
+            continue;
+        }
+        *n++ = '\0';
+        *code++ = '\0';
+        bool ok = sym_lookup(rule, &r.sym);
+        if (strcmp(n, "*") != 0) {
+            r.nth = strtoull(n, &end, 10);
+            ok = ok && *n && !*end && r.nth > 0;
+        }
+        long value = strtol(code, &end, 10);
+        r.code = (CUresult)value;
+        if (!*code || *end)
+            ok = ok && sim_error_by_name(code, &r.code);
+        if (ok)
+            rules[nrules++] = r;
+        else
+            fprintf(stderr, "simcuda: ignoring SIMCUDA_INJECT rule \"%s:%s:%s\"\n", rule, n, code);
+    }
+    free(copy);
+}
+
+static void setup_once(void)
+{
+    sim_config_load();
+    inject_load(sim_cfg.inject);
+    sim_procaddr_load();
+}
+
+void sim_setup(void)
+{
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, setup_once);
+}
+
+bool sim_enter(enum sim_sym sym, bool needs_init, CUresult *rc)
+{
+    sim_setup();
+    uint64_t n = atomic_fetch_add_explicit(&calls[sym], 1, memory_order_relaxed) + 1;
+    for (unsigned i = 0; i < nrules; i++)
+        if (rules[i].sym == sym && (rules[i].nth == 0 || rules[i].nth == n)) {
+            *rc = rules[i].code;
+            return true;
+        }
+    if (needs_init && !atomic_load(&initialized)) {
+        *rc = CUDA_ERROR_NOT_INITIALIZED;
+        return true;
+    }
+    return false;
+}
+
+void sim_set_initialized(void)
+{
+    atomic_store(&initialized, true);
+}
+
+uint64_t sim_epoch_next(void)
+{
+    return atomic_fetch_add(&epoch, 1) + 1;
+}
+
+uint64_t simcuda_call_count(const char *symbol)
+{
+    enum sim_sym sym;
+    return symbol && sym_lookup(symbol, &sym) ? atomic_load(&calls[sym]) : 0;
+}

@@ -1,0 +1,167 @@
+/* Linear device memory: cuMemAlloc_v2, cuMemAllocPitch_v2, cuMemAllocManaged, cuMemFree_v2,
+ * cuMemGetInfo_v2, cuMemGetAddressRange_v2, and the allocate/release/validate helpers every
+ * addressable kind shares. Requested bytes feed simcuda_live_bytes; capacity and cuMemGetInfo_v2
+ * use sizes rounded up to SIMCUDA_GRANULARITY. */
+#include <stdlib.h>
+
+#include "capture.h"
+#include "ctx.h"
+#include "graph.h"
+#include "mem.h"
+#include "pool.h"
+#include "vmm.h"
+
+CUresult sim_mem_new(struct sim_range *r)
+{
+    CUresult rc = sim_account(r->dev, r->counted, (int64_t)r->size, (int64_t)r->charge);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    void *p = sim_backing_alloc(r->size);
+    r->base = (uintptr_t)p;
+    rc = p ? sim_reg_add(r, 0) : CUDA_ERROR_OUT_OF_MEMORY;
+    if (rc != CUDA_SUCCESS) {
+        if (p)
+            sim_backing_free(p, r->size);
+        sim_account(r->dev, r->counted, -(int64_t)r->size, -(int64_t)r->charge);
+    }
+    return rc;
+}
+
+void sim_mem_release(const struct sim_range *r)
+{
+    if (r->kind == SIM_MEM_ASYNC)
+        sim_pool_give(r->pool, r->size);
+    if (r->kind != SIM_MEM_REGISTERED)
+        sim_backing_free((void *)r->base, r->size);
+    sim_account(r->dev, r->counted, -(int64_t)r->size, -(int64_t)r->charge);
+}
+
+void sim_mem_release_ctx(CUcontext ctx)
+{
+    struct sim_range *taken;
+    size_t n = sim_reg_take_ctx(ctx, SIM_MEM_ALL & ~(SIM_MEM(GRAPH) | SIM_MEM(IMPORTED)), &taken);
+    for (size_t i = 0; i < n; i++)
+        sim_mem_release(&taken[i]);
+    free(taken);
+}
+
+CUresult sim_mem_check(CUdeviceptr p, size_t n, bool resident_only)
+{
+    unsigned kinds = resident_only ? SIM_MEM_RESIDENT : SIM_MEM_ALL;
+    if (sim_reg_find(p, n, kinds, NULL) || sim_vmm_reaches(p, n, resident_only) || sim_graph_mem_contains(p, n))
+        return CUDA_SUCCESS;
+    return CUDA_ERROR_INVALID_VALUE;
+}
+
+/* Potentially unsafe during stream capture (cuThreadExchangeStreamCaptureMode: "a call to
+ * cudaMalloc ... is not enqueued asynchronously to a stream, and is not observed by stream
+ * capture"), then needs a current context. */
+static CUresult alloc(CUdeviceptr *dptr, size_t bytes, enum sim_mem_kind kind, simcuda_kind counted, bool charged)
+{
+    CUresult rc = sim_capture_unsafe();
+    CUcontext ctx;
+    if (rc == CUDA_SUCCESS)
+        rc = sim_ctx_current(&ctx);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    struct sim_range r = {.size = bytes, .kind = kind, .ctx = ctx, .dev = ctx->dev, .counted = counted,
+                          .charge = charged ? sim_round(bytes) : 0};
+    rc = sim_mem_new(&r);
+    if (rc == CUDA_SUCCESS)
+        *dptr = r.base;
+    return rc;
+}
+
+/* cuda.h, cuMemAlloc: "If bytesize is 0, cuMemAlloc() returns CUDA_ERROR_INVALID_VALUE." */
+CUresult CUDAAPI cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
+{
+    SIM_ENTER(cuMemAlloc_v2);
+    if (!dptr || bytesize == 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    return alloc(dptr, bytesize, SIM_MEM_DEVICE, SIMCUDA_DEVICE, true);
+}
+
+/* cuda.h, cuMemAllocPitch: "ElementSizeBytes may be 4, 8 or 16"; the pitch "is the width in bytes
+ * of the allocation". The pitch here is WidthInBytes rounded up to 512; bytes = pitch x Height. */
+CUresult CUDAAPI cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t WidthInBytes, size_t Height,
+                                    unsigned int ElementSizeBytes)
+{
+    SIM_ENTER(cuMemAllocPitch_v2);
+    if (!dptr || !pPitch || WidthInBytes == 0 || Height == 0 ||
+        (ElementSizeBytes != 4 && ElementSizeBytes != 8 && ElementSizeBytes != 16))
+        return CUDA_ERROR_INVALID_VALUE;
+    size_t pitch = sim_round_to(WidthInBytes, 512);
+    CUresult rc = alloc(dptr, pitch * Height, SIM_MEM_DEVICE, SIMCUDA_DEVICE, true);
+    if (rc == CUDA_SUCCESS)
+        *pPitch = pitch;
+    return rc;
+}
+
+/* cuda.h, cuMemAllocManaged: "If bytesize is 0, cuMemAllocManaged returns
+ * CUDA_ERROR_INVALID_VALUE"; "flags must be one of CU_MEM_ATTACH_GLOBAL or CU_MEM_ATTACH_HOST".
+ * Managed memory may oversubscribe the device, so it is not limited by the capacity. */
+CUresult CUDAAPI cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flags)
+{
+    SIM_ENTER(cuMemAllocManaged);
+    if (!dptr || bytesize == 0 || (flags != CU_MEM_ATTACH_GLOBAL && flags != CU_MEM_ATTACH_HOST))
+        return CUDA_ERROR_INVALID_VALUE;
+    return alloc(dptr, bytesize, SIM_MEM_MANAGED, SIMCUDA_MANAGED, false);
+}
+
+/* cuda.h, cuMemFree: dptr "must have been returned by a previous call to one of the following
+ * memory allocation APIs - cuMemAlloc(), cuMemAllocPitch(), cuMemAllocManaged(),
+ * cuMemAllocAsync(), cuMemAllocFromPoolAsync()"; cuGraphAddMemAllocNode: graph allocations "can
+ * be freed by passing the allocation to cuMemFreeAsync or cuMemFree". Anything else:
+ * CUDA_ERROR_INVALID_VALUE. */
+CUresult CUDAAPI cuMemFree_v2(CUdeviceptr dptr)
+{
+    SIM_ENTER(cuMemFree_v2);
+    CUresult rc = sim_capture_unsafe();
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    struct sim_range r;
+    if (sim_reg_take(dptr, SIM_MEM(DEVICE) | SIM_MEM(ASYNC) | SIM_MEM(MANAGED), &r)) {
+        sim_mem_release(&r);
+        return CUDA_SUCCESS;
+    }
+    return sim_graph_mem_free(dptr);
+}
+
+/* cuda.h: "Returns in *total the total amount of memory available to the the current context.
+ * Returns in *free the amount of memory on the device that is free". total = capacity;
+ * free = capacity - used. Either output may be NULL. */
+CUresult CUDAAPI cuMemGetInfo_v2(size_t *free, size_t *total)
+{
+    SIM_ENTER(cuMemGetInfo_v2);
+    CUcontext ctx;
+    CUresult rc = sim_ctx_current(&ctx);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    uint64_t capacity = sim_cfg.capacity[ctx->dev];
+    if (free)
+        *free = capacity - sim_device_used(ctx->dev);
+    if (total)
+        *total = capacity;
+    return CUDA_SUCCESS;
+}
+
+/* cuda.h: "Returns the base address in *pbase and size in *psize of the allocation ... that
+ * contains the input pointer dptr. Both parameters pbase and psize are optional." Any
+ * addressable allocation answers (mapped VMM ranges: the mapping); CUDA_ERROR_NOT_FOUND else. */
+CUresult CUDAAPI cuMemGetAddressRange_v2(CUdeviceptr *pbase, size_t *psize, CUdeviceptr dptr)
+{
+    SIM_ENTER(cuMemGetAddressRange_v2);
+    struct sim_range r;
+    struct sim_vmm_info v;
+    if (sim_reg_find(dptr, 0, SIM_MEM_ALL, &r)) {
+        v.map_base = r.base;
+        v.map_size = r.size;
+    } else if (!sim_vmm_describe(dptr, &v) || !v.mapped) {
+        return CUDA_ERROR_NOT_FOUND;
+    }
+    if (pbase)
+        *pbase = v.map_base;
+    if (psize)
+        *psize = v.map_size;
+    return CUDA_SUCCESS;
+}

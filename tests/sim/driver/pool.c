@@ -1,0 +1,343 @@
+/* Memory pools: cuDeviceGetDefaultMemPool, cuDeviceGetMemPool, cuDeviceSetMemPool,
+ * cuMemPoolCreate, cuMemPoolDestroy, cuMemPoolGetAttribute, cuMemPoolSetAttribute,
+ * cuMemPoolTrimTo.
+ *
+ * A pool's USED_MEM counts its live allocations rounded to SIMCUDA_GRANULARITY; its reserve
+ * (RESERVED_MEM) grows in 2 MiB chunks to cover them and keeps freed memory until
+ * cuMemPoolTrimTo, or until a stream, event or context synchronize applies the release threshold
+ * (CU_MEMPOOL_ATTR_RELEASE_THRESHOLD: "When more than the release threshold bytes of memory are
+ * held by the memory pool, the allocator will try to release memory back to the OS on the next
+ * call to stream, event or context synchronize. (default 0)"). The reserve of a device pool is
+ * used device memory (SIMCUDA_POOL_RESERVED); host pools (CU_MEM_LOCATION_TYPE_HOST /
+ * HOST_NUMA) do not touch device capacity.
+ */
+#include <pthread.h>
+#include <stdlib.h>
+
+#include "ctx.h"
+#include "pool.h"
+
+#define POOL_MAGIC 0x504f4f4cu
+
+struct CUmemPoolHandle_st {
+    uint32_t magic;
+    CUmemPoolProps props;
+    int dev; /* a device pool's device; -1 for host pools */
+    bool is_default, destroyed;
+    int reuse[3]; /* the CU_MEMPOOL_ATTR_REUSE_* switches, stored only */
+    uint64_t threshold, reserved, reserved_high, used, used_high, outstanding;
+    struct CUmemPoolHandle_st *next;
+};
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static CUmemoryPool pools; /* every pool not yet released */
+static CUmemoryPool defaults[SIM_MAX_DEVICES], current[SIM_MAX_DEVICES];
+
+/* Caller holds the lock. */
+static CUmemoryPool pool_new(const CUmemPoolProps *props, int dev)
+{
+    CUmemoryPool p = calloc(1, sizeof *p);
+    if (p) {
+        *p = (struct CUmemPoolHandle_st){.magic = POOL_MAGIC, .props = *props, .dev = dev, .reuse = {1, 1, 1},
+                                         .next = pools};
+        pools = p;
+    }
+    return p;
+}
+
+/* Caller holds the lock. */
+static CUresult default_pool(int dev, CUmemoryPool *out)
+{
+    if (!defaults[dev]) {
+        CUmemPoolProps props = {.allocType = CU_MEM_ALLOCATION_TYPE_PINNED,
+                                .location = {CU_MEM_LOCATION_TYPE_DEVICE, dev}};
+        defaults[dev] = pool_new(&props, dev);
+        if (!defaults[dev])
+            return CUDA_ERROR_OUT_OF_MEMORY;
+        defaults[dev]->is_default = true;
+    }
+    *out = defaults[dev];
+    return CUDA_SUCCESS;
+}
+
+CUresult sim_pool_check(CUmemoryPool pool)
+{
+    return pool && pool->magic == POOL_MAGIC && !pool->destroyed ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+CUresult sim_pool_current(int dev, CUmemoryPool *out)
+{
+    pthread_mutex_lock(&lock);
+    CUresult rc = current[dev] ? (*out = current[dev], CUDA_SUCCESS) : default_pool(dev, out);
+    pthread_mutex_unlock(&lock);
+    return rc;
+}
+
+int sim_pool_device(CUmemoryPool pool, int dev)
+{
+    return pool->dev >= 0 ? pool->dev : dev;
+}
+
+bool sim_pool_is_host(CUmemoryPool pool)
+{
+    return pool->dev < 0;
+}
+
+void sim_pool_props(CUmemoryPool pool, CUmemPoolProps *out)
+{
+    *out = pool->props;
+}
+
+/* Caller holds the lock. Moves the reserve to `reserved`; growth of a device pool must fit. */
+static CUresult set_reserved(CUmemoryPool p, uint64_t reserved)
+{
+    int64_t delta = (int64_t)reserved - (int64_t)p->reserved;
+    CUresult rc = p->dev >= 0 ? sim_account(p->dev, SIMCUDA_POOL_RESERVED, delta, delta) : CUDA_SUCCESS;
+    if (rc == CUDA_SUCCESS) {
+        p->reserved = reserved;
+        if (reserved > p->reserved_high)
+            p->reserved_high = reserved;
+    }
+    return rc;
+}
+
+/* Caller holds the lock. cuMemPoolTrimTo: "If the pool has less than minBytesToKeep reserved, the
+ * TrimTo operation is a no-op. Otherwise the pool will be guaranteed to have at least
+ * minBytesToKeep bytes reserved after the operation"; "The allocator cannot release OS allocations
+ * that back outstanding asynchronous allocations." */
+static void trim_to(CUmemoryPool p, uint64_t keep)
+{
+    if (p->reserved < keep)
+        return;
+    uint64_t floor = sim_round_to(p->used, SIM_POOL_CHUNK), wanted = sim_round_to(keep, SIM_POOL_CHUNK);
+    uint64_t target = floor > wanted ? floor : wanted;
+    if (target < p->reserved)
+        set_reserved(p, target);
+}
+
+/* Caller holds the lock. cuMemPoolDestroy: resources "will be released automatically once there
+ * are no more outstanding allocations". */
+static void release_if_done(CUmemoryPool p)
+{
+    if (!p->destroyed || p->outstanding > 0)
+        return;
+    set_reserved(p, 0);
+    for (CUmemoryPool *q = &pools; *q; q = &(*q)->next)
+        if (*q == p) {
+            *q = p->next;
+            break;
+        }
+    p->magic = 0;
+    free(p);
+}
+
+CUresult sim_pool_take(CUmemoryPool p, size_t bytes)
+{
+    uint64_t need = sim_round(bytes);
+    CUresult rc = CUDA_SUCCESS;
+    pthread_mutex_lock(&lock);
+    uint64_t used = p->used + need;
+    if (used > p->reserved) {
+        uint64_t reserved = p->reserved + sim_round_to(used - p->reserved, SIM_POOL_CHUNK);
+        rc = p->props.maxSize && reserved > p->props.maxSize ? CUDA_ERROR_OUT_OF_MEMORY : set_reserved(p, reserved);
+    }
+    if (rc == CUDA_SUCCESS) {
+        p->used = used;
+        if (used > p->used_high)
+            p->used_high = used;
+        p->outstanding++;
+    }
+    pthread_mutex_unlock(&lock);
+    return rc;
+}
+
+void sim_pool_give(CUmemoryPool p, size_t bytes)
+{
+    pthread_mutex_lock(&lock);
+    p->used -= sim_round(bytes);
+    p->outstanding--;
+    release_if_done(p);
+    pthread_mutex_unlock(&lock);
+}
+
+void sim_pool_apply_thresholds(int dev)
+{
+    pthread_mutex_lock(&lock);
+    for (CUmemoryPool p = pools; p; p = p->next)
+        if ((p->dev == dev || p->dev < 0) && p->reserved > p->threshold)
+            trim_to(p, p->threshold);
+    pthread_mutex_unlock(&lock);
+}
+
+void sim_pool_device_idle(int dev)
+{
+    pthread_mutex_lock(&lock);
+    for (CUmemoryPool p = pools; p; p = p->next)
+        if (p->dev == dev)
+            trim_to(p, 0);
+    pthread_mutex_unlock(&lock);
+}
+
+/* cuda.h: "The default mempool of a device contains device memory from that device." */
+CUresult CUDAAPI cuDeviceGetDefaultMemPool(CUmemoryPool *pool_out, CUdevice dev)
+{
+    SIM_ENTER(cuDeviceGetDefaultMemPool);
+    if (!pool_out)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!sim_device_valid(dev))
+        return CUDA_ERROR_INVALID_DEVICE;
+    pthread_mutex_lock(&lock);
+    CUresult rc = default_pool(dev, pool_out);
+    pthread_mutex_unlock(&lock);
+    return rc;
+}
+
+/* cuda.h: "Returns the last pool provided to cuDeviceSetMemPool for this device or the device's
+ * default memory pool if cuDeviceSetMemPool has never been called." */
+CUresult CUDAAPI cuDeviceGetMemPool(CUmemoryPool *pool, CUdevice dev)
+{
+    SIM_ENTER(cuDeviceGetMemPool);
+    if (!pool)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!sim_device_valid(dev))
+        return CUDA_ERROR_INVALID_DEVICE;
+    return sim_pool_current(dev, pool);
+}
+
+/* cuda.h: "The memory pool must be local to the specified device." */
+CUresult CUDAAPI cuDeviceSetMemPool(CUdevice dev, CUmemoryPool pool)
+{
+    SIM_ENTER(cuDeviceSetMemPool);
+    if (!sim_device_valid(dev))
+        return CUDA_ERROR_INVALID_DEVICE;
+    pthread_mutex_lock(&lock);
+    CUresult rc = sim_pool_check(pool);
+    if (rc == CUDA_SUCCESS && pool->dev != dev)
+        rc = CUDA_ERROR_INVALID_VALUE;
+    if (rc == CUDA_SUCCESS)
+        current[dev] = pool;
+    pthread_mutex_unlock(&lock);
+    return rc;
+}
+
+/* CUmemPoolProps: allocType "Currently must be specified as CU_MEM_ALLOCATION_TYPE_PINNED";
+ * cuMemPoolCreate: "Pools created with the type CU_MEM_LOCATION_TYPE_HOST are not IPC capable and
+ * CUmemPoolProps::handleTypes must be 0"; "Specifying CU_MEM_LOCATION_TYPE_HOST_NUMA_CURRENT as the
+ * CUmemPoolProps::CUmemLocation::type will result in CUDA_ERROR_INVALID_VALUE." */
+CUresult CUDAAPI cuMemPoolCreate(CUmemoryPool *pool, const CUmemPoolProps *poolProps)
+{
+    SIM_ENTER(cuMemPoolCreate);
+    if (!pool || !poolProps || poolProps->allocType != CU_MEM_ALLOCATION_TYPE_PINNED)
+        return CUDA_ERROR_INVALID_VALUE;
+    CUmemLocationType type = poolProps->location.type;
+    bool device = type == CU_MEM_LOCATION_TYPE_DEVICE;
+    if (device && !sim_device_valid(poolProps->location.id))
+        return CUDA_ERROR_INVALID_DEVICE;
+    if (!device && (poolProps->handleTypes != CU_MEM_HANDLE_TYPE_NONE ||
+                    (type != CU_MEM_LOCATION_TYPE_HOST && type != CU_MEM_LOCATION_TYPE_HOST_NUMA)))
+        return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&lock);
+    *pool = pool_new(poolProps, device ? poolProps->location.id : -1);
+    pthread_mutex_unlock(&lock);
+    return *pool ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+}
+
+/* cuda.h: "A device's default memory pool cannot be destroyed." "Destroying the current mempool of
+ * a device sets the default mempool of that device as the current mempool for that device." */
+CUresult CUDAAPI cuMemPoolDestroy(CUmemoryPool pool)
+{
+    SIM_ENTER(cuMemPoolDestroy);
+    pthread_mutex_lock(&lock);
+    CUresult rc = sim_pool_check(pool);
+    if (rc == CUDA_SUCCESS && pool->is_default)
+        rc = CUDA_ERROR_INVALID_VALUE;
+    if (rc == CUDA_SUCCESS) {
+        if (pool->dev >= 0 && current[pool->dev] == pool)
+            current[pool->dev] = NULL;
+        pool->destroyed = true;
+        trim_to(pool, 0);
+        release_if_done(pool);
+    }
+    pthread_mutex_unlock(&lock);
+    return rc;
+}
+
+CUresult CUDAAPI cuMemPoolGetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void *value)
+{
+    SIM_ENTER(cuMemPoolGetAttribute);
+    pthread_mutex_lock(&lock);
+    CUresult rc = value ? sim_pool_check(pool) : CUDA_ERROR_INVALID_VALUE;
+    if (rc == CUDA_SUCCESS) {
+        switch (attr) {
+        case CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES:
+        case CU_MEMPOOL_ATTR_REUSE_ALLOW_OPPORTUNISTIC:
+        case CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES:
+            *(int *)value = pool->reuse[attr - CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES];
+            break;
+        case CU_MEMPOOL_ATTR_RELEASE_THRESHOLD:
+            *(cuuint64_t *)value = pool->threshold;
+            break;
+        case CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT:
+            *(cuuint64_t *)value = pool->reserved;
+            break;
+        case CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH:
+            *(cuuint64_t *)value = pool->reserved_high;
+            break;
+        case CU_MEMPOOL_ATTR_USED_MEM_CURRENT:
+            *(cuuint64_t *)value = pool->used;
+            break;
+        case CU_MEMPOOL_ATTR_USED_MEM_HIGH:
+            *(cuuint64_t *)value = pool->used_high;
+            break;
+        default:
+            rc = CUDA_ERROR_INVALID_VALUE;
+        }
+    }
+    pthread_mutex_unlock(&lock);
+    return rc;
+}
+
+/* cuda.h, cuMemPoolSetAttribute: RESERVED_MEM_HIGH / USED_MEM_HIGH "Reset the high watermark";
+ * "It is illegal to set this attribute to a non-zero value." */
+CUresult CUDAAPI cuMemPoolSetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void *value)
+{
+    SIM_ENTER(cuMemPoolSetAttribute);
+    pthread_mutex_lock(&lock);
+    CUresult rc = value ? sim_pool_check(pool) : CUDA_ERROR_INVALID_VALUE;
+    if (rc == CUDA_SUCCESS) {
+        switch (attr) {
+        case CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES:
+        case CU_MEMPOOL_ATTR_REUSE_ALLOW_OPPORTUNISTIC:
+        case CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES:
+            pool->reuse[attr - CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES] = *(int *)value;
+            break;
+        case CU_MEMPOOL_ATTR_RELEASE_THRESHOLD:
+            pool->threshold = *(cuuint64_t *)value;
+            break;
+        case CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH:
+        case CU_MEMPOOL_ATTR_USED_MEM_HIGH:
+            if (*(cuuint64_t *)value != 0)
+                rc = CUDA_ERROR_INVALID_VALUE;
+            else if (attr == CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH)
+                pool->reserved_high = pool->reserved;
+            else
+                pool->used_high = pool->used;
+            break;
+        default:
+            rc = CUDA_ERROR_INVALID_VALUE;
+        }
+    }
+    pthread_mutex_unlock(&lock);
+    return rc;
+}
+
+CUresult CUDAAPI cuMemPoolTrimTo(CUmemoryPool pool, size_t minBytesToKeep)
+{
+    SIM_ENTER(cuMemPoolTrimTo);
+    pthread_mutex_lock(&lock);
+    CUresult rc = sim_pool_check(pool);
+    if (rc == CUDA_SUCCESS)
+        trim_to(pool, minBytesToKeep);
+    pthread_mutex_unlock(&lock);
+    return rc;
+}

@@ -1,0 +1,23 @@
+/* Memory pools (pool.c) for the stream-ordered allocator (async.c). */
+#ifndef SIM_POOL_H
+#define SIM_POOL_H
+
+#include "sim.h"
+
+#define SIM_POOL_CHUNK (2ull << 20) /* pools reserve memory in 2 MiB chunks */
+
+CUresult sim_pool_check(CUmemoryPool pool);
+/* The device's current pool (cuDeviceGetMemPool), its default pool until cuDeviceSetMemPool. */
+CUresult sim_pool_current(int dev, CUmemoryPool *out);
+/* Takes `bytes` (rounded to SIMCUDA_GRANULARITY) from the pool, growing its reserve by whole
+ * chunks; a device pool's growth must fit in the device (CUDA_ERROR_OUT_OF_MEMORY). */
+CUresult sim_pool_take(CUmemoryPool pool, size_t bytes);
+void sim_pool_give(CUmemoryPool pool, size_t bytes);
+/* The device an allocation from `pool` counts on: a device pool's own device, else `dev`. */
+int sim_pool_device(CUmemoryPool pool, int dev);
+bool sim_pool_is_host(CUmemoryPool pool);
+void sim_pool_props(CUmemoryPool pool, CUmemPoolProps *out);
+/* A stream, event or context synchronize on `dev`: pools over their release threshold shrink. */
+void sim_pool_apply_thresholds(int dev);
+
+#endif

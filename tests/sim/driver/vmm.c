@@ -1,0 +1,199 @@
+/* Physical VMM allocations: cuMemGetAllocationGranularity, cuMemCreate, cuMemRelease,
+ * cuMemGetAllocationPropertiesFromHandle, cuMemExportToShareableHandle,
+ * cuMemImportFromShareableHandle (POSIX file descriptors). Handles are device-level: context
+ * teardown leaves them alone. A handle is a memfd named "simcuda-vmm-dev<N>" (or
+ * "simcuda-vmm-host"), so an importer, in this process or another, finds its device. Imported
+ * handles are another owner's memory: never counted. */
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "vmm.h"
+
+pthread_mutex_t sim_vmm_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct sim_vmm_handle *handles;
+
+struct sim_vmm_handle *sim_vmm_handle_find(CUmemGenericAllocationHandle handle)
+{
+    for (struct sim_vmm_handle *h = handles; h; h = h->next)
+        if ((CUmemGenericAllocationHandle)(uintptr_t)h == handle && h->refs > 0)
+            return h;
+    return NULL;
+}
+
+static CUmemGenericAllocationHandle handle_of(struct sim_vmm_handle *h)
+{
+    return (CUmemGenericAllocationHandle)(uintptr_t)h;
+}
+
+/* cuda.h, cuMemRelease: "The memory allocation will be freed when all outstanding mappings to the
+ * memory are unmapped and when all outstanding references to the handle (including it's shareable
+ * counterparts) are also released." */
+void sim_vmm_handle_put(struct sim_vmm_handle *h)
+{
+    if (h->refs > 0 || h->maps > 0)
+        return;
+    for (struct sim_vmm_handle **p = &handles; *p; p = &(*p)->next)
+        if (*p == h) {
+            *p = h->next;
+            break;
+        }
+    close(h->fd);
+    if (h->counted)
+        sim_account(h->dev, SIMCUDA_VMM, -(int64_t)h->size, -(int64_t)sim_round(h->size));
+    free(h);
+}
+
+static CUresult handle_new(int fd, size_t size, const CUmemAllocationProp *prop, int dev, bool counted,
+                           CUmemGenericAllocationHandle *out)
+{
+    struct sim_vmm_handle *h = calloc(1, sizeof *h);
+    CUresult rc = h ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+    if (rc == CUDA_SUCCESS && counted)
+        rc = sim_account(dev, SIMCUDA_VMM, (int64_t)size, (int64_t)sim_round(size));
+    if (rc != CUDA_SUCCESS) {
+        free(h);
+        close(fd);
+        return rc;
+    }
+    *h = (struct sim_vmm_handle){.fd = fd, .size = size, .prop = *prop, .dev = dev, .counted = counted, .refs = 1};
+    pthread_mutex_lock(&sim_vmm_lock);
+    h->next = handles;
+    handles = h;
+    pthread_mutex_unlock(&sim_vmm_lock);
+    *out = handle_of(h);
+    return CUDA_SUCCESS;
+}
+
+/* cuda.h: "Calculates either the minimal or recommended granularity": SIMCUDA_VMM_GRANULARITY. */
+CUresult CUDAAPI cuMemGetAllocationGranularity(size_t *granularity, const CUmemAllocationProp *prop,
+                                               CUmemAllocationGranularity_flags option)
+{
+    SIM_ENTER(cuMemGetAllocationGranularity);
+    if (!granularity || !prop || (option != CU_MEM_ALLOC_GRANULARITY_MINIMUM &&
+                                  option != CU_MEM_ALLOC_GRANULARITY_RECOMMENDED))
+        return CUDA_ERROR_INVALID_VALUE;
+    *granularity = sim_cfg.vmm_granularity;
+    return CUDA_SUCCESS;
+}
+
+/* cuda.h, cuMemCreate: "The size of this allocation must be a multiple of the the value given via
+ * cuMemGetAllocationGranularity"; "HOST allocations are not IPC capable and
+ * CUmemAllocationProp::requestedHandleTypes must be 0"; "Specifying
+ * CU_MEM_LOCATION_TYPE_HOST_NUMA_CURRENT as the CUmemLocation::type will result in
+ * CUDA_ERROR_INVALID_VALUE"; "flags for future use, must be zero now". A device location counts
+ * as SIMCUDA_VMM and against the device's capacity. */
+CUresult CUDAAPI cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size, const CUmemAllocationProp *prop,
+                             unsigned long long flags)
+{
+    SIM_ENTER(cuMemCreate);
+    if (!handle || !prop || flags != 0 || size == 0 || size % sim_cfg.vmm_granularity != 0 ||
+        prop->type != CU_MEM_ALLOCATION_TYPE_PINNED)
+        return CUDA_ERROR_INVALID_VALUE;
+    CUmemLocationType type = prop->location.type;
+    bool device = type == CU_MEM_LOCATION_TYPE_DEVICE;
+    if (device && !sim_device_valid(prop->location.id))
+        return CUDA_ERROR_INVALID_DEVICE;
+    if (!device && (type != CU_MEM_LOCATION_TYPE_HOST_NUMA &&
+                    (type != CU_MEM_LOCATION_TYPE_HOST || prop->requestedHandleTypes != CU_MEM_HANDLE_TYPE_NONE)))
+        return CUDA_ERROR_INVALID_VALUE;
+    char name[32] = "simcuda-vmm-host";
+    if (device)
+        snprintf(name, sizeof name, "simcuda-vmm-dev%d", prop->location.id);
+    int fd = memfd_create(name, MFD_CLOEXEC);
+    if (fd < 0 || ftruncate(fd, (off_t)size) != 0) {
+        if (fd >= 0)
+            close(fd);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    return handle_new(fd, size, prop, device ? prop->location.id : -1, device, handle);
+}
+
+CUresult CUDAAPI cuMemRelease(CUmemGenericAllocationHandle handle)
+{
+    SIM_ENTER(cuMemRelease);
+    pthread_mutex_lock(&sim_vmm_lock);
+    struct sim_vmm_handle *h = sim_vmm_handle_find(handle);
+    if (h) {
+        h->refs--;
+        sim_vmm_handle_put(h);
+    }
+    pthread_mutex_unlock(&sim_vmm_lock);
+    return h ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+CUresult CUDAAPI cuMemGetAllocationPropertiesFromHandle(CUmemAllocationProp *prop, CUmemGenericAllocationHandle handle)
+{
+    SIM_ENTER(cuMemGetAllocationPropertiesFromHandle);
+    pthread_mutex_lock(&sim_vmm_lock);
+    struct sim_vmm_handle *h = prop ? sim_vmm_handle_find(handle) : NULL;
+    if (h)
+        *prop = h->prop;
+    pthread_mutex_unlock(&sim_vmm_lock);
+    return h ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+/* Only CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, and only for handles created with it in
+ * CUmemAllocationProp::requestedHandleTypes; each export is a new descriptor. */
+CUresult CUDAAPI cuMemExportToShareableHandle(void *shareableHandle, CUmemGenericAllocationHandle handle,
+                                              CUmemAllocationHandleType handleType, unsigned long long flags)
+{
+    SIM_ENTER(cuMemExportToShareableHandle);
+    if (!shareableHandle || flags != 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (handleType != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    pthread_mutex_lock(&sim_vmm_lock);
+    struct sim_vmm_handle *h = sim_vmm_handle_find(handle);
+    int fd = h && (h->prop.requestedHandleTypes & handleType) ? fcntl(h->fd, F_DUPFD_CLOEXEC, 0) : -1;
+    pthread_mutex_unlock(&sim_vmm_lock);
+    if (fd < 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    *(int *)shareableHandle = fd;
+    return CUDA_SUCCESS;
+}
+
+/* The device a simcuda memfd belongs to: -1 for host handles, -2 if it is not one. */
+static int device_of(int fd)
+{
+    char path[64], target[128];
+    snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
+    ssize_t n = readlink(path, target, sizeof target - 1);
+    int dev;
+    if (n < 0)
+        return -2;
+    target[n] = '\0';
+    if (sscanf(target, "/memfd:simcuda-vmm-dev%d", &dev) == 1)
+        return dev;
+    return strncmp(target, "/memfd:simcuda-vmm-host", 23) == 0 ? -1 : -2;
+}
+
+/* cuda.h: "There is no guarantee that the contents of handle will be the same CUDA memory handle
+ * for the same given OS shareable handle": every import is a new handle, released with
+ * cuMemRelease ("Each time a recipient process imports a shareable handle, it needs to pair it
+ * with cuMemRelease"). For POSIX descriptors osHandle is the descriptor itself. */
+CUresult CUDAAPI cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *handle, void *osHandle,
+                                                CUmemAllocationHandleType shHandleType)
+{
+    SIM_ENTER(cuMemImportFromShareableHandle);
+    if (!handle)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (shHandleType != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    int fd = (int)(intptr_t)osHandle, dev = device_of(fd);
+    struct stat st;
+    if (dev < -1 || fstat(fd, &st) != 0 || st.st_size <= 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    int mine = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+    if (mine < 0)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    CUmemAllocationProp prop = {.type = CU_MEM_ALLOCATION_TYPE_PINNED,
+                                .requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR,
+                                .location = {dev >= 0 ? CU_MEM_LOCATION_TYPE_DEVICE : CU_MEM_LOCATION_TYPE_HOST,
+                                             dev >= 0 ? dev : 0}};
+    return handle_new(mine, (size_t)st.st_size, &prop, dev, false, handle);
+}

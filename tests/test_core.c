@@ -1,0 +1,287 @@
+/* Issue 2 acceptance: exact summaries for CUDA runtime programs on the simulated device, through
+ * the shared and the static runtime, each value also equal to the simulated device's own count. */
+#include <criterion/criterion.h>
+#include <criterion/parameterized.h>
+#include <string.h>
+
+#include "harness.h"
+
+#define MiB (1024ull * 1024)
+#define GiB (1024ull * MiB)
+
+/* Runs rt_prog (shared or static runtime) SCENARIO under cushim run; returns the summary. */
+static json_t *scenario(struct run_result *r, int static_rt, const char *name, const char *const *extra)
+{
+    const char *argv[] = {program(static_rt ? "rt_prog_static" : "rt_prog"), name, NULL};
+    json_t *j = run_under_cushim(r, argv, sim_env(extra));
+    cr_assert_eq(r->status, 0, "rt_prog %s exited %d\nstdout:\n%s\nstderr:\n%s", name, r->status,
+                 r->out, r->err);
+    return j;
+}
+
+static void expect_kind(json_t *j, int dev, const char *kind, uint64_t cur, uint64_t peak,
+                        uint64_t allocs, uint64_t frees, uint64_t failed)
+{
+    char p[128];
+#define FIELD(f, v)                                                                  \
+    snprintf(p, sizeof p, "devices.%d.%s.%s", dev, kind, f);                        \
+    cr_expect_eq(jpath_u64(j, p), v, "%s = %llu, expected %llu", p,                 \
+                 (unsigned long long)jpath_u64(j, p), (unsigned long long)(v));
+    FIELD("current_bytes", cur);
+    FIELD("peak_bytes", peak);
+    FIELD("alloc_count", allocs);
+    FIELD("free_count", frees);
+    FIELD("failed_count", failed);
+#undef FIELD
+}
+
+struct rt { int static_rt; };
+static struct rt both[] = {{0}, {1}};
+#define RT_TEST(name) \
+    ParameterizedTestParameters(core, name) { return cr_make_param_array(struct rt, both, 2); } \
+    ParameterizedTest(struct rt *p, core, name)
+
+RT_TEST(malloc_free_sizes)
+{
+    struct run_result r;
+    json_t *j = scenario(&r, p->static_rt, "malloc", NULL);
+    expect_kind(j, 0, "device", 1 + MiB, 1 + 255 + MiB + GiB, 4, 2, 0);
+    cr_expect_eq(jpath_u64(j, "devices.0.device_total.current_bytes"), 1 + MiB);
+    cr_expect_eq(jpath_u64(j, "devices.0.device_total.peak_bytes"), 1 + 255 + MiB + GiB);
+    cr_expect_eq(jpath_u64(j, "devices.0.device.current_bytes"), kv_u64(r.out, "sim.device.0"));
+    cr_expect_eq(jpath_u64(j, "devices.0.ordinal"), 0);
+    json_t *uuid = jpath(j, "devices.0.uuid");
+    cr_expect(json_is_string(uuid) &&
+              strcmp(json_string_value(uuid), "GPU-00010203-0405-0607-0809-0a0b0c0d0e0f") == 0,
+              "uuid %s", json_string_value(uuid));
+    cr_expect_eq(jpath_u64(j, "devices.0.total_bytes"), 16 * GiB);
+    json_decref(j);
+    run_free(&r);
+}
+
+RT_TEST(pitch)
+{
+    struct run_result r;
+    json_t *j = scenario(&r, p->static_rt, "pitch", NULL);
+    uint64_t pitch = kv_u64(r.out, "pitch");
+    cr_assert(pitch >= 1000);
+    expect_kind(j, 0, "device", pitch * 10, pitch * 10, 1, 0, 0);
+    cr_expect_eq(jpath_u64(j, "devices.0.device.current_bytes"), kv_u64(r.out, "sim.device.0"));
+    json_decref(j);
+    run_free(&r);
+}
+
+RT_TEST(host_pinned_and_registered)
+{
+    struct run_result r;
+    json_t *j = scenario(&r, p->static_rt, "host", NULL);
+    expect_kind(j, 0, "pinned_host", 8192, 4096 + 8192, 2, 1, 0);
+    expect_kind(j, 0, "registered_host", 0, 65536, 1, 1, 0);
+    expect_kind(j, 0, "device", 0, 0, 0, 0, 0);
+    cr_expect_eq(jpath_u64(j, "devices.0.pinned_host.current_bytes"), kv_u64(r.out, "sim.pinned_host.0"));
+    cr_expect_eq(kv_u64(r.out, "sim.registered_host.0"), 0);
+    cr_expect_eq(jpath_u64(j, "devices.0.device_total.peak_bytes"), 0, "host memory is not device memory");
+    json_decref(j);
+    run_free(&r);
+}
+
+RT_TEST(managed)
+{
+    struct run_result r;
+    json_t *j = scenario(&r, p->static_rt, "managed", NULL);
+    expect_kind(j, 0, "managed", 3 * MiB, 3 * MiB, 1, 0, 0);
+    cr_expect_eq(jpath_u64(j, "devices.0.managed.current_bytes"), kv_u64(r.out, "sim.managed.0"));
+    cr_expect_eq(jpath_u64(j, "devices.0.device_total.current_bytes"), 0);
+    json_decref(j);
+    run_free(&r);
+}
+
+RT_TEST(async_and_pools)
+{
+    struct run_result r;
+    json_t *j = scenario(&r, p->static_rt, "async", NULL);
+    expect_kind(j, 0, "async", 2 * MiB + 4 * MiB, 2 * MiB + 4 * MiB, 3, 1, 0);
+    cr_expect_eq(jpath_u64(j, "devices.0.async.current_bytes"), kv_u64(r.out, "sim.async.0"));
+    cr_expect_eq(jpath_u64(j, "devices.0.device_total.current_bytes"), 6 * MiB);
+    json_decref(j);
+    run_free(&r);
+}
+
+RT_TEST(vmm_release_before_unmap)
+{
+    struct run_result r;
+    json_t *j = scenario(&r, p->static_rt, "vmm", NULL);
+    uint64_t g = kv_u64(r.out, "granularity");
+    /* h1 (g) released, then unmapped: gone; h2 (2g) alive and mapped. */
+    cr_expect_eq(kv_u64(r.out, "after_release_vmm"), 3 * g, "released handle still mapped");
+    expect_kind(j, 0, "vmm", 2 * g, 3 * g, 2, 1, 0);
+    cr_expect_eq(jpath_u64(j, "devices.0.vmm.current_bytes"), kv_u64(r.out, "sim.vmm.0"));
+    json_decref(j);
+    run_free(&r);
+}
+
+RT_TEST(arrays)
+{
+    struct run_result r;
+    json_t *j = scenario(&r, p->static_rt, "array", NULL);
+    uint64_t one = 256ull * 256 * 4 * 4;
+    expect_kind(j, 0, "array", one, 2 * one, 2, 1, 0);
+    cr_expect_eq(jpath_u64(j, "devices.0.array.current_bytes"), kv_u64(r.out, "sim.array.0"));
+    json_decref(j);
+    run_free(&r);
+}
+
+RT_TEST(device_reset_drops_and_recounts)
+{
+    struct run_result r;
+    json_t *j = scenario(&r, p->static_rt, "reset", NULL);
+    expect_kind(j, 0, "device", MiB, 2 * MiB, 3, 2, 0);
+    cr_expect_eq(jpath_u64(j, "devices.0.device.current_bytes"), kv_u64(r.out, "sim.device.0"));
+    json_decref(j);
+    run_free(&r);
+}
+
+RT_TEST(interleaved_peaks)
+{
+    struct run_result r;
+    json_t *j = scenario(&r, p->static_rt, "peaks", NULL);
+    expect_kind(j, 0, "device", 350, 350, 4, 2, 0);
+    json_decref(j);
+    run_free(&r);
+}
+
+RT_TEST(peak_reset_through_api)
+{
+    struct run_result r;
+    json_t *j = scenario(&r, p->static_rt, "reset_peak", NULL);
+    cr_expect_eq(kv_u64(r.out, "peak_before"), 3000);
+    cr_expect_eq(kv_u64(r.out, "reset"), 1);
+    cr_expect_eq(kv_u64(r.out, "peak_after_reset"), 1000);
+    cr_expect_eq(kv_u64(r.out, "peak_after_alloc"), 1500);
+    expect_kind(j, 0, "device", 1500, 1500, 3, 1, 0);
+    json_decref(j);
+    run_free(&r);
+}
+
+RT_TEST(two_devices)
+{
+    struct run_result r;
+    const char *extra[] = {"SIMCUDA_DEVICE_COUNT=2", NULL};
+    json_t *j = scenario(&r, p->static_rt, "two_devices", extra);
+    cr_assert_eq(json_array_size(jpath(j, "devices")), 2);
+    expect_kind(j, 0, "device", MiB, MiB, 1, 0, 0);
+    cr_expect_eq(jpath_u64(j, "devices.1.ordinal"), 1);
+    expect_kind(j, 1, "device", 0, 2 * MiB, 1, 1, 0);
+    cr_expect_eq(jpath_u64(j, "devices.0.device.current_bytes"), kv_u64(r.out, "sim.device.0"));
+    cr_expect_eq(jpath_u64(j, "devices.1.device.current_bytes"), kv_u64(r.out, "sim.device.1"));
+    json_decref(j);
+    run_free(&r);
+}
+
+RT_TEST(untracked_is_context_overhead)
+{
+    struct run_result r;
+    const char *extra[] = {"SIMCUDA_CTX_OVERHEAD=300MiB", NULL};
+    json_t *j = scenario(&r, p->static_rt, "malloc", extra);
+    cr_expect_eq(jpath_u64(j, "devices.0.untracked_bytes"), 300 * MiB);
+    cr_expect_eq(kv_u64(r.out, "sim.used.0"), 300 * MiB + 1 + MiB);
+    json_decref(j);
+    run_free(&r);
+}
+
+RT_TEST(injected_out_of_memory)
+{
+    struct run_result r;
+    const char *extra[] = {"SIMCUDA_INJECT=cuMemAlloc_v2:2:2", NULL};
+    json_t *j = scenario(&r, p->static_rt, "oom", extra);
+    cr_expect_eq(kv_u64(r.out, "rc"), 2, "cudaErrorMemoryAllocation comes back unchanged");
+    expect_kind(j, 0, "device", MiB, MiB, 1, 0, 1);
+    json_decref(j);
+    run_free(&r);
+}
+
+RT_TEST(capacity_out_of_memory)
+{
+    struct run_result r;
+    const char *extra[] = {"SIMCUDA_DEVICE_MEMORY=2MiB", NULL};
+    json_t *j = scenario(&r, p->static_rt, "oom", extra);
+    cr_expect_eq(kv_u64(r.out, "rc"), 2);
+    expect_kind(j, 0, "device", MiB, MiB, 1, 0, 1);
+    cr_expect_eq(kv_u64(r.out, "sim.device.0"), MiB);
+    json_decref(j);
+    run_free(&r);
+}
+
+RT_TEST(unknown_free_forwarded)
+{
+    struct run_result r;
+    json_t *j = scenario(&r, p->static_rt, "unknown_free", NULL);
+    cr_expect_eq(kv_u64(r.out, "rc_unknown"), 1, "CUDA_ERROR_INVALID_VALUE from the driver");
+    cr_expect_eq(kv_u64(r.out, "rc_null"), 0);
+    cr_expect_eq(json_array_size(jpath(j, "devices")), 0, "nothing was counted");
+    json_decref(j);
+    run_free(&r);
+}
+
+RT_TEST(driver_without_async)
+{
+    struct run_result r;
+    const char *extra[] = {"SIMCUDA_HIDE=cuMemAllocAsync,cuMemFreeAsync,cuMemAllocFromPoolAsync", NULL};
+    json_t *j = scenario(&r, p->static_rt, "no_async", extra);
+    cr_expect_neq(kv_u64(r.out, "rc_async"), 0);
+    expect_kind(j, 0, "device", MiB, MiB, 1, 0, 0);
+    expect_kind(j, 0, "async", 0, 0, 0, 0, 0);
+    json_decref(j);
+    run_free(&r);
+}
+
+RT_TEST(driver_entry_points)
+{
+    struct run_result r;
+    json_t *j = scenario(&r, p->static_rt, "entry_points", NULL);
+    /* cuMemAlloc at 3020 is the _v2 ABI; flags 2 give cuMemAllocAsync_ptsz. */
+    cr_expect_eq(kv_u64(r.out, "calls.cuMemAlloc_v2"), 2);
+    cr_expect_eq(kv_u64(r.out, "calls.cuMemAllocAsync_ptsz"), 1);
+    cr_expect_eq(kv_u64(r.out, "calls.cuMemAllocAsync"), 0);
+    expect_kind(j, 0, "device", 4096 + 8192, 4096 + 8192, 2, 0, 0);
+    expect_kind(j, 0, "async", 16384, 16384, 1, 0, 0);
+    json_decref(j);
+    run_free(&r);
+}
+
+RT_TEST(sixteen_threads)
+{
+    struct run_result r;
+    json_t *j = scenario(&r, p->static_rt, "threads", NULL);
+    cr_expect_eq(jpath_u64(j, "devices.0.device.current_bytes"), 0);
+    cr_expect_eq(jpath_u64(j, "devices.0.device.alloc_count"), 160000);
+    cr_expect_eq(jpath_u64(j, "devices.0.device.free_count"), 160000);
+    cr_expect_eq(kv_u64(r.out, "sim.device.0"), 0);
+    json_decref(j);
+    run_free(&r);
+}
+
+Test(core, json_schema_has_every_kind)
+{
+    static const char *kinds[] = {"device", "async", "vmm", "array", "managed", "pinned_host",
+                                  "registered_host", "imported", "offloaded"};
+    static const char *fields[] = {"current_bytes", "peak_bytes", "alloc_count", "free_count",
+                                   "failed_count"};
+    struct run_result r;
+    json_t *j = scenario(&r, 0, "malloc", NULL);
+    cr_expect(json_is_string(jpath(j, "cushim_version")));
+    cr_expect(json_is_integer(jpath(j, "pid")));
+    cr_expect(json_is_string(jpath(j, "command")));
+    cr_expect(strstr(json_string_value(jpath(j, "command")), "rt_prog malloc") != NULL);
+    for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++)
+        for (size_t f = 0; f < sizeof fields / sizeof fields[0]; f++) {
+            char path[128];
+            snprintf(path, sizeof path, "devices.0.%s.%s", kinds[k], fields[f]);
+            cr_expect(json_is_integer(jpath(j, path)), "missing %s", path);
+        }
+    cr_expect(json_is_integer(jpath(j, "devices.0.offloaded.spill_count")));
+    cr_expect(json_is_integer(jpath(j, "devices.0.untracked_bytes")));
+    cr_expect_eq(json_array_size(jpath(j, "descendants")), 0);
+    json_decref(j);
+    run_free(&r);
+}

@@ -1,0 +1,100 @@
+/* The three doors and dlsym's transparency (DESIGN.md "Where interception happens"). */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "harness.h"
+
+Test(doors, program_linked_to_libcuda)
+{
+    struct run_result r;
+    const char *argv[] = {program("drv_prog"), NULL};
+    json_t *j = run_under_cushim(&r, argv, sim_env(NULL));
+    cr_assert_eq(r.status, 0, "%s%s", r.out, r.err);
+    cr_expect_eq(jpath_u64(j, "devices.0.device.current_bytes"), 4096);
+    cr_expect_eq(jpath_u64(j, "devices.0.device.peak_bytes"), 4096 + (1 << 20));
+    cr_expect_eq(jpath_u64(j, "devices.0.device.alloc_count"), 2);
+    cr_expect_eq(jpath_u64(j, "devices.0.device.free_count"), 1);
+    json_decref(j);
+    run_free(&r);
+}
+
+Test(doors, calls_before_cuInit_return_the_driver_result)
+{
+    struct run_result r;
+    const char *argv[] = {program("drv_prog"), "before_init", NULL};
+    json_t *j = run_under_cushim(&r, argv, sim_env(NULL));
+    cr_assert_eq(r.status, 0, "%s%s", r.out, r.err);
+    cr_expect_eq(kv_u64(r.out, "rc_alloc"), 3, "CUDA_ERROR_NOT_INITIALIZED");
+    cr_expect_eq(kv_u64(r.out, "rc_free"), 3);
+    cr_expect_eq(kv_u64(r.out, "rc_info"), 3);
+    cr_expect_eq(kv_u64(r.out, "rc_host"), 3);
+    cr_expect_eq(jpath_u64(j, "devices.0.device.failed_count"), 0,
+                 "no context: the failure has no device to count on");
+    cr_expect_eq(jpath_u64(j, "devices.0.device.alloc_count"), 2);
+    json_decref(j);
+    run_free(&r);
+}
+
+/* dlsym_prog prints what dlsym answers; with the shim it must be the same, line for line. */
+static void dlsym_output(char *buf, size_t len, const char *preload)
+{
+    struct run_result r;
+    char pre[2048];
+    const char *argv[] = {program("dlsym_prog"), NULL};
+    snprintf(pre, sizeof pre, "LD_PRELOAD=%s", preload);
+    const char *env[] = {preload[0] ? pre : "LD_PRELOAD", NULL};
+    run_cmd(&r, argv, env);
+    cr_assert_eq(r.status, 0, "dlsym_prog with LD_PRELOAD=%s: %s%s", preload, r.out, r.err);
+    snprintf(buf, len, "%s", r.out);
+    run_free(&r);
+}
+
+Test(doors, dlsym_is_transparent)
+{
+    char plain[4096], shimmed[4096];
+    dlsym_output(plain, sizeof plain, "");
+    dlsym_output(shimmed, sizeof shimmed, shim_lib());
+    cr_expect_str_eq(shimmed, plain);
+    cr_expect(strstr(plain, "next_open_1=__open64@libc.so.6\n") != NULL, "%s", plain);
+    cr_expect(strstr(plain, "next_open_2=__open64@libc.so.6\n") != NULL, "%s", plain);
+    cr_expect(strstr(plain, "default_cudnnCreate=NULL") != NULL, "%s", plain);
+    cr_expect(strstr(plain, "default_no_such_symbol=NULL") != NULL, "%s", plain);
+}
+
+/* Another dlsym-wrapping interposer (HAMi-style) in front of the shim and behind it: both work,
+ * its open() (which uses dlsym(RTLD_NEXT)) does not recurse, and the counts stay exact. */
+static void with_interposer(int shim_first)
+{
+    char pre[4096], lib[2048];
+    snprintf(lib, sizeof lib, "%s", program("libinterposer.so"));
+    if (shim_first)
+        snprintf(pre, sizeof pre, "LD_PRELOAD=%s:%s", shim_lib(), lib);
+    else
+        snprintf(pre, sizeof pre, "LD_PRELOAD=%s:%s", lib, shim_lib());
+    char report[512];
+    snprintf(report, sizeof report, "CUSHIM_REPORT=%s/interposer.%d.json", test_dir(), shim_first);
+    const char *extra[] = {pre, report, "CUSHIM_REPORT_FORMAT=json", NULL};
+    struct run_result r;
+    const char *argv[] = {program("rt_prog"), "peaks", NULL};
+    run_cmd(&r, argv, sim_env(extra));
+    cr_assert_eq(r.status, 0, "%s%s", r.out, r.err);
+    cr_expect_eq(kv_u64(r.out, "interposer.allocs"), 4, "the interposer saw every cudaMalloc");
+    json_t *j = json_load(strchr(report, '=') + 1);
+    cr_expect_eq(jpath_u64(j, "devices.0.device.alloc_count"), 4);
+    cr_expect_eq(jpath_u64(j, "devices.0.device.current_bytes"), 350);
+    cr_expect_eq(jpath_u64(j, "devices.0.device.peak_bytes"), 350);
+    cr_expect_eq(jpath_u64(j, "devices.0.device.current_bytes"), kv_u64(r.out, "sim.device.0"));
+    json_decref(j);
+    run_free(&r);
+
+    const char *argv2[] = {program("dlsym_prog"), NULL};
+    const char *env2[] = {pre, NULL};
+    run_cmd(&r, argv2, env2);
+    cr_expect_eq(r.status, 0, "%s%s", r.out, r.err);
+    cr_expect(strstr(r.out, "open=ok") != NULL, "%s%s", r.out, r.err);
+    run_free(&r);
+}
+
+Test(doors, interposer_in_front_of_the_shim) { with_interposer(0); }
+Test(doors, interposer_behind_the_shim) { with_interposer(1); }

@@ -1,0 +1,236 @@
+/* Issue 3 acceptance: live segments read by `cushim stat/ps/reset-peak/gc`, consistency of
+ * snapshots under load, and processes coming and going. */
+#include <criterion/criterion.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/snapshot.h"
+#include "harness.h"
+
+#define MiB (1024ull * 1024)
+
+/* Environment of a program preloaded with the shim, segments in `segdir`. */
+static const char *const *live_env(const char *segdir, const char *ready, const char *hold)
+{
+    static char pre[2048], seg[600], rd[600], hd[600];
+    snprintf(pre, sizeof pre, "LD_PRELOAD=%s", shim_lib());
+    snprintf(seg, sizeof seg, "CUSHIM_SEGMENT_DIR=%s", segdir);
+    snprintf(rd, sizeof rd, "READY_DIR=%s", ready);
+    snprintf(hd, sizeof hd, "HOLD_FILE=%s", hold);
+    const char *extra[] = {pre, seg, rd, hd, NULL};
+    return sim_env(extra);
+}
+
+static json_t *stat_json(const char *segdir, pid_t pid, struct run_result *r)
+{
+    char seg[600], p[32];
+    snprintf(seg, sizeof seg, "CUSHIM_SEGMENT_DIR=%s", segdir);
+    snprintf(p, sizeof p, "%d", (int)pid);
+    const char *argv[] = {cushim_bin(), "stat", p, "--json", NULL};
+    const char *env[] = {seg, NULL};
+    run_cmd(r, argv, env);
+    cr_assert_eq(r->status, 0, "cushim stat %s: %s", p, r->err);
+    json_error_t e;
+    json_t *j = json_loads(r->out, 0, &e);
+    cr_assert(j, "stat --json output is not JSON: %s\n%s", e.text, r->out);
+    return j;
+}
+
+static int cli(const char *segdir, struct run_result *r, const char *a, const char *b, const char *c)
+{
+    char seg[600];
+    snprintf(seg, sizeof seg, "CUSHIM_SEGMENT_DIR=%s", segdir);
+    const char *argv[] = {cushim_bin(), a, b, c, NULL};
+    const char *env[] = {seg, NULL};
+    run_cmd(r, argv, env);
+    return r->status;
+}
+
+static const char *seg_path(const char *segdir, pid_t pid)
+{
+    static char buf[700];
+    snprintf(buf, sizeof buf, "%s/cushim-%u-%d", segdir, (unsigned)getuid(), (int)pid);
+    return buf;
+}
+
+Test(live, stat_reset_peak_and_exit)
+{
+    const char *segdir = fresh_dir("seg1"), *ready = fresh_dir("ready1");
+    char hold[600];
+    snprintf(hold, sizeof hold, "%s/go", test_dir());
+    const char *argv[] = {program("rt_prog"), "hold", NULL};
+    pid_t pid = spawn_bg(argv, live_env(segdir, ready, hold));
+    pid_t rp;
+    wait_ready(ready, 1, &rp);
+    cr_assert_eq(rp, pid);
+
+    struct stat st;
+    cr_assert_eq(stat(seg_path(segdir, pid), &st), 0, "segment exists while running");
+    cr_expect_eq(st.st_mode & 0777, 0600);
+
+    struct run_result r;
+    json_t *j = stat_json(segdir, pid, &r);
+    cr_assert_eq(json_array_size(j), 1);
+    cr_expect_eq(jpath_u64(j, "0.pid"), (uint64_t)pid);
+    cr_expect_eq(jpath_u64(j, "0.devices.0.device.current_bytes"), MiB + 4096);
+    cr_expect_eq(jpath_u64(j, "0.devices.0.device.peak_bytes"), 4 * MiB + 4096);
+    cr_expect_eq(jpath_u64(j, "0.devices.0.device_total.peak_bytes"), 4 * MiB + 4096);
+    json_decref(j);
+    run_free(&r);
+
+    char p[32];
+    snprintf(p, sizeof p, "%d", (int)pid);
+    cr_expect_eq(cli(segdir, &r, "reset-peak", p, NULL), 0, "%s", r.err);
+    run_free(&r);
+    /* No CUDA call by the program since: the peak shows the reset anyway. */
+    j = stat_json(segdir, pid, &r);
+    cr_expect_eq(jpath_u64(j, "0.devices.0.device.peak_bytes"), MiB + 4096);
+    cr_expect_eq(jpath_u64(j, "0.devices.0.device_total.peak_bytes"), MiB + 4096);
+    json_decref(j);
+    run_free(&r);
+
+    touch(hold);
+    cr_expect_eq(wait_bg(pid), 0);
+    cr_expect_neq(stat(seg_path(segdir, pid), &st), 0, "normal exit removes the segment");
+    unlink(hold);
+}
+
+Test(live, sigkill_leaves_a_stale_segment_that_gc_removes)
+{
+    const char *segdir = fresh_dir("seg2"), *ready = fresh_dir("ready2");
+    char hold[600];
+    snprintf(hold, sizeof hold, "%s/never", test_dir());
+    const char *argv[] = {program("rt_prog"), "hold", NULL};
+    pid_t pid = spawn_bg(argv, live_env(segdir, ready, hold));
+    pid_t rp;
+    wait_ready(ready, 1, &rp);
+    kill(pid, SIGKILL);
+    cr_expect_eq(wait_bg(pid), 128 + SIGKILL);
+
+    struct run_result r;
+    char line[64];
+    cr_expect_eq(cli(segdir, &r, "ps", NULL, NULL), 0);
+    snprintf(line, sizeof line, "%7d ", (int)pid);
+    char *row = strstr(r.out, line);
+    cr_assert(row, "ps lists the dead process:\n%s", r.out);
+    cr_expect(strncmp(row + 8 + 11, "stale", 5) == 0, "marked stale:\n%s", r.out);
+    run_free(&r);
+
+    cr_expect_eq(cli(segdir, &r, "stat", NULL, NULL), 1, "no live process left");
+    run_free(&r);
+    cr_expect_eq(cli(segdir, &r, "gc", NULL, NULL), 0);
+    cr_expect(strstr(r.out, "removed ") != NULL, "%s", r.out);
+    run_free(&r);
+    struct stat st;
+    cr_expect_neq(stat(seg_path(segdir, pid), &st), 0);
+    cr_expect_eq(cli(segdir, &r, "ps", NULL, NULL), 1, "nothing left:\n%s", r.out);
+    run_free(&r);
+}
+
+Test(live, forked_child_leaves_the_parent_segment)
+{
+    const char *segdir = fresh_dir("seg3"), *ready = fresh_dir("ready3");
+    char hold[600];
+    snprintf(hold, sizeof hold, "%s/go3", test_dir());
+    const char *argv[] = {program("rt_prog"), "fork", NULL};
+    pid_t pid = spawn_bg(argv, live_env(segdir, ready, hold));
+    pid_t rp;
+    wait_ready(ready, 1, &rp);
+    struct run_result r;
+    json_t *j = stat_json(segdir, pid, &r);
+    cr_expect_eq(jpath_u64(j, "0.devices.0.device.current_bytes"), 2 * MiB);
+    json_decref(j);
+    run_free(&r);
+    touch(hold);
+    cr_expect_eq(wait_bg(pid), 0);
+    unlink(hold);
+}
+
+Test(live, processes_started_together_are_all_listed)
+{
+    const char *segdir = fresh_dir("seg4"), *ready = fresh_dir("ready4");
+    char hold[700], cmd[4096];
+    snprintf(hold, sizeof hold, "%s/go4", test_dir());
+    snprintf(cmd, sizeof cmd, "%s hold & %s hold & wait", program("rt_prog"), program("rt_prog"));
+    char seg[600], rd[600], hd[800];
+    snprintf(seg, sizeof seg, "CUSHIM_SEGMENT_DIR=%s", segdir);
+    snprintf(rd, sizeof rd, "READY_DIR=%s", ready);
+    snprintf(hd, sizeof hd, "HOLD_FILE=%s", hold);
+    const char *extra[] = {seg, rd, hd, NULL};
+    const char *argv[] = {cushim_bin(), "run", "--quiet", "--", "sh", "-c", cmd, NULL};
+    pid_t run = spawn_bg(argv, sim_env(extra));
+    pid_t pids[2];
+    wait_ready(ready, 2, pids);
+    struct run_result r;
+    cr_expect_eq(cli(segdir, &r, "ps", NULL, NULL), 0);
+    for (int i = 0; i < 2; i++) {
+        char line[64];
+        snprintf(line, sizeof line, "%7d ", (int)pids[i]);
+        cr_expect(strstr(r.out, line) != NULL, "pid %d missing:\n%s", (int)pids[i], r.out);
+    }
+    run_free(&r);
+    cr_expect_eq(cli(segdir, &r, "stat", "--json", NULL), 0);
+    json_t *j = json_loads(r.out, 0, NULL);
+    cr_expect_eq(json_array_size(j), 2);
+    json_decref(j);
+    run_free(&r);
+    touch(hold);
+    cr_expect_eq(wait_bg(run), 0);
+    unlink(hold);
+}
+
+/* One thread makes 10^6 alloc/free pairs of multiples of 4 KiB; this process takes 10^5
+ * snapshots of the live segment: every one keeps current % 4096 == 0 and peak >= current. */
+Test(live, snapshots_are_consistent_under_load, .timeout = 300)
+{
+    const char *segdir = fresh_dir("seg5"), *ready = fresh_dir("ready5");
+    const char *argv[] = {program("rt_prog"), "churn", NULL};
+    pid_t pid = spawn_bg(argv, live_env(segdir, ready, "/nonexistent"));
+    pid_t rp;
+    wait_ready(ready, 1, &rp);
+    int fd = open(seg_path(segdir, pid), O_RDONLY);
+    cr_assert(fd >= 0);
+    size_t len = sizeof(struct cushim_segment);
+    void *m = mmap(NULL, len, PROT_READ, MAP_SHARED, fd, 0);
+    cr_assert(m != MAP_FAILED);
+    close(fd);
+    static struct cushim_snapshot s;
+    char err[200];
+    uint64_t first = 0, last = 0, busy = 0, taken = 0;
+    for (int i = 0; i < 100000; i++) {
+        if (cushim_snapshot_read(m, len, &s, 1000, err, sizeof err) != 0) {
+            cr_assert(strncmp(err, "busy", 4) == 0, "snapshot failed: %s", err);
+            busy++;
+            continue;
+        }
+        taken++;
+        cr_assert_eq(s.device_count, 1);
+        const uint64_t *d = s.devices[0].kinds[CUSHIM_KIND_DEVICE];
+        uint64_t cur = d[CUSHIM_STAT_current_bytes], peak = d[CUSHIM_STAT_peak_bytes];
+        uint64_t tcur = s.devices[0].dev[CUSHIM_DEV_total_current];
+        uint64_t tpeak = s.devices[0].dev[CUSHIM_DEV_total_peak];
+        cr_assert(cur % 4096 == 0 && cur >= 4096, "snapshot %d: current %llu", i, (unsigned long long)cur);
+        cr_assert(peak >= cur, "snapshot %d: peak %llu < current %llu", i, (unsigned long long)peak,
+                  (unsigned long long)cur);
+        cr_assert(tcur == cur && tpeak >= tcur, "snapshot %d: device total %llu/%llu vs %llu",
+                  i, (unsigned long long)tcur, (unsigned long long)tpeak, (unsigned long long)cur);
+        cr_assert(d[CUSHIM_STAT_alloc_count] - d[CUSHIM_STAT_free_count] ==
+                      (cur > 4096 ? 2 : 1),
+                  "snapshot %d: %llu allocs, %llu frees, current %llu", i,
+                  (unsigned long long)d[CUSHIM_STAT_alloc_count],
+                  (unsigned long long)d[CUSHIM_STAT_free_count], (unsigned long long)cur);
+        if (!first)
+            first = d[CUSHIM_STAT_alloc_count];
+        last = d[CUSHIM_STAT_alloc_count];
+    }
+    munmap(m, len);
+    cr_expect_eq(wait_bg(pid), 0);
+    cr_expect(taken >= 99000, "%llu of 100000 snapshots were busy", (unsigned long long)busy);
+    cr_expect(last > first, "the program was allocating while we read (%llu..%llu)",
+              (unsigned long long)first, (unsigned long long)last);
+}

@@ -1,0 +1,149 @@
+/* Issue 3: Prometheus text from `cushim stat --prometheus` (promtool accepts it, --output is
+ * atomic) and from `cushim serve` over loopback. */
+#include <arpa/inet.h>
+#include <criterion/criterion.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "harness.h"
+
+struct held {
+    pid_t pid;
+    char segdir[600], hold[600], seg[700];
+};
+
+static void start(struct held *h, const char *name)
+{
+    snprintf(h->segdir, sizeof h->segdir, "%s", fresh_dir(name));
+    char rdname[64];
+    snprintf(rdname, sizeof rdname, "%s-ready", name);
+    const char *ready = fresh_dir(rdname);
+    snprintf(h->hold, sizeof h->hold, "%s/go", ready);
+    snprintf(h->seg, sizeof h->seg, "CUSHIM_SEGMENT_DIR=%s", h->segdir);
+    char pre[2048], rd[600], hd[700];
+    snprintf(pre, sizeof pre, "LD_PRELOAD=%s", shim_lib());
+    snprintf(rd, sizeof rd, "READY_DIR=%s", ready);
+    snprintf(hd, sizeof hd, "HOLD_FILE=%s", h->hold);
+    const char *extra[] = {pre, h->seg, rd, hd, NULL};
+    const char *argv[] = {program("rt_prog"), "hold", NULL};
+    pid_t spawned = spawn_bg(argv, sim_env(extra));
+    wait_ready(ready, 1, &h->pid);
+    cr_assert_eq(h->pid, spawned);
+}
+
+static void stop(struct held *h)
+{
+    touch(h->hold);
+    cr_expect_eq(wait_bg(h->pid), 0);
+}
+
+static void expect_sample(const char *text, pid_t pid)
+{
+    char line[512];
+    snprintf(line, sizeof line,
+             "cushim_bytes{pid=\"%d\",command=\"%s hold\",device=\"0\","
+             "uuid=\"GPU-00010203-0405-0607-0809-0a0b0c0d0e0f\",kind=\"device\"} 1052672\n",
+             (int)pid, program("rt_prog"));
+    cr_expect(strstr(text, line) != NULL, "missing %s in:\n%.2000s", line, text);
+    cr_expect(strstr(text, "# TYPE cushim_allocations_total counter\n") != NULL);
+    cr_expect(strstr(text, "# TYPE cushim_device_total_peak_bytes gauge\n") != NULL);
+}
+
+Test(prometheus, promtool_accepts_the_output_and_output_is_atomic)
+{
+    struct held h;
+    start(&h, "prom1");
+    struct run_result r;
+    char out[700];
+    snprintf(out, sizeof out, "%s/metrics.prom", h.segdir);
+    const char *argv[] = {cushim_bin(), "stat", "--prometheus", "--output", out, NULL};
+    const char *env[] = {h.seg, NULL};
+    run_cmd(&r, argv, env);
+    cr_expect_eq(r.status, 0, "%s", r.err);
+    run_free(&r);
+    const char *cat[] = {"cat", out, NULL};
+    run_cmd(&r, cat, NULL);
+    expect_sample(r.out, h.pid);
+    run_free(&r);
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "promtool check metrics < %s", out);
+    const char *check[] = {"sh", "-c", cmd, NULL};
+    run_cmd(&r, check, NULL);
+    cr_expect_eq(r.status, 0, "promtool: %s%s", r.out, r.err);
+    run_free(&r);
+    /* Nothing but the final file is left behind. */
+    snprintf(cmd, sizeof cmd, "ls %s | grep -c metrics.prom.tmp || true", h.segdir);
+    const char *ls[] = {"sh", "-c", cmd, NULL};
+    run_cmd(&r, ls, NULL);
+    cr_expect_str_eq(r.out, "0\n");
+    run_free(&r);
+    stop(&h);
+}
+
+static int http_get(int port, const char *path, char *buf, size_t len)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (connect(fd, (struct sockaddr *)&a, sizeof a) != 0) {
+        close(fd);
+        return -1;
+    }
+    char req[256];
+    int n = snprintf(req, sizeof req, "GET %s HTTP/1.0\r\nHost: localhost\r\n\r\n", path);
+    if (write(fd, req, (size_t)n) != n) {
+        close(fd);
+        return -1;
+    }
+    size_t got = 0;
+    ssize_t k;
+    while (got + 1 < len && (k = read(fd, buf + got, len - 1 - got)) > 0)
+        got += (size_t)k;
+    buf[got] = '\0';
+    close(fd);
+    return 0;
+}
+
+Test(prometheus, serve_answers_metrics_over_loopback)
+{
+    struct held h;
+    start(&h, "prom2");
+    int port = 20000 + (int)(getpid() % 20000);
+    char listen[64];
+    snprintf(listen, sizeof listen, "127.0.0.1:%d", port);
+    const char *argv[] = {cushim_bin(), "serve", "--listen", listen, NULL};
+    const char *env[] = {h.seg, NULL};
+    pid_t srv = spawn_bg(argv, env);
+    static char buf[1 << 20];
+    int ok = -1;
+    for (int i = 0; i < 300 && ok != 0; i++) {
+        ok = http_get(port, "/metrics", buf, sizeof buf);
+        if (ok != 0)
+            usleep(10000);
+    }
+    cr_assert_eq(ok, 0, "cushim serve did not answer on %s", listen);
+    cr_expect(strncmp(buf, "HTTP/1.0 200", 12) == 0 || strncmp(buf, "HTTP/1.1 200", 12) == 0,
+              "%.200s", buf);
+    cr_expect(strstr(buf, "Content-Type: text/plain; version=0.0.4") != NULL, "%.400s", buf);
+    expect_sample(buf, h.pid);
+    cr_assert_eq(http_get(port, "/nope", buf, sizeof buf), 0);
+    cr_expect(strstr(buf, " 404 ") != NULL, "%.200s", buf);
+    kill(srv, SIGTERM);
+    cr_expect_eq(wait_bg(srv), 0);
+    stop(&h);
+}
+
+Test(prometheus, bad_listen_address_is_a_usage_error)
+{
+    struct run_result r;
+    const char *argv[] = {cushim_bin(), "serve", "--listen", "localhost", NULL};
+    run_cmd(&r, argv, NULL);
+    cr_expect_eq(r.status, 2);
+    cr_expect_str_eq(r.err, "cushim: --listen needs ADDR:PORT (e.g. 127.0.0.1:9400, [::1]:9400, "
+                            ":9400), got \"localhost\"\n");
+    run_free(&r);
+}

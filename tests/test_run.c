@@ -1,0 +1,216 @@
+/* `cushim run`: non-CUDA programs unchanged, exit statuses, signals, descendants, LD_PRELOAD,
+ * configuration errors, --help. */
+#include <criterion/criterion.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "common/options.h"
+#include "harness.h"
+
+static int run_status(const char *const *argv, const char *const *env, struct run_result *r)
+{
+    const char *full[32] = {cushim_bin(), "run", "--"};
+    size_t n = 3;
+    for (size_t i = 0; argv[i]; i++)
+        full[n++] = argv[i];
+    full[n] = NULL;
+    run_cmd(r, full, env);
+    return r->status;
+}
+
+Test(run, non_cuda_programs_run_unchanged)
+{
+    struct run_result r;
+    const char *t[] = {"/bin/true", NULL};
+    cr_expect_eq(run_status(t, sim_env(NULL), &r), 0);
+    cr_expect(strstr(r.err, "no CUDA memory activity") != NULL, "%s", r.err);
+    run_free(&r);
+    const char *ls[] = {"sh", "-c", "ls / >/dev/null && echo listed", NULL};
+    cr_expect_eq(run_status(ls, sim_env(NULL), &r), 0);
+    cr_expect_str_eq(r.out, "listed\n");
+    run_free(&r);
+    const char *py[] = {"python3", "-c", "print('py ok')", NULL};
+    cr_expect_eq(run_status(py, sim_env(NULL), &r), 0);
+    cr_expect_str_eq(r.out, "py ok\n");
+    run_free(&r);
+}
+
+Test(run, leaves_no_segment_for_non_cuda_programs)
+{
+    struct run_result r;
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "ls %s | grep -c cushim- || true", test_dir());
+    const char *sh[] = {"sh", "-c", "true", NULL};
+    run_status(sh, sim_env(NULL), &r);
+    run_free(&r);
+    const char *count[] = {"sh", "-c", cmd, NULL};
+    run_cmd(&r, count, NULL);
+    cr_expect_str_eq(r.out, "0\n");
+    run_free(&r);
+}
+
+Test(run, exit_status_and_signals)
+{
+    struct run_result r;
+    const char *three[] = {"sh", "-c", "exit 3", NULL};
+    cr_expect_eq(run_status(three, sim_env(NULL), &r), 3);
+    run_free(&r);
+    const char *term[] = {"sh", "-c", "kill -TERM $$", NULL};
+    cr_expect_eq(run_status(term, sim_env(NULL), &r), 128 + SIGTERM);
+    cr_expect(strstr(r.err, "killed by signal 15") != NULL, "%s", r.err);
+    run_free(&r);
+    const char *segv[] = {"sh", "-c", "kill -SEGV $$", NULL};
+    cr_expect_eq(run_status(segv, sim_env(NULL), &r), 128 + SIGSEGV);
+    run_free(&r);
+    const char *missing[] = {"/nonexistent/program", NULL};
+    cr_expect_eq(run_status(missing, sim_env(NULL), &r), 127);
+    cr_expect(strstr(r.err, "cannot run \"/nonexistent/program\"") != NULL, "%s", r.err);
+    run_free(&r);
+}
+
+Test(run, forwards_sigterm_to_the_program)
+{
+    /* cushim run -- sh -c 'trap "exit 42" TERM; ...': cushim's SIGTERM reaches sh. */
+    char script[512];
+    snprintf(script, sizeof script, "%s/ready.%d", test_dir(), (int)getpid());
+    char body[1024];
+    snprintf(body, sizeof body, "trap 'exit 42' TERM; touch %s; while :; do sleep 0.05; done", script);
+    pid_t pid = fork();
+    if (pid == 0) {
+        execl(cushim_bin(), cushim_bin(), "run", "--quiet", "--", "sh", "-c", body, (char *)NULL);
+        _exit(99);
+    }
+    for (int i = 0; i < 200 && access(script, F_OK) != 0; i++)
+        usleep(20000);
+    cr_assert_eq(access(script, F_OK), 0, "program did not start");
+    kill(pid, SIGTERM);
+    int status;
+    waitpid(pid, &status, 0);
+    cr_expect(WIFEXITED(status) && WEXITSTATUS(status) == 42, "status %d", status);
+    unlink(script);
+}
+
+Test(run, descendants_are_reported)
+{
+    struct run_result r;
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, "%s malloc >/dev/null; %s peaks >/dev/null", program("rt_prog"),
+             program("rt_prog"));
+    const char *argv[] = {"sh", "-c", cmd, NULL};
+    json_t *j = run_under_cushim(&r, argv, sim_env(NULL));
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    cr_expect_eq(json_array_size(jpath(j, "devices")), 0, "sh itself used no CUDA");
+    cr_assert_eq(json_array_size(jpath(j, "descendants")), 2);
+    cr_expect(strstr(json_string_value(jpath(j, "descendants.0.command")), "rt_prog malloc"));
+    cr_expect(strstr(json_string_value(jpath(j, "descendants.1.command")), "rt_prog peaks"));
+    cr_expect_eq(jpath_u64(j, "descendants.0.devices.0.device.peak_bytes"), 1 + 255 + (1 << 20) + (1ull << 30));
+    cr_expect_eq(jpath_u64(j, "descendants.1.devices.0.device.peak_bytes"), 350);
+    cr_expect(strstr(r.err, "descendant pid") != NULL, "%s", r.err);
+    json_decref(j);
+    run_free(&r);
+}
+
+Test(run, top_level_is_the_launched_program)
+{
+    struct run_result r;
+    const char *argv[] = {program("rt_prog"), "peaks", NULL};
+    json_t *j = run_under_cushim(&r, argv, sim_env(NULL));
+    cr_expect_eq(jpath_u64(j, "devices.0.device.peak_bytes"), 350);
+    cr_expect_eq(json_array_size(jpath(j, "descendants")), 0);
+    cr_expect(strstr(r.err, "cushim: pid") == r.err, "summary first on stderr: %s", r.err);
+    json_decref(j);
+    run_free(&r);
+}
+
+Test(run, keeps_existing_ld_preload)
+{
+    struct run_result r;
+    char pre[2048];
+    snprintf(pre, sizeof pre, "LD_PRELOAD=%s", program("libinterposer.so"));
+    const char *extra[] = {pre, NULL};
+    const char *argv[] = {"sh", "-c", "echo \"$LD_PRELOAD\"", NULL};
+    run_status(argv, sim_env(extra), &r);
+    char expect[4096];
+    snprintf(expect, sizeof expect, "%s:%s\n", program("libinterposer.so"), shim_lib());
+    cr_expect_str_eq(r.out, expect);
+    run_free(&r);
+}
+
+Test(run, bad_configuration_value_is_one_line_and_the_program_runs)
+{
+    struct run_result r;
+    const char *extra[] = {"CUSHIM_LOG=loud", NULL};
+    const char *argv[] = {"sh", "-c", "echo ran", NULL};
+    cr_expect_eq(run_status(argv, sim_env(extra), &r), 0);
+    cr_expect_str_eq(r.out, "ran\n");
+    cr_expect(strstr(r.err, "cushim: CUSHIM_LOG=\"loud\" is not one of off|error|warn|info|debug; "
+                            "using the default \"warn\"\n") == r.err, "%s", r.err);
+    run_free(&r);
+
+    /* With plain LD_PRELOAD, the shim itself reports it, once per process. */
+    char pre[2048];
+    snprintf(pre, sizeof pre, "LD_PRELOAD=%s", shim_lib());
+    const char *extra2[] = {pre, "CUSHIM_OFFLOAD_MIN=12XB", NULL};
+    const char *argv2[] = {"/bin/echo", "ran", NULL};
+    run_cmd(&r, argv2, sim_env(extra2));
+    cr_expect_eq(r.status, 0);
+    cr_expect_str_eq(r.out, "ran\n");
+    cr_expect_str_eq(r.err, "cushim: CUSHIM_OFFLOAD_MIN=\"12XB\" is not a size (e.g. 512M, 64MiB, "
+                            "1g, 4096); using the default \"64MiB\"\n");
+    run_free(&r);
+}
+
+Test(run, help_lists_every_variable_with_its_default)
+{
+    struct run_result r;
+    const char *argv[] = {cushim_bin(), "run", "--help", NULL};
+    run_cmd(&r, argv, NULL);
+    cr_expect_eq(r.status, 0);
+    for (int i = 0; i < CUSHIM_OPT_COUNT; i++) {
+        const struct cushim_option_info *o = &cushim_option_table[i];
+        if (strncmp(o->variable, "CUSHIM_RUN_", 11) == 0)
+            continue;
+        char line[256];
+        snprintf(line, sizeof line, "%s", o->variable);
+        cr_expect(strstr(r.out, line) != NULL, "--help lacks %s", o->variable);
+        snprintf(line, sizeof line, "%s default %s", o->variable, *o->def ? o->def : "(empty)");
+        cr_expect(strstr(r.out, o->def) != NULL, "--help lacks the default of %s", o->variable);
+    }
+    run_free(&r);
+}
+
+Test(run, usage_errors_exit_2)
+{
+    struct run_result r;
+    const char *a1[] = {cushim_bin(), "run", NULL};
+    run_cmd(&r, a1, NULL);
+    cr_expect_eq(r.status, 2);
+    run_free(&r);
+    const char *a2[] = {cushim_bin(), "run", "--no-such-flag", "--", "true", NULL};
+    run_cmd(&r, a2, NULL);
+    cr_expect_eq(r.status, 2);
+    cr_expect(strstr(r.err, "unknown option \"--no-such-flag\"") != NULL, "%s", r.err);
+    run_free(&r);
+    const char *a3[] = {cushim_bin(), "frobnicate", NULL};
+    run_cmd(&r, a3, NULL);
+    cr_expect_eq(r.status, 2);
+    run_free(&r);
+}
+
+Test(run, report_env_with_plain_ld_preload)
+{
+    struct run_result r;
+    char pre[2048];
+    snprintf(pre, sizeof pre, "LD_PRELOAD=%s", shim_lib());
+    const char *extra[] = {pre, "CUSHIM_REPORT=stderr", NULL};
+    const char *argv[] = {program("rt_prog"), "peaks", NULL};
+    run_cmd(&r, argv, sim_env(extra));
+    cr_expect_eq(r.status, 0);
+    cr_expect(strstr(r.err, "cushim: pid ") != NULL, "%s", r.err);
+    cr_expect(strstr(r.err, "    device                  350 B        350 B          4          2        0\n") != NULL,
+              "%s", r.err);
+    run_free(&r);
+}

@@ -1,0 +1,146 @@
+/* Issue 3: the reader treats every byte of a segment as untrusted. Crafted and truncated
+ * segments are rejected with one line, in-process (every length from 0 to full) and by the CLI. */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/snapshot.h"
+#include "harness.h"
+
+/* A real segment, as the shim wrote it at exit of `rt_prog peaks` (CUSHIM_RUN_DIR copy). */
+static struct cushim_segment *real_segment(void)
+{
+    const char *dir = fresh_dir("valid");
+    char pre[2048], rd[600];
+    snprintf(pre, sizeof pre, "LD_PRELOAD=%s", shim_lib());
+    snprintf(rd, sizeof rd, "CUSHIM_RUN_DIR=%s", dir);
+    const char *extra[] = {pre, rd, NULL};
+    const char *argv[] = {program("rt_prog"), "peaks", NULL};
+    struct run_result r;
+    run_cmd(&r, argv, sim_env(extra));
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    run_free(&r);
+    char cmd[700];
+    snprintf(cmd, sizeof cmd, "ls %s/*.seg", dir);
+    FILE *p = popen(cmd, "r");
+    char path[700] = "";
+    cr_assert(fgets(path, sizeof path, p), "no .seg written");
+    pclose(p);
+    path[strcspn(path, "\n")] = '\0';
+    FILE *f = fopen(path, "rb");
+    struct cushim_segment *s = malloc(sizeof *s);
+    cr_assert_eq(fread(s, 1, sizeof *s, f), sizeof *s, "short segment file");
+    fclose(f);
+    return s;
+}
+
+static int read_err(const void *mem, size_t len, char *err, size_t errlen)
+{
+    static struct cushim_snapshot snap;
+    return cushim_snapshot_read(mem, len, &snap, 10, err, errlen);
+}
+
+Test(reader, a_real_segment_reads)
+{
+    struct cushim_segment *s = real_segment();
+    static struct cushim_snapshot snap;
+    char err[200] = "";
+    cr_assert_eq(cushim_snapshot_read(s, sizeof *s, &snap, 10, err, sizeof err), 0, "%s", err);
+    cr_expect_eq(snap.device_count, 1);
+    cr_expect_eq(snap.devices[0].kinds[CUSHIM_KIND_DEVICE][CUSHIM_STAT_peak_bytes], 350);
+    cr_expect_eq(snap.exited, 1);
+    free(s);
+}
+
+Test(reader, every_truncation_is_rejected, .timeout = 300)
+{
+    struct cushim_segment *s = real_segment();
+    char err[200];
+    for (size_t len = 0; len < sizeof *s; len++) {
+        /* An exactly-sized copy: a read past `len` would touch memory the test does not own. */
+        unsigned char *copy = malloc(len ? len : 1);
+        memcpy(copy, s, len);
+        int rc = read_err(copy, len, err, sizeof err);
+        free(copy);
+        cr_assert_eq(rc, -1, "truncated to %zu bytes but accepted", len);
+        if (len >= 8 && len < sizeof s->h.magic)
+            continue;
+        cr_assert(strncmp(err, "truncated: ", 11) == 0 || (len >= 8 && strncmp(err, "truncated", 9) == 0),
+                  "length %zu: %s", len, err);
+    }
+    free(s);
+}
+
+Test(reader, crafted_headers_are_rejected_with_a_reason)
+{
+    struct cushim_segment *s = real_segment(), *c = malloc(sizeof *s);
+    char err[200];
+    struct {
+        const char *what, *expect;
+        void (*mutate)(struct cushim_segment *);
+    } cases[] = {
+        {"magic", "bad magic: not a cushim segment", NULL},
+        {"version", "layout version 7, this cushim reads 1", NULL},
+        {"count", "device count 65 past the end (at most 64)", NULL},
+        {"command", "unterminated string in header", NULL},
+        {"sizes", "layout sizes do not match version 1", NULL},
+        {"phase", "phase 9 out of range", NULL},
+        {"record", "device record 0 is corrupt", NULL},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        memcpy(c, s, sizeof *s);
+        switch (i) {
+        case 0: c->h.magic[0] = 'X'; break;
+        case 1: c->h.layout_version = 7; break;
+        case 2: atomic_store(&c->h.device_count, 65); break;
+        case 3: memset(c->h.command, 'A', sizeof c->h.command); break;
+        case 4: c->h.device_record_size += 8; break;
+        case 5: atomic_store(&c->h.phase, 9); break;
+        case 6: atomic_store(&c->devices[0].state, 7); break;
+        }
+        cr_expect_eq(read_err(c, sizeof *c, err, sizeof err), -1, "%s accepted", cases[i].what);
+        cr_expect_str_eq(err, cases[i].expect, "%s", cases[i].what);
+    }
+    free(c);
+    free(s);
+}
+
+/* The CLI reports each bad file in one line and goes on; it never crashes. */
+Test(reader, cli_reports_each_bad_segment_in_one_line)
+{
+    struct cushim_segment *s = real_segment();
+    const char *dir = fresh_dir("crafted");
+    /* Name them after live pids of ours (this test process and its parent) or the reader would
+     * only see stale files. */
+    size_t lens[] = {0, 1, 7, 8, 100, sizeof s->h - 1, sizeof s->h, sizeof *s - 1};
+    int n = 0;
+    for (size_t i = 0; i < sizeof lens / sizeof lens[0]; i++) {
+        char path[700];
+        snprintf(path, sizeof path, "%s/cushim-%u-%d", dir, (unsigned)getuid(), 100000 + (int)i);
+        FILE *f = fopen(path, "wb");
+        fwrite(s, 1, lens[i], f);
+        fclose(f);
+        n++;
+    }
+    char seg[700];
+    snprintf(seg, sizeof seg, "CUSHIM_SEGMENT_DIR=%s", dir);
+    const char *env[] = {seg, NULL};
+    const char *argv[] = {cushim_bin(), "stat", NULL};
+    struct run_result r;
+    run_cmd(&r, argv, env);
+    cr_expect_eq(r.status, 1, "nothing valid: exit 1");
+    int lines = 0;
+    for (char *p = r.err; (p = strstr(p, "cushim: skipping ")) != NULL; p++)
+        lines++;
+    cr_expect_eq(lines, n, "one line per bad segment:\n%s", r.err);
+    cr_expect(strstr(r.err, "truncated: 0 of ") != NULL, "%s", r.err);
+    run_free(&r);
+    const char *ps[] = {cushim_bin(), "ps", NULL};
+    run_cmd(&r, ps, env);
+    cr_expect_eq(r.status, 0);
+    cr_expect(strstr(r.out, "invalid") != NULL, "%s", r.out);
+    run_free(&r);
+    free(s);
+}

@@ -1,0 +1,134 @@
+/* Units, options table and configuration parsing (common/). */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/config.h"
+#include "common/units.h"
+
+Test(units, sizes)
+{
+    uint64_t v;
+    cr_expect_eq(cushim_parse_size("4096", &v), 0);
+    cr_expect_eq(v, 4096);
+    cr_expect_eq(cushim_parse_size("512M", &v), 0);
+    cr_expect_eq(v, 512ull << 20);
+    cr_expect_eq(cushim_parse_size("64MiB", &v), 0);
+    cr_expect_eq(v, 64ull << 20);
+    cr_expect_eq(cushim_parse_size("1g", &v), 0);
+    cr_expect_eq(v, 1ull << 30);
+    cr_expect_eq(cushim_parse_size("2TB", &v), 0);
+    cr_expect_eq(v, 2ull << 40);
+    cr_expect_eq(cushim_parse_size("0", &v), 0);
+    cr_expect_eq(v, 0);
+    const char *bad[] = {"", "M", "12XB", "1.5G", " 1G", "1G ", "-1", "99999999999999999999",
+                         "17179869184T"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        cr_expect_eq(cushim_parse_size(bad[i], &v), -1, "\"%s\" accepted", bad[i]);
+}
+
+Test(units, booleans_and_enums)
+{
+    int b;
+    const char *yes[] = {"1", "true", "YES", "on"}, *no[] = {"0", "False", "no", "OFF"};
+    for (int i = 0; i < 4; i++) {
+        cr_expect(cushim_parse_bool(yes[i], &b) == 0 && b == 1, "%s", yes[i]);
+        cr_expect(cushim_parse_bool(no[i], &b) == 0 && b == 0, "%s", no[i]);
+    }
+    cr_expect_eq(cushim_parse_bool("2", &b), -1);
+    cr_expect_eq(cushim_parse_enum("off|error|warn", "warn"), 2);
+    cr_expect_eq(cushim_parse_enum("off|error|warn", "Error"), 1);
+    cr_expect_eq(cushim_parse_enum("off|error|warn", "war"), -1);
+    cr_expect_eq(cushim_parse_enum("off|error|warn", ""), -1);
+    char buf[16];
+    cr_expect_str_eq(cushim_enum_name("run|compile", 1, buf, sizeof buf), "compile");
+}
+
+Test(units, format_bytes)
+{
+    char b[32];
+    cr_expect_str_eq(cushim_format_bytes(0, b, sizeof b), "0 B");
+    cr_expect_str_eq(cushim_format_bytes(1023, b, sizeof b), "1023 B");
+    cr_expect_str_eq(cushim_format_bytes(1024, b, sizeof b), "1.00 KiB");
+    cr_expect_str_eq(cushim_format_bytes(1536ull << 20, b, sizeof b), "1.50 GiB");
+    cr_expect_str_eq(cushim_format_bytes(300ull << 20, b, sizeof b), "300 MiB");
+    cr_expect_str_eq(cushim_format_bytes((1ull << 20) - 1, b, sizeof b), "1.00 MiB");
+    cr_expect_str_eq(cushim_format_bytes(16ull << 30, b, sizeof b), "16.0 GiB");
+}
+
+Test(units, device_limits)
+{
+    uint64_t l[CUSHIM_MAX_DEVICES];
+    cr_expect_eq(cushim_parse_device_limits("20GiB", l), 0);
+    cr_expect_eq(l[0], 20ull << 30);
+    cr_expect_eq(l[63], 20ull << 30);
+    cr_expect_eq(cushim_parse_device_limits("0:20GiB,1:10GiB", l), 0);
+    cr_expect_eq(l[0], 20ull << 30);
+    cr_expect_eq(l[1], 10ull << 30);
+    cr_expect_eq(l[2], 0);
+    cr_expect_eq(cushim_parse_device_limits("0:20GiB,64:1G", l), -1);
+    cr_expect_eq(cushim_parse_device_limits("0=1G", l), -1);
+    cr_expect_eq(cushim_parse_device_limits("", l), -1);
+}
+
+static const char *fake_env[8][2];
+static const char *fake_lookup(const char *name)
+{
+    for (int i = 0; i < 8 && fake_env[i][0]; i++)
+        if (strcmp(fake_env[i][0], name) == 0)
+            return fake_env[i][1];
+    return NULL;
+}
+static char errors[2048];
+static void collect(const char *line)
+{
+    strncat(errors, line, sizeof errors - strlen(errors) - 2);
+    strcat(errors, "\n");
+}
+
+Test(config, defaults_parse_and_bad_values_keep_them)
+{
+    struct cushim_config c;
+    memset(fake_env, 0, sizeof fake_env);
+    errors[0] = '\0';
+    cushim_config_load(&c, fake_lookup, NULL, collect);
+    cr_expect_str_eq(errors, "", "defaults must parse: %s", errors);
+    cr_expect_eq(c.log, CUSHIM_LOG_WARN);
+    cr_expect_eq(c.offload_min, 64ull << 20);
+    cr_expect_str_eq(c.segment_dir, "/dev/shm");
+
+    fake_env[0][0] = "CUSHIM_SPILL", fake_env[0][1] = "maybe";
+    fake_env[1][0] = "CUSHIM_OFFLOAD", fake_env[1][1] = "compile";
+    fake_env[2][0] = "CUSHIM_DEVICE_LIMIT", fake_env[2][1] = "0:1GiB,x";
+    char *environ_list[] = {"CUSHIM_OFLOAD=always", "PATH=/bin", NULL};
+    cushim_config_load(&c, fake_lookup, environ_list, collect);
+    cr_expect_eq(c.spill, 0);
+    cr_expect_eq(c.offload, CUSHIM_OFFLOAD_COMPILE);
+    cr_expect_eq(c.device_limit[0], 0);
+    cr_expect_str_eq(errors,
+        "cushim: CUSHIM_DEVICE_LIMIT=\"0:1GiB,x\" is not a size for every device or ORDINAL:SIZE,... "
+        "(e.g. 20GiB or 0:20GiB,1:10GiB); using the default \"\"\n"
+        "cushim: CUSHIM_SPILL=\"maybe\" is not a boolean (1/0/true/false/yes/no/on/off); using the default \"0\"\n"
+        "cushim: CUSHIM_OFLOAD is not a cushim variable (see `cushim run --help`); ignored\n");
+}
+
+/* Every variable of the table is documented in the README's reference with its default. */
+Test(config, readme_documents_every_variable)
+{
+    FILE *f = fopen(SOURCE_ROOT "/README.md", "r");
+    cr_assert(f, "README.md");
+    static char text[200000];
+    size_t n = fread(text, 1, sizeof text - 1, f);
+    text[n] = '\0';
+    fclose(f);
+    for (int i = 0; i < CUSHIM_OPT_COUNT; i++) {
+        const struct cushim_option_info *o = &cushim_option_table[i];
+        char row[256];
+        if (*o->def)
+            snprintf(row, sizeof row, "| `%s` | `%s` |", o->variable, o->def);
+        else
+            snprintf(row, sizeof row, "| `%s` | (empty) |", o->variable);
+        cr_expect(strstr(text, row) != NULL, "README lacks the row starting %s", row);
+    }
+}
