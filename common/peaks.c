@@ -18,16 +18,19 @@ static void reset_one(_Atomic uint64_t *peak, _Atomic uint64_t *current)
         ;
 }
 
-void cushim_reset_record_peaks(struct cushim_device_record *r)
+void cushim_reset_record_peaks(struct cushim_device_record *r, uint32_t phase)
 {
     cushim_seq_write_begin(&r->seq_begin);
     for (unsigned k = 0; k < CUSHIM_KIND_COUNT; k++)
         reset_one(&r->kinds[k].v[CUSHIM_STAT_peak_bytes], &r->kinds[k].v[CUSHIM_STAT_current_bytes]);
     reset_one(&r->dev[CUSHIM_DEV_total_peak], &r->dev[CUSHIM_DEV_total_current]);
-    reset_one(&r->dev[CUSHIM_DEV_run_peak], &r->dev[CUSHIM_DEV_total_current]);
-    reset_one(&r->dev[CUSHIM_DEV_compile_peak], &r->dev[CUSHIM_DEV_total_current]);
     _Atomic uint64_t *off = &r->kinds[CUSHIM_KIND_OFFLOADED].v[CUSHIM_STAT_current_bytes];
-    reset_one(&r->dev[CUSHIM_DEV_run_offloaded_peak], off);
-    reset_one(&r->dev[CUSHIM_DEV_compile_offloaded_peak], off);
+    if (phase == CUSHIM_PHASE_COMPILE) {
+        reset_one(&r->dev[CUSHIM_DEV_compile_peak], &r->dev[CUSHIM_DEV_total_current]);
+        reset_one(&r->dev[CUSHIM_DEV_compile_offloaded_peak], off);
+    } else {
+        reset_one(&r->dev[CUSHIM_DEV_run_peak], &r->dev[CUSHIM_DEV_total_current]);
+        reset_one(&r->dev[CUSHIM_DEV_run_offloaded_peak], off);
+    }
     cushim_seq_write_end(&r->seq_end);
 }

@@ -82,7 +82,7 @@ SHIM_EXPORT int cushim_reset_peak(int ordinal)
         if ((ordinal >= 0 && (int)i != ordinal) ||
             atomic_load_explicit(&seg->devices[i].state, memory_order_acquire) == 0)
             continue;
-        cushim_reset_record_peaks(&seg->devices[i]);
+        cushim_reset_record_peaks(&seg->devices[i], atomic_load(&seg->h.phase));
         n++;
     }
     return n;

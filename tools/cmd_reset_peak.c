@@ -48,7 +48,7 @@ int cmd_reset_peak(int argc, char **argv)
     for (uint32_t i = 0; i < count && i < CUSHIM_MAX_DEVICES; i++) {
         if ((device >= 0 && (long)i != device) || atomic_load(&s->devices[i].state) == 0)
             continue;
-        cushim_reset_record_peaks(&s->devices[i]);
+        cushim_reset_record_peaks(&s->devices[i], atomic_load(&s->h.phase));
         n++;
     }
     atomic_fetch_add(&s->control.peak_resets, 1);
