@@ -10,7 +10,7 @@
 
 struct free_block { struct free_block *next; };
 
-static atomic_flag lock = ATOMIC_FLAG_INIT;
+static atomic_flag arena_lock = ATOMIC_FLAG_INIT;
 static struct free_block *free_lists[ARENA_CLASSES];
 static char *chunk_pos, *chunk_end;
 static _Atomic size_t mapped;
@@ -23,15 +23,15 @@ static unsigned size_class(size_t bytes)
     return c;
 }
 
-static void lock_acquire(void)
+static void arena_acquire(void)
 {
-    while (atomic_flag_test_and_set_explicit(&lock, memory_order_acquire))
+    while (atomic_flag_test_and_set_explicit(&arena_lock, memory_order_acquire))
         ;
 }
 
-static void lock_release(void)
+static void arena_release(void)
 {
-    atomic_flag_clear_explicit(&lock, memory_order_release);
+    atomic_flag_clear_explicit(&arena_lock, memory_order_release);
 }
 
 static void *map(size_t bytes)
@@ -51,7 +51,7 @@ void *arena_alloc(size_t bytes)
 
     if (c >= ARENA_CLASSES)
         return NULL;
-    lock_acquire();
+    arena_acquire();
     if (free_lists[c]) {
         p = free_lists[c];
         free_lists[c] = free_lists[c]->next;
@@ -69,7 +69,7 @@ void *arena_alloc(size_t bytes)
             chunk_pos += size;
         }
     }
-    lock_release();
+    arena_release();
     if (!p && size >= ARENA_CHUNK)
         return map(size); /* fresh pages are already zero */
     if (p)
@@ -82,10 +82,10 @@ void arena_free(void *p, size_t bytes)
     unsigned c = size_class(bytes);
     if (!p || c >= ARENA_CLASSES)
         return;
-    lock_acquire();
+    arena_acquire();
     ((struct free_block *)p)->next = free_lists[c];
     free_lists[c] = p;
-    lock_release();
+    arena_release();
 }
 
 size_t arena_mapped_bytes(void)
@@ -95,7 +95,7 @@ size_t arena_mapped_bytes(void)
 
 void arena_after_fork_child(void)
 {
-    atomic_flag_clear(&lock);
+    atomic_flag_clear(&arena_lock);
     memset(free_lists, 0, sizeof free_lists);
     chunk_pos = chunk_end = NULL;
 }

@@ -13,8 +13,8 @@ static SHIM_TLS struct thread_capture tc;
 static _Atomic int live;          /* captures begun and not ended, process-wide */
 static _Atomic int live_global;   /* of which begun in GLOBAL mode */
 
-/* Live captures (shim.captures): stream key -> begin mode (aux), beginning thread's record (ctx). */
-#define captures shim.captures
+/* Live captures are in shim.captures: stream key -> begin mode (aux), beginning thread's record
+ * (ctx). */
 
 static uint64_t stream_key(CUstream stream, bool per_thread)
 {
@@ -68,7 +68,7 @@ void capture_begun(CUstream stream, bool per_thread, CUstreamCaptureMode mode)
         .device = -1,
     };
     struct shim_entry old;
-    if (table_put(&captures, &e, &old) == 1)
+    if (table_put(&shim.captures, &e, &old) == 1)
         LOG_DEBUG("capture begun on stream %p twice", (void *)stream);
     atomic_fetch_add(&live, 1);
     if (mode != CU_STREAM_CAPTURE_MODE_RELAXED)
@@ -82,7 +82,7 @@ void capture_begun(CUstream stream, bool per_thread, CUstreamCaptureMode mode)
 void capture_ended(CUstream stream, bool per_thread)
 {
     struct shim_entry e;
-    if (!table_take(&captures, stream_key(stream, per_thread), &e))
+    if (!table_take(&shim.captures, stream_key(stream, per_thread), &e))
         return;
     struct thread_capture *owner = (struct thread_capture *)(uintptr_t)e.ctx;
     CUstreamCaptureMode mode = (CUstreamCaptureMode)e.aux;

@@ -1,6 +1,6 @@
 /* Contexts: which device a context belongs to (cached: one driver call per new context), and
  * context teardown, which frees memory without any free call (DESIGN.md). */
-#include "shim/shim.h"
+#include "shim/track.h"
 
 #define CTX_CACHE 256
 
@@ -10,11 +10,7 @@ struct ctx_slot {
 };
 static struct ctx_slot ctx_cache[CTX_CACHE];
 /* Bumped when a context is forgotten, so per-thread caches revalidate. */
-static _Atomic uint32_t ctx_generation;
-
-static SHIM_TLS uint64_t last_ctx;
-static SHIM_TLS int32_t last_device;
-static SHIM_TLS uint32_t last_generation;
+_Atomic uint32_t shim_ctx_generation;
 
 static int cache_lookup(uint64_t c)
 {
@@ -65,21 +61,12 @@ int shim_context_device(CUcontext ctx)
     return dev;
 }
 
-int shim_current_device(CUcontext *ctx_out)
+SHIM_TLS struct shim_ctx_cache shim_tls_ctx;
+
+int shim_current_device_slow(CUcontext ctx)
 {
-    CUcontext ctx = NULL;
-    __typeof__(&cuCtxGetCurrent) getcur = REAL(cuCtxGetCurrent);
-    if (!getcur || getcur(&ctx) != CUDA_SUCCESS || !ctx) {
-        if (ctx_out)
-            *ctx_out = NULL;
-        return -1;
-    }
-    if (ctx_out)
-        *ctx_out = ctx;
     uint64_t c = (uint64_t)(uintptr_t)ctx;
-    uint32_t gen = atomic_load_explicit(&ctx_generation, memory_order_relaxed);
-    if (likely(c == last_ctx && gen == last_generation))
-        return last_device;
+    uint32_t gen = atomic_load_explicit(&shim_ctx_generation, memory_order_relaxed);
     int d = cache_lookup(c);
     if (d < 0) {
         CUdevice dev;
@@ -89,9 +76,9 @@ int shim_current_device(CUcontext *ctx_out)
         d = dev;
         cache_insert(c, d);
     }
-    last_ctx = c;
-    last_device = d;
-    last_generation = gen;
+    shim_tls_ctx.ctx = c;
+    shim_tls_ctx.device = d;
+    shim_tls_ctx.generation = gen;
     return d;
 }
 
@@ -105,7 +92,7 @@ void shim_context_forget(CUcontext ctx)
                                                     memory_order_release, memory_order_relaxed))
             break;
     }
-    atomic_fetch_add_explicit(&ctx_generation, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&shim_ctx_generation, 1, memory_order_relaxed);
 }
 
 CUcontext shim_primary_context(int device)

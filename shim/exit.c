@@ -8,7 +8,9 @@
 
 #include "common/report.h"
 #include "shim/segment_file.h"
+#include "shim/account.h"
 #include "shim/shim.h"
+#include "shim/track.h"
 
 void shim_sample_untracked(int device, uint64_t free_bytes, uint64_t total_bytes)
 {

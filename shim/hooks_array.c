@@ -3,6 +3,7 @@
  * for the plain formats of cuda.h's CUarray_format; for packed, planar and block-compressed
  * formats the driver's own figure (cu[Mipmapped]ArrayGetMemoryRequirements) is used. */
 #include "shim/shim.h"
+#include "shim/track.h"
 
 static unsigned element_bytes(CUarray_format f)
 {

@@ -4,7 +4,9 @@
  * counted here. A pool's allocations count by the pool's location (DESIGN.md: in CUDA 13 a pool
  * can hold host memory). */
 #include "shim/capture.h"
+#include "shim/account.h"
 #include "shim/shim.h"
+#include "shim/track.h"
 
 /* Kind and device of allocations from `pool`; the defaults for pools the shim did not see made
  * (device default pools). */

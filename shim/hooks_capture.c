@@ -3,6 +3,7 @@
  * returned unchanged. */
 #include "shim/capture.h"
 #include "shim/shim.h"
+#include "shim/track.h"
 
 static CUresult begun(CUresult r, CUstream s, bool pt, CUstreamCaptureMode mode)
 {

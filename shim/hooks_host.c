@@ -2,6 +2,7 @@
  * (cuMemHostRegister / _v2, cuMemHostUnregister). Counted on the device of the current context
  * (the context the memory belongs to). */
 #include "shim/shim.h"
+#include "shim/track.h"
 
 static CUresult host_alloc_done(CUresult r, void *p, size_t bytesize)
 {

@@ -2,6 +2,7 @@
  * device total): cuIpcOpenMemHandle (4010 and 11000 ABIs), cuIpcCloseMemHandle. The size is the
  * allocation's, from cuMemGetAddressRange_v2. */
 #include "shim/shim.h"
+#include "shim/track.h"
 
 static void opened(CUresult r, CUdeviceptr p)
 {

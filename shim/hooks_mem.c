@@ -1,6 +1,7 @@
 /* Device memory: cuMemAlloc_v2, cuMemAllocPitch_v2, cuMemAllocManaged, cuMemFree_v2,
  * cuMemGetInfo_v2 (DESIGN.md "Kinds of memory"). */
 #include "shim/shim.h"
+#include "shim/track.h"
 
 SHIM_EXPORT CUresult CUDAAPI cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
 {

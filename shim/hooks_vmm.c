@@ -4,7 +4,9 @@
  * doc of cuMemRelease and cuMemUnmap), so the shim counts it from creation until both hold.
  * Handles imported from another process (cuMemImportFromShareableHandle) count as `imported`,
  * sized by their first mapping. */
+#include "shim/account.h"
 #include "shim/shim.h"
+#include "shim/track.h"
 
 /* ---- handle table updates (run under the shard lock: arithmetic only) ---- */
 static bool ref_add(struct shim_entry *e, void *arg)

@@ -122,19 +122,11 @@ static inline void shim_leave(void)
     shim_depth = 0;
 }
 
-/* ---- accounting (account.c): counters in the segment, under the device's seqlock ---- */
-void account_alloc(int device, enum cushim_kind kind, uint64_t bytes, unsigned flags);
-void account_free(int device, enum cushim_kind kind, uint64_t bytes, unsigned flags);
-void account_fail(int device, enum cushim_kind kind);
+/* ---- accounting: account.h (inline, hot) and account.c ---- */
 void account_device_stat_add(int device, enum cushim_device_stat stat, int64_t delta);
 void account_device_stat_set(int device, enum cushim_device_stat stat, uint64_t value);
-/* The record of `device`, marked live (and identified via the driver on first use). NULL for an
- * ordinal outside 0..CUSHIM_MAX_DEVICES-1. */
-struct cushim_device_record *account_record(int device);
 
-/* ---- contexts (context.c) ---- */
-/* Device ordinal of the calling thread's current context, and the context; -1 if none. */
-int shim_current_device(CUcontext *ctx_out);
+/* ---- contexts (context.c; the hot lookup is track.h's shim_current_device) ---- */
 /* Device of an arbitrary context (cached), -1 if unknown. */
 int shim_context_device(CUcontext ctx);
 /* Forget a destroyed context. */
@@ -144,23 +136,9 @@ void shim_drop_context(CUcontext ctx);
 /* The primary context of `device` if it is active, else NULL (retain+release, no creation). */
 CUcontext shim_primary_context(int device);
 
-/* ---- tracking helpers (track.c) ---- */
-/* Records a successful allocation at key in table t, counted on the current context's device. */
-void track_alloc(struct shim_table *t, enum cushim_kind kind, uint64_t key, uint64_t bytes,
-                 unsigned flags);
-/* Same with an explicit device and context. */
-void track_alloc_on(struct shim_table *t, enum cushim_kind kind, uint64_t key, uint64_t bytes,
-                    int device, CUcontext ctx, unsigned flags);
-/* A failed allocation of `kind` on the current context's device. */
-void track_fail(enum cushim_kind kind);
-/* Removes key before a free; *out receives the entry. False if the shim never saw it. */
-bool track_take(struct shim_table *t, uint64_t key, struct shim_entry *out);
-/* After the real free: count it (ok) or put the entry back (the free failed). */
-void track_free_done(struct shim_table *t, const struct shim_entry *e, bool ok);
-
 /* The free path of a wrapper (after shim_enter succeeded): take the entry of `key` out of table
  * `t`, make the real call expression `call`, count the free or put the entry back, leave, return
- * the real result. A key the shim never saw is forwarded unchanged. */
+ * the real result. A key the shim never saw is forwarded unchanged (track.h). */
 #define FREE_TRACKED(t, key, call)                                  \
     do {                                                            \
         struct shim_entry e_;                                       \

@@ -50,11 +50,11 @@ struct shim_table {
 };
 
 /* Inserts e (e->key != 0). If the key was present, its old entry is copied to *old (if not NULL)
- * and replaced; returns 1. Returns 0 for a new key, -1 when out of memory. */
-int table_put(struct shim_table *t, const struct shim_entry *e, struct shim_entry *old);
+ * and replaced; returns 1. Returns 0 for a new key, -1 when out of memory. Inline below. */
+static inline int table_put(struct shim_table *t, const struct shim_entry *e, struct shim_entry *old);
 
 /* Removes `key`, copying its entry to *out (if not NULL). Returns true if it was present. */
-bool table_take(struct shim_table *t, uint64_t key, struct shim_entry *out);
+static inline bool table_take(struct shim_table *t, uint64_t key, struct shim_entry *out);
 
 /* Copies the entry of `key` to *out. Returns true if present. */
 bool table_get(struct shim_table *t, uint64_t key, struct shim_entry *out);
@@ -75,5 +75,95 @@ uint64_t table_count(struct shim_table *t);
 
 /* In a child after fork(): empty the table without freeing (a parent's lock may be held). */
 void table_after_fork_child(struct shim_table *t);
+
+/* ---- inline fast paths (every allocation and free) ---- */
+
+/* Grows shard s (lock held); -1 when out of memory. */
+int table_grow(struct shim_shard *s);
+/* Backward-shift deletion of slot i (lock held). */
+void table_remove_at(struct shim_shard *s, uint32_t i);
+/* Contended lock: spins, then yields. */
+void table_lock_slow(struct shim_shard *s);
+
+static inline __attribute__((always_inline)) uint64_t table_mix(uint64_t key)
+{
+    uint64_t h = key * 0x9E3779B97F4A7C15ull;
+    return h ^ (h >> 29);
+}
+
+static inline __attribute__((always_inline)) struct shim_shard *table_shard(struct shim_table *t, uint64_t h)
+{
+    return &t->shard[h >> 58];
+}
+
+static inline __attribute__((always_inline)) void table_lock(struct shim_shard *s)
+{
+    if (__builtin_expect(atomic_flag_test_and_set_explicit(&s->lock, memory_order_acquire), 0))
+        table_lock_slow(s);
+}
+
+static inline __attribute__((always_inline)) void table_unlock(struct shim_shard *s)
+{
+    atomic_flag_clear_explicit(&s->lock, memory_order_release);
+}
+
+/* Slot of key in s (cap > 0), or the empty slot where it would go. */
+static inline __attribute__((always_inline)) uint32_t table_probe(const struct shim_shard *s,
+                                                                  uint64_t key, uint64_t h)
+{
+    uint32_t mask = s->cap - 1;
+    uint32_t i = (uint32_t)h & mask;
+    while (s->slots[i].key != 0 && s->slots[i].key != key)
+        i = (i + 1) & mask;
+    return i;
+}
+
+static inline int table_put(struct shim_table *t, const struct shim_entry *e, struct shim_entry *old)
+{
+    uint64_t h = table_mix(e->key);
+    struct shim_shard *s = table_shard(t, h);
+    int rc = 0;
+    table_lock(s);
+    if (__builtin_expect((s->count + 1) * 2 > s->cap, 0) && table_grow(s) != 0) {
+        table_unlock(s);
+        return -1;
+    }
+    uint32_t i = table_probe(s, e->key, h);
+    if (__builtin_expect(s->slots[i].key != 0, 0)) {
+        if (old)
+            *old = s->slots[i];
+        rc = 1;
+    } else {
+        s->count++;
+    }
+    s->slots[i] = *e;
+    table_unlock(s);
+    return rc;
+}
+
+static inline bool table_take(struct shim_table *t, uint64_t key, struct shim_entry *out)
+{
+    uint64_t h = table_mix(key);
+    struct shim_shard *s = table_shard(t, h);
+    bool found = false;
+    table_lock(s);
+    if (__builtin_expect(s->cap != 0, 1)) {
+        uint32_t i = table_probe(s, key, h);
+        if (s->slots[i].key == key) {
+            if (out)
+                *out = s->slots[i];
+            /* Usually the next slot is empty: nothing to shift back. */
+            if (__builtin_expect(s->slots[(i + 1) & (s->cap - 1)].key == 0, 1)) {
+                s->slots[i].key = 0;
+                s->count--;
+            } else {
+                table_remove_at(s, i);
+            }
+            found = true;
+        }
+    }
+    table_unlock(s);
+    return found;
+}
 
 #endif

@@ -24,8 +24,9 @@ static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 /* Every context ever made: handles stay readable after cuCtxDestroy (CONTEXT_IS_DESTROYED). */
 static struct CUctx_st *contexts;
 static unsigned active_count[SIM_MAX_DEVICES];
-static __thread CUcontext stack[STACK_MAX];
-static __thread unsigned depth;
+/* initial-exec: a few bytes of static TLS, read without __tls_get_addr on every call. */
+static __thread CUcontext stack[STACK_MAX] __attribute__((tls_model("initial-exec")));
+static __thread unsigned depth __attribute__((tls_model("initial-exec")));
 
 void sim_ctx_lock(void)
 {

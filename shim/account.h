@@ -1,0 +1,122 @@
+/* Counters in the segment (DESIGN.md): one current per device and kind, one for the device total,
+ * peaks raised by compare-and-swap, each update inside the device record's seqlock bracket so a
+ * reader never sees current > peak. Inline: these run on every intercepted allocation and free
+ * and cost a handful of atomics; no lock, no system call, no driver call (except the one-time
+ * identification of a new device, account_record_slow). Thread-safe. */
+#ifndef CUSHIM_ACCOUNT_H
+#define CUSHIM_ACCOUNT_H
+
+#include "common/seqlock.h"
+#include "shim/shim.h"
+
+/* The record of a device seen for the first time: marks it live, identifies it (UUID, total
+ * memory) through the driver. NULL for an ordinal outside 0..CUSHIM_MAX_DEVICES-1. */
+struct cushim_device_record *account_record_slow(int device);
+/* Logs a would-be underflow (a bug) once. */
+void account_underflow(uint64_t have, uint64_t bytes);
+
+static inline __attribute__((always_inline)) struct cushim_device_record *account_record(int device)
+{
+    struct cushim_segment *seg = shim.seg;
+    if (likely((unsigned)device < CUSHIM_MAX_DEVICES && seg != NULL &&
+               atomic_load_explicit(&seg->devices[device].state, memory_order_acquire) != 0))
+        return &seg->devices[device];
+    return account_record_slow(device);
+}
+
+static inline __attribute__((always_inline)) void raise_peak(_Atomic uint64_t *peak, uint64_t v)
+{
+    /* seq_cst with the current-adds: a concurrent peak reset (common/peaks.c) then always sees
+     * either our add or our raise (store->load order matters on weakly-ordered CPUs). */
+    uint64_t p = atomic_load_explicit(peak, memory_order_seq_cst);
+    while (unlikely(p < v) && !atomic_compare_exchange_weak_explicit(peak, &p, v, memory_order_relaxed,
+                                                                     memory_order_relaxed))
+        ;
+}
+
+/* Subtracts without wrapping; a free larger than the counter is a bug, logged once. */
+static inline __attribute__((always_inline)) void sub_clamped(_Atomic uint64_t *v, uint64_t bytes)
+{
+    uint64_t old = atomic_fetch_sub_explicit(v, bytes, memory_order_relaxed);
+    if (unlikely(old < bytes)) {
+        atomic_fetch_add_explicit(v, bytes - old, memory_order_relaxed);
+        account_underflow(old, bytes);
+    }
+}
+
+/* Device memory kinds count in the device total (stats.h in_device_total). */
+#define ACCOUNT_IN_TOTAL(kind)                                                                   \
+    ((kind) == CUSHIM_KIND_DEVICE || (kind) == CUSHIM_KIND_ASYNC || (kind) == CUSHIM_KIND_VMM || \
+     (kind) == CUSHIM_KIND_ARRAY)
+
+static inline __attribute__((always_inline)) void account_alloc(int device, enum cushim_kind kind,
+                                                                uint64_t bytes, unsigned flags)
+{
+    struct cushim_device_record *r = account_record(device);
+    if (unlikely(!r))
+        return;
+    _Atomic uint64_t *k = r->kinds[kind].v;
+    unsigned compile = atomic_load_explicit(&shim.seg->h.phase, memory_order_relaxed) == CUSHIM_PHASE_COMPILE;
+    cushim_seq_write_begin(&r->seq_begin);
+    uint64_t cur = atomic_fetch_add_explicit(&k[CUSHIM_STAT_current_bytes], bytes, memory_order_seq_cst) + bytes;
+    raise_peak(&k[CUSHIM_STAT_peak_bytes], cur);
+    atomic_fetch_add_explicit(&k[CUSHIM_STAT_alloc_count], 1, memory_order_relaxed);
+    if (ACCOUNT_IN_TOTAL(kind)) {
+        uint64_t t = atomic_fetch_add_explicit(&r->dev[CUSHIM_DEV_total_current], bytes,
+                                               memory_order_seq_cst) + bytes;
+        raise_peak(&r->dev[CUSHIM_DEV_total_peak], t);
+        raise_peak(&r->dev[compile ? CUSHIM_DEV_compile_peak : CUSHIM_DEV_run_peak], t);
+    } else if (kind == CUSHIM_KIND_OFFLOADED) {
+        raise_peak(&r->dev[compile ? CUSHIM_DEV_compile_offloaded_peak : CUSHIM_DEV_run_offloaded_peak], cur);
+    }
+    if (unlikely(flags & (SHIM_F_SPILLED | SHIM_F_CAPTURE))) {
+        if (flags & SHIM_F_SPILLED)
+            atomic_fetch_add_explicit(&k[CUSHIM_STAT_spill_count], 1, memory_order_relaxed);
+        if (flags & SHIM_F_CAPTURE) {
+            _Atomic uint64_t *c = r->kinds[CUSHIM_KIND_CAPTURE].v;
+            uint64_t cc = atomic_fetch_add_explicit(&c[CUSHIM_STAT_current_bytes], bytes,
+                                                    memory_order_seq_cst) + bytes;
+            raise_peak(&c[CUSHIM_STAT_peak_bytes], cc);
+            atomic_fetch_add_explicit(&c[CUSHIM_STAT_alloc_count], 1, memory_order_relaxed);
+        }
+    }
+    cushim_seq_write_end(&r->seq_end);
+}
+
+static inline __attribute__((always_inline)) void account_free(int device, enum cushim_kind kind,
+                                                               uint64_t bytes, unsigned flags)
+{
+    struct cushim_device_record *r = account_record(device);
+    if (unlikely(!r))
+        return;
+    _Atomic uint64_t *k = r->kinds[kind].v;
+    cushim_seq_write_begin(&r->seq_begin);
+    sub_clamped(&k[CUSHIM_STAT_current_bytes], bytes);
+    atomic_fetch_add_explicit(&k[CUSHIM_STAT_free_count], 1, memory_order_relaxed);
+    if (ACCOUNT_IN_TOTAL(kind))
+        sub_clamped(&r->dev[CUSHIM_DEV_total_current], bytes);
+    if (unlikely(flags & (SHIM_F_CAPTURE | SHIM_F_RESIDENT))) {
+        if (flags & SHIM_F_CAPTURE) {
+            _Atomic uint64_t *c = r->kinds[CUSHIM_KIND_CAPTURE].v;
+            sub_clamped(&c[CUSHIM_STAT_current_bytes], bytes);
+            atomic_fetch_add_explicit(&c[CUSHIM_STAT_free_count], 1, memory_order_relaxed);
+        }
+        if (flags & SHIM_F_RESIDENT) {
+            sub_clamped(&r->dev[CUSHIM_DEV_resident_offloaded_bytes], bytes);
+            sub_clamped(&r->dev[CUSHIM_DEV_resident_offloaded_count], 1);
+        }
+    }
+    cushim_seq_write_end(&r->seq_end);
+}
+
+static inline void account_fail(int device, enum cushim_kind kind)
+{
+    struct cushim_device_record *r = account_record(device);
+    if (unlikely(!r))
+        return;
+    cushim_seq_write_begin(&r->seq_begin);
+    atomic_fetch_add_explicit(&r->kinds[kind].v[CUSHIM_STAT_failed_count], 1, memory_order_relaxed);
+    cushim_seq_write_end(&r->seq_end);
+}
+
+#endif

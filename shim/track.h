@@ -1,0 +1,98 @@
+/* What the shim allocated: table entries plus counters, updated only after the real call
+ * succeeded (DESIGN.md). Address reuse: a free takes its entry out *before* the real free and puts
+ * it back if the free fails, so another thread handed the same address sees no stale entry.
+ * Inline: these run on every intercepted allocation and free. Thread-safe. */
+#ifndef CUSHIM_TRACK_H
+#define CUSHIM_TRACK_H
+
+#include "shim/account.h"
+#include "shim/shim.h"
+
+/* Per-thread cache of the current context's device (context.c keeps it valid). */
+struct shim_ctx_cache {
+    uint64_t ctx;
+    int32_t device;
+    uint32_t generation;
+};
+extern SHIM_TLS struct shim_ctx_cache shim_tls_ctx;
+extern _Atomic uint32_t shim_ctx_generation;
+int shim_current_device_slow(CUcontext ctx);
+
+/* Device ordinal of the calling thread's current context, -1 if none; *ctx_out = the context. */
+static inline __attribute__((always_inline)) int shim_current_device(CUcontext *ctx_out)
+{
+    CUcontext ctx = NULL;
+    __typeof__(&cuCtxGetCurrent) getcur = REAL(cuCtxGetCurrent);
+    if (unlikely(!getcur || getcur(&ctx) != CUDA_SUCCESS))
+        ctx = NULL;
+    if (ctx_out)
+        *ctx_out = ctx;
+    if (unlikely(!ctx))
+        return -1;
+    if (likely((uint64_t)(uintptr_t)ctx == shim_tls_ctx.ctx &&
+               atomic_load_explicit(&shim_ctx_generation, memory_order_relaxed) == shim_tls_ctx.generation))
+        return shim_tls_ctx.device;
+    return shim_current_device_slow(ctx);
+}
+
+/* A replaced live entry: the driver handed out an address again whose free the shim did not see. */
+void track_replaced(const struct shim_entry *old);
+void track_table_full(void);
+
+static inline __attribute__((always_inline)) void track_alloc_on(struct shim_table *t,
+                                                                 enum cushim_kind kind, uint64_t key,
+                                                                 uint64_t bytes, int device,
+                                                                 CUcontext ctx, unsigned flags)
+{
+    if (unlikely(key == 0 || device < 0))
+        return;
+    struct shim_entry e = {
+        .key = key, .size = bytes, .ctx = (uint64_t)(uintptr_t)ctx, .device = device,
+        .kind = (uint16_t)kind, .flags = (uint16_t)flags,
+    };
+    struct shim_entry old;
+    int rc = table_put(t, &e, &old);
+    if (unlikely(rc != 0)) {
+        if (rc < 0) {
+            track_table_full();
+            return;
+        }
+        track_replaced(&old);
+    }
+    account_alloc(device, kind, bytes, flags);
+}
+
+/* Records a successful allocation at key, counted on the current context's device. */
+static inline __attribute__((always_inline)) void track_alloc(struct shim_table *t,
+                                                              enum cushim_kind kind, uint64_t key,
+                                                              uint64_t bytes, unsigned flags)
+{
+    CUcontext ctx;
+    int device = shim_current_device(&ctx);
+    track_alloc_on(t, kind, key, bytes, device, ctx, flags);
+}
+
+/* A failed allocation of `kind` on the current context's device. */
+static inline void track_fail(enum cushim_kind kind)
+{
+    account_fail(shim_current_device(NULL), kind);
+}
+
+/* Removes key before a free; *out receives the entry. False if the shim never saw it. */
+static inline __attribute__((always_inline)) bool track_take(struct shim_table *t, uint64_t key,
+                                                             struct shim_entry *out)
+{
+    return key != 0 && table_take(t, key, out);
+}
+
+/* After the real free: count it (ok) or put the entry back (the free failed). */
+static inline __attribute__((always_inline)) void track_free_done(struct shim_table *t,
+                                                                  const struct shim_entry *e, bool ok)
+{
+    if (likely(ok))
+        account_free(e->device, (enum cushim_kind)e->kind, e->size, e->flags);
+    else if (table_put(t, e, NULL) < 0)
+        track_table_full();
+}
+
+#endif
