@@ -69,6 +69,23 @@ uint64_t cushim_device_peak_bytes(int ordinal);
  * torch.cuda.reset_peak_memory_stats. Returns the number of devices reset. */
 int cushim_reset_peak(int ordinal);
 
+/* Phases (offload policy, CUSHIM_OFFLOAD=compile): allocations made in the compile phase may be
+ * served from pinned host memory; the summary keeps each phase's peak. Process-wide. */
+#define CUSHIM_RUN 0     /* phase: running (the default) */
+#define CUSHIM_COMPILE 1 /* phase: compiling (offload policy) */
+
+/* Sets the process's phase; returns the previous one, or -1 for a bad value or when cushim is
+ * not active yet (no CUDA call made so far). Ending the compile phase keeps offloaded
+ * allocations in host memory (counted as resident in the summary). */
+int cushim_set_phase(int phase);
+/* The current phase, -1 when cushim is not active. */
+int cushim_get_phase(void);
+/* Scoped phases: push sets `phase` and remembers the previous one on a per-thread stack (depth
+ * 16); pop restores it. push returns 0 (-1: bad phase, not active, stack full); pop returns the
+ * restored phase (-1: nothing pushed). */
+int cushim_push_phase(int phase);
+int cushim_pop_phase(void);
+
 /* The library version, e.g. "0.1.0". Static storage. */
 const char *cushim_version(void);
 

@@ -7,6 +7,7 @@
 #define CUSHIM_ACCOUNT_H
 
 #include "common/seqlock.h"
+#include "shim/budget.h"
 #include "shim/shim.h"
 
 /* The record of a device seen for the first time: marks it live, identifies it (UUID, total
@@ -62,6 +63,9 @@ static inline __attribute__((always_inline)) void account_alloc(int device, enum
     raise_peak(&k[CUSHIM_STAT_peak_bytes], cur);
     atomic_fetch_add_explicit(&k[CUSHIM_STAT_alloc_count], 1, memory_order_relaxed);
     if (ACCOUNT_IN_TOTAL(kind)) {
+        /* Device bytes not reserved by the wrapper still count against the budget. */
+        if (unlikely(budget_any) && !(flags & SHIM_F_RESERVED))
+            atomic_fetch_add_explicit(&budget_used[device], bytes, memory_order_relaxed);
         uint64_t t = atomic_fetch_add_explicit(&r->dev[CUSHIM_DEV_total_current], bytes,
                                                memory_order_seq_cst) + bytes;
         raise_peak(&r->dev[CUSHIM_DEV_total_peak], t);
@@ -93,8 +97,10 @@ static inline __attribute__((always_inline)) void account_free(int device, enum 
     cushim_seq_write_begin(&r->seq_begin);
     sub_clamped(&k[CUSHIM_STAT_current_bytes], bytes);
     atomic_fetch_add_explicit(&k[CUSHIM_STAT_free_count], 1, memory_order_relaxed);
-    if (ACCOUNT_IN_TOTAL(kind))
+    if (ACCOUNT_IN_TOTAL(kind)) {
         sub_clamped(&r->dev[CUSHIM_DEV_total_current], bytes);
+        budget_release(device, bytes);
+    }
     if (unlikely(flags & (SHIM_F_CAPTURE | SHIM_F_RESIDENT))) {
         if (flags & SHIM_F_CAPTURE) {
             _Atomic uint64_t *c = r->kinds[CUSHIM_KIND_CAPTURE].v;

@@ -6,6 +6,7 @@
 
 #include "common/peaks.h"
 #include "common/snapshot.h"
+#include "shim/offload.h"
 #include "shim/shim.h"
 
 #ifndef CUSHIM_VERSION
@@ -86,6 +87,43 @@ SHIM_EXPORT int cushim_reset_peak(int ordinal)
         n++;
     }
     return n;
+}
+
+_Static_assert(CUSHIM_RUN == (int)CUSHIM_PHASE_RUN && CUSHIM_COMPILE == (int)CUSHIM_PHASE_COMPILE, "phases");
+
+SHIM_EXPORT int cushim_set_phase(int phase)
+{
+    return live_segment() ? phase_set(phase) : -1;
+}
+
+SHIM_EXPORT int cushim_get_phase(void)
+{
+    struct cushim_segment *seg = live_segment();
+    return seg ? (int)atomic_load(&seg->h.phase) : -1;
+}
+
+#define PHASE_STACK 16
+static SHIM_TLS int phase_stack[PHASE_STACK];
+static SHIM_TLS int phase_depth;
+
+SHIM_EXPORT int cushim_push_phase(int phase)
+{
+    if (phase_depth == PHASE_STACK || phase < 0 || phase >= CUSHIM_PHASE_COUNT)
+        return -1;
+    int old = cushim_set_phase(phase);
+    if (old < 0)
+        return -1;
+    phase_stack[phase_depth++] = old;
+    return 0;
+}
+
+SHIM_EXPORT int cushim_pop_phase(void)
+{
+    if (phase_depth == 0)
+        return -1;
+    int restored = phase_stack[--phase_depth];
+    cushim_set_phase(restored);
+    return restored;
 }
 
 SHIM_EXPORT const char *cushim_version(void)

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "common/report.h"
+#include "shim/offload.h"
 #include "shim/segment_file.h"
 #include "shim/account.h"
 #include "shim/shim.h"
@@ -88,6 +89,7 @@ void shim_exit_report(void)
     if (!seg || shim.owner != getpid() || atomic_load(&shim.run) != SHIM_ACTIVE)
         return;
     shim_depth = 1; /* our own driver calls below are not the program's */
+    offload_drain();
     uint32_t n = atomic_load(&seg->h.device_count);
     for (uint32_t d = 0; d < n; d++)
         if (atomic_load(&seg->devices[d].state) != 0)

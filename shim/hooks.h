@@ -65,7 +65,21 @@
     X(cuStreamBeginCaptureToGraph_ptsz, cuStreamBeginCaptureToGraph, 12030, 1) \
     X(cuStreamEndCapture, cuStreamEndCapture, 10000, 0)                \
     X(cuStreamEndCapture_ptsz, cuStreamEndCapture, 10000, 1)           \
-    X(cuThreadExchangeStreamCaptureMode, cuThreadExchangeStreamCaptureMode, 10010, 0)
+    X(cuThreadExchangeStreamCaptureMode, cuThreadExchangeStreamCaptureMode, 10010, 0) \
+    X(cuMemGetAddressRange_v2, cuMemGetAddressRange, 3020, 0)          \
+    X(cuIpcGetMemHandle, cuIpcGetMemHandle, 4010, 0)                   \
+    X(cuMemcpyHtoD_v2, cuMemcpyHtoD, 3020, 0)                          \
+    X(cuMemcpyHtoD_v2_ptds, cuMemcpyHtoD, 7000, 1)                     \
+    X(cuMemcpyDtoH_v2, cuMemcpyDtoH, 3020, 0)                          \
+    X(cuMemcpyDtoH_v2_ptds, cuMemcpyDtoH, 7000, 1)                     \
+    X(cuMemcpyDtoD_v2, cuMemcpyDtoD, 3020, 0)                          \
+    X(cuMemcpyDtoD_v2_ptds, cuMemcpyDtoD, 7000, 1)                     \
+    X(cuMemcpyHtoDAsync_v2, cuMemcpyHtoDAsync, 3020, 0)                \
+    X(cuMemcpyHtoDAsync_v2_ptsz, cuMemcpyHtoDAsync, 7000, 1)           \
+    X(cuMemcpyDtoHAsync_v2, cuMemcpyDtoHAsync, 3020, 0)                \
+    X(cuMemcpyDtoHAsync_v2_ptsz, cuMemcpyDtoHAsync, 7000, 1)           \
+    X(cuMemcpyDtoDAsync_v2, cuMemcpyDtoDAsync, 3020, 0)                \
+    X(cuMemcpyDtoDAsync_v2_ptsz, cuMemcpyDtoDAsync, 7000, 1)
 
 #define SHIM_REAL_ONLY(X)                                              \
     X(cuCtxGetCurrent, cuCtxGetCurrent, 4000, 0)                       \
@@ -77,11 +91,22 @@
     X(cuDeviceTotalMem_v2, cuDeviceTotalMem, 3020, 0)                  \
     X(cuDevicePrimaryCtxGetState, cuDevicePrimaryCtxGetState, 7000, 0) \
     X(cuDevicePrimaryCtxRetain, cuDevicePrimaryCtxRetain, 7000, 0)     \
-    X(cuMemGetAddressRange_v2, cuMemGetAddressRange, 3020, 0)          \
     X(cuMemPoolGetAttribute, cuMemPoolGetAttribute, 11020, 0)         \
     X(cuStreamIsCapturing, cuStreamIsCapturing, 10000, 0)              \
     X(cuStreamIsCapturing_ptsz, cuStreamIsCapturing, 10000, 1)        \
     X(cuArrayGetMemoryRequirements, cuArrayGetMemoryRequirements, 11060, 0) \
-    X(cuMipmappedArrayGetMemoryRequirements, cuMipmappedArrayGetMemoryRequirements, 11060, 0)
+    X(cuMipmappedArrayGetMemoryRequirements, cuMipmappedArrayGetMemoryRequirements, 11060, 0) \
+    X(cuMemcpy, cuMemcpy, 4000, 0)                                     \
+    X(cuMemcpy_ptds, cuMemcpy, 7000, 1)                                \
+    X(cuMemcpyAsync, cuMemcpyAsync, 4000, 0)                           \
+    X(cuMemcpyAsync_ptsz, cuMemcpyAsync, 7000, 1)                      \
+    X(cuMemHostGetDevicePointer_v2, cuMemHostGetDevicePointer, 3020, 0) \
+    X(cuEventCreate, cuEventCreate, 2000, 0)                           \
+    X(cuEventRecord, cuEventRecord, 2000, 0)                           \
+    X(cuEventRecord_ptsz, cuEventRecord, 7000, 1)                      \
+    X(cuEventQuery, cuEventQuery, 2000, 0)                             \
+    X(cuEventSynchronize, cuEventSynchronize, 2000, 0)                 \
+    X(cuEventDestroy_v2, cuEventDestroy, 4000, 0)                      \
+    X(cuStreamSynchronize, cuStreamSynchronize, 2000, 0)
 
 #endif

@@ -3,8 +3,10 @@
  * a graph node (its memory comes from the graph pool at launch: graph accounting), so it is not
  * counted here. A pool's allocations count by the pool's location (DESIGN.md: in CUDA 13 a pool
  * can hold host memory). */
-#include "shim/capture.h"
 #include "shim/account.h"
+#include "shim/budget.h"
+#include "shim/capture.h"
+#include "shim/offload.h"
 #include "shim/shim.h"
 #include "shim/track.h"
 
@@ -21,28 +23,70 @@ static enum cushim_kind pool_kind(CUmemoryPool pool, int *device)
     return CUSHIM_KIND_ASYNC;
 }
 
-static void async_done(CUresult r, CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool,
-                       CUstream stream, bool pt)
-{
+/* Where a stream-ordered allocation goes and what it counts as. */
+struct async_req {
     CUcontext ctx;
-    int device = shim_current_device(&ctx);
-    enum cushim_kind kind = pool_kind(pool, &device);
-    if (r != CUDA_SUCCESS)
-        account_fail(device, kind);
-    else if (!capture_stream_is_capturing(stream, pt))
-        track_alloc_on(&shim.ptrs, kind, *dptr, bytesize, device, ctx, 0);
-    shim_leave();
+    int device;
+    enum cushim_kind kind;
+    bool capturing;  /* a graph node: its memory is the graph pool's, not counted here */
+    bool reserved;   /* budget reserved (device pools only) */
+};
+
+/* Before the real call: classify, reserve the budget. False when over the budget. */
+static bool async_begin(struct async_req *q, size_t bytes, CUmemoryPool pool, CUstream stream, bool pt)
+{
+    phase_poll();
+    offload_poll();
+    q->device = shim_current_device(&q->ctx);
+    q->kind = pool_kind(pool, &q->device);
+    q->capturing = capture_stream_is_capturing(stream, pt);
+    q->reserved = false;
+    if (q->capturing || q->kind != CUSHIM_KIND_ASYNC)
+        return true;
+    if (!budget_reserve(q->device, bytes))
+        return false;
+    q->reserved = budget_any;
+    return true;
 }
 
+static CUresult async_end(const struct async_req *q, CUresult r, CUdeviceptr *dptr, size_t bytes)
+{
+    if (r == CUDA_SUCCESS) {
+        if (!q->capturing)
+            track_alloc_on(&shim.ptrs, q->kind, *dptr, bytes, q->device, q->ctx,
+                           q->reserved ? SHIM_F_RESERVED : 0);
+    } else {
+        if (q->reserved)
+            budget_release(q->device, bytes);
+        if (r == CUDA_ERROR_OUT_OF_MEMORY && shim.cfg.spill && !q->capturing && !capture_any_live() &&
+            q->kind == CUSHIM_KIND_ASYNC && offload_alloc(dptr, bytes, SHIM_F_SPILLED) == CUDA_SUCCESS)
+            r = CUDA_SUCCESS;
+        else
+            account_fail(q->device, q->kind);
+    }
+    shim_leave();
+    return r;
+}
+
+/* cuMemAllocAsync draws from the device's current pool; offloaded like cuMemAlloc_v2 when the
+ * policy says so and the stream is not capturing (a capture makes it a graph node). */
 #define ALLOC_ASYNC(sym, pt)                                                                 \
     SHIM_EXPORT CUresult CUDAAPI sym(CUdeviceptr *dptr, size_t bytesize, CUstream hStream)  \
     {                                                                                        \
         REAL_OR_FAIL(sym);                                                                   \
+        struct async_req q;                                                                  \
         if (!shim_enter())                                                                   \
             return real_(dptr, bytesize, hStream);                                           \
-        CUresult r = real_(dptr, bytesize, hStream);                                         \
-        async_done(r, dptr, bytesize, NULL, hStream, pt);                                    \
-        return r;                                                                            \
+        if (!async_begin(&q, bytesize, NULL, hStream, pt))                                   \
+            return async_end(&q, CUDA_ERROR_OUT_OF_MEMORY, dptr, bytesize);                  \
+        if (unlikely(!q.capturing && offload_wanted(bytesize)) && dptr &&                    \
+            offload_alloc(dptr, bytesize, 0) == CUDA_SUCCESS) {                              \
+            if (q.reserved) /* host memory: the device budget was not used */                \
+                budget_release(q.device, bytesize);                                          \
+            shim_leave();                                                                    \
+            return CUDA_SUCCESS;                                                             \
+        }                                                                                    \
+        return async_end(&q, real_(dptr, bytesize, hStream), dptr, bytesize);                \
     }
 ALLOC_ASYNC(cuMemAllocAsync, false)
 ALLOC_ASYNC(cuMemAllocAsync_ptsz, true)
@@ -52,25 +96,43 @@ ALLOC_ASYNC(cuMemAllocAsync_ptsz, true)
                                      CUstream hStream)                                       \
     {                                                                                        \
         REAL_OR_FAIL(sym);                                                                   \
+        struct async_req q;                                                                  \
         if (!shim_enter())                                                                   \
             return real_(dptr, bytesize, pool, hStream);                                     \
-        CUresult r = real_(dptr, bytesize, pool, hStream);                                   \
-        async_done(r, dptr, bytesize, pool, hStream, pt);                                    \
-        return r;                                                                            \
+        if (!async_begin(&q, bytesize, pool, hStream, pt))                                   \
+            return async_end(&q, CUDA_ERROR_OUT_OF_MEMORY, dptr, bytesize);                  \
+        return async_end(&q, real_(dptr, bytesize, pool, hStream), dptr, bytesize);          \
     }
 ALLOC_FROM_POOL(cuMemAllocFromPoolAsync, false)
 ALLOC_FROM_POOL(cuMemAllocFromPoolAsync_ptsz, true)
 
-#define FREE_ASYNC(sym)                                                                      \
+/* A free of an offloaded range releases its host memory after the stream's earlier work. */
+#define FREE_ASYNC(sym, pt)                                                                  \
     SHIM_EXPORT CUresult CUDAAPI sym(CUdeviceptr dptr, CUstream hStream)                     \
     {                                                                                        \
         REAL_OR_FAIL(sym);                                                                   \
+        struct shim_entry e;                                                                 \
         if (!shim_enter())                                                                   \
             return real_(dptr, hStream);                                                     \
-        FREE_TRACKED(&shim.ptrs, dptr, real_(dptr, hStream));                                \
+        offload_poll();                                                                      \
+        if (!track_take(&shim.ptrs, dptr, &e)) {                                             \
+            shim_leave();                                                                    \
+            return real_(dptr, hStream);                                                     \
+        }                                                                                    \
+        CUresult r;                                                                          \
+        if (unlikely(e.kind == CUSHIM_KIND_OFFLOADED)) {                                     \
+            r = offload_free_async(&e, hStream, pt);                                         \
+            if (r != CUDA_SUCCESS)                                                           \
+                table_put(&shim.ptrs, &e, NULL);                                             \
+        } else {                                                                             \
+            r = real_(dptr, hStream);                                                        \
+            track_free_done(&shim.ptrs, &e, r == CUDA_SUCCESS);                              \
+        }                                                                                    \
+        shim_leave();                                                                        \
+        return r;                                                                            \
     }
-FREE_ASYNC(cuMemFreeAsync)
-FREE_ASYNC(cuMemFreeAsync_ptsz)
+FREE_ASYNC(cuMemFreeAsync, false)
+FREE_ASYNC(cuMemFreeAsync_ptsz, true)
 
 SHIM_EXPORT CUresult CUDAAPI cuMemPoolCreate(CUmemoryPool *pool, const CUmemPoolProps *poolProps)
 {

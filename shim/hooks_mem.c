@@ -1,18 +1,52 @@
 /* Device memory: cuMemAlloc_v2, cuMemAllocPitch_v2, cuMemAllocManaged, cuMemFree_v2,
- * cuMemGetInfo_v2 (DESIGN.md "Kinds of memory"). */
+ * cuMemGetInfo_v2 (DESIGN.md "Kinds of memory"), with the offload policy, the device budget and
+ * spill (offload.h, budget.h) on cuMemAlloc_v2. */
+#include "shim/budget.h"
+#include "shim/capture.h"
+#include "shim/offload.h"
 #include "shim/shim.h"
 #include "shim/track.h"
+
+/* Spill (CUSHIM_SPILL): a device request refused for lack of memory is served from pinned host
+ * memory instead, unless a capture is live (no potentially unsafe call then). */
+static bool spill(CUresult r, CUdeviceptr *dptr, uint64_t bytes)
+{
+    return r == CUDA_ERROR_OUT_OF_MEMORY && shim.cfg.spill && !capture_any_live() &&
+           offload_alloc(dptr, bytes, SHIM_F_SPILLED) == CUDA_SUCCESS;
+}
 
 SHIM_EXPORT CUresult CUDAAPI cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
 {
     REAL_OR_FAIL(cuMemAlloc_v2);
     if (!shim_enter())
         return real_(dptr, bytesize);
-    CUresult r = real_(dptr, bytesize);
-    if (r == CUDA_SUCCESS)
-        track_alloc(&shim.ptrs, CUSHIM_KIND_DEVICE, *dptr, bytesize, 0);
+    phase_poll();
+    offload_poll();
+    CUresult r;
+    if (unlikely(offload_wanted(bytesize)) && dptr &&
+        offload_alloc(dptr, bytesize, 0) == CUDA_SUCCESS) {
+        shim_leave();
+        return CUDA_SUCCESS;
+    }
+    CUcontext ctx;
+    int device = shim_current_device(&ctx);
+    if (unlikely(!budget_reserve(device, bytesize))) {
+        /* Over this process's budget: out of memory, as a full device would say. */
+        r = CUDA_ERROR_OUT_OF_MEMORY;
+    } else {
+        r = real_(dptr, bytesize);
+        if (likely(r == CUDA_SUCCESS)) {
+            track_alloc_on(&shim.ptrs, CUSHIM_KIND_DEVICE, *dptr, bytesize, device, ctx,
+                           budget_any ? SHIM_F_RESERVED : 0);
+            shim_leave();
+            return r;
+        }
+        budget_release(device, bytesize);
+    }
+    if (spill(r, dptr, bytesize))
+        r = CUDA_SUCCESS;
     else
-        track_fail(CUSHIM_KIND_DEVICE);
+        account_fail(device, CUSHIM_KIND_DEVICE);
     shim_leave();
     return r;
 }
@@ -25,11 +59,25 @@ SHIM_EXPORT CUresult CUDAAPI cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitc
     if (!shim_enter())
         return real_(dptr, pPitch, WidthInBytes, Height, ElementSizeBytes);
     CUresult r = real_(dptr, pPitch, WidthInBytes, Height, ElementSizeBytes);
-    /* Requested bytes of a pitched allocation: pitch x height (DESIGN.md). */
-    if (r == CUDA_SUCCESS)
-        track_alloc(&shim.ptrs, CUSHIM_KIND_DEVICE, *dptr, (uint64_t)*pPitch * Height, 0);
-    else
-        track_fail(CUSHIM_KIND_DEVICE);
+    CUcontext ctx;
+    int device = shim_current_device(&ctx);
+    if (r == CUDA_SUCCESS) {
+        /* Requested bytes of a pitched allocation: pitch x height (DESIGN.md). The pitch is the
+         * driver's choice, so the budget is checked after the call. */
+        uint64_t bytes = (uint64_t)*pPitch * Height;
+        if (!budget_reserve(device, bytes)) {
+            __typeof__(&cuMemFree_v2) release = REAL(cuMemFree_v2);
+            if (release)
+                release(*dptr);
+            r = CUDA_ERROR_OUT_OF_MEMORY;
+            account_fail(device, CUSHIM_KIND_DEVICE);
+        } else {
+            track_alloc_on(&shim.ptrs, CUSHIM_KIND_DEVICE, *dptr, bytes, device, ctx,
+                           budget_any ? SHIM_F_RESERVED : 0);
+        }
+    } else {
+        account_fail(device, CUSHIM_KIND_DEVICE);
+    }
     shim_leave();
     return r;
 }
@@ -52,9 +100,20 @@ SHIM_EXPORT CUresult CUDAAPI cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesiz
 SHIM_EXPORT CUresult CUDAAPI cuMemFree_v2(CUdeviceptr dptr)
 {
     REAL_OR_FAIL(cuMemFree_v2);
+    struct shim_entry e;
     if (!shim_enter())
         return real_(dptr);
-    FREE_TRACKED(&shim.ptrs, dptr, real_(dptr));
+    offload_poll();
+    if (!track_take(&shim.ptrs, dptr, &e)) {
+        /* Never seen (or NULL): forwarded, result returned unchanged. */
+        shim_leave();
+        return real_(dptr);
+    }
+    CUresult r = unlikely(e.kind == CUSHIM_KIND_OFFLOADED) ? offload_free(&e) : real_(dptr);
+    if (likely(e.kind != CUSHIM_KIND_OFFLOADED))
+        track_free_done(&shim.ptrs, &e, r == CUDA_SUCCESS);
+    shim_leave();
+    return r;
 }
 
 SHIM_EXPORT CUresult CUDAAPI cuMemGetInfo_v2(size_t *free, size_t *total)
@@ -62,12 +121,21 @@ SHIM_EXPORT CUresult CUDAAPI cuMemGetInfo_v2(size_t *free, size_t *total)
     REAL_OR_FAIL(cuMemGetInfo_v2);
     if (!shim_enter())
         return real_(free, total);
-    CUresult r = real_(free, total);
-    if (r == CUDA_SUCCESS && free && total) {
+    int device = shim_current_device(NULL);
+    bool limited = budget_any && device >= 0 && shim.cfg.device_limit[device];
+    size_t f = 0, t = 0;
+    /* With a budget, NULL outputs are tolerated: the real call gets our own. */
+    CUresult r = limited ? real_(&f, &t) : real_(free, total);
+    if (r == CUDA_SUCCESS && limited) {
+        shim_sample_untracked(device, f, t);
+        budget_mem_info(device, &f, &t);
+        if (free)
+            *free = f;
+        if (total)
+            *total = t;
+    } else if (r == CUDA_SUCCESS && free && total && device >= 0) {
         /* A free sample of untracked memory for the live view. */
-        int device = shim_current_device(NULL);
-        if (device >= 0)
-            shim_sample_untracked(device, *free, *total);
+        shim_sample_untracked(device, *free, *total);
     }
     shim_leave();
     return r;

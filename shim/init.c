@@ -14,6 +14,8 @@
 #include <unistd.h>
 
 #include "shim/arena.h"
+#include "shim/budget.h"
+#include "shim/offload.h"
 #include "shim/segment_file.h"
 #include "shim/shim.h"
 
@@ -53,6 +55,9 @@ static void after_fork_child(void)
     table_after_fork_child(&shim.vmm_maps);
     table_after_fork_child(&shim.pools);
     table_after_fork_child(&shim.captures);
+    offload_after_fork_child();
+    for (unsigned i = 0; i < CUSHIM_MAX_DEVICES; i++)
+        atomic_store(&budget_used[i], 0);
     if (parent)
         munmap(parent, sizeof *parent);
     if (atomic_load(&shim.run) != SHIM_OFF)
@@ -73,6 +78,8 @@ __attribute__((constructor)) static void shim_load(void)
         unsetenv("CUSHIM_RUN_TOP");
     }
     shim.run_id = strtoull(shim.cfg.run_id, NULL, 16);
+    for (unsigned i = 0; i < CUSHIM_MAX_DEVICES; i++)
+        budget_any |= shim.cfg.device_limit[i] != 0;
     if (shim.cfg.disable)
         atomic_store(&shim.run, SHIM_OFF);
     pthread_atfork(NULL, NULL, after_fork_child);

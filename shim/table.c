@@ -119,6 +119,20 @@ unsigned table_drain_if(struct shim_table *t, bool (*pred)(const struct shim_ent
     return n;
 }
 
+unsigned table_for_each(struct shim_table *t, bool (*fn)(struct shim_entry *, void *), void *arg)
+{
+    unsigned n = 0;
+    for (unsigned k = 0; k < SHIM_TABLE_SHARDS; k++) {
+        struct shim_shard *s = &t->shard[k];
+        table_lock(s);
+        for (uint32_t i = 0; i < s->cap; i++)
+            if (s->slots[i].key != 0 && fn(&s->slots[i], arg))
+                n++;
+        table_unlock(s);
+    }
+    return n;
+}
+
 uint64_t table_count(struct shim_table *t)
 {
     uint64_t n = 0;

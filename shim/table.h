@@ -22,6 +22,7 @@
 #define SHIM_F_COMPILE 0x08u     /* allocated in the compile phase */
 #define SHIM_F_RESIDENT 0x10u    /* offloaded in compile phase, counted resident in the run phase */
 #define SHIM_F_RELEASED 0x20u    /* vmm handle: its cuMemCreate reference was released */
+#define SHIM_F_RESERVED 0x40u    /* its bytes were reserved against the device budget (budget.h) */
 
 struct shim_entry {
     uint64_t key;      /* pointer or handle; 0 = empty slot */
@@ -69,6 +70,10 @@ bool table_update(struct shim_table *t, uint64_t key, bool (*fn)(struct shim_ent
  * removal (under the shard lock: done must only do arithmetic/atomics). Returns how many. */
 unsigned table_drain_if(struct shim_table *t, bool (*pred)(const struct shim_entry *, void *),
                         void (*done)(const struct shim_entry *, void *), void *arg);
+
+/* Calls fn on every entry under its shard lock; fn may modify it (not its key) and must only do
+ * arithmetic/atomics. Returns how many entries fn returned true for. */
+unsigned table_for_each(struct shim_table *t, bool (*fn)(struct shim_entry *, void *), void *arg);
 
 /* Entries in the table (sum over shards, not a consistent snapshot under concurrency). */
 uint64_t table_count(struct shim_table *t);

@@ -1,0 +1,17 @@
+#include "shim/budget.h"
+
+int budget_any;
+_Atomic uint64_t budget_used[CUSHIM_MAX_DEVICES];
+
+void budget_mem_info(int device, size_t *free_bytes, size_t *total_bytes)
+{
+    if (!budget_any || (unsigned)device >= CUSHIM_MAX_DEVICES || !shim.cfg.device_limit[device])
+        return;
+    uint64_t limit = shim.cfg.device_limit[device];
+    uint64_t used = atomic_load_explicit(&budget_used[device], memory_order_relaxed);
+    uint64_t left = used < limit ? limit - used : 0;
+    if (free_bytes && *free_bytes > left)
+        *free_bytes = (size_t)left;
+    if (total_bytes)
+        *total_bytes = (size_t)limit;
+}

@@ -1,0 +1,77 @@
+/* Offloaded ranges seen through other calls (offload.h): explicit-kind copies (cuMemcpyHtoD_v2,
+ * DtoH, DtoD, sync and async, legacy and per-thread) touching an offloaded range are made with
+ * cuMemcpy / cuMemcpyAsync instead, since cuda.h defines the explicit kinds only for memory of
+ * that kind while cuMemcpy infers the direction from unified addresses (DESIGN.md);
+ * cuMemGetAddressRange_v2 answers from the shim's table; cuIpcGetMemHandle on an offloaded range
+ * returns CUDA_ERROR_INVALID_VALUE (host memory has no IPC handle) without calling the driver.
+ * Everything else passes through: with no offloaded range alive each check is one load. */
+#include "shim/offload.h"
+#include "shim/shim.h"
+
+#define ADDR(p) ((uint64_t)(uintptr_t)(p))
+
+#define COPY_SYNC(sym, unified, dst_t, src_t)                                                 \
+    SHIM_EXPORT CUresult CUDAAPI sym(dst_t dst, src_t src, size_t ByteCount)                  \
+    {                                                                                         \
+        REAL_OR_FAIL(sym);                                                                    \
+        if (unlikely(offload_touches(ADDR(dst)) || offload_touches(ADDR(src)))) {             \
+            __typeof__(&unified) u = REAL(unified);                                           \
+            if (u)                                                                            \
+                return u((CUdeviceptr)ADDR(dst), (CUdeviceptr)ADDR(src), ByteCount);          \
+        }                                                                                     \
+        return real_(dst, src, ByteCount);                                                    \
+    }
+
+#define COPY_ASYNC(sym, unified, dst_t, src_t)                                                \
+    SHIM_EXPORT CUresult CUDAAPI sym(dst_t dst, src_t src, size_t ByteCount, CUstream hStream) \
+    {                                                                                         \
+        REAL_OR_FAIL(sym);                                                                    \
+        if (unlikely(offload_touches(ADDR(dst)) || offload_touches(ADDR(src)))) {             \
+            __typeof__(&unified) u = REAL(unified);                                           \
+            if (u)                                                                            \
+                return u((CUdeviceptr)ADDR(dst), (CUdeviceptr)ADDR(src), ByteCount, hStream); \
+        }                                                                                     \
+        return real_(dst, src, ByteCount, hStream);                                           \
+    }
+
+COPY_SYNC(cuMemcpyHtoD_v2, cuMemcpy, CUdeviceptr, const void *)
+COPY_SYNC(cuMemcpyHtoD_v2_ptds, cuMemcpy_ptds, CUdeviceptr, const void *)
+COPY_SYNC(cuMemcpyDtoH_v2, cuMemcpy, void *, CUdeviceptr)
+COPY_SYNC(cuMemcpyDtoH_v2_ptds, cuMemcpy_ptds, void *, CUdeviceptr)
+COPY_SYNC(cuMemcpyDtoD_v2, cuMemcpy, CUdeviceptr, CUdeviceptr)
+COPY_SYNC(cuMemcpyDtoD_v2_ptds, cuMemcpy_ptds, CUdeviceptr, CUdeviceptr)
+COPY_ASYNC(cuMemcpyHtoDAsync_v2, cuMemcpyAsync, CUdeviceptr, const void *)
+COPY_ASYNC(cuMemcpyHtoDAsync_v2_ptsz, cuMemcpyAsync_ptsz, CUdeviceptr, const void *)
+COPY_ASYNC(cuMemcpyDtoHAsync_v2, cuMemcpyAsync, void *, CUdeviceptr)
+COPY_ASYNC(cuMemcpyDtoHAsync_v2_ptsz, cuMemcpyAsync_ptsz, void *, CUdeviceptr)
+COPY_ASYNC(cuMemcpyDtoDAsync_v2, cuMemcpyAsync, CUdeviceptr, CUdeviceptr)
+COPY_ASYNC(cuMemcpyDtoDAsync_v2_ptsz, cuMemcpyAsync_ptsz, CUdeviceptr, CUdeviceptr)
+
+SHIM_EXPORT CUresult CUDAAPI cuMemGetAddressRange_v2(CUdeviceptr *pbase, size_t *psize,
+                                                     CUdeviceptr dptr)
+{
+    REAL_OR_FAIL(cuMemGetAddressRange_v2);
+    uint64_t base, size;
+    if (unlikely(atomic_load_explicit(&offload_live, memory_order_relaxed) != 0) &&
+        offload_find(dptr, &base, &size)) {
+        /* cuda.h: "Both parameters pbase and psize are optional" (NULL is ignored). */
+        if (pbase)
+            *pbase = base;
+        if (psize)
+            *psize = size;
+        return CUDA_SUCCESS;
+    }
+    return real_(pbase, psize, dptr);
+}
+
+SHIM_EXPORT CUresult CUDAAPI cuIpcGetMemHandle(CUipcMemHandle *pHandle, CUdeviceptr dptr)
+{
+    REAL_OR_FAIL(cuIpcGetMemHandle);
+    if (offload_touches(dptr)) {
+        LOG_ONCE(CUSHIM_LOG_WARN, "cuIpcGetMemHandle on offloaded memory: CUDA_ERROR_INVALID_VALUE "
+                 "(it is pinned host memory; raise CUSHIM_OFFLOAD_MIN or turn offload off for "
+                 "buffers shared between processes)");
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    return real_(pHandle, dptr);
+}

@@ -1,0 +1,354 @@
+/* Offload: pinned device-mapped host memory in place of device memory (offload.h). */
+#include "shim/offload.h"
+
+#include <string.h>
+#include <unistd.h>
+
+#include "shim/arena.h"
+#include "shim/capture.h"
+#include "shim/track.h"
+
+_Atomic uint32_t offload_live;
+_Atomic uint32_t offload_pending;
+
+/* ---- live ranges: a small sorted array (offloaded allocations are few and large) ---- */
+struct range {
+    uint64_t base, size;
+};
+static atomic_flag ranges_lock = ATOMIC_FLAG_INIT;
+static struct range *ranges;
+static uint32_t nranges, cap_ranges;
+
+static void ranges_acquire(void)
+{
+    while (atomic_flag_test_and_set_explicit(&ranges_lock, memory_order_acquire))
+        ;
+}
+
+static void ranges_release(void)
+{
+    atomic_flag_clear_explicit(&ranges_lock, memory_order_release);
+}
+
+/* Index of the first range with base > addr. Lock held. */
+static uint32_t upper(uint64_t addr)
+{
+    uint32_t lo = 0, hi = nranges;
+    while (lo < hi) {
+        uint32_t mid = (lo + hi) / 2;
+        if (ranges[mid].base <= addr)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+static bool ranges_add(uint64_t base, uint64_t size)
+{
+    bool ok = true;
+    ranges_acquire();
+    if (nranges == cap_ranges) {
+        uint32_t cap = cap_ranges ? cap_ranges * 2 : 64;
+        struct range *r = arena_alloc(cap * sizeof *r);
+        if (r) {
+            if (ranges)
+                memcpy(r, ranges, nranges * sizeof *r);
+            arena_free(ranges, cap_ranges * sizeof *r);
+            ranges = r;
+            cap_ranges = cap;
+        } else {
+            ok = false;
+        }
+    }
+    if (ok) {
+        uint32_t i = upper(base);
+        memmove(&ranges[i + 1], &ranges[i], (nranges - i) * sizeof *ranges);
+        ranges[i] = (struct range){base, size};
+        nranges++;
+        atomic_store_explicit(&offload_live, nranges, memory_order_relaxed);
+    }
+    ranges_release();
+    return ok;
+}
+
+static void ranges_remove(uint64_t base)
+{
+    ranges_acquire();
+    uint32_t i = upper(base);
+    if (i > 0 && ranges[i - 1].base == base) {
+        memmove(&ranges[i - 1], &ranges[i], (nranges - i) * sizeof *ranges);
+        nranges--;
+        atomic_store_explicit(&offload_live, nranges, memory_order_relaxed);
+    }
+    ranges_release();
+}
+
+bool offload_find(uint64_t addr, uint64_t *base, uint64_t *size)
+{
+    bool found = false;
+    ranges_acquire();
+    uint32_t i = upper(addr);
+    if (i > 0 && addr < ranges[i - 1].base + ranges[i - 1].size) {
+        *base = ranges[i - 1].base;
+        *size = ranges[i - 1].size;
+        found = true;
+    }
+    ranges_release();
+    return found;
+}
+
+/* ---- a bounded cache of freed pinned blocks (CUSHIM_OFFLOAD_CACHE bytes) ---- */
+#define CACHE_SLOTS 64
+struct cached {
+    void *host;
+    uint64_t size;
+};
+static struct cached cache[CACHE_SLOTS];
+static uint64_t cache_bytes;
+static atomic_flag cache_lock = ATOMIC_FLAG_INIT;
+
+/* A cached block of at least `bytes` and at most twice that, or NULL. */
+static void *cache_take(uint64_t bytes, uint64_t *size)
+{
+    void *p = NULL;
+    if (!shim.cfg.offload_cache)
+        return NULL;
+    while (atomic_flag_test_and_set_explicit(&cache_lock, memory_order_acquire))
+        ;
+    for (unsigned i = 0; i < CACHE_SLOTS && !p; i++) {
+        if (cache[i].host && cache[i].size >= bytes && cache[i].size / 2 <= bytes) {
+            p = cache[i].host;
+            *size = cache[i].size;
+            cache_bytes -= cache[i].size;
+            cache[i].host = NULL;
+        }
+    }
+    atomic_flag_clear_explicit(&cache_lock, memory_order_release);
+    return p;
+}
+
+static bool cache_put(void *host, uint64_t size)
+{
+    bool kept = false;
+    if (!shim.cfg.offload_cache || size > shim.cfg.offload_cache)
+        return false;
+    while (atomic_flag_test_and_set_explicit(&cache_lock, memory_order_acquire))
+        ;
+    if (cache_bytes + size <= shim.cfg.offload_cache) {
+        for (unsigned i = 0; i < CACHE_SLOTS && !kept; i++) {
+            if (!cache[i].host) {
+                cache[i] = (struct cached){host, size};
+                cache_bytes += size;
+                kept = true;
+            }
+        }
+    }
+    atomic_flag_clear_explicit(&cache_lock, memory_order_release);
+    return kept;
+}
+
+/* ---- policy, allocation, free ---- */
+
+bool offload_wanted(uint64_t bytes)
+{
+    int mode = shim.cfg.offload;
+    if (likely(mode == CUSHIM_OFFLOAD_OFF) || bytes < shim.cfg.offload_min || !bytes)
+        return false;
+    if (mode == CUSHIM_OFFLOAD_COMPILE &&
+        atomic_load_explicit(&shim.seg->h.phase, memory_order_relaxed) != CUSHIM_PHASE_COMPILE)
+        return false;
+    return !capture_any_live();
+}
+
+CUresult offload_alloc(CUdeviceptr *dptr, uint64_t bytes, unsigned flags)
+{
+    __typeof__(&cuMemHostAlloc) host_alloc = REAL(cuMemHostAlloc);
+    __typeof__(&cuMemHostGetDevicePointer_v2) devptr = REAL(cuMemHostGetDevicePointer_v2);
+    __typeof__(&cuMemFreeHost) free_host = REAL(cuMemFreeHost);
+    CUcontext ctx;
+    int device = shim_current_device(&ctx);
+    uint64_t size = bytes;
+    void *host = cache_take(bytes, &size);
+    CUresult r = CUDA_SUCCESS;
+    if (!host_alloc || !devptr || !free_host || device < 0)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    if (!host)
+        r = host_alloc(&host, bytes, CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP);
+    if (r != CUDA_SUCCESS)
+        return r;
+    CUdeviceptr d = 0;
+    r = devptr(&d, host, 0);
+    if (r != CUDA_SUCCESS || !ranges_add(d, bytes)) {
+        free_host(host);
+        return r != CUDA_SUCCESS ? r : CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    if (atomic_load_explicit(&shim.seg->h.phase, memory_order_relaxed) == CUSHIM_PHASE_COMPILE)
+        flags |= SHIM_F_COMPILE;
+    struct shim_entry e = {
+        .key = d, .size = bytes, .ctx = (uint64_t)(uintptr_t)ctx, .aux = (uint64_t)(uintptr_t)host,
+        .device = device, .kind = CUSHIM_KIND_OFFLOADED, .flags = (uint16_t)(flags | SHIM_F_OFFLOADED),
+        .refs = (uint32_t)(size > bytes ? size - bytes : 0), /* slack of a cached block */
+    };
+    if (table_put(&shim.ptrs, &e, NULL) < 0) {
+        ranges_remove(d);
+        free_host(host);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    account_alloc(device, CUSHIM_KIND_OFFLOADED, bytes, e.flags);
+    *dptr = d;
+    LOG_DEBUG("offloaded %llu bytes at 0x%llx%s", (unsigned long long)bytes, (unsigned long long)d,
+              (flags & SHIM_F_SPILLED) ? " (spill)" : "");
+    return CUDA_SUCCESS;
+}
+
+/* Host memory back to the cache or the driver; the range and counters go now. */
+static CUresult release_host(const struct shim_entry *e)
+{
+    __typeof__(&cuMemFreeHost) free_host = REAL(cuMemFreeHost);
+    void *host = (void *)(uintptr_t)e->aux;
+    if (cache_put(host, e->size + e->refs))
+        return CUDA_SUCCESS;
+    return free_host ? free_host(host) : CUDA_ERROR_NOT_INITIALIZED;
+}
+
+CUresult offload_free(const struct shim_entry *e)
+{
+    ranges_remove(e->key);
+    account_free(e->device, CUSHIM_KIND_OFFLOADED, e->size, e->flags);
+    return release_host(e);
+}
+
+/* ---- deferred frees: an event per cuMemFreeAsync of an offloaded range ---- */
+struct deferred {
+    struct shim_entry e;
+    CUevent event;
+};
+#define DEFERRED_MAX 1024
+static struct deferred deferred[DEFERRED_MAX];
+static atomic_flag deferred_lock = ATOMIC_FLAG_INIT;
+
+static void deferred_acquire(void)
+{
+    while (atomic_flag_test_and_set_explicit(&deferred_lock, memory_order_acquire))
+        ;
+}
+
+static void deferred_release(void)
+{
+    atomic_flag_clear_explicit(&deferred_lock, memory_order_release);
+}
+
+CUresult offload_free_async(const struct shim_entry *e, CUstream stream, bool pt)
+{
+    __typeof__(&cuEventCreate) create = REAL(cuEventCreate);
+    __typeof__(&cuEventRecord) record = pt ? REAL(cuEventRecord_ptsz) : REAL(cuEventRecord);
+    __typeof__(&cuEventDestroy_v2) destroy = REAL(cuEventDestroy_v2);
+    CUevent ev = NULL;
+    if (capture_stream_is_capturing(stream, pt)) {
+        /* A free node cannot release host memory: keep it live rather than guess. */
+        LOG_ONCE(CUSHIM_LOG_WARN, "cuMemFreeAsync of offloaded memory on a capturing stream: "
+                 "refused (CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED)");
+        return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+    }
+    ranges_remove(e->key);
+    account_free(e->device, CUSHIM_KIND_OFFLOADED, e->size, e->flags);
+    if (!create || !record || !destroy || create(&ev, CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS)
+        ev = NULL;
+    if (ev && record(ev, stream) != CUDA_SUCCESS) {
+        destroy(ev);
+        ev = NULL;
+    }
+    if (!ev) {
+        /* No event: wait for the stream's work the slow way, then free. */
+        __typeof__(&cuStreamSynchronize) sync = REAL(cuStreamSynchronize);
+        if (sync)
+            sync(stream);
+        return release_host(e);
+    }
+    deferred_acquire();
+    for (unsigned i = 0; i < DEFERRED_MAX; i++) {
+        if (!deferred[i].event) {
+            deferred[i] = (struct deferred){*e, ev};
+            atomic_fetch_add_explicit(&offload_pending, 1, memory_order_relaxed);
+            ev = NULL;
+            break;
+        }
+    }
+    deferred_release();
+    if (ev) {
+        /* Table full: wait for this one now. */
+        __typeof__(&cuEventSynchronize) wait = REAL(cuEventSynchronize);
+        if (wait)
+            wait(ev);
+        destroy(ev);
+        return release_host(e);
+    }
+    return CUDA_SUCCESS;
+}
+
+/* Takes the deferred frees whose event has completed (or all when `wait`), then releases them
+ * with no lock held. */
+static void poll(bool wait)
+{
+    __typeof__(&cuEventQuery) query = REAL(cuEventQuery);
+    __typeof__(&cuEventSynchronize) sync = REAL(cuEventSynchronize);
+    __typeof__(&cuEventDestroy_v2) destroy = REAL(cuEventDestroy_v2);
+    struct deferred done[32];
+    unsigned n;
+    if (!query || !sync || !destroy)
+        return;
+    do {
+        n = 0;
+        deferred_acquire();
+        for (unsigned i = 0; i < DEFERRED_MAX && n < 32; i++) {
+            if (deferred[i].event) {
+                done[n++] = deferred[i];
+                deferred[i].event = NULL;
+            }
+        }
+        deferred_release();
+        for (unsigned i = 0; i < n; i++) {
+            CUresult q = wait ? sync(done[i].event) : query(done[i].event);
+            if (q == CUDA_ERROR_NOT_READY) {
+                /* Not yet: put it back. */
+                deferred_acquire();
+                for (unsigned k = 0; k < DEFERRED_MAX; k++)
+                    if (!deferred[k].event) {
+                        deferred[k] = done[i];
+                        break;
+                    }
+                deferred_release();
+                continue;
+            }
+            destroy(done[i].event);
+            release_host(&done[i].e);
+            atomic_fetch_sub_explicit(&offload_pending, 1, memory_order_relaxed);
+        }
+    } while (wait && atomic_load_explicit(&offload_pending, memory_order_relaxed) != 0);
+}
+
+void offload_poll_slow(void)
+{
+    poll(false);
+}
+
+void offload_drain(void)
+{
+    if (atomic_load_explicit(&offload_pending, memory_order_relaxed))
+        poll(true);
+}
+
+void offload_after_fork_child(void)
+{
+    atomic_flag_clear(&ranges_lock);
+    atomic_flag_clear(&cache_lock);
+    atomic_flag_clear(&deferred_lock);
+    ranges = NULL;
+    nranges = cap_ranges = 0;
+    memset(cache, 0, sizeof cache);
+    cache_bytes = 0;
+    memset(deferred, 0, sizeof deferred);
+    atomic_store(&offload_live, 0);
+    atomic_store(&offload_pending, 0);
+}

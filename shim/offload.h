@@ -1,0 +1,67 @@
+/* Offload (DESIGN.md "Offload to pinned, device-mapped host memory"): device requests served by
+ * cuMemHostAlloc(PORTABLE | DEVICEMAP), whose device address under unified addressing is the host
+ * address, so kernels, cuMemcpy and memsets work on it unchanged. The shim owns these ranges:
+ * frees of them go to cuMemFreeHost (after the stream's earlier work for cuMemFreeAsync, through
+ * an event polled from later calls and at exit), explicit-kind copies touching them are routed
+ * through cuMemcpy, cuMemGetAddressRange_v2 answers from the shim's table, IPC handle requests
+ * fail cleanly. Thread-safe; never called with a lock held across the driver. */
+#ifndef CUSHIM_OFFLOAD_H
+#define CUSHIM_OFFLOAD_H
+
+#include "shim/shim.h"
+
+/* Number of live offloaded ranges (0 = every check below is one load). */
+extern _Atomic uint32_t offload_live;
+/* Deferred frees waiting for their stream (0 = nothing to poll). */
+extern _Atomic uint32_t offload_pending;
+
+/* The policy: should a device request of `bytes` on the calling thread be offloaded now?
+ * CUSHIM_OFFLOAD (always, or compile while the phase is compile), at least CUSHIM_OFFLOAD_MIN
+ * bytes, and never while any stream of the process is capturing (the shim's own cuMemHostAlloc
+ * is a potentially unsafe call; DESIGN.md). */
+bool offload_wanted(uint64_t bytes);
+
+/* Serves a device request from pinned mapped host memory, tracked as kind `offloaded` on the
+ * current context's device (flags: SHIM_F_SPILLED when a failure sent it here). Returns
+ * CUDA_SUCCESS with *dptr set, or the host allocation's error (the caller then falls back). */
+CUresult offload_alloc(CUdeviceptr *dptr, uint64_t bytes, unsigned flags);
+
+/* Frees an offloaded entry already taken out of the table: now (sync), or once the work queued
+ * on `stream` so far has finished (async; `pt`: per-thread variant). Counts the free. */
+CUresult offload_free(const struct shim_entry *e);
+CUresult offload_free_async(const struct shim_entry *e, CUstream stream, bool pt);
+
+/* Releases deferred frees whose stream work has finished (cheap when there are none). */
+void offload_poll_slow(void);
+static inline void offload_poll(void)
+{
+    if (unlikely(atomic_load_explicit(&offload_pending, memory_order_relaxed) != 0))
+        offload_poll_slow();
+}
+/* At exit: waits for every deferred free and releases it. */
+void offload_drain(void);
+
+/* If [addr, addr+1) lies in a live offloaded allocation, its base and size. */
+bool offload_find(uint64_t addr, uint64_t *base, uint64_t *size);
+static inline bool offload_touches(uint64_t addr)
+{
+    uint64_t b, s;
+    return unlikely(atomic_load_explicit(&offload_live, memory_order_relaxed) != 0) &&
+           offload_find(addr, &b, &s);
+}
+
+/* Phase changes (phase.c): the process-wide phase, from the API, the CLI's control area
+ * (checked at each allocation) or CUSHIM_COMPILE_END. Returns the previous phase. */
+int phase_set(int phase);
+void phase_apply_request_slow(void);
+static inline void phase_poll(void)
+{
+    struct cushim_segment *seg = shim.seg;
+    if (unlikely(seg && atomic_load_explicit(&seg->control.phase_request, memory_order_relaxed)))
+        phase_apply_request_slow();
+}
+
+/* In a child after fork: forget the parent's ranges and deferred frees. */
+void offload_after_fork_child(void);
+
+#endif
