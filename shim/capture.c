@@ -10,7 +10,7 @@ struct thread_capture {
 };
 
 static SHIM_TLS struct thread_capture tc;
-static _Atomic int live;          /* captures begun and not ended, process-wide */
+_Atomic int capture_live;         /* captures begun and not ended, process-wide */
 static _Atomic int live_global;   /* of which begun in GLOBAL mode */
 
 /* Live captures are in shim.captures: stream key -> begin mode (aux), beginning thread's record
@@ -22,11 +22,6 @@ static uint64_t stream_key(CUstream stream, bool per_thread)
     if (stream == CU_STREAM_PER_THREAD || (per_thread && stream == NULL))
         return (uint64_t)(uintptr_t)&tc | 1u;
     return (uint64_t)(uintptr_t)stream;
-}
-
-bool capture_any_live(void)
-{
-    return atomic_load_explicit(&live, memory_order_relaxed) > 0;
 }
 
 bool capture_stream_is_capturing(CUstream stream, bool per_thread)
@@ -70,7 +65,7 @@ void capture_begun(CUstream stream, bool per_thread, CUstreamCaptureMode mode)
     struct shim_entry old;
     if (table_put(&shim.captures, &e, &old) == 1)
         LOG_DEBUG("capture begun on stream %p twice", (void *)stream);
-    atomic_fetch_add(&live, 1);
+    atomic_fetch_add(&capture_live, 1);
     if (mode != CU_STREAM_CAPTURE_MODE_RELAXED)
         atomic_fetch_add(&tc.own_strict, 1);
     if (mode == CU_STREAM_CAPTURE_MODE_GLOBAL) {
@@ -86,7 +81,7 @@ void capture_ended(CUstream stream, bool per_thread)
         return;
     struct thread_capture *owner = (struct thread_capture *)(uintptr_t)e.ctx;
     CUstreamCaptureMode mode = (CUstreamCaptureMode)e.aux;
-    atomic_fetch_sub(&live, 1);
+    atomic_fetch_sub(&capture_live, 1);
     if (mode != CU_STREAM_CAPTURE_MODE_RELAXED)
         atomic_fetch_sub(&owner->own_strict, 1);
     if (mode == CU_STREAM_CAPTURE_MODE_GLOBAL) {

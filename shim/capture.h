@@ -5,10 +5,17 @@
 #define CUSHIM_CAPTURE_H
 
 #include <cuda.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 
-/* True while any stream of the process is capturing (begun, not yet ended). */
-bool capture_any_live(void);
+/* Captures begun and not yet ended, process-wide. */
+extern _Atomic int capture_live;
+
+/* True while any stream of the process is capturing (begun, not yet ended). One load. */
+static inline bool capture_any_live(void)
+{
+    return __builtin_expect(atomic_load_explicit(&capture_live, memory_order_relaxed) > 0, 0);
+}
 
 /* True if `stream` is capturing. `per_thread`: the call came through a _ptsz variant (a NULL
  * stream then means the per-thread default stream). One driver query at most, and none when no

@@ -15,21 +15,17 @@ static bool spill(CUresult r, CUdeviceptr *dptr, uint64_t bytes)
            offload_alloc(dptr, bytes, SHIM_F_SPILLED) == CUDA_SUCCESS;
 }
 
-SHIM_EXPORT CUresult CUDAAPI cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
+/* cuMemAlloc_v2 with a policy at work (offload, budget, spill) or something to apply first
+ * (a phase request from the CLI, deferred frees). */
+static CUresult alloc_with_policy(__typeof__(&cuMemAlloc_v2) real_, CUdeviceptr *dptr, size_t bytesize)
 {
-    REAL_OR_FAIL(cuMemAlloc_v2);
-    if (!shim_enter())
-        return real_(dptr, bytesize);
     phase_poll();
     offload_poll();
-    CUresult r;
-    if (unlikely(offload_wanted(bytesize)) && dptr &&
-        offload_alloc(dptr, bytesize, 0) == CUDA_SUCCESS) {
-        shim_leave();
+    if (unlikely(offload_wanted(bytesize)) && dptr && offload_alloc(dptr, bytesize, 0) == CUDA_SUCCESS)
         return CUDA_SUCCESS;
-    }
     CUcontext ctx;
     int device = shim_current_device(&ctx);
+    CUresult r;
     if (unlikely(!budget_reserve(device, bytesize))) {
         /* Over this process's budget: out of memory, as a full device would say. */
         r = CUDA_ERROR_OUT_OF_MEMORY;
@@ -38,15 +34,33 @@ SHIM_EXPORT CUresult CUDAAPI cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
         if (likely(r == CUDA_SUCCESS)) {
             track_alloc_on(&shim.ptrs, CUSHIM_KIND_DEVICE, *dptr, bytesize, device, ctx,
                            budget_any ? SHIM_F_RESERVED : 0);
-            shim_leave();
             return r;
         }
         budget_release(device, bytesize);
     }
     if (spill(r, dptr, bytesize))
-        r = CUDA_SUCCESS;
-    else
-        account_fail(device, CUSHIM_KIND_DEVICE);
+        return CUDA_SUCCESS;
+    account_fail(device, CUSHIM_KIND_DEVICE);
+    return r;
+}
+
+SHIM_EXPORT CUresult CUDAAPI cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
+{
+    REAL_OR_FAIL(cuMemAlloc_v2);
+    if (!shim_enter())
+        return real_(dptr, bytesize);
+    CUresult r;
+    if (unlikely(shim_policy_active())) {
+        r = alloc_with_policy(real_, dptr, bytesize);
+    } else {
+        CUcontext ctx;
+        int device = shim_current_device(&ctx);
+        r = real_(dptr, bytesize);
+        if (likely(r == CUDA_SUCCESS))
+            track_alloc_on(&shim.ptrs, CUSHIM_KIND_DEVICE, *dptr, bytesize, device, ctx, 0);
+        else
+            account_fail(device, CUSHIM_KIND_DEVICE);
+    }
     shim_leave();
     return r;
 }

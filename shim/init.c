@@ -80,6 +80,7 @@ __attribute__((constructor)) static void shim_load(void)
     shim.run_id = strtoull(shim.cfg.run_id, NULL, 16);
     for (unsigned i = 0; i < CUSHIM_MAX_DEVICES; i++)
         budget_any |= shim.cfg.device_limit[i] != 0;
+    shim_policy = budget_any || shim.cfg.spill || shim.cfg.offload != CUSHIM_OFFLOAD_OFF;
     if (shim.cfg.disable)
         atomic_store(&shim.run, SHIM_OFF);
     pthread_atfork(NULL, NULL, after_fork_child);

@@ -8,6 +8,7 @@
 #include "shim/capture.h"
 #include "shim/track.h"
 
+int shim_policy;
 _Atomic uint32_t offload_live;
 _Atomic uint32_t offload_pending;
 

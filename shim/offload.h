@@ -61,6 +61,16 @@ static inline void phase_poll(void)
         phase_apply_request_slow();
 }
 
+/* Whether an allocation must take the policy path: offload, budget or spill configured
+ * (shim_policy, fixed at load), or a phase request or deferred frees to apply. Three loads. */
+extern int shim_policy;
+static inline bool shim_policy_active(void)
+{
+    struct cushim_segment *seg = shim.seg;
+    return shim_policy | (int)atomic_load_explicit(&offload_pending, memory_order_relaxed) |
+           (int)atomic_load_explicit(&seg->control.phase_request, memory_order_relaxed);
+}
+
 /* In a child after fork: forget the parent's ranges and deferred frees. */
 void offload_after_fork_child(void);
 

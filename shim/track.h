@@ -6,6 +6,7 @@
 #define CUSHIM_TRACK_H
 
 #include "shim/account.h"
+#include "shim/capture.h"
 #include "shim/shim.h"
 
 /* Per-thread cache of the current context's device (context.c keeps it valid). */
@@ -46,6 +47,9 @@ static inline __attribute__((always_inline)) void track_alloc_on(struct shim_tab
 {
     if (unlikely(key == 0 || device < 0))
         return;
+    /* Made while a stream of the process was capturing: also counted as `capture`. */
+    if (unlikely(capture_any_live()))
+        flags |= SHIM_F_CAPTURE;
     struct shim_entry e = {
         .key = key, .size = bytes, .ctx = (uint64_t)(uintptr_t)ctx, .device = device,
         .kind = (uint16_t)kind, .flags = (uint16_t)flags,

@@ -1,0 +1,257 @@
+/* offload_prog SCENARIO: programs for the offload tests (tests/test_offload.c). Run with
+ * CUSHIM_OFFLOAD / CUSHIM_OFFLOAD_MIN / CUSHIM_DEVICE_LIMIT / CUSHIM_SPILL set by the test.
+ * Prints "key=value" lines. */
+#include <cuda.h>
+#include <cudaTypedefs.h>
+#include <pthread.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common.h"
+
+#define KiB 1024ull
+#define MiB (1024ull * KiB)
+
+static int (*set_phase)(int);
+static int (*get_phase)(void);
+
+static void *dev(size_t bytes)
+{
+    void *p;
+    CHECK(cudaMalloc(&p, bytes));
+    return p;
+}
+
+static int check_bytes(const unsigned char *a, unsigned char v, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (a[i] != v)
+            return 0;
+    return 1;
+}
+
+/* Weights before the compile phase, compile intermediates (small ones stay on the device, large
+ * ones are offloaded), data through every kind of copy, then the run phase. */
+static int scenario_compile_run(void)
+{
+    PFN_cuMemcpyDtoH_v3020 dtoh = NULL;
+    enum cudaDriverEntryPointQueryResult st;
+    CHECK(cudaGetDriverEntryPointByVersion("cuMemcpyDtoH", (void **)&dtoh, 3020, cudaEnableDefault, &st));
+    struct sim_api sim = sim_api();
+
+    void *w1 = dev(512 * KiB), *w2 = dev(512 * KiB), *w3 = dev(4 * MiB); /* run phase: device */
+    printf("set_compile=%d\n", set_phase(1));
+    void *small = dev(256 * KiB);              /* below the threshold: device */
+    void *big1 = dev(2 * MiB), *big2 = dev(3 * MiB); /* offloaded */
+    void *kept = dev(1536 * KiB);              /* offloaded, still alive in the run phase */
+    printf("offloaded_host_live=%llu\n", (unsigned long long)sim.live(0, 5));
+
+    /* Data in and out of an offloaded buffer, byte-exact. */
+    static unsigned char in[2 * MiB], out[2 * MiB];
+    for (size_t i = 0; i < sizeof in; i++)
+        in[i] = (unsigned char)(i * 7 + 3);
+    CHECK(cudaMemcpy(big1, in, sizeof in, cudaMemcpyHostToDevice));
+    memset(out, 0, sizeof out);
+    CHECK(cudaMemcpy(out, big1, sizeof out, cudaMemcpyDeviceToHost));
+    printf("copy_roundtrip=%d\n", memcmp(in, out, sizeof in) == 0);
+    /* An explicit-kind driver copy from offloaded memory (routed through cuMemcpy). */
+    memset(out, 0, sizeof out);
+    printf("rc_dtoh=%d\n", (int)dtoh(out, (CUdeviceptr)big1, sizeof out));
+    printf("dtoh_roundtrip=%d\n", memcmp(in, out, sizeof in) == 0);
+    /* Device to offloaded and back, and a memset on offloaded memory. */
+    CHECK(cudaMemcpy(w3, big1, 2 * MiB, cudaMemcpyDeviceToDevice));
+    CHECK(cudaMemset(big2, 0x5a, 3 * MiB));
+    CHECK(cudaMemcpy(big1, big2, 2 * MiB, cudaMemcpyDefault));
+    memset(out, 0, sizeof out);
+    CHECK(cudaMemcpy(out, big1, sizeof out, cudaMemcpyDeviceToHost));
+    printf("memset_seen=%d\n", check_bytes(out, 0x5a, sizeof out));
+    memset(out, 0, sizeof out);
+    CHECK(cudaMemcpy(out, w3, sizeof out, cudaMemcpyDeviceToHost));
+    printf("device_copy=%d\n", memcmp(in, out, sizeof in) == 0);
+
+    /* cudaMemGetInfo-style range query on an interior pointer. */
+    PFN_cuMemGetAddressRange_v3020 range = NULL;
+    CHECK(cudaGetDriverEntryPointByVersion("cuMemGetAddressRange", (void **)&range, 3020, cudaEnableDefault, &st));
+    CUdeviceptr base = 0;
+    size_t size = 0;
+    printf("rc_range=%d\n", (int)range(&base, &size, (CUdeviceptr)big2 + 100));
+    printf("range_ok=%d\n", base == (CUdeviceptr)big2 && size == 3 * MiB);
+    PFN_cuIpcGetMemHandle_v4010 ipc = NULL;
+    CHECK(cudaGetDriverEntryPointByVersion("cuIpcGetMemHandle", (void **)&ipc, 4010, cudaEnableDefault, &st));
+    CUipcMemHandle h;
+    printf("rc_ipc=%d\n", (int)ipc(&h, (CUdeviceptr)big1));
+
+    CHECK(cudaFree(big1));
+    cudaStream_t s;
+    CHECK(cudaStreamCreate(&s));
+    CHECK(cudaFreeAsync(big2, s));
+    CHECK(cudaStreamSynchronize(s));
+    CHECK(cudaFree(small));
+    printf("set_run=%d\n", set_phase(0));
+    void *run = dev(5 * MiB); /* run phase: device, whatever its size */
+    (void)run;
+    (void)w1;
+    (void)w2;
+    /* Let the shim release the deferred free (it polls from later calls). */
+    CHECK(cudaFree(dev(KiB)));
+    printf("free_host_calls=%llu\n", (unsigned long long)sim.calls("cuMemFreeHost"));
+    printf("host_alloc_calls=%llu\n", (unsigned long long)sim.calls("cuMemHostAlloc"));
+    printf("offloaded_host_live_end=%llu\n", (unsigned long long)sim.live(0, 5));
+    (void)kept;
+    return 0;
+}
+
+static int scenario_budget(void)
+{
+    size_t free_b, total_b;
+    void *a, *b = NULL;
+    CHECK(cudaMemGetInfo(&free_b, &total_b));
+    printf("total=%zu\nfree=%zu\n", total_b, free_b);
+    CHECK(cudaMalloc(&a, 768 * MiB));
+    cudaError_t e = cudaMalloc(&b, 512 * MiB);
+    printf("rc_over=%d\n", (int)e);
+    cudaGetLastError();
+    CHECK(cudaMemGetInfo(&free_b, &total_b));
+    printf("free_after=%zu\n", free_b);
+    if (e == cudaSuccess) {
+        memset(b, 0x11, 4096); /* spilled memory is host memory the program can use */
+        CHECK(cudaMemset(b, 0, 4096));
+        CHECK(cudaFree(b));
+    }
+    return 0;
+}
+
+struct capture_arg {
+    cudaStream_t s;
+    int rc_begin, rc_end;
+};
+
+static int scenario_capture(void)
+{
+    cudaStream_t s;
+    cudaGraph_t g;
+    cudaGraphExec_t x;
+    void *p, *q;
+    CHECK(cudaStreamCreate(&s));
+    /* cudaMallocAsync inside a capture still becomes a graph node. */
+    CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+    CHECK(cudaMallocAsync(&p, 2 * MiB, s));
+    CHECK(cudaMemsetAsync(p, 0, 2 * MiB, s));
+    CHECK(cudaFreeAsync(p, s));
+    printf("rc_end_global=%d\n", (int)cudaStreamEndCapture(s, &g));
+    CHECK(cudaGraphInstantiate(&x, g, 0));
+    CHECK(cudaGraphLaunch(x, s));
+    CHECK(cudaStreamSynchronize(s));
+    /* cudaMalloc inside a relaxed capture: allowed, not offloaded. */
+    CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeRelaxed));
+    printf("rc_malloc_relaxed=%d\n", (int)cudaMalloc(&q, 2 * MiB));
+    printf("rc_end_relaxed=%d\n", (int)cudaStreamEndCapture(s, &g));
+    return 0;
+}
+
+/* PyTorch's pattern: a global-mode capture on one thread while another thread, in relaxed mode,
+ * allocates. The capture must stay valid. */
+static pthread_barrier_t bar;
+static void *allocating_thread(void *arg)
+{
+    (void)arg;
+    void *p;
+    enum cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+    pthread_barrier_wait(&bar);
+    cudaThreadExchangeStreamCaptureMode(&mode);
+    printf("rc_malloc_other_thread=%d\n", (int)cudaMalloc(&p, 2 * MiB));
+    cudaThreadExchangeStreamCaptureMode(&mode);
+    pthread_barrier_wait(&bar);
+    return NULL;
+}
+
+static int scenario_pytorch_capture(void)
+{
+    cudaStream_t s;
+    cudaGraph_t g;
+    pthread_t t;
+    CHECK(cudaStreamCreate(&s));
+    pthread_barrier_init(&bar, NULL, 2);
+    pthread_create(&t, NULL, allocating_thread, NULL);
+    CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+    pthread_barrier_wait(&bar);
+    pthread_barrier_wait(&bar);
+    printf("rc_end=%d\n", (int)cudaStreamEndCapture(s, &g));
+    pthread_join(t, NULL);
+    return 0;
+}
+
+/* An async free of an offloaded range waits for the stream's earlier work (SIMCUDA_LAZY_EVENTS=1
+ * keeps work "pending" until a synchronize). */
+static int scenario_async_free(void)
+{
+    cudaStream_t s;
+    void *p;
+    CHECK(cudaStreamCreate(&s));
+    struct sim_api sim = sim_api(); /* libcuda is loaded by now */
+    CHECK(cudaMalloc(&p, 2 * MiB));
+    CHECK(cudaMemsetAsync(p, 1, 2 * MiB, s));
+    CHECK(cudaFreeAsync(p, s));
+    CHECK(cudaFree(dev(KiB)));
+    printf("host_live_before_sync=%llu\n", (unsigned long long)sim.live(0, 5));
+    CHECK(cudaStreamSynchronize(s));
+    CHECK(cudaFree(dev(KiB)));
+    printf("host_live_after_sync=%llu\n", (unsigned long long)sim.live(0, 5));
+    return 0;
+}
+
+/* Allocates every 10 ms until $HOLD_FILE exists, printing phase changes: `cushim phase PID`
+ * takes effect at the next allocation. */
+static int scenario_phase_loop(void)
+{
+    const char *hold = getenv("HOLD_FILE"), *ready = getenv("READY_DIR");
+    CHECK(cudaFree(dev(KiB)));
+    if (ready) {
+        char path[1024];
+        snprintf(path, sizeof path, "%s/%d", ready, (int)getpid());
+        FILE *f = fopen(path, "w");
+        if (f)
+            fclose(f);
+    }
+    int last = get_phase();
+    printf("phase=%d\n", last);
+    for (int i = 0; i < 6000 && hold && access(hold, F_OK) != 0; i++) {
+        CHECK(cudaFree(dev(KiB)));
+        if (get_phase() != last) {
+            last = get_phase();
+            printf("phase=%d\n", last);
+            fflush(stdout);
+        }
+        usleep(10000);
+    }
+    return 0;
+}
+
+static const struct {
+    const char *name;
+    int (*fn)(void);
+} scenarios[] = {
+    {"compile_run", scenario_compile_run},     {"budget", scenario_budget},
+    {"capture", scenario_capture},             {"pytorch_capture", scenario_pytorch_capture},
+    {"async_free", scenario_async_free},       {"phase_loop", scenario_phase_loop},
+};
+
+int main(int argc, char **argv)
+{
+    set_phase = (int (*)(int))cushim_fn("cushim_set_phase");
+    get_phase = (int (*)(void))cushim_fn("cushim_get_phase");
+    if (!set_phase || !get_phase) {
+        fprintf(stderr, "offload_prog: not running under cushim\n");
+        return 3;
+    }
+    for (size_t i = 0; argc == 2 && i < sizeof scenarios / sizeof scenarios[0]; i++) {
+        if (strcmp(argv[1], scenarios[i].name) == 0) {
+            int rc = scenarios[i].fn();
+            print_sim(1);
+            fflush(stdout);
+            return rc;
+        }
+    }
+    fprintf(stderr, "usage: offload_prog SCENARIO\n");
+    return 2;
+}

@@ -1,0 +1,206 @@
+/* Issue 4 acceptance on the simulated device: offload in the compile phase, budgets and spill,
+ * capture safety, deferred async frees, and `cushim phase` on a live process. */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "harness.h"
+
+#define KiB 1024ull
+#define MiB (1024ull * KiB)
+
+static json_t *offload_run(struct run_result *r, const char *scenario, const char *const *extra)
+{
+    const char *argv[] = {program("offload_prog"), scenario, NULL};
+    json_t *j = run_under_cushim(r, argv, sim_env(extra));
+    cr_assert_eq(r->status, 0, "offload_prog %s exited %d\n%s\n%s", scenario, r->status, r->out, r->err);
+    return j;
+}
+
+Test(offload, compile_phase_intermediates_go_to_host_memory)
+{
+    struct run_result r;
+    const char *extra[] = {"CUSHIM_OFFLOAD=compile", "CUSHIM_OFFLOAD_MIN=1MiB", NULL};
+    json_t *j = offload_run(&r, "compile_run", extra);
+    /* Weights before the compile phase: on the device, whatever their size. */
+    cr_expect_eq(kv_u64(r.out, "set_compile"), 0, "was in the run phase");
+    cr_expect_eq(kv_u64(r.out, "set_run"), 1, "was in the compile phase");
+    /* Compile-phase device peak: the weights plus the compile allocations below the threshold. */
+    cr_expect_eq(jpath_u64(j, "devices.0.phase_peaks.compile_device_peak_bytes"), 5 * MiB + 256 * KiB);
+    /* Offloaded peak: the intermediates at or above it. */
+    cr_expect_eq(jpath_u64(j, "devices.0.offloaded.peak_bytes"), 6 * MiB + 512 * KiB);
+    cr_expect_eq(jpath_u64(j, "devices.0.phase_peaks.compile_offloaded_peak_bytes"), 6 * MiB + 512 * KiB);
+    cr_expect_eq(jpath_u64(j, "devices.0.offloaded.current_bytes"), 1536 * KiB);
+    cr_expect_eq(jpath_u64(j, "devices.0.offloaded.alloc_count"), 3);
+    cr_expect_eq(jpath_u64(j, "devices.0.offloaded.free_count"), 2);
+    cr_expect_eq(jpath_u64(j, "devices.0.offloaded.spill_count"), 0);
+    /* Run-phase allocations on the device; device_total never includes offloaded bytes. */
+    cr_expect_eq(jpath_u64(j, "devices.0.device.current_bytes"), 10 * MiB);
+    cr_expect_eq(jpath_u64(j, "devices.0.device_total.peak_bytes"), 10 * MiB + KiB);
+    cr_expect_eq(jpath_u64(j, "devices.0.phase_peaks.run_device_peak_bytes"), 10 * MiB + KiB);
+    /* The compile-phase allocation still alive in the run phase stays in host memory. */
+    cr_expect_eq(jpath_u64(j, "devices.0.offload_resident.count"), 1);
+    cr_expect_eq(jpath_u64(j, "devices.0.offload_resident.bytes"), 1536 * KiB);
+    /* Every offloaded free reached cuMemFreeHost; the simulated device agrees. */
+    cr_expect_eq(kv_u64(r.out, "host_alloc_calls"), 3);
+    cr_expect_eq(kv_u64(r.out, "free_host_calls"), 2);
+    cr_expect_eq(kv_u64(r.out, "offloaded_host_live"), 6 * MiB + 512 * KiB);
+    cr_expect_eq(kv_u64(r.out, "offloaded_host_live_end"), 1536 * KiB);
+    cr_expect_eq(kv_u64(r.out, "sim.device.0"), 10 * MiB);
+    /* Data in and out of offloaded buffers comes back byte-exact, through every copy. */
+    cr_expect_eq(kv_u64(r.out, "copy_roundtrip"), 1);
+    cr_expect_eq(kv_u64(r.out, "rc_dtoh"), 0, "explicit DtoH routed through cuMemcpy");
+    cr_expect_eq(kv_u64(r.out, "dtoh_roundtrip"), 1);
+    cr_expect_eq(kv_u64(r.out, "memset_seen"), 1);
+    cr_expect_eq(kv_u64(r.out, "device_copy"), 1);
+    cr_expect_eq(kv_u64(r.out, "rc_range"), 0);
+    cr_expect_eq(kv_u64(r.out, "range_ok"), 1);
+    cr_expect_eq(kv_u64(r.out, "rc_ipc"), 1, "CUDA_ERROR_INVALID_VALUE for an IPC handle");
+    cr_expect(strstr(r.err, "offloaded in compile, still in host memory: 1 allocations, 1.50 MiB") != NULL,
+              "%s", r.err);
+    json_decref(j);
+    run_free(&r);
+}
+
+Test(offload, off_by_default)
+{
+    struct run_result r;
+    const char *extra[] = {"CUSHIM_OFFLOAD_MIN=1MiB", NULL};
+    json_t *j = offload_run(&r, "compile_run", extra);
+    cr_expect_eq(jpath_u64(j, "devices.0.offloaded.alloc_count"), 0);
+    cr_expect_eq(kv_u64(r.out, "host_alloc_calls"), 0);
+    cr_expect_eq(kv_u64(r.out, "copy_roundtrip"), 1);
+    json_decref(j);
+    run_free(&r);
+}
+
+Test(offload, budget_limits_what_the_program_sees_and_gets)
+{
+    struct run_result r;
+    const char *extra[] = {"CUSHIM_DEVICE_LIMIT=1GiB", "SIMCUDA_DEVICE_MEMORY=4GiB", NULL};
+    json_t *j = offload_run(&r, "budget", extra);
+    cr_expect_eq(kv_u64(r.out, "total"), 1ull << 30);
+    cr_expect_eq(kv_u64(r.out, "free"), 1ull << 30);
+    cr_expect_eq(kv_u64(r.out, "rc_over"), 2, "cudaErrorMemoryAllocation");
+    cr_expect_eq(kv_u64(r.out, "free_after"), 256 * MiB);
+    cr_expect_eq(jpath_u64(j, "devices.0.device_total.peak_bytes"), 768 * MiB);
+    cr_expect_eq(jpath_u64(j, "devices.0.device.failed_count"), 1);
+    cr_expect_eq(jpath_u64(j, "devices.0.offloaded.alloc_count"), 0);
+    cr_expect_eq(kv_u64(r.out, "sim.device.0"), 768 * MiB);
+    json_decref(j);
+    run_free(&r);
+}
+
+Test(offload, spill_serves_the_request_from_host_memory)
+{
+    struct run_result r;
+    const char *extra[] = {"CUSHIM_DEVICE_LIMIT=1GiB", "SIMCUDA_DEVICE_MEMORY=4GiB",
+                           "CUSHIM_SPILL=on", NULL};
+    json_t *j = offload_run(&r, "budget", extra);
+    cr_expect_eq(kv_u64(r.out, "rc_over"), 0);
+    cr_expect_eq(jpath_u64(j, "devices.0.offloaded.alloc_count"), 1);
+    cr_expect_eq(jpath_u64(j, "devices.0.offloaded.spill_count"), 1);
+    cr_expect_eq(jpath_u64(j, "devices.0.offloaded.peak_bytes"), 512 * MiB);
+    cr_expect_eq(jpath_u64(j, "devices.0.device_total.peak_bytes"), 768 * MiB);
+    cr_expect_eq(jpath_u64(j, "devices.0.device.failed_count"), 0);
+    json_decref(j);
+    run_free(&r);
+}
+
+Test(offload, real_out_of_memory_spills_too)
+{
+    struct run_result r;
+    const char *extra[] = {"SIMCUDA_DEVICE_MEMORY=1GiB", "CUSHIM_SPILL=on", NULL};
+    json_t *j = offload_run(&r, "budget", extra);
+    cr_expect_eq(kv_u64(r.out, "total"), 1ull << 30, "no budget: the device's own total");
+    cr_expect_eq(kv_u64(r.out, "rc_over"), 0);
+    cr_expect_eq(jpath_u64(j, "devices.0.offloaded.spill_count"), 1);
+    json_decref(j);
+    run_free(&r);
+}
+
+Test(offload, never_during_capture)
+{
+    struct run_result r;
+    const char *extra[] = {"CUSHIM_OFFLOAD=always", "CUSHIM_OFFLOAD_MIN=1MiB", NULL};
+    json_t *j = offload_run(&r, "capture", extra);
+    cr_expect_eq(kv_u64(r.out, "rc_end_global"), 0, "cudaMallocAsync in capture still a graph node");
+    cr_expect_eq(kv_u64(r.out, "rc_malloc_relaxed"), 0);
+    cr_expect_eq(kv_u64(r.out, "rc_end_relaxed"), 0);
+    cr_expect_eq(jpath_u64(j, "devices.0.offloaded.alloc_count"), 0);
+    cr_expect_eq(jpath_u64(j, "devices.0.device.current_bytes"), 2 * MiB, "not redirected");
+    cr_expect_eq(jpath_u64(j, "devices.0.capture.current_bytes"), 2 * MiB);
+    cr_expect_eq(jpath_u64(j, "devices.0.async.alloc_count"), 0, "the node's memory is the graph pool's");
+    json_decref(j);
+    run_free(&r);
+}
+
+Test(offload, pytorch_capture_pattern_stays_valid)
+{
+    struct run_result r;
+    const char *extra[] = {"CUSHIM_OFFLOAD=always", "CUSHIM_OFFLOAD_MIN=1MiB", NULL};
+    json_t *j = offload_run(&r, "pytorch_capture", extra);
+    cr_expect_eq(kv_u64(r.out, "rc_malloc_other_thread"), 0);
+    cr_expect_eq(kv_u64(r.out, "rc_end"), 0, "the global capture on the other thread is still valid");
+    cr_expect_eq(jpath_u64(j, "devices.0.offloaded.alloc_count"), 0);
+    cr_expect_eq(jpath_u64(j, "devices.0.device.current_bytes"), 2 * MiB);
+    json_decref(j);
+    run_free(&r);
+}
+
+Test(offload, async_free_waits_for_the_stream)
+{
+    struct run_result r;
+    const char *extra[] = {"CUSHIM_OFFLOAD=always", "CUSHIM_OFFLOAD_MIN=1MiB", "SIMCUDA_LAZY_EVENTS=1", NULL};
+    json_t *j = offload_run(&r, "async_free", extra);
+    cr_expect_eq(kv_u64(r.out, "host_live_before_sync"), 2 * MiB, "released before the stream's work");
+    cr_expect_eq(kv_u64(r.out, "host_live_after_sync"), 0);
+    cr_expect_eq(jpath_u64(j, "devices.0.offloaded.free_count"), 1);
+    json_decref(j);
+    run_free(&r);
+}
+
+Test(offload, cushim_phase_switches_a_live_process)
+{
+    const char *segdir = fresh_dir("seg-phase"), *ready = fresh_dir("ready-phase");
+    char pre[2048], seg[700], rd[700], hd[800], hold[700];
+    snprintf(hold, sizeof hold, "%s/go", ready);
+    snprintf(pre, sizeof pre, "LD_PRELOAD=%s", shim_lib());
+    snprintf(seg, sizeof seg, "CUSHIM_SEGMENT_DIR=%s", segdir);
+    snprintf(rd, sizeof rd, "READY_DIR=%s", ready);
+    snprintf(hd, sizeof hd, "HOLD_FILE=%s", hold);
+    const char *extra[] = {pre, seg, rd, hd, "CUSHIM_PHASE=compile", NULL};
+    const char *argv[] = {program("offload_prog"), "phase_loop", NULL};
+    pid_t pid = spawn_bg(argv, sim_env(extra));
+    pid_t rp;
+    wait_ready(ready, 1, &rp);
+    char p[32];
+    snprintf(p, sizeof p, "%d", (int)pid);
+    const char *env[] = {seg, NULL};
+    struct run_result r;
+    const char *stat[] = {cushim_bin(), "stat", p, "--json", NULL};
+    run_cmd(&r, stat, env);
+    cr_expect(strstr(r.out, "\"phase\": \"compile\"") != NULL, "%s", r.out);
+    run_free(&r);
+    const char *phase[] = {cushim_bin(), "phase", p, "run", NULL};
+    run_cmd(&r, phase, env);
+    cr_expect_eq(r.status, 0, "%s", r.err);
+    run_free(&r);
+    int switched = 0;
+    for (int i = 0; i < 500 && !switched; i++) {
+        run_cmd(&r, stat, env);
+        switched = strstr(r.out, "\"phase\": \"run\"") != NULL;
+        run_free(&r);
+        if (!switched)
+            usleep(10000);
+    }
+    cr_expect(switched, "cushim stat never showed the run phase");
+    const char *bad[] = {cushim_bin(), "phase", p, "warmup", NULL};
+    run_cmd(&r, bad, env);
+    cr_expect_eq(r.status, 2);
+    cr_expect_str_eq(r.err, "cushim: \"warmup\" is not a phase (expected compile or run)\n");
+    run_free(&r);
+    touch(hold);
+    cr_expect_eq(wait_bg(pid), 0);
+}
