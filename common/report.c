@@ -69,6 +69,21 @@ void cushim_json_process(struct jsonw *w, const char *key, const struct cushim_s
     for (uint32_t i = 0; i < s->device_count; i++)
         json_device(w, &s->devices[i]);
     jsonw_array_end(w);
+    jsonw_array_begin(w, "executable_graphs");
+    for (uint32_t i = 0; i < s->graph_count; i++) {
+        const struct cushim_graph_snapshot *g = &s->graphs[i];
+        jsonw_object_begin(w, NULL);
+        jsonw_u64(w, "id", g->id);
+        jsonw_i64(w, "device", g->device);
+        jsonw_bool(w, "alive", g->alive);
+        jsonw_u64(w, "instantiated_ns", g->instantiated_ns);
+        jsonw_u64(w, "destroyed_ns", g->destroyed_ns);
+        jsonw_u64(w, "launches", g->launches);
+        jsonw_u64(w, "alloc_node_bytes", g->alloc_node_bytes);
+        jsonw_u64(w, "capture_bytes", g->capture_bytes);
+        jsonw_object_end(w);
+    }
+    jsonw_array_end(w);
     if (close)
         jsonw_object_end(w);
 }
@@ -135,5 +150,17 @@ void cushim_text_process(FILE *f, const struct cushim_snapshot *s, const char *t
                     fmt(d->dev[CUSHIM_DEV_graph_alloc_node_bytes], a, sizeof a),
                     fmt(d->dev[CUSHIM_DEV_graph_pool_used_current], b, sizeof b),
                     fmt(d->dev[CUSHIM_DEV_graph_pool_used_high], c, sizeof c));
+    }
+    if (s->graph_count) {
+        fprintf(f, "  %-6s %-6s %-9s %10s %14s %14s\n", "graph", "device", "state", "launches",
+                "alloc nodes", "capture");
+        for (uint32_t i = 0; i < s->graph_count && i < 20; i++) {
+            const struct cushim_graph_snapshot *g = &s->graphs[i];
+            fprintf(f, "  %-6llu %-6d %-9s %10llu %14s %14s\n", (unsigned long long)g->id,
+                    g->device, g->alive ? "alive" : "destroyed", (unsigned long long)g->launches,
+                    fmt(g->alloc_node_bytes, a, sizeof a), fmt(g->capture_bytes, b, sizeof b));
+        }
+        if (s->graph_count > 20)
+            fprintf(f, "  ... %u more graphs in the JSON summary\n", s->graph_count - 20);
     }
 }

@@ -24,6 +24,7 @@
 #define CUSHIM_MAX_DEVICES 64u            /* ordinals 0..63 */
 #define CUSHIM_COMMAND_MAX 256u           /* command line, NUL-terminated, truncated */
 #define CUSHIM_VERSION_MAX 16u
+#define CUSHIM_MAX_GRAPHS 256u            /* executable graphs kept in the per-graph table */
 
 /* Counters of one kind on one device (stats.h CUSHIM_KIND_STATS). Bytes or counts. */
 struct cushim_kind_counters {
@@ -47,6 +48,21 @@ struct cushim_device_record {
     uint8_t pad[64];                      /* keeps records on separate cache lines */
 } __attribute__((aligned(64)));
 
+/* One executable graph (issue 5). Written by the shim when instantiated (state 1 -> 2, all other
+ * fields written before state 2 is published) and destroyed (state 3); launches only grow. A
+ * destroyed record is reused, oldest first, when every slot is taken. */
+struct cushim_graph_record {
+    _Atomic uint32_t state;               /* 0 free, 1 being written, 2 alive, 3 destroyed */
+    int32_t device;                       /* ordinal it was instantiated on */
+    uint64_t id;                          /* 1, 2, ... in instantiation order */
+    uint64_t exec;                        /* CUgraphExec handle in the writing process */
+    uint64_t instantiated_ns;             /* CLOCK_REALTIME */
+    uint64_t destroyed_ns;                /* CLOCK_REALTIME, 0 while alive */
+    _Atomic uint64_t launches;
+    uint64_t alloc_node_bytes;            /* bytes of its memory-allocation nodes */
+    uint64_t capture_bytes;               /* bytes allocated while its capture was live */
+};
+
 /* Requests the owner's CLI writes and the shim consumes (issue: offload phases). */
 struct cushim_control {
     _Atomic uint32_t phase_request;       /* 0 none, else 1 + enum cushim_phase */
@@ -65,6 +81,8 @@ struct cushim_segment_header {
     uint32_t kind_stat_count;             /* CUSHIM_STAT_COUNT */
     uint32_t device_stat_count;           /* CUSHIM_DEV_STAT_COUNT */
     uint32_t control_offset;              /* byte offset of struct cushim_control */
+    uint32_t graph_capacity;              /* CUSHIM_MAX_GRAPHS */
+    uint32_t graph_record_size;           /* sizeof(struct cushim_graph_record) */
     uint64_t total_size;                  /* bytes of the whole segment */
     int32_t pid;
     uint32_t uid;
@@ -76,6 +94,8 @@ struct cushim_segment_header {
     _Atomic uint32_t phase;               /* enum cushim_phase, current */
     _Atomic uint32_t exited;              /* 1 once the process finished its exit report */
     uint32_t flags;                       /* CUSHIM_SEG_F_* */
+    _Atomic uint32_t graph_count;         /* 1 + highest graph slot ever used */
+    uint32_t reserved1;
     char command[CUSHIM_COMMAND_MAX];     /* NUL-terminated */
     char version[CUSHIM_VERSION_MAX];     /* cushim version that wrote it, NUL-terminated */
     uint8_t pad[64];
@@ -88,6 +108,7 @@ struct cushim_segment_header {
 struct cushim_segment {
     struct cushim_segment_header h;
     struct cushim_device_record devices[CUSHIM_MAX_DEVICES];
+    struct cushim_graph_record graphs[CUSHIM_MAX_GRAPHS];
     struct cushim_control control;
 };
 

@@ -1,6 +1,7 @@
 #include "common/snapshot.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "common/seqlock.h"
@@ -61,6 +62,38 @@ int cushim_record_copy(const struct cushim_device_record *rc, struct cushim_devi
     return -1;
 }
 
+static int by_id(const void *a, const void *b)
+{
+    const struct cushim_graph_snapshot *x = a, *y = b;
+    return x->id < y->id ? -1 : x->id > y->id;
+}
+
+/* Graph records in use (alive or destroyed), sorted by id. */
+static int copy_graphs(const struct cushim_segment *s, uint32_t count, struct cushim_snapshot *out,
+                       char *err, size_t errlen)
+{
+    out->graph_count = 0;
+    for (uint32_t i = 0; i < count; i++) {
+        struct cushim_graph_record *g = (struct cushim_graph_record *)&s->graphs[i];
+        uint32_t state = atomic_load_explicit(&g->state, memory_order_acquire);
+        if (state > 3)
+            FAIL("graph record %u is corrupt", i);
+        if (state < 2)
+            continue;
+        struct cushim_graph_snapshot *o = &out->graphs[out->graph_count++];
+        o->id = g->id;
+        o->device = g->device;
+        o->alive = state == 2;
+        o->instantiated_ns = g->instantiated_ns;
+        o->destroyed_ns = g->destroyed_ns;
+        o->launches = atomic_load_explicit(&g->launches, memory_order_relaxed);
+        o->alloc_node_bytes = g->alloc_node_bytes;
+        o->capture_bytes = g->capture_bytes;
+    }
+    qsort(out->graphs, out->graph_count, sizeof out->graphs[0], by_id);
+    return 0;
+}
+
 int cushim_snapshot_read(const void *mem, size_t len, struct cushim_snapshot *out,
                          unsigned spin_limit, char *err, size_t errlen)
 {
@@ -79,6 +112,8 @@ int cushim_snapshot_read(const void *mem, size_t len, struct cushim_snapshot *ou
         h->device_capacity != CUSHIM_MAX_DEVICES || h->kind_count != CUSHIM_KIND_COUNT ||
         h->kind_stat_count != CUSHIM_STAT_COUNT || h->device_stat_count != CUSHIM_DEV_STAT_COUNT ||
         h->control_offset != offsetof(struct cushim_segment, control) ||
+        h->graph_capacity != CUSHIM_MAX_GRAPHS ||
+        h->graph_record_size != sizeof(struct cushim_graph_record) ||
         h->total_size != sizeof *s)
         FAIL("layout sizes do not match version %u", CUSHIM_LAYOUT_VERSION);
     if (len < sizeof *s)
@@ -87,6 +122,10 @@ int cushim_snapshot_read(const void *mem, size_t len, struct cushim_snapshot *ou
                                           memory_order_acquire);
     if (count > CUSHIM_MAX_DEVICES)
         FAIL("device count %u past the end (at most %u)", count, CUSHIM_MAX_DEVICES);
+    uint32_t gcount = atomic_load_explicit(&((struct cushim_segment_header *)h)->graph_count,
+                                           memory_order_acquire);
+    if (gcount > CUSHIM_MAX_GRAPHS)
+        FAIL("graph count %u past the end (at most %u)", gcount, CUSHIM_MAX_GRAPHS);
     if (!terminated(h->command, sizeof h->command) || !terminated(h->version, sizeof h->version))
         FAIL("unterminated string in header");
 
@@ -121,5 +160,5 @@ int cushim_snapshot_read(const void *mem, size_t len, struct cushim_snapshot *ou
             FAIL("busy: counters of device %u changing too fast to copy", i);
         out->device_count++;
     }
-    return 0;
+    return copy_graphs(s, gcount, out, err, errlen);
 }

@@ -20,6 +20,14 @@ struct cushim_device_snapshot {
     uint64_t dev[CUSHIM_DEV_STAT_COUNT];
 };
 
+struct cushim_graph_snapshot {
+    uint64_t id;
+    int32_t device;
+    int alive;
+    uint64_t instantiated_ns, destroyed_ns;
+    uint64_t launches, alloc_node_bytes, capture_bytes;
+};
+
 struct cushim_snapshot {
     int32_t pid;
     uint32_t uid;
@@ -34,6 +42,8 @@ struct cushim_snapshot {
     char version[CUSHIM_VERSION_MAX];
     uint32_t device_count;                /* entries used in devices[] (live records only) */
     struct cushim_device_snapshot devices[CUSHIM_MAX_DEVICES];
+    uint32_t graph_count;                 /* entries used in graphs[], in id order */
+    struct cushim_graph_snapshot graphs[CUSHIM_MAX_GRAPHS];
 };
 
 /* Validates `len` bytes at `mem` (a live mapping or a file's contents: untrusted) and copies them

@@ -3,6 +3,7 @@
 #include "shim/shim.h"
 
 struct thread_capture {
+    uint64_t own_key;             /* the live capture this thread began last, 0 if none */
     int mode_set;                 /* 0: the default mode (GLOBAL) */
     CUstreamCaptureMode mode;
     _Atomic int own_strict;       /* live captures begun here not in RELAXED mode */
@@ -12,6 +13,7 @@ struct thread_capture {
 static SHIM_TLS struct thread_capture tc;
 _Atomic int capture_live;         /* captures begun and not ended, process-wide */
 static _Atomic int live_global;   /* of which begun in GLOBAL mode */
+static _Atomic uint64_t last_key;  /* the capture begun last, process-wide */
 
 /* Live captures are in shim.captures: stream key -> begin mode (aux), beginning thread's record
  * (ctx). */
@@ -65,6 +67,8 @@ void capture_begun(CUstream stream, bool per_thread, CUstreamCaptureMode mode)
     struct shim_entry old;
     if (table_put(&shim.captures, &e, &old) == 1)
         LOG_DEBUG("capture begun on stream %p twice", (void *)stream);
+    tc.own_key = e.key;
+    atomic_store_explicit(&last_key, e.key, memory_order_relaxed);
     atomic_fetch_add(&capture_live, 1);
     if (mode != CU_STREAM_CAPTURE_MODE_RELAXED)
         atomic_fetch_add(&tc.own_strict, 1);
@@ -74,11 +78,33 @@ void capture_begun(CUstream stream, bool per_thread, CUstreamCaptureMode mode)
     }
 }
 
-void capture_ended(CUstream stream, bool per_thread)
+static bool add_bytes(struct shim_entry *e, void *arg)
+{
+    e->size += *(uint64_t *)arg;
+    return true;
+}
+
+void capture_note_bytes(uint64_t bytes)
+{
+    /* The calling thread's own capture, else the one begun last (PyTorch allocates on another
+     * thread in relaxed mode while one thread captures). */
+    if (tc.own_key && table_update(&shim.captures, tc.own_key, add_bytes, &bytes, NULL))
+        return;
+    uint64_t key = atomic_load_explicit(&last_key, memory_order_relaxed);
+    if (key)
+        table_update(&shim.captures, key, add_bytes, &bytes, NULL);
+}
+
+uint64_t capture_ended(CUstream stream, bool per_thread)
 {
     struct shim_entry e;
-    if (!table_take(&shim.captures, stream_key(stream, per_thread), &e))
-        return;
+    uint64_t key = stream_key(stream, per_thread);
+    if (!table_take(&shim.captures, key, &e))
+        return 0;
+    if (tc.own_key == key)
+        tc.own_key = 0;
+    uint64_t expected = key;
+    atomic_compare_exchange_strong(&last_key, &expected, 0);
     struct thread_capture *owner = (struct thread_capture *)(uintptr_t)e.ctx;
     CUstreamCaptureMode mode = (CUstreamCaptureMode)e.aux;
     atomic_fetch_sub(&capture_live, 1);
@@ -88,6 +114,7 @@ void capture_ended(CUstream stream, bool per_thread)
         atomic_fetch_sub(&live_global, 1);
         atomic_fetch_sub(&owner->own_global, 1);
     }
+    return e.size;
 }
 
 void capture_thread_mode_set(CUstreamCaptureMode mode)

@@ -7,6 +7,7 @@
 #include <cuda.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stdint.h>
 
 /* Captures begun and not yet ended, process-wide. */
 extern _Atomic int capture_live;
@@ -26,9 +27,13 @@ bool capture_stream_is_capturing(CUstream stream, bool per_thread);
  * potentially unsafe API calls (cuMemAlloc, cuMemHostAlloc, ...) right now. */
 bool capture_thread_prohibited(void);
 
-/* Book-keeping after a successful begin / end of capture on `stream`. */
+/* Book-keeping after a successful begin / end of capture on `stream`. capture_ended returns the
+ * bytes allocated (outside graph nodes) while that capture was live. */
 void capture_begun(CUstream stream, bool per_thread, CUstreamCaptureMode mode);
-void capture_ended(CUstream stream, bool per_thread);
+uint64_t capture_ended(CUstream stream, bool per_thread);
+/* An allocation of `bytes` made while a capture is live: credited to the calling thread's own
+ * capture, else to the one begun last. */
+void capture_note_bytes(uint64_t bytes);
 /* After a successful cuThreadExchangeStreamCaptureMode: the thread's mode is now `mode`. */
 void capture_thread_mode_set(CUstreamCaptureMode mode);
 

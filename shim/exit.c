@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "common/report.h"
+#include "shim/graph.h"
 #include "shim/offload.h"
 #include "shim/segment_file.h"
 #include "shim/account.h"
@@ -90,6 +91,7 @@ void shim_exit_report(void)
         return;
     shim_depth = 1; /* our own driver calls below are not the program's */
     offload_drain();
+    graph_pool_sample_all();
     uint32_t n = atomic_load(&seg->h.device_count);
     for (uint32_t d = 0; d < n; d++)
         if (atomic_load(&seg->devices[d].state) != 0)

@@ -79,7 +79,20 @@
     X(cuMemcpyDtoHAsync_v2, cuMemcpyDtoHAsync, 3020, 0)                \
     X(cuMemcpyDtoHAsync_v2_ptsz, cuMemcpyDtoHAsync, 7000, 1)           \
     X(cuMemcpyDtoDAsync_v2, cuMemcpyDtoDAsync, 3020, 0)                \
-    X(cuMemcpyDtoDAsync_v2_ptsz, cuMemcpyDtoDAsync, 7000, 1)
+    X(cuMemcpyDtoDAsync_v2_ptsz, cuMemcpyDtoDAsync, 7000, 1)         \
+    X(cuGraphInstantiate, cuGraphInstantiate, 10000, 0)                \
+    X(cuGraphInstantiate_v2, cuGraphInstantiate, 11000, 0)             \
+    X(cuGraphInstantiateWithFlags, cuGraphInstantiateWithFlags, 11040, 0) \
+    X(cuGraphInstantiateWithParams, cuGraphInstantiateWithParams, 12000, 0) \
+    X(cuGraphInstantiateWithParams_ptsz, cuGraphInstantiateWithParams, 12000, 1) \
+    X(cuGraphExecDestroy, cuGraphExecDestroy, 10000, 0)                \
+    X(cuGraphDestroy, cuGraphDestroy, 10000, 0)                        \
+    X(cuGraphLaunch, cuGraphLaunch, 10000, 0)                          \
+    X(cuGraphLaunch_ptsz, cuGraphLaunch, 10000, 1)                     \
+    X(cuGraphUpload, cuGraphUpload, 11010, 0)                          \
+    X(cuGraphUpload_ptsz, cuGraphUpload, 11010, 1)                     \
+    X(cuDeviceGetGraphMemAttribute, cuDeviceGetGraphMemAttribute, 11040, 0) \
+    X(cuDeviceGraphMemTrim, cuDeviceGraphMemTrim, 11040, 0)
 
 #define SHIM_REAL_ONLY(X)                                              \
     X(cuCtxGetCurrent, cuCtxGetCurrent, 4000, 0)                       \
@@ -107,6 +120,11 @@
     X(cuEventQuery, cuEventQuery, 2000, 0)                             \
     X(cuEventSynchronize, cuEventSynchronize, 2000, 0)                 \
     X(cuEventDestroy_v2, cuEventDestroy, 4000, 0)                      \
-    X(cuStreamSynchronize, cuStreamSynchronize, 2000, 0)
+    X(cuStreamSynchronize, cuStreamSynchronize, 2000, 0)              \
+    X(cuGraphGetNodes, cuGraphGetNodes, 10000, 0)                      \
+    X(cuGraphNodeGetType, cuGraphNodeGetType, 10000, 0)                \
+    X(cuGraphMemAllocNodeGetParams, cuGraphMemAllocNodeGetParams, 11040, 0) \
+    X(cuGraphChildGraphNodeGetGraph, cuGraphChildGraphNodeGetGraph, 10000, 0) \
+    X(cuStreamGetCtx, cuStreamGetCtx, 9020, 0)
 
 #endif

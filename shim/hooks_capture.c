@@ -2,6 +2,7 @@
  * stream is capturing and what a potentially unsafe call would do (capture.h). Results are
  * returned unchanged. */
 #include "shim/capture.h"
+#include "shim/graph.h"
 #include "shim/shim.h"
 #include "shim/track.h"
 
@@ -63,10 +64,11 @@ static CUresult ended(CUresult r, CUstream s, bool pt, CUgraph *graph)
 {
     /* cuda.h (cuStreamEndCapture): an invalidated capture also ends, returning
      * CUDA_ERROR_STREAM_CAPTURE_INVALIDATED; other errors (wrong thread, not capturing) leave it. */
+    uint64_t bytes = 0;
     if (r == CUDA_SUCCESS || r == CUDA_ERROR_STREAM_CAPTURE_INVALIDATED)
-        capture_ended(s, pt);
+        bytes = capture_ended(s, pt);
     if (r == CUDA_SUCCESS && graph && *graph && shim_enter()) {
-        account_device_stat_add(shim_current_device(NULL), CUSHIM_DEV_graphs_captured, 1);
+        graph_captured(*graph, shim_current_device(NULL), bytes);
         shim_leave();
     }
     return r;

@@ -55,6 +55,8 @@ static void after_fork_child(void)
     table_after_fork_child(&shim.vmm_maps);
     table_after_fork_child(&shim.pools);
     table_after_fork_child(&shim.captures);
+    table_after_fork_child(&shim.execs);
+    table_after_fork_child(&shim.graph_caps);
     offload_after_fork_child();
     for (unsigned i = 0; i < CUSHIM_MAX_DEVICES; i++)
         atomic_store(&budget_used[i], 0);

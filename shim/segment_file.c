@@ -34,6 +34,8 @@ static void fill_header(struct cushim_segment *s, unsigned flags, uint64_t run_i
     h->kind_stat_count = CUSHIM_STAT_COUNT;
     h->device_stat_count = CUSHIM_DEV_STAT_COUNT;
     h->control_offset = (uint32_t)offsetof(struct cushim_segment, control);
+    h->graph_capacity = CUSHIM_MAX_GRAPHS;
+    h->graph_record_size = sizeof(struct cushim_graph_record);
     h->total_size = sizeof *s;
     h->pid = (int32_t)getpid();
     h->uid = (uint32_t)getuid();

@@ -48,8 +48,10 @@ static inline __attribute__((always_inline)) void track_alloc_on(struct shim_tab
     if (unlikely(key == 0 || device < 0))
         return;
     /* Made while a stream of the process was capturing: also counted as `capture`. */
-    if (unlikely(capture_any_live()))
+    if (unlikely(capture_any_live())) {
         flags |= SHIM_F_CAPTURE;
+        capture_note_bytes(bytes);
+    }
     struct shim_entry e = {
         .key = key, .size = bytes, .ctx = (uint64_t)(uintptr_t)ctx, .device = device,
         .kind = (uint16_t)kind, .flags = (uint16_t)flags,

@@ -1,5 +1,6 @@
 #include "tools/prometheus.h"
 
+#include <stddef.h>
 #include <string.h>
 
 static const struct {
@@ -52,6 +53,33 @@ static void header(FILE *f, const char *name, const char *type, const char *help
     fprintf(f, "# HELP cushim_%s %s\n# TYPE cushim_%s %s\n", name, help, name, type);
 }
 
+/* Labels of one executable graph: the process's, its device's, and graph="id". */
+static void graph_labels(FILE *f, const struct cushim_snapshot *p, const struct cushim_graph_snapshot *g)
+{
+    static const struct cushim_device_snapshot none;
+    const struct cushim_device_snapshot *d = &none;
+    for (uint32_t k = 0; k < p->device_count; k++)
+        if (p->devices[k].ordinal == g->device)
+            d = &p->devices[k];
+    struct cushim_device_snapshot copy = *d;
+    copy.ordinal = g->device;
+    labels(f, p, &copy);
+    fprintf(f, ",graph=\"%llu\"", (unsigned long long)g->id);
+}
+
+static void graph_metric(FILE *f, const struct proc_list *l, const char *name, const char *type,
+                         const char *help, size_t offset)
+{
+    header(f, name, type, help);
+    for (int i = 0; i < l->count; i++)
+        for (uint32_t k = 0; k < l->procs[i].graph_count; k++) {
+            const struct cushim_graph_snapshot *g = &l->procs[i].graphs[k];
+            fprintf(f, "cushim_%s{", name);
+            graph_labels(f, &l->procs[i], g);
+            fprintf(f, "} %llu\n", (unsigned long long)*(const uint64_t *)((const char *)g + offset));
+        }
+}
+
 void prometheus_write(FILE *f, const struct proc_list *l)
 {
     header(f, "device_memory_total_bytes", "gauge", "device memory of the GPU (cuDeviceTotalMem)");
@@ -99,4 +127,12 @@ void prometheus_write(FILE *f, const struct proc_list *l)
                 fprintf(f, "} %llu\n", (unsigned long long)d->dev[s]);
             }
     }
+    graph_metric(f, l, "graph_exec_launches_total", "counter", "launches of one executable graph",
+                 offsetof(struct cushim_graph_snapshot, launches));
+    graph_metric(f, l, "graph_exec_alloc_node_bytes", "gauge",
+                 "bytes of one executable graph's memory-allocation nodes",
+                 offsetof(struct cushim_graph_snapshot, alloc_node_bytes));
+    graph_metric(f, l, "graph_exec_capture_bytes", "gauge",
+                 "bytes allocated while the capture that made one executable graph was live",
+                 offsetof(struct cushim_graph_snapshot, capture_bytes));
 }

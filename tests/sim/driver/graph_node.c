@@ -185,3 +185,16 @@ CUresult CUDAAPI cuGraphMemFreeNodeGetParams(CUgraphNode hNode, CUdeviceptr *dpt
         *dptr_out = hNode->spec.u.free;
     return rc;
 }
+
+/* cuda.h, cuGraphChildGraphNodeGetGraph: "Gets a handle to the embedded graph in a child graph
+ * node. This call does not clone the graph." */
+CUresult CUDAAPI cuGraphChildGraphNodeGetGraph(CUgraphNode hNode, CUgraph *phGraph)
+{
+    SIM_ENTER(cuGraphChildGraphNodeGetGraph);
+    CUresult rc = phGraph ? sim_node_check(hNode) : CUDA_ERROR_INVALID_VALUE;
+    if (rc == CUDA_SUCCESS && hNode->spec.type != CU_GRAPH_NODE_TYPE_GRAPH)
+        rc = CUDA_ERROR_INVALID_VALUE;
+    if (rc == CUDA_SUCCESS)
+        *phGraph = hNode->spec.u.child.graph;
+    return rc;
+}

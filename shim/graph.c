@@ -1,0 +1,194 @@
+/* CUDA graphs (graph.h; DESIGN.md "Stream capture and graphs"). */
+#include "shim/graph.h"
+
+#include <time.h>
+
+#include "shim/arena.h"
+#include "shim/offload.h"
+#include "shim/track.h"
+
+static _Atomic uint64_t next_id;
+static _Atomic uint64_t last_sample_ns[CUSHIM_MAX_DEVICES];
+static SHIM_TLS unsigned launches_here;
+
+static uint64_t clock_ns(clockid_t clock)
+{
+    struct timespec ts;
+    clock_gettime(clock, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* Bytes of the memory-allocation nodes of g and of its child graphs. */
+static uint64_t alloc_node_bytes(CUgraph g, int depth)
+{
+    __typeof__(&cuGraphGetNodes) get_nodes = REAL(cuGraphGetNodes);
+    __typeof__(&cuGraphNodeGetType) get_type = REAL(cuGraphNodeGetType);
+    __typeof__(&cuGraphMemAllocNodeGetParams) get_alloc = REAL(cuGraphMemAllocNodeGetParams);
+    __typeof__(&cuGraphChildGraphNodeGetGraph) get_child = REAL(cuGraphChildGraphNodeGetGraph);
+    size_t n = 0;
+    uint64_t bytes = 0;
+    if (!g || !get_nodes || !get_type || depth > 8 || get_nodes(g, NULL, &n) != CUDA_SUCCESS || !n)
+        return 0;
+    CUgraphNode *nodes = arena_alloc(n * sizeof *nodes);
+    if (!nodes)
+        return 0;
+    size_t got = n;
+    if (get_nodes(g, nodes, &got) == CUDA_SUCCESS) {
+        for (size_t i = 0; i < got && i < n; i++) {
+            CUgraphNodeType type;
+            if (!nodes[i] || get_type(nodes[i], &type) != CUDA_SUCCESS)
+                continue;
+            if (type == CU_GRAPH_NODE_TYPE_MEM_ALLOC && get_alloc) {
+                CUDA_MEM_ALLOC_NODE_PARAMS p;
+                if (get_alloc(nodes[i], &p) == CUDA_SUCCESS)
+                    bytes += p.bytesize;
+            } else if (type == CU_GRAPH_NODE_TYPE_GRAPH && get_child) {
+                CUgraph child;
+                if (get_child(nodes[i], &child) == CUDA_SUCCESS)
+                    bytes += alloc_node_bytes(child, depth + 1);
+            }
+        }
+    }
+    arena_free(nodes, n * sizeof *nodes);
+    return bytes;
+}
+
+/* A free slot of the per-graph table, else the one destroyed longest ago; -1 if all are alive. */
+static int claim_slot(struct cushim_segment *seg)
+{
+    for (int pass = 0; pass < 2; pass++) {
+        for (unsigned i = 0; i < CUSHIM_MAX_GRAPHS; i++) {
+            uint32_t expected = 0;
+            if (atomic_compare_exchange_strong(&seg->graphs[i].state, &expected, 1))
+                return (int)i;
+        }
+        int oldest = -1;
+        for (unsigned i = 0; i < CUSHIM_MAX_GRAPHS; i++)
+            if (atomic_load(&seg->graphs[i].state) == 3 &&
+                (oldest < 0 || seg->graphs[i].destroyed_ns < seg->graphs[oldest].destroyed_ns))
+                oldest = (int)i;
+        uint32_t expected = 3;
+        if (oldest >= 0 && atomic_compare_exchange_strong(&seg->graphs[oldest].state, &expected, 1))
+            return oldest;
+    }
+    return -1;
+}
+
+void graph_captured(CUgraph graph, int device, uint64_t bytes)
+{
+    struct shim_entry e = {.key = (uint64_t)(uintptr_t)graph, .size = bytes, .device = device};
+    table_put(&shim.graph_caps, &e, NULL);
+    account_device_stat_add(device, CUSHIM_DEV_graphs_captured, 1);
+}
+
+void graph_destroyed(CUgraph graph)
+{
+    table_take(&shim.graph_caps, (uint64_t)(uintptr_t)graph, NULL);
+}
+
+void graph_instantiated(CUgraphExec exec, CUgraph graph, int device)
+{
+    struct cushim_segment *seg = shim.seg;
+    struct shim_entry cap;
+    uint64_t bytes = alloc_node_bytes(graph, 0);
+    uint64_t capture = table_get(&shim.graph_caps, (uint64_t)(uintptr_t)graph, &cap) ? cap.size : 0;
+    int slot = claim_slot(seg);
+    if (slot >= 0) {
+        struct cushim_graph_record *g = &seg->graphs[slot];
+        g->device = device;
+        g->id = atomic_fetch_add(&next_id, 1) + 1;
+        g->exec = (uint64_t)(uintptr_t)exec;
+        g->instantiated_ns = clock_ns(CLOCK_REALTIME);
+        g->destroyed_ns = 0;
+        atomic_store_explicit(&g->launches, 0, memory_order_relaxed);
+        g->alloc_node_bytes = bytes;
+        g->capture_bytes = capture;
+        atomic_store_explicit(&g->state, 2, memory_order_release);
+        uint32_t n = atomic_load(&seg->h.graph_count);
+        while (n < (uint32_t)slot + 1 && !atomic_compare_exchange_weak(&seg->h.graph_count, &n, (uint32_t)slot + 1))
+            ;
+    } else {
+        LOG_ONCE(CUSHIM_LOG_WARN, "more than %u executable graphs alive: the per-graph table "
+                 "lists the first ones (device totals stay exact)", CUSHIM_MAX_GRAPHS);
+    }
+    struct shim_entry e = {.key = (uint64_t)(uintptr_t)exec, .size = bytes, .aux = (uint64_t)(int64_t)slot,
+                           .device = device};
+    table_put(&shim.execs, &e, NULL);
+    account_device_stat_add(device, CUSHIM_DEV_graphs_instantiated, 1);
+    account_device_stat_add(device, CUSHIM_DEV_graph_execs_alive, 1);
+    if (bytes)
+        account_device_stat_add(device, CUSHIM_DEV_graph_alloc_node_bytes, (int64_t)bytes);
+}
+
+void graph_exec_destroyed(CUgraphExec exec)
+{
+    struct shim_entry e;
+    if (!table_take(&shim.execs, (uint64_t)(uintptr_t)exec, &e))
+        return;
+    int slot = (int)(int64_t)e.aux;
+    if (slot >= 0 && (unsigned)slot < CUSHIM_MAX_GRAPHS) {
+        struct cushim_graph_record *g = &shim.seg->graphs[slot];
+        g->destroyed_ns = clock_ns(CLOCK_REALTIME);
+        atomic_store_explicit(&g->state, 3, memory_order_release);
+    }
+    account_device_stat_add(e.device, CUSHIM_DEV_graph_execs_alive, -1);
+    if (e.size)
+        account_device_stat_add(e.device, CUSHIM_DEV_graph_alloc_node_bytes, -(int64_t)e.size);
+}
+
+void graph_launched(CUgraphExec exec)
+{
+    struct shim_entry e;
+    int device;
+    if (likely(table_get(&shim.execs, (uint64_t)(uintptr_t)exec, &e))) {
+        device = e.device;
+        if (likely((uint64_t)(int64_t)e.aux < CUSHIM_MAX_GRAPHS))
+            atomic_fetch_add_explicit(&shim.seg->graphs[e.aux].launches, 1, memory_order_relaxed);
+    } else {
+        device = shim_current_device(NULL);
+    }
+    account_device_stat_add(device, CUSHIM_DEV_graph_launches, 1);
+    /* CUSHIM_COMPILE_END=graph-launch: serving has begun. */
+    if (unlikely(shim.cfg.compile_end == CUSHIM_COMPILE_END_GRAPH_LAUNCH) &&
+        atomic_load_explicit(&shim.seg->h.phase, memory_order_relaxed) == CUSHIM_PHASE_COMPILE)
+        phase_set(CUSHIM_PHASE_RUN);
+    /* The clock is read on every 16th launch of a thread, the pool at most every 100 ms. */
+    if (unlikely((++launches_here & 15) == 1))
+        graph_pool_sample(device, false);
+}
+
+void graph_pool_sample(int device, bool force)
+{
+    static const struct {
+        CUgraphMem_attribute attr;
+        enum cushim_device_stat stat;
+    } attrs[] = {
+        {CU_GRAPH_MEM_ATTR_USED_MEM_CURRENT, CUSHIM_DEV_graph_pool_used_current},
+        {CU_GRAPH_MEM_ATTR_USED_MEM_HIGH, CUSHIM_DEV_graph_pool_used_high},
+        {CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT, CUSHIM_DEV_graph_pool_reserved_current},
+        {CU_GRAPH_MEM_ATTR_RESERVED_MEM_HIGH, CUSHIM_DEV_graph_pool_reserved_high},
+    };
+    __typeof__(&cuDeviceGetGraphMemAttribute) get = REAL(cuDeviceGetGraphMemAttribute);
+    if (!get || (unsigned)device >= CUSHIM_MAX_DEVICES)
+        return;
+    uint64_t now = clock_ns(CLOCK_MONOTONIC_COARSE);
+    uint64_t last = atomic_load_explicit(&last_sample_ns[device], memory_order_relaxed);
+    if (!force && last && now - last < 100000000ull)
+        return;
+    if (!atomic_compare_exchange_strong(&last_sample_ns[device], &last, now) && !force)
+        return; /* another thread is sampling */
+    for (unsigned i = 0; i < sizeof attrs / sizeof attrs[0]; i++) {
+        cuuint64_t v = 0;
+        if (get(device, attrs[i].attr, &v) == CUDA_SUCCESS)
+            account_device_stat_set(device, attrs[i].stat, v);
+    }
+}
+
+void graph_pool_sample_all(void)
+{
+    struct cushim_segment *seg = shim.seg;
+    uint32_t n = seg ? atomic_load(&seg->h.device_count) : 0;
+    for (uint32_t d = 0; d < n; d++)
+        if (atomic_load(&seg->devices[d].state) != 0)
+            graph_pool_sample((int)d, true);
+}

@@ -1,0 +1,137 @@
+/* CUDA graphs (issue 5): instantiation (every ABI), launch, upload, destruction, and the graph
+ * memory pool's attributes and trim. Results are returned unchanged; counting happens only after
+ * success. Allocation nodes are counted at instantiation by walking the graph, so nodes from any
+ * source (stream capture, cuGraphAddMemAllocNode, cuGraphAddNode_v2, cuGraphNodeSetParams, child
+ * graphs, cuStreamBeginCaptureToGraph) are seen the same way. */
+#include "shim/graph.h"
+#include "shim/track.h"
+
+static CUresult instantiated(CUresult r, CUgraphExec *exec, CUgraph graph)
+{
+    if (r == CUDA_SUCCESS && exec && shim_enter()) {
+        graph_instantiated(*exec, graph, shim_current_device(NULL));
+        shim_leave();
+    }
+    return r;
+}
+
+SHIM_EXPORT CUresult CUDAAPI cuGraphInstantiate(CUgraphExec *phGraphExec, CUgraph hGraph,
+                                                CUgraphNode *phErrorNode, char *logBuffer,
+                                                size_t bufferSize)
+{
+    REAL_OR_FAIL(cuGraphInstantiate);
+    return instantiated(real_(phGraphExec, hGraph, phErrorNode, logBuffer, bufferSize), phGraphExec, hGraph);
+}
+
+SHIM_EXPORT CUresult CUDAAPI cuGraphInstantiate_v2(CUgraphExec *phGraphExec, CUgraph hGraph,
+                                                   CUgraphNode *phErrorNode, char *logBuffer,
+                                                   size_t bufferSize)
+{
+    REAL_OR_FAIL(cuGraphInstantiate_v2);
+    return instantiated(real_(phGraphExec, hGraph, phErrorNode, logBuffer, bufferSize), phGraphExec, hGraph);
+}
+
+SHIM_EXPORT CUresult CUDAAPI cuGraphInstantiateWithFlags(CUgraphExec *phGraphExec, CUgraph hGraph,
+                                                         unsigned long long flags)
+{
+    REAL_OR_FAIL(cuGraphInstantiateWithFlags);
+    return instantiated(real_(phGraphExec, hGraph, flags), phGraphExec, hGraph);
+}
+
+SHIM_EXPORT CUresult CUDAAPI cuGraphInstantiateWithParams(CUgraphExec *phGraphExec, CUgraph hGraph,
+                                                          CUDA_GRAPH_INSTANTIATE_PARAMS *params)
+{
+    REAL_OR_FAIL(cuGraphInstantiateWithParams);
+    return instantiated(real_(phGraphExec, hGraph, params), phGraphExec, hGraph);
+}
+
+SHIM_EXPORT CUresult CUDAAPI cuGraphInstantiateWithParams_ptsz(CUgraphExec *phGraphExec, CUgraph hGraph,
+                                                               CUDA_GRAPH_INSTANTIATE_PARAMS *params)
+{
+    REAL_OR_FAIL(cuGraphInstantiateWithParams_ptsz);
+    return instantiated(real_(phGraphExec, hGraph, params), phGraphExec, hGraph);
+}
+
+SHIM_EXPORT CUresult CUDAAPI cuGraphExecDestroy(CUgraphExec hGraphExec)
+{
+    REAL_OR_FAIL(cuGraphExecDestroy);
+    CUresult r = real_(hGraphExec);
+    if (r == CUDA_SUCCESS && shim_enter()) {
+        graph_exec_destroyed(hGraphExec);
+        shim_leave();
+    }
+    return r;
+}
+
+SHIM_EXPORT CUresult CUDAAPI cuGraphDestroy(CUgraph hGraph)
+{
+    REAL_OR_FAIL(cuGraphDestroy);
+    CUresult r = real_(hGraph);
+    if (r == CUDA_SUCCESS && shim_enter()) {
+        graph_destroyed(hGraph);
+        shim_leave();
+    }
+    return r;
+}
+
+#define LAUNCH(sym)                                                              \
+    SHIM_EXPORT CUresult CUDAAPI sym(CUgraphExec hGraphExec, CUstream hStream)   \
+    {                                                                            \
+        REAL_OR_FAIL(sym);                                                       \
+        CUresult r = real_(hGraphExec, hStream);                                 \
+        if (likely(r == CUDA_SUCCESS) && shim_enter()) {                         \
+            graph_launched(hGraphExec);                                          \
+            shim_leave();                                                        \
+        }                                                                        \
+        return r;                                                                \
+    }
+LAUNCH(cuGraphLaunch)
+LAUNCH(cuGraphLaunch_ptsz)
+
+/* Upload attaches graph memory (cuda.h, cuGraphUpload): a moment to read the pool. */
+#define UPLOAD(sym)                                                              \
+    SHIM_EXPORT CUresult CUDAAPI sym(CUgraphExec hGraphExec, CUstream hStream)   \
+    {                                                                            \
+        REAL_OR_FAIL(sym);                                                       \
+        CUresult r = real_(hGraphExec, hStream);                                 \
+        if (r == CUDA_SUCCESS && shim_enter()) {                                 \
+            graph_pool_sample(shim_current_device(NULL), false);                 \
+            shim_leave();                                                        \
+        }                                                                        \
+        return r;                                                                \
+    }
+UPLOAD(cuGraphUpload)
+UPLOAD(cuGraphUpload_ptsz)
+
+/* The program's own reads of the pool are free samples. */
+SHIM_EXPORT CUresult CUDAAPI cuDeviceGetGraphMemAttribute(CUdevice device, CUgraphMem_attribute attr,
+                                                          void *value)
+{
+    REAL_OR_FAIL(cuDeviceGetGraphMemAttribute);
+    CUresult r = real_(device, attr, value);
+    if (r == CUDA_SUCCESS && value && shim_enter()) {
+        enum cushim_device_stat stat = CUSHIM_DEV_STAT_COUNT;
+        switch (attr) {
+        case CU_GRAPH_MEM_ATTR_USED_MEM_CURRENT: stat = CUSHIM_DEV_graph_pool_used_current; break;
+        case CU_GRAPH_MEM_ATTR_USED_MEM_HIGH: stat = CUSHIM_DEV_graph_pool_used_high; break;
+        case CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT: stat = CUSHIM_DEV_graph_pool_reserved_current; break;
+        case CU_GRAPH_MEM_ATTR_RESERVED_MEM_HIGH: stat = CUSHIM_DEV_graph_pool_reserved_high; break;
+        default: break;
+        }
+        if (stat != CUSHIM_DEV_STAT_COUNT)
+            account_device_stat_set(device, stat, *(cuuint64_t *)value);
+        shim_leave();
+    }
+    return r;
+}
+
+SHIM_EXPORT CUresult CUDAAPI cuDeviceGraphMemTrim(CUdevice device)
+{
+    REAL_OR_FAIL(cuDeviceGraphMemTrim);
+    CUresult r = real_(device);
+    if (r == CUDA_SUCCESS && shim_enter()) {
+        graph_pool_sample(device, true);
+        shim_leave();
+    }
+    return r;
+}

@@ -1,0 +1,129 @@
+/* graph_prog SCENARIO: CUDA graph programs for tests/test_graphs.c (runtime API only).
+ * Prints "key=value" lines, ending with the simulated device's own counters. */
+#include <string.h>
+
+#include "common.h"
+
+#define KiB 1024ull
+#define MiB (1024ull * KiB)
+
+/* Allocation nodes from a capture and from cudaGraphAddMemAllocNode; launches; destroy. */
+static int scenario_nodes(void)
+{
+    cudaStream_t s;
+    cudaGraph_t g1, g2;
+    cudaGraphExec_t x1, x2;
+    void *p;
+    CHECK(cudaStreamCreate(&s));
+    CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+    CHECK(cudaMallocAsync(&p, 3 * MiB, s));
+    CHECK(cudaMemsetAsync(p, 0, 3 * MiB, s));
+    CHECK(cudaFreeAsync(p, s));
+    CHECK(cudaStreamEndCapture(s, &g1));
+    CHECK(cudaGraphInstantiate(&x1, g1, 0));
+    for (int i = 0; i < 5; i++)
+        CHECK(cudaGraphLaunch(x1, s));
+    CHECK(cudaStreamSynchronize(s));
+
+    /* A graph whose allocation outlives it: memory stays attached after the launch. */
+    struct cudaMemAllocNodeParams params;
+    memset(&params, 0, sizeof params);
+    params.poolProps.allocType = cudaMemAllocationTypePinned;
+    params.poolProps.location.type = cudaMemLocationTypeDevice;
+    params.poolProps.location.id = 0;
+    params.bytesize = MiB;
+    cudaGraphNode_t node;
+    CHECK(cudaGraphCreate(&g2, 0));
+    CHECK(cudaGraphAddMemAllocNode(&node, g2, NULL, 0, &params));
+    CHECK(cudaGraphInstantiateWithFlags(&x2, g2, 0));
+    CHECK(cudaGraphLaunch(x2, s));
+    CHECK(cudaStreamSynchronize(s));
+    printf("attached_used=%llu\n", (unsigned long long)sim_api().live(0, 7));
+    CHECK(cudaGraphExecDestroy(x1)); /* lowers the live count; frees nothing (cuda.h) */
+    CHECK(cudaGraphDestroy(g1));
+    return 0;
+}
+
+/* cudaMalloc inside captures: counted as capture bytes in relaxed mode; refused in global mode. */
+static int scenario_capture_malloc(void)
+{
+    cudaStream_t s;
+    cudaGraph_t g;
+    cudaGraphExec_t x;
+    void *a, *b = NULL;
+    CHECK(cudaStreamCreate(&s));
+    CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeRelaxed));
+    CHECK(cudaMalloc(&a, 2 * MiB));
+    CHECK(cudaMemsetAsync(a, 0, 2 * MiB, s));
+    CHECK(cudaStreamEndCapture(s, &g));
+    CHECK(cudaGraphInstantiate(&x, g, 0));
+    CHECK(cudaGraphLaunch(x, s));
+    CHECK(cudaStreamSynchronize(s));
+    CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+    printf("rc_global=%d\n", (int)cudaMalloc(&b, MiB));
+    printf("rc_end_global=%d\n", (int)cudaStreamEndCapture(s, &g));
+    cudaGetLastError();
+    return 0;
+}
+
+/* A decoder that captures one graph per sequence length. NEW: each capture allocates its
+ * per-shape buffers; POOL: buffers for the largest shape come first and every capture reuses
+ * them. */
+static int scenario_decoder(int recycled)
+{
+    static const unsigned lens[] = {16, 32, 64, 128};
+    cudaStream_t s;
+    void *pool_in = NULL, *pool_out = NULL;
+    CHECK(cudaStreamCreate(&s));
+    if (recycled) {
+        CHECK(cudaMalloc(&pool_in, 128 * 64 * KiB));
+        CHECK(cudaMalloc(&pool_out, 128 * 64 * KiB));
+    }
+    for (unsigned i = 0; i < 4; i++) {
+        size_t bytes = lens[i] * 64 * KiB;
+        void *in = pool_in, *out = pool_out;
+        cudaGraph_t g;
+        cudaGraphExec_t x;
+        /* PyTorch captures in global mode and allocates in relaxed mode: relaxed here too. */
+        CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeRelaxed));
+        if (!recycled) {
+            CHECK(cudaMalloc(&in, bytes));
+            CHECK(cudaMalloc(&out, bytes));
+        }
+        CHECK(cudaMemsetAsync(in, 1, bytes, s));
+        CHECK(cudaMemcpyAsync(out, in, bytes, cudaMemcpyDeviceToDevice, s));
+        CHECK(cudaStreamEndCapture(s, &g));
+        CHECK(cudaGraphInstantiate(&x, g, 0));
+        for (int step = 0; step < 3; step++)
+            CHECK(cudaGraphLaunch(x, s));
+    }
+    CHECK(cudaStreamSynchronize(s));
+    return 0;
+}
+
+static int scenario_decoder_new(void) { return scenario_decoder(0); }
+static int scenario_decoder_pool(void) { return scenario_decoder(1); }
+
+static const struct {
+    const char *name;
+    int (*fn)(void);
+} scenarios[] = {
+    {"nodes", scenario_nodes},
+    {"capture_malloc", scenario_capture_malloc},
+    {"decoder_new", scenario_decoder_new},
+    {"decoder_pool", scenario_decoder_pool},
+};
+
+int main(int argc, char **argv)
+{
+    for (size_t i = 0; argc == 2 && i < sizeof scenarios / sizeof scenarios[0]; i++) {
+        if (strcmp(argv[1], scenarios[i].name) == 0) {
+            int rc = scenarios[i].fn();
+            print_sim(1);
+            fflush(stdout);
+            return rc;
+        }
+    }
+    fprintf(stderr, "usage: graph_prog SCENARIO\n");
+    return 2;
+}
