@@ -115,6 +115,18 @@ static inline __attribute__((always_inline)) void account_free(int device, enum 
     cushim_seq_write_end(&r->seq_end);
 }
 
+/* One per-device counter up by `n` (hot: graph launches). */
+static inline __attribute__((always_inline)) void account_dev_inc(int device, enum cushim_device_stat stat,
+                                                                 uint64_t n)
+{
+    struct cushim_device_record *r = account_record(device);
+    if (unlikely(!r))
+        return;
+    cushim_seq_write_begin(&r->seq_begin);
+    atomic_fetch_add_explicit(&r->dev[stat], n, memory_order_relaxed);
+    cushim_seq_write_end(&r->seq_end);
+}
+
 static inline void account_fail(int device, enum cushim_kind kind)
 {
     struct cushim_device_record *r = account_record(device);

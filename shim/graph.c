@@ -8,6 +8,20 @@
 #include "shim/track.h"
 
 static _Atomic uint64_t next_id;
+
+/* Launch cache: exec -> (per-graph slot, device) without a lock, direct-mapped by the handle.
+ * Written at instantiation and destruction; a launch whose exec is not here (collision) takes
+ * the table. info = (slot + 1) | (device + 1) << 32. */
+#define LAUNCH_CACHE 1024
+static struct {
+    _Atomic uint64_t exec;
+    _Atomic uint64_t info;
+} launch_cache[LAUNCH_CACHE];
+
+static inline unsigned launch_index(uint64_t exec)
+{
+    return (unsigned)((exec * 0x9E3779B97F4A7C15ull) >> 54) & (LAUNCH_CACHE - 1);
+}
 static _Atomic uint64_t last_sample_ns[CUSHIM_MAX_DEVICES];
 static SHIM_TLS unsigned launches_here;
 
@@ -114,6 +128,12 @@ void graph_instantiated(CUgraphExec exec, CUgraph graph, int device)
     struct shim_entry e = {.key = (uint64_t)(uintptr_t)exec, .size = bytes, .aux = (uint64_t)(int64_t)slot,
                            .device = device};
     table_put(&shim.execs, &e, NULL);
+    unsigned li = launch_index(e.key);
+    atomic_store_explicit(&launch_cache[li].exec, 0, memory_order_release);
+    atomic_store_explicit(&launch_cache[li].info,
+                          (uint64_t)(uint32_t)(slot + 1) | (uint64_t)(uint32_t)(device + 1) << 32,
+                          memory_order_release);
+    atomic_store_explicit(&launch_cache[li].exec, e.key, memory_order_release);
     account_device_stat_add(device, CUSHIM_DEV_graphs_instantiated, 1);
     account_device_stat_add(device, CUSHIM_DEV_graph_execs_alive, 1);
     if (bytes)
@@ -123,6 +143,8 @@ void graph_instantiated(CUgraphExec exec, CUgraph graph, int device)
 void graph_exec_destroyed(CUgraphExec exec)
 {
     struct shim_entry e;
+    uint64_t key = (uint64_t)(uintptr_t)exec;
+    atomic_compare_exchange_strong(&launch_cache[launch_index(key)].exec, &key, 0);
     if (!table_take(&shim.execs, (uint64_t)(uintptr_t)exec, &e))
         return;
     int slot = (int)(int64_t)e.aux;
@@ -139,15 +161,24 @@ void graph_exec_destroyed(CUgraphExec exec)
 void graph_launched(CUgraphExec exec)
 {
     struct shim_entry e;
-    int device;
-    if (likely(table_get(&shim.execs, (uint64_t)(uintptr_t)exec, &e))) {
+    uint64_t key = (uint64_t)(uintptr_t)exec;
+    unsigned li = launch_index(key);
+    int device, slot;
+    uint64_t info = atomic_load_explicit(&launch_cache[li].info, memory_order_acquire);
+    if (likely(atomic_load_explicit(&launch_cache[li].exec, memory_order_acquire) == key &&
+               atomic_load_explicit(&launch_cache[li].info, memory_order_acquire) == info && info)) {
+        slot = (int)(uint32_t)info - 1;
+        device = (int)(uint32_t)(info >> 32) - 1;
+    } else if (table_get(&shim.execs, key, &e)) {
+        slot = (int)(int64_t)e.aux;
         device = e.device;
-        if (likely((uint64_t)(int64_t)e.aux < CUSHIM_MAX_GRAPHS))
-            atomic_fetch_add_explicit(&shim.seg->graphs[e.aux].launches, 1, memory_order_relaxed);
     } else {
+        slot = -1;
         device = shim_current_device(NULL);
     }
-    account_device_stat_add(device, CUSHIM_DEV_graph_launches, 1);
+    if (likely((unsigned)slot < CUSHIM_MAX_GRAPHS))
+        atomic_fetch_add_explicit(&shim.seg->graphs[slot].launches, 1, memory_order_relaxed);
+    account_dev_inc(device, CUSHIM_DEV_graph_launches, 1);
     /* CUSHIM_COMPILE_END=graph-launch: serving has begun. */
     if (unlikely(shim.cfg.compile_end == CUSHIM_COMPILE_END_GRAPH_LAUNCH) &&
         atomic_load_explicit(&shim.seg->h.phase, memory_order_relaxed) == CUSHIM_PHASE_COMPILE)
