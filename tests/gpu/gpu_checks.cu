@@ -1,0 +1,476 @@
+// gpu_checks SUBCOMMAND [ARGS]: the CUDA programs of scripts/gpu-check (issue 6). Built with
+// nvcc twice (static cudart, the default, and -cudart shared). Prints "key=value" lines that
+// tests/gpu/run.py reads. Under cushim, the shim's counters are read through cushim.h's API
+// (dlsym(RTLD_DEFAULT, ...)); without it those keys are absent.
+#include <cuda.h>
+#include <cuda_runtime.h>
+#include <cudaTypedefs.h>
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#ifdef WITH_CUBLAS
+#include <cublas_v2.h>
+#endif
+
+#define MiB (1024ull * 1024)
+#define GiB (1024ull * MiB)
+
+#define CHECK(call)                                                                           \
+    do {                                                                                      \
+        cudaError_t e_ = (call);                                                              \
+        if (e_ != cudaSuccess) {                                                              \
+            fprintf(stderr, "%s:%d: %s -> %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_)); \
+            exit(10);                                                                         \
+        }                                                                                     \
+    } while (0)
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+// ---- the shim's counters, when preloaded (include/cushim.h) ----
+struct kind_stats { uint64_t current, peak, allocs, frees, failed, spills; };
+struct device_stats {
+    uint32_t size, version;
+    int32_t ordinal, uuid_valid;
+    uint8_t uuid[16];
+    uint64_t total_bytes, untracked_bytes;
+    kind_stats kind[10];
+    uint64_t total_current, total_peak;
+};
+enum { K_DEVICE, K_ASYNC, K_VMM, K_ARRAY, K_MANAGED, K_PINNED, K_REGISTERED, K_IMPORTED, K_OFFLOADED, K_CAPTURE };
+
+static bool shim_stats(device_stats *s)
+{
+    typedef int (*fn_t)(int, device_stats *);
+    static fn_t fn = (fn_t)dlsym(RTLD_DEFAULT, "cushim_get_device_stats");
+    memset(s, 0, sizeof *s);
+    s->size = sizeof *s;
+    int dev = 0;
+    cudaGetDevice(&dev);
+    return fn && fn(dev, s) == 0;
+}
+
+static uint64_t shim_kind(int kind)
+{
+    device_stats s;
+    return shim_stats(&s) ? s.kind[kind].current : 0;
+}
+
+static uint64_t shim_total(void)
+{
+    device_stats s;
+    return shim_stats(&s) ? s.total_current : 0;
+}
+
+static size_t used(void)
+{
+    size_t f, t;
+    CHECK(cudaMemGetInfo(&f, &t));
+    return t - f;
+}
+
+// ---- exactness ----
+static int cmd_exactness(void)
+{
+    static const size_t sizes[] = {1, 255, 4096, MiB, 2 * MiB + 1, 64 * MiB, GiB, 4 * GiB};
+    CHECK(cudaFree(0));
+    printf("shim=%d\n", dlsym(RTLD_DEFAULT, "cushim_get_device_stats") != NULL);
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+        void *p;
+        size_t u0 = used();
+        uint64_t s0 = shim_total();
+        CHECK(cudaMalloc(&p, sizes[i]));
+        size_t u1 = used();
+        uint64_t s1 = shim_total();
+        CHECK(cudaFree(p));
+        printf("size=%zu driver_delta=%zu shim_delta=%llu\n", sizes[i], u1 - u0, (unsigned long long)(s1 - s0));
+    }
+    return 0;
+}
+
+static int cmd_async(void)
+{
+    static const size_t sizes[] = {4096, MiB, 32 * MiB + 7, 256 * MiB};
+    cudaStream_t st;
+    cudaMemPool_t pool;
+    int dev = 0;
+    CHECK(cudaStreamCreate(&st));
+    CHECK(cudaDeviceGetDefaultMemPool(&pool, dev));
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+        void *p;
+        uint64_t r0, r1;
+        CHECK(cudaMemPoolTrimTo(pool, 0));
+        size_t u0 = used();
+        CHECK(cudaMemPoolGetAttribute(pool, cudaMemPoolAttrReservedMemCurrent, &r0));
+        uint64_t s0 = shim_kind(K_ASYNC);
+        CHECK(cudaMallocAsync(&p, sizes[i], st));
+        CHECK(cudaStreamSynchronize(st));
+        size_t u1 = used();
+        CHECK(cudaMemPoolGetAttribute(pool, cudaMemPoolAttrReservedMemCurrent, &r1));
+        uint64_t s1 = shim_kind(K_ASYNC);
+        CHECK(cudaFreeAsync(p, st));
+        CHECK(cudaStreamSynchronize(st));
+        printf("size=%zu driver_delta=%zu pool_reserved_delta=%llu shim_delta=%llu\n", sizes[i], u1 - u0,
+               (unsigned long long)(r1 - r0), (unsigned long long)(s1 - s0));
+    }
+    return 0;
+}
+
+static void *entry(const char *name, unsigned version)
+{
+    void *fn = NULL;
+    cudaDriverEntryPointQueryResult q;
+    CHECK(cudaGetDriverEntryPointByVersion(name, &fn, version, cudaEnableDefault, &q));
+    if (!fn) {
+        fprintf(stderr, "no %s\n", name);
+        exit(11);
+    }
+    return fn;
+}
+
+static int cmd_vmm(void)
+{
+    PFN_cuMemCreate_v10020 create = (PFN_cuMemCreate_v10020)entry("cuMemCreate", 10020);
+    PFN_cuMemRelease_v10020 release = (PFN_cuMemRelease_v10020)entry("cuMemRelease", 10020);
+    PFN_cuMemAddressReserve_v10020 reserve = (PFN_cuMemAddressReserve_v10020)entry("cuMemAddressReserve", 10020);
+    PFN_cuMemAddressFree_v10020 vfree = (PFN_cuMemAddressFree_v10020)entry("cuMemAddressFree", 10020);
+    PFN_cuMemMap_v10020 map = (PFN_cuMemMap_v10020)entry("cuMemMap", 10020);
+    PFN_cuMemUnmap_v10020 unmap = (PFN_cuMemUnmap_v10020)entry("cuMemUnmap", 10020);
+    PFN_cuMemSetAccess_v10020 access = (PFN_cuMemSetAccess_v10020)entry("cuMemSetAccess", 10020);
+    PFN_cuMemGetAllocationGranularity_v10020 gran =
+        (PFN_cuMemGetAllocationGranularity_v10020)entry("cuMemGetAllocationGranularity", 10020);
+    CUmemAllocationProp prop;
+    memset(&prop, 0, sizeof prop);
+    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    prop.location.id = 0;
+    size_t g = 0;
+    CHECK(cudaFree(0));
+    if (gran(&g, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM))
+        return 12;
+    printf("granularity=%zu\n", g);
+    static const size_t mult[] = {1, 3, 16, 512};
+    for (size_t i = 0; i < sizeof mult / sizeof mult[0]; i++) {
+        size_t bytes = mult[i] * g;
+        CUmemGenericAllocationHandle h;
+        CUdeviceptr va;
+        CUmemAccessDesc ad;
+        memset(&ad, 0, sizeof ad);
+        ad.location = prop.location;
+        ad.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+        size_t u0 = used();
+        uint64_t s0 = shim_kind(K_VMM);
+        if (create(&h, bytes, &prop, 0) || reserve(&va, bytes, 0, 0, 0) || map(va, bytes, 0, h, 0) ||
+            access(va, bytes, &ad, 1))
+            return 13;
+        size_t u1 = used();
+        uint64_t s1 = shim_kind(K_VMM);
+        release(h); // released before unmapped: still counted until the unmap
+        uint64_t s2 = shim_kind(K_VMM);
+        unmap(va, bytes);
+        vfree(va, bytes);
+        uint64_t s3 = shim_kind(K_VMM);
+        printf("size=%zu driver_delta=%zu shim_delta=%llu after_release=%llu after_unmap=%llu\n", bytes, u1 - u0,
+               (unsigned long long)(s1 - s0), (unsigned long long)(s2 - s0), (unsigned long long)(s3 - s0));
+    }
+    return 0;
+}
+
+// Holds known allocations for the nvidia-smi comparison until stdin closes or N seconds pass.
+static int cmd_hold(int seconds)
+{
+    void *a, *b;
+    size_t f, t;
+    CHECK(cudaMalloc(&a, GiB));
+    CHECK(cudaMalloc(&b, 256 * MiB));
+    CHECK(cudaMemGetInfo(&f, &t)); // also refreshes the shim's untracked sample
+    device_stats s;
+    if (shim_stats(&s))
+        printf("shim_device_total=%llu untracked=%llu\n", (unsigned long long)s.total_current,
+               (unsigned long long)s.untracked_bytes);
+    printf("pid=%d\nready=1\n", (int)getpid());
+    fflush(stdout);
+    sleep((unsigned)seconds);
+    return 0;
+}
+
+// ---- kernels: offload correctness and bandwidth ----
+__global__ void fill(float *x, size_t n, float scale)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+        x[i] = scale * (float)(i % 1000003);
+}
+
+__global__ void add(const float *a, const float *b, float *c, size_t n)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+        c[i] = a[i] + b[i];
+}
+
+__global__ void read_sum(const float4 *x, size_t n, float *out)
+{
+    float s = 0;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+        s += x[i].x + x[i].y + x[i].z + x[i].w;
+    if (s == 12345.678f) // never: keeps the loads
+        *out = s;
+}
+
+static uint64_t fnv(const void *p, size_t n)
+{
+    const unsigned char *b = (const unsigned char *)p;
+    uint64_t h = 1469598103934665603ull;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ b[i]) * 1099511628211ull;
+    return h;
+}
+
+// Vector add over three 256 MiB arrays (offloaded when run with CUSHIM_OFFLOAD=always).
+static int cmd_vecadd(void)
+{
+    const size_t n = 64ull << 20;
+    float *a, *b, *c;
+    CHECK(cudaMalloc(&a, n * sizeof(float)));
+    CHECK(cudaMalloc(&b, n * sizeof(float)));
+    CHECK(cudaMalloc(&c, n * sizeof(float)));
+    fill<<<1024, 256>>>(a, n, 0.5f);
+    fill<<<1024, 256>>>(b, n, 0.25f);
+    add<<<1024, 256>>>(a, b, c, n);
+    CHECK(cudaGetLastError());
+    float *h = (float *)malloc(n * sizeof(float));
+    CHECK(cudaMemcpy(h, c, n * sizeof(float), cudaMemcpyDeviceToHost));
+    size_t bad = 0;
+    for (size_t i = 0; i < n; i++)
+        bad += h[i] != 0.75f * (float)(i % 1000003);
+    printf("hash=%016llx wrong=%zu offloaded=%llu\n", (unsigned long long)fnv(h, n * sizeof(float)), bad,
+           (unsigned long long)shim_kind(K_OFFLOADED));
+    free(h);
+    return 0;
+}
+
+#ifdef WITH_CUBLAS
+// SGEMM with A, B, C from cudaMalloc (offloaded with CUSHIM_OFFLOAD=always and a small threshold).
+static int cmd_sgemm(void)
+{
+    const int m = 2048;
+    size_t bytes = (size_t)m * m * sizeof(float);
+    float *a, *b, *c;
+    CHECK(cudaMalloc(&a, bytes));
+    CHECK(cudaMalloc(&b, bytes));
+    CHECK(cudaMalloc(&c, bytes));
+    fill<<<1024, 256>>>(a, (size_t)m * m, 1e-3f);
+    fill<<<1024, 256>>>(b, (size_t)m * m, 2e-3f);
+    cublasHandle_t hdl;
+    if (cublasCreate(&hdl) != CUBLAS_STATUS_SUCCESS)
+        return 14;
+    float one = 1.0f, zero = 0.0f;
+    if (cublasSgemm(hdl, CUBLAS_OP_N, CUBLAS_OP_N, m, m, m, &one, a, m, b, m, &zero, c, m) != CUBLAS_STATUS_SUCCESS)
+        return 15;
+    float *h = (float *)malloc(bytes);
+    CHECK(cudaMemcpy(h, c, bytes, cudaMemcpyDeviceToHost));
+    printf("hash=%016llx offloaded=%llu\n", (unsigned long long)fnv(h, bytes), (unsigned long long)shim_kind(K_OFFLOADED));
+    free(h);
+    cublasDestroy(hdl);
+    return 0;
+}
+#endif
+
+// Kernel read bandwidth over one buffer from cudaMalloc (device, or offloaded under
+// CUSHIM_OFFLOAD=always), and host-to-device copy bandwidth from pinned memory.
+static int cmd_bandwidth(void)
+{
+    const size_t bytes = GiB;
+    float *x, *out, *pinned;
+    CHECK(cudaMalloc(&x, bytes));
+    CHECK(cudaMalloc(&out, 4096));
+    CHECK(cudaMemset(x, 0, bytes));
+    cudaEvent_t e0, e1;
+    CHECK(cudaEventCreate(&e0));
+    CHECK(cudaEventCreate(&e1));
+    read_sum<<<2048, 256>>>((const float4 *)x, bytes / 16, out); // warm-up
+    float best = 1e30f;
+    for (int r = 0; r < 5; r++) {
+        float ms;
+        CHECK(cudaEventRecord(e0));
+        read_sum<<<2048, 256>>>((const float4 *)x, bytes / 16, out);
+        CHECK(cudaEventRecord(e1));
+        CHECK(cudaEventSynchronize(e1));
+        CHECK(cudaEventElapsedTime(&ms, e0, e1));
+        if (ms < best)
+            best = ms;
+    }
+    printf("kernel_read_gbps=%.1f offloaded=%llu\n", (double)bytes / (best * 1e-3) / 1e9,
+           (unsigned long long)shim_kind(K_OFFLOADED));
+    CHECK(cudaMallocHost(&pinned, bytes));
+    memset(pinned, 1, bytes);
+    void *dst;
+    CHECK(cudaMalloc(&dst, 256 * MiB));
+    best = 1e30f;
+    for (int r = 0; r < 5; r++) {
+        float ms;
+        CHECK(cudaEventRecord(e0));
+        CHECK(cudaMemcpyAsync(dst, pinned, 256 * MiB, cudaMemcpyHostToDevice));
+        CHECK(cudaEventRecord(e1));
+        CHECK(cudaEventSynchronize(e1));
+        CHECK(cudaEventElapsedTime(&ms, e0, e1));
+        if (ms < best)
+            best = ms;
+    }
+    printf("h2d_copy_gbps=%.1f\n", (double)(256 * MiB) / (best * 1e-3) / 1e9);
+    return 0;
+}
+
+// Pinned, device-mapped host allocation cost (what each offload pays without the cache).
+static int cmd_pinned_cost(void)
+{
+    CHECK(cudaFree(0));
+    for (size_t gib = 1; gib <= 4; gib *= 4) {
+        void *p;
+        double t0 = now_s();
+        CHECK(cudaHostAlloc(&p, gib * GiB, cudaHostAllocPortable | cudaHostAllocMapped));
+        double t1 = now_s();
+        CHECK(cudaFreeHost(p));
+        double t2 = now_s();
+        printf("gib=%zu alloc_ms_per_gib=%.1f free_ms_per_gib=%.1f\n", gib, (t1 - t0) * 1e3 / (double)gib,
+               (t2 - t1) * 1e3 / (double)gib);
+    }
+    return 0;
+}
+
+// Per-call cost: N cudaMalloc/cudaFree pairs of SIZE (or async pairs), after a warm-up.
+static int cmd_overhead(size_t size, long n, bool async)
+{
+    cudaStream_t st;
+    void *p;
+    CHECK(cudaStreamCreate(&st));
+    for (int warm = 0; warm < 2; warm++) {
+        double t0 = now_s();
+        for (long i = 0; i < n; i++) {
+            if (async) {
+                CHECK(cudaMallocAsync(&p, size, st));
+                CHECK(cudaFreeAsync(p, st));
+            } else {
+                CHECK(cudaMalloc(&p, size));
+                CHECK(cudaFree(p));
+            }
+        }
+        CHECK(cudaStreamSynchronize(st));
+        if (warm)
+            printf("ns_per_pair=%.1f\n", (now_s() - t0) * 1e9 / (double)n);
+    }
+    return 0;
+}
+
+static long thread_pairs;
+static void *churn(void *arg)
+{
+    (void)arg;
+    for (long i = 0; i < thread_pairs; i++) {
+        void *p;
+        if (cudaMalloc(&p, MiB) != cudaSuccess || cudaFree(p) != cudaSuccess)
+            return (void *)1;
+    }
+    return NULL;
+}
+
+static int cmd_threads(int threads, long n)
+{
+    pthread_t t[64];
+    CHECK(cudaFree(0));
+    thread_pairs = n;
+    double t0 = now_s();
+    for (int i = 0; i < threads; i++)
+        pthread_create(&t[i], NULL, churn, NULL);
+    int bad = 0;
+    for (int i = 0; i < threads; i++) {
+        void *r;
+        pthread_join(t[i], &r);
+        bad |= r != NULL;
+    }
+    printf("threads=%d pairs_per_thread=%ld seconds=%.4f\n", threads, n, now_s() - t0);
+    return bad;
+}
+
+// A deterministic workload through many APIs; its output hash must not change under the shim.
+__global__ void lcg(unsigned *x, size_t n, unsigned seed)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+        x[i] = (unsigned)(i * 2654435761u + seed) * 1664525u + 1013904223u;
+}
+
+__global__ void mix(unsigned *a, const unsigned *b, size_t n)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+        a[i] = (a[i] ^ b[(i * 7) % n]) + 0x9e3779b9u;
+}
+
+static int cmd_harmless(void)
+{
+    const size_t n = 16u << 20;
+    unsigned *a, *b, *tmp, *h;
+    cudaStream_t s;
+    cudaGraph_t g;
+    cudaGraphExec_t x;
+    CHECK(cudaStreamCreate(&s));
+    CHECK(cudaMalloc(&a, n * 4));
+    CHECK(cudaMallocManaged(&b, n * 4));
+    CHECK(cudaMallocHost(&h, n * 4));
+    lcg<<<512, 256, 0, s>>>(a, n, 1);
+    lcg<<<512, 256, 0, s>>>(b, n, 2);
+    CHECK(cudaMallocAsync(&tmp, n * 4, s));
+    CHECK(cudaMemcpyAsync(tmp, a, n * 4, cudaMemcpyDeviceToDevice, s));
+    mix<<<512, 256, 0, s>>>(tmp, b, n);
+    CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+    mix<<<512, 256, 0, s>>>(a, tmp, n);
+    mix<<<512, 256, 0, s>>>(tmp, a, n);
+    CHECK(cudaStreamEndCapture(s, &g));
+    CHECK(cudaGraphInstantiate(&x, g, 0));
+    for (int i = 0; i < 10; i++)
+        CHECK(cudaGraphLaunch(x, s));
+    CHECK(cudaFreeAsync(tmp, s));
+    CHECK(cudaMemcpyAsync(h, a, n * 4, cudaMemcpyDeviceToHost, s));
+    CHECK(cudaStreamSynchronize(s));
+    printf("hash=%016llx\n", (unsigned long long)fnv(h, n * 4));
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    const char *cmd = argc > 1 ? argv[1] : "";
+    if (!strcmp(cmd, "exactness"))
+        return cmd_exactness();
+    if (!strcmp(cmd, "async"))
+        return cmd_async();
+    if (!strcmp(cmd, "vmm"))
+        return cmd_vmm();
+    if (!strcmp(cmd, "hold"))
+        return cmd_hold(argc > 2 ? atoi(argv[2]) : 5);
+    if (!strcmp(cmd, "vecadd"))
+        return cmd_vecadd();
+#ifdef WITH_CUBLAS
+    if (!strcmp(cmd, "sgemm"))
+        return cmd_sgemm();
+#endif
+    if (!strcmp(cmd, "bandwidth"))
+        return cmd_bandwidth();
+    if (!strcmp(cmd, "pinned_cost"))
+        return cmd_pinned_cost();
+    if (!strcmp(cmd, "overhead") && argc > 3)
+        return cmd_overhead(strtoull(argv[2], NULL, 10), atol(argv[3]), argc > 4 && !strcmp(argv[4], "async"));
+    if (!strcmp(cmd, "threads") && argc > 3)
+        return cmd_threads(atoi(argv[2]), atol(argv[3]));
+    if (!strcmp(cmd, "harmless"))
+        return cmd_harmless();
+    fprintf(stderr, "usage: gpu_checks exactness|async|vmm|hold S|vecadd|sgemm|bandwidth|pinned_cost|"
+                    "overhead SIZE N [async]|threads T N|harmless\n");
+    return 2;
+}

@@ -1,0 +1,164 @@
+#!/usr/bin/env python3
+"""PyTorch checks of scripts/gpu-check (issue 6), run under libcushim.so by tests/gpu/run.py.
+
+usage: torch_checks.py peak | graph | forward OUTFILE
+Prints one JSON object on its last line. Reads cushim's counters in-process through cushim.h's
+API (ctypes.CDLL(None)) and the per-graph table through `cushim stat PID --json` ($GPUCHECK_CUSHIM).
+"""
+import ctypes
+import json
+import os
+import subprocess
+import sys
+
+import torch
+
+MiB = 1 << 20
+
+
+class KindStats(ctypes.Structure):
+    _fields_ = [(n, ctypes.c_uint64) for n in
+                ("current", "peak", "allocs", "frees", "failed", "spills")]
+
+
+class DeviceStats(ctypes.Structure):
+    """struct cushim_device_stats (include/cushim.h)."""
+    _fields_ = [("size", ctypes.c_uint32), ("version", ctypes.c_uint32),
+                ("ordinal", ctypes.c_int32), ("uuid_valid", ctypes.c_int32),
+                ("uuid", ctypes.c_uint8 * 16), ("total_bytes", ctypes.c_uint64),
+                ("untracked_bytes", ctypes.c_uint64), ("kind", KindStats * 10),
+                ("total_current", ctypes.c_uint64), ("total_peak", ctypes.c_uint64)]
+
+
+KIND = {"device": 0, "async": 1, "vmm": 2, "array": 3, "managed": 4, "pinned_host": 5,
+        "registered_host": 6, "imported": 7, "offloaded": 8, "capture": 9}
+
+shim = ctypes.CDLL(None)
+if not hasattr(shim, "cushim_get_device_stats"):
+    sys.exit("torch_checks.py must run under libcushim.so")
+shim.cushim_device_peak_bytes.restype = ctypes.c_uint64
+shim.cushim_device_current_bytes.restype = ctypes.c_uint64
+
+
+def stats(dev=0):
+    s = DeviceStats()
+    s.size = ctypes.sizeof(s)
+    if shim.cushim_get_device_stats(dev, ctypes.byref(s)) != 0:
+        raise RuntimeError("cushim has no counters for device %d" % dev)
+    return s
+
+
+def workload(dev):
+    """Allocations of many sizes through the caching allocator, some freed, a matmul."""
+    keep = []
+    for i, n in enumerate([1 << 10, 3 << 20, 17 << 20, 200 << 20, 1 << 30, 5 << 20]):
+        t = torch.empty(n, dtype=torch.uint8, device=dev)
+        if i % 2 == 0:
+            keep.append(t)
+        del t
+    a = torch.randn(2048, 2048, device=dev)
+    b = a @ a
+    keep.append(b)
+    big = torch.empty(512 << 20, dtype=torch.uint8, device=dev)
+    del big
+    return keep
+
+
+def check_peak():
+    dev = torch.device("cuda:0")
+    torch.ones(1, device=dev) @ torch.ones(1, 1, device=dev)  # context, cuBLAS handle
+    torch.cuda.synchronize()
+    # Anything not from the caching allocator shows as a constant offset (reported).
+    baseline = shim.cushim_device_current_bytes(0) - torch.cuda.memory_reserved(dev)
+    torch.cuda.reset_peak_memory_stats(dev)
+    shim.cushim_reset_peak(-1)
+    keep = workload(dev)
+    torch.cuda.synchronize()
+    first = {"shim_peak": shim.cushim_device_peak_bytes(0) - baseline,
+             "torch_max_reserved": torch.cuda.max_memory_reserved(dev)}
+    # reset_peak through ctypes against reset_peak_memory_stats
+    torch.cuda.empty_cache()
+    torch.cuda.reset_peak_memory_stats(dev)
+    shim.cushim_reset_peak(-1)
+    more = [torch.empty(n, dtype=torch.uint8, device=dev) for n in (64 << 20, 96 << 20)]
+    del more
+    torch.cuda.synchronize()
+    second = {"shim_peak": shim.cushim_device_peak_bytes(0) - baseline,
+              "torch_max_reserved": torch.cuda.max_memory_reserved(dev)}
+    del keep
+    s = stats()
+    return {"baseline": baseline, "first": first, "after_reset": second,
+            "vmm_current": s.kind[KIND["vmm"]].current, "device_current": s.kind[KIND["device"]].current,
+            "expandable": "expandable_segments:True" in os.environ.get("PYTORCH_CUDA_ALLOC_CONF", "")}
+
+
+def cushim_stat():
+    out = subprocess.run([os.environ["GPUCHECK_CUSHIM"], "stat", str(os.getpid()), "--json"],
+                         check=True, capture_output=True, text=True).stdout
+    return json.loads(out)[0]
+
+
+def check_graph():
+    dev = torch.device("cuda:0")
+    model = torch.nn.Sequential(torch.nn.Linear(1024, 4096), torch.nn.ReLU(),
+                                torch.nn.Linear(4096, 1024)).to(dev)
+    static_x = torch.randn(256, 1024, device=dev)
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        for _ in range(3):  # warm-up on a side stream, as torch.cuda.graphs documents
+            model(static_x)
+    torch.cuda.current_stream().wait_stream(s)
+    launches_before = cushim_stat()["devices"][0]["graphs"]["launches"]
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):  # empties the cache, then capture_begin
+        reserved_begin = torch.cuda.memory_reserved(dev)
+        static_y = model(static_x)
+        extra = torch.empty(8 << 20, dtype=torch.uint8, device=dev)  # a new tensor inside
+        extra.fill_(1)
+    reserved_end = torch.cuda.memory_reserved(dev)
+    replays = 10
+    for _ in range(replays):
+        g.replay()
+    torch.cuda.synchronize()
+    st = cushim_stat()
+    graphs = st["executable_graphs"]
+    return {"reserved_growth": reserved_end - reserved_begin,
+            "capture_bytes": graphs[-1]["capture_bytes"] if graphs else None,
+            "replays": replays,
+            "launches": st["devices"][0]["graphs"]["launches"] - launches_before,
+            "graph_launches_of_exec": graphs[-1]["launches"] if graphs else None,
+            "y_sum": float(static_y.sum())}
+
+
+def check_forward(outfile):
+    dev = torch.device("cuda:0")
+    torch.manual_seed(1234)
+    free0, _ = torch.cuda.mem_get_info(dev)
+    model = torch.nn.Sequential(*[torch.nn.Linear(8192, 8192) for _ in range(3)]).to(dev)
+    torch.cuda.synchronize()
+    free1, _ = torch.cuda.mem_get_info(dev)
+    x = torch.randn(64, 8192, device=dev)
+    with torch.no_grad():
+        y = model(x)
+    torch.save(y.cpu(), outfile)
+    s = stats()
+    return {"device_drop": free0 - free1, "offloaded_current": s.kind[KIND["offloaded"]].current,
+            "offloaded_allocs": s.kind[KIND["offloaded"]].allocs}
+
+
+def main():
+    what = sys.argv[1] if len(sys.argv) > 1 else ""
+    if what == "peak":
+        result = check_peak()
+    elif what == "graph":
+        result = check_graph()
+    elif what == "forward" and len(sys.argv) > 2:
+        result = check_forward(sys.argv[2])
+    else:
+        sys.exit(__doc__)
+    print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()
