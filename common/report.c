@@ -33,6 +33,7 @@ static void json_device(struct jsonw *w, const struct cushim_device_snapshot *d)
     jsonw_string(w, "uuid", d->identified ? cushim_format_uuid(d->uuid, uuid, sizeof uuid) : NULL);
     jsonw_u64(w, "total_bytes", d->total_bytes);
     jsonw_u64(w, "untracked_bytes", d->untracked_bytes);
+    jsonw_u64(w, "untracked_sampled_ns", d->untracked_sampled_ns);
     for (unsigned k = 0; k < CUSHIM_KIND_COUNT; k++) {
         jsonw_object_begin(w, kind_names[k]);
         for (unsigned s = 0; s < CUSHIM_STAT_COUNT; s++) {
@@ -110,7 +111,8 @@ void cushim_text_process(FILE *f, const struct cushim_snapshot *s, const char *t
         const struct cushim_device_snapshot *d = &s->devices[i];
         fprintf(f, "  device %d  %s  total %s  untracked %s\n", d->ordinal,
                 d->identified ? cushim_format_uuid(d->uuid, u, sizeof u) : "(uuid unknown)",
-                fmt(d->total_bytes, a, sizeof a), fmt(d->untracked_bytes, b, sizeof b));
+                fmt(d->total_bytes, a, sizeof a),
+                d->untracked_sampled_ns ? fmt(d->untracked_bytes, b, sizeof b) : "not sampled yet");
         fprintf(f, "    %-16s %12s %12s %10s %10s %8s\n", "kind", "current", "peak", "allocs",
                 "frees", "failed");
         for (unsigned k = 0; k < CUSHIM_KIND_COUNT; k++) {

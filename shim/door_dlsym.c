@@ -4,6 +4,7 @@
  * dlsym, so glibc still sees the caller's return address (RTLD_NEXT is relative to the caller).
  * This file is compiled with -O2 -foptimize-sibling-calls whatever the build type (meson.build);
  * tests/test_dlsym.c checks the RTLD_NEXT behaviour. */
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -16,9 +17,10 @@ static int cmp_symbol(const void *key, const void *elem)
     return strcmp((const char *)key, shim_fns[*(const unsigned short *)elem].symbol);
 }
 
-/* Rows of SHIM_HOOKS sorted by symbol, built on first use (a race builds it twice, same result). */
+/* Rows of SHIM_HOOKS sorted by symbol, built once on first use (dlsym can be called before the
+ * shim's constructor, so not there). */
 static unsigned short sorted[SHIM_HOOK_COUNT];
-static _Atomic int sorted_ready;
+static pthread_once_t sorted_once = PTHREAD_ONCE_INIT;
 
 static int cmp_rows(const void *a, const void *b)
 {
@@ -26,16 +28,16 @@ static int cmp_rows(const void *a, const void *b)
                   shim_fns[*(const unsigned short *)b].symbol);
 }
 
+static void sort_rows(void)
+{
+    for (unsigned i = 0; i < SHIM_HOOK_COUNT; i++)
+        sorted[i] = (unsigned short)i;
+    qsort(sorted, SHIM_HOOK_COUNT, sizeof sorted[0], cmp_rows);
+}
+
 int shim_hook_by_symbol(const char *symbol)
 {
-    if (!atomic_load_explicit(&sorted_ready, memory_order_acquire)) {
-        unsigned short tmp[SHIM_HOOK_COUNT];
-        for (unsigned i = 0; i < SHIM_HOOK_COUNT; i++)
-            tmp[i] = (unsigned short)i;
-        qsort(tmp, SHIM_HOOK_COUNT, sizeof tmp[0], cmp_rows);
-        memcpy(sorted, tmp, sizeof tmp);
-        atomic_store_explicit(&sorted_ready, 1, memory_order_release);
-    }
+    pthread_once(&sorted_once, sort_rows);
     const unsigned short *row = bsearch(symbol, sorted, SHIM_HOOK_COUNT, sizeof sorted[0], cmp_symbol);
     return row ? *row : -1;
 }

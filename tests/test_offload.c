@@ -204,3 +204,22 @@ Test(offload, cushim_phase_switches_a_live_process)
     touch(hold);
     cr_expect_eq(wait_bg(pid), 0);
 }
+
+Test(offload, a_bounded_cache_reuses_freed_pinned_blocks)
+{
+    struct run_result r;
+    const char *extra[] = {"CUSHIM_OFFLOAD=always", "CUSHIM_OFFLOAD_MIN=1MiB", "CUSHIM_OFFLOAD_CACHE=4MiB", NULL};
+    json_t *j = offload_run(&r, "cache", extra);
+    cr_expect_eq(kv_u64(r.out, "host_alloc_calls"), 2, "4 MiB fresh, 3 MiB from the cache, 1 MiB+1 fresh");
+    cr_expect_eq(kv_u64(r.out, "free_host_calls"), 1, "the 1 MiB+1 block does not fit in the 4 MiB cache beside the 4 MiB one");
+    cr_expect_eq(jpath_u64(j, "devices.0.offloaded.alloc_count"), 3);
+    cr_expect_eq(jpath_u64(j, "devices.0.offloaded.current_bytes"), 0);
+    json_decref(j);
+    run_free(&r);
+    const char *none[] = {"CUSHIM_OFFLOAD=always", "CUSHIM_OFFLOAD_MIN=1MiB", NULL};
+    j = offload_run(&r, "cache", none);
+    cr_expect_eq(kv_u64(r.out, "host_alloc_calls"), 3, "no cache by default");
+    cr_expect_eq(kv_u64(r.out, "free_host_calls"), 3);
+    json_decref(j);
+    run_free(&r);
+}

@@ -200,6 +200,24 @@ Test(run, usage_errors_exit_2)
     run_free(&r);
 }
 
+Test(run, report_path_with_pid)
+{
+    struct run_result r;
+    char pre[2048], rep[700], path[700];
+    snprintf(pre, sizeof pre, "LD_PRELOAD=%s", shim_lib());
+    snprintf(rep, sizeof rep, "CUSHIM_REPORT=%s/rep.%%p.json", test_dir());
+    const char *extra[] = {pre, rep, "CUSHIM_REPORT_FORMAT=json", NULL};
+    const char *argv[] = {program("rt_prog"), "peaks", NULL};
+    pid_t pid = spawn_bg(argv, sim_env(extra));
+    cr_assert_eq(wait_bg(pid), 0);
+    snprintf(path, sizeof path, "%s/rep.%d.json", test_dir(), (int)pid);
+    json_t *j = json_load(path);
+    cr_expect_eq(jpath_u64(j, "pid"), (uint64_t)pid);
+    cr_expect_eq(jpath_u64(j, "devices.0.device.peak_bytes"), 350);
+    json_decref(j);
+    (void)r;
+}
+
 Test(run, report_env_with_plain_ld_preload)
 {
     struct run_result r;

@@ -227,10 +227,26 @@ static int scenario_phase_loop(void)
     return 0;
 }
 
+/* CUSHIM_OFFLOAD_CACHE: a freed pinned block serves the next offload of a size it fits. */
+static int scenario_cache(void)
+{
+    void *a = dev(4 * MiB);
+    CHECK(cudaFree(a));
+    void *b = dev(3 * MiB); /* fits the cached 4 MiB block (at most twice its size) */
+    CHECK(cudaFree(b));
+    void *c = dev(1 * MiB + 1); /* too small for it: a fresh block */
+    CHECK(cudaFree(c));
+    struct sim_api sim = sim_api();
+    printf("host_alloc_calls=%llu\n", (unsigned long long)sim.calls("cuMemHostAlloc"));
+    printf("free_host_calls=%llu\n", (unsigned long long)sim.calls("cuMemFreeHost"));
+    return 0;
+}
+
 static const struct {
     const char *name;
     int (*fn)(void);
 } scenarios[] = {
+    {"cache", scenario_cache},
     {"compile_run", scenario_compile_run},     {"budget", scenario_budget},
     {"capture", scenario_capture},             {"pytorch_capture", scenario_pytorch_capture},
     {"async_free", scenario_async_free},       {"phase_loop", scenario_phase_loop},
