@@ -26,11 +26,9 @@ static uint64_t stream_key(CUstream stream, bool per_thread)
     return (uint64_t)(uintptr_t)stream;
 }
 
-bool capture_stream_is_capturing(CUstream stream, bool per_thread)
+bool capture_stream_query(CUstream stream, bool per_thread)
 {
     CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
-    if (likely(!capture_any_live()))
-        return false;
     if (per_thread) {
         __typeof__(&cuStreamIsCapturing_ptsz) q = REAL(cuStreamIsCapturing_ptsz);
         if (!q || q(stream, &status) != CUDA_SUCCESS)

@@ -21,7 +21,11 @@ static inline bool capture_any_live(void)
 /* True if `stream` is capturing. `per_thread`: the call came through a _ptsz variant (a NULL
  * stream then means the per-thread default stream). One driver query at most, and none when no
  * capture is live. */
-bool capture_stream_is_capturing(CUstream stream, bool per_thread);
+bool capture_stream_query(CUstream stream, bool per_thread);
+static inline bool capture_stream_is_capturing(CUstream stream, bool per_thread)
+{
+    return capture_any_live() && capture_stream_query(stream, per_thread);
+}
 
 /* cuda.h, cuThreadExchangeStreamCaptureMode: true if the calling thread is prohibited from
  * potentially unsafe API calls (cuMemAlloc, cuMemHostAlloc, ...) right now. */

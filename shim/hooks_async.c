@@ -12,7 +12,7 @@
 
 /* Kind and device of allocations from `pool`; the defaults for pools the shim did not see made
  * (device default pools). */
-static enum cushim_kind pool_kind(CUmemoryPool pool, int *device)
+static inline enum cushim_kind pool_kind(CUmemoryPool pool, int *device)
 {
     struct shim_entry e;
     if (pool && table_get(&shim.pools, (uint64_t)(uintptr_t)pool, &e)) {
@@ -33,10 +33,12 @@ struct async_req {
 };
 
 /* Before the real call: classify, reserve the budget. False when over the budget. */
-static bool async_begin(struct async_req *q, size_t bytes, CUmemoryPool pool, CUstream stream, bool pt)
+static inline __attribute__((always_inline)) bool async_begin(struct async_req *q, size_t bytes, CUmemoryPool pool, CUstream stream, bool pt)
 {
-    phase_poll();
-    offload_poll();
+    if (unlikely(shim_policy_active())) {
+        phase_poll();
+        offload_poll();
+    }
     q->device = shim_current_device(&q->ctx);
     q->kind = pool_kind(pool, &q->device);
     q->capturing = capture_stream_is_capturing(stream, pt);
@@ -49,7 +51,7 @@ static bool async_begin(struct async_req *q, size_t bytes, CUmemoryPool pool, CU
     return true;
 }
 
-static CUresult async_end(const struct async_req *q, CUresult r, CUdeviceptr *dptr, size_t bytes)
+static inline __attribute__((always_inline)) CUresult async_end(const struct async_req *q, CUresult r, CUdeviceptr *dptr, size_t bytes)
 {
     if (r == CUDA_SUCCESS) {
         if (!q->capturing)

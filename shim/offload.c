@@ -151,10 +151,10 @@ static bool cache_put(void *host, uint64_t size)
 
 /* ---- policy, allocation, free ---- */
 
-bool offload_wanted(uint64_t bytes)
+bool offload_wanted_slow(uint64_t bytes)
 {
     int mode = shim.cfg.offload;
-    if (likely(mode == CUSHIM_OFFLOAD_OFF) || bytes < shim.cfg.offload_min || !bytes)
+    if (mode == CUSHIM_OFFLOAD_OFF || bytes < shim.cfg.offload_min || !bytes)
         return false;
     if (mode == CUSHIM_OFFLOAD_COMPILE &&
         atomic_load_explicit(&shim.seg->h.phase, memory_order_relaxed) != CUSHIM_PHASE_COMPILE)

@@ -19,7 +19,11 @@ extern _Atomic uint32_t offload_pending;
  * CUSHIM_OFFLOAD (always, or compile while the phase is compile), at least CUSHIM_OFFLOAD_MIN
  * bytes, and never while any stream of the process is capturing (the shim's own cuMemHostAlloc
  * is a potentially unsafe call; DESIGN.md). */
-bool offload_wanted(uint64_t bytes);
+bool offload_wanted_slow(uint64_t bytes);
+static inline bool offload_wanted(uint64_t bytes)
+{
+    return unlikely(shim.cfg.offload != CUSHIM_OFFLOAD_OFF) && offload_wanted_slow(bytes);
+}
 
 /* Serves a device request from pinned mapped host memory, tracked as kind `offloaded` on the
  * current context's device (flags: SHIM_F_SPILLED when a failure sent it here). Returns
