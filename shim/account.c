@@ -53,14 +53,15 @@ struct cushim_device_record *account_record_slow(int device)
 
 void account_device_stat_add(int device, enum cushim_device_stat stat, int64_t delta)
 {
+    if (delta >= 0) {
+        account_dev_inc(device, stat, (uint64_t)delta);
+        return;
+    }
     struct cushim_device_record *r = account_record(device);
     if (unlikely(!r))
         return;
     cushim_seq_write_begin(&r->seq_begin);
-    if (delta >= 0)
-        atomic_fetch_add_explicit(&r->dev[stat], (uint64_t)delta, memory_order_relaxed);
-    else
-        sub_clamped(&r->dev[stat], (uint64_t)-delta);
+    sub_clamped(&r->dev[stat], (uint64_t)-delta);
     cushim_seq_write_end(&r->seq_end);
 }
 

@@ -65,22 +65,33 @@ static char **make_env(const char *const *env)
     return out;
 }
 
-void run_cmd(struct run_result *r, const char *const *argv, const char *const *env)
+/* Starts argv with stdout to out_path and stderr to err_path (NULL: the same file). */
+static pid_t spawn_to(const char *const *argv, const char *const *env, const char *out_path,
+                      const char *err_path)
 {
-    static int seq;
-    char out_path[512], err_path[512];
-    snprintf(out_path, sizeof out_path, "%s/out.%d.%d", test_dir(), (int)getpid(), seq);
-    snprintf(err_path, sizeof err_path, "%s/err.%d.%d", test_dir(), (int)getpid(), seq++);
     posix_spawn_file_actions_t fa;
     posix_spawn_file_actions_init(&fa);
     posix_spawn_file_actions_addopen(&fa, 1, out_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    posix_spawn_file_actions_addopen(&fa, 2, err_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    if (err_path)
+        posix_spawn_file_actions_addopen(&fa, 2, err_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    else
+        posix_spawn_file_actions_adddup2(&fa, 1, 2);
     char **envp = make_env(env);
     pid_t pid;
     int rc = posix_spawnp(&pid, argv[0], &fa, NULL, (char *const *)argv, envp);
     free(envp);
     posix_spawn_file_actions_destroy(&fa);
     cr_assert_eq(rc, 0, "cannot start %s: %s", argv[0], strerror(rc));
+    return pid;
+}
+
+void run_cmd(struct run_result *r, const char *const *argv, const char *const *env)
+{
+    static int seq;
+    char out_path[512], err_path[512];
+    snprintf(out_path, sizeof out_path, "%s/out.%d.%d", test_dir(), (int)getpid(), seq);
+    snprintf(err_path, sizeof err_path, "%s/err.%d.%d", test_dir(), (int)getpid(), seq++);
+    pid_t pid = spawn_to(argv, env, out_path, err_path);
     int status;
     while (waitpid(pid, &status, 0) < 0)
         ;
@@ -96,17 +107,7 @@ pid_t spawn_bg(const char *const *argv, const char *const *env)
     static int seq;
     char out_path[512];
     snprintf(out_path, sizeof out_path, "%s/bg.%d.%d", test_dir(), (int)getpid(), seq++);
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_addopen(&fa, 1, out_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    posix_spawn_file_actions_adddup2(&fa, 1, 2);
-    char **envp = make_env(env);
-    pid_t pid;
-    int rc = posix_spawnp(&pid, argv[0], &fa, NULL, (char *const *)argv, envp);
-    free(envp);
-    posix_spawn_file_actions_destroy(&fa);
-    cr_assert_eq(rc, 0, "cannot start %s: %s", argv[0], strerror(rc));
-    return pid;
+    return spawn_to(argv, env, out_path, NULL);
 }
 
 int wait_bg(pid_t pid)

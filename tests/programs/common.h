@@ -9,6 +9,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #define CHECK(call)                                                                          \
     do {                                                                                     \
@@ -59,6 +60,28 @@ static inline void print_sim(int devices)
 static inline void *cushim_fn(const char *name)
 {
     return dlsym(RTLD_DEFAULT, name);
+}
+
+/* A program's scenarios: `PROGRAM NAME` runs one, then prints the simulated device's counters
+ * for its first `devices` devices. */
+struct scenario {
+    const char *name;
+    int (*fn)(void);
+    int devices;
+};
+
+static inline int scenario_main(int argc, char **argv, const struct scenario *s, size_t n)
+{
+    for (size_t i = 0; argc == 2 && i < n; i++) {
+        if (strcmp(argv[1], s[i].name) != 0)
+            continue;
+        int rc = s[i].fn();
+        print_sim(s[i].devices ? s[i].devices : 1);
+        fflush(stdout);
+        return rc;
+    }
+    fprintf(stderr, "usage: %s SCENARIO\n", argv[0]);
+    return 2;
 }
 
 #endif

@@ -104,26 +104,14 @@ static int scenario_decoder(int recycled)
 static int scenario_decoder_new(void) { return scenario_decoder(0); }
 static int scenario_decoder_pool(void) { return scenario_decoder(1); }
 
-static const struct {
-    const char *name;
-    int (*fn)(void);
-} scenarios[] = {
-    {"nodes", scenario_nodes},
-    {"capture_malloc", scenario_capture_malloc},
-    {"decoder_new", scenario_decoder_new},
-    {"decoder_pool", scenario_decoder_pool},
+static const struct scenario scenarios[] = {
+    {"nodes", scenario_nodes, 1},
+    {"capture_malloc", scenario_capture_malloc, 1},
+    {"decoder_new", scenario_decoder_new, 1},
+    {"decoder_pool", scenario_decoder_pool, 1},
 };
 
 int main(int argc, char **argv)
 {
-    for (size_t i = 0; argc == 2 && i < sizeof scenarios / sizeof scenarios[0]; i++) {
-        if (strcmp(argv[1], scenarios[i].name) == 0) {
-            int rc = scenarios[i].fn();
-            print_sim(1);
-            fflush(stdout);
-            return rc;
-        }
-    }
-    fprintf(stderr, "usage: graph_prog SCENARIO\n");
-    return 2;
+    return scenario_main(argc, argv, scenarios, sizeof scenarios / sizeof scenarios[0]);
 }

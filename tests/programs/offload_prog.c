@@ -242,14 +242,11 @@ static int scenario_cache(void)
     return 0;
 }
 
-static const struct {
-    const char *name;
-    int (*fn)(void);
-} scenarios[] = {
-    {"cache", scenario_cache},
-    {"compile_run", scenario_compile_run},     {"budget", scenario_budget},
-    {"capture", scenario_capture},             {"pytorch_capture", scenario_pytorch_capture},
-    {"async_free", scenario_async_free},       {"phase_loop", scenario_phase_loop},
+static const struct scenario scenarios[] = {
+    {"cache", scenario_cache, 1},
+    {"compile_run", scenario_compile_run, 1},     {"budget", scenario_budget, 1},
+    {"capture", scenario_capture, 1},             {"pytorch_capture", scenario_pytorch_capture, 1},
+    {"async_free", scenario_async_free, 1},       {"phase_loop", scenario_phase_loop, 1},
 };
 
 int main(int argc, char **argv)
@@ -260,14 +257,5 @@ int main(int argc, char **argv)
         fprintf(stderr, "offload_prog: not running under cushim\n");
         return 3;
     }
-    for (size_t i = 0; argc == 2 && i < sizeof scenarios / sizeof scenarios[0]; i++) {
-        if (strcmp(argv[1], scenarios[i].name) == 0) {
-            int rc = scenarios[i].fn();
-            print_sim(1);
-            fflush(stdout);
-            return rc;
-        }
-    }
-    fprintf(stderr, "usage: offload_prog SCENARIO\n");
-    return 2;
+    return scenario_main(argc, argv, scenarios, sizeof scenarios / sizeof scenarios[0]);
 }

@@ -339,11 +339,7 @@ static int scenario_churn(void)
     return 0;
 }
 
-static const struct {
-    const char *name;
-    int (*fn)(void);
-    int devices;
-} scenarios[] = {
+static const struct scenario scenarios[] = {
     {"hold", scenario_hold, 1},             {"fork", scenario_fork, 1},
     {"churn", scenario_churn, 1},
     {"malloc", scenario_malloc, 1},         {"pitch", scenario_pitch, 1},
@@ -358,14 +354,5 @@ static const struct {
 
 int main(int argc, char **argv)
 {
-    for (size_t i = 0; argc == 2 && i < sizeof scenarios / sizeof scenarios[0]; i++) {
-        if (strcmp(argv[1], scenarios[i].name) != 0)
-            continue;
-        int rc = scenarios[i].fn();
-        print_sim(scenarios[i].devices);
-        fflush(stdout);
-        return rc;
-    }
-    fprintf(stderr, "usage: rt_prog SCENARIO\n");
-    return 2;
+    return scenario_main(argc, argv, scenarios, sizeof scenarios / sizeof scenarios[0]);
 }
