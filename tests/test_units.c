@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "common/config.h"
+#include "common/jsonw.h"
 #include "common/units.h"
 
 Test(units, sizes)
@@ -131,4 +132,25 @@ Test(config, readme_documents_every_variable)
             snprintf(row, sizeof row, "| `%s` | (empty) |", o->variable);
         cr_expect(strstr(text, row) != NULL, "README lacks the row starting %s", row);
     }
+}
+
+/* The JSON writer keeps output valid whatever bytes a command line holds. */
+Test(units, json_strings_are_escaped_and_valid_utf8)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    struct jsonw w;
+    jsonw_init(&w, f);
+    jsonw_object_begin(&w, NULL);
+    jsonw_string(&w, "s", "q\"b\\n\nt\tx\xff\xc3\xa9\x01");
+    jsonw_string(&w, "null", NULL);
+    jsonw_u64(&w, "big", UINT64_MAX);
+    jsonw_array_begin(&w, "empty");
+    jsonw_array_end(&w);
+    jsonw_object_end(&w);
+    fclose(f);
+    cr_expect_str_eq(buf, "{\n  \"s\": \"q\\\"b\\\\n\\nt\\tx\\ufffd\xc3\xa9\\u0001\",\n  \"null\": null,\n"
+                          "  \"big\": 18446744073709551615,\n  \"empty\": []\n}\n");
+    free(buf);
 }
