@@ -42,7 +42,7 @@
     X(RUN_ID, "CUSHIM_RUN_ID", STRING, "", "",                                                      \
       "(set by `cushim run`) identifier of the run, recorded in each segment")                      \
     X(RUN_TOP, "CUSHIM_RUN_TOP", STRING, "", "",                                                    \
-      "(set by `cushim run` for the launched image only; removed from the environment at start)")
+      "(set by `cushim run`) pid of the process it launched: the top level of the summary")
 
 enum cushim_option {
 #define CUSHIM_X_ENUM(e, var, type, choices, def, help) CUSHIM_OPT_##e,

@@ -66,6 +66,7 @@ void cushim_json_process(struct jsonw *w, const char *key, const struct cushim_s
     jsonw_i64(w, "pid", s->pid);
     jsonw_string(w, "command", s->command);
     jsonw_string(w, "phase", cushim_phase_name(s->phase));
+    jsonw_bool(w, "exited", (int)s->exited);
     jsonw_array_begin(w, "devices");
     for (uint32_t i = 0; i < s->device_count; i++)
         json_device(w, &s->devices[i]);

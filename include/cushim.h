@@ -75,10 +75,10 @@ int cushim_reset_peak(int ordinal);
 #define CUSHIM_COMPILE 1 /* phase: compiling (offload policy) */
 
 /* Sets the process's phase; returns the previous one, or -1 for a bad value or when cushim is
- * not active yet (no CUDA call made so far). Ending the compile phase keeps offloaded
- * allocations in host memory (counted as resident in the summary). */
+ * disabled (CUSHIM_DISABLE). Works before any CUDA call (the live-stats segment is created then).
+ * Ending the compile phase keeps offloaded allocations in host memory (counted as resident). */
 int cushim_set_phase(int phase);
-/* The current phase, -1 when cushim is not active. */
+/* The current phase, -1 when cushim is disabled. */
 int cushim_get_phase(void);
 /* Scoped phases: push sets `phase` and remembers the previous one on a per-thread stack (depth
  * 16); pop restores it. push returns 0 (-1: bad phase, not active, stack full); pop returns the

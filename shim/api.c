@@ -22,9 +22,11 @@ _Static_assert((int)CUSHIM_MEM_KIND_COUNT == (int)CUSHIM_KIND_COUNT, "cushim.h k
 _Static_assert(sizeof(struct cushim_kind_stats) == CUSHIM_STAT_COUNT * sizeof(uint64_t),
                "cushim.h kind stats");
 
+/* The API is cushim activity too: it starts the shim (segment, exit report) if no CUDA call
+ * counted anything yet, so a phase set before the first allocation takes effect. */
 static struct cushim_segment *live_segment(void)
 {
-    return atomic_load_explicit(&shim.run, memory_order_acquire) == SHIM_ACTIVE ? shim.seg : NULL;
+    return shim_started() ? shim.seg : NULL;
 }
 
 /* Copies one of our own records under its seqlock (the same copy the CLI makes). */

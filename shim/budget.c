@@ -7,7 +7,10 @@ void budget_mem_info(int device, size_t *free_bytes, size_t *total_bytes)
 {
     if (!budget_any || (unsigned)device >= CUSHIM_MAX_DEVICES || !shim.cfg.device_limit[device])
         return;
+    /* A budget above the device's memory is the device's memory. */
     uint64_t limit = shim.cfg.device_limit[device];
+    if (total_bytes && *total_bytes < limit)
+        limit = *total_bytes;
     uint64_t used = atomic_load_explicit(&budget_used[device], memory_order_relaxed);
     uint64_t left = used < limit ? limit - used : 0;
     if (free_bytes && *free_bytes > left)

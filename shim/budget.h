@@ -33,7 +33,8 @@ static inline void budget_release(int device, uint64_t bytes)
     }
 }
 
-/* cuMemGetInfo_v2 under a limit: total = the budget, free = min(real free, budget - used). */
+/* cuMemGetInfo_v2 under a limit: given the driver's free and total, total becomes the budget
+ * (at most the real total) and free min(real free, budget - used). */
 void budget_mem_info(int device, size_t *free_bytes, size_t *total_bytes);
 
 #endif

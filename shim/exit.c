@@ -1,6 +1,7 @@
 /* The exit path: sample untracked memory, write the summary (CUSHIM_REPORT) and the copy for
  * `cushim run`, remove the segment. Runs from atexit, registered at the first CUDA activity, so
  * after the program's own exit handlers registered later and before libraries' destructors. */
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -67,7 +68,7 @@ static void write_report(const struct cushim_snapshot *snap)
         shim_expand_pid(shim.cfg.report, path, sizeof path);
         f = fopen(path, "w");
         if (!f) {
-            LOG_ERROR("cannot write CUSHIM_REPORT=\"%s\"", path);
+            LOG_ERROR("cannot write CUSHIM_REPORT=\"%s\": %s", path, strerror(errno));
             return;
         }
     }
@@ -86,6 +87,10 @@ static void write_report(const struct cushim_snapshot *snap)
 
 void shim_exit_report(void)
 {
+    /* No segment is created from here on: a CUDA call from a later exit handler (the runtime's
+     * own teardown, e.g. in a forked child that never used CUDA) would leave a file behind. */
+    int idle = SHIM_IDLE;
+    atomic_compare_exchange_strong(&shim.run, &idle, SHIM_OFF);
     struct cushim_segment *seg = shim.seg;
     if (!seg || shim.owner != getpid() || atomic_load(&shim.run) != SHIM_ACTIVE)
         return;

@@ -73,12 +73,9 @@ __attribute__((constructor)) static void shim_load(void)
     cushim_config_load(&shim.cfg, env_lookup, environ,
                        run_dir && *run_dir ? NULL : report_config_error);
     shim_log_open(&shim.cfg);
-    if (shim.cfg.run_top[0]) {
-        /* Only the image `cushim run` exec'd is the top level: hide the mark from anything this
-         * image later runs (read before main, so a shell never copies it). */
-        shim.top = 1;
-        unsetenv("CUSHIM_RUN_TOP");
-    }
+    /* The process `cushim run` launched is the top level, whichever image of it uses CUDA (a
+     * launcher may exec the real program); its children have other pids. */
+    shim.top = shim.cfg.run_top[0] && strtol(shim.cfg.run_top, NULL, 10) == (long)getpid();
     shim.run_id = strtoull(shim.cfg.run_id, NULL, 16);
     for (unsigned i = 0; i < CUSHIM_MAX_DEVICES; i++)
         budget_any |= shim.cfg.device_limit[i] != 0;

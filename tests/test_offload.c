@@ -223,3 +223,16 @@ Test(offload, a_bounded_cache_reuses_freed_pinned_blocks)
     json_decref(j);
     run_free(&r);
 }
+
+Test(offload, phase_set_before_any_cuda_call_applies)
+{
+    struct run_result r;
+    const char *extra[] = {"CUSHIM_OFFLOAD=compile", "CUSHIM_OFFLOAD_MIN=1MiB", "CUSHIM_DEVICE_LIMIT=1TiB", NULL};
+    json_t *j = offload_run(&r, "phase_first", extra);
+    cr_expect_eq(kv_u64(r.out, "set_compile"), 0);
+    cr_expect_eq(jpath_u64(j, "devices.0.offloaded.alloc_count"), 1);
+    /* A budget above the device's memory is the device's memory. */
+    cr_expect_eq(kv_u64(r.out, "total"), 16ull << 30);
+    json_decref(j);
+    run_free(&r);
+}

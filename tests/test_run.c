@@ -232,3 +232,103 @@ Test(run, report_env_with_plain_ld_preload)
               "%s", r.err);
     run_free(&r);
 }
+
+/* A program killed by a signal writes no exit report: its live segment gives its last counters. */
+Test(run, a_killed_program_is_reported_from_its_segment)
+{
+    const char *segdir = fresh_dir("seg-kill"), *ready = fresh_dir("ready-kill");
+    char json[700], seg[700], rd[700];
+    snprintf(json, sizeof json, "%s/killed.json", test_dir());
+    snprintf(seg, sizeof seg, "CUSHIM_SEGMENT_DIR=%s", segdir);
+    snprintf(rd, sizeof rd, "READY_DIR=%s", ready);
+    const char *extra[] = {seg, rd, "HOLD_FILE=/nonexistent", NULL};
+    const char *argv[] = {cushim_bin(), "run", "--json", json, "--", program("rt_prog"), "hold", NULL};
+    pid_t run = spawn_bg(argv, sim_env(extra));
+    pid_t pid;
+    wait_ready(ready, 1, &pid);
+    kill(pid, SIGKILL);
+    cr_expect_eq(wait_bg(run), 128 + SIGKILL);
+    json_t *j = json_load(json);
+    cr_expect_eq(jpath_u64(j, "pid"), (uint64_t)pid);
+    cr_expect(json_is_false(jpath(j, "exited")));
+    cr_expect_eq(jpath_u64(j, "devices.0.device.current_bytes"), (1 << 20) + 4096);
+    cr_expect_eq(jpath_u64(j, "devices.0.device.peak_bytes"), (4 << 20) + 4096);
+    json_decref(j);
+    char cmd[900];
+    snprintf(cmd, sizeof cmd, "ls %s | wc -l", segdir);
+    struct run_result r;
+    const char *ls[] = {"sh", "-c", cmd, NULL};
+    run_cmd(&r, ls, NULL);
+    cr_expect_str_eq(r.out, "0\n", "the dead process's segment was cleaned up");
+    run_free(&r);
+}
+
+Test(run, an_exec_keeps_the_top_level)
+{
+    struct run_result r;
+    const char *argv[] = {"env", "SOME_VAR=1", program("rt_prog"), "peaks", NULL};
+    json_t *j = run_under_cushim(&r, argv, sim_env(NULL));
+    cr_expect_eq(r.status, 0);
+    cr_expect_eq(jpath_u64(j, "devices.0.device.peak_bytes"), 350, "env exec'd rt_prog: same process");
+    cr_expect(json_is_true(jpath(j, "exited")));
+    cr_expect_eq(json_array_size(jpath(j, "descendants")), 0);
+    json_decref(j);
+    run_free(&r);
+}
+
+Test(run, a_forked_child_leaves_no_segment)
+{
+    const char *segdir = fresh_dir("seg-fork"), *ready = fresh_dir("ready-fork");
+    char pre[2048], seg[700], rd[700], hold[800];
+    snprintf(pre, sizeof pre, "LD_PRELOAD=%s", shim_lib());
+    snprintf(seg, sizeof seg, "CUSHIM_SEGMENT_DIR=%s", segdir);
+    snprintf(rd, sizeof rd, "READY_DIR=%s", ready);
+    snprintf(hold, sizeof hold, "HOLD_FILE=%s", ready);
+    const char *extra[] = {pre, seg, rd, hold, NULL};
+    const char *argv[] = {program("rt_prog"), "fork", NULL};
+    struct run_result r;
+    run_cmd(&r, argv, sim_env(extra));
+    cr_expect_eq(r.status, 0, "%s", r.err);
+    run_free(&r);
+    char cmd[900];
+    snprintf(cmd, sizeof cmd, "ls %s | wc -l", segdir);
+    const char *ls[] = {"sh", "-c", cmd, NULL};
+    run_cmd(&r, ls, NULL);
+    cr_expect_str_eq(r.out, "0\n");
+    run_free(&r);
+}
+
+Test(run, a_closed_stderr_pipe_keeps_the_status_and_the_json)
+{
+    struct run_result r;
+    char json[700], cmd[4096];
+    snprintf(json, sizeof json, "%s/pipe.json", test_dir());
+    snprintf(cmd, sizeof cmd, "%s run --json %s -- sh -c '%s peaks >/dev/null; sleep 0.2; exit 3' 2>&1 | true;"
+             " echo \"status=${PIPESTATUS[0]}\"", cushim_bin(), json, program("rt_prog"));
+    const char *argv[] = {"bash", "-c", cmd, NULL};
+    run_cmd(&r, argv, sim_env(NULL));
+    cr_expect_str_eq(r.out, "status=3\n");
+    run_free(&r);
+    json_t *j = json_load(json);
+    cr_expect_eq(jpath_u64(j, "descendants.0.devices.0.device.peak_bytes"), 350);
+    json_decref(j);
+}
+
+Test(run, an_unwritable_json_path_stops_before_running)
+{
+    struct run_result r;
+    char marker[700], cmd[900];
+    snprintf(marker, sizeof marker, "%s/ran-anyway", test_dir());
+    snprintf(cmd, sizeof cmd, "touch %s", marker);
+    const char *argv[] = {cushim_bin(), "run", "--json", "/nonexistent/dir/x.json", "--", "sh", "-c", cmd, NULL};
+    run_cmd(&r, argv, sim_env(NULL));
+    cr_expect_eq(r.status, 2);
+    cr_expect_str_eq(r.err, "cushim: cannot write --json \"/nonexistent/dir/x.json\": No such file or directory\n");
+    cr_expect_neq(access(marker, F_OK), 0, "the program must not have run");
+    run_free(&r);
+    const char *missing[] = {cushim_bin(), "run", "--", "/nonexistent/program", NULL};
+    run_cmd(&r, missing, sim_env(NULL));
+    cr_expect_eq(r.status, 127);
+    cr_expect_str_eq(r.err, "cushim: cannot run \"/nonexistent/program\": No such file or directory\n");
+    run_free(&r);
+}

@@ -129,6 +129,16 @@ struct collected {
     int ndesc;
 };
 
+/* The text summary of one process; a process that died without writing its summary (killed by
+ * a signal) is shown with the counters its segment held at its death. */
+static void print_process(const struct cushim_snapshot *s, const char *title)
+{
+    cushim_text_process(stderr, s, title);
+    if (!s->exited && s->device_count)
+        fprintf(stderr, "%spid %d died before its exit report: the counters above are those of "
+                "its last moment (from its live segment)\n", title, s->pid);
+}
+
 static int by_created(const void *a, const void *b)
 {
     const struct cushim_snapshot *x = a, *y = b;
@@ -167,6 +177,46 @@ static void collect(const char *dir, struct collected *c)
     qsort(c->desc, (size_t)c->ndesc, sizeof *c->desc, by_created);
 }
 
+struct killed_arg {
+    uint64_t run_id;
+    struct collected *c;
+};
+
+static int add_killed(struct seg_entry *e, void *argp)
+{
+    struct killed_arg *a = argp;
+    if (!e->ok || e->snap.run_id != a->run_id || !e->stale)
+        return 0;
+    struct collected *c = a->c;
+    if (c->top && c->top->pid == e->snap.pid)
+        return 0;
+    for (int i = 0; i < c->ndesc; i++)
+        if (c->desc[i].pid == e->snap.pid)
+            return 0;
+    if ((e->snap.flags & CUSHIM_SEG_F_TOP) && !c->top) {
+        c->top = malloc(sizeof e->snap);
+        if (c->top)
+            *c->top = e->snap;
+    } else {
+        struct cushim_snapshot *grown = realloc(c->desc, (size_t)(c->ndesc + 1) * sizeof *grown);
+        if (!grown)
+            return 0;
+        c->desc = grown;
+        c->desc[c->ndesc++] = e->snap;
+    }
+    unlink(e->path); /* ours to clean up: the process is gone */
+    return 0;
+}
+
+/* Processes of this run that died without an exit report (a signal, the OOM killer) left their
+ * live segment: their counters as of their death. */
+static void collect_killed(uint64_t run_id, struct collected *c)
+{
+    struct killed_arg a = {run_id, c};
+    seg_scan(NULL, 0, add_killed, &a);
+    qsort(c->desc, (size_t)c->ndesc, sizeof *c->desc, by_created);
+}
+
 /* The launched program when it never used CUDA: pid and command, no devices. */
 static void synth_top(struct cushim_snapshot *s, pid_t pid, char **argv)
 {
@@ -174,17 +224,15 @@ static void synth_top(struct cushim_snapshot *s, pid_t pid, char **argv)
     memset(s, 0, sizeof *s);
     s->pid = pid;
     snprintf(s->version, sizeof s->version, "%s", CUSHIM_VERSION);
+    s->exited = 1;
     for (int i = 0; argv[i] && o + 1 < sizeof s->command; i++)
         o += (size_t)snprintf(s->command + o, sizeof s->command - o, "%s%s", i ? " " : "", argv[i]);
 }
 
-static int write_json(const char *file, const struct cushim_snapshot *top, const struct collected *c)
+/* Writes the run's JSON to f (opened before the run) and closes it; errors are reported, the
+ * program's status stays what it was. */
+static int write_json(FILE *f, const char *file, const struct cushim_snapshot *top, const struct collected *c)
 {
-    FILE *f = strcmp(file, "-") == 0 ? stdout : fopen(file, "w");
-    if (!f) {
-        cli_error("cannot write --json \"%s\": %s", file, strerror(errno));
-        return -1;
-    }
     struct jsonw w;
     jsonw_init(&w, f);
     cushim_json_process(&w, NULL, top, 0);
@@ -277,14 +325,29 @@ int cmd_run(int argc, char **argv)
     setenv("CUSHIM_RUN_DIR", dir, 1);
     setenv("CUSHIM_RUN_ID", idbuf, 1);
 
+    /* The JSON file is opened now: a bad path is a usage error before anything runs. */
+    FILE *json_file = NULL;
+    if (json && !(json_file = strcmp(json, "-") == 0 ? stdout : fopen(json, "w"))) {
+        cli_error("cannot write --json \"%s\": %s", json, strerror(errno));
+        remove_dir(dir);
+        return EXIT_USAGE;
+    }
+
     struct sigaction sa = {0};
     sa.sa_sigaction = forward;
     sa.sa_flags = SA_SIGINFO | SA_RESTART;
     sigemptyset(&sa.sa_mask);
-    int sigs[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT};
+    int sigs[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGALRM};
     for (size_t k = 0; k < sizeof sigs / sizeof sigs[0]; k++)
         sigaction(sigs[k], &sa, NULL);
 
+    /* A close-on-exec pipe tells the parent whether exec succeeded. */
+    int exec_pipe[2];
+    if (pipe2(exec_pipe, O_CLOEXEC) != 0) {
+        cli_error("cannot create a pipe: %s", strerror(errno));
+        remove_dir(dir);
+        return EXIT_USAGE;
+    }
     pid_t pid = fork();
     if (pid < 0) {
         cli_error("cannot fork: %s", strerror(errno));
@@ -296,44 +359,70 @@ int cmd_run(int argc, char **argv)
         dfl.sa_handler = SIG_DFL;
         for (size_t k = 0; k < sizeof sigs / sizeof sigs[0]; k++)
             sigaction(sigs[k], &dfl, NULL);
-        setenv("CUSHIM_RUN_TOP", "1", 1);
+        close(exec_pipe[0]);
+        char me[32];
+        snprintf(me, sizeof me, "%d", (int)getpid());
+        setenv("CUSHIM_RUN_TOP", me, 1);
         execvp(prog[0], prog);
         int e = errno;
         cli_error("cannot run \"%s\": %s", prog[0], strerror(e));
+        ssize_t w = write(exec_pipe[1], &e, sizeof e);
+        (void)w;
         _exit(e == ENOENT ? 127 : 126);
     }
     child_pid = pid;
+    close(exec_pipe[1]);
+    /* A reader of our stderr that goes away must not kill us before the summary. */
+    signal(SIGPIPE, SIG_IGN);
+    int exec_errno = 0;
+    ssize_t got;
+    while ((got = read(exec_pipe[0], &exec_errno, sizeof exec_errno)) < 0 && errno == EINTR)
+        ;
+    close(exec_pipe[0]);
     int status = 0;
     while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
         ;
     child_pid = 0;
     int code = WIFEXITED(status) ? WEXITSTATUS(status) : WIFSIGNALED(status) ? 128 + WTERMSIG(status) : 1;
+    if (got == (ssize_t)sizeof exec_errno) {
+        /* The program never ran (the child said why). */
+        remove_dir(dir);
+        if (json_file && json_file != stdout) {
+            fclose(json_file);
+            unlink(json);
+        }
+        return code;
+    }
 
     struct collected c = {0};
     collect(dir, &c);
     remove_dir(dir);
+    collect_killed(id, &c);
     struct cushim_snapshot synth;
     const struct cushim_snapshot *top = c.top;
     if (!top) {
         synth_top(&synth, pid, prog);
         top = &synth;
     }
+    /* JSON first: the text below goes to stderr, which a pipe reader may have closed. */
+    if (json_file)
+        write_json(json_file, json, top, &c);
     if (!quiet) {
-        if (!c.top && c.ndesc == 0) {
+        if (cfg.disable) {
+            fprintf(stderr, "cushim: counting is disabled (CUSHIM_DISABLE): no summary\n");
+        } else if (!c.top && c.ndesc == 0) {
             fprintf(stderr, "cushim: no CUDA memory activity in `%s` or its descendants\n",
                     top->command);
         } else {
             if (c.top || c.ndesc == 0)
-                cushim_text_process(stderr, top, "cushim: ");
+                print_process(top, "cushim: ");
             for (int k = 0; k < c.ndesc; k++)
-                cushim_text_process(stderr, &c.desc[k], "cushim: descendant ");
+                print_process(&c.desc[k], "cushim: descendant ");
         }
         if (WIFSIGNALED(status))
             fprintf(stderr, "cushim: `%s` was killed by signal %d (%s)\n", prog[0],
                     WTERMSIG(status), strsignal(WTERMSIG(status)));
     }
-    if (json && write_json(json, top, &c) != 0 && code == 0)
-        code = EXIT_USAGE;
     free(c.top);
     free(c.desc);
     return code;

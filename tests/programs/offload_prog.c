@@ -227,6 +227,18 @@ static int scenario_phase_loop(void)
     return 0;
 }
 
+/* The phase set before any CUDA call still applies to the first allocation. */
+static int scenario_phase_first(void)
+{
+    printf("set_compile=%d\n", set_phase(1));
+    void *p = dev(2 * MiB);
+    (void)p;
+    size_t f, t;
+    CHECK(cudaMemGetInfo(&f, &t));
+    printf("total=%zu\n", t);
+    return 0;
+}
+
 /* CUSHIM_OFFLOAD_CACHE: a freed pinned block serves the next offload of a size it fits. */
 static int scenario_cache(void)
 {
@@ -243,7 +255,7 @@ static int scenario_cache(void)
 }
 
 static const struct scenario scenarios[] = {
-    {"cache", scenario_cache, 1},
+    {"cache", scenario_cache, 1},                 {"phase_first", scenario_phase_first, 1},
     {"compile_run", scenario_compile_run, 1},     {"budget", scenario_budget, 1},
     {"capture", scenario_capture, 1},             {"pytorch_capture", scenario_pytorch_capture, 1},
     {"async_free", scenario_async_free, 1},       {"phase_loop", scenario_phase_loop, 1},
