@@ -15,7 +15,8 @@ int cushim_parse_device_limits(const char *s, uint64_t limits[CUSHIM_MAX_DEVICES
         return 0;
     }
     char buf[512];
-    if (!s || strlen(s) >= sizeof buf || !*s)
+    int seen[CUSHIM_MAX_DEVICES] = {0};
+    if (!s || strlen(s) >= sizeof buf || !*s || s[strlen(s) - 1] == ',' || strstr(s, ",,"))
         return -1;
     strcpy(buf, s);
     char *save = NULL;
@@ -25,7 +26,8 @@ int cushim_parse_device_limits(const char *s, uint64_t limits[CUSHIM_MAX_DEVICES
         if (!colon)
             return -1;
         *colon = '\0';
-        if (cushim_parse_u64(item, CUSHIM_MAX_DEVICES - 1, &ordinal) != 0 ||
+        /* Ordinals 0..63, each at most once. */
+        if (cushim_parse_u64(item, CUSHIM_MAX_DEVICES - 1, &ordinal) != 0 || seen[ordinal]++ ||
             cushim_parse_size(colon + 1, &size) != 0)
             return -1;
         out[ordinal] = size;
@@ -99,7 +101,8 @@ static int parse_into(struct cushim_config *c, enum cushim_option id, const char
         strcpy(str, v);
         return 0;
     case CUSHIM_OT_DEVSIZES:
-        *expected = "a size for every device or ORDINAL:SIZE,... (e.g. 20GiB or 0:20GiB,1:10GiB)";
+        *expected = "a size for every device or ORDINAL:SIZE,... with ordinals 0..63, each once "
+                    "(e.g. 20GiB or 0:20GiB,1:10GiB)";
         return *v ? cushim_parse_device_limits(v, c->device_limit) : 0;
     }
     return -1;

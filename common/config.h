@@ -46,7 +46,8 @@ void cushim_config_load(struct cushim_config *c, const char *(*lookup)(const cha
                         char *const *environ_list, void (*report)(const char *line));
 
 /* Parses a CUSHIM_DEVICE_LIMIT value into limits[CUSHIM_MAX_DEVICES]: a size for every device,
- * or "ORDINAL:SIZE[,ORDINAL:SIZE...]". Returns 0, or -1 with limits untouched. */
+ * or "ORDINAL:SIZE[,ORDINAL:SIZE...]" with ordinals 0..63 each at most once; a size of 0 means no
+ * limit. Returns 0, or -1 with limits untouched. */
 int cushim_parse_device_limits(const char *s, uint64_t limits[CUSHIM_MAX_DEVICES]);
 
 #endif

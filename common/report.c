@@ -105,8 +105,13 @@ static const char *fmt(uint64_t v, char *buf, size_t len)
 
 void cushim_text_process(FILE *f, const struct cushim_snapshot *s, const char *title)
 {
-    char a[32], b[32], c[32], u[48];
-    fprintf(f, "%spid %d `%s`: %u device%s, phase %s\n", title ? title : "", s->pid, s->command,
+    char a[32], b[32], c[32], u[48], cmd[CUSHIM_COMMAND_MAX];
+    /* A command line may hold control characters: never send them to a terminal. */
+    size_t n = 0;
+    for (; s->command[n] && n + 1 < sizeof cmd; n++)
+        cmd[n] = (unsigned char)s->command[n] < 0x20 || s->command[n] == 0x7f ? '?' : s->command[n];
+    cmd[n] = '\0';
+    fprintf(f, "%spid %d `%s`: %u device%s, phase %s\n", title ? title : "", s->pid, cmd,
             s->device_count, s->device_count == 1 ? "" : "s", cushim_phase_name(s->phase));
     for (uint32_t i = 0; i < s->device_count; i++) {
         const struct cushim_device_snapshot *d = &s->devices[i];

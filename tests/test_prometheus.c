@@ -143,7 +143,12 @@ Test(prometheus, bad_listen_address_is_a_usage_error)
     const char *argv[] = {cushim_bin(), "serve", "--listen", "localhost", NULL};
     run_cmd(&r, argv, NULL);
     cr_expect_eq(r.status, 2);
-    cr_expect_str_eq(r.err, "cushim: --listen needs ADDR:PORT (e.g. 127.0.0.1:9400, [::1]:9400, "
-                            ":9400), got \"localhost\"\n");
+    cr_expect_str_eq(r.err, "cushim: --listen needs ADDR:PORT with a numeric address and a port 1..65535 "
+                            "(e.g. 127.0.0.1:9400, [::1]:9400, :9400 for every address), got \"localhost\"\n");
+    run_free(&r);
+    const char *none[] = {cushim_bin(), "serve", "--listen", NULL};
+    run_cmd(&r, none, NULL);
+    cr_expect_eq(r.status, 2);
+    cr_expect(strstr(r.err, "got \"\"") != NULL, "%s", r.err);
     run_free(&r);
 }

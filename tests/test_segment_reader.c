@@ -139,7 +139,7 @@ Test(reader, cli_reports_each_bad_segment_in_one_line)
     run_free(&r);
     const char *ps[] = {cushim_bin(), "ps", NULL};
     run_cmd(&r, ps, env);
-    cr_expect_eq(r.status, 0);
+    cr_expect_eq(r.status, 1, "no valid segment: nothing found");
     cr_expect(strstr(r.out, "invalid") != NULL, "%s", r.out);
     run_free(&r);
     free(s);

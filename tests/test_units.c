@@ -71,6 +71,9 @@ Test(units, device_limits)
     cr_expect_eq(cushim_parse_device_limits("0:20GiB,64:1G", l), -1);
     cr_expect_eq(cushim_parse_device_limits("0=1G", l), -1);
     cr_expect_eq(cushim_parse_device_limits("", l), -1);
+    cr_expect_eq(cushim_parse_device_limits("0:1G,0:2G", l), -1, "an ordinal twice");
+    cr_expect_eq(cushim_parse_device_limits("0:1G,", l), -1, "a trailing comma");
+    cr_expect_eq(cushim_parse_device_limits("0:1G,,1:1G", l), -1);
 }
 
 static const char *fake_env[8][2];
@@ -109,7 +112,7 @@ Test(config, defaults_parse_and_bad_values_keep_them)
     cr_expect_eq(c.device_limit[0], 0);
     cr_expect_str_eq(errors,
         "cushim: CUSHIM_DEVICE_LIMIT=\"0:1GiB,x\" is not a size for every device or ORDINAL:SIZE,... "
-        "(e.g. 20GiB or 0:20GiB,1:10GiB); using the default \"\"\n"
+        "with ordinals 0..63, each once (e.g. 20GiB or 0:20GiB,1:10GiB); using the default \"\"\n"
         "cushim: CUSHIM_SPILL=\"maybe\" is not a boolean (1/0/true/false/yes/no/on/off); using the default \"0\"\n"
         "cushim: CUSHIM_OFLOAD is not a cushim variable (see `cushim run --help`); ignored\n");
 }

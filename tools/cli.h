@@ -52,8 +52,8 @@ struct seg_entry {
 };
 
 /* Calls fn for every cushim segment in seg_dir() that the caller may read (its own; every one
- * when root), optionally only those of `pids` (npids > 0). Returns the number visited; fn
- * returns nonzero to stop. Segments named like ours but unreadable or invalid are reported with
+ * when root), optionally only those of `pids` (npids > 0). Returns the number visited (-1 when
+ * the directory cannot be read, reported); fn returns nonzero to stop. Segments named like ours but unreadable or invalid are reported with
  * ok = 0. */
 int seg_scan(const pid_t *pids, int npids, int (*fn)(struct seg_entry *, void *), void *arg);
 

@@ -8,19 +8,28 @@
 #include "tools/cli.h"
 
 struct ps_arg {
-    int rows;
+    int rows;   /* valid segments listed (live or stale) */
     int color;
 };
+
+/* The command with control characters shown as '?' (it may come from another user's process). */
+static const char *printable(const char *s, char *buf, size_t len)
+{
+    size_t i = 0;
+    for (; s[i] && i + 1 < len; i++)
+        buf[i] = (unsigned char)s[i] < 0x20 || s[i] == 0x7f ? '?' : s[i];
+    buf[i] = '\0';
+    return buf;
+}
 
 static int row(struct seg_entry *e, void *argp)
 {
     struct ps_arg *a = argp;
-    char user[32], cur[32], peak[32], devs[128] = "";
+    char user[32], cur[32], peak[32], devs[128] = "", cmd[CUSHIM_COMMAND_MAX];
     struct passwd *pw = getpwuid(e->uid);
     snprintf(user, sizeof user, "%s", pw ? pw->pw_name : "?");
     if (!e->ok) {
         printf("%7d %-10s %-7s %s: %s\n", (int)e->pid, user, "invalid", e->path, e->err);
-        a->rows++;
         return 0;
     }
     uint64_t c = 0, p = 0;
@@ -38,7 +47,7 @@ static int row(struct seg_entry *e, void *argp)
     printf("%s%7d %-10s %-7s %-8s %12s %12s %-7s %s%s\n", on, (int)e->pid, user, state,
            devs[0] ? devs : "-", cushim_format_bytes(c, cur, sizeof cur),
            cushim_format_bytes(p, peak, sizeof peak), cushim_phase_name(e->snap.phase),
-           e->snap.command, off);
+           printable(e->snap.command, cmd, sizeof cmd), off);
     a->rows++;
     return 0;
 }

@@ -8,6 +8,7 @@
 
 #ifdef CUSHIM_HAVE_MICROHTTPD
 #include <arpa/inet.h>
+#include <errno.h>
 #include <microhttpd.h>
 #include <signal.h>
 #include <unistd.h>
@@ -65,9 +66,10 @@ static MHD_RESULT answer(void *cls, struct MHD_Connection *c, const char *url, c
     return ret;
 }
 
-/* ADDR:PORT, [V6ADDR]:PORT or :PORT (all addresses). */
-static int parse_listen(const char *s, struct sockaddr_storage *ss, int *v6)
+/* ADDR:PORT, [V6ADDR]:PORT or :PORT (every address, IPv4 and IPv6). Addresses are numeric. */
+static int parse_listen(const char *s, struct sockaddr_storage *ss, int *v6, int *any)
 {
+    *any = 0;
     char host[128];
     const char *colon = strrchr(s, ':');
     char *end;
@@ -95,6 +97,7 @@ static int parse_listen(const char *s, struct sockaddr_storage *ss, int *v6)
     a->sin_port = htons((uint16_t)port);
     *v6 = 0;
     if (host[0] == '\0') {
+        *any = 1;
         a->sin_addr.s_addr = htonl(INADDR_ANY);
         return 0;
     }
@@ -111,31 +114,45 @@ int cmd_serve(int argc, char **argv)
                    "root). ADDR:PORT is e.g. 127.0.0.1:9400,\n[::1]:9400 or :9400 (all addresses).\n");
             return 0;
         }
-        if (strcmp(argv[i], "--listen") == 0 && i + 1 < argc) {
-            listen = argv[++i];
+        if (strcmp(argv[i], "--listen") == 0) {
+            listen = i + 1 < argc ? argv[++i] : "";
         } else {
             cli_error("bad argument \"%s\" for serve (usage: cushim serve --listen ADDR:PORT)", argv[i]);
             return EXIT_USAGE;
         }
     }
     struct sockaddr_storage ss;
-    int v6 = 0;
-    if (!listen || parse_listen(listen, &ss, &v6) != 0) {
-        cli_error("--listen needs ADDR:PORT (e.g. 127.0.0.1:9400, [::1]:9400, :9400), got \"%s\"",
+    int v6 = 0, any = 0;
+    if (!listen || parse_listen(listen, &ss, &v6, &any) != 0) {
+        cli_error("--listen needs ADDR:PORT with a numeric address and a port 1..65535 (e.g. "
+                  "127.0.0.1:9400, [::1]:9400, :9400 for every address), got \"%s\"",
                   listen ? listen : "");
         return EXIT_USAGE;
     }
-    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG | (v6 ? MHD_USE_IPv6 : 0);
-    struct MHD_Daemon *d = MHD_start_daemon(flags, 0, NULL, NULL, answer, NULL,
-                                            MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
-                                            MHD_OPTION_END);
+    /* Idle or slow clients cannot hold the exporter: 10 s per connection, 64 connections, 8 per
+     * address. libmicrohttpd's own log stays off (cushim reports in its own words). */
+    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | (any ? MHD_USE_DUAL_STACK : v6 ? MHD_USE_IPv6 : 0);
+    uint16_t port = ntohs(v6 ? ((struct sockaddr_in6 *)&ss)->sin6_port : ((struct sockaddr_in *)&ss)->sin_port);
+    struct MHD_Daemon *d = any ? MHD_start_daemon(flags, port, NULL, NULL, answer, NULL,
+                                                  MHD_OPTION_CONNECTION_TIMEOUT, 10u,
+                                                  MHD_OPTION_CONNECTION_LIMIT, 64u,
+                                                  MHD_OPTION_PER_IP_CONNECTION_LIMIT, 8u, MHD_OPTION_END)
+                               : MHD_start_daemon(flags, port, NULL, NULL, answer, NULL,
+                                                  MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
+                                                  MHD_OPTION_CONNECTION_TIMEOUT, 10u,
+                                                  MHD_OPTION_CONNECTION_LIMIT, 64u,
+                                                  MHD_OPTION_PER_IP_CONNECTION_LIMIT, 8u, MHD_OPTION_END);
     if (!d) {
-        cli_error("cannot listen on %s (address in use or not local?)", listen);
-        return EXIT_NOTHING;
+        cli_error("cannot listen on %s: %s", listen,
+                  errno ? strerror(errno) : "address in use or not an address of this machine");
+        return EXIT_USAGE;
     }
     signal(SIGINT, on_signal);
     signal(SIGTERM, on_signal);
-    fprintf(stderr, "cushim: serving http://%s/metrics\n", listen);
+    if (any)
+        fprintf(stderr, "cushim: serving /metrics on port %u of every address\n", (unsigned)port);
+    else
+        fprintf(stderr, "cushim: serving http://%s/metrics\n", listen);
     while (!stop)
         pause();
     MHD_stop_daemon(d);

@@ -43,7 +43,12 @@ int cmd_stat(int argc, char **argv)
             json = 1;
         } else if (strcmp(argv[i], "--prometheus") == 0) {
             prom = 1;
-        } else if (strcmp(argv[i], "--output") == 0 && i + 1 < argc) {
+        } else if (strcmp(argv[i], "--output") == 0) {
+            if (i + 1 >= argc) {
+                cli_error("--output needs a FILE");
+                free(pids);
+                return EXIT_USAGE;
+            }
             output = argv[++i];
         } else if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
             usage(stdout);
@@ -65,6 +70,13 @@ int cmd_stat(int argc, char **argv)
     }
     struct proc_list l;
     proc_list_collect(&l, pids, npids, 1);
+    for (int i = 0; i < npids; i++) {
+        int found = 0;
+        for (int k = 0; k < l.count && !found; k++)
+            found = l.procs[k].pid == pids[i];
+        if (!found)
+            cli_error("no live process %d under cushim (of yours)", (int)pids[i]);
+    }
     free(pids);
 
     char tmp[4200];
@@ -96,8 +108,8 @@ int cmd_stat(int argc, char **argv)
             rc = EXIT_USAGE;
         }
     }
-    if (!l.count && !prom && !json)
-        cli_error("no live process under cushim%s", npids ? " with those pids" : "");
+    if (!l.count && !prom && !json && !npids)
+        cli_error("no live process under cushim");
     proc_list_free(&l);
     return rc;
 }

@@ -1,6 +1,7 @@
 /* cushim top [--interval SECONDS] [--iterations N]: a live view of every process under cushim,
  * redrawn in place with ncurses, sorted by device bytes, with per-device totals across processes
  * (grouped by UUID, so processes with different CUDA_VISIBLE_DEVICES agree). q quits. */
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,6 +14,28 @@
 
 #include "common/units.h"
 #include "tools/collect.h"
+
+/* One screen line, formatted by us and cut to the screen width (ncurses' printw is not given
+ * lines longer than the screen). */
+static void line(int y, int attrs, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void line(int y, int attrs, const char *fmt, ...)
+{
+    char buf[1024];
+    va_list ap;
+    if (y >= LINES)
+        return;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    for (char *p = buf; *p; p++) /* a command line may hold control characters */
+        if ((unsigned char)*p < 0x20 || *p == 0x7f)
+            *p = '?';
+    if (attrs)
+        attron(attrs);
+    mvaddnstr(y, 0, buf, COLS > 0 ? COLS : 0);
+    if (attrs)
+        attroff(attrs);
+}
 
 struct dev_total {
     uint8_t uuid[16];
@@ -28,10 +51,8 @@ static void draw(const struct proc_list *l, double interval)
     struct dev_total tot[64];
     int ntot = 0;
     erase();
-    attron(A_BOLD);
-    mvprintw(0, 0, "cushim top: %d process%s, every %.1fs (q quits)", l->count,
-             l->count == 1 ? "" : "es", interval);
-    attroff(A_BOLD);
+    line(0, A_BOLD, "cushim top: %d process%s, every %.1fs (q quits)", l->count,
+         l->count == 1 ? "" : "es", interval);
     for (int i = 0; i < l->count; i++)
         for (uint32_t k = 0; k < l->procs[i].device_count; k++) {
             const struct cushim_device_snapshot *d = &l->procs[i].devices[k];
@@ -55,20 +76,16 @@ static void draw(const struct proc_list *l, double interval)
             tot[j].procs++;
         }
     int y = 2;
-    attron(A_REVERSE);
-    mvprintw(y++, 0, "%-42s %5s %12s %12s %12s", "DEVICE", "PROCS", "TOTAL", "CURRENT", "SUM-PEAKS");
-    attroff(A_REVERSE);
+    line(y++, A_REVERSE, "%-42s %5s %12s %12s %12s", "DEVICE", "PROCS", "TOTAL", "CURRENT", "SUM-PEAKS");
     for (int j = 0; j < ntot; j++)
-        mvprintw(y++, 0, "%-42s %5d %12s %12s %12s",
+        line(y++, 0, "%-42s %5d %12s %12s %12s",
                  tot[j].identified ? cushim_format_uuid(tot[j].uuid, u, sizeof u) : "(unknown uuid)",
                  tot[j].procs, cushim_format_bytes(tot[j].total, a, sizeof a),
                  cushim_format_bytes(tot[j].current, b, sizeof b),
                  cushim_format_bytes(tot[j].peak, c, sizeof c));
     y++;
-    attron(A_REVERSE);
-    mvprintw(y++, 0, "%7s %-8s %-7s %12s %12s %12s %12s  %s", "PID", "DEVICES", "PHASE", "DEVICE",
-             "PEAK", "PINNED", "OFFLOADED", "COMMAND");
-    attroff(A_REVERSE);
+    line(y++, A_REVERSE, "%7s %-8s %-7s %12s %12s %12s %12s  %s", "PID", "DEVICES", "PHASE", "DEVICE",
+         "PEAK", "PINNED", "OFFLOADED", "COMMAND");
     for (int i = 0; i < l->count && y < LINES; i++) {
         const struct cushim_snapshot *p = &l->procs[i];
         char devs[64] = "", pinned[32], off[32];
@@ -79,12 +96,12 @@ static void draw(const struct proc_list *l, double interval)
             pin += p->devices[k].kinds[CUSHIM_KIND_PINNED_HOST][CUSHIM_STAT_current_bytes];
             offl += p->devices[k].kinds[CUSHIM_KIND_OFFLOADED][CUSHIM_STAT_current_bytes];
         }
-        mvprintw(y++, 0, "%7d %-8s %-7s %12s %12s %12s %12s  %.*s", p->pid, devs[0] ? devs : "-",
-                 cushim_phase_name(p->phase),
-                 cushim_format_bytes(proc_sum(p, CUSHIM_DEV_total_current), a, sizeof a),
-                 cushim_format_bytes(proc_sum(p, CUSHIM_DEV_total_peak), b, sizeof b),
-                 cushim_format_bytes(pin, pinned, sizeof pinned),
-                 cushim_format_bytes(offl, off, sizeof off), COLS > 90 ? COLS - 90 : 10, p->command);
+        line(y++, 0, "%7d %-8s %-7s %12s %12s %12s %12s  %s", p->pid, devs[0] ? devs : "-",
+             cushim_phase_name(p->phase),
+             cushim_format_bytes(proc_sum(p, CUSHIM_DEV_total_current), a, sizeof a),
+             cushim_format_bytes(proc_sum(p, CUSHIM_DEV_total_peak), b, sizeof b),
+             cushim_format_bytes(pin, pinned, sizeof pinned), cushim_format_bytes(offl, off, sizeof off),
+             p->command);
     }
     refresh();
 }
@@ -100,15 +117,23 @@ int cmd_top(int argc, char **argv)
                    "processes under cushim, sorted by device bytes, with per-device\ntotals across "
                    "processes. q quits.\n");
             return 0;
-        } else if (strcmp(argv[i], "--interval") == 0 && i + 1 < argc &&
-                   (interval = strtod(argv[i + 1], &end), !*end) && interval >= 0.1 && interval <= 3600) {
-            i++;
-        } else if (strcmp(argv[i], "--iterations") == 0 && i + 1 < argc &&
-                   (iterations = strtol(argv[i + 1], &end, 10), !*end) && iterations > 0) {
-            i++;
+        } else if (strcmp(argv[i], "--interval") == 0) {
+            const char *v = i + 1 < argc ? argv[++i] : "";
+            interval = strtod(v, &end);
+            if (!*v || *end || !(interval >= 0.1 && interval <= 3600)) {
+                cli_error("--interval \"%s\" is not a number of seconds in 0.1..3600", v);
+                return EXIT_USAGE;
+            }
+        } else if (strcmp(argv[i], "--iterations") == 0) {
+            const char *v = i + 1 < argc ? argv[++i] : "";
+            iterations = strtol(v, &end, 10);
+            if (!*v || *end || iterations < 1) {
+                cli_error("--iterations \"%s\" is not a whole number >= 1", v);
+                return EXIT_USAGE;
+            }
         } else {
-            cli_error("bad argument \"%s\" for top (expected --interval SECONDS in 0.1..3600 or "
-                      "--iterations N >= 1)", argv[i]);
+            cli_error("unknown argument \"%s\" for top (expected --interval SECONDS or "
+                      "--iterations N)", argv[i]);
             return EXIT_USAGE;
         }
     }
@@ -116,7 +141,13 @@ int cmd_top(int argc, char **argv)
         cli_error("top needs a terminal; use `cushim stat` for a snapshot");
         return EXIT_USAGE;
     }
-    initscr();
+    const char *term = getenv("TERM");
+    SCREEN *screen = newterm(NULL, stdout, stdin);
+    if (!screen) {
+        cli_error("cannot use the terminal type \"%s\" (set TERM, e.g. TERM=xterm)", term ? term : "");
+        return EXIT_USAGE;
+    }
+    set_term(screen);
     cbreak();
     noecho();
     curs_set(0);
@@ -131,6 +162,7 @@ int cmd_top(int argc, char **argv)
             break;
     }
     endwin();
+    delscreen(screen);
     return 0;
 }
 #else

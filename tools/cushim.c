@@ -30,10 +30,14 @@ int cli_color(FILE *f)
 
 pid_t cli_parse_pid(const char *s)
 {
-    char *end;
-    long v = s ? strtol(s, &end, 10) : 0;
-    if (!s || !*s || *end || v <= 0 || v > 0x7fffffff) {
-        cli_error("\"%s\" is not a process id (a positive integer)", s ? s : "");
+    unsigned long long v = 0;
+    int ok = s && *s && strlen(s) <= 10;
+    for (const char *p = s; ok && *p; p++)
+        ok = *p >= '0' && *p <= '9';
+    if (ok)
+        v = strtoull(s, NULL, 10);
+    if (!ok || v < 1 || v > 0x7fffffff) {
+        cli_error("\"%s\" is not a process id (a number from 1 to 2147483647)", s ? s : "");
         return -1;
     }
     return (pid_t)v;
@@ -66,6 +70,15 @@ int main(int argc, char **argv)
 {
     if (argc < 2) {
         usage(stderr);
+        return EXIT_USAGE;
+    }
+    if (strcmp(argv[1], "help") == 0 && argc > 2) {
+        /* `cushim help CMD` = `cushim CMD --help` */
+        char *help_argv[] = {argv[2], "--help", NULL};
+        for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+            if (strcmp(argv[2], commands[i].name) == 0)
+                return commands[i].fn(2, help_argv);
+        cli_error("no help for \"%s\": not a command (see cushim --help)", argv[2]);
         return EXIT_USAGE;
     }
     if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "help") == 0) {

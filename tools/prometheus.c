@@ -95,6 +95,8 @@ void prometheus_write(FILE *f, const struct proc_list *l)
     for (int i = 0; i < l->count; i++)
         for (uint32_t k = 0; k < l->procs[i].device_count; k++) {
             const struct cushim_device_snapshot *d = &l->procs[i].devices[k];
+            if (!d->untracked_sampled_ns)
+                continue; /* never sampled yet: no value rather than a false 0 */
             fputs("cushim_untracked_bytes{", f);
             labels(f, &l->procs[i], d);
             fprintf(f, "} %llu\n", (unsigned long long)d->untracked_bytes);

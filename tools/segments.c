@@ -82,15 +82,29 @@ int seg_read_file(const char *path, struct cushim_snapshot *out, char *err, size
     return rc;
 }
 
-/* "cushim-<uid>-<pid>" -> uid, pid. */
+/* Digits only, at most 10 of them, up to max; returns the end or NULL. */
+static const char *number(const char *s, unsigned long long max, unsigned long long *out)
+{
+    const char *p = s;
+    unsigned long long v = 0;
+    while (*p >= '0' && *p <= '9' && p - s < 10)
+        v = v * 10 + (unsigned)(*p++ - '0');
+    if (p == s || v > max)
+        return NULL;
+    *out = v;
+    return p;
+}
+
+/* "cushim-<uid>-<pid>" (decimal digits only) -> uid, pid. */
 static int parse_name(const char *name, uid_t *uid, pid_t *pid)
 {
-    unsigned long u, p;
-    char tail;
-    if (strncmp(name, CUSHIM_SEGMENT_PREFIX, strlen(CUSHIM_SEGMENT_PREFIX)) != 0)
+    unsigned long long u, p;
+    const char *s = name;
+    if (strncmp(s, CUSHIM_SEGMENT_PREFIX, strlen(CUSHIM_SEGMENT_PREFIX)) != 0)
         return -1;
-    if (sscanf(name + strlen(CUSHIM_SEGMENT_PREFIX), "%lu-%lu%c", &u, &p, &tail) != 2 || p == 0 ||
-        p > 0x7fffffff)
+    s += strlen(CUSHIM_SEGMENT_PREFIX);
+    if (!(s = number(s, 0xffffffffull, &u)) || *s++ != '-' || !(s = number(s, 0x7fffffff, &p)) ||
+        *s || p == 0)
         return -1;
     *uid = (uid_t)u;
     *pid = (pid_t)p;
@@ -116,7 +130,7 @@ int seg_scan(const pid_t *pids, int npids, int (*fn)(struct seg_entry *, void *)
     static struct seg_entry e;
     if (!d) {
         cli_error("cannot open the segment directory %s: %s", seg_dir(), strerror(errno));
-        return 0;
+        return -1;
     }
     while ((de = readdir(d)) != NULL) {
         uid_t uid;
@@ -173,6 +187,11 @@ struct cushim_segment *seg_map_rw(pid_t pid)
     snprintf(path, sizeof path, "%s/%s%u-%d", seg_dir(), CUSHIM_SEGMENT_PREFIX,
              (unsigned)geteuid(), (int)pid);
     int fd = open(path, O_RDWR | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0 && errno == EISDIR) {
+        cli_error("%s is not a segment (a directory)", path);
+        free(snap);
+        return NULL;
+    }
     if (fd < 0 && geteuid() == 0) {
         /* root: the segment is named after its owner; find it by pid. */
         DIR *d = opendir(seg_dir());
@@ -195,10 +214,13 @@ struct cushim_segment *seg_map_rw(pid_t pid)
     }
     struct cushim_segment *s = NULL;
     if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || (geteuid() != 0 && st.st_uid != geteuid())) {
-        cli_error("segment %s is not a regular file of yours", path);
+        cli_error("%s is not a segment of yours (not a regular file you own)", path);
     } else if (snapshot_fd(fd, snap, err, sizeof err) != 0) {
         cli_error("segment %s: %s", path, err);
-    } else if (snap->pid != pid || is_stale(snap)) {
+    } else if (snap->pid != pid) {
+        cli_error("segment %s names pid %d, not %d: not a segment of process %d", path,
+                  (int)snap->pid, (int)pid, (int)pid);
+    } else if (is_stale(snap)) {
         cli_error("process %d is gone (stale segment %s; `cushim gc` removes it)", (int)pid, path);
     } else {
         void *m = mmap(NULL, sizeof *s, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);

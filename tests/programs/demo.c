@@ -37,8 +37,11 @@ int main(void)
     CHECK(cudaFree(workspace));
     printf("demo: compiled with a 1.5 GiB temporary workspace\n");
 
-    if (reset)
+    if (reset) {
         reset(-1);
+        printf("demo: peaks reset before the profiling step (cushim_reset_peak, as a server does "
+               "before sizing its KV cache): the peaks in the summary below are since then\n");
+    }
     activations = dev(384 * MiB);
     CHECK(cudaFree(activations));
     CHECK(cudaMemGetInfo(&free_b, &total_b));
