@@ -17,7 +17,8 @@ struct inject_rule {
     CUresult code;
 };
 
-static _Atomic uint64_t calls[SIM_SYM_COUNT];
+_Atomic uint64_t sim_calls[SIM_SYM_COUNT];
+atomic_bool sim_fast_entry;
 static atomic_bool initialized;
 static struct inject_rule rules[SIM_MAX_RULES];
 static unsigned nrules;
@@ -90,7 +91,7 @@ bool sim_enter(enum sim_sym sym, bool needs_init, CUresult *rc)
         sim_setup();
         atomic_store_explicit(&set_up, true, memory_order_release);
     }
-    uint64_t n = atomic_fetch_add_explicit(&calls[sym], 1, memory_order_relaxed) + 1;
+    uint64_t n = atomic_fetch_add_explicit(&sim_calls[sym], 1, memory_order_relaxed) + 1;
     if (__builtin_expect(nrules == 0, 1))
         return needs_init && !atomic_load_explicit(&initialized, memory_order_relaxed) ?
                    (*rc = CUDA_ERROR_NOT_INITIALIZED, true) : false;
@@ -109,6 +110,10 @@ bool sim_enter(enum sim_sym sym, bool needs_init, CUresult *rc)
 void sim_set_initialized(void)
 {
     atomic_store(&initialized, true);
+    /* From now on entries take the inline path, unless SIMCUDA_INJECT has rules. */
+    sim_setup();
+    if (nrules == 0)
+        atomic_store_explicit(&sim_fast_entry, true, memory_order_release);
 }
 
 uint64_t sim_epoch_next(void)
@@ -119,5 +124,5 @@ uint64_t sim_epoch_next(void)
 uint64_t simcuda_call_count(const char *symbol)
 {
     enum sim_sym sym;
-    return symbol && sym_lookup(symbol, &sym) ? atomic_load(&calls[sym]) : 0;
+    return symbol && sym_lookup(symbol, &sym) ? atomic_load(&sim_calls[sym]) : 0;
 }

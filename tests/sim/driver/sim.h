@@ -12,6 +12,7 @@
 #include <cuda.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdatomic.h>
 #include <stdint.h>
 
 /* The cu* declarations of cuda.h are exported through __CUDA_API_PUSH_VISIBILITY_DEFAULT
@@ -50,11 +51,19 @@ void sim_procaddr_load(void);
 bool sim_enter(enum sim_sym sym, bool needs_init, CUresult *rc);
 void sim_set_initialized(void);
 
-#define SIM_ENTER_(sym, needs_init)                                    \
-    do {                                                               \
-        CUresult sim_enter_rc_;                                        \
-        if (sim_enter(SIM_SYM_##sym, needs_init, &sim_enter_rc_))      \
-            return sim_enter_rc_;                                      \
+/* The common case inline (set up, no injection rules, initialized): count the call and go on.
+ * A real driver's entry costs little; cushim's benchmarks count the instructions of every
+ * driver call the shim adds, so the simulator should not inflate them. */
+extern _Atomic uint64_t sim_calls[];
+extern atomic_bool sim_fast_entry; /* set up, no SIMCUDA_INJECT rules, cuInit done */
+
+#define SIM_ENTER_(sym, needs_init)                                                    \
+    do {                                                                               \
+        CUresult sim_enter_rc_;                                                        \
+        if (__builtin_expect(atomic_load_explicit(&sim_fast_entry, memory_order_acquire), 1)) \
+            atomic_fetch_add_explicit(&sim_calls[SIM_SYM_##sym], 1, memory_order_relaxed); \
+        else if (sim_enter(SIM_SYM_##sym, needs_init, &sim_enter_rc_))                 \
+            return sim_enter_rc_;                                                      \
     } while (0)
 /* "If cuInit() has not been called, any function from the driver API will return
  * CUDA_ERROR_NOT_INITIALIZED" (cuda.h, cuInit). */
