@@ -79,6 +79,10 @@ enum cushim_phase {
       gauge, "offloaded allocations made in the compile phase still alive in the run phase")       \
     X(resident_offloaded_bytes, offload_resident, bytes, "offloaded_resident_bytes", "", gauge,   \
       "bytes of those allocations")                                                                \
+    X(offload_cached_bytes, offload_host, cached_bytes, "offload_cached_bytes", "", gauge,         \
+      "freed pinned blocks kept for reuse by later offloads (CUSHIM_OFFLOAD_CACHE)")              \
+    X(offload_pending_bytes, offload_host, pending_free_bytes, "offload_pending_free_bytes", "",   \
+      gauge, "offloaded memory freed by cudaFreeAsync, released once its stream's earlier work is done") \
     X(graphs_captured, graphs, captured, "graphs_captured_total", "", counter,                    \
       "stream captures ended into a graph")                                                        \
     X(graphs_instantiated, graphs, instantiated, "graphs_instantiated_total", "", counter,        \

@@ -80,9 +80,10 @@ int cushim_reset_peak(int ordinal);
 int cushim_set_phase(int phase);
 /* The current phase, -1 when cushim is disabled. */
 int cushim_get_phase(void);
-/* Scoped phases: push sets `phase` and remembers the previous one on a per-thread stack (depth
- * 16); pop restores it. push returns 0 (-1: bad phase, not active, stack full); pop returns the
- * restored phase (-1: nothing pushed). */
+/* Scoped phases: push sets `phase` and remembers the previous one on a stack (one for the
+ * process, like the phase; depth 64); pop restores the last one pushed, from any thread. push
+ * returns 0 (-1: bad phase, cushim disabled, stack full); pop returns the restored phase (-1:
+ * nothing pushed). */
 int cushim_push_phase(int phase);
 int cushim_pop_phase(void);
 

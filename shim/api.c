@@ -1,6 +1,7 @@
 /* cushim.h: the in-process API, reading the same counters as the segment. */
 #include "cushim.h"
 
+#include <pthread.h>
 #include <stddef.h>
 #include <string.h>
 
@@ -26,7 +27,10 @@ _Static_assert(sizeof(struct cushim_kind_stats) == CUSHIM_STAT_COUNT * sizeof(ui
  * counted anything yet, so a phase set before the first allocation takes effect. */
 static struct cushim_segment *live_segment(void)
 {
-    return shim_started() ? shim.seg : NULL;
+    int r = atomic_load_explicit(&shim.run, memory_order_acquire);
+    if (r == SHIM_ACTIVE || r == SHIM_QUIET)
+        return shim.seg;
+    return r != SHIM_OFF && shim_start_slow(true) ? shim.seg : NULL;
 }
 
 /* Copies one of our own records under its seqlock (the same copy the CLI makes). */
@@ -104,27 +108,39 @@ SHIM_EXPORT int cushim_get_phase(void)
     return seg ? (int)atomic_load(&seg->h.phase) : -1;
 }
 
-#define PHASE_STACK 16
-static SHIM_TLS int phase_stack[PHASE_STACK];
-static SHIM_TLS int phase_depth;
+/* One stack for the process, like the phase itself: scopes opened on several threads close in
+ * last-in, first-out order whatever the thread. */
+#define PHASE_STACK 64
+static int phase_stack[PHASE_STACK];
+static int phase_depth;
+static pthread_mutex_t phase_lock = PTHREAD_MUTEX_INITIALIZER;
 
 SHIM_EXPORT int cushim_push_phase(int phase)
 {
-    if (phase_depth == PHASE_STACK || phase < 0 || phase >= CUSHIM_PHASE_COUNT)
+    int rc = -1;
+    if (phase < 0 || phase >= CUSHIM_PHASE_COUNT || !live_segment())
         return -1;
-    int old = cushim_set_phase(phase);
-    if (old < 0)
-        return -1;
-    phase_stack[phase_depth++] = old;
-    return 0;
+    pthread_mutex_lock(&phase_lock);
+    if (phase_depth < PHASE_STACK) {
+        int old = phase_set(phase);
+        if (old >= 0) {
+            phase_stack[phase_depth++] = old;
+            rc = 0;
+        }
+    }
+    pthread_mutex_unlock(&phase_lock);
+    return rc;
 }
 
 SHIM_EXPORT int cushim_pop_phase(void)
 {
-    if (phase_depth == 0)
-        return -1;
-    int restored = phase_stack[--phase_depth];
-    cushim_set_phase(restored);
+    int restored = -1;
+    pthread_mutex_lock(&phase_lock);
+    if (phase_depth > 0) {
+        restored = phase_stack[--phase_depth];
+        phase_set(restored);
+    }
+    pthread_mutex_unlock(&phase_lock);
     return restored;
 }
 

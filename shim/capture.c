@@ -56,10 +56,16 @@ bool capture_thread_prohibited(void)
 
 void capture_begun(CUstream stream, bool per_thread, CUstreamCaptureMode mode)
 {
+    CUcontext ctx = NULL;
+    __typeof__(&cuCtxGetCurrent) getcur = REAL(cuCtxGetCurrent);
+    if (getcur)
+        getcur(&ctx);
+    /* kind: the begin mode; ctx: the beginning thread's record; aux: the CUDA context. */
     struct shim_entry e = {
         .key = stream_key(stream, per_thread),
-        .aux = (uint64_t)mode,
+        .kind = (uint16_t)mode,
         .ctx = (uint64_t)(uintptr_t)&tc,
+        .aux = (uint64_t)(uintptr_t)ctx,
         .device = -1,
     };
     struct shim_entry old;
@@ -93,6 +99,23 @@ void capture_note_bytes(uint64_t bytes)
         table_update(&shim.captures, key, add_bytes, &bytes, NULL);
 }
 
+/* The counters of a capture that is over (its entry already out of the table). */
+static void forget(const struct shim_entry *e, void *arg)
+{
+    (void)arg;
+    uint64_t expected = e->key;
+    atomic_compare_exchange_strong(&last_key, &expected, 0);
+    struct thread_capture *owner = (struct thread_capture *)(uintptr_t)e->ctx;
+    CUstreamCaptureMode mode = (CUstreamCaptureMode)e->kind;
+    atomic_fetch_sub(&capture_live, 1);
+    if (mode != CU_STREAM_CAPTURE_MODE_RELAXED)
+        atomic_fetch_sub(&owner->own_strict, 1);
+    if (mode == CU_STREAM_CAPTURE_MODE_GLOBAL) {
+        atomic_fetch_sub(&live_global, 1);
+        atomic_fetch_sub(&owner->own_global, 1);
+    }
+}
+
 uint64_t capture_ended(CUstream stream, bool per_thread)
 {
     struct shim_entry e;
@@ -101,18 +124,19 @@ uint64_t capture_ended(CUstream stream, bool per_thread)
         return 0;
     if (tc.own_key == key)
         tc.own_key = 0;
-    uint64_t expected = key;
-    atomic_compare_exchange_strong(&last_key, &expected, 0);
-    struct thread_capture *owner = (struct thread_capture *)(uintptr_t)e.ctx;
-    CUstreamCaptureMode mode = (CUstreamCaptureMode)e.aux;
-    atomic_fetch_sub(&capture_live, 1);
-    if (mode != CU_STREAM_CAPTURE_MODE_RELAXED)
-        atomic_fetch_sub(&owner->own_strict, 1);
-    if (mode == CU_STREAM_CAPTURE_MODE_GLOBAL) {
-        atomic_fetch_sub(&live_global, 1);
-        atomic_fetch_sub(&owner->own_global, 1);
-    }
+    forget(&e, NULL);
     return e.size;
+}
+
+static bool in_context(const struct shim_entry *e, void *arg)
+{
+    return e->aux == *(uint64_t *)arg;
+}
+
+void capture_context_gone(uint64_t ctx)
+{
+    /* The captures of a context that was torn down ended with it. */
+    table_drain_if(&shim.captures, in_context, forget, &ctx);
 }
 
 void capture_thread_mode_set(CUstreamCaptureMode mode)

@@ -35,6 +35,8 @@ bool capture_thread_prohibited(void);
  * bytes allocated (outside graph nodes) while that capture was live. */
 void capture_begun(CUstream stream, bool per_thread, CUstreamCaptureMode mode);
 uint64_t capture_ended(CUstream stream, bool per_thread);
+/* Every capture of a context that was torn down (cuCtxDestroy, primary context reset) is over. */
+void capture_context_gone(uint64_t ctx);
 /* An allocation of `bytes` made while a capture is live: credited to the calling thread's own
  * capture, else to the one begun last. */
 void capture_note_bytes(uint64_t bytes);

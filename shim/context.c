@@ -1,5 +1,8 @@
 /* Contexts: which device a context belongs to (cached: one driver call per new context), and
  * context teardown, which frees memory without any free call (DESIGN.md). */
+#include "shim/capture.h"
+#include "shim/graph.h"
+#include "shim/offload.h"
 #include "shim/track.h"
 
 #define CTX_CACHE 256
@@ -125,6 +128,8 @@ static bool drop_pred(const struct shim_entry *e, void *arg)
 static void drop_done(const struct shim_entry *e, void *arg)
 {
     (void)arg;
+    if (e->kind == CUSHIM_KIND_OFFLOADED)
+        offload_range_gone(e->key);
     account_free(e->device, (enum cushim_kind)e->kind, e->size, e->flags);
 }
 
@@ -135,6 +140,9 @@ void shim_drop_context(CUcontext ctx)
         return;
     unsigned n = table_drain_if(&shim.ptrs, drop_pred, drop_done, &a);
     n += table_drain_if(&shim.arrays, drop_pred, drop_done, &a);
+    offload_context_gone(a.ctx);
+    capture_context_gone(a.ctx);
+    graph_context_gone(a.ctx);
     if (n)
         LOG_DEBUG("context %p torn down: %u allocations dropped", (void *)ctx, n);
 }

@@ -85,22 +85,33 @@ static void write_report(const struct cushim_snapshot *snap)
         fclose(f);
 }
 
+static _Atomic int exit_done;
+
 void shim_exit_report(void)
+{
+    shim_exit_finish(true);
+}
+
+void shim_exit_finish(bool driver_alive)
 {
     /* No segment is created from here on: a CUDA call from a later exit handler (the runtime's
      * own teardown, e.g. in a forked child that never used CUDA) would leave a file behind. */
     int idle = SHIM_IDLE;
     atomic_compare_exchange_strong(&shim.run, &idle, SHIM_OFF);
     struct cushim_segment *seg = shim.seg;
-    if (!seg || shim.owner != getpid() || atomic_load(&shim.run) != SHIM_ACTIVE)
+    int r = atomic_load(&shim.run);
+    if (!seg || shim.owner != getpid() || (r != SHIM_ACTIVE && r != SHIM_QUIET) ||
+        atomic_exchange(&exit_done, 1))
         return;
     shim_depth = 1; /* our own driver calls below are not the program's */
-    offload_drain();
-    graph_pool_sample_all();
-    uint32_t n = atomic_load(&seg->h.device_count);
-    for (uint32_t d = 0; d < n; d++)
-        if (atomic_load(&seg->devices[d].state) != 0)
-            sample_device((int)d);
+    if (driver_alive) {
+        offload_drain();
+        graph_pool_sample_all();
+        uint32_t n = atomic_load(&seg->h.device_count);
+        for (uint32_t d = 0; d < n; d++)
+            if (atomic_load(&seg->devices[d].state) != 0)
+                sample_device((int)d);
+    }
     atomic_store(&seg->h.exited, 1);
 
     if (shim.cfg.run_dir[0] && segment_copy_to(seg, shim.cfg.run_dir) != 0)

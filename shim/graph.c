@@ -100,7 +100,7 @@ void graph_destroyed(CUgraph graph)
     table_take(&shim.graph_caps, (uint64_t)(uintptr_t)graph, NULL);
 }
 
-void graph_instantiated(CUgraphExec exec, CUgraph graph, int device)
+void graph_instantiated(CUgraphExec exec, CUgraph graph, int device, CUcontext ctx)
 {
     struct cushim_segment *seg = shim.seg;
     struct shim_entry cap;
@@ -126,7 +126,7 @@ void graph_instantiated(CUgraphExec exec, CUgraph graph, int device)
                  "lists the first ones (device totals stay exact)", CUSHIM_MAX_GRAPHS);
     }
     struct shim_entry e = {.key = (uint64_t)(uintptr_t)exec, .size = bytes, .aux = (uint64_t)(int64_t)slot,
-                           .device = device};
+                           .ctx = (uint64_t)(uintptr_t)ctx, .device = device};
     table_put(&shim.execs, &e, NULL);
     unsigned li = launch_index(e.key);
     atomic_store_explicit(&launch_cache[li].exec, 0, memory_order_release);
@@ -140,22 +140,38 @@ void graph_instantiated(CUgraphExec exec, CUgraph graph, int device)
         account_device_stat_add(device, CUSHIM_DEV_graph_alloc_node_bytes, (int64_t)bytes);
 }
 
-void graph_exec_destroyed(CUgraphExec exec)
+/* An executable graph is gone (its entry already out of the table). */
+static void exec_gone(const struct shim_entry *e, void *arg)
 {
-    struct shim_entry e;
-    uint64_t key = (uint64_t)(uintptr_t)exec;
+    (void)arg;
+    uint64_t key = e->key;
     atomic_compare_exchange_strong(&launch_cache[launch_index(key)].exec, &key, 0);
-    if (!table_take(&shim.execs, (uint64_t)(uintptr_t)exec, &e))
-        return;
-    int slot = (int)(int64_t)e.aux;
+    int slot = (int)(int64_t)e->aux;
     if (slot >= 0 && (unsigned)slot < CUSHIM_MAX_GRAPHS) {
         struct cushim_graph_record *g = &shim.seg->graphs[slot];
         g->destroyed_ns = clock_ns(CLOCK_REALTIME);
         atomic_store_explicit(&g->state, 3, memory_order_release);
     }
-    account_device_stat_add(e.device, CUSHIM_DEV_graph_execs_alive, -1);
-    if (e.size)
-        account_device_stat_add(e.device, CUSHIM_DEV_graph_alloc_node_bytes, -(int64_t)e.size);
+    account_device_stat_add(e->device, CUSHIM_DEV_graph_execs_alive, -1);
+    if (e->size)
+        account_device_stat_add(e->device, CUSHIM_DEV_graph_alloc_node_bytes, -(int64_t)e->size);
+}
+
+void graph_exec_destroyed(CUgraphExec exec)
+{
+    struct shim_entry e;
+    if (table_take(&shim.execs, (uint64_t)(uintptr_t)exec, &e))
+        exec_gone(&e, NULL);
+}
+
+static bool in_context(const struct shim_entry *e, void *arg)
+{
+    return e->ctx == *(uint64_t *)arg;
+}
+
+void graph_context_gone(uint64_t ctx)
+{
+    table_drain_if(&shim.execs, in_context, exec_gone, &ctx);
 }
 
 void graph_launched(CUgraphExec exec)

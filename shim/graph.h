@@ -8,9 +8,11 @@
 
 /* An executable graph was made from `graph` on `device`: records it (alloc-node bytes by walking
  * the graph, capture bytes from the capture that made `graph`, if any). */
-void graph_instantiated(CUgraphExec exec, CUgraph graph, int device);
+void graph_instantiated(CUgraphExec exec, CUgraph graph, int device, CUcontext ctx);
 /* cuGraphExecDestroy succeeded. */
 void graph_exec_destroyed(CUgraphExec exec);
+/* The executable graphs of a context that was torn down are gone with it. */
+void graph_context_gone(uint64_t ctx);
 /* cuGraphDestroy succeeded: forget its capture bytes. */
 void graph_destroyed(CUgraph graph);
 /* A capture ended into `graph` having allocated `bytes` (non-node allocations) while live. */

@@ -2,6 +2,7 @@
  * their destroys. Requested bytes = texels x channels x element size (levels summed for mipmaps)
  * for the plain formats of cuda.h's CUarray_format; for packed, planar and block-compressed
  * formats the driver's own figure (cu[Mipmapped]ArrayGetMemoryRequirements) is used. */
+#include "shim/budget.h"
 #include "shim/shim.h"
 #include "shim/track.h"
 
@@ -46,22 +47,44 @@ static uint64_t array_bytes(const CUDA_ARRAY3D_DESCRIPTOR *d, unsigned levels)
     return total;
 }
 
-static void array_done(CUresult r, CUarray a, uint64_t bytes)
+/* After a successful create: the bytes (the driver's figure for non-plain formats), checked
+ * against the device budget (CUSHIM_DEVICE_LIMIT); over it, the array is destroyed and the
+ * create fails with out-of-memory, as a full device would. */
+static CUresult array_done(CUresult r, uint64_t handle, uint64_t bytes, bool mipmapped)
 {
-    if (r == CUDA_SUCCESS) {
-        if (!bytes) {
-            CUDA_ARRAY_MEMORY_REQUIREMENTS req = {0};
+    CUcontext ctx;
+    int device = shim_current_device(&ctx);
+    if (r == CUDA_SUCCESS && !bytes) {
+        CUDA_ARRAY_MEMORY_REQUIREMENTS req = {0};
+        if (mipmapped) {
+            __typeof__(&cuMipmappedArrayGetMemoryRequirements) get = REAL(cuMipmappedArrayGetMemoryRequirements);
+            if (get && get(&req, (CUmipmappedArray)(uintptr_t)handle, device) == CUDA_SUCCESS)
+                bytes = req.size;
+        } else {
             __typeof__(&cuArrayGetMemoryRequirements) get = REAL(cuArrayGetMemoryRequirements);
-            CUcontext ctx;
-            int device = shim_current_device(&ctx);
-            if (get && get(&req, a, device) == CUDA_SUCCESS)
+            if (get && get(&req, (CUarray)(uintptr_t)handle, device) == CUDA_SUCCESS)
                 bytes = req.size;
         }
-        track_alloc(&shim.arrays, CUSHIM_KIND_ARRAY, (uint64_t)(uintptr_t)a, bytes, 0);
-    } else {
-        track_fail(CUSHIM_KIND_ARRAY);
     }
+    if (r == CUDA_SUCCESS && !budget_reserve(device, bytes)) {
+        if (mipmapped) {
+            __typeof__(&cuMipmappedArrayDestroy) destroy = REAL(cuMipmappedArrayDestroy);
+            if (destroy)
+                destroy((CUmipmappedArray)(uintptr_t)handle);
+        } else {
+            __typeof__(&cuArrayDestroy) destroy = REAL(cuArrayDestroy);
+            if (destroy)
+                destroy((CUarray)(uintptr_t)handle);
+        }
+        r = CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    if (r == CUDA_SUCCESS)
+        track_alloc_on(&shim.arrays, CUSHIM_KIND_ARRAY, handle, bytes, device, ctx,
+                       budget_any ? SHIM_F_RESERVED : 0);
+    else
+        account_fail(device, CUSHIM_KIND_ARRAY);
     shim_leave();
+    return r;
 }
 
 SHIM_EXPORT CUresult CUDAAPI cuArrayCreate_v2(CUarray *pHandle, const CUDA_ARRAY_DESCRIPTOR *d)
@@ -77,7 +100,9 @@ SHIM_EXPORT CUresult CUDAAPI cuArrayCreate_v2(CUarray *pHandle, const CUDA_ARRAY
         d3.Format = d->Format;
         d3.NumChannels = d->NumChannels;
     }
-    array_done(r, r == CUDA_SUCCESS ? *pHandle : NULL, d ? array_bytes(&d3, 1) : 0);
+    r = array_done(r, r == CUDA_SUCCESS ? (uint64_t)(uintptr_t)*pHandle : 0, d ? array_bytes(&d3, 1) : 0, false);
+    if (r != CUDA_SUCCESS && pHandle)
+        *pHandle = NULL;
     return r;
 }
 
@@ -87,7 +112,9 @@ SHIM_EXPORT CUresult CUDAAPI cuArray3DCreate_v2(CUarray *pHandle, const CUDA_ARR
     if (!shim_enter())
         return real_(pHandle, d);
     CUresult r = real_(pHandle, d);
-    array_done(r, r == CUDA_SUCCESS ? *pHandle : NULL, d ? array_bytes(d, 1) : 0);
+    r = array_done(r, r == CUDA_SUCCESS ? (uint64_t)(uintptr_t)*pHandle : 0, d ? array_bytes(d, 1) : 0, false);
+    if (r != CUDA_SUCCESS && pHandle)
+        *pHandle = NULL;
     return r;
 }
 
@@ -107,20 +134,10 @@ SHIM_EXPORT CUresult CUDAAPI cuMipmappedArrayCreate(CUmipmappedArray *pHandle,
     if (!shim_enter())
         return real_(pHandle, d, numMipmapLevels);
     CUresult r = real_(pHandle, d, numMipmapLevels);
-    if (r == CUDA_SUCCESS) {
-        uint64_t bytes = d ? array_bytes(d, numMipmapLevels) : 0;
-        if (!bytes) {
-            CUDA_ARRAY_MEMORY_REQUIREMENTS req = {0};
-            __typeof__(&cuMipmappedArrayGetMemoryRequirements) get =
-                REAL(cuMipmappedArrayGetMemoryRequirements);
-            if (get && get(&req, *pHandle, shim_current_device(NULL)) == CUDA_SUCCESS)
-                bytes = req.size;
-        }
-        track_alloc(&shim.arrays, CUSHIM_KIND_ARRAY, (uint64_t)(uintptr_t)*pHandle, bytes, 0);
-    } else {
-        track_fail(CUSHIM_KIND_ARRAY);
-    }
-    shim_leave();
+    r = array_done(r, r == CUDA_SUCCESS ? (uint64_t)(uintptr_t)*pHandle : 0,
+                   d ? array_bytes(d, numMipmapLevels) : 0, true);
+    if (r != CUDA_SUCCESS && pHandle)
+        *pHandle = NULL;
     return r;
 }
 

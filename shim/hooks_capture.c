@@ -95,3 +95,24 @@ SHIM_EXPORT CUresult CUDAAPI cuThreadExchangeStreamCaptureMode(CUstreamCaptureMo
         capture_thread_mode_set(wanted);
     return r;
 }
+
+/* A stream destroyed while capturing abandons its capture (cuda.h, cuStreamDestroy: the stream's
+ * work is done; a capture cannot outlive its stream). */
+static CUresult stream_destroyed(CUresult r, CUstream s)
+{
+    if (r == CUDA_SUCCESS && capture_any_live())
+        capture_ended(s, false);
+    return r;
+}
+
+SHIM_EXPORT CUresult CUDAAPI cuStreamDestroy_v2(CUstream hStream)
+{
+    REAL_OR_FAIL(cuStreamDestroy_v2);
+    return stream_destroyed(real_(hStream), hStream);
+}
+
+SHIM_EXPORT CUresult CUDAAPI cuStreamDestroy(CUstream hStream)
+{
+    REAL_OR_FAIL(cuStreamDestroy);
+    return stream_destroyed(real_(hStream), hStream);
+}

@@ -9,7 +9,9 @@
 static CUresult instantiated(CUresult r, CUgraphExec *exec, CUgraph graph)
 {
     if (r == CUDA_SUCCESS && exec && shim_enter()) {
-        graph_instantiated(*exec, graph, shim_current_device(NULL));
+        CUcontext ctx;
+        int device = shim_current_device(&ctx);
+        graph_instantiated(*exec, graph, device, ctx);
         shim_leave();
     }
     return r;

@@ -5,6 +5,7 @@
  * Handles imported from another process (cuMemImportFromShareableHandle) count as `imported`,
  * sized by their first mapping. */
 #include "shim/account.h"
+#include "shim/budget.h"
 #include "shim/shim.h"
 #include "shim/track.h"
 
@@ -74,17 +75,29 @@ SHIM_EXPORT CUresult CUDAAPI cuMemCreate(CUmemGenericAllocationHandle *handle, s
         device = prop->location.id; /* DESIGN.md: prop->location.id, not the current device */
     else if (prop)
         kind = CUSHIM_KIND_PINNED_HOST;
+    /* Physical device memory counts against the budget (CUSHIM_DEVICE_LIMIT). */
+    bool reserved = kind == CUSHIM_KIND_VMM && budget_any;
+    if (kind == CUSHIM_KIND_VMM && !budget_reserve(device, size)) {
+        account_fail(device, kind);
+        shim_leave();
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
     CUresult r = real_(handle, size, prop, flags);
     if (r == CUDA_SUCCESS) {
+        unsigned eflags = reserved ? SHIM_F_RESERVED : 0;
         struct shim_entry e = {.key = *handle, .size = size, .device = device,
-                               .kind = (uint16_t)kind, .refs = 1};
+                               .kind = (uint16_t)kind, .flags = (uint16_t)eflags, .refs = 1};
         struct shim_entry old;
         int put = table_put(&shim.vmm_handles, &e, &old);
         if (put == 1 && old.size)
             account_free(old.device, (enum cushim_kind)old.kind, old.size, old.flags);
         if (put >= 0)
-            account_alloc(device, kind, size, 0);
+            account_alloc(device, kind, size, eflags);
+        else if (reserved)
+            budget_release(device, size);
     } else {
+        if (reserved)
+            budget_release(device, size);
         account_fail(device, kind);
     }
     shim_leave();

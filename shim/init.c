@@ -85,7 +85,7 @@ __attribute__((constructor)) static void shim_load(void)
     pthread_atfork(NULL, NULL, after_fork_child);
 }
 
-bool shim_start_slow(void)
+bool shim_start_slow(bool from_api)
 {
     int expected = SHIM_IDLE;
     if (atomic_compare_exchange_strong(&shim.run, &expected, SHIM_STARTING)) {
@@ -98,14 +98,30 @@ bool shim_start_slow(void)
             atomic_store(&shim.run, SHIM_OFF);
             return false;
         }
+        if (!from_api && !atomic_exchange(&exit_registered, 1))
+            atexit(shim_exit_report);
+        atomic_store_explicit(&shim.run, from_api ? SHIM_QUIET : SHIM_ACTIVE, memory_order_release);
+        LOG_INFO("started: segment %s", shim.seg_path[0] ? shim.seg_path : "(private)");
+        return true;
+    }
+    if (expected == SHIM_QUIET) {
+        if (from_api)
+            return true;
+        /* First CUDA call after an API start: now the exit handler. */
         if (!atomic_exchange(&exit_registered, 1))
             atexit(shim_exit_report);
-        atomic_store_explicit(&shim.run, SHIM_ACTIVE, memory_order_release);
-        LOG_INFO("started: segment %s", shim.seg_path[0] ? shim.seg_path : "(private)");
+        atomic_compare_exchange_strong(&shim.run, &expected, SHIM_ACTIVE);
         return true;
     }
     /* Another thread is starting: it only makes system calls, so wait for it. */
     while ((expected = atomic_load_explicit(&shim.run, memory_order_acquire)) == SHIM_STARTING)
         sched_yield();
-    return expected == SHIM_ACTIVE;
+    return expected == SHIM_ACTIVE || expected == SHIM_QUIET;
+}
+
+/* The last resort: a process whose exit handler was never registered (it only used the API)
+ * still writes its summary and removes its segment, after every other exit handler. */
+__attribute__((destructor)) static void shim_unload(void)
+{
+    shim_exit_finish(false);
 }

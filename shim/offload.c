@@ -101,51 +101,68 @@ bool offload_find(uint64_t addr, uint64_t *base, uint64_t *size)
 
 /* ---- a bounded cache of freed pinned blocks (CUSHIM_OFFLOAD_CACHE bytes) ---- */
 #define CACHE_SLOTS 64
+/* Pinned memory belongs to the context that allocated it (the driver frees it when that context
+ * goes), so a block is reused only in its own context. */
 struct cached {
     void *host;
-    uint64_t size;
+    uint64_t size;   /* the block's real size */
+    uint64_t ctx;
+    int device;
 };
 static struct cached cache[CACHE_SLOTS];
 static uint64_t cache_bytes;
 static atomic_flag cache_lock = ATOMIC_FLAG_INIT;
 
-/* A cached block of at least `bytes` and at most twice that, or NULL. */
-static void *cache_take(uint64_t bytes, uint64_t *size)
+static void cache_acquire(void)
+{
+    while (atomic_flag_test_and_set_explicit(&cache_lock, memory_order_acquire))
+        ;
+}
+
+static void cache_release(void)
+{
+    atomic_flag_clear_explicit(&cache_lock, memory_order_release);
+}
+
+/* A cached block of this context of at least `bytes` and at most twice that, or NULL. */
+static void *cache_take(uint64_t bytes, uint64_t ctx, int device, uint64_t *size)
 {
     void *p = NULL;
     if (!shim.cfg.offload_cache)
         return NULL;
-    while (atomic_flag_test_and_set_explicit(&cache_lock, memory_order_acquire))
-        ;
+    cache_acquire();
     for (unsigned i = 0; i < CACHE_SLOTS && !p; i++) {
-        if (cache[i].host && cache[i].size >= bytes && cache[i].size / 2 <= bytes) {
+        if (cache[i].host && cache[i].ctx == ctx && cache[i].size >= bytes && cache[i].size / 2 <= bytes) {
             p = cache[i].host;
             *size = cache[i].size;
             cache_bytes -= cache[i].size;
             cache[i].host = NULL;
         }
     }
-    atomic_flag_clear_explicit(&cache_lock, memory_order_release);
+    cache_release();
+    if (p)
+        account_device_stat_add(device, CUSHIM_DEV_offload_cached_bytes, -(int64_t)*size);
     return p;
 }
 
-static bool cache_put(void *host, uint64_t size)
+static bool cache_put(void *host, uint64_t size, uint64_t ctx, int device)
 {
     bool kept = false;
     if (!shim.cfg.offload_cache || size > shim.cfg.offload_cache)
         return false;
-    while (atomic_flag_test_and_set_explicit(&cache_lock, memory_order_acquire))
-        ;
+    cache_acquire();
     if (cache_bytes + size <= shim.cfg.offload_cache) {
         for (unsigned i = 0; i < CACHE_SLOTS && !kept; i++) {
             if (!cache[i].host) {
-                cache[i] = (struct cached){host, size};
+                cache[i] = (struct cached){host, size, ctx, device};
                 cache_bytes += size;
                 kept = true;
             }
         }
     }
-    atomic_flag_clear_explicit(&cache_lock, memory_order_release);
+    cache_release();
+    if (kept)
+        account_device_stat_add(device, CUSHIM_DEV_offload_cached_bytes, (int64_t)size);
     return kept;
 }
 
@@ -169,17 +186,24 @@ CUresult offload_alloc(CUdeviceptr *dptr, uint64_t bytes, unsigned flags)
     __typeof__(&cuMemFreeHost) free_host = REAL(cuMemFreeHost);
     CUcontext ctx;
     int device = shim_current_device(&ctx);
-    uint64_t size = bytes;
-    void *host = cache_take(bytes, &size);
-    CUresult r = CUDA_SUCCESS;
     if (!host_alloc || !devptr || !free_host || device < 0)
         return CUDA_ERROR_NOT_SUPPORTED;
+    uint64_t size = bytes;
+    void *host = cache_take(bytes, (uint64_t)(uintptr_t)ctx, device, &size);
+    CUresult r = CUDA_SUCCESS;
     if (!host)
         r = host_alloc(&host, bytes, CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP);
     if (r != CUDA_SUCCESS)
         return r;
     CUdeviceptr d = 0;
     r = devptr(&d, host, 0);
+    if (r == CUDA_SUCCESS && d != (CUdeviceptr)(uintptr_t)host) {
+        /* DESIGN.md: under unified addressing the device address is the host address; anything
+         * else is a platform the shim does not offload on. */
+        LOG_ONCE(CUSHIM_LOG_WARN, "no unified addressing (device address of pinned memory differs "
+                 "from its host address): offload is off");
+        r = CUDA_ERROR_NOT_SUPPORTED;
+    }
     if (r != CUDA_SUCCESS || !ranges_add(d, bytes)) {
         free_host(host);
         return r != CUDA_SUCCESS ? r : CUDA_ERROR_OUT_OF_MEMORY;
@@ -187,9 +211,8 @@ CUresult offload_alloc(CUdeviceptr *dptr, uint64_t bytes, unsigned flags)
     if (atomic_load_explicit(&shim.seg->h.phase, memory_order_relaxed) == CUSHIM_PHASE_COMPILE)
         flags |= SHIM_F_COMPILE;
     struct shim_entry e = {
-        .key = d, .size = bytes, .ctx = (uint64_t)(uintptr_t)ctx, .aux = (uint64_t)(uintptr_t)host,
+        .key = d, .size = bytes, .ctx = (uint64_t)(uintptr_t)ctx, .aux = size, /* the block's size */
         .device = device, .kind = CUSHIM_KIND_OFFLOADED, .flags = (uint16_t)(flags | SHIM_F_OFFLOADED),
-        .refs = (uint32_t)(size > bytes ? size - bytes : 0), /* slack of a cached block */
     };
     if (table_put(&shim.ptrs, &e, NULL) < 0) {
         ranges_remove(d);
@@ -203,12 +226,12 @@ CUresult offload_alloc(CUdeviceptr *dptr, uint64_t bytes, unsigned flags)
     return CUDA_SUCCESS;
 }
 
-/* Host memory back to the cache or the driver; the range and counters go now. */
+/* Host memory (at the entry's address: unified addressing) back to the cache or the driver. */
 static CUresult release_host(const struct shim_entry *e)
 {
     __typeof__(&cuMemFreeHost) free_host = REAL(cuMemFreeHost);
-    void *host = (void *)(uintptr_t)e->aux;
-    if (cache_put(host, e->size + e->refs))
+    void *host = (void *)(uintptr_t)e->key;
+    if (cache_put(host, e->aux, e->ctx, e->device))
         return CUDA_SUCCESS;
     return free_host ? free_host(host) : CUDA_ERROR_NOT_INITIALIZED;
 }
@@ -277,6 +300,8 @@ CUresult offload_free_async(const struct shim_entry *e, CUstream stream, bool pt
         }
     }
     deferred_release();
+    if (!ev)
+        account_device_stat_add(e->device, CUSHIM_DEV_offload_pending_bytes, (int64_t)e->aux);
     if (ev) {
         /* Table full: wait for this one now. */
         __typeof__(&cuEventSynchronize) wait = REAL(cuEventSynchronize);
@@ -323,6 +348,8 @@ static void poll(bool wait)
                 continue;
             }
             destroy(done[i].event);
+            account_device_stat_add(done[i].e.device, CUSHIM_DEV_offload_pending_bytes,
+                                    -(int64_t)done[i].e.aux);
             release_host(&done[i].e);
             atomic_fetch_sub_explicit(&offload_pending, 1, memory_order_relaxed);
         }
@@ -338,6 +365,35 @@ void offload_drain(void)
 {
     if (atomic_load_explicit(&offload_pending, memory_order_relaxed))
         poll(true);
+}
+
+void offload_range_gone(uint64_t base)
+{
+    ranges_remove(base);
+}
+
+void offload_context_gone(uint64_t ctx)
+{
+    /* The driver freed the context's pinned memory and destroyed its events: forget them, never
+     * free them again. */
+    cache_acquire();
+    for (unsigned i = 0; i < CACHE_SLOTS; i++)
+        if (cache[i].host && cache[i].ctx == ctx) {
+            cache_bytes -= cache[i].size;
+            cache[i].host = NULL;
+            account_device_stat_add(cache[i].device, CUSHIM_DEV_offload_cached_bytes,
+                                    -(int64_t)cache[i].size);
+        }
+    cache_release();
+    deferred_acquire();
+    for (unsigned i = 0; i < DEFERRED_MAX; i++)
+        if (deferred[i].event && deferred[i].e.ctx == ctx) {
+            deferred[i].event = NULL;
+            atomic_fetch_sub_explicit(&offload_pending, 1, memory_order_relaxed);
+            account_device_stat_add(deferred[i].e.device, CUSHIM_DEV_offload_pending_bytes,
+                                    -(int64_t)deferred[i].e.aux);
+        }
+    deferred_release();
 }
 
 void offload_after_fork_child(void)

@@ -75,6 +75,11 @@ static inline bool shim_policy_active(void)
            (int)atomic_load_explicit(&seg->control.phase_request, memory_order_relaxed);
 }
 
+/* Context teardown (context.c): an offloaded range the driver freed with its context, and then
+ * the context's cached blocks and deferred frees, which the driver freed too. */
+void offload_range_gone(uint64_t base);
+void offload_context_gone(uint64_t ctx);
+
 /* In a child after fork: forget the parent's ranges and deferred frees. */
 void offload_after_fork_child(void);
 

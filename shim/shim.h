@@ -76,7 +76,10 @@ int shim_hook_by_symbol(const char *symbol);
 void *shim_wrap_proc(const char *base, int version, cuuint64_t flags, void *real_fn);
 
 /* ---- state (init.c) ---- */
-enum shim_run_state { SHIM_IDLE = 0, SHIM_STARTING, SHIM_ACTIVE, SHIM_OFF };
+/* SHIM_QUIET: started by the in-process API before any CUDA call counted anything; the exit
+ * handler is registered at the first counting CUDA call (so it runs before the runtime's own
+ * teardown, registered at its initialisation), else an ELF destructor reports at the very end. */
+enum shim_run_state { SHIM_IDLE = 0, SHIM_STARTING, SHIM_ACTIVE, SHIM_OFF, SHIM_QUIET };
 
 struct shim_state {
     struct cushim_config cfg;
@@ -101,12 +104,13 @@ extern struct shim_state shim;
 extern SHIM_TLS int shim_depth;
 
 /* Starts the shim at the first CUDA activity (segment, exit handler). Returns false when the
- * shim is off (CUSHIM_DISABLE, or a failed start): the caller passes through. */
-bool shim_start_slow(void);
+ * shim is off (CUSHIM_DISABLE, or a failed start): the caller passes through. from_api: the
+ * in-process API, which creates the segment but leaves the exit handler to the first CUDA call. */
+bool shim_start_slow(bool from_api);
 static inline bool shim_started(void)
 {
     int r = atomic_load_explicit(&shim.run, memory_order_acquire);
-    return likely(r == SHIM_ACTIVE) || (r != SHIM_OFF && shim_start_slow());
+    return likely(r == SHIM_ACTIVE) || (r != SHIM_OFF && shim_start_slow(false));
 }
 
 /* Enter a wrapper that counts: false = pass through (nested call, or shim off). */
@@ -155,7 +159,10 @@ CUcontext shim_primary_context(int device);
     } while (0)
 
 /* ---- exit (exit.c) ---- */
+/* The atexit handler: sample, report, copy for `cushim run`, remove the segment. Once. */
 void shim_exit_report(void);
+/* The same; without the driver (from the ELF destructor, libcuda may be gone) when !driver_alive. */
+void shim_exit_finish(bool driver_alive);
 /* Samples cuMemGetInfo_v2 for every live device into untracked_bytes (exit, cuMemGetInfo). */
 void shim_sample_untracked(int device, uint64_t free_bytes, uint64_t total_bytes);
 
