@@ -198,6 +198,17 @@ Test(run, usage_errors_exit_2)
     run_cmd(&r, a3, NULL);
     cr_expect_eq(r.status, 2);
     run_free(&r);
+    /* A value flag followed by "--" is missing its value; "--" is not taken as the value. */
+    const char *a4[] = {cushim_bin(), "run", "--offload-min", "--", "true", NULL};
+    run_cmd(&r, a4, NULL);
+    cr_expect_eq(r.status, 2);
+    cr_expect_str_eq(r.err, "cushim: --offload-min needs a value (see cushim run --help)\n");
+    run_free(&r);
+    const char *a5[] = {cushim_bin(), "run", "--json", "--", "true", NULL};
+    run_cmd(&r, a5, NULL);
+    cr_expect_eq(r.status, 2);
+    cr_expect_str_eq(r.err, "cushim: --json needs a FILE\n");
+    run_free(&r);
 }
 
 Test(run, report_path_with_pid)

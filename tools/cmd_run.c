@@ -91,8 +91,8 @@ static int config_flag(int argc, char **argv, int i)
             return 1;
         }
         if (argv[i][n] == '\0') {
-            if (i + 1 >= argc) {
-                cli_error("%s needs a value", flag);
+            if (i + 1 >= argc || strcmp(argv[i + 1], "--") == 0) {
+                cli_error("%s needs a value (see cushim run --help)", flag);
                 return -1;
             }
             setenv(cushim_option_table[k].variable, argv[i + 1], 1);
@@ -269,7 +269,7 @@ int cmd_run(int argc, char **argv)
         } else if (strcmp(argv[i], "--json") == 0 || strncmp(argv[i], "--json=", 7) == 0) {
             if (argv[i][6] == '=') {
                 json = argv[i] + 7;
-            } else if (i + 1 < argc) {
+            } else if (i + 1 < argc && strcmp(argv[i + 1], "--") != 0) {
                 json = argv[++i];
             } else {
                 cli_error("--json needs a FILE");
