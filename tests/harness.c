@@ -227,6 +227,13 @@ uint64_t kv_u64(const char *text, const char *key)
     return strtoull(v, NULL, 10);
 }
 
+int64_t kv_i64(const char *text, const char *key)
+{
+    const char *v = find_key(text, key);
+    cr_assert(v, "no %s= in output:\n%s", key, text);
+    return strtoll(v, NULL, 10);
+}
+
 const char *kv_str(const char *text, const char *key)
 {
     static char buf[512];

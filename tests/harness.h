@@ -46,6 +46,8 @@ const char *program(const char *name); /* tests/programs/<name> in the build tre
 
 /* Value of key in "key=value" lines; fails the test if absent. */
 uint64_t kv_u64(const char *text, const char *key);
+/* Signed value of key; fails the test if absent. */
+int64_t kv_i64(const char *text, const char *key);
 /* Same, but returns `def` when absent. */
 uint64_t kv_u64_or(const char *text, const char *key, uint64_t def);
 /* String value (static buffer), NULL if absent. */

@@ -236,3 +236,71 @@ Test(offload, phase_set_before_any_cuda_call_applies)
     json_decref(j);
     run_free(&r);
 }
+
+Test(offload, device_reset_forgets_offloaded_ranges_and_cached_blocks)
+{
+    struct run_result r;
+    const char *extra[] = {"CUSHIM_OFFLOAD=always", "CUSHIM_OFFLOAD_MIN=1MiB", "CUSHIM_OFFLOAD_CACHE=8MiB", NULL};
+    json_t *j = offload_run(&r, "reset", extra);
+    cr_expect_eq(kv_u64(r.out, "host_live_after_reset"), 0, "the driver freed the context's pinned memory");
+    cr_expect_eq(kv_u64(r.out, "memset_seen"), 1);
+    cr_expect_eq(kv_u64(r.out, "host_alloc_calls"), 3, "the block cached before the reset is not reused");
+    cr_expect_eq(kv_u64(r.out, "free_host_calls"), 0, "nothing the driver freed is freed again");
+    cr_expect_eq(kv_u64(r.out, "host_live_end"), 3 * MiB);
+    cr_expect_eq(jpath_u64(j, "devices.0.offloaded.current_bytes"), 3 * MiB);
+    cr_expect_eq(jpath_u64(j, "devices.0.offloaded.peak_bytes"), 6 * MiB);
+    cr_expect_eq(jpath_u64(j, "devices.0.offloaded.alloc_count"), 3);
+    cr_expect_eq(jpath_u64(j, "devices.0.offloaded.free_count"), 2);
+    cr_expect_eq(jpath_u64(j, "devices.0.offload_host.cached_bytes"), 0);
+    cr_expect_eq(jpath_u64(j, "devices.0.offload_host.pending_free_bytes"), 0);
+    json_decref(j);
+    run_free(&r);
+}
+
+Test(offload, device_limit_applies_to_cuMemCreate)
+{
+    struct run_result r;
+    const char *extra[] = {"CUSHIM_DEVICE_LIMIT=1GiB", "SIMCUDA_DEVICE_MEMORY=4GiB", NULL};
+    json_t *j = offload_run(&r, "vmm_budget", extra);
+    cr_expect_eq(kv_u64(r.out, "rc_first"), 0);
+    cr_expect_eq(kv_u64(r.out, "rc_over"), 2, "CUDA_ERROR_OUT_OF_MEMORY");
+    cr_expect_eq(kv_u64(r.out, "rc_release"), 0);
+    cr_expect_eq(kv_u64(r.out, "rc_after_release"), 0, "the released handle returned its budget");
+    cr_expect_eq(kv_u64(r.out, "free"), 512 * MiB);
+    cr_expect_eq(kv_u64(r.out, "sim.vmm.0"), 512 * MiB);
+    cr_expect_eq(jpath_u64(j, "devices.0.vmm.peak_bytes"), 768 * MiB);
+    cr_expect_eq(jpath_u64(j, "devices.0.vmm.failed_count"), 1);
+    json_decref(j);
+    run_free(&r);
+}
+
+Test(offload, the_phase_stack_belongs_to_the_process)
+{
+    struct run_result r;
+    const char *extra[] = {"CUSHIM_OFFLOAD=compile", "CUSHIM_OFFLOAD_MIN=1MiB", NULL};
+    json_t *j = offload_run(&r, "phase_stack", extra);
+    cr_expect_eq(kv_u64(r.out, "push"), 0);
+    cr_expect_eq(kv_u64(r.out, "phase_after_push"), 1, "pushed on another thread");
+    cr_expect_eq(jpath_u64(j, "devices.0.offloaded.alloc_count"), 1);
+    cr_expect_eq(kv_u64(r.out, "pop"), 0, "restored the run phase");
+    cr_expect_eq(kv_u64(r.out, "phase_after_pop"), 0);
+    cr_expect_eq(kv_i64(r.out, "pop_empty"), -1);
+    cr_expect_eq(kv_i64(r.out, "push_bad"), -1);
+    cr_expect_eq(kv_i64(r.out, "push_65th"), -1, "the stack holds 64 phases");
+    json_decref(j);
+    run_free(&r);
+}
+
+Test(offload, a_stream_destroyed_while_capturing_ends_its_capture)
+{
+    struct run_result r;
+    const char *extra[] = {"CUSHIM_OFFLOAD=always", "CUSHIM_OFFLOAD_MIN=1MiB", NULL};
+    json_t *j = offload_run(&r, "capture_destroyed", extra);
+    cr_expect_eq(kv_u64(r.out, "rc_destroy"), 0);
+    cr_expect_eq(kv_u64(r.out, "rc_malloc"), 0);
+    cr_expect_eq(kv_u64(r.out, "host_live"), 2 * MiB, "offloaded: no capture is live any more");
+    cr_expect_eq(jpath_u64(j, "devices.0.offloaded.alloc_count"), 1);
+    cr_expect_eq(jpath_u64(j, "devices.0.device.alloc_count"), 0);
+    json_decref(j);
+    run_free(&r);
+}

@@ -254,11 +254,103 @@ static int scenario_cache(void)
     return 0;
 }
 
+/* cudaDeviceReset with an offloaded range alive and a freed pinned block in the cache: the
+ * driver frees both with the context, so the next offload must take a fresh block and work. */
+static int scenario_reset(void)
+{
+    void *a = dev(2 * MiB);
+    CHECK(cudaFree(dev(4 * MiB))); /* cached */
+    (void)a;
+    CHECK(cudaDeviceReset());
+    struct sim_api sim = sim_api();
+    printf("host_live_after_reset=%llu\n", (unsigned long long)sim.live(0, 5));
+    void *c = dev(3 * MiB);
+    static unsigned char out[3 * MiB];
+    CHECK(cudaMemset(c, 0x3c, 3 * MiB));
+    CHECK(cudaMemcpy(out, c, sizeof out, cudaMemcpyDeviceToHost));
+    printf("memset_seen=%d\n", check_bytes(out, 0x3c, sizeof out));
+    printf("host_alloc_calls=%llu\n", (unsigned long long)sim.calls("cuMemHostAlloc"));
+    printf("free_host_calls=%llu\n", (unsigned long long)sim.calls("cuMemFreeHost"));
+    printf("host_live_end=%llu\n", (unsigned long long)sim.live(0, 5));
+    return 0;
+}
+
+/* CUSHIM_DEVICE_LIMIT applies to cuMemCreate (virtual memory management) too. */
+static int scenario_vmm_budget(void)
+{
+    PFN_cuMemCreate_v10020 create = NULL;
+    PFN_cuMemRelease_v10020 release = NULL;
+    enum cudaDriverEntryPointQueryResult st;
+    CHECK(cudaFree(0));
+    CHECK(cudaGetDriverEntryPointByVersion("cuMemCreate", (void **)&create, 10020, cudaEnableDefault, &st));
+    CHECK(cudaGetDriverEntryPointByVersion("cuMemRelease", (void **)&release, 10020, cudaEnableDefault, &st));
+    CUmemAllocationProp prop = {0};
+    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    prop.location.id = 0;
+    CUmemGenericAllocationHandle h1, h2;
+    printf("rc_first=%d\n", (int)create(&h1, 768 * MiB, &prop, 0));
+    printf("rc_over=%d\n", (int)create(&h2, 512 * MiB, &prop, 0));
+    printf("rc_release=%d\n", (int)release(h1));
+    printf("rc_after_release=%d\n", (int)create(&h2, 512 * MiB, &prop, 0));
+    size_t f, t;
+    CHECK(cudaMemGetInfo(&f, &t));
+    printf("free=%zu\n", f);
+    return 0;
+}
+
+/* The phase stack is the process's: a phase pushed on one thread is popped on another. */
+static int (*push_phase)(int);
+static int (*pop_phase)(void);
+static void *pushing_thread(void *arg)
+{
+    (void)arg;
+    printf("push=%d\n", push_phase(1));
+    return NULL;
+}
+
+static int scenario_phase_stack(void)
+{
+    pthread_t t;
+    push_phase = (int (*)(int))cushim_fn("cushim_push_phase");
+    pop_phase = (int (*)(void))cushim_fn("cushim_pop_phase");
+    pthread_create(&t, NULL, pushing_thread, NULL);
+    pthread_join(t, NULL);
+    printf("phase_after_push=%d\n", get_phase());
+    void *p = dev(2 * MiB); /* offloaded: the compile phase pushed on the other thread applies */
+    (void)p;
+    printf("pop=%d\n", pop_phase());
+    printf("phase_after_pop=%d\n", get_phase());
+    printf("pop_empty=%d\n", pop_phase());
+    printf("push_bad=%d\n", push_phase(7));
+    int full = 0;
+    for (int i = 0; i < 65; i++)
+        full = push_phase(1);
+    printf("push_65th=%d\n", full);
+    return 0;
+}
+
+/* A stream destroyed while capturing abandons the capture: later allocations offload again. */
+static int scenario_capture_destroyed(void)
+{
+    cudaStream_t s;
+    void *p;
+    CHECK(cudaStreamCreate(&s));
+    CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeRelaxed));
+    printf("rc_destroy=%d\n", (int)cudaStreamDestroy(s));
+    printf("rc_malloc=%d\n", (int)cudaMalloc(&p, 2 * MiB));
+    struct sim_api sim = sim_api();
+    printf("host_live=%llu\n", (unsigned long long)sim.live(0, 5));
+    return 0;
+}
+
 static const struct scenario scenarios[] = {
     {"cache", scenario_cache, 1},                 {"phase_first", scenario_phase_first, 1},
     {"compile_run", scenario_compile_run, 1},     {"budget", scenario_budget, 1},
     {"capture", scenario_capture, 1},             {"pytorch_capture", scenario_pytorch_capture, 1},
     {"async_free", scenario_async_free, 1},       {"phase_loop", scenario_phase_loop, 1},
+    {"reset", scenario_reset, 1},                 {"vmm_budget", scenario_vmm_budget, 1},
+    {"phase_stack", scenario_phase_stack, 1},     {"capture_destroyed", scenario_capture_destroyed, 1},
 };
 
 int main(int argc, char **argv)
