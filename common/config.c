@@ -2,6 +2,7 @@
 
 #include <stdio.h>
 #include <string.h>
+#include <sys/types.h>
 
 #include "common/units.h"
 
@@ -36,15 +37,90 @@ int cushim_parse_device_limits(const char *s, uint64_t limits[CUSHIM_MAX_DEVICES
     return 0;
 }
 
+int cushim_option_internal(enum cushim_option id)
+{
+    return id == CUSHIM_OPT_RUN_DIR || id == CUSHIM_OPT_RUN_ID || id == CUSHIM_OPT_RUN_TOP ||
+           id == CUSHIM_OPT_RUN_CHECKED;
+}
+
+static uint64_t fnv(uint64_t h, const char *s, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        h ^= (unsigned char)s[i];
+        h *= 0x100000001b3ull;
+    }
+    return h;
+}
+
+uint64_t cushim_config_fingerprint(const char *(*lookup)(const char *name), char *const *environ_list)
+{
+    uint64_t h = 0xcbf29ce484222325ull, unknown = 0;
+    for (int i = 0; i < CUSHIM_OPT_COUNT; i++) {
+        if (cushim_option_internal((enum cushim_option)i))
+            continue;
+        const char *name = cushim_option_table[i].variable;
+        const char *v = lookup ? lookup(name) : NULL;
+        h = fnv(h, name, strlen(name) + 1);
+        h = v ? fnv(h, v, strlen(v) + 1) : fnv(h, "\x01", 1);
+    }
+    for (char *const *e = environ_list; e && *e; e++) {
+        if (strncmp(*e, "CUSHIM_", 7) != 0)
+            continue;
+        size_t n = strcspn(*e, "=");
+        int known = 0;
+        for (int i = 0; i < CUSHIM_OPT_COUNT && !known; i++)
+            known = strlen(cushim_option_table[i].variable) == n &&
+                    strncmp(cushim_option_table[i].variable, *e, n) == 0;
+        if (!known)
+            unknown ^= fnv(0xcbf29ce484222325ull, *e, n);
+    }
+    return h ^ unknown;
+}
+
 static void bad_value(void (*report)(const char *), const struct cushim_option_info *o,
                       const char *value, const char *expected)
 {
-    char line[CUSHIM_PATH_MAX + 256];
+    char line[768];
     if (!report)
         return;
-    snprintf(line, sizeof line, "cushim: %s=\"%.200s\" is not %s; using the default \"%s\"",
-             o->variable, value, expected, o->def);
+    size_t n = strlen(value);
+    if (n > 120)
+        snprintf(line, sizeof line,
+                 "cushim: %s=\"%.60s...\" (%zu bytes) is not %s; using the default \"%s\"",
+                 o->variable, value, n, expected, o->def);
+    else
+        snprintf(line, sizeof line, "cushim: %s=\"%s\" is not %s; using the default \"%s\"",
+                 o->variable, value, expected, o->def);
     report(line);
+}
+
+/* The values `cushim run` sets: checked strictly, a bad one is the default (no run). */
+static int check_run_value(enum cushim_option id, const char *v, const char **expected)
+{
+    size_t n = strlen(v);
+    if (!*v)
+        return 0;
+    switch (id) {
+    case CUSHIM_OPT_RUN_DIR:
+        *expected = "an absolute path";
+        return v[0] == '/' ? 0 : -1;
+    case CUSHIM_OPT_RUN_ID:
+    case CUSHIM_OPT_RUN_CHECKED:
+        *expected = "1 to 16 hexadecimal digits";
+        if (n > 16)
+            return -1;
+        for (size_t i = 0; i < n; i++)
+            if (!strchr("0123456789abcdefABCDEF", v[i]))
+                return -1;
+        return 0;
+    case CUSHIM_OPT_RUN_TOP: {
+        uint64_t pid;
+        *expected = "a process id (1 to 2147483647)";
+        return cushim_parse_u64(v, 2147483647, &pid) == 0 && pid > 0 ? 0 : -1;
+    }
+    default:
+        return 0;
+    }
 }
 
 /* Parses one value into its field; returns 0, or -1 with a description of what was expected. */
@@ -74,6 +150,7 @@ static int parse_into(struct cushim_config *c, enum cushim_option id, const char
     case CUSHIM_OPT_RUN_DIR: str = c->run_dir; strcap = sizeof c->run_dir; break;
     case CUSHIM_OPT_RUN_ID: str = c->run_id; strcap = sizeof c->run_id; break;
     case CUSHIM_OPT_RUN_TOP: str = c->run_top; strcap = sizeof c->run_top; break;
+    case CUSHIM_OPT_RUN_CHECKED: str = c->run_checked; strcap = sizeof c->run_checked; break;
     case CUSHIM_OPT_COUNT: return -1;
     }
 
@@ -94,12 +171,15 @@ static int parse_into(struct cushim_config *c, enum cushim_option id, const char
         *ival = k;
         return 0;
     }
-    case CUSHIM_OT_STRING:
-        *expected = "a string shorter than the limit";
-        if (strlen(v) >= strcap)
+    case CUSHIM_OT_STRING: {
+        static char expect[64];
+        snprintf(expect, sizeof expect, "a string of at most %zu bytes", strcap - 1);
+        *expected = expect;
+        if (strlen(v) >= strcap || check_run_value(id, v, expected) != 0)
             return -1;
         strcpy(str, v);
         return 0;
+    }
     case CUSHIM_OT_DEVSIZES:
         *expected = "a size for every device or ORDINAL:SIZE,... with ordinals 0..63, each once "
                     "(e.g. 20GiB or 0:20GiB,1:10GiB)";

@@ -37,6 +37,7 @@ struct cushim_config {
     char run_dir[CUSHIM_PATH_MAX];
     char run_id[64];
     char run_top[16];
+    char run_checked[24];
 };
 
 /* Environment lookup, normally getenv; `environ_list` (NULL-terminated "NAME=value" strings,
@@ -44,6 +45,16 @@ struct cushim_config {
  * (no trailing newline); it may be NULL. */
 void cushim_config_load(struct cushim_config *c, const char *(*lookup)(const char *name),
                         char *const *environ_list, void (*report)(const char *line));
+
+/* Fingerprint of the user's CUSHIM_ settings: every variable of the table except the
+ * CUSHIM_RUN_* ones (name and value, or its absence, in table order) and every unknown CUSHIM_
+ * name in `environ_list` (order-independent). `cushim run` exports it as CUSHIM_RUN_CHECKED after
+ * reporting bad values, so that a process under the run reports only values it did not see
+ * (a child that sets its own). FNV-1a, 64 bits. Pure. */
+uint64_t cushim_config_fingerprint(const char *(*lookup)(const char *name), char *const *environ_list);
+
+/* True for the variables `cushim run` sets itself (CUSHIM_RUN_*): not user options. */
+int cushim_option_internal(enum cushim_option id);
 
 /* Parses a CUSHIM_DEVICE_LIMIT value into limits[CUSHIM_MAX_DEVICES]: a size for every device,
  * or "ORDINAL:SIZE[,ORDINAL:SIZE...]" with ordinals 0..63 each at most once; a size of 0 means no

@@ -42,7 +42,9 @@
     X(RUN_ID, "CUSHIM_RUN_ID", STRING, "", "",                                                      \
       "(set by `cushim run`) identifier of the run, recorded in each segment")                      \
     X(RUN_TOP, "CUSHIM_RUN_TOP", STRING, "", "",                                                    \
-      "(set by `cushim run`) pid of the process it launched: the top level of the summary")
+      "(set by `cushim run`) pid of the process it launched: the top level of the summary")          \
+    X(RUN_CHECKED, "CUSHIM_RUN_CHECKED", STRING, "", "",                                            \
+      "(set by `cushim run`) fingerprint of the CUSHIM_ values it checked; a process whose values differ reports its own bad values")
 
 enum cushim_option {
 #define CUSHIM_X_ENUM(e, var, type, choices, def, help) CUSHIM_OPT_##e,

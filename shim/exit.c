@@ -62,8 +62,10 @@ static void write_report(const struct cushim_snapshot *snap)
     char path[CUSHIM_PATH_MAX + 32];
     FILE *f;
     int to_stderr = strcmp(shim.cfg.report, "stderr") == 0;
-    if (to_stderr) {
-        f = stderr;
+    int to_stdout = strcmp(shim.cfg.report, "stdout") == 0;
+    if (to_stderr || to_stdout) {
+        f = to_stderr ? stderr : stdout;
+        snprintf(path, sizeof path, "%s", shim.cfg.report);
     } else {
         shim_expand_pid(shim.cfg.report, path, sizeof path);
         f = fopen(path, "w");
@@ -79,10 +81,14 @@ static void write_report(const struct cushim_snapshot *snap)
     } else {
         cushim_text_process(f, snap, "cushim: ");
     }
-    if (to_stderr)
-        fflush(f);
-    else
-        fclose(f);
+    int bad = fflush(f) != 0 || ferror(f);
+    int e = bad ? errno : 0;
+    if (!to_stderr && !to_stdout && fclose(f) != 0 && !bad) {
+        bad = 1;
+        e = errno;
+    }
+    if (bad)
+        LOG_ERROR("cannot write CUSHIM_REPORT=\"%s\": %s", path, strerror(e ? e : EIO));
 }
 
 static _Atomic int exit_done;
@@ -114,8 +120,18 @@ void shim_exit_finish(bool driver_alive)
     }
     atomic_store(&seg->h.exited, 1);
 
-    if (shim.cfg.run_dir[0] && segment_copy_to(seg, shim.cfg.run_dir) != 0)
-        LOG_ERROR("cannot write the summary for `cushim run` into %s", shim.cfg.run_dir);
+    if (shim.cfg.run_dir[0]) {
+        int rc = segment_copy_to(seg, shim.cfg.run_dir);
+        if (rc == SEGMENT_COPY_GONE)
+            LOG_INFO("`cushim run` has finished (%s is gone): this process's summary is not in "
+                     "its report", shim.cfg.run_dir);
+        else if (rc == SEGMENT_COPY_NOT_RUN_DIR)
+            LOG_ERROR("CUSHIM_RUN_DIR=\"%s\" is not a directory made by `cushim run` (cushim-run.*, "
+                      "yours, mode 0700): summary not written there", shim.cfg.run_dir);
+        else if (rc != 0)
+            LOG_ERROR("cannot write the summary for `cushim run` into %s: %s", shim.cfg.run_dir,
+                      strerror(errno));
+    }
     if (shim.cfg.report[0]) {
         static struct cushim_snapshot snap;
         char err[160];

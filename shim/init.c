@@ -68,10 +68,16 @@ static void after_fork_child(void)
 
 __attribute__((constructor)) static void shim_load(void)
 {
-    /* Under `cushim run` the launcher already reported bad values once. */
-    const char *run_dir = getenv("CUSHIM_RUN_DIR");
-    cushim_config_load(&shim.cfg, env_lookup, environ,
-                       run_dir && *run_dir ? NULL : report_config_error);
+    /* Bad values are reported once: under `cushim run`, by the launcher, unless this process's
+     * CUSHIM_ values differ from those it checked (a child that set its own). CUSHIM_LOG=off
+     * silences them. */
+    cushim_config_load(&shim.cfg, env_lookup, environ, NULL);
+    char mine[24];
+    snprintf(mine, sizeof mine, "%llx",
+             (unsigned long long)cushim_config_fingerprint(env_lookup, environ));
+    bool checked = shim.cfg.run_dir[0] && strcmp(shim.cfg.run_checked, mine) == 0;
+    if (!checked && shim.cfg.log != CUSHIM_LOG_OFF)
+        cushim_config_load(&shim.cfg, env_lookup, environ, report_config_error);
     shim_log_open(&shim.cfg);
     /* The process `cushim run` launched is the top level, whichever image of it uses CUDA (a
      * launcher may exec the real program); its children have other pids. */

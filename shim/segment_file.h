@@ -18,7 +18,12 @@ struct cushim_segment *segment_create(const struct cushim_config *c, unsigned fl
 void segment_unlink(const char *path);
 
 /* Writes a copy of s to <dir>/<pid>.seg atomically (temporary file, then rename), for
- * `cushim run`'s summary. Returns 0 or -1 (errno set). */
+ * `cushim run`'s summary. `dir` must be what `cushim run` made: a directory named cushim-run.*,
+ * owned by the effective user, with no group or other permissions, not a symbolic link.
+ * Returns 0; SEGMENT_COPY_GONE when dir no longer exists (the run has finished);
+ * SEGMENT_COPY_NOT_RUN_DIR when it is not such a directory; -1 on a write error (errno set). */
+#define SEGMENT_COPY_GONE (-2)
+#define SEGMENT_COPY_NOT_RUN_DIR (-3)
 int segment_copy_to(const struct cushim_segment *s, const char *dir);
 
 #endif

@@ -343,3 +343,105 @@ Test(run, an_unwritable_json_path_stops_before_running)
     cr_expect_str_eq(r.err, "cushim: cannot run \"/nonexistent/program\": No such file or directory\n");
     run_free(&r);
 }
+
+Test(run, a_child_that_sets_its_own_bad_value_reports_it)
+{
+    struct run_result r;
+    /* cushim run checked the values it was given; a process under it that sets another value
+     * is the only one that can report it. */
+    const char *argv[] = {"sh", "-c", "CUSHIM_SPILL=garbage /bin/echo ran", NULL};
+    cr_expect_eq(run_status(argv, sim_env(NULL), &r), 0);
+    cr_expect_str_eq(r.out, "ran\n");
+    cr_expect_str_eq(r.err, "cushim: CUSHIM_SPILL=\"garbage\" is not a boolean "
+                            "(1/0/true/false/yes/no/on/off); using the default \"0\"\n"
+                            "cushim: no CUDA memory activity in `sh -c CUSHIM_SPILL=garbage /bin/echo ran` "
+                            "or its descendants\n");
+    run_free(&r);
+    /* The launcher's own bad value is said once, not again by each process under it. */
+    const char *extra[] = {"CUSHIM_SPILL=garbage", NULL};
+    const char *argv2[] = {"sh", "-c", "/bin/echo ran; /bin/echo again", NULL};
+    cr_expect_eq(run_status(argv2, sim_env(extra), &r), 0);
+    cr_expect_str_eq(r.err, "cushim: CUSHIM_SPILL=\"garbage\" is not a boolean "
+                            "(1/0/true/false/yes/no/on/off); using the default \"0\"\n"
+                            "cushim: no CUDA memory activity in `sh -c /bin/echo ran; /bin/echo again` "
+                            "or its descendants\n");
+    run_free(&r);
+}
+
+Test(run, log_off_silences_bad_values_in_the_shim)
+{
+    struct run_result r;
+    char pre[2048];
+    snprintf(pre, sizeof pre, "LD_PRELOAD=%s", shim_lib());
+    const char *extra[] = {pre, "CUSHIM_LOG=off", "CUSHIM_SPILL=garbage", NULL};
+    const char *argv[] = {"/bin/echo", "ran", NULL};
+    run_cmd(&r, argv, sim_env(extra));
+    cr_expect_eq(r.status, 0);
+    cr_expect_str_eq(r.err, "");
+    run_free(&r);
+}
+
+Test(run, an_overlong_path_is_named_with_its_limit)
+{
+    struct run_result r;
+    static char value[5100], var[5200];
+    memset(value, 'a', 5000);
+    value[0] = '/';
+    snprintf(var, sizeof var, "CUSHIM_SEGMENT_DIR=%s", value);
+    const char *extra[] = {var, NULL};
+    const char *argv[] = {"/bin/echo", "ran", NULL};
+    cr_expect_eq(run_status(argv, sim_env(extra), &r), 0);
+    char want[400];
+    snprintf(want, sizeof want, "cushim: CUSHIM_SEGMENT_DIR=\"%.60s...\" (5000 bytes) is not a string "
+             "of at most 1023 bytes; using the default \"/dev/shm\"\n"
+             "cushim: no CUDA memory activity in `/bin/echo ran` or its descendants\n", value);
+    cr_expect_str_eq(r.err, want, "one line, from cushim run only; got:\n%s", r.err);
+    run_free(&r);
+}
+
+Test(run, the_shim_writes_run_copies_only_into_a_run_directory)
+{
+    struct run_result r;
+    char pre[2048], rd[600];
+    const char *dir = fresh_dir("not-a-run-dir"); /* 01777, not cushim-run.* */
+    snprintf(pre, sizeof pre, "LD_PRELOAD=%s", shim_lib());
+    snprintf(rd, sizeof rd, "CUSHIM_RUN_DIR=%s", dir);
+    const char *extra[] = {pre, rd, NULL};
+    const char *argv[] = {program("rt_prog"), "malloc", NULL};
+    run_cmd(&r, argv, sim_env(extra));
+    cr_expect_eq(r.status, 0);
+    char want[1024];
+    snprintf(want, sizeof want, "CUSHIM_RUN_DIR=\"%s\" is not a directory made by `cushim run` "
+             "(cushim-run.*, yours, mode 0700): summary not written there\n", dir);
+    cr_expect(strstr(r.err, want) != NULL, "%s", r.err);
+    char cmd[800];
+    snprintf(cmd, sizeof cmd, "ls -A %s | wc -l", dir);
+    FILE *p = popen(cmd, "r");
+    char n[32] = "";
+    cr_assert(fgets(n, sizeof n, p));
+    pclose(p);
+    cr_expect_str_eq(n, "0\n", "nothing written into %s", dir);
+    run_free(&r);
+    /* Bad values for the other run variables are reported and ignored. */
+    const char *extra2[] = {pre, "CUSHIM_RUN_TOP=-5", "CUSHIM_RUN_ID=zz", NULL};
+    const char *argv2[] = {"/bin/echo", "ran", NULL};
+    run_cmd(&r, argv2, sim_env(extra2));
+    cr_expect_eq(r.status, 0);
+    cr_expect_str_eq(r.err, "cushim: CUSHIM_RUN_ID=\"zz\" is not 1 to 16 hexadecimal digits; using the default \"\"\n"
+                            "cushim: CUSHIM_RUN_TOP=\"-5\" is not a process id (1 to 2147483647); using the default \"\"\n");
+    run_free(&r);
+}
+
+Test(run, a_report_that_cannot_be_written_says_so)
+{
+    struct run_result r;
+    char pre[2048];
+    snprintf(pre, sizeof pre, "LD_PRELOAD=%s", shim_lib());
+    const char *extra[] = {pre, "CUSHIM_REPORT=/dev/full", NULL};
+    const char *argv[] = {program("rt_prog"), "malloc", NULL};
+    run_cmd(&r, argv, sim_env(extra));
+    cr_expect_eq(r.status, 0);
+    cr_expect(strstr(r.err, "error: cannot write CUSHIM_REPORT=\"/dev/full\": No space left on device\n") != NULL,
+              "%s", r.err);
+    run_free(&r);
+}

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "common/snapshot.h"
@@ -12,7 +13,8 @@
 /* A real segment, as the shim wrote it at exit of `rt_prog peaks` (CUSHIM_RUN_DIR copy). */
 static struct cushim_segment *real_segment(void)
 {
-    const char *dir = fresh_dir("valid");
+    const char *dir = fresh_dir("cushim-run.valid"); /* as `cushim run` makes it: 0700 */
+    chmod(dir, 0700);
     char pre[2048], rd[600];
     snprintf(pre, sizeof pre, "LD_PRELOAD=%s", shim_lib());
     snprintf(rd, sizeof rd, "CUSHIM_RUN_DIR=%s", dir);

@@ -37,12 +37,15 @@ pid_t cli_parse_pid(const char *s);
  * shrinks while mapped is caught (SIGBUS) and reported. 0, or -1 with a reason in err. */
 int seg_read_file(const char *path, struct cushim_snapshot *out, char *err, size_t errlen);
 
-/* Directory holding the live segments: $CUSHIM_SEGMENT_DIR, else /dev/shm. */
+/* Directory holding the live segments: $CUSHIM_SEGMENT_DIR parsed as the shim parses it (a bad
+ * value is the default /dev/shm, reported once unless `cushim run` already reported it). */
 const char *seg_dir(void);
+/* Set once `cushim run` has reported bad CUSHIM_ values. */
+extern int cli_config_reported;
 
 /* One live segment found by seg_scan. */
 struct seg_entry {
-    char path[1100];
+    char path[1300]; /* directory (< CUSHIM_PATH_MAX) + file name (< 256) */
     pid_t pid;                   /* from the file name */
     uid_t uid;                   /* owner of the file */
     int ok;                      /* snapshot valid */

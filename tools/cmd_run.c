@@ -47,7 +47,7 @@ static void flag_name(const char *variable, char *buf, size_t len)
 
 static int internal_option(int i)
 {
-    return i == CUSHIM_OPT_RUN_DIR || i == CUSHIM_OPT_RUN_ID || i == CUSHIM_OPT_RUN_TOP;
+    return cushim_option_internal((enum cushim_option)i);
 }
 
 static void usage(FILE *f)
@@ -295,6 +295,12 @@ int cmd_run(int argc, char **argv)
     /* Report bad CUSHIM_ values once here; the shims stay quiet under `cushim run`. */
     struct cushim_config cfg;
     cushim_config_load(&cfg, (const char *(*)(const char *))getenv, environ, print_config_error);
+    cli_config_reported = 1;
+    /* Processes that see these same values stay quiet; one that sets its own reports them. */
+    char checked[24];
+    snprintf(checked, sizeof checked, "%llx",
+             (unsigned long long)cushim_config_fingerprint((const char *(*)(const char *))getenv, environ));
+    setenv("CUSHIM_RUN_CHECKED", checked, 1);
 
     char lib[4096];
     if (cli_library_path(lib, sizeof lib) != 0)

@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/config.h"
 #include "common/procinfo.h"
 #include "tools/cli.h"
 
@@ -27,10 +28,23 @@ static void on_sigbus(int sig)
     raise(SIGBUS);
 }
 
+int cli_config_reported;
+
+static void report_segment_dir(const char *line)
+{
+    if (!cli_config_reported && strncmp(line, "cushim: CUSHIM_SEGMENT_DIR=", 27) == 0)
+        fprintf(stderr, "%s\n", line);
+}
+
 const char *seg_dir(void)
 {
-    const char *d = getenv("CUSHIM_SEGMENT_DIR");
-    return d && *d ? d : "/dev/shm";
+    static struct cushim_config cfg;
+    static int loaded;
+    if (!loaded) {
+        cushim_config_load(&cfg, (const char *(*)(const char *))getenv, NULL, report_segment_dir);
+        loaded = 1;
+    }
+    return cfg.segment_dir[0] ? cfg.segment_dir : "/dev/shm";
 }
 
 /* Maps an open file at its size and snapshots it, surviving a concurrent truncation. */
@@ -181,7 +195,7 @@ int seg_scan(const pid_t *pids, int npids, int (*fn)(struct seg_entry *, void *)
 
 struct cushim_segment *seg_map_rw(pid_t pid)
 {
-    char path[1100], err[160];
+    char path[1300], err[160];
     struct stat st;
     struct cushim_snapshot *snap = calloc(1, sizeof *snap);
     snprintf(path, sizeof path, "%s/%s%u-%d", seg_dir(), CUSHIM_SEGMENT_PREFIX,
