@@ -108,6 +108,27 @@ static int http_get(int port, const char *path, char *buf, size_t len)
     return 0;
 }
 
+Test(prometheus, output_to_a_device_writes_in_place)
+{
+    struct held h;
+    start(&h, "prom3");
+    struct run_result r;
+    struct stat st;
+    const char *argv[] = {cushim_bin(), "stat", "--prometheus", "--output", "/dev/null", NULL};
+    const char *env[] = {h.seg, NULL};
+    run_cmd(&r, argv, env);
+    cr_expect_eq(r.status, 0, "%s", r.err);
+    cr_assert_eq(stat("/dev/null", &st), 0);
+    cr_expect(S_ISCHR(st.st_mode), "/dev/null is still a character device");
+    run_free(&r);
+    const char *full[] = {cushim_bin(), "stat", "--prometheus", "--output", "/dev/full", NULL};
+    run_cmd(&r, full, env);
+    cr_expect_eq(r.status, 2);
+    cr_expect_str_eq(r.err, "cushim: cannot write --output \"/dev/full\": No space left on device\n");
+    run_free(&r);
+    stop(&h);
+}
+
 Test(prometheus, serve_answers_metrics_over_loopback)
 {
     struct held h;

@@ -4,6 +4,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -443,5 +444,39 @@ Test(run, a_report_that_cannot_be_written_says_so)
     cr_expect_eq(r.status, 0);
     cr_expect(strstr(r.err, "error: cannot write CUSHIM_REPORT=\"/dev/full\": No space left on device\n") != NULL,
               "%s", r.err);
+    run_free(&r);
+}
+
+Test(run, json_output_never_replaces_a_device_and_keeps_the_old_file_on_failure)
+{
+    struct run_result r;
+    struct stat st;
+    /* A device is written in place: the error is said, the node stays. */
+    const char *argv[] = {cushim_bin(), "run", "--json", "/dev/full", "--", program("rt_prog"), "malloc", NULL};
+    run_cmd(&r, argv, sim_env(NULL));
+    cr_expect_eq(r.status, 0, "the program's status");
+    cr_expect(strstr(r.err, "cushim: error writing --json \"/dev/full\": No space left on device\n") != NULL,
+              "%s", r.err);
+    cr_assert_eq(stat("/dev/full", &st), 0);
+    cr_expect(S_ISCHR(st.st_mode), "/dev/full is still a character device");
+    run_free(&r);
+    /* A program that never runs leaves an existing report as it was, and no temporary file. */
+    char path[700], cmd[900];
+    snprintf(path, sizeof path, "%s/keep.json", test_dir());
+    FILE *f = fopen(path, "w");
+    fputs("old\n", f);
+    fclose(f);
+    const char *missing[] = {cushim_bin(), "run", "--json", path, "--", "/nonexistent/program", NULL};
+    run_cmd(&r, missing, sim_env(NULL));
+    cr_expect_eq(r.status, 127);
+    run_free(&r);
+    const char *cat[] = {"cat", path, NULL};
+    run_cmd(&r, cat, NULL);
+    cr_expect_str_eq(r.out, "old\n");
+    run_free(&r);
+    snprintf(cmd, sizeof cmd, "ls %s | grep -c 'keep.json.tmp' || true", test_dir());
+    const char *ls[] = {"sh", "-c", cmd, NULL};
+    run_cmd(&r, ls, NULL);
+    cr_expect_str_eq(r.out, "0\n");
     run_free(&r);
 }

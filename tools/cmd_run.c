@@ -21,6 +21,7 @@
 #include "common/config.h"
 #include "common/report.h"
 #include "tools/cli.h"
+#include "tools/output.h"
 
 extern char **environ;
 
@@ -231,22 +232,20 @@ static void synth_top(struct cushim_snapshot *s, pid_t pid, char **argv)
 
 /* Writes the run's JSON to f (opened before the run) and closes it; errors are reported, the
  * program's status stays what it was. */
-static int write_json(FILE *f, const char *file, const struct cushim_snapshot *top, const struct collected *c)
+static int write_json(struct cli_output *out, const struct cushim_snapshot *top, const struct collected *c)
 {
     struct jsonw w;
-    jsonw_init(&w, f);
+    jsonw_init(&w, out->f);
     cushim_json_process(&w, NULL, top, 0);
     jsonw_array_begin(&w, "descendants");
     for (int i = 0; i < c->ndesc; i++)
         cushim_json_process(&w, NULL, &c->desc[i], 1);
     jsonw_array_end(&w);
     jsonw_object_end(&w);
-    int bad = ferror(f);
-    if (f != stdout && fclose(f) != 0)
-        bad = 1;
-    if (bad)
-        cli_error("error writing --json \"%s\"", file);
-    return bad ? -1 : 0;
+    if (cli_output_commit(out) == 0)
+        return 0;
+    cli_error("error writing --json \"%s\": %s", out->path, strerror(errno));
+    return -1;
 }
 
 int cmd_run(int argc, char **argv)
@@ -332,8 +331,8 @@ int cmd_run(int argc, char **argv)
     setenv("CUSHIM_RUN_ID", idbuf, 1);
 
     /* The JSON file is opened now: a bad path is a usage error before anything runs. */
-    FILE *json_file = NULL;
-    if (json && !(json_file = strcmp(json, "-") == 0 ? stdout : fopen(json, "w"))) {
+    struct cli_output json_out = {0};
+    if (json && cli_output_open(&json_out, json) != 0) {
         cli_error("cannot write --json \"%s\": %s", json, strerror(errno));
         remove_dir(dir);
         return EXIT_USAGE;
@@ -393,10 +392,8 @@ int cmd_run(int argc, char **argv)
     if (got == (ssize_t)sizeof exec_errno) {
         /* The program never ran (the child said why). */
         remove_dir(dir);
-        if (json_file && json_file != stdout) {
-            fclose(json_file);
-            unlink(json);
-        }
+        if (json)
+            cli_output_abort(&json_out);
         return code;
     }
 
@@ -411,8 +408,8 @@ int cmd_run(int argc, char **argv)
         top = &synth;
     }
     /* JSON first: the text below goes to stderr, which a pipe reader may have closed. */
-    if (json_file)
-        write_json(json_file, json, top, &c);
+    if (json)
+        write_json(&json_out, top, &c);
     if (!quiet) {
         if (cfg.disable) {
             fprintf(stderr, "cushim: counting is disabled (CUSHIM_DISABLE): no summary\n");

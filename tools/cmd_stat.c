@@ -9,6 +9,7 @@
 
 #include "common/report.h"
 #include "tools/collect.h"
+#include "tools/output.h"
 #include "tools/prometheus.h"
 
 static void usage(FILE *f)
@@ -20,17 +21,6 @@ static void usage(FILE *f)
                "  --prometheus    Prometheus text format\n"
                "  --output FILE   write atomically to FILE (temporary file, then rename), e.g. for\n"
                "                  node_exporter's textfile collector\n");
-}
-
-/* Writes through a temporary file in the same directory, then renames over `path`. */
-static FILE *open_atomic(const char *path, char *tmp, size_t len)
-{
-    snprintf(tmp, len, "%s.tmp.XXXXXX", path);
-    int fd = mkstemp(tmp);
-    if (fd < 0)
-        return NULL;
-    fchmod(fd, 0644);
-    return fdopen(fd, "w");
 }
 
 int cmd_stat(int argc, char **argv)
@@ -79,12 +69,15 @@ int cmd_stat(int argc, char **argv)
     }
     free(pids);
 
-    char tmp[4200];
+    struct cli_output out;
     FILE *f = stdout;
-    if (output && !(f = open_atomic(output, tmp, sizeof tmp))) {
-        cli_error("cannot write --output \"%s\": %s", output, strerror(errno));
-        proc_list_free(&l);
-        return EXIT_USAGE;
+    if (output) {
+        if (cli_output_open(&out, output) != 0) {
+            cli_error("cannot write --output \"%s\": %s", output, strerror(errno));
+            proc_list_free(&l);
+            return EXIT_USAGE;
+        }
+        f = out.f;
     }
     if (prom) {
         prometheus_write(f, &l);
@@ -100,13 +93,9 @@ int cmd_stat(int argc, char **argv)
             cushim_text_process(f, &l.procs[i], "");
     }
     int rc = l.count ? 0 : EXIT_NOTHING;
-    if (output) {
-        int bad = ferror(f);
-        if (fclose(f) != 0 || bad || rename(tmp, output) != 0) {
-            cli_error("cannot write --output \"%s\": %s", output, strerror(errno));
-            unlink(tmp);
-            rc = EXIT_USAGE;
-        }
+    if (output && cli_output_commit(&out) != 0) {
+        cli_error("cannot write --output \"%s\": %s", output, strerror(errno));
+        rc = EXIT_USAGE;
     }
     if (!l.count && !prom && !json && !npids)
         cli_error("no live process under cushim");

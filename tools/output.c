@@ -1,0 +1,65 @@
+#include "tools/output.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+int cli_output_open(struct cli_output *o, const char *path)
+{
+    struct stat st;
+    memset(o, 0, sizeof *o);
+    o->path = path;
+    if (strcmp(path, "-") == 0 || (stat(path, &st) == 0 && !S_ISREG(st.st_mode))) {
+        o->direct = 1;
+        o->f = strcmp(path, "-") == 0 ? stdout : fopen(path, "w");
+        return o->f ? 0 : -1;
+    }
+    if ((size_t)snprintf(o->tmp, sizeof o->tmp, "%s.tmp.XXXXXX", path) >= sizeof o->tmp) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    int fd = mkstemp(o->tmp);
+    if (fd < 0)
+        return -1;
+    mode_t mask = umask(0);
+    umask(mask);
+    fchmod(fd, 0666 & ~mask);
+    if (!(o->f = fdopen(fd, "w"))) {
+        int e = errno;
+        close(fd);
+        unlink(o->tmp);
+        errno = e;
+        return -1;
+    }
+    return 0;
+}
+
+int cli_output_commit(struct cli_output *o)
+{
+    int bad = fflush(o->f) != 0 || ferror(o->f);
+    int e = bad ? (errno ? errno : EIO) : 0;
+    if (o->f != stdout && fclose(o->f) != 0 && !bad) {
+        bad = 1;
+        e = errno;
+    }
+    o->f = NULL;
+    if (!bad && !o->direct && rename(o->tmp, o->path) != 0) {
+        bad = 1;
+        e = errno;
+    }
+    if (bad && !o->direct)
+        unlink(o->tmp);
+    errno = e;
+    return bad ? -1 : 0;
+}
+
+void cli_output_abort(struct cli_output *o)
+{
+    if (o->f && o->f != stdout)
+        fclose(o->f);
+    o->f = NULL;
+    if (!o->direct)
+        unlink(o->tmp);
+}

@@ -1,0 +1,30 @@
+/* Output files of the CLI (`run --json`, `stat --output`).
+ *
+ * A regular file (or a new one) is written through a temporary file in the same directory and
+ * renamed over the target once complete: a reader never sees a partial file, and a failed write
+ * leaves the target as it was. "-" is standard output. An existing target that is not a regular
+ * file (a FIFO, a terminal, /dev/stdout, a device) is written in place and never replaced or
+ * removed. Not thread-safe; one struct per output. */
+#ifndef CUSHIM_TOOLS_OUTPUT_H
+#define CUSHIM_TOOLS_OUTPUT_H
+
+#include <stdio.h>
+
+struct cli_output {
+    FILE *f;          /* write here between open and commit/abort */
+    int direct;       /* 1: written in place (stdout, not a regular file) */
+    const char *path; /* the target, as given (borrowed) */
+    char tmp[4200];   /* the temporary file, when not direct */
+};
+
+/* Opens `path` for writing (see above). 0, or -1 with errno set (nothing created). */
+int cli_output_open(struct cli_output *o, const char *path);
+
+/* Flushes and closes; renames the temporary file over the target. 0, or -1 with errno set: then
+ * the temporary file is removed and the target is untouched. */
+int cli_output_commit(struct cli_output *o);
+
+/* Closes and removes the temporary file; the target is untouched. */
+void cli_output_abort(struct cli_output *o);
+
+#endif
