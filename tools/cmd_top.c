@@ -2,6 +2,8 @@
  * redrawn in place with ncurses, sorted by device bytes, with per-device totals across processes
  * (grouped by UUID, so processes with different CUDA_VISIBLE_DEVICES agree). q quits. */
 #include <stdarg.h>
+#include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -126,9 +128,10 @@ int cmd_top(int argc, char **argv)
             }
         } else if (strcmp(argv[i], "--iterations") == 0) {
             const char *v = i + 1 < argc ? argv[++i] : "";
+            errno = 0;
             iterations = strtol(v, &end, 10);
-            if (!*v || *end || iterations < 1) {
-                cli_error("--iterations \"%s\" is not a whole number >= 1", v);
+            if (!*v || *end || iterations < 1 || errno == ERANGE) {
+                cli_error("--iterations \"%s\" is not a whole number from 1 to %ld", v, LONG_MAX);
                 return EXIT_USAGE;
             }
         } else {
