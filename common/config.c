@@ -43,6 +43,16 @@ int cushim_option_internal(enum cushim_option id)
            id == CUSHIM_OPT_RUN_CHECKED;
 }
 
+/* Whether the first n bytes of s name a variable of the table. */
+static int known_name(const char *s, size_t n)
+{
+    for (int i = 0; i < CUSHIM_OPT_COUNT; i++)
+        if (strlen(cushim_option_table[i].variable) == n &&
+            strncmp(cushim_option_table[i].variable, s, n) == 0)
+            return 1;
+    return 0;
+}
+
 static uint64_t fnv(uint64_t h, const char *s, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
@@ -67,10 +77,7 @@ uint64_t cushim_config_fingerprint(const char *(*lookup)(const char *name), char
         if (strncmp(*e, "CUSHIM_", 7) != 0)
             continue;
         size_t n = strcspn(*e, "=");
-        int known = 0;
-        for (int i = 0; i < CUSHIM_OPT_COUNT && !known; i++)
-            known = strlen(cushim_option_table[i].variable) == n &&
-                    strncmp(cushim_option_table[i].variable, *e, n) == 0;
+        int known = known_name(*e, n);
         if (!known)
             unknown ^= fnv(0xcbf29ce484222325ull, *e, n);
     }
@@ -207,10 +214,7 @@ void cushim_config_load(struct cushim_config *c, const char *(*lookup)(const cha
         if (strncmp(*e, "CUSHIM_", 7) != 0)
             continue;
         size_t n = strcspn(*e, "=");
-        int known = 0;
-        for (int i = 0; i < CUSHIM_OPT_COUNT && !known; i++)
-            known = strlen(cushim_option_table[i].variable) == n &&
-                    strncmp(cushim_option_table[i].variable, *e, n) == 0;
+        int known = known_name(*e, n);
         if (!known && report) {
             char line[320];
             snprintf(line, sizeof line,
