@@ -192,6 +192,8 @@ const char *const *sim_env(const char *const *extra)
 const char *cushim_bin(void) { return CUSHIM_BIN; }
 const char *shim_lib(void) { return SHIM_LIB; }
 
+const char *preload_env(void) { return "LD_PRELOAD=" SHIM_LIB; }
+
 const char *program(const char *name)
 {
     static char buf[8][1024];

@@ -42,6 +42,8 @@ const char *test_dir(void);
 /* Artifact paths. */
 const char *cushim_bin(void);
 const char *shim_lib(void);
+/* "LD_PRELOAD=<the shim>", for a program run with plain LD_PRELOAD rather than `cushim run`. */
+const char *preload_env(void);
 const char *program(const char *name); /* tests/programs/<name> in the build tree */
 
 /* Value of key in "key=value" lines; fails the test if absent. */

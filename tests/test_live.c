@@ -17,12 +17,11 @@
 /* Environment of a program preloaded with the shim, segments in `segdir`. */
 static const char *const *live_env(const char *segdir, const char *ready, const char *hold)
 {
-    static char pre[2048], seg[600], rd[600], hd[600];
-    snprintf(pre, sizeof pre, "LD_PRELOAD=%s", shim_lib());
+    static char seg[600], rd[600], hd[600];
     snprintf(seg, sizeof seg, "CUSHIM_SEGMENT_DIR=%s", segdir);
     snprintf(rd, sizeof rd, "READY_DIR=%s", ready);
     snprintf(hd, sizeof hd, "HOLD_FILE=%s", hold);
-    const char *extra[] = {pre, seg, rd, hd, NULL};
+    const char *extra[] = {preload_env(), seg, rd, hd, NULL};
     return sim_env(extra);
 }
 

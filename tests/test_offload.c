@@ -164,13 +164,12 @@ Test(offload, async_free_waits_for_the_stream)
 Test(offload, cushim_phase_switches_a_live_process)
 {
     const char *segdir = fresh_dir("seg-phase"), *ready = fresh_dir("ready-phase");
-    char pre[2048], seg[700], rd[700], hd[800], hold[700];
+    char seg[700], rd[700], hd[800], hold[700];
     snprintf(hold, sizeof hold, "%s/go", ready);
-    snprintf(pre, sizeof pre, "LD_PRELOAD=%s", shim_lib());
     snprintf(seg, sizeof seg, "CUSHIM_SEGMENT_DIR=%s", segdir);
     snprintf(rd, sizeof rd, "READY_DIR=%s", ready);
     snprintf(hd, sizeof hd, "HOLD_FILE=%s", hold);
-    const char *extra[] = {pre, seg, rd, hd, "CUSHIM_PHASE=compile", NULL};
+    const char *extra[] = {preload_env(), seg, rd, hd, "CUSHIM_PHASE=compile", NULL};
     const char *argv[] = {program("offload_prog"), "phase_loop", NULL};
     pid_t pid = spawn_bg(argv, sim_env(extra));
     pid_t rp;

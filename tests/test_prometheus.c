@@ -24,11 +24,10 @@ static void start(struct held *h, const char *name)
     const char *ready = fresh_dir(rdname);
     snprintf(h->hold, sizeof h->hold, "%s/go", ready);
     snprintf(h->seg, sizeof h->seg, "CUSHIM_SEGMENT_DIR=%s", h->segdir);
-    char pre[2048], rd[600], hd[700];
-    snprintf(pre, sizeof pre, "LD_PRELOAD=%s", shim_lib());
+    char rd[600], hd[700];
     snprintf(rd, sizeof rd, "READY_DIR=%s", ready);
     snprintf(hd, sizeof hd, "HOLD_FILE=%s", h->hold);
-    const char *extra[] = {pre, h->seg, rd, hd, NULL};
+    const char *extra[] = {preload_env(), h->seg, rd, hd, NULL};
     const char *argv[] = {program("rt_prog"), "hold", NULL};
     pid_t spawned = spawn_bg(argv, sim_env(extra));
     wait_ready(ready, 1, &h->pid);

@@ -152,9 +152,7 @@ Test(run, bad_configuration_value_is_one_line_and_the_program_runs)
     run_free(&r);
 
     /* With plain LD_PRELOAD, the shim itself reports it, once per process. */
-    char pre[2048];
-    snprintf(pre, sizeof pre, "LD_PRELOAD=%s", shim_lib());
-    const char *extra2[] = {pre, "CUSHIM_OFFLOAD_MIN=12XB", NULL};
+    const char *extra2[] = {preload_env(), "CUSHIM_OFFLOAD_MIN=12XB", NULL};
     const char *argv2[] = {"/bin/echo", "ran", NULL};
     run_cmd(&r, argv2, sim_env(extra2));
     cr_expect_eq(r.status, 0);
@@ -215,10 +213,9 @@ Test(run, usage_errors_exit_2)
 Test(run, report_path_with_pid)
 {
     struct run_result r;
-    char pre[2048], rep[700], path[700];
-    snprintf(pre, sizeof pre, "LD_PRELOAD=%s", shim_lib());
+    char rep[700], path[700];
     snprintf(rep, sizeof rep, "CUSHIM_REPORT=%s/rep.%%p.json", test_dir());
-    const char *extra[] = {pre, rep, "CUSHIM_REPORT_FORMAT=json", NULL};
+    const char *extra[] = {preload_env(), rep, "CUSHIM_REPORT_FORMAT=json", NULL};
     const char *argv[] = {program("rt_prog"), "peaks", NULL};
     pid_t pid = spawn_bg(argv, sim_env(extra));
     cr_assert_eq(wait_bg(pid), 0);
@@ -233,9 +230,7 @@ Test(run, report_path_with_pid)
 Test(run, report_env_with_plain_ld_preload)
 {
     struct run_result r;
-    char pre[2048];
-    snprintf(pre, sizeof pre, "LD_PRELOAD=%s", shim_lib());
-    const char *extra[] = {pre, "CUSHIM_REPORT=stderr", NULL};
+    const char *extra[] = {preload_env(), "CUSHIM_REPORT=stderr", NULL};
     const char *argv[] = {program("rt_prog"), "peaks", NULL};
     run_cmd(&r, argv, sim_env(extra));
     cr_expect_eq(r.status, 0);
@@ -291,12 +286,11 @@ Test(run, an_exec_keeps_the_top_level)
 Test(run, a_forked_child_leaves_no_segment)
 {
     const char *segdir = fresh_dir("seg-fork"), *ready = fresh_dir("ready-fork");
-    char pre[2048], seg[700], rd[700], hold[800];
-    snprintf(pre, sizeof pre, "LD_PRELOAD=%s", shim_lib());
+    char seg[700], rd[700], hold[800];
     snprintf(seg, sizeof seg, "CUSHIM_SEGMENT_DIR=%s", segdir);
     snprintf(rd, sizeof rd, "READY_DIR=%s", ready);
     snprintf(hold, sizeof hold, "HOLD_FILE=%s", ready);
-    const char *extra[] = {pre, seg, rd, hold, NULL};
+    const char *extra[] = {preload_env(), seg, rd, hold, NULL};
     const char *argv[] = {program("rt_prog"), "fork", NULL};
     struct run_result r;
     run_cmd(&r, argv, sim_env(extra));
@@ -372,9 +366,7 @@ Test(run, a_child_that_sets_its_own_bad_value_reports_it)
 Test(run, log_off_silences_bad_values_in_the_shim)
 {
     struct run_result r;
-    char pre[2048];
-    snprintf(pre, sizeof pre, "LD_PRELOAD=%s", shim_lib());
-    const char *extra[] = {pre, "CUSHIM_LOG=off", "CUSHIM_SPILL=garbage", NULL};
+    const char *extra[] = {preload_env(), "CUSHIM_LOG=off", "CUSHIM_SPILL=garbage", NULL};
     const char *argv[] = {"/bin/echo", "ran", NULL};
     run_cmd(&r, argv, sim_env(extra));
     cr_expect_eq(r.status, 0);
@@ -403,11 +395,10 @@ Test(run, an_overlong_path_is_named_with_its_limit)
 Test(run, the_shim_writes_run_copies_only_into_a_run_directory)
 {
     struct run_result r;
-    char pre[2048], rd[600];
+    char rd[600];
     const char *dir = fresh_dir("not-a-run-dir"); /* 01777, not cushim-run.* */
-    snprintf(pre, sizeof pre, "LD_PRELOAD=%s", shim_lib());
     snprintf(rd, sizeof rd, "CUSHIM_RUN_DIR=%s", dir);
-    const char *extra[] = {pre, rd, NULL};
+    const char *extra[] = {preload_env(), rd, NULL};
     const char *argv[] = {program("rt_prog"), "malloc", NULL};
     run_cmd(&r, argv, sim_env(extra));
     cr_expect_eq(r.status, 0);
@@ -424,7 +415,7 @@ Test(run, the_shim_writes_run_copies_only_into_a_run_directory)
     cr_expect_str_eq(n, "0\n", "nothing written into %s", dir);
     run_free(&r);
     /* Bad values for the other run variables are reported and ignored. */
-    const char *extra2[] = {pre, "CUSHIM_RUN_TOP=-5", "CUSHIM_RUN_ID=zz", NULL};
+    const char *extra2[] = {preload_env(), "CUSHIM_RUN_TOP=-5", "CUSHIM_RUN_ID=zz", NULL};
     const char *argv2[] = {"/bin/echo", "ran", NULL};
     run_cmd(&r, argv2, sim_env(extra2));
     cr_expect_eq(r.status, 0);
@@ -436,9 +427,7 @@ Test(run, the_shim_writes_run_copies_only_into_a_run_directory)
 Test(run, a_report_that_cannot_be_written_says_so)
 {
     struct run_result r;
-    char pre[2048];
-    snprintf(pre, sizeof pre, "LD_PRELOAD=%s", shim_lib());
-    const char *extra[] = {pre, "CUSHIM_REPORT=/dev/full", NULL};
+    const char *extra[] = {preload_env(), "CUSHIM_REPORT=/dev/full", NULL};
     const char *argv[] = {program("rt_prog"), "malloc", NULL};
     run_cmd(&r, argv, sim_env(extra));
     cr_expect_eq(r.status, 0);

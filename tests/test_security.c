@@ -34,13 +34,12 @@ Test(security, another_users_segment_is_private)
         cr_skip_test("not run: needs root to switch users");
     }
     const char *segdir = fresh_dir("shared"), *ready = fresh_dir("ready-sec");
-    char hold[700], pre[2048], seg[600], rd[600], hd[800];
+    char hold[700], seg[600], rd[600], hd[800];
     snprintf(hold, sizeof hold, "%s/go", ready);
-    snprintf(pre, sizeof pre, "LD_PRELOAD=%s", shim_lib());
     snprintf(seg, sizeof seg, "CUSHIM_SEGMENT_DIR=%s", segdir);
     snprintf(rd, sizeof rd, "READY_DIR=%s", ready);
     snprintf(hd, sizeof hd, "HOLD_FILE=%s", hold);
-    const char *extra[] = {pre, seg, rd, hd, NULL};
+    const char *extra[] = {preload_env(), seg, rd, hd, NULL};
     const char *argv[] = {"setpriv", "--reuid=" OWNER, "--regid=" OWNER, "--clear-groups", "--",
                           program("rt_prog"), "hold", NULL};
     pid_t setpriv = spawn_bg(argv, sim_env(extra));

@@ -15,10 +15,9 @@ static struct cushim_segment *real_segment(void)
 {
     const char *dir = fresh_dir("cushim-run.valid"); /* as `cushim run` makes it: 0700 */
     chmod(dir, 0700);
-    char pre[2048], rd[600];
-    snprintf(pre, sizeof pre, "LD_PRELOAD=%s", shim_lib());
+    char rd[600];
     snprintf(rd, sizeof rd, "CUSHIM_RUN_DIR=%s", dir);
-    const char *extra[] = {pre, rd, NULL};
+    const char *extra[] = {preload_env(), rd, NULL};
     const char *argv[] = {program("rt_prog"), "peaks", NULL};
     struct run_result r;
     run_cmd(&r, argv, sim_env(extra));
