@@ -50,12 +50,13 @@ static inline __attribute__((always_inline)) void sub_clamped(_Atomic uint64_t *
     ((kind) == CUSHIM_KIND_DEVICE || (kind) == CUSHIM_KIND_ASYNC || (kind) == CUSHIM_KIND_VMM || \
      (kind) == CUSHIM_KIND_ARRAY)
 
-static inline __attribute__((always_inline)) void account_alloc(int device, enum cushim_kind kind,
-                                                                uint64_t bytes, unsigned flags)
+/* An allocation of `bytes` of `kind` counted in record r (device's, live). plain: no budget is
+ * configured (shim_policy is 0), so there is nothing to charge; a compile-time constant. */
+static inline __attribute__((always_inline)) void account_alloc_to(struct cushim_device_record *r,
+                                                                   int device, enum cushim_kind kind,
+                                                                   uint64_t bytes, unsigned flags,
+                                                                   bool plain)
 {
-    struct cushim_device_record *r = account_record(device);
-    if (unlikely(!r))
-        return;
     _Atomic uint64_t *k = r->kinds[kind].v;
     unsigned compile = atomic_load_explicit(&shim.seg->h.phase, memory_order_relaxed) == CUSHIM_PHASE_COMPILE;
     cushim_seq_write_begin(&r->seq_begin);
@@ -64,7 +65,7 @@ static inline __attribute__((always_inline)) void account_alloc(int device, enum
     atomic_fetch_add_explicit(&k[CUSHIM_STAT_alloc_count], 1, memory_order_relaxed);
     if (ACCOUNT_IN_TOTAL(kind)) {
         /* Device bytes not reserved by the wrapper still count against the budget. */
-        if (unlikely(budget_any) && !(flags & SHIM_F_RESERVED))
+        if (!plain && unlikely(budget_any) && !(flags & SHIM_F_RESERVED))
             atomic_fetch_add_explicit(&budget_used[device], bytes, memory_order_relaxed);
         uint64_t t = atomic_fetch_add_explicit(&r->dev[CUSHIM_DEV_total_current], bytes,
                                                memory_order_seq_cst) + bytes;
@@ -87,19 +88,28 @@ static inline __attribute__((always_inline)) void account_alloc(int device, enum
     cushim_seq_write_end(&r->seq_end);
 }
 
-static inline __attribute__((always_inline)) void account_free(int device, enum cushim_kind kind,
-                                                               uint64_t bytes, unsigned flags)
+static inline __attribute__((always_inline)) void account_alloc(int device, enum cushim_kind kind,
+                                                                uint64_t bytes, unsigned flags)
 {
     struct cushim_device_record *r = account_record(device);
-    if (unlikely(!r))
-        return;
+    if (likely(r != NULL))
+        account_alloc_to(r, device, kind, bytes, flags, false);
+}
+
+/* A free counted in record r (device's, live); plain as for account_alloc_to. */
+static inline __attribute__((always_inline)) void account_free_to(struct cushim_device_record *r,
+                                                                  int device, enum cushim_kind kind,
+                                                                  uint64_t bytes, unsigned flags,
+                                                                  bool plain)
+{
     _Atomic uint64_t *k = r->kinds[kind].v;
     cushim_seq_write_begin(&r->seq_begin);
     sub_clamped(&k[CUSHIM_STAT_current_bytes], bytes);
     atomic_fetch_add_explicit(&k[CUSHIM_STAT_free_count], 1, memory_order_relaxed);
     if (ACCOUNT_IN_TOTAL(kind)) {
         sub_clamped(&r->dev[CUSHIM_DEV_total_current], bytes);
-        budget_release(device, bytes);
+        if (!plain)
+            budget_release(device, bytes);
     }
     if (unlikely(flags & (SHIM_F_CAPTURE | SHIM_F_RESIDENT))) {
         if (flags & SHIM_F_CAPTURE) {
@@ -113,6 +123,22 @@ static inline __attribute__((always_inline)) void account_free(int device, enum 
         }
     }
     cushim_seq_write_end(&r->seq_end);
+}
+
+static inline __attribute__((always_inline)) void account_free(int device, enum cushim_kind kind,
+                                                               uint64_t bytes, unsigned flags)
+{
+    struct cushim_device_record *r = account_record(device);
+    if (likely(r != NULL))
+        account_free_to(r, device, kind, bytes, flags, false);
+}
+
+/* The record of a device an entry of the shim's tables was counted on: device is 0..
+ * CUSHIM_MAX_DEVICES-1 and its record was made live before the entry's allocation returned, in
+ * the segment the shim is running with (never unmapped while active). */
+static inline __attribute__((always_inline)) struct cushim_device_record *account_record_of_entry(int device)
+{
+    return &shim.seg->devices[device];
 }
 
 /* One per-device counter up by `n` (hot: graph launches). */

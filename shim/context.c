@@ -70,6 +70,7 @@ int shim_current_device_slow(CUcontext ctx)
 {
     uint64_t c = (uint64_t)(uintptr_t)ctx;
     uint32_t gen = atomic_load_explicit(&shim_ctx_generation, memory_order_relaxed);
+    shim_tls_ctx.ctx = 0; /* filled again below only when complete */
     int d = cache_lookup(c);
     if (d < 0) {
         CUdevice dev;
@@ -79,7 +80,12 @@ int shim_current_device_slow(CUcontext ctx)
         d = dev;
         cache_insert(c, d);
     }
+    /* The device's record, made live now (account.h); cached only when there is one. */
+    struct cushim_device_record *rec = account_record(d);
+    if (!rec)
+        return d;
     shim_tls_ctx.ctx = c;
+    shim_tls_ctx.record = rec;
     shim_tls_ctx.device = d;
     shim_tls_ctx.generation = gen;
     return d;

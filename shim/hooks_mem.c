@@ -44,13 +44,14 @@ static CUresult alloc_with_policy(__typeof__(&cuMemAlloc_v2) real_, CUdeviceptr 
     return r;
 }
 
-SHIM_EXPORT CUresult CUDAAPI cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
+/* cuMemAlloc_v2 in every case but the plain one (below). */
+static __attribute__((noinline)) CUresult alloc_full(CUdeviceptr *dptr, size_t bytesize)
 {
     REAL_OR_FAIL(cuMemAlloc_v2);
     if (!shim_enter())
         return real_(dptr, bytesize);
     CUresult r;
-    if (unlikely(shim_policy_active())) {
+    if (unlikely(shim_policy_active() || capture_any_live())) {
         r = alloc_with_policy(real_, dptr, bytesize);
     } else {
         CUcontext ctx;
@@ -60,6 +61,28 @@ SHIM_EXPORT CUresult CUDAAPI cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
             track_alloc_on(&shim.ptrs, CUSHIM_KIND_DEVICE, *dptr, bytesize, device, ctx, 0);
         else
             account_fail(device, CUSHIM_KIND_DEVICE);
+    }
+    shim_leave();
+    return r;
+}
+
+/* The hottest wrapper: the plain case (shim_enter_plain_alloc) is kept to the checks, one
+ * cuCtxGetCurrent, the real call, one table insert and the counters (docs/BENCHMARKS.md). */
+SHIM_EXPORT CUresult CUDAAPI cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
+{
+    __typeof__(&cuMemAlloc_v2) real_ = atomic_load_explicit(&shim_real_slot[SHIM_FN_cuMemAlloc_v2],
+                                                            memory_order_relaxed);
+    if (unlikely(real_ == NULL) || !shim_enter_plain_alloc())
+        return alloc_full(dptr, bytesize);
+    CUcontext ctx;
+    struct cushim_device_record *rec;
+    int device = shim_current_device_rec(&ctx, &rec);
+    CUresult r = real_(dptr, bytesize);
+    if (likely(r == CUDA_SUCCESS)) {
+        if (likely(rec != NULL))
+            track_alloc_plain(&shim.ptrs, CUSHIM_KIND_DEVICE, *dptr, bytesize, device, ctx, rec);
+    } else {
+        account_fail(device, CUSHIM_KIND_DEVICE);
     }
     shim_leave();
     return r;
@@ -111,7 +134,8 @@ SHIM_EXPORT CUresult CUDAAPI cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesiz
     return r;
 }
 
-SHIM_EXPORT CUresult CUDAAPI cuMemFree_v2(CUdeviceptr dptr)
+/* cuMemFree_v2 in every case but the plain one (below). */
+static __attribute__((noinline)) CUresult free_full(CUdeviceptr dptr)
 {
     REAL_OR_FAIL(cuMemFree_v2);
     struct shim_entry e;
@@ -126,6 +150,34 @@ SHIM_EXPORT CUresult CUDAAPI cuMemFree_v2(CUdeviceptr dptr)
     CUresult r = unlikely(e.kind == CUSHIM_KIND_OFFLOADED) ? offload_free(&e) : real_(dptr);
     if (likely(e.kind != CUSHIM_KIND_OFFLOADED))
         track_free_done(&shim.ptrs, &e, r == CUDA_SUCCESS);
+    shim_leave();
+    return r;
+}
+
+/* An offloaded entry taken out by the plain path: its free goes to the pinned memory. */
+static __attribute__((noinline)) CUresult free_offloaded(const struct shim_entry *e)
+{
+    CUresult r = offload_free(e);
+    shim_leave();
+    return r;
+}
+
+SHIM_EXPORT CUresult CUDAAPI cuMemFree_v2(CUdeviceptr dptr)
+{
+    __typeof__(&cuMemFree_v2) real_ = atomic_load_explicit(&shim_real_slot[SHIM_FN_cuMemFree_v2],
+                                                           memory_order_relaxed);
+    if (unlikely(real_ == NULL) || !shim_enter_plain_free())
+        return free_full(dptr);
+    struct shim_entry e;
+    if (!track_take(&shim.ptrs, dptr, &e)) {
+        /* Never seen (or NULL): forwarded, result returned unchanged. */
+        shim_leave();
+        return real_(dptr);
+    }
+    if (unlikely(e.kind == CUSHIM_KIND_OFFLOADED))
+        return free_offloaded(&e);
+    CUresult r = real_(dptr);
+    track_free_plain(&shim.ptrs, &e, r == CUDA_SUCCESS);
     shim_leave();
     return r;
 }

@@ -18,6 +18,7 @@
 #include "shim/offload.h"
 #include "shim/segment_file.h"
 #include "shim/shim.h"
+#include "shim/track.h"
 
 extern char **environ;
 
@@ -60,6 +61,8 @@ static void after_fork_child(void)
     offload_after_fork_child();
     for (unsigned i = 0; i < CUSHIM_MAX_DEVICES; i++)
         atomic_store(&budget_used[i], 0);
+    /* Per-thread context caches point into the parent's segment: invalidate them. */
+    atomic_fetch_add_explicit(&shim_ctx_generation, 1, memory_order_relaxed);
     if (parent)
         munmap(parent, sizeof *parent);
     if (atomic_load(&shim.run) != SHIM_OFF)

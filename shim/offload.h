@@ -8,12 +8,15 @@
 #ifndef CUSHIM_OFFLOAD_H
 #define CUSHIM_OFFLOAD_H
 
+#include "shim/capture.h"
 #include "shim/shim.h"
 
 /* Number of live offloaded ranges (0 = every check below is one load). */
 extern _Atomic uint32_t offload_live;
 /* Deferred frees waiting for their stream (0 = nothing to poll). */
 extern _Atomic uint32_t offload_pending;
+/* Offload, a budget or spill is configured (fixed at load, init.c). */
+extern int shim_policy;
 
 /* The policy: should a device request of `bytes` on the calling thread be offloaded now?
  * CUSHIM_OFFLOAD (always, or compile while the phase is compile), at least CUSHIM_OFFLOAD_MIN
@@ -67,12 +70,41 @@ static inline void phase_poll(void)
 
 /* Whether an allocation must take the policy path: offload, budget or spill configured
  * (shim_policy, fixed at load), or a phase request or deferred frees to apply. Three loads. */
-extern int shim_policy;
 static inline bool shim_policy_active(void)
 {
     struct cushim_segment *seg = shim.seg;
     return shim_policy | (int)atomic_load_explicit(&offload_pending, memory_order_relaxed) |
            (int)atomic_load_explicit(&seg->control.phase_request, memory_order_relaxed);
+}
+
+/* The common case of an allocation wrapper, one branch: this thread is outside the shim, the shim
+ * is active, no policy is configured, no phase request or deferred free waits and no stream of
+ * the process is capturing. Enters the shim (shim_depth = 1) when true; the wrapper then counts
+ * with account_*_to(..., plain = true) and leaves with shim_leave(). Otherwise the wrapper takes
+ * its full path, which decides everything again. */
+static inline __attribute__((always_inline)) bool shim_enter_plain_alloc(void)
+{
+    if (unlikely(shim_depth != 0) ||
+        unlikely(atomic_load_explicit(&shim.run, memory_order_acquire) != SHIM_ACTIVE))
+        return false;
+    struct cushim_segment *seg = shim.seg;
+    if (unlikely((shim_policy | (int)atomic_load_explicit(&offload_pending, memory_order_relaxed) |
+                  atomic_load_explicit(&capture_live, memory_order_relaxed) |
+                  (int)atomic_load_explicit(&seg->control.phase_request, memory_order_relaxed)) != 0))
+        return false;
+    shim_depth = 1;
+    return true;
+}
+
+/* The same for a free: captures and phase requests do not matter to it. */
+static inline __attribute__((always_inline)) bool shim_enter_plain_free(void)
+{
+    if (unlikely(shim_depth != 0) ||
+        unlikely(atomic_load_explicit(&shim.run, memory_order_acquire) != SHIM_ACTIVE) ||
+        unlikely((shim_policy | (int)atomic_load_explicit(&offload_pending, memory_order_relaxed)) != 0))
+        return false;
+    shim_depth = 1;
+    return true;
 }
 
 /* Context teardown (context.c): an offloaded range the driver freed with its context, and then

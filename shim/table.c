@@ -42,7 +42,7 @@ void table_remove_at(struct shim_shard *s, uint32_t i)
         j = (j + 1) & mask;
         if (s->slots[j].key == 0)
             break;
-        uint32_t home = (uint32_t)table_mix(s->slots[j].key) & mask;
+        uint32_t home = table_home(table_mix(s->slots[j].key), mask);
         /* Move j into the hole at i unless its home lies cyclically in (i, j]. */
         if ((j > i && (home <= i || home > j)) || (j < i && home <= i && home > j)) {
             s->slots[i] = s->slots[j];

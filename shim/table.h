@@ -90,10 +90,16 @@ void table_remove_at(struct shim_shard *s, uint32_t i);
 /* Contended lock: spins, then yields. */
 void table_lock_slow(struct shim_shard *s);
 
+/* Fibonacci hashing: the product's top 6 bits pick the shard, bits 32 and up the slot (the low
+ * bits of an aligned pointer are zero, and so are the product's). */
 static inline __attribute__((always_inline)) uint64_t table_mix(uint64_t key)
 {
-    uint64_t h = key * 0x9E3779B97F4A7C15ull;
-    return h ^ (h >> 29);
+    return key * 0x9E3779B97F4A7C15ull;
+}
+
+static inline __attribute__((always_inline)) uint32_t table_home(uint64_t h, uint32_t mask)
+{
+    return (uint32_t)(h >> 32) & mask;
 }
 
 static inline __attribute__((always_inline)) struct shim_shard *table_shard(struct shim_table *t, uint64_t h)
@@ -117,7 +123,7 @@ static inline __attribute__((always_inline)) uint32_t table_probe(const struct s
                                                                   uint64_t key, uint64_t h)
 {
     uint32_t mask = s->cap - 1;
-    uint32_t i = (uint32_t)h & mask;
+    uint32_t i = table_home(h, mask);
     while (s->slots[i].key != 0 && s->slots[i].key != key)
         i = (i + 1) & mask;
     return i;

@@ -9,9 +9,12 @@
 #include "shim/capture.h"
 #include "shim/shim.h"
 
-/* Per-thread cache of the current context's device (context.c keeps it valid). */
+/* Per-thread cache of the current context's device and that device's live record in the
+ * segment (context.c fills it; a context forgotten or a fork bumps shim_ctx_generation, which
+ * invalidates every thread's copy). */
 struct shim_ctx_cache {
     uint64_t ctx;
+    struct cushim_device_record *record;
     int32_t device;
     uint32_t generation;
 };
@@ -34,6 +37,28 @@ static inline __attribute__((always_inline)) int shim_current_device(CUcontext *
                atomic_load_explicit(&shim_ctx_generation, memory_order_relaxed) == shim_tls_ctx.generation))
         return shim_tls_ctx.device;
     return shim_current_device_slow(ctx);
+}
+
+/* The same, also giving the device's live record (*rec; NULL when the device is not counted). */
+static inline __attribute__((always_inline)) int shim_current_device_rec(CUcontext *ctx_out,
+                                                                        struct cushim_device_record **rec)
+{
+    CUcontext ctx = NULL;
+    __typeof__(&cuCtxGetCurrent) getcur = REAL(cuCtxGetCurrent);
+    *rec = NULL;
+    if (unlikely(!getcur || getcur(&ctx) != CUDA_SUCCESS))
+        ctx = NULL;
+    *ctx_out = ctx;
+    if (unlikely(!ctx))
+        return -1;
+    if (unlikely((uint64_t)(uintptr_t)ctx != shim_tls_ctx.ctx ||
+                 atomic_load_explicit(&shim_ctx_generation, memory_order_relaxed) != shim_tls_ctx.generation)) {
+        int d = shim_current_device_slow(ctx);
+        if (d < 0 || (uint64_t)(uintptr_t)ctx != shim_tls_ctx.ctx)
+            return d;
+    }
+    *rec = shim_tls_ctx.record;
+    return shim_tls_ctx.device;
 }
 
 /* A replaced live entry: the driver handed out an address again whose free the shim did not see. */
@@ -66,6 +91,46 @@ static inline __attribute__((always_inline)) void track_alloc_on(struct shim_tab
         track_replaced(&old);
     }
     account_alloc(device, kind, bytes, flags);
+}
+
+/* track_alloc_on for the plain case (shim_enter_plain_alloc): no capture live, no flags, no
+ * budget; rec is the device's live record (shim_current_device_rec). */
+static inline __attribute__((always_inline)) void track_alloc_plain(struct shim_table *t,
+                                                                    enum cushim_kind kind, uint64_t key,
+                                                                    uint64_t bytes, int device,
+                                                                    CUcontext ctx,
+                                                                    struct cushim_device_record *rec)
+{
+    if (unlikely(key == 0))
+        return;
+    struct shim_entry e = {
+        .key = key, .size = bytes, .ctx = (uint64_t)(uintptr_t)ctx, .device = device,
+        .kind = (uint16_t)kind,
+    };
+    struct shim_entry old;
+    int rc = table_put(t, &e, &old);
+    if (unlikely(rc != 0)) {
+        if (rc < 0) {
+            track_table_full();
+            return;
+        }
+        track_replaced(&old);
+    }
+    account_alloc_to(rec, device, kind, bytes, 0, true);
+}
+
+/* After the real free in the plain case (shim_enter_plain_free): count it (ok) or put the entry
+ * back (the free failed). */
+static inline __attribute__((always_inline)) void track_free_plain(struct shim_table *t,
+                                                                   const struct shim_entry *e, bool ok)
+{
+    if (likely(ok)) {
+        if (likely((unsigned)e->device < CUSHIM_MAX_DEVICES))
+            account_free_to(account_record_of_entry(e->device), e->device,
+                            (enum cushim_kind)e->kind, e->size, e->flags, true);
+    } else if (table_put(t, e, NULL) < 0) {
+        track_table_full();
+    }
 }
 
 /* Records a successful allocation at key, counted on the current context's device. */
