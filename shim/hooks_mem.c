@@ -51,7 +51,7 @@ static __attribute__((noinline)) CUresult alloc_full(CUdeviceptr *dptr, size_t b
     if (!shim_enter())
         return real_(dptr, bytesize);
     CUresult r;
-    if (unlikely(shim_policy_active() || capture_any_live())) {
+    if (unlikely(shim_policy_active())) {
         r = alloc_with_policy(real_, dptr, bytesize);
     } else {
         CUcontext ctx;
