@@ -1,28 +1,126 @@
-/* alloc_pairs N [async|graph]: N cudaMalloc/cudaFree pairs of 256 bytes (or N cudaMallocAsync/
- * cudaFreeAsync pairs) on whatever CUDA is there. Run under callgrind with two values of N, with
- * and without the shim: the difference of differences is the shim's cost per pair
- * (scripts/bench). */
+/* alloc_pairs N [KIND]: N allocate/free cycles of one kind of memory, on whatever CUDA is there.
+ * scripts/bench runs it under callgrind with two values of N, with and without the shim: the
+ * difference of differences is what the shim adds per cycle (issue 6: "callgrind instruction
+ * counts per intercepted call kind").
+ *
+ * KIND (default device):
+ *   device     cudaMalloc / cudaFree, 256 B
+ *   pitch      cudaMallocPitch (64 x 4 B) / cudaFree
+ *   managed    cudaMallocManaged / cudaFree, 256 B
+ *   pinned     cudaMallocHost / cudaFreeHost, 256 B
+ *   mapped     cudaHostAlloc(cudaHostAllocMapped) / cudaFreeHost, 256 B
+ *   registered cudaHostRegister / cudaHostUnregister of a 4 KiB static buffer
+ *   async      cudaMallocAsync / cudaFreeAsync, 256 B
+ *   pool       cudaMallocFromPoolAsync (a created pool) / cudaFreeAsync, 256 B
+ *   vmm        cuMemCreate, cuMemMap, cuMemUnmap, cuMemRelease of one granule (driver entry
+ *              points from cudaGetDriverEntryPointByVersion), into one reserved range
+ *   array      cuArrayCreate_v2 (64 x 64 bytes) / cuArrayDestroy
+ * Exit status: 0, 1 for a set-up failure, 2 for a failed cycle, 3 for an unknown KIND. */
+#include <cuda.h>
 #include <cuda_runtime_api.h>
+#include <cudaTypedefs.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+static void *entry(const char *name, int version)
+{
+    void *fn = NULL;
+    enum cudaDriverEntryPointQueryResult st;
+    if (cudaGetDriverEntryPointByVersion(name, &fn, (unsigned)version, cudaEnableDefault, &st) != cudaSuccess ||
+        st != cudaDriverEntryPointSuccess)
+        return NULL;
+    return fn;
+}
+
+static int vmm(long n)
+{
+    PFN_cuMemCreate_v10020 create = entry("cuMemCreate", 10020);
+    PFN_cuMemRelease_v10020 release = entry("cuMemRelease", 10020);
+    PFN_cuMemAddressReserve_v10020 reserve = entry("cuMemAddressReserve", 10020);
+    PFN_cuMemMap_v10020 map = entry("cuMemMap", 10020);
+    PFN_cuMemUnmap_v10020 unmap = entry("cuMemUnmap", 10020);
+    PFN_cuMemGetAllocationGranularity_v10020 gran = entry("cuMemGetAllocationGranularity", 10020);
+    if (!create || !release || !reserve || !map || !unmap || !gran)
+        return 1;
+    CUmemAllocationProp prop;
+    memset(&prop, 0, sizeof prop);
+    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    prop.location.id = 0;
+    size_t g = 0;
+    CUdeviceptr va;
+    if (gran(&g, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM) || reserve(&va, g, 0, 0, 0))
+        return 1;
+    for (long i = 0; i < n; i++) {
+        CUmemGenericAllocationHandle h;
+        if (create(&h, g, &prop, 0) || map(va, g, 0, h, 0) || unmap(va, g) || release(h))
+            return 2;
+    }
+    return 0;
+}
+
+static int array(long n)
+{
+    PFN_cuArrayCreate_v3020 create = entry("cuArrayCreate", 3020);
+    PFN_cuArrayDestroy_v2000 destroy = entry("cuArrayDestroy", 2000);
+    if (!create || !destroy)
+        return 1;
+    CUDA_ARRAY_DESCRIPTOR d = {.Width = 64, .Height = 64, .Format = CU_AD_FORMAT_UNSIGNED_INT8, .NumChannels = 1};
+    for (long i = 0; i < n; i++) {
+        CUarray a;
+        if (create(&a, &d) || destroy(a))
+            return 2;
+    }
+    return 0;
+}
+
+static char host_buffer[4096] __attribute__((aligned(4096)));
+
 int main(int argc, char **argv)
 {
     long n = argc > 1 ? atol(argv[1]) : 1000;
-    int async = argc > 2 && strcmp(argv[2], "async") == 0;
+    const char *kind = argc > 2 ? argv[2] : "device";
     cudaStream_t s;
+    cudaMemPool_t pool;
+    struct cudaMemPoolProps props;
+    memset(&props, 0, sizeof props);
+    props.allocType = cudaMemAllocationTypePinned;
+    props.location.type = cudaMemLocationTypeDevice;
+    props.location.id = 0;
     void *p;
-    if (cudaStreamCreate(&s) != cudaSuccess)
+    size_t pitch;
+    if (cudaStreamCreate(&s) != cudaSuccess || cudaMemPoolCreate(&pool, &props) != cudaSuccess)
         return 1;
+    if (strcmp(kind, "vmm") == 0)
+        return vmm(n);
+    if (strcmp(kind, "array") == 0)
+        return array(n);
     for (long i = 0; i < n; i++) {
-        if (async) {
-            if (cudaMallocAsync(&p, 256, s) != cudaSuccess || cudaFreeAsync(p, s) != cudaSuccess)
-                return 2;
-        } else if (cudaMalloc(&p, 256) != cudaSuccess || cudaFree(p) != cudaSuccess) {
-            return 2;
+        cudaError_t a, f;
+        if (strcmp(kind, "device") == 0) {
+            a = cudaMalloc(&p, 256), f = a ? a : cudaFree(p);
+        } else if (strcmp(kind, "pitch") == 0) {
+            a = cudaMallocPitch(&p, &pitch, 64 * 4, 4), f = a ? a : cudaFree(p);
+        } else if (strcmp(kind, "managed") == 0) {
+            a = cudaMallocManaged(&p, 256, cudaMemAttachGlobal), f = a ? a : cudaFree(p);
+        } else if (strcmp(kind, "pinned") == 0) {
+            a = cudaMallocHost(&p, 256), f = a ? a : cudaFreeHost(p);
+        } else if (strcmp(kind, "mapped") == 0) {
+            a = cudaHostAlloc(&p, 256, cudaHostAllocMapped), f = a ? a : cudaFreeHost(p);
+        } else if (strcmp(kind, "registered") == 0) {
+            a = cudaHostRegister(host_buffer, sizeof host_buffer, cudaHostRegisterDefault);
+            f = a ? a : cudaHostUnregister(host_buffer);
+        } else if (strcmp(kind, "async") == 0) {
+            a = cudaMallocAsync(&p, 256, s), f = a ? a : cudaFreeAsync(p, s);
+        } else if (strcmp(kind, "pool") == 0) {
+            a = cudaMallocFromPoolAsync(&p, 256, pool, s), f = a ? a : cudaFreeAsync(p, s);
+        } else {
+            fprintf(stderr, "alloc_pairs: unknown kind \"%s\"\n", kind);
+            return 3;
         }
+        if (a != cudaSuccess || f != cudaSuccess)
+            return 2;
     }
-    cudaStreamSynchronize(s);
-    return 0;
+    return cudaStreamSynchronize(s) != cudaSuccess ? 2 : 0;
 }
