@@ -122,12 +122,30 @@ Test(live, sigkill_leaves_a_stale_segment_that_gc_removes)
 
     cr_expect_eq(cli(segdir, &r, "stat", NULL, NULL), 1, "no live process left");
     run_free(&r);
+    /* Asked by pid: stat, reset-peak and phase say the same words. */
+    char p[16], want[1200];
+    snprintf(p, sizeof p, "%d", (int)pid);
+    snprintf(want, sizeof want, "cushim: process %d is gone (stale segment %s; `cushim gc` removes it)\n",
+             (int)pid, seg_path(segdir, pid));
+    cr_expect_eq(cli(segdir, &r, "stat", p, NULL), 1);
+    cr_expect_str_eq(r.err, want);
+    run_free(&r);
+    cr_expect_eq(cli(segdir, &r, "reset-peak", p, NULL), 1);
+    cr_expect_str_eq(r.err, want);
+    run_free(&r);
     cr_expect_eq(cli(segdir, &r, "gc", NULL, NULL), 0);
     cr_expect(strstr(r.out, "removed ") != NULL, "%s", r.out);
     run_free(&r);
     struct stat st;
     cr_expect_neq(stat(seg_path(segdir, pid), &st), 0);
     cr_expect_eq(cli(segdir, &r, "ps", NULL, NULL), 1, "nothing left:\n%s", r.out);
+    run_free(&r);
+    snprintf(want, sizeof want, "cushim: no cushim process %d of yours (no segment in %s)\n", (int)pid, segdir);
+    cr_expect_eq(cli(segdir, &r, "stat", p, NULL), 1);
+    cr_expect_str_eq(r.err, want);
+    run_free(&r);
+    cr_expect_eq(cli(segdir, &r, "reset-peak", p, NULL), 1);
+    cr_expect_str_eq(r.err, want);
     run_free(&r);
 }
 

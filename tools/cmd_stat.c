@@ -64,8 +64,15 @@ int cmd_stat(int argc, char **argv)
         int found = 0;
         for (int k = 0; k < l.count && !found; k++)
             found = l.procs[k].pid == pids[i];
-        if (!found)
-            cli_error("no live process %d under cushim (of yours)", (int)pids[i]);
+        const char *gone = NULL;
+        for (int k = 0; k < l.ngone && !gone; k++)
+            if (l.gone[k].pid == pids[i])
+                gone = l.gone[k].path;
+        /* The same words as reset-peak and phase (segments.c). */
+        if (!found && gone)
+            cli_error("process %d is gone (stale segment %s; `cushim gc` removes it)", (int)pids[i], gone);
+        else if (!found)
+            cli_error("no cushim process %d of yours (no segment in %s)", (int)pids[i], seg_dir());
     }
     free(pids);
 

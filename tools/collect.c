@@ -14,6 +14,7 @@ uint64_t proc_sum(const struct cushim_snapshot *s, int dev_stat)
 struct collect_arg {
     struct proc_list *l;
     int report;
+    int named; /* pids were given */
 };
 
 static int add(struct seg_entry *e, void *argp)
@@ -27,6 +28,16 @@ static int add(struct seg_entry *e, void *argp)
     }
     if (e->stale) {
         a->l->stale++;
+        if (a->named) {
+            struct proc_gone *g = realloc(a->l->gone, (size_t)(a->l->ngone + 1) * sizeof *g);
+            if (!g)
+                return 1;
+            a->l->gone = g;
+            char *path = strdup(e->path);
+            if (!path)
+                return 1;
+            g[a->l->ngone++] = (struct proc_gone){e->snap.pid, path};
+        }
         return 0;
     }
     struct cushim_snapshot *grown = realloc(a->l->procs, (size_t)(a->l->count + 1) * sizeof *grown);
@@ -47,7 +58,7 @@ static int by_device_bytes(const void *x, const void *y)
 
 int proc_list_collect(struct proc_list *l, const pid_t *pids, int npids, int report)
 {
-    struct collect_arg a = {l, report};
+    struct collect_arg a = {l, report, npids > 0};
     memset(l, 0, sizeof *l);
     seg_scan(pids, npids, add, &a);
     qsort(l->procs, (size_t)l->count, sizeof *l->procs, by_device_bytes);
@@ -57,5 +68,8 @@ int proc_list_collect(struct proc_list *l, const pid_t *pids, int npids, int rep
 void proc_list_free(struct proc_list *l)
 {
     free(l->procs);
+    for (int i = 0; i < l->ngone; i++)
+        free(l->gone[i].path);
+    free(l->gone);
     memset(l, 0, sizeof *l);
 }

@@ -4,11 +4,19 @@
 
 #include "tools/cli.h"
 
+/* A segment whose process is gone: its pid and path (owned by the list). */
+struct proc_gone {
+    pid_t pid;
+    char *path;
+};
+
 struct proc_list {
     struct cushim_snapshot *procs;
     int count;
     int bad;      /* segments that could not be read (reported on stderr when `report`) */
     int stale;    /* segments of processes that are gone (skipped) */
+    struct proc_gone *gone; /* those, when collecting given pids (else NULL); ngone of them */
+    int ngone;
 };
 
 /* Snapshots of the caller's live processes (everyone's when root), or only `pids`. Invalid
