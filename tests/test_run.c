@@ -208,6 +208,16 @@ Test(run, usage_errors_exit_2)
     cr_expect_eq(r.status, 2);
     cr_expect_str_eq(r.err, "cushim: --json needs a FILE\n");
     run_free(&r);
+    /* A bad value typed as a flag is named by the flag and stops the run (the same value in the
+     * environment only warns: a_child_that_sets_its_own_bad_value_reports_it). */
+    const char *a6[] = {cushim_bin(), "run", "--offload-min", "foo", "--log=loud", "--", "/bin/echo", "ran", NULL};
+    run_cmd(&r, a6, NULL);
+    cr_expect_eq(r.status, 2);
+    cr_expect_str_eq(r.out, "", "the program does not run");
+    cr_expect_str_eq(r.err, "cushim: --log \"loud\" is not one of off|error|warn|info|debug (see cushim run --help)\n"
+                            "cushim: --offload-min \"foo\" is not a size (e.g. 512M, 64MiB, 1g, 4096) "
+                            "(see cushim run --help)\n");
+    run_free(&r);
 }
 
 Test(run, report_path_with_pid)

@@ -36,6 +36,10 @@ static void forward(int sig, siginfo_t *info, void *ctx)
         kill(child_pid, sig);
 }
 
+/* Options given as run flags (index: enum cushim_option), and whether one had a bad value. */
+static unsigned char set_by_flag[CUSHIM_OPT_COUNT];
+static int bad_flag;
+
 /* "--offload-min" for CUSHIM_OFFLOAD_MIN. */
 static void flag_name(const char *variable, char *buf, size_t len)
 {
@@ -89,6 +93,7 @@ static int config_flag(int argc, char **argv, int i)
             continue;
         if (argv[i][n] == '=') {
             setenv(cushim_option_table[k].variable, argv[i] + n + 1, 1);
+            set_by_flag[k] = 1;
             return 1;
         }
         if (argv[i][n] == '\0') {
@@ -97,14 +102,35 @@ static int config_flag(int argc, char **argv, int i)
                 return -1;
             }
             setenv(cushim_option_table[k].variable, argv[i + 1], 1);
+            set_by_flag[k] = 1;
             return 2;
         }
     }
     return 0;
 }
 
+/* A bad value reported by the configuration loader: one set by a run flag is named by that flag
+ * ("--offload-min \"foo\" is not a size ...") and stops the run (exit 2): a typed flag is not
+ * silently replaced by its default. Variables from the environment only warn, as in every
+ * process the shim is loaded into. */
 static void print_config_error(const char *line)
 {
+    static const char prefix[] = "cushim: ";
+    for (int k = 0; k < CUSHIM_OPT_COUNT; k++) {
+        const char *var = cushim_option_table[k].variable;
+        size_t n = strlen(var);
+        if (!set_by_flag[k] || strncmp(line, prefix, sizeof prefix - 1) != 0 ||
+            strncmp(line + sizeof prefix - 1, var, n) != 0 || line[sizeof prefix - 1 + n] != '=')
+            continue;
+        char flag[64];
+        flag_name(var, flag, sizeof flag);
+        const char *rest = line + sizeof prefix - 1 + n + 1;
+        const char *tail = strstr(rest, "; using the default");
+        int len = tail ? (int)(tail - rest) : (int)strlen(rest);
+        fprintf(stderr, "cushim: %s %.*s (see cushim run --help)\n", flag, len, rest);
+        bad_flag = 1;
+        return;
+    }
     fprintf(stderr, "%s\n", line);
 }
 
@@ -294,6 +320,8 @@ int cmd_run(int argc, char **argv)
     /* Report bad CUSHIM_ values once here; the shims stay quiet under `cushim run`. */
     struct cushim_config cfg;
     cushim_config_load(&cfg, (const char *(*)(const char *))getenv, environ, print_config_error);
+    if (bad_flag)
+        return EXIT_USAGE;
     cli_config_reported = 1;
     /* Processes that see these same values stay quiet; one that sets its own reports them. */
     char checked[24];
