@@ -14,6 +14,8 @@
 #ifndef CUSHIM_HOOKS_H
 #define CUSHIM_HOOKS_H
 
+#include <cuda.h> /* CUDA_VERSION, for the rows that need newer headers */
+
 #define SHIM_HOOKS(X)                                                  \
     X(cuGetProcAddress, cuGetProcAddress, 11030, 0)                    \
     X(cuGetProcAddress_v2, cuGetProcAddress, 12000, 0)                 \
@@ -94,7 +96,19 @@
     X(cuGraphUpload, cuGraphUpload, 11010, 0)                          \
     X(cuGraphUpload_ptsz, cuGraphUpload, 11010, 1)                     \
     X(cuDeviceGetGraphMemAttribute, cuDeviceGetGraphMemAttribute, 11040, 0) \
-    X(cuDeviceGraphMemTrim, cuDeviceGraphMemTrim, 11040, 0)
+    X(cuDeviceGraphMemTrim, cuDeviceGraphMemTrim, 11040, 0)           \
+    X(cuDeviceGetDefaultMemPool, cuDeviceGetDefaultMemPool, 11020, 0)  \
+    X(cuDeviceGetMemPool, cuDeviceGetMemPool, 11020, 0)                \
+    SHIM_HOOKS_CUDA13(X)
+
+/* Rows that need CUDA 13 headers (cudaTypedefs.h PFN_..._v13000). */
+#if CUDA_VERSION >= 13000
+#define SHIM_HOOKS_CUDA13(X)                                           \
+    X(cuMemGetDefaultMemPool, cuMemGetDefaultMemPool, 13000, 0)        \
+    X(cuMemGetMemPool, cuMemGetMemPool, 13000, 0)
+#else
+#define SHIM_HOOKS_CUDA13(X)
+#endif
 
 #define SHIM_REAL_ONLY(X)                                              \
     X(cuCtxGetCurrent, cuCtxGetCurrent, 4000, 0)                       \

@@ -136,19 +136,20 @@ ALLOC_FROM_POOL(cuMemAllocFromPoolAsync_ptsz, true)
 FREE_ASYNC(cuMemFreeAsync, false)
 FREE_ASYNC(cuMemFreeAsync_ptsz, true)
 
-SHIM_EXPORT CUresult CUDAAPI cuMemPoolCreate(CUmemoryPool *pool, const CUmemPoolProps *poolProps)
+/* Remembers what allocations from `pool` count as: the kind by its location and allocation type,
+ * and the device for a device pool (so a pool of device 1 used on a stream of device 0 counts on
+ * device 1, cuMemAllocFromPoolAsync: "The specified memory pool may be from a device different
+ * than that of the specified hStream"). Pools the shim never saw count as `async` on the
+ * current context's device (pool_kind). */
+static void pool_remember(CUmemoryPool pool, const CUmemLocation *location, int alloc_type)
 {
-    REAL_OR_FAIL(cuMemPoolCreate);
-    CUresult r = real_(pool, poolProps);
-    if (r != CUDA_SUCCESS || !poolProps || !shim_enter())
-        return r;
     /* cuda.h CUmemLocationType: a pool on a device holds device memory; host and host-NUMA
      * locations hold page-locked host memory. */
     enum cushim_kind kind = CUSHIM_KIND_ASYNC;
     int device = -1;
-    switch ((int)poolProps->location.type) {
+    switch ((int)location->type) {
     case CU_MEM_LOCATION_TYPE_DEVICE:
-        device = poolProps->location.id;
+        device = location->id;
         break;
 #if CUDA_VERSION >= 12020
     case CU_MEM_LOCATION_TYPE_HOST:
@@ -161,15 +162,80 @@ SHIM_EXPORT CUresult CUDAAPI cuMemPoolCreate(CUmemoryPool *pool, const CUmemPool
         break;
     }
 #if CUDA_VERSION >= 13000
-    /* cuda.h (cuMemPoolCreate): CUDA 13 pools may hold managed memory. */
-    if (poolProps->allocType == CU_MEM_ALLOCATION_TYPE_MANAGED)
+    /* cuda.h (cuMemPoolCreate, cuMemGetDefaultMemPool): CUDA 13 pools may hold managed memory. */
+    if (alloc_type == CU_MEM_ALLOCATION_TYPE_MANAGED)
         kind = CUSHIM_KIND_MANAGED;
+#else
+    (void)alloc_type;
 #endif
-    struct shim_entry e = {.key = (uint64_t)(uintptr_t)*pool, .aux = kind, .device = device};
+    struct shim_entry e = {.key = (uint64_t)(uintptr_t)pool, .aux = kind, .device = device};
     table_put(&shim.pools, &e, NULL);
+}
+
+SHIM_EXPORT CUresult CUDAAPI cuMemPoolCreate(CUmemoryPool *pool, const CUmemPoolProps *poolProps)
+{
+    REAL_OR_FAIL(cuMemPoolCreate);
+    CUresult r = real_(pool, poolProps);
+    if (r != CUDA_SUCCESS || !poolProps || !shim_enter())
+        return r;
+    pool_remember(*pool, &poolProps->location, (int)poolProps->allocType);
     shim_leave();
     return r;
 }
+
+/* A device's default or current pool: device memory of that device (cuda.h,
+ * cuDeviceGetDefaultMemPool: "The default mempool of a device contains device memory from that
+ * device"; cuDeviceSetMemPool: "The memory pool must be local to the specified device"). */
+static CUresult device_pool_got(CUresult r, CUmemoryPool *pool, CUdevice dev)
+{
+    if (r == CUDA_SUCCESS && pool && *pool && shim_enter()) {
+        CUmemLocation l = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = dev};
+        pool_remember(*pool, &l, CU_MEM_ALLOCATION_TYPE_PINNED);
+        shim_leave();
+    }
+    return r;
+}
+
+SHIM_EXPORT CUresult CUDAAPI cuDeviceGetDefaultMemPool(CUmemoryPool *pool_out, CUdevice dev)
+{
+    REAL_OR_FAIL(cuDeviceGetDefaultMemPool);
+    return device_pool_got(real_(pool_out, dev), pool_out, dev);
+}
+
+SHIM_EXPORT CUresult CUDAAPI cuDeviceGetMemPool(CUmemoryPool *pool, CUdevice dev)
+{
+    REAL_OR_FAIL(cuDeviceGetMemPool);
+    return device_pool_got(real_(pool, dev), pool, dev);
+}
+
+#if CUDA_VERSION >= 13000
+/* CUDA 13's pools by location (cuda.h, cuMemGetDefaultMemPool / cuMemGetMemPool): the host's and
+ * host NUMA nodes' pinned pools, whose allocations through cuMemAllocFromPoolAsync are page-locked
+ * host memory, not device memory. */
+static CUresult location_pool_got(CUresult r, CUmemoryPool *pool, const CUmemLocation *location,
+                                  CUmemAllocationType type)
+{
+    if (r == CUDA_SUCCESS && pool && *pool && location && shim_enter()) {
+        pool_remember(*pool, location, (int)type);
+        shim_leave();
+    }
+    return r;
+}
+
+SHIM_EXPORT CUresult CUDAAPI cuMemGetDefaultMemPool(CUmemoryPool *pool_out, CUmemLocation *location,
+                                                    CUmemAllocationType type)
+{
+    REAL_OR_FAIL(cuMemGetDefaultMemPool);
+    return location_pool_got(real_(pool_out, location, type), pool_out, location, type);
+}
+
+SHIM_EXPORT CUresult CUDAAPI cuMemGetMemPool(CUmemoryPool *pool, CUmemLocation *location,
+                                             CUmemAllocationType type)
+{
+    REAL_OR_FAIL(cuMemGetMemPool);
+    return location_pool_got(real_(pool, location, type), pool, location, type);
+}
+#endif
 
 SHIM_EXPORT CUresult CUDAAPI cuMemPoolDestroy(CUmemoryPool pool)
 {

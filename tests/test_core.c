@@ -107,6 +107,24 @@ RT_TEST(async_and_pools)
     run_free(&r);
 }
 
+RT_TEST(pool_locations)
+{
+    struct run_result r;
+    const char *extra[] = {"SIMCUDA_DEVICE_COUNT=2", NULL};
+    json_t *j = scenario(&r, p->static_rt, "pool_locations", extra);
+    /* Device 1's default pool, used on a stream of device 0: device 1's memory. */
+    expect_kind(j, 1, "async", 2 * MiB, 2 * MiB, 1, 0, 0);
+    cr_expect_eq(jpath_u64(j, "devices.1.async.current_bytes"), kv_u64(r.out, "sim.async.1"));
+    cr_expect_eq(jpath_u64(j, "devices.1.device_total.current_bytes"), 2 * MiB);
+    expect_kind(j, 0, "async", 0, 0, 0, 0, 0);
+    /* The host's default pool (CUDA 13): pinned host memory, counted on the current device. */
+    expect_kind(j, 0, "pinned_host", MiB, MiB, 1, 0, 0);
+    cr_expect_eq(jpath_u64(j, "devices.0.pinned_host.current_bytes"), kv_u64(r.out, "sim.pinned_host.0"));
+    cr_expect_eq(jpath_u64(j, "devices.0.device_total.current_bytes"), 0);
+    json_decref(j);
+    run_free(&r);
+}
+
 RT_TEST(vmm_release_before_unmap)
 {
     struct run_result r;

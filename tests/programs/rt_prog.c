@@ -184,6 +184,31 @@ static int scenario_two_devices(void)
     return 0;
 }
 
+/* Pools by location: a pool of device 1 used on a stream of device 0 holds device 1's memory
+ * (cuda.h, cuMemAllocFromPoolAsync: "The specified memory pool may be from a device different
+ * than that of the specified hStream"); CUDA 13's default host pool holds pinned host memory. */
+static int scenario_pool_locations(void)
+{
+    cudaStream_t s;
+    cudaMemPool_t p1;
+    void *a;
+    CHECK(cudaSetDevice(0));
+    CHECK(cudaStreamCreate(&s));
+    CHECK(cudaDeviceGetDefaultMemPool(&p1, 1));
+    CHECK(cudaMallocFromPoolAsync(&a, 2 * MiB, p1, s));
+#if CUDA_VERSION >= 13000
+    PFN_cuMemGetDefaultMemPool_v13000 get = entry("cuMemGetDefaultMemPool", 13000);
+    CUmemLocation host = {.type = CU_MEM_LOCATION_TYPE_HOST, .id = 0};
+    CUmemoryPool hp;
+    void *b;
+    if (get(&hp, &host, CU_MEM_ALLOCATION_TYPE_PINNED) != CUDA_SUCCESS)
+        return 20;
+    CHECK(cudaMallocFromPoolAsync(&b, MiB, (cudaMemPool_t)hp, s));
+#endif
+    CHECK(cudaStreamSynchronize(s));
+    return 0;
+}
+
 static int scenario_oom(void)
 {
     void *a, *b;
@@ -348,6 +373,7 @@ static const struct scenario scenarios[] = {
     {"array", scenario_array, 1},           {"reset", scenario_reset, 1},
     {"peaks", scenario_peaks, 1},           {"reset_peak", scenario_reset_peak, 1},
     {"two_devices", scenario_two_devices, 2}, {"oom", scenario_oom, 1},
+    {"pool_locations", scenario_pool_locations, 2},
     {"unknown_free", scenario_unknown_free, 1}, {"no_async", scenario_no_async, 1},
     {"entry_points", scenario_entry_points, 1}, {"threads", scenario_threads, 1},
 };

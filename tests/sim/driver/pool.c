@@ -1,6 +1,8 @@
 /* Memory pools: cuDeviceGetDefaultMemPool, cuDeviceGetMemPool, cuDeviceSetMemPool,
  * cuMemPoolCreate, cuMemPoolDestroy, cuMemPoolGetAttribute, cuMemPoolSetAttribute,
- * cuMemPoolTrimTo.
+ * cuMemPoolTrimTo, and CUDA 13's location-based cuMemGetDefaultMemPool, cuMemGetMemPool,
+ * cuMemSetMemPool (pinned pools of a device, the host or a host NUMA node; the simulator has no
+ * managed pools: CUDA_ERROR_NOT_SUPPORTED, one of cuMemGetDefaultMemPool's documented results).
  *
  * A pool's USED_MEM counts its live allocations rounded to SIMCUDA_GRANULARITY; its reserve
  * (RESERVED_MEM) grows in 2 MiB chunks to cover them and keeps freed memory until
@@ -32,6 +34,9 @@ struct CUmemPoolHandle_st {
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static CUmemoryPool pools; /* every pool not yet released */
 static CUmemoryPool defaults[SIM_MAX_DEVICES], current[SIM_MAX_DEVICES];
+/* Host pools by location (CUDA 13): [0] CU_MEM_LOCATION_TYPE_HOST, [1 + n] HOST_NUMA node n. */
+#define SIM_HOST_LOCATIONS 9
+static CUmemoryPool host_defaults[SIM_HOST_LOCATIONS], host_current[SIM_HOST_LOCATIONS];
 
 /* Caller holds the lock. */
 static CUmemoryPool pool_new(const CUmemPoolProps *props, int dev)
@@ -254,6 +259,9 @@ CUresult CUDAAPI cuMemPoolDestroy(CUmemoryPool pool)
     if (rc == CUDA_SUCCESS) {
         if (pool->dev >= 0 && current[pool->dev] == pool)
             current[pool->dev] = NULL;
+        for (int k = 0; k < SIM_HOST_LOCATIONS; k++)
+            if (host_current[k] == pool)
+                host_current[k] = NULL; /* the location's default is current again */
         pool->destroyed = true;
         trim_to(pool, 0);
         release_if_done(pool);
@@ -341,3 +349,115 @@ CUresult CUDAAPI cuMemPoolTrimTo(CUmemoryPool pool, size_t minBytesToKeep)
     pthread_mutex_unlock(&lock);
     return rc;
 }
+
+#if CUDA_VERSION >= 13000
+/* Index into host_defaults/host_current of a pinned host location, -1 if none. */
+static int host_slot(const CUmemLocation *l)
+{
+    if (l->type == CU_MEM_LOCATION_TYPE_HOST)
+        return 0;
+    if (l->type == CU_MEM_LOCATION_TYPE_HOST_NUMA && l->id >= 0 && l->id < SIM_HOST_LOCATIONS - 1)
+        return 1 + l->id;
+    return -1;
+}
+
+/* Caller holds the lock. */
+static CUresult host_default(int slot, const CUmemLocation *l, CUmemoryPool *out)
+{
+    if (!host_defaults[slot]) {
+        CUmemPoolProps props = {.allocType = CU_MEM_ALLOCATION_TYPE_PINNED, .location = *l};
+        host_defaults[slot] = pool_new(&props, -1);
+        if (!host_defaults[slot])
+            return CUDA_ERROR_OUT_OF_MEMORY;
+        host_defaults[slot]->is_default = true;
+    }
+    *out = host_defaults[slot];
+    return CUDA_SUCCESS;
+}
+
+/* Checks (location, type) as cuda.h's cuMemGetDefaultMemPool does: "The memory location can be of
+ * one of CU_MEM_LOCATION_TYPE_DEVICE, CU_MEM_LOCATION_TYPE_HOST or CU_MEM_LOCATION_TYPE_HOST_NUMA.
+ * The allocation type can be one of CU_MEM_ALLOCATION_TYPE_PINNED or CU_MEM_ALLOCATION_TYPE_MANAGED.
+ * When the allocation type is CU_MEM_ALLOCATION_TYPE_MANAGED, the location type can also be
+ * CU_MEM_LOCATION_TYPE_NONE ... In all other cases, the call returns CUDA_ERROR_INVALID_VALUE."
+ * Sets *slot to the host slot, or -1 for a device (then *dev). */
+static CUresult location_check(const CUmemLocation *l, CUmemAllocationType type, int *slot, int *dev)
+{
+    if (!l)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (type == CU_MEM_ALLOCATION_TYPE_MANAGED)
+        return l->type == CU_MEM_LOCATION_TYPE_DEVICE || l->type == CU_MEM_LOCATION_TYPE_HOST ||
+                       l->type == CU_MEM_LOCATION_TYPE_HOST_NUMA || l->type == CU_MEM_LOCATION_TYPE_NONE
+                   ? CUDA_ERROR_NOT_SUPPORTED
+                   : CUDA_ERROR_INVALID_VALUE;
+    if (type != CU_MEM_ALLOCATION_TYPE_PINNED)
+        return CUDA_ERROR_INVALID_VALUE;
+    *slot = -1;
+    if (l->type == CU_MEM_LOCATION_TYPE_DEVICE) {
+        *dev = l->id;
+        return sim_device_valid(l->id) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_DEVICE;
+    }
+    *slot = host_slot(l);
+    return *slot >= 0 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+/* cuda.h: "Returns the default memory pool for a given location and allocation type". */
+CUresult CUDAAPI cuMemGetDefaultMemPool(CUmemoryPool *pool_out, CUmemLocation *location, CUmemAllocationType type)
+{
+    SIM_ENTER(cuMemGetDefaultMemPool);
+    int slot, dev = 0;
+    CUresult rc = pool_out ? location_check(location, type, &slot, &dev) : CUDA_ERROR_INVALID_VALUE;
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    pthread_mutex_lock(&lock);
+    rc = slot < 0 ? default_pool(dev, pool_out) : host_default(slot, location, pool_out);
+    pthread_mutex_unlock(&lock);
+    return rc;
+}
+
+/* cuda.h: "Returns the last pool provided to cuMemSetMemPool or cuDeviceSetMemPool for this
+ * location and allocation type or the location's default memory pool if cuMemSetMemPool or
+ * cuDeviceSetMemPool for that allocType and location has never been called." */
+CUresult CUDAAPI cuMemGetMemPool(CUmemoryPool *pool, CUmemLocation *location, CUmemAllocationType type)
+{
+    SIM_ENTER(cuMemGetMemPool);
+    int slot, dev = 0;
+    CUresult rc = pool ? location_check(location, type, &slot, &dev) : CUDA_ERROR_INVALID_VALUE;
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (slot < 0)
+        return sim_pool_current(dev, pool);
+    pthread_mutex_lock(&lock);
+    rc = host_current[slot] ? (*pool = host_current[slot], CUDA_SUCCESS) : host_default(slot, location, pool);
+    pthread_mutex_unlock(&lock);
+    return rc;
+}
+
+/* cuda.h: "When a memory pool is set as the current memory pool, the location parameter should be
+ * the same as the location of the pool. The location and allocation type specified must match
+ * those of the pool otherwise CUDA_ERROR_INVALID_VALUE is returned." "If the location type is
+ * CU_MEM_LOCATION_TYPE_DEVICE and the allocation type is CU_MEM_ALLOCATION_TYPE_PINNED, then this
+ * API is the equivalent of calling cuDeviceSetMemPool with the location id as the device." */
+CUresult CUDAAPI cuMemSetMemPool(CUmemLocation *location, CUmemAllocationType type, CUmemoryPool pool)
+{
+    SIM_ENTER(cuMemSetMemPool);
+    int slot, dev = 0;
+    CUresult rc = location_check(location, type, &slot, &dev);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    pthread_mutex_lock(&lock);
+    rc = sim_pool_check(pool);
+    if (rc == CUDA_SUCCESS && (pool->props.allocType != type || pool->props.location.type != location->type ||
+                               (location->type != CU_MEM_LOCATION_TYPE_HOST &&
+                                pool->props.location.id != location->id)))
+        rc = CUDA_ERROR_INVALID_VALUE;
+    if (rc == CUDA_SUCCESS) {
+        if (slot < 0)
+            current[dev] = pool;
+        else
+            host_current[slot] = pool;
+    }
+    pthread_mutex_unlock(&lock);
+    return rc;
+}
+#endif
