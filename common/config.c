@@ -101,10 +101,16 @@ static void bad_value(void (*report)(const char *), const struct cushim_option_i
     report(line);
 }
 
-/* The values `cushim run` sets: checked strictly, a bad one is the default (no run). */
-static int check_run_value(enum cushim_option id, const char *v, const char **expected)
+/* Strings with a shape: the segment directory (shim and CLI must agree on it, so an absolute
+ * path, never empty) and the values `cushim run` sets (checked strictly, a bad one is the
+ * default: no run). */
+static int check_string(enum cushim_option id, const char *v, const char **expected)
 {
     size_t n = strlen(v);
+    if (id == CUSHIM_OPT_SEGMENT_DIR) {
+        *expected = "an absolute directory path";
+        return v[0] == '/' ? 0 : -1;
+    }
     if (!*v)
         return 0;
     switch (id) {
@@ -182,7 +188,7 @@ static int parse_into(struct cushim_config *c, enum cushim_option id, const char
         static char expect[64];
         snprintf(expect, sizeof expect, "a string of at most %zu bytes", strcap - 1);
         *expected = expect;
-        if (strlen(v) >= strcap || check_run_value(id, v, expected) != 0)
+        if (strlen(v) >= strcap || check_string(id, v, expected) != 0)
             return -1;
         strcpy(str, v);
         return 0;

@@ -23,7 +23,7 @@
     X(DISABLE, "CUSHIM_DISABLE", BOOL, "", "0",                                                     \
       "pure pass-through: intercept nothing, count nothing, create no segment")                     \
     X(SEGMENT_DIR, "CUSHIM_SEGMENT_DIR", STRING, "", "/dev/shm",                                    \
-      "directory (tmpfs) holding the per-process live-stats segments")                              \
+      "absolute path of the directory (tmpfs) holding the per-process live-stats segments")          \
     X(OFFLOAD, "CUSHIM_OFFLOAD", ENUM, "off|compile|always", "off",                                 \
       "serve device requests from pinned device-mapped host memory: never, in the compile phase, always") \
     X(OFFLOAD_MIN, "CUSHIM_OFFLOAD_MIN", SIZE, "", "64MiB",                                         \

@@ -208,6 +208,12 @@ Test(run, usage_errors_exit_2)
     cr_expect_eq(r.status, 2);
     cr_expect_str_eq(r.err, "cushim: --json needs a FILE\n");
     run_free(&r);
+    const char *a7[] = {cushim_bin(), "run", "--json", "", "--", "/bin/echo", "ran", NULL};
+    run_cmd(&r, a7, NULL);
+    cr_expect_eq(r.status, 2);
+    cr_expect_str_eq(r.out, "", "refused before the program runs");
+    cr_expect_str_eq(r.err, "cushim: cannot write --json \"\": No such file or directory\n");
+    run_free(&r);
     /* A bad value typed as a flag is named by the flag and stops the run (the same value in the
      * environment only warns: a_child_that_sets_its_own_bad_value_reports_it). */
     const char *a6[] = {cushim_bin(), "run", "--offload-min", "foo", "--log=loud", "--", "/bin/echo", "ran", NULL};
@@ -373,6 +379,26 @@ Test(run, a_child_that_sets_its_own_bad_value_reports_it)
     run_free(&r);
 }
 
+Test(run, stale_run_variables_are_replaced_not_reported)
+{
+    struct run_result r;
+    const char *extra[] = {"CUSHIM_RUN_ID=foo", "CUSHIM_RUN_TOP=abc", "CUSHIM_RUN_CHECKED=garbage",
+                           "CUSHIM_RUN_DIR=relative", NULL};
+    const char *argv[] = {"sh", "-c", "echo \"top=$CUSHIM_RUN_TOP id=$CUSHIM_RUN_ID dir=$CUSHIM_RUN_DIR\"", NULL};
+    cr_expect_eq(run_status(argv, sim_env(extra), &r), 0);
+    cr_expect_str_eq(r.err, "cushim: no CUDA memory activity in "
+                            "`sh -c echo \"top=$CUSHIM_RUN_TOP id=$CUSHIM_RUN_ID dir=$CUSHIM_RUN_DIR\"` "
+                            "or its descendants\n");
+    /* The program sees the run's own values: its pid, a hexadecimal id, a cushim-run.* directory. */
+    long top = 0;
+    char id[32] = "", dir[600] = "";
+    cr_assert_eq(sscanf(r.out, "top=%ld id=%31s dir=%599s", &top, id, dir), 3, "%s", r.out);
+    cr_expect_gt(top, 1);
+    cr_expect(strspn(id, "0123456789abcdef") == strlen(id) && strlen(id) >= 1, "id %s", id);
+    cr_expect(dir[0] == '/' && strstr(dir, "/cushim-run.") != NULL, "dir %s", dir);
+    run_free(&r);
+}
+
 Test(run, log_off_silences_bad_values_in_the_shim)
 {
     struct run_result r;
@@ -400,6 +426,32 @@ Test(run, an_overlong_path_is_named_with_its_limit)
              "cushim: no CUDA memory activity in `/bin/echo ran` or its descendants\n", value);
     cr_expect_str_eq(r.err, want, "one line, from cushim run only; got:\n%s", r.err);
     run_free(&r);
+}
+
+Test(run, an_empty_or_relative_segment_dir_is_the_default)
+{
+    /* The shim and the CLI must agree on the directory: an empty or relative value would put
+     * segments where `cushim ps` does not look ("/" for an empty one). */
+    struct run_result r;
+    static const char *values[] = {"", "relative/dir"};
+    for (int i = 0; i < 2; i++) {
+        char var[64], want[300];
+        snprintf(var, sizeof var, "CUSHIM_SEGMENT_DIR=%s", values[i]);
+        const char *extra[] = {preload_env(), var, "CUSHIM_REPORT=/dev/null", NULL};
+        const char *argv[] = {"/bin/echo", "ran", NULL};
+        run_cmd(&r, argv, sim_env(extra));
+        cr_expect_eq(r.status, 0);
+        cr_expect_str_eq(r.out, "ran\n");
+        snprintf(want, sizeof want, "cushim: CUSHIM_SEGMENT_DIR=\"%s\" is not an absolute directory path; "
+                 "using the default \"/dev/shm\"\n", values[i]);
+        cr_expect_str_eq(r.err, want);
+        run_free(&r);
+        const char *ps[] = {cushim_bin(), "ps", NULL};
+        const char *env2[] = {var, NULL};
+        run_cmd(&r, ps, env2);
+        cr_expect_str_eq(r.err, want, "the CLI says the same");
+        run_free(&r);
+    }
 }
 
 Test(run, the_shim_writes_run_copies_only_into_a_run_directory)

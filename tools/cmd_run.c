@@ -317,6 +317,11 @@ int cmd_run(int argc, char **argv)
     }
     char **prog = argv + i;
 
+    /* The run's own variables are set below: values left in the environment (a run inside a
+     * run, a stale export) are replaced, so they are not checked. */
+    for (int k = 0; k < CUSHIM_OPT_COUNT; k++)
+        if (internal_option(k))
+            unsetenv(cushim_option_table[k].variable);
     /* Report bad CUSHIM_ values once here; the shims stay quiet under `cushim run`. */
     struct cushim_config cfg;
     cushim_config_load(&cfg, (const char *(*)(const char *))getenv, environ, print_config_error);

@@ -11,6 +11,10 @@ int cli_output_open(struct cli_output *o, const char *path)
     struct stat st;
     memset(o, 0, sizeof *o);
     o->path = path;
+    if (!*path) {
+        errno = ENOENT; /* as open("") says; refused before any program runs */
+        return -1;
+    }
     if (strcmp(path, "-") == 0 || (stat(path, &st) == 0 && !S_ISREG(st.st_mode))) {
         o->direct = 1;
         o->f = strcmp(path, "-") == 0 ? stdout : fopen(path, "w");
