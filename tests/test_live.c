@@ -93,6 +93,15 @@ Test(live, stat_reset_peak_and_exit)
     json_decref(j);
     run_free(&r);
 
+    /* A live pid and one that is not: the live one is shown, the other named, exit 1. */
+    cr_expect_eq(cli(segdir, &r, "stat", p, "2147483646"), 1);
+    char head[64], want[700];
+    snprintf(head, sizeof head, "pid %d", (int)pid);
+    cr_expect(strstr(r.out, head) != NULL, "the live process is shown:\n%s", r.out);
+    snprintf(want, sizeof want, "cushim: no cushim process 2147483646 of yours (no segment in %s)\n", segdir);
+    cr_expect_str_eq(r.err, want);
+    run_free(&r);
+
     touch(hold);
     cr_expect_eq(wait_bg(pid), 0);
     cr_expect_neq(stat(seg_path(segdir, pid), &st), 0, "normal exit removes the segment");

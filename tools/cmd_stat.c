@@ -60,6 +60,7 @@ int cmd_stat(int argc, char **argv)
     }
     struct proc_list l;
     proc_list_collect(&l, pids, npids, 1);
+    int missing = 0;
     for (int i = 0; i < npids; i++) {
         int found = 0;
         for (int k = 0; k < l.count && !found; k++)
@@ -69,6 +70,7 @@ int cmd_stat(int argc, char **argv)
             if (l.gone[k].pid == pids[i])
                 gone = l.gone[k].path;
         /* The same words as reset-peak and phase (segments.c). */
+        missing += !found;
         if (!found && gone)
             cli_error("process %d is gone (stale segment %s; `cushim gc` removes it)", (int)pids[i], gone);
         else if (!found)
@@ -99,7 +101,9 @@ int cmd_stat(int argc, char **argv)
         for (int i = 0; i < l.count; i++)
             cushim_text_process(f, &l.procs[i], "");
     }
-    int rc = l.count ? 0 : EXIT_NOTHING;
+    /* Exit 1 when nothing is shown or a named pid is not a live process under cushim (the
+     * others are still shown). */
+    int rc = l.count && !missing ? 0 : EXIT_NOTHING;
     if (output && cli_output_commit(&out) != 0) {
         cli_error("cannot write --output \"%s\": %s", output, strerror(errno));
         rc = EXIT_USAGE;
