@@ -261,7 +261,8 @@ Test(live, snapshots_are_consistent_under_load, .timeout = 300)
               (unsigned long long)first, (unsigned long long)last);
 }
 
-/* cushim top redraws in place on a terminal (a pseudo-terminal from script(1) here). */
+/* cushim top redraws in place on a terminal (a pseudo-terminal from script(1) here), and prints
+ * plain frames one after another when its output is not a terminal. */
 Test(live, top_draws_processes_and_device_totals)
 {
     const char *segdir = fresh_dir("seg-top"), *ready = fresh_dir("ready-top");
@@ -288,11 +289,22 @@ Test(live, top_draws_processes_and_device_totals)
     cr_expect(strstr(r.out, "\033[") != NULL || strstr(r.out, "\x1b[") != NULL,
               "drawn with terminal control sequences");
     run_free(&r);
-    /* Without a terminal: a usage error pointing at stat. */
-    const char *plain[] = {cushim_bin(), "top", NULL};
+    /* Without a terminal (a pipe here): batch mode, frame after frame as plain text. */
+    const char *plain[] = {cushim_bin(), "top", "--interval", "0.1", "--iterations", "2", NULL};
     run_cmd(&r, plain, env);
-    cr_expect_eq(r.status, 2);
-    cr_expect_str_eq(r.err, "cushim: top needs a terminal; use `cushim stat` for a snapshot\n");
+    cr_expect_eq(r.status, 0, "%s", r.err);
+    cr_expect_str_eq(r.err, "");
+    cr_expect(strstr(r.out, "\033[") == NULL, "no terminal control sequences");
+    int frames = 0;
+    for (const char *q = r.out; (q = strstr(q, "cushim top: 1 process at ")) != NULL; q++)
+        frames++;
+    cr_expect_eq(frames, 2, "%s", r.out);
+    char row[160];
+    snprintf(row, sizeof row, "\n%7d 0        run         1.00 MiB     4.00 MiB          0 B          0 B  ",
+             (int)pid);
+    cr_expect(strstr(r.out, row) != NULL, "process row:\n%s", r.out);
+    cr_expect(strstr(r.out, "\nGPU-00010203-0405-0607-0809-0a0b0c0d0e0f       1     16.0 GiB     1.00 MiB     4.00 MiB\n") != NULL,
+              "device totals:\n%s", r.out);
     run_free(&r);
     touch(hold);
     cr_expect_eq(wait_bg(pid), 0);

@@ -1,30 +1,40 @@
-/* cushim top [--interval SECONDS] [--iterations N]: a live view of every process under cushim,
- * redrawn in place with ncurses, sorted by device bytes, with per-device totals across processes
- * (grouped by UUID, so processes with different CUDA_VISIBLE_DEVICES agree). q quits. */
+/* cushim top [--interval SECONDS] [--iterations N] [--batch]: a live view of every process under
+ * cushim, sorted by device bytes, with per-device totals across processes (grouped by UUID, so
+ * processes with different CUDA_VISIBLE_DEVICES agree). On a terminal it is redrawn in place with
+ * ncurses (q quits); in batch mode (--batch, or standard output not a terminal) each frame is
+ * printed as plain text after the last, like `top -b`, and needs no ncurses. */
 #include <stdarg.h>
 #include <errno.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
+#include "common/units.h"
 #include "tools/cli.h"
+#include "tools/collect.h"
 
 #ifdef CUSHIM_HAVE_NCURSES
 #include <curses.h>
+#endif
 
-#include "common/units.h"
-#include "tools/collect.h"
+enum { ATTR_BOLD = 1, ATTR_REVERSE = 2 };
 
-/* One screen line, formatted by us and cut to the screen width (ncurses' printw is not given
- * lines longer than the screen). */
-static void line(int y, int attrs, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static void line(int y, int attrs, const char *fmt, ...)
+/* Where a frame goes, one line at a time: the screen (cut to its width) or standard output. */
+struct sink {
+    void (*emit)(struct sink *k, int y, int attrs, const char *text);
+    int rows; /* lines available; INT_MAX in batch mode */
+    int next; /* batch mode: the next line to print (skipped lines print empty) */
+};
+
+static void line(struct sink *k, int y, int attrs, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+static void line(struct sink *k, int y, int attrs, const char *fmt, ...)
 {
     char buf[1024];
     va_list ap;
-    if (y >= LINES)
+    if (y >= k->rows)
         return;
     va_start(ap, fmt);
     vsnprintf(buf, sizeof buf, fmt, ap);
@@ -32,11 +42,7 @@ static void line(int y, int attrs, const char *fmt, ...)
     for (char *p = buf; *p; p++) /* a command line may hold control characters */
         if ((unsigned char)*p < 0x20 || *p == 0x7f)
             *p = '?';
-    if (attrs)
-        attron(attrs);
-    mvaddnstr(y, 0, buf, COLS > 0 ? COLS : 0);
-    if (attrs)
-        attroff(attrs);
+    k->emit(k, y, attrs, buf);
 }
 
 struct dev_total {
@@ -47,17 +53,15 @@ struct dev_total {
     int procs;
 };
 
-static void draw(const struct proc_list *l, double interval)
+/* One frame below a title line (y = 0, written by the caller). */
+static void frame(struct sink *k, const struct proc_list *l)
 {
     char a[32], b[32], c[32], u[48];
     struct dev_total tot[64];
     int ntot = 0;
-    erase();
-    line(0, A_BOLD, "cushim top: %d process%s, every %.1fs (q quits)", l->count,
-         l->count == 1 ? "" : "es", interval);
     for (int i = 0; i < l->count; i++)
-        for (uint32_t k = 0; k < l->procs[i].device_count; k++) {
-            const struct cushim_device_snapshot *d = &l->procs[i].devices[k];
+        for (uint32_t n = 0; n < l->procs[i].device_count; n++) {
+            const struct cushim_device_snapshot *d = &l->procs[i].devices[n];
             int j = 0;
             while (j < ntot && !(tot[j].identified && d->identified &&
                                  memcmp(tot[j].uuid, d->uuid, 16) == 0) &&
@@ -78,47 +82,136 @@ static void draw(const struct proc_list *l, double interval)
             tot[j].procs++;
         }
     int y = 2;
-    line(y++, A_REVERSE, "%-42s %5s %12s %12s %12s", "DEVICE", "PROCS", "TOTAL", "CURRENT", "SUM-PEAKS");
+    line(k, y++, ATTR_REVERSE, "%-42s %5s %12s %12s %12s", "DEVICE", "PROCS", "TOTAL", "CURRENT", "SUM-PEAKS");
     for (int j = 0; j < ntot; j++)
-        line(y++, 0, "%-42s %5d %12s %12s %12s",
+        line(k, y++, 0, "%-42s %5d %12s %12s %12s",
                  tot[j].identified ? cushim_format_uuid(tot[j].uuid, u, sizeof u) : "(unknown uuid)",
                  tot[j].procs, cushim_format_bytes(tot[j].total, a, sizeof a),
                  cushim_format_bytes(tot[j].current, b, sizeof b),
                  cushim_format_bytes(tot[j].peak, c, sizeof c));
     y++;
-    line(y++, A_REVERSE, "%7s %-8s %-7s %12s %12s %12s %12s  %s", "PID", "DEVICES", "PHASE", "DEVICE",
+    line(k, y++, ATTR_REVERSE, "%7s %-8s %-7s %12s %12s %12s %12s  %s", "PID", "DEVICES", "PHASE", "DEVICE",
          "PEAK", "PINNED", "OFFLOADED", "COMMAND");
-    for (int i = 0; i < l->count && y < LINES; i++) {
+    for (int i = 0; i < l->count && y < k->rows; i++) {
         const struct cushim_snapshot *p = &l->procs[i];
         char devs[64] = "", pinned[32], off[32];
         uint64_t pin = 0, offl = 0;
         size_t o = 0;
-        for (uint32_t k = 0; k < p->device_count && o < sizeof devs; k++) {
-            o += (size_t)snprintf(devs + o, sizeof devs - o, "%s%d", k ? "," : "", p->devices[k].ordinal);
-            pin += p->devices[k].kinds[CUSHIM_KIND_PINNED_HOST][CUSHIM_STAT_current_bytes];
-            offl += p->devices[k].kinds[CUSHIM_KIND_OFFLOADED][CUSHIM_STAT_current_bytes];
+        for (uint32_t n = 0; n < p->device_count && o < sizeof devs; n++) {
+            o += (size_t)snprintf(devs + o, sizeof devs - o, "%s%d", n ? "," : "", p->devices[n].ordinal);
+            pin += p->devices[n].kinds[CUSHIM_KIND_PINNED_HOST][CUSHIM_STAT_current_bytes];
+            offl += p->devices[n].kinds[CUSHIM_KIND_OFFLOADED][CUSHIM_STAT_current_bytes];
         }
-        line(y++, 0, "%7d %-8s %-7s %12s %12s %12s %12s  %s", p->pid, devs[0] ? devs : "-",
+        line(k, y++, 0, "%7d %-8s %-7s %12s %12s %12s %12s  %s", p->pid, devs[0] ? devs : "-",
              cushim_phase_name(p->phase),
              cushim_format_bytes(proc_sum(p, CUSHIM_DEV_total_current), a, sizeof a),
              cushim_format_bytes(proc_sum(p, CUSHIM_DEV_total_peak), b, sizeof b),
              cushim_format_bytes(pin, pinned, sizeof pinned), cushim_format_bytes(offl, off, sizeof off),
              p->command);
     }
-    refresh();
 }
+
+/* ---- batch mode: plain text, frame after frame ---- */
+static void emit_stdout(struct sink *k, int y, int attrs, const char *text)
+{
+    (void)attrs;
+    for (; k->next < y; k->next++)
+        putchar('\n');
+    puts(text);
+    k->next = y + 1;
+}
+
+static int run_batch(double interval, long iterations)
+{
+    for (long n = 0; iterations < 0 || n < iterations; n++) {
+        struct sink k = {emit_stdout, INT_MAX, 0};
+        if (n) {
+            struct timespec ts = {(time_t)interval, (long)((interval - (double)(time_t)interval) * 1e9)};
+            while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+                ;
+            putchar('\n');
+        }
+        struct proc_list l;
+        proc_list_collect(&l, NULL, 0, 0);
+        char when[32];
+        time_t now = time(NULL);
+        struct tm tm;
+        strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S", localtime_r(&now, &tm));
+        line(&k, 0, ATTR_BOLD, "cushim top: %d process%s at %s", l.count, l.count == 1 ? "" : "es", when);
+        frame(&k, &l);
+        proc_list_free(&l);
+        if (fflush(stdout) != 0 || ferror(stdout)) {
+            cli_error("cannot write to standard output: %s", strerror(errno));
+            return EXIT_USAGE;
+        }
+    }
+    return 0;
+}
+
+#ifdef CUSHIM_HAVE_NCURSES
+static void emit_screen(struct sink *k, int y, int attrs, const char *text)
+{
+    (void)k;
+    int a = (attrs & ATTR_BOLD ? A_BOLD : 0) | (attrs & ATTR_REVERSE ? A_REVERSE : 0);
+    if (a)
+        attron(a);
+    mvaddnstr(y, 0, text, COLS > 0 ? COLS : 0);
+    if (a)
+        attroff(a);
+}
+
+static int run_screen(double interval, long iterations)
+{
+    const char *term = getenv("TERM");
+    SCREEN *screen = newterm(NULL, stdout, stdin);
+    if (!screen) {
+        cli_error("cannot use the terminal type \"%s\" (set TERM, e.g. TERM=xterm, or use --batch)",
+                  term ? term : "");
+        return EXIT_USAGE;
+    }
+    set_term(screen);
+    cbreak();
+    noecho();
+    curs_set(0);
+    timeout((int)(interval * 1000));
+    for (long n = 0; iterations < 0 || n < iterations; n++) {
+        struct proc_list l;
+        proc_list_collect(&l, NULL, 0, 0);
+        struct sink k = {emit_screen, LINES, 0};
+        erase();
+        line(&k, 0, ATTR_BOLD, "cushim top: %d process%s, every %.1fs (q quits)", l.count,
+             l.count == 1 ? "" : "es", interval);
+        frame(&k, &l);
+        refresh();
+        proc_list_free(&l);
+        int ch = getch();
+        if (ch == 'q' || ch == 'Q')
+            break;
+    }
+    endwin();
+    delscreen(screen);
+    return 0;
+}
+#endif
 
 int cmd_top(int argc, char **argv)
 {
     double interval = 1.0;
     long iterations = -1;
+    int batch = 0;
     for (int i = 1; i < argc; i++) {
         char *end;
         if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
-            printf("usage: cushim top [--interval SECONDS] [--iterations N]\n\nLive view of "
+            printf("usage: cushim top [--interval SECONDS] [--iterations N] [--batch]\n\nLive view of "
                    "processes under cushim, sorted by device bytes, with per-device\ntotals across "
-                   "processes. q quits.\n");
+                   "processes. q quits.\n\n"
+                   "  --interval SECONDS  time between frames (0.1..3600, default 1)\n"
+                   "  --iterations N      stop after N frames (default: until q or a signal)\n"
+                   "  -b, --batch         print frame after frame as plain text (the default when\n"
+                   "                      standard output is not a terminal), for logs and scripts\n");
             return 0;
+        } else if (strcmp(argv[i], "-b") == 0 || strcmp(argv[i], "--batch") == 0) {
+            batch = 1;
         } else if (strcmp(argv[i], "--interval") == 0) {
             const char *v = i + 1 < argc ? argv[++i] : "";
             interval = strtod(v, &end);
@@ -135,45 +228,18 @@ int cmd_top(int argc, char **argv)
                 return EXIT_USAGE;
             }
         } else {
-            cli_error("unknown argument \"%s\" for top (expected --interval SECONDS or "
-                      "--iterations N)", argv[i]);
+            cli_error("unknown argument \"%s\" for top (expected --interval SECONDS, "
+                      "--iterations N or --batch)", argv[i]);
             return EXIT_USAGE;
         }
     }
-    if (!isatty(fileno(stdout))) {
-        cli_error("top needs a terminal; use `cushim stat` for a snapshot");
-        return EXIT_USAGE;
-    }
-    const char *term = getenv("TERM");
-    SCREEN *screen = newterm(NULL, stdout, stdin);
-    if (!screen) {
-        cli_error("cannot use the terminal type \"%s\" (set TERM, e.g. TERM=xterm)", term ? term : "");
-        return EXIT_USAGE;
-    }
-    set_term(screen);
-    cbreak();
-    noecho();
-    curs_set(0);
-    timeout((int)(interval * 1000));
-    for (long n = 0; iterations < 0 || n < iterations; n++) {
-        struct proc_list l;
-        proc_list_collect(&l, NULL, 0, 0);
-        draw(&l, interval);
-        proc_list_free(&l);
-        int ch = getch();
-        if (ch == 'q' || ch == 'Q')
-            break;
-    }
-    endwin();
-    delscreen(screen);
-    return 0;
-}
+    if (batch || !isatty(fileno(stdout)))
+        return run_batch(interval, iterations);
+#ifdef CUSHIM_HAVE_NCURSES
+    return run_screen(interval, iterations);
 #else
-int cmd_top(int argc, char **argv)
-{
-    (void)argc;
-    (void)argv;
-    cli_error("top was not built (ncurses was not found at build time); use `cushim stat`");
+    cli_error("the live screen was not built (ncurses was not found at build time); "
+              "use `cushim top --batch` or `cushim stat`");
     return EXIT_USAGE;
-}
 #endif
+}
