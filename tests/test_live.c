@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/procinfo.h"
 #include "common/snapshot.h"
 #include "harness.h"
 
@@ -156,6 +157,50 @@ Test(live, sigkill_leaves_a_stale_segment_that_gc_removes)
     cr_expect_eq(cli(segdir, &r, "reset-peak", p, NULL), 1);
     cr_expect_str_eq(r.err, want);
     run_free(&r);
+}
+
+/* The run directory of a `cushim run` killed before it could clean up: named with the run's pid
+ * and start time, removed by gc once that process is gone; anything else is left alone. */
+Test(live, gc_removes_run_directories_of_runs_that_are_gone)
+{
+    const char *segdir = fresh_dir("seg-gc-runs"), *tmp = fresh_dir("tmp-gc-runs");
+    char dead[700], reused[700], alive[700], other[700], link[700], file[800];
+    snprintf(dead, sizeof dead, "%s/cushim-run.2147483646-77.abcdef", tmp);
+    snprintf(reused, sizeof reused, "%s/cushim-run.%d-1.abcdef", tmp, (int)getpid());
+    snprintf(alive, sizeof alive, "%s/cushim-run.%d-%llu.abcdef", tmp, (int)getpid(),
+             (unsigned long long)cushim_proc_start_time(getpid()));
+    snprintf(other, sizeof other, "%s/cushim-run.abcdef", tmp); /* no pid: not ours to judge */
+    snprintf(link, sizeof link, "%s/cushim-run.2147483645-1.ghijkl", tmp);
+    cr_assert_eq(mkdir(dead, 0700), 0);
+    cr_assert_eq(mkdir(reused, 0700), 0);
+    cr_assert_eq(mkdir(alive, 0700), 0);
+    cr_assert_eq(mkdir(other, 0700), 0);
+    cr_assert_eq(symlink(alive, link), 0);
+    snprintf(file, sizeof file, "%s/1234.seg", dead);
+    touch(file);
+
+    char seg[700], tmpenv[700];
+    snprintf(seg, sizeof seg, "CUSHIM_SEGMENT_DIR=%s", segdir);
+    snprintf(tmpenv, sizeof tmpenv, "TMPDIR=%s", tmp);
+    const char *env[] = {seg, tmpenv, NULL};
+    const char *argv[] = {cushim_bin(), "gc", NULL};
+    struct run_result r;
+    run_cmd(&r, argv, env);
+    cr_expect_eq(r.status, 0, "%s", r.err);
+    char want1[800], want2[800];
+    snprintf(want1, sizeof want1, "removed %s (run directory of cushim pid 2147483646, gone)\n", dead);
+    snprintf(want2, sizeof want2, "removed %s (run directory of cushim pid %d, gone)\n", reused, (int)getpid());
+    cr_expect(strstr(r.out, want1) != NULL, "%s", r.out);
+    cr_expect(strstr(r.out, want2) != NULL, "%s", r.out);
+    cr_expect_eq(strlen(r.out), strlen(want1) + strlen(want2), "nothing else removed:\n%s", r.out);
+    run_free(&r);
+    struct stat st;
+    cr_expect_neq(lstat(dead, &st), 0);
+    cr_expect_neq(lstat(reused, &st), 0);
+    cr_expect_eq(lstat(alive, &st), 0, "a live run's directory stays");
+    cr_expect_eq(lstat(other, &st), 0);
+    cr_expect_eq(lstat(link, &st), 0, "a link is not followed or removed");
+    cr_expect_eq(stat(alive, &st), 0);
 }
 
 Test(live, forked_child_leaves_the_parent_segment)

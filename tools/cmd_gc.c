@@ -1,7 +1,11 @@
 /* cushim gc: removes segments whose process is gone (dead pid, or pid reused: start time
- * differs). Only the caller's segments (everyone's as root). */
+ * differs), and run directories (${TMPDIR:-/tmp}/cushim-run.PID-START.*) whose `cushim run` is
+ * gone. Only the caller's (everyone's as root). */
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -40,19 +44,81 @@ static int sweep(struct seg_entry *e, void *argp)
     return 0;
 }
 
+/* The directory of a `cushim run` that is gone: named cushim-run.PID-START.XXXXXX, a directory
+ * (not a link) of the caller's (any as root), and PID is dead or started at another time. */
+static int run_dir_gone(int dirfd, const char *name, pid_t *pid)
+{
+    int p;
+    unsigned long long start;
+    char rest[16];
+    struct stat st;
+    if (sscanf(name, "cushim-run.%d-%llu.%15s", &p, &start, rest) != 3 || p <= 0 || strlen(rest) != 6 ||
+        fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISDIR(st.st_mode) ||
+        (geteuid() != 0 && st.st_uid != geteuid()))
+        return 0;
+    *pid = p;
+    return cushim_proc_start_time(p) != start;
+}
+
+/* Removes the files of run directory `name` (segment copies: plain files only) and the directory. */
+static int remove_run_dir(int dirfd, const char *name)
+{
+    int fd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    DIR *d = fdopendir(fd);
+    if (!d) {
+        close(fd);
+        return -1;
+    }
+    struct dirent *de;
+    while ((de = readdir(d)) != NULL)
+        if (strcmp(de->d_name, ".") && strcmp(de->d_name, ".."))
+            unlinkat(fd, de->d_name, 0);
+    closedir(d);
+    return unlinkat(dirfd, name, AT_REMOVEDIR);
+}
+
+static void sweep_run_dirs(struct gc_arg *a)
+{
+    const char *tmp = getenv("TMPDIR");
+    const char *top = tmp && *tmp ? tmp : "/tmp";
+    DIR *d = opendir(top);
+    if (!d)
+        return;
+    struct dirent *de;
+    while ((de = readdir(d)) != NULL) {
+        pid_t pid;
+        if (strncmp(de->d_name, "cushim-run.", 11) != 0 || !run_dir_gone(dirfd(d), de->d_name, &pid))
+            continue;
+        if (remove_run_dir(dirfd(d), de->d_name) == 0) {
+            printf("removed %s/%s (run directory of cushim pid %d, gone)\n", top, de->d_name, (int)pid);
+            a->removed++;
+        } else {
+            cli_error("cannot remove %s/%s: %s", top, de->d_name, strerror(errno));
+            a->failed++;
+        }
+    }
+    closedir(d);
+}
+
 int cmd_gc(int argc, char **argv)
 {
     struct gc_arg a = {0, 0};
     if (argc > 1) {
         if (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0) {
             printf("usage: cushim gc\n\nRemoves segments left by processes that died without "
-                   "exiting normally\n(SIGKILL, crash), or whose pid now belongs to another process.\n");
+                   "exiting normally\n(SIGKILL, crash), or whose pid now belongs to another process, "
+                   "and the run\ndirectories (${TMPDIR:-/tmp}/cushim-run.*) of `cushim run`s killed "
+                   "before they could\nclean up.\n");
             return 0;
         }
         cli_error("gc takes no arguments (got \"%s\")", argv[1]);
         return EXIT_USAGE;
     }
-    if (seg_scan(NULL, 0, sweep, &a) < 0 || a.failed)
+    int scanned = seg_scan(NULL, 0, sweep, &a);
+    sweep_run_dirs(&a);
+    if (scanned < 0 || a.failed)
         return EXIT_NOTHING;
     return 0;
 }

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "common/config.h"
+#include "common/procinfo.h"
 #include "common/report.h"
 #include "tools/cli.h"
 #include "tools/output.h"
@@ -349,7 +350,10 @@ int cmd_run(int argc, char **argv)
 
     const char *tmp = getenv("TMPDIR");
     char dir[4096];
-    snprintf(dir, sizeof dir, "%s/cushim-run.XXXXXX", tmp && *tmp ? tmp : "/tmp");
+    /* cushim-run.PID-START.XXXXXX: `cushim gc` removes the directory of a run whose cushim is
+     * gone (killed before it could clean up) by this pid and start time (procinfo.h). */
+    snprintf(dir, sizeof dir, "%s/cushim-run.%d-%llu.XXXXXX", tmp && *tmp ? tmp : "/tmp", (int)getpid(),
+             (unsigned long long)cushim_proc_start_time(getpid()));
     if (!mkdtemp(dir)) {
         cli_error("cannot create a run directory under %s: %s", tmp && *tmp ? tmp : "/tmp",
                   strerror(errno));
