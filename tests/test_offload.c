@@ -185,6 +185,10 @@ Test(offload, cushim_phase_switches_a_live_process)
     const char *phase[] = {cushim_bin(), "phase", p, "run", NULL};
     run_cmd(&r, phase, env);
     cr_expect_eq(r.status, 0, "%s", r.err);
+    char said[160];
+    snprintf(said, sizeof said, "pid %d: run phase requested; it takes effect at the process's next allocation\n",
+             (int)pid);
+    cr_expect_str_eq(r.out, said);
     run_free(&r);
     int switched = 0;
     for (int i = 0; i < 500 && !switched; i++) {

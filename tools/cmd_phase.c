@@ -30,5 +30,7 @@ int cmd_phase(int argc, char **argv)
         return EXIT_NOTHING;
     atomic_store(&s->control.phase_request, (uint32_t)phase + 1);
     seg_unmap(s);
+    printf("pid %d: %s phase requested; it takes effect at the process's next allocation\n", (int)pid,
+           cushim_phase_name(phase));
     return 0;
 }
