@@ -1,6 +1,7 @@
 #include "shim/log.h"
 
 #include <errno.h>
+#include <stdatomic.h>
 #include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -8,7 +9,7 @@
 #include <unistd.h>
 
 static int log_level = CUSHIM_LOG_WARN;
-static int log_fd = 2;
+static _Atomic int log_fd = 2;
 
 /* Expands %p in a path to the pid. */
 static void expand_pid(const char *in, char *out, size_t len)
@@ -35,7 +36,7 @@ void shim_log_open(const struct cushim_config *c)
         expand_pid(c->log_file, path, sizeof path);
         int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
         if (fd >= 0)
-            log_fd = fd;
+            atomic_store(&log_fd, fd);
         else
             shim_log(CUSHIM_LOG_ERROR, "cannot open CUSHIM_LOG_FILE=\"%s\": %s; logging to stderr",
                      path, strerror(errno));
@@ -62,8 +63,16 @@ void shim_log(int level, const char *fmt, ...)
     if (len > sizeof line - 2)
         len = sizeof line - 2;
     line[len++] = '\n';
-    ssize_t w = write(log_fd, line, len);
-    (void)w;
+    int fd = atomic_load(&log_fd);
+    if (write(fd, line, len) < 0 && fd != 2 && atomic_compare_exchange_strong(&log_fd, &fd, 2)) {
+        /* The log file stopped taking lines (disk full, ...): say so once, then use stderr. */
+        char note[160];
+        int k = snprintf(note, sizeof note, "cushim[%d] error: cannot write to CUSHIM_LOG_FILE: %s; "
+                         "logging to stderr\n", (int)getpid(), strerror(errno));
+        ssize_t w = write(2, note, k > 0 && (size_t)k < sizeof note ? (size_t)k : 0);
+        w = write(2, line, len);
+        (void)w;
+    }
 }
 
 void shim_expand_pid(const char *in, char *out, size_t len)

@@ -399,6 +399,25 @@ Test(run, stale_run_variables_are_replaced_not_reported)
     run_free(&r);
 }
 
+Test(run, a_log_file_that_stops_taking_lines_falls_back_to_stderr)
+{
+    struct run_result r;
+    const char *extra[] = {preload_env(), "CUSHIM_LOG=info", "CUSHIM_LOG_FILE=/dev/full", NULL};
+    const char *argv[] = {program("rt_prog"), "malloc", NULL};
+    run_cmd(&r, argv, sim_env(extra));
+    cr_expect_eq(r.status, 0);
+    int pid = 0;
+    cr_assert_eq(sscanf(r.err, "cushim[%d]", &pid), 1, "%s", r.err);
+    /* Said once, first; the line that could not be written and the later ones go to stderr. */
+    char want[300];
+    snprintf(want, sizeof want, "cushim[%d] error: cannot write to CUSHIM_LOG_FILE: No space left on device; "
+             "logging to stderr\ncushim[%d] info: started: segment ", pid, pid);
+    cr_expect(strncmp(r.err, want, strlen(want)) == 0, "%s", r.err);
+    const char *first = strstr(r.err, "cannot write to CUSHIM_LOG_FILE");
+    cr_expect(first && !strstr(first + 1, "cannot write to CUSHIM_LOG_FILE"), "said once:\n%s", r.err);
+    run_free(&r);
+}
+
 Test(run, log_off_silences_bad_values_in_the_shim)
 {
     struct run_result r;
