@@ -65,6 +65,23 @@ static inline __attribute__((always_inline)) int shim_current_device_rec(CUconte
 void track_replaced(const struct shim_entry *old);
 void track_table_full(void);
 
+/* Puts a new allocation's entry in t. False when the table is full (logged once; the allocation
+ * is then not counted). An entry it replaces was freed without the shim seeing it: counted as
+ * freed (track_replaced). */
+static inline __attribute__((always_inline)) bool track_put(struct shim_table *t, const struct shim_entry *e)
+{
+    struct shim_entry old;
+    int rc = table_put(t, e, &old);
+    if (likely(rc == 0))
+        return true;
+    if (rc < 0) {
+        track_table_full();
+        return false;
+    }
+    track_replaced(&old);
+    return true;
+}
+
 static inline __attribute__((always_inline)) void track_alloc_on(struct shim_table *t,
                                                                  enum cushim_kind kind, uint64_t key,
                                                                  uint64_t bytes, int device,
@@ -81,16 +98,8 @@ static inline __attribute__((always_inline)) void track_alloc_on(struct shim_tab
         .key = key, .size = bytes, .ctx = (uint64_t)(uintptr_t)ctx, .device = device,
         .kind = (uint16_t)kind, .flags = (uint16_t)flags,
     };
-    struct shim_entry old;
-    int rc = table_put(t, &e, &old);
-    if (unlikely(rc != 0)) {
-        if (rc < 0) {
-            track_table_full();
-            return;
-        }
-        track_replaced(&old);
-    }
-    account_alloc(device, kind, bytes, flags);
+    if (likely(track_put(t, &e)))
+        account_alloc(device, kind, bytes, flags);
 }
 
 /* track_alloc_on for the plain case (shim_enter_plain_alloc): no capture live, no flags, no
@@ -107,16 +116,8 @@ static inline __attribute__((always_inline)) void track_alloc_plain(struct shim_
         .key = key, .size = bytes, .ctx = (uint64_t)(uintptr_t)ctx, .device = device,
         .kind = (uint16_t)kind,
     };
-    struct shim_entry old;
-    int rc = table_put(t, &e, &old);
-    if (unlikely(rc != 0)) {
-        if (rc < 0) {
-            track_table_full();
-            return;
-        }
-        track_replaced(&old);
-    }
-    account_alloc_to(rec, device, kind, bytes, 0, true);
+    if (likely(track_put(t, &e)))
+        account_alloc_to(rec, device, kind, bytes, 0, true);
 }
 
 /* After the real free in the plain case (shim_enter_plain_free): count it (ok) or put the entry

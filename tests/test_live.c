@@ -109,6 +109,18 @@ Test(live, stat_reset_peak_and_exit)
     unlink(hold);
 }
 
+/* stat, reset-peak and phase on pid p: exit 1 and exactly `want` on stderr. */
+static void expect_same_words(const char *segdir, const char *p, const char *want)
+{
+    static const char *const cmds[][2] = {{"stat", NULL}, {"reset-peak", NULL}, {"phase", "run"}};
+    for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
+        struct run_result r;
+        cr_expect_eq(cli(segdir, &r, cmds[i][0], p, cmds[i][1]), 1, "%s", cmds[i][0]);
+        cr_expect_str_eq(r.err, want, "%s", cmds[i][0]);
+        run_free(&r);
+    }
+}
+
 Test(live, sigkill_leaves_a_stale_segment_that_gc_removes)
 {
     const char *segdir = fresh_dir("seg2"), *ready = fresh_dir("ready2");
@@ -137,12 +149,7 @@ Test(live, sigkill_leaves_a_stale_segment_that_gc_removes)
     snprintf(p, sizeof p, "%d", (int)pid);
     snprintf(want, sizeof want, "cushim: process %d is gone (stale segment %s; `cushim gc` removes it)\n",
              (int)pid, seg_path(segdir, pid));
-    cr_expect_eq(cli(segdir, &r, "stat", p, NULL), 1);
-    cr_expect_str_eq(r.err, want);
-    run_free(&r);
-    cr_expect_eq(cli(segdir, &r, "reset-peak", p, NULL), 1);
-    cr_expect_str_eq(r.err, want);
-    run_free(&r);
+    expect_same_words(segdir, p, want);
     cr_expect_eq(cli(segdir, &r, "gc", NULL, NULL), 0);
     cr_expect(strstr(r.out, "removed ") != NULL, "%s", r.out);
     run_free(&r);
@@ -151,12 +158,7 @@ Test(live, sigkill_leaves_a_stale_segment_that_gc_removes)
     cr_expect_eq(cli(segdir, &r, "ps", NULL, NULL), 1, "nothing left:\n%s", r.out);
     run_free(&r);
     snprintf(want, sizeof want, "cushim: no cushim process %d of yours (no segment in %s)\n", (int)pid, segdir);
-    cr_expect_eq(cli(segdir, &r, "stat", p, NULL), 1);
-    cr_expect_str_eq(r.err, want);
-    run_free(&r);
-    cr_expect_eq(cli(segdir, &r, "reset-peak", p, NULL), 1);
-    cr_expect_str_eq(r.err, want);
-    run_free(&r);
+    expect_same_words(segdir, p, want);
 }
 
 /* The run directory of a `cushim run` killed before it could clean up: named with the run's pid

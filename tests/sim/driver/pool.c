@@ -401,18 +401,32 @@ static CUresult location_check(const CUmemLocation *l, CUmemAllocationType type,
     return *slot >= 0 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
 
+/* The location's default pool, or its current one (`want_current`), for the two getters below. */
+static CUresult location_pool(CUmemoryPool *out, CUmemLocation *location, CUmemAllocationType type,
+                              bool want_current)
+{
+    int slot, dev = 0;
+    CUresult rc = out ? location_check(location, type, &slot, &dev) : CUDA_ERROR_INVALID_VALUE;
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (slot < 0 && want_current)
+        return sim_pool_current(dev, out);
+    pthread_mutex_lock(&lock);
+    if (slot < 0)
+        rc = default_pool(dev, out);
+    else if (want_current && host_current[slot])
+        *out = host_current[slot];
+    else
+        rc = host_default(slot, location, out);
+    pthread_mutex_unlock(&lock);
+    return rc;
+}
+
 /* cuda.h: "Returns the default memory pool for a given location and allocation type". */
 CUresult CUDAAPI cuMemGetDefaultMemPool(CUmemoryPool *pool_out, CUmemLocation *location, CUmemAllocationType type)
 {
     SIM_ENTER(cuMemGetDefaultMemPool);
-    int slot, dev = 0;
-    CUresult rc = pool_out ? location_check(location, type, &slot, &dev) : CUDA_ERROR_INVALID_VALUE;
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    pthread_mutex_lock(&lock);
-    rc = slot < 0 ? default_pool(dev, pool_out) : host_default(slot, location, pool_out);
-    pthread_mutex_unlock(&lock);
-    return rc;
+    return location_pool(pool_out, location, type, false);
 }
 
 /* cuda.h: "Returns the last pool provided to cuMemSetMemPool or cuDeviceSetMemPool for this
@@ -421,16 +435,7 @@ CUresult CUDAAPI cuMemGetDefaultMemPool(CUmemoryPool *pool_out, CUmemLocation *l
 CUresult CUDAAPI cuMemGetMemPool(CUmemoryPool *pool, CUmemLocation *location, CUmemAllocationType type)
 {
     SIM_ENTER(cuMemGetMemPool);
-    int slot, dev = 0;
-    CUresult rc = pool ? location_check(location, type, &slot, &dev) : CUDA_ERROR_INVALID_VALUE;
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    if (slot < 0)
-        return sim_pool_current(dev, pool);
-    pthread_mutex_lock(&lock);
-    rc = host_current[slot] ? (*pool = host_current[slot], CUDA_SUCCESS) : host_default(slot, location, pool);
-    pthread_mutex_unlock(&lock);
-    return rc;
+    return location_pool(pool, location, type, true);
 }
 
 /* cuda.h: "When a memory pool is set as the current memory pool, the location parameter should be
