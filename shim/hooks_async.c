@@ -71,9 +71,12 @@ static inline __attribute__((always_inline)) CUresult async_end(const struct asy
 }
 
 /* cuMemAllocAsync draws from the device's current pool; offloaded like cuMemAlloc_v2 when the
- * policy says so and the stream is not capturing (a capture makes it a graph node). */
+ * policy says so and the stream is not capturing (a capture makes it a graph node). The plain
+ * case (shim_enter_plain_alloc: no policy, no capture live) has its own short path, as
+ * cuMemAlloc_v2 has (docs/BENCHMARKS.md). */
 #define ALLOC_ASYNC(sym, pt)                                                                 \
-    SHIM_EXPORT CUresult CUDAAPI sym(CUdeviceptr *dptr, size_t bytesize, CUstream hStream)  \
+    static __attribute__((noinline)) CUresult sym##_full(CUdeviceptr *dptr, size_t bytesize, \
+                                                         CUstream hStream)                   \
     {                                                                                        \
         REAL_OR_FAIL(sym);                                                                   \
         struct async_req q;                                                                  \
@@ -89,6 +92,26 @@ static inline __attribute__((always_inline)) CUresult async_end(const struct asy
             return CUDA_SUCCESS;                                                             \
         }                                                                                    \
         return async_end(&q, real_(dptr, bytesize, hStream), dptr, bytesize);                \
+    }                                                                                        \
+    SHIM_EXPORT CUresult CUDAAPI sym(CUdeviceptr *dptr, size_t bytesize, CUstream hStream)  \
+    {                                                                                        \
+        __typeof__(&sym) real_ = atomic_load_explicit(&shim_real_slot[SHIM_FN_##sym],        \
+                                                      memory_order_relaxed);                 \
+        if (unlikely(real_ == NULL) || !shim_enter_plain_alloc())                            \
+            return sym##_full(dptr, bytesize, hStream);                                      \
+        CUcontext ctx;                                                                       \
+        struct cushim_device_record *rec;                                                    \
+        int device = shim_current_device_rec(&ctx, &rec);                                    \
+        CUresult r = real_(dptr, bytesize, hStream);                                         \
+        if (likely(r == CUDA_SUCCESS)) {                                                     \
+            if (likely(rec != NULL))                                                         \
+                track_alloc_plain(&shim.ptrs, CUSHIM_KIND_ASYNC, *dptr, bytesize, device,    \
+                                  ctx, rec);                                                 \
+        } else {                                                                             \
+            account_fail(device, CUSHIM_KIND_ASYNC);                                         \
+        }                                                                                    \
+        shim_leave();                                                                        \
+        return r;                                                                            \
     }
 ALLOC_ASYNC(cuMemAllocAsync, false)
 ALLOC_ASYNC(cuMemAllocAsync_ptsz, true)
@@ -110,7 +133,23 @@ ALLOC_FROM_POOL(cuMemAllocFromPoolAsync_ptsz, true)
 
 /* A free of an offloaded range releases its host memory after the stream's earlier work. */
 #define FREE_ASYNC(sym, pt)                                                                  \
-    SHIM_EXPORT CUresult CUDAAPI sym(CUdeviceptr dptr, CUstream hStream)                     \
+    static __attribute__((noinline)) CUresult sym##_taken(__typeof__(&sym) real_,            \
+                                                          const struct shim_entry *e,        \
+                                                          CUdeviceptr dptr, CUstream hStream) \
+    {                                                                                        \
+        CUresult r;                                                                          \
+        if (unlikely(e->kind == CUSHIM_KIND_OFFLOADED)) {                                    \
+            r = offload_free_async(e, hStream, pt);                                          \
+            if (r != CUDA_SUCCESS)                                                           \
+                table_put(&shim.ptrs, e, NULL);                                              \
+        } else {                                                                             \
+            r = real_(dptr, hStream);                                                        \
+            track_free_done(&shim.ptrs, e, r == CUDA_SUCCESS);                               \
+        }                                                                                    \
+        shim_leave();                                                                        \
+        return r;                                                                            \
+    }                                                                                        \
+    static __attribute__((noinline)) CUresult sym##_full(CUdeviceptr dptr, CUstream hStream) \
     {                                                                                        \
         REAL_OR_FAIL(sym);                                                                   \
         struct shim_entry e;                                                                 \
@@ -121,15 +160,23 @@ ALLOC_FROM_POOL(cuMemAllocFromPoolAsync_ptsz, true)
             shim_leave();                                                                    \
             return real_(dptr, hStream);                                                     \
         }                                                                                    \
-        CUresult r;                                                                          \
-        if (unlikely(e.kind == CUSHIM_KIND_OFFLOADED)) {                                     \
-            r = offload_free_async(&e, hStream, pt);                                         \
-            if (r != CUDA_SUCCESS)                                                           \
-                table_put(&shim.ptrs, &e, NULL);                                             \
-        } else {                                                                             \
-            r = real_(dptr, hStream);                                                        \
-            track_free_done(&shim.ptrs, &e, r == CUDA_SUCCESS);                              \
+        return sym##_taken(real_, &e, dptr, hStream);                                        \
+    }                                                                                        \
+    SHIM_EXPORT CUresult CUDAAPI sym(CUdeviceptr dptr, CUstream hStream)                     \
+    {                                                                                        \
+        __typeof__(&sym) real_ = atomic_load_explicit(&shim_real_slot[SHIM_FN_##sym],        \
+                                                      memory_order_relaxed);                 \
+        if (unlikely(real_ == NULL) || !shim_enter_plain_free())                             \
+            return sym##_full(dptr, hStream);                                                \
+        struct shim_entry e;                                                                 \
+        if (!track_take(&shim.ptrs, dptr, &e)) {                                             \
+            shim_leave();                                                                    \
+            return real_(dptr, hStream);                                                     \
         }                                                                                    \
+        if (unlikely(e.kind == CUSHIM_KIND_OFFLOADED))                                       \
+            return sym##_taken(real_, &e, dptr, hStream);                                    \
+        CUresult r = real_(dptr, hStream);                                                   \
+        track_free_plain(&shim.ptrs, &e, r == CUDA_SUCCESS);                                 \
         shim_leave();                                                                        \
         return r;                                                                            \
     }
