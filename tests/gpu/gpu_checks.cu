@@ -92,7 +92,7 @@ static int cmd_exactness(void)
         size_t u1 = used();
         uint64_t s1 = shim_total();
         CHECK(cudaFree(p));
-        printf("size=%zu driver_delta=%zu shim_delta=%llu\n", sizes[i], u1 - u0, (unsigned long long)(s1 - s0));
+        printf("size=%zu driver_delta=%lld shim_delta=%llu\n", sizes[i], (long long)u1 - (long long)u0, (unsigned long long)(s1 - s0));
     }
     return 0;
 }
@@ -105,6 +105,13 @@ static int cmd_async(void)
     int dev = 0;
     CHECK(cudaStreamCreate(&st));
     CHECK(cudaDeviceGetDefaultMemPool(&pool, dev));
+    {
+        // Warm-up: the first stream-ordered allocation may set up driver state outside the pool.
+        void *w;
+        CHECK(cudaMallocAsync(&w, 4096, st));
+        CHECK(cudaFreeAsync(w, st));
+        CHECK(cudaStreamSynchronize(st));
+    }
     for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
         void *p;
         uint64_t r0, r1;
@@ -119,7 +126,7 @@ static int cmd_async(void)
         uint64_t s1 = shim_kind(K_ASYNC);
         CHECK(cudaFreeAsync(p, st));
         CHECK(cudaStreamSynchronize(st));
-        printf("size=%zu driver_delta=%zu pool_reserved_delta=%llu shim_delta=%llu\n", sizes[i], u1 - u0,
+        printf("size=%zu driver_delta=%lld pool_reserved_delta=%llu shim_delta=%llu\n", sizes[i], (long long)u1 - (long long)u0,
                (unsigned long long)(r1 - r0), (unsigned long long)(s1 - s0));
     }
     return 0;
@@ -179,7 +186,7 @@ static int cmd_vmm(void)
         unmap(va, bytes);
         vfree(va, bytes);
         uint64_t s3 = shim_kind(K_VMM);
-        printf("size=%zu driver_delta=%zu shim_delta=%llu after_release=%llu after_unmap=%llu\n", bytes, u1 - u0,
+        printf("size=%zu driver_delta=%lld shim_delta=%llu after_release=%llu after_unmap=%llu\n", bytes, (long long)u1 - (long long)u0,
                (unsigned long long)(s1 - s0), (unsigned long long)(s2 - s0), (unsigned long long)(s3 - s0));
     }
     return 0;
@@ -267,6 +274,8 @@ static int cmd_sgemm(void)
     CHECK(cudaMalloc(&a, bytes));
     CHECK(cudaMalloc(&b, bytes));
     CHECK(cudaMalloc(&c, bytes));
+    // Before cublasCreate: cuBLAS's own workspace (tens of MiB on Hopper) may be offloaded too.
+    unsigned long long offloaded = (unsigned long long)shim_kind(K_OFFLOADED);
     fill<<<1024, 256>>>(a, (size_t)m * m, 1e-3f);
     fill<<<1024, 256>>>(b, (size_t)m * m, 2e-3f);
     cublasHandle_t hdl;
@@ -277,7 +286,8 @@ static int cmd_sgemm(void)
         return 15;
     float *h = (float *)malloc(bytes);
     CHECK(cudaMemcpy(h, c, bytes, cudaMemcpyDeviceToHost));
-    printf("hash=%016llx offloaded=%llu\n", (unsigned long long)fnv(h, bytes), (unsigned long long)shim_kind(K_OFFLOADED));
+    printf("hash=%016llx offloaded=%llu offloaded_with_cublas=%llu\n", (unsigned long long)fnv(h, bytes),
+           offloaded, (unsigned long long)shim_kind(K_OFFLOADED));
     free(h);
     cublasDestroy(hdl);
     return 0;
