@@ -158,6 +158,12 @@ void cushim_text_process(FILE *f, const struct cushim_snapshot *s, const char *t
                     fmt(d->dev[CUSHIM_DEV_graph_alloc_node_bytes], a, sizeof a),
                     fmt(d->dev[CUSHIM_DEV_graph_pool_used_current], b, sizeof b),
                     fmt(d->dev[CUSHIM_DEV_graph_pool_used_high], c, sizeof c));
+        if (d->dev[CUSHIM_DEV_async_pool_reserved_high])
+            fprintf(f, "    async pools: reserved %s (high %s), in use %s (high %s)\n",
+                    fmt(d->dev[CUSHIM_DEV_async_pool_reserved_current], a, sizeof a),
+                    fmt(d->dev[CUSHIM_DEV_async_pool_reserved_high], b, sizeof b),
+                    fmt(d->dev[CUSHIM_DEV_async_pool_used_current], c, sizeof c),
+                    fmt(d->dev[CUSHIM_DEV_async_pool_used_high], u, sizeof u));
     }
     if (s->graph_count) {
         fprintf(f, "  %-6s %-6s %-9s %10s %14s %14s\n", "graph", "device", "state", "launches",

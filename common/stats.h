@@ -99,7 +99,15 @@ enum cushim_phase {
     X(graph_pool_reserved_current, graph_pool, reserved_current_bytes,                            \
       "graph_pool_reserved_bytes", "", gauge, "graph memory pool: reserved, current")              \
     X(graph_pool_reserved_high, graph_pool, reserved_high_bytes,                                  \
-      "graph_pool_reserved_high_bytes", "", gauge, "graph memory pool: reserved, high-water mark")
+      "graph_pool_reserved_high_bytes", "", gauge, "graph memory pool: reserved, high-water mark")  \
+    X(async_pool_reserved_current, async_pool, reserved_bytes, "async_pool_reserved_bytes", "",   \
+      gauge, "stream-ordered pools of the device: memory reserved (CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, summed)") \
+    X(async_pool_reserved_high, async_pool, reserved_high_bytes, "async_pool_reserved_high_bytes", \
+      "", gauge, "stream-ordered pools of the device: each pool's reserved high-water mark, summed") \
+    X(async_pool_used_current, async_pool, used_bytes, "async_pool_used_bytes", "", gauge,        \
+      "stream-ordered pools of the device: memory in use (CU_MEMPOOL_ATTR_USED_MEM_CURRENT, summed)") \
+    X(async_pool_used_high, async_pool, used_high_bytes, "async_pool_used_high_bytes", "", gauge, \
+      "stream-ordered pools of the device: each pool's in-use high-water mark, summed")
 
 enum cushim_device_stat {
 #define CUSHIM_X_ENUM(f, g, n, p, l, t, h) CUSHIM_DEV_##f,

@@ -9,6 +9,7 @@
 
 #include "common/report.h"
 #include "shim/graph.h"
+#include "shim/pools.h"
 #include "shim/offload.h"
 #include "shim/segment_file.h"
 #include "shim/account.h"
@@ -113,6 +114,7 @@ void shim_exit_finish(bool driver_alive)
     if (driver_alive) {
         offload_drain();
         graph_pool_sample_all();
+        async_pool_sample_all();
         uint32_t n = atomic_load(&seg->h.device_count);
         for (uint32_t d = 0; d < n; d++)
             if (atomic_load(&seg->devices[d].state) != 0)

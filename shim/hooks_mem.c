@@ -4,6 +4,7 @@
 #include "shim/budget.h"
 #include "shim/capture.h"
 #include "shim/offload.h"
+#include "shim/pools.h"
 #include "shim/shim.h"
 #include "shim/track.h"
 
@@ -203,6 +204,10 @@ SHIM_EXPORT CUresult CUDAAPI cuMemGetInfo_v2(size_t *free, size_t *total)
         /* A free sample of untracked memory for the live view. */
         shim_sample_untracked(device, *free, *total);
     }
+    /* The program is looking at its memory (vLLM after profiling, torch.cuda.mem_get_info):
+     * the pools' reserve is worth reading now too. */
+    if (r == CUDA_SUCCESS && device >= 0)
+        async_pool_sample(device);
     shim_leave();
     return r;
 }

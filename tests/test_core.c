@@ -103,6 +103,22 @@ RT_TEST(async_and_pools)
     expect_kind(j, 0, "async", 2 * MiB + 4 * MiB, 2 * MiB + 4 * MiB, 3, 1, 0);
     cr_expect_eq(jpath_u64(j, "devices.0.async.current_bytes"), kv_u64(r.out, "sim.async.0"));
     cr_expect_eq(jpath_u64(j, "devices.0.device_total.current_bytes"), 6 * MiB);
+    /* The pools' reserve (2 MiB chunks here), read at exit: the default pool held 1 + 2 MiB at
+     * most (4 MiB reserved), then 2 MiB after the free and the synchronize's trim; the created
+     * pool holds 4 MiB. */
+    static const struct {
+        const char *field, *sim;
+        uint64_t want;
+    } pools[] = {{"reserved_bytes", "sim.pools.reserved", 6 * MiB},
+                 {"reserved_high_bytes", "sim.pools.reserved_high", 8 * MiB},
+                 {"used_bytes", "sim.pools.used", 6 * MiB},
+                 {"used_high_bytes", "sim.pools.used_high", 7 * MiB}};
+    for (size_t i = 0; i < sizeof pools / sizeof pools[0]; i++) {
+        char path[64];
+        snprintf(path, sizeof path, "devices.0.async_pool.%s", pools[i].field);
+        cr_expect_eq(jpath_u64(j, path), pools[i].want, "%s = %llu", path, (unsigned long long)jpath_u64(j, path));
+        cr_expect_eq(jpath_u64(j, path), kv_u64(r.out, pools[i].sim), "%s against the pools' own figure", path);
+    }
     json_decref(j);
     run_free(&r);
 }

@@ -84,6 +84,20 @@ static int scenario_async(void)
     CHECK(cudaMemPoolCreate(&pool, &props));
     CHECK(cudaMallocFromPoolAsync(&c, 4 * MiB, pool, s));
     CHECK(cudaStreamSynchronize(s));
+    /* The pools' own figures, summed over the default pool and the created one. */
+    cudaMemPool_t def;
+    CHECK(cudaDeviceGetDefaultMemPool(&def, 0));
+    static const struct {
+        enum cudaMemPoolAttr attr;
+        const char *name;
+    } attrs[] = {{cudaMemPoolAttrReservedMemCurrent, "reserved"}, {cudaMemPoolAttrReservedMemHigh, "reserved_high"},
+                 {cudaMemPoolAttrUsedMemCurrent, "used"}, {cudaMemPoolAttrUsedMemHigh, "used_high"}};
+    for (size_t i = 0; i < sizeof attrs / sizeof attrs[0]; i++) {
+        uint64_t x = 0, y = 0;
+        CHECK(cudaMemPoolGetAttribute(def, attrs[i].attr, &x));
+        CHECK(cudaMemPoolGetAttribute(pool, attrs[i].attr, &y));
+        printf("sim.pools.%s=%llu\n", attrs[i].name, (unsigned long long)(x + y));
+    }
     return 0;
 }
 

@@ -1,0 +1,68 @@
+/* Reading the stream-ordered pools' reserve (pools.h). */
+#include "shim/pools.h"
+
+#include "shim/account.h"
+#include "shim/shim.h"
+
+#define POOLS_READ 64 /* pools read per device; more are left out of the sums */
+
+struct device_pools {
+    int device;
+    unsigned n;
+    uint64_t pool[POOLS_READ];
+};
+
+/* table_for_each callback (under a shard lock: arithmetic only). */
+static bool collect(struct shim_entry *e, void *arg)
+{
+    struct device_pools *p = arg;
+    if (e->device == p->device && e->aux == CUSHIM_KIND_ASYNC && p->n < POOLS_READ)
+        p->pool[p->n++] = e->key;
+    return false;
+}
+
+void async_pool_sample(int device)
+{
+    static const struct {
+        CUmemPool_attribute attr;
+        enum cushim_device_stat stat;
+    } attrs[] = {
+        {CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, CUSHIM_DEV_async_pool_reserved_current},
+        {CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH, CUSHIM_DEV_async_pool_reserved_high},
+        {CU_MEMPOOL_ATTR_USED_MEM_CURRENT, CUSHIM_DEV_async_pool_used_current},
+        {CU_MEMPOOL_ATTR_USED_MEM_HIGH, CUSHIM_DEV_async_pool_used_high},
+    };
+    __typeof__(&cuMemPoolGetAttribute) get = REAL(cuMemPoolGetAttribute);
+    __typeof__(&cuDeviceGetDefaultMemPool) get_default = REAL(cuDeviceGetDefaultMemPool);
+    if (!get || device < 0 || device >= (int)CUSHIM_MAX_DEVICES)
+        return;
+    struct device_pools p = {.device = device};
+    table_for_each(&shim.pools, collect, &p);
+    CUmemoryPool def;
+    if (get_default && get_default(&def, device) == CUDA_SUCCESS && def) {
+        bool known = false;
+        for (unsigned i = 0; i < p.n && !known; i++)
+            known = p.pool[i] == (uint64_t)(uintptr_t)def;
+        if (!known && p.n < POOLS_READ)
+            p.pool[p.n++] = (uint64_t)(uintptr_t)def;
+    }
+    uint64_t sum[sizeof attrs / sizeof attrs[0]] = {0};
+    for (unsigned i = 0; i < p.n; i++)
+        for (unsigned a = 0; a < sizeof attrs / sizeof attrs[0]; a++) {
+            cuuint64_t v = 0;
+            /* A pool destroyed since it was recorded answers an error: it holds nothing. */
+            if (get((CUmemoryPool)(uintptr_t)p.pool[i], attrs[a].attr, &v) == CUDA_SUCCESS)
+                sum[a] += v;
+        }
+    for (unsigned a = 0; a < sizeof attrs / sizeof attrs[0]; a++)
+        account_device_stat_set(device, attrs[a].stat, sum[a]);
+}
+
+void async_pool_sample_all(void)
+{
+    struct cushim_segment *seg = shim.seg;
+    uint32_t n = seg ? atomic_load(&seg->h.device_count) : 0;
+    for (uint32_t d = 0; d < n; d++)
+        if (atomic_load(&seg->devices[d].state) != 0)
+            async_pool_sample((int)d);
+}
