@@ -36,6 +36,9 @@ uint64_t cushim_proc_start_time(pid_t pid)
     if (!p)
         return 0;
     p++;
+    /* Field 3, the state: a zombie (Z) or dead (X) process has ended, even if not yet reaped. */
+    if (p[0] == ' ' && (p[1] == 'Z' || p[1] == 'X'))
+        return 0;
     /* Fields 3.. follow; field 22 is the 20th after the ')'. */
     for (int field = 3; field < 22 && p; field++) {
         p = strchr(p + 1, ' ');

@@ -94,6 +94,16 @@ Test(live, stat_reset_peak_and_exit)
     json_decref(j);
     run_free(&r);
 
+    /* Output that cannot be written is an error (exit 2), never a silent success. */
+    char cmd[1200], seg[700];
+    snprintf(cmd, sizeof cmd, "%s stat %s >/dev/full", cushim_bin(), p);
+    snprintf(seg, sizeof seg, "CUSHIM_SEGMENT_DIR=%s", segdir);
+    const char *sh[] = {"sh", "-c", cmd, NULL};
+    const char *shenv[] = {seg, NULL};
+    run_cmd(&r, sh, shenv);
+    cr_expect_eq(r.status, 2);
+    cr_expect_str_eq(r.err, "cushim: cannot write to standard output: No space left on device\n");
+    run_free(&r);
     /* A live pid and one that is not: the live one is shown, the other named, exit 1. */
     cr_expect_eq(cli(segdir, &r, "stat", p, "2147483646"), 1);
     char head[64], want[700];
@@ -131,7 +141,19 @@ Test(live, sigkill_leaves_a_stale_segment_that_gc_removes)
     pid_t rp;
     wait_ready(ready, 1, &rp);
     kill(pid, SIGKILL);
-    cr_expect_eq(wait_bg(pid), 128 + SIGKILL);
+    /* Not reaped yet (a zombie): already gone for cushim, its segment stale. */
+    char procstat[64], st_buf[256] = "";
+    snprintf(procstat, sizeof procstat, "/proc/%d/stat", (int)pid);
+    for (int i = 0; i < 500 && !strstr(st_buf, ") Z "); i++) {
+        FILE *f = fopen(procstat, "r");
+        if (f) {
+            if (!fgets(st_buf, sizeof st_buf, f))
+                st_buf[0] = '\0';
+            fclose(f);
+        }
+        usleep(10000);
+    }
+    cr_assert(strstr(st_buf, ") Z ") != NULL, "the killed process is a zombie: %s", st_buf);
 
     struct run_result r;
     char line[64];
@@ -139,8 +161,9 @@ Test(live, sigkill_leaves_a_stale_segment_that_gc_removes)
     snprintf(line, sizeof line, "%7d ", (int)pid);
     char *row = strstr(r.out, line);
     cr_assert(row, "ps lists the dead process:\n%s", r.out);
-    cr_expect(strncmp(row + 8 + 11, "stale", 5) == 0, "marked stale:\n%s", r.out);
+    cr_expect(strncmp(row + 8 + 11, "stale", 5) == 0, "marked stale while a zombie:\n%s", r.out);
     run_free(&r);
+    cr_expect_eq(wait_bg(pid), 128 + SIGKILL);
 
     cr_expect_eq(cli(segdir, &r, "stat", NULL, NULL), 1, "no live process left");
     run_free(&r);

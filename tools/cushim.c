@@ -1,5 +1,6 @@
 /* cushim: the command-line companion of libcushim.so. */
 #include <stdarg.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -66,7 +67,26 @@ static void usage(FILE *f)
     fprintf(f, "\n  --version   print the version\n");
 }
 
+/* Every command's output goes to standard output: one that could not be written (a full disk,
+ * /dev/full, a closed pipe) is an error, exit 2, whatever the command thought. */
+static int finish(int rc)
+{
+    errno = 0;
+    if (fflush(stdout) != 0 || ferror(stdout)) {
+        cli_error("cannot write to standard output: %s", strerror(errno ? errno : EIO));
+        return EXIT_USAGE;
+    }
+    return rc;
+}
+
+static int dispatch(int argc, char **argv);
+
 int main(int argc, char **argv)
+{
+    return finish(dispatch(argc, argv));
+}
+
+static int dispatch(int argc, char **argv)
 {
     if (argc < 2) {
         usage(stderr);
