@@ -60,7 +60,8 @@ enum cushim_phase {
 /* Per-device scalar counters beside the per-kind ones.
  * X(field, json_group, json_name, prometheus_name, prometheus_labels, prometheus_type, help)
  * The JSON object of a device holds {"json_group": {"json_name": value, ...}}; Prometheus metrics
- * are cushim_<prometheus_name>{pid,command,device,uuid[,prometheus_labels]}. */
+ * are cushim_<prometheus_name>{pid,command,device,uuid[,prometheus_labels]} (none for an empty
+ * prometheus_name). */
 #define CUSHIM_DEVICE_STATS(X)                                                                     \
     X(total_current, device_total, current_bytes, "device_total_bytes", "", gauge,               \
       "device bytes in use: device + async + vmm + array")                                         \
@@ -100,14 +101,16 @@ enum cushim_phase {
       "graph_pool_reserved_bytes", "", gauge, "graph memory pool: reserved, current")              \
     X(graph_pool_reserved_high, graph_pool, reserved_high_bytes,                                  \
       "graph_pool_reserved_high_bytes", "", gauge, "graph memory pool: reserved, high-water mark")  \
-    X(async_pool_reserved_current, async_pool, reserved_bytes, "async_pool_reserved_bytes", "",   \
-      gauge, "stream-ordered pools of the device: memory reserved (CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, summed)") \
-    X(async_pool_reserved_high, async_pool, reserved_high_bytes, "async_pool_reserved_high_bytes", \
-      "", gauge, "stream-ordered pools of the device: each pool's reserved high-water mark, summed") \
-    X(async_pool_used_current, async_pool, used_bytes, "async_pool_used_bytes", "", gauge,        \
+    X(async_pool_used_current, async_pool, used_current_bytes, "async_pool_used_bytes", "", gauge, \
       "stream-ordered pools of the device: memory in use (CU_MEMPOOL_ATTR_USED_MEM_CURRENT, summed)") \
     X(async_pool_used_high, async_pool, used_high_bytes, "async_pool_used_high_bytes", "", gauge, \
-      "stream-ordered pools of the device: each pool's in-use high-water mark, summed")
+      "stream-ordered pools of the device: each pool's in-use high-water mark, summed")            \
+    X(async_pool_reserved_current, async_pool, reserved_current_bytes, "async_pool_reserved_bytes", \
+      "", gauge, "stream-ordered pools of the device: memory reserved (CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, summed)") \
+    X(async_pool_reserved_high, async_pool, reserved_high_bytes, "async_pool_reserved_high_bytes", \
+      "", gauge, "stream-ordered pools of the device: each pool's reserved high-water mark, summed") \
+    X(async_pool_sampled_ns, async_pool, sampled_ns, "", "", gauge,                               \
+      "when the pools were last read (CLOCK_REALTIME ns; 0 = never); not a Prometheus metric")
 
 enum cushim_device_stat {
 #define CUSHIM_X_ENUM(f, g, n, p, l, t, h) CUSHIM_DEV_##f,

@@ -7,6 +7,7 @@
 #include "shim/budget.h"
 #include "shim/capture.h"
 #include "shim/offload.h"
+#include "shim/pools.h"
 #include "shim/shim.h"
 #include "shim/track.h"
 
@@ -57,6 +58,8 @@ static inline __attribute__((always_inline)) CUresult async_end(const struct asy
         if (!q->capturing)
             track_alloc_on(&shim.ptrs, q->kind, *dptr, bytes, q->device, q->ctx,
                            q->reserved ? SHIM_F_RESERVED : 0);
+        if (!capture_any_live()) /* the pools are not read while a capture could be disturbed */
+            async_pool_tick(q->device);
     } else {
         if (q->reserved)
             budget_release(q->device, bytes);
@@ -107,6 +110,7 @@ static inline __attribute__((always_inline)) CUresult async_end(const struct asy
             if (likely(rec != NULL))                                                         \
                 track_alloc_plain(&shim.ptrs, CUSHIM_KIND_ASYNC, *dptr, bytesize, device,    \
                                   ctx, rec);                                                 \
+            async_pool_tick(device);                                                         \
         } else {                                                                             \
             account_fail(device, CUSHIM_KIND_ASYNC);                                         \
         }                                                                                    \

@@ -1,8 +1,20 @@
 /* Reading the stream-ordered pools' reserve (pools.h). */
 #include "shim/pools.h"
 
+#include <time.h>
+
 #include "shim/account.h"
 #include "shim/shim.h"
+
+SHIM_TLS uint32_t async_pool_allocs_here;
+static _Atomic uint64_t last_read_ns[CUSHIM_MAX_DEVICES];
+
+static uint64_t now_ns(clockid_t clock)
+{
+    struct timespec ts;
+    clock_gettime(clock, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
 
 #define POOLS_READ 64 /* pools read per device; more are left out of the sums */
 
@@ -56,6 +68,19 @@ void async_pool_sample(int device)
         }
     for (unsigned a = 0; a < sizeof attrs / sizeof attrs[0]; a++)
         account_device_stat_set(device, attrs[a].stat, sum[a]);
+    account_device_stat_set(device, CUSHIM_DEV_async_pool_sampled_ns, now_ns(CLOCK_REALTIME));
+}
+
+void async_pool_sample_slow(int device)
+{
+    if ((unsigned)device >= CUSHIM_MAX_DEVICES)
+        return;
+    uint64_t now = now_ns(CLOCK_MONOTONIC_COARSE);
+    uint64_t last = atomic_load_explicit(&last_read_ns[device], memory_order_relaxed);
+    if (last && now - last < 100000000ull)
+        return;
+    if (atomic_compare_exchange_strong(&last_read_ns[device], &last, now)) /* else another thread reads */
+        async_pool_sample(device);
 }
 
 void async_pool_sample_all(void)

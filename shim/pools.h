@@ -3,10 +3,12 @@
  * / USED_MEM_* where the driver reports them"). The `async` kind counts requested bytes; a pool
  * also keeps freed memory reserved until its release threshold lets it go, and that reserve is
  * device memory the program holds (what `torch.cuda.memory_reserved()` is for PyTorch's caching
- * allocator). Read, not counted: a few driver calls per device, at exit and whenever the program
- * calls cuMemGetInfo, never on the allocation path. Thread-safe. */
+ * allocator). Read, not counted: a few driver calls per device, at exit, whenever the program
+ * calls cuMemGetInfo, and now and then from cudaMallocAsync (async_pool_tick). Thread-safe. */
 #ifndef CUSHIM_POOLS_H
 #define CUSHIM_POOLS_H
+
+#include "shim/shim.h"
 
 /* Sums CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT/HIGH and USED_MEM_CURRENT/HIGH (cuda.h
  * CUmemPool_attribute, bytes) over the device pools of `device` that the shim knows (created or
@@ -14,5 +16,16 @@
 void async_pool_sample(int device);
 /* At exit: every device the process used. */
 void async_pool_sample_all(void);
+
+/* For the live view, from stream-ordered allocations made while no capture is live (so the
+ * queries cannot disturb one): on a thread's 1st, 257th, 513th, ... such allocation, and at most
+ * every 100 ms per device, the pools are read. One increment and a test otherwise. */
+extern SHIM_TLS uint32_t async_pool_allocs_here;
+void async_pool_sample_slow(int device);
+static inline __attribute__((always_inline)) void async_pool_tick(int device)
+{
+    if (unlikely((++async_pool_allocs_here & 255) == 1))
+        async_pool_sample_slow(device);
+}
 
 #endif

@@ -109,9 +109,9 @@ RT_TEST(async_and_pools)
     static const struct {
         const char *field, *sim;
         uint64_t want;
-    } pools[] = {{"reserved_bytes", "sim.pools.reserved", 6 * MiB},
+    } pools[] = {{"reserved_current_bytes", "sim.pools.reserved", 6 * MiB},
                  {"reserved_high_bytes", "sim.pools.reserved_high", 8 * MiB},
-                 {"used_bytes", "sim.pools.used", 6 * MiB},
+                 {"used_current_bytes", "sim.pools.used", 6 * MiB},
                  {"used_high_bytes", "sim.pools.used_high", 7 * MiB}};
     for (size_t i = 0; i < sizeof pools / sizeof pools[0]; i++) {
         char path[64];
@@ -119,6 +119,7 @@ RT_TEST(async_and_pools)
         cr_expect_eq(jpath_u64(j, path), pools[i].want, "%s = %llu", path, (unsigned long long)jpath_u64(j, path));
         cr_expect_eq(jpath_u64(j, path), kv_u64(r.out, pools[i].sim), "%s against the pools' own figure", path);
     }
+    cr_expect_gt(jpath_u64(j, "devices.0.async_pool.sampled_ns"), 1700000000ull * 1000000000ull, "read at exit");
     json_decref(j);
     run_free(&r);
 }

@@ -131,6 +131,29 @@ static void expect_same_words(const char *segdir, const char *p, const char *wan
     }
 }
 
+/* The pools' reserve is read from cudaMallocAsync itself (a thread's first call), so a live
+ * process that never calls cudaMemGetInfo shows it. */
+Test(live, stat_shows_the_async_pool_reserve_live)
+{
+    const char *segdir = fresh_dir("seg-pool"), *ready = fresh_dir("ready-pool");
+    char hold[600];
+    snprintf(hold, sizeof hold, "%s/go-pool", test_dir());
+    const char *argv[] = {program("rt_prog"), "hold_async", NULL};
+    pid_t pid = spawn_bg(argv, live_env(segdir, ready, hold));
+    pid_t rp;
+    wait_ready(ready, 1, &rp);
+    struct run_result r;
+    json_t *j = stat_json(segdir, pid, &r);
+    cr_expect_eq(jpath_u64(j, "0.devices.0.async.current_bytes"), MiB);
+    cr_expect_eq(jpath_u64(j, "0.devices.0.async_pool.used_current_bytes"), MiB);
+    cr_expect_eq(jpath_u64(j, "0.devices.0.async_pool.reserved_current_bytes"), 2 * MiB, "one 2 MiB chunk");
+    cr_expect_gt(jpath_u64(j, "0.devices.0.async_pool.sampled_ns"), 0);
+    json_decref(j);
+    run_free(&r);
+    touch(hold);
+    cr_expect_eq(wait_bg(pid), 0);
+}
+
 Test(live, sigkill_leaves_a_stale_segment_that_gc_removes)
 {
     const char *segdir = fresh_dir("seg2"), *ready = fresh_dir("ready2");

@@ -1,5 +1,6 @@
 #include "tools/prometheus.h"
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <string.h>
 
@@ -116,12 +117,17 @@ void prometheus_write(FILE *f, const struct proc_list *l)
                 }
     }
     for (unsigned s = 0; s < CUSHIM_DEV_STAT_COUNT; s++) {
+        if (!*dev_metrics[s].name)
+            continue;
         /* Metrics sharing a name (one per phase) get one header, at their first row. */
         if (s == 0 || strcmp(dev_metrics[s].name, dev_metrics[s - 1].name) != 0)
             header(f, dev_metrics[s].name, dev_metrics[s].type, dev_metrics[s].help);
+        bool pool = s >= CUSHIM_DEV_async_pool_used_current && s <= CUSHIM_DEV_async_pool_reserved_high;
         for (int i = 0; i < l->count; i++)
             for (uint32_t k = 0; k < l->procs[i].device_count; k++) {
                 const struct cushim_device_snapshot *d = &l->procs[i].devices[k];
+                if (pool && !d->dev[CUSHIM_DEV_async_pool_sampled_ns])
+                    continue; /* pools never read yet: no value rather than a false 0 */
                 fprintf(f, "cushim_%s{", dev_metrics[s].name);
                 labels(f, &l->procs[i], d);
                 if (*dev_metrics[s].labels)

@@ -349,6 +349,19 @@ static int scenario_hold(void)
     return 0;
 }
 
+/* Holds stream-ordered memory: the live view reads the pool's reserve without any cudaMemGetInfo. */
+static int scenario_hold_async(void)
+{
+    cudaStream_t s;
+    void *a;
+    CHECK(cudaStreamCreate(&s));
+    CHECK(cudaMallocAsync(&a, MiB, s));
+    CHECK(cudaStreamSynchronize(s));
+    ready();
+    hold();
+    return 0;
+}
+
 /* A forked child that exits normally must leave the parent's segment alone. */
 static int scenario_fork(void)
 {
@@ -380,6 +393,7 @@ static int scenario_churn(void)
 
 static const struct scenario scenarios[] = {
     {"hold", scenario_hold, 1},             {"fork", scenario_fork, 1},
+    {"hold_async", scenario_hold_async, 1},
     {"churn", scenario_churn, 1},
     {"malloc", scenario_malloc, 1},         {"pitch", scenario_pitch, 1},
     {"host", scenario_host, 1},             {"managed", scenario_managed, 1},
