@@ -93,11 +93,14 @@ static void bad_value(void (*report)(const char *), const struct cushim_option_i
     size_t n = strlen(value);
     if (n > 120)
         snprintf(line, sizeof line,
-                 "cushim: %s=\"%.60s...\" (%zu bytes) is not %s; using the default \"%s\"",
-                 o->variable, value, n, expected, o->def);
-    else
+                 "cushim: %s=\"%.60s...\" (%zu bytes) is not %s; using the default %s%s%s",
+                 o->variable, value, n, expected, *o->def ? "\"" : "(none)", o->def, *o->def ? "\"" : "");
+    else if (*o->def)
         snprintf(line, sizeof line, "cushim: %s=\"%s\" is not %s; using the default \"%s\"",
                  o->variable, value, expected, o->def);
+    else
+        snprintf(line, sizeof line, "cushim: %s=\"%s\" is not %s; using the default (none)",
+                 o->variable, value, expected);
     report(line);
 }
 
@@ -211,7 +214,8 @@ void cushim_config_load(struct cushim_config *c, const char *(*lookup)(const cha
         int rc = parse_into(c, (enum cushim_option)i, o->def, &expected);
         (void)rc; /* defaults always parse: tests/test_options.c checks it */
         const char *v = lookup ? lookup(o->variable) : NULL;
-        if (v && parse_into(c, (enum cushim_option)i, v, &expected) != 0) {
+        /* An empty value is no value (`CUSHIM_LOG= prog` means "the default"), as for unset. */
+        if (v && *v && parse_into(c, (enum cushim_option)i, v, &expected) != 0) {
             bad_value(report, o, v, expected);
             parse_into(c, (enum cushim_option)i, o->def, &expected);
         }

@@ -112,7 +112,7 @@ Test(config, defaults_parse_and_bad_values_keep_them)
     cr_expect_eq(c.device_limit[0], 0);
     cr_expect_str_eq(errors,
         "cushim: CUSHIM_DEVICE_LIMIT=\"0:1GiB,x\" is not a size for every device or ORDINAL:SIZE,... "
-        "with ordinals 0..63, each once (e.g. 20GiB or 0:20GiB,1:10GiB); using the default \"\"\n"
+        "with ordinals 0..63, each once (e.g. 20GiB or 0:20GiB,1:10GiB); using the default (none)\n"
         "cushim: CUSHIM_SPILL=\"maybe\" is not a boolean (1/0/true/false/yes/no/on/off); using the default \"0\"\n"
         "cushim: CUSHIM_OFLOAD is not a cushim variable (see `cushim run --help`); ignored\n");
 }
