@@ -208,6 +208,13 @@ Test(run, usage_errors_exit_2)
     cr_expect_eq(r.status, 2);
     cr_expect_str_eq(r.err, "cushim: --json needs a FILE\n");
     run_free(&r);
+    /* A boolean option alone is a switch. */
+    const char *a8[] = {cushim_bin(), "run", "--quiet", "--spill", "--disable=0", "--", "sh", "-c",
+                        "echo $CUSHIM_SPILL $CUSHIM_DISABLE", NULL};
+    run_cmd(&r, a8, NULL);
+    cr_expect_eq(r.status, 0, "%s", r.err);
+    cr_expect_str_eq(r.out, "1 0\n");
+    run_free(&r);
     const char *a7[] = {cushim_bin(), "run", "--json", "", "--", "/bin/echo", "ran", NULL};
     run_cmd(&r, a7, NULL);
     cr_expect_eq(r.status, 2);

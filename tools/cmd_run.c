@@ -73,6 +73,8 @@ static void usage(FILE *f)
         if (internal_option(i))
             continue;
         flag_name(o->variable, flag, sizeof flag);
+        if (o->type == CUSHIM_OT_BOOL) /* a switch: --spill, or --spill=0 */
+            strncat(flag, "[=0|1]", sizeof flag - strlen(flag) - 1);
         fprintf(f, "  %-18s %-22s default %s\n", flag, o->variable, *o->def ? o->def : "(empty)");
         if (*o->choices)
             fprintf(f, "  %-18s   values: %s\n", "", o->choices);
@@ -80,8 +82,8 @@ static void usage(FILE *f)
     }
 }
 
-/* Applies --flag VALUE / --flag=VALUE for a configuration option; returns args consumed, 0 if
- * `arg` is not a configuration flag, -1 on a missing value. */
+/* Applies --flag VALUE / --flag=VALUE for a configuration option (a boolean one alone: on);
+ * returns args consumed, 0 if `arg` is not a configuration flag, -1 on a missing value. */
 static int config_flag(int argc, char **argv, int i)
 {
     char flag[64];
@@ -94,6 +96,12 @@ static int config_flag(int argc, char **argv, int i)
             continue;
         if (argv[i][n] == '=') {
             setenv(cushim_option_table[k].variable, argv[i] + n + 1, 1);
+            set_by_flag[k] = 1;
+            return 1;
+        }
+        if (argv[i][n] == '\0' && cushim_option_table[k].type == CUSHIM_OT_BOOL) {
+            /* A boolean option alone is a switch: --spill is --spill=1. */
+            setenv(cushim_option_table[k].variable, "1", 1);
             set_by_flag[k] = 1;
             return 1;
         }
