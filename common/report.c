@@ -66,6 +66,8 @@ void cushim_json_process(struct jsonw *w, const char *key, const struct cushim_s
     jsonw_i64(w, "pid", s->pid);
     jsonw_string(w, "command", s->command);
     jsonw_string(w, "phase", cushim_phase_name(s->phase));
+    jsonw_string(w, "phase_requested",
+                 s->phase_requested ? cushim_phase_name(s->phase_requested - 1) : NULL);
     jsonw_bool(w, "exited", (int)s->exited);
     jsonw_array_begin(w, "devices");
     for (uint32_t i = 0; i < s->device_count; i++)
@@ -111,8 +113,11 @@ void cushim_text_process(FILE *f, const struct cushim_snapshot *s, const char *t
     for (; s->command[n] && n + 1 < sizeof cmd; n++)
         cmd[n] = (unsigned char)s->command[n] < 0x20 || s->command[n] == 0x7f ? '?' : s->command[n];
     cmd[n] = '\0';
-    fprintf(f, "%spid %d `%s`: %u device%s, phase %s\n", title ? title : "", s->pid, cmd,
-            s->device_count, s->device_count == 1 ? "" : "s", cushim_phase_name(s->phase));
+    char phase[32];
+    cushim_phase_label(s, phase, sizeof phase);
+    fprintf(f, "%spid %d `%s`: %u device%s, phase %s%s\n", title ? title : "", s->pid, cmd,
+            s->device_count, s->device_count == 1 ? "" : "s", phase,
+            strchr(phase, '>') ? " (requested, at the next allocation)" : "");
     for (uint32_t i = 0; i < s->device_count; i++) {
         const struct cushim_device_snapshot *d = &s->devices[i];
         fprintf(f, "  device %d  %s  total %s  untracked %s\n", d->ordinal,

@@ -6,6 +6,15 @@
 
 #include "common/seqlock.h"
 
+const char *cushim_phase_label(const struct cushim_snapshot *s, char *buf, size_t len)
+{
+    if (s->phase_requested && s->phase_requested - 1 != s->phase)
+        snprintf(buf, len, "%s>%s", cushim_phase_name(s->phase), cushim_phase_name(s->phase_requested - 1));
+    else
+        snprintf(buf, len, "%s", cushim_phase_name(s->phase));
+    return buf;
+}
+
 const char *cushim_phase_name(uint32_t phase)
 {
     static const char *names[] = {
@@ -145,6 +154,10 @@ int cushim_snapshot_read(const void *mem, size_t len, struct cushim_snapshot *ou
     memcpy(out->version, h->version, sizeof out->version);
     if (out->phase >= CUSHIM_PHASE_COUNT)
         FAIL("phase %u out of range", out->phase);
+    out->phase_requested = atomic_load_explicit(&((struct cushim_segment *)s)->control.phase_request,
+                                                memory_order_relaxed);
+    if (out->phase_requested > CUSHIM_PHASE_COUNT)
+        out->phase_requested = 0; /* not a request this cushim knows: none */
 
     for (uint32_t i = 0; i < count; i++) {
         const struct cushim_device_record *r = &s->devices[i];

@@ -36,6 +36,7 @@ struct cushim_snapshot {
     uint64_t created_ns;
     uint64_t run_id;
     uint32_t phase;                       /* enum cushim_phase */
+    uint32_t phase_requested;             /* `cushim phase` not yet applied: 1 + enum cushim_phase, 0 none */
     uint32_t flags;                       /* CUSHIM_SEG_F_* */
     uint32_t exited;
     char command[CUSHIM_COMMAND_MAX];
@@ -66,5 +67,9 @@ char *cushim_format_uuid(const uint8_t uuid[16], char *buf, size_t len);
 
 /* Name of a phase ("run", "compile"), "unknown" when out of range. */
 const char *cushim_phase_name(uint32_t phase);
+
+/* The phase as ps, top and the text summary show it: "run", or "run>compile" while a requested
+ * change waits for the process's next allocation. Written to buf (>= 24 bytes), returned. */
+const char *cushim_phase_label(const struct cushim_snapshot *s, char *buf, size_t len);
 
 #endif

@@ -94,6 +94,35 @@ Test(live, stat_reset_peak_and_exit)
     json_decref(j);
     run_free(&r);
 
+    /* A phase change waits for the next allocation, which this process never makes: shown as
+     * requested; asking for the phase it is in withdraws it. */
+    char said[200];
+    cr_expect_eq(cli(segdir, &r, "phase", p, "compile"), 0, "%s", r.err);
+    snprintf(said, sizeof said, "pid %d: compile phase requested; it takes effect at the process's next allocation\n",
+             (int)pid);
+    cr_expect_str_eq(r.out, said);
+    run_free(&r);
+    cr_expect_eq(cli(segdir, &r, "ps", NULL, NULL), 0);
+    cr_expect(strstr(r.out, " run>compile ") != NULL, "ps shows the waiting request:\n%s", r.out);
+    run_free(&r);
+    j = stat_json(segdir, pid, &r);
+    cr_expect_str_eq(json_string_value(jpath(j, "0.phase")), "run");
+    cr_expect_str_eq(json_string_value(jpath(j, "0.phase_requested")), "compile");
+    json_decref(j);
+    run_free(&r);
+    cr_expect_eq(cli(segdir, &r, "phase", p, "run"), 0, "%s", r.err);
+    snprintf(said, sizeof said, "pid %d: already in the run phase; the waiting compile request is withdrawn\n",
+             (int)pid);
+    cr_expect_str_eq(r.out, said);
+    run_free(&r);
+    j = stat_json(segdir, pid, &r);
+    cr_expect(json_is_null(jpath(j, "0.phase_requested")), "no request left");
+    json_decref(j);
+    run_free(&r);
+    cr_expect_eq(cli(segdir, &r, "phase", p, "run"), 0, "%s", r.err);
+    snprintf(said, sizeof said, "pid %d: already in the run phase\n", (int)pid);
+    cr_expect_str_eq(r.out, said);
+    run_free(&r);
     /* Output that cannot be written is an error (exit 2), never a silent success. */
     char cmd[1200], seg[700];
     snprintf(cmd, sizeof cmd, "%s stat %s >/dev/full", cushim_bin(), p);

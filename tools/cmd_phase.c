@@ -28,6 +28,17 @@ int cmd_phase(int argc, char **argv)
     struct cushim_segment *s = seg_map_rw(pid);
     if (!s)
         return EXIT_NOTHING;
+    if (atomic_load(&s->h.phase) == (uint32_t)phase) {
+        /* Nothing to change; a request for the other phase still waiting is withdrawn. */
+        uint32_t was = atomic_exchange(&s->control.phase_request, 0);
+        seg_unmap(s);
+        if (was && was != (uint32_t)phase + 1 && was <= CUSHIM_PHASE_COUNT)
+            printf("pid %d: already in the %s phase; the waiting %s request is withdrawn\n", (int)pid,
+                   cushim_phase_name(phase), cushim_phase_name(was - 1));
+        else
+            printf("pid %d: already in the %s phase\n", (int)pid, cushim_phase_name(phase));
+        return 0;
+    }
     atomic_store(&s->control.phase_request, (uint32_t)phase + 1);
     seg_unmap(s);
     printf("pid %d: %s phase requested; it takes effect at the process's next allocation\n", (int)pid,

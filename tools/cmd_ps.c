@@ -43,10 +43,11 @@ static int row(struct seg_entry *e, void *argp)
             break;
     }
     const char *state = e->stale ? "stale" : "live";
+    char phase[32];
     const char *on = a->color && e->stale ? "\033[33m" : "", *off = a->color && e->stale ? "\033[0m" : "";
     printf("%s%7d %-10s %-7s %-8s %12s %12s %-7s %s%s\n", on, (int)e->pid, user, state,
            devs[0] ? devs : "-", cushim_format_bytes(c, cur, sizeof cur),
-           cushim_format_bytes(p, peak, sizeof peak), cushim_phase_name(e->snap.phase),
+           cushim_format_bytes(p, peak, sizeof peak), cushim_phase_label(&e->snap, phase, sizeof phase),
            printable(e->snap.command, cmd, sizeof cmd), off);
     a->rows++;
     return 0;
@@ -58,7 +59,8 @@ int cmd_ps(int argc, char **argv)
         if (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0) {
             printf("usage: cushim ps\n\nLists processes under cushim (yours; everyone's as root):\n"
                    "pid, user, state (live, or stale: the process is gone), devices used, device\n"
-                   "bytes current and peak (summed over its devices), phase, command.\n");
+                   "bytes current and peak (summed over its devices), phase (run>compile while a\n"
+                   "`cushim phase` request waits for the process's next allocation), command.\n");
             return 0;
         }
         cli_error("ps takes no arguments (got \"%s\")", argv[1]);

@@ -94,7 +94,7 @@ static void frame(struct sink *k, const struct proc_list *l)
          "PEAK", "PINNED", "OFFLOADED", "COMMAND");
     for (int i = 0; i < l->count && y < k->rows; i++) {
         const struct cushim_snapshot *p = &l->procs[i];
-        char devs[64] = "", pinned[32], off[32];
+        char devs[64] = "", pinned[32], off[32], phase[32];
         uint64_t pin = 0, offl = 0;
         size_t o = 0;
         for (uint32_t n = 0; n < p->device_count && o < sizeof devs; n++) {
@@ -103,7 +103,7 @@ static void frame(struct sink *k, const struct proc_list *l)
             offl += p->devices[n].kinds[CUSHIM_KIND_OFFLOADED][CUSHIM_STAT_current_bytes];
         }
         line(k, y++, 0, "%7d %-8s %-7s %12s %12s %12s %12s  %s", p->pid, devs[0] ? devs : "-",
-             cushim_phase_name(p->phase),
+             cushim_phase_label(p, phase, sizeof phase),
              cushim_format_bytes(proc_sum(p, CUSHIM_DEV_total_current), a, sizeof a),
              cushim_format_bytes(proc_sum(p, CUSHIM_DEV_total_peak), b, sizeof b),
              cushim_format_bytes(pin, pinned, sizeof pinned), cushim_format_bytes(offl, off, sizeof off),
