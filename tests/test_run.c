@@ -208,6 +208,17 @@ Test(run, usage_errors_exit_2)
     cr_expect_eq(r.status, 2);
     cr_expect_str_eq(r.err, "cushim: --json needs a FILE\n");
     run_free(&r);
+    /* Paths given as options must be usable before the program runs. */
+    const char *a9[] = {cushim_bin(), "run", "--segment-dir", "/nonexistent-dir", "--report=/nonexistent-dir/r",
+                        "--", "/bin/echo", "ran", NULL};
+    run_cmd(&r, a9, NULL);
+    cr_expect_eq(r.status, 2);
+    cr_expect_str_eq(r.out, "", "the program does not run");
+    cr_expect_str_eq(r.err, "cushim: --segment-dir \"/nonexistent-dir\": /nonexistent-dir is not a directory "
+                            "(No such file or directory)\n"
+                            "cushim: --report \"/nonexistent-dir/r\": /nonexistent-dir is not a directory "
+                            "(No such file or directory)\n");
+    run_free(&r);
     /* A boolean option alone is a switch. */
     const char *a8[] = {cushim_bin(), "run", "--quiet", "--spill", "--disable=0", "--", "sh", "-c",
                         "echo $CUSHIM_SPILL $CUSHIM_DISABLE", NULL};

@@ -143,6 +143,42 @@ static void print_config_error(const char *line)
     fprintf(stderr, "%s\n", line);
 }
 
+/* Paths typed as run options must be usable before the program runs: --segment-dir an existing
+ * directory, --report and --log-file files in an existing directory. 0, or -1 after saying why. */
+static int check_flag_paths(void)
+{
+    static const struct {
+        enum cushim_option id;
+        int is_dir;
+    } paths[] = {{CUSHIM_OPT_SEGMENT_DIR, 1}, {CUSHIM_OPT_REPORT, 0}, {CUSHIM_OPT_LOG_FILE, 0}};
+    int bad = 0;
+    for (size_t i = 0; i < sizeof paths / sizeof paths[0]; i++) {
+        const char *v = getenv(cushim_option_table[paths[i].id].variable);
+        if (!set_by_flag[paths[i].id] || !v || !*v)
+            continue;
+        if (paths[i].id == CUSHIM_OPT_REPORT && (!strcmp(v, "stderr") || !strcmp(v, "stdout")))
+            continue;
+        char dir[4200], flag[64];
+        snprintf(dir, sizeof dir, "%s", v);
+        if (!paths[i].is_dir) {
+            char *slash = strrchr(dir, '/');
+            if (!slash)
+                snprintf(dir, sizeof dir, ".");
+            else
+                slash[slash == dir] = '\0'; /* "/x" -> "/" */
+        }
+        struct stat st;
+        flag_name(cushim_option_table[paths[i].id].variable, flag, sizeof flag);
+        int rc = stat(dir, &st);
+        if (rc != 0 || !S_ISDIR(st.st_mode)) {
+            cli_error("%s \"%s\": %s is not a directory (%s)", flag, v, dir,
+                      rc != 0 ? strerror(errno) : "it is a file");
+            bad = 1;
+        }
+    }
+    return bad ? -1 : 0;
+}
+
 static void remove_dir(const char *dir)
 {
     DIR *d = opendir(dir);
@@ -334,7 +370,7 @@ int cmd_run(int argc, char **argv)
     /* Report bad CUSHIM_ values once here; the shims stay quiet under `cushim run`. */
     struct cushim_config cfg;
     cushim_config_load(&cfg, (const char *(*)(const char *))getenv, environ, print_config_error);
-    if (bad_flag)
+    if (bad_flag || check_flag_paths() != 0)
         return EXIT_USAGE;
     cli_config_reported = 1;
     /* Processes that see these same values stay quiet; one that sets its own reports them. */

@@ -82,7 +82,7 @@ static void frame(struct sink *k, const struct proc_list *l)
             tot[j].procs++;
         }
     int y = 2;
-    line(k, y++, ATTR_REVERSE, "%-42s %5s %12s %12s %12s", "DEVICE", "PROCS", "TOTAL", "CURRENT", "SUM-PEAKS");
+    line(k, y++, ATTR_REVERSE, "%-42s %5s %12s %12s %12s", "UUID", "PROCS", "TOTAL", "CURRENT", "SUM-PEAKS");
     for (int j = 0; j < ntot; j++)
         line(k, y++, 0, "%-42s %5d %12s %12s %12s",
                  tot[j].identified ? cushim_format_uuid(tot[j].uuid, u, sizeof u) : "(unknown uuid)",
@@ -90,8 +90,8 @@ static void frame(struct sink *k, const struct proc_list *l)
                  cushim_format_bytes(tot[j].current, b, sizeof b),
                  cushim_format_bytes(tot[j].peak, c, sizeof c));
     y++;
-    line(k, y++, ATTR_REVERSE, "%7s %-8s %-7s %12s %12s %12s %12s  %s", "PID", "DEVICES", "PHASE", "DEVICE",
-         "PEAK", "PINNED", "OFFLOADED", "COMMAND");
+    line(k, y++, ATTR_REVERSE, "%7s %-8s %-7s %12s %12s %12s %12s  %s", "PID", "DEVICES", "PHASE", "DEV-CURRENT",
+         "DEV-PEAK", "PINNED", "OFFLOADED", "COMMAND");
     for (int i = 0; i < l->count && y < k->rows; i++) {
         const struct cushim_snapshot *p = &l->procs[i];
         char devs[64] = "", pinned[32], off[32], phase[32];

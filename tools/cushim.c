@@ -55,7 +55,7 @@ static const struct {
     {"top", cmd_top, "live view of every process, sorted by device bytes"},
     {"reset-peak", cmd_reset_peak, "set a live process's peaks to their current values"},
     {"phase", cmd_phase, "switch a live process between the compile and run phases"},
-    {"gc", cmd_gc, "remove segments left by processes that died"},
+    {"gc", cmd_gc, "remove what killed processes and runs left behind (segments, run directories)"},
     {"serve", cmd_serve, "serve Prometheus /metrics over HTTP"},
 };
 
