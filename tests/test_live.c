@@ -58,16 +58,30 @@ static const char *seg_path(const char *segdir, pid_t pid)
     return buf;
 }
 
-Test(live, stat_reset_peak_and_exit)
+/* A program under the shim that is ready and holding (tests/programs/common.h): rt_prog SCENARIO
+ * with its own segment directory (*segdir) and hold file (hold[len]; touch it to let it exit).
+ * Returns its pid. */
+static pid_t start_held(const char *scenario, const char *tag, const char **segdir, char *hold, size_t len)
 {
-    const char *segdir = fresh_dir("seg1"), *ready = fresh_dir("ready1");
-    char hold[600];
-    snprintf(hold, sizeof hold, "%s/go", test_dir());
-    const char *argv[] = {program("rt_prog"), "hold", NULL};
-    pid_t pid = spawn_bg(argv, live_env(segdir, ready, hold));
+    char name[64];
+    snprintf(name, sizeof name, "seg-%s", tag);
+    *segdir = fresh_dir(name);
+    snprintf(name, sizeof name, "ready-%s", tag);
+    const char *ready = fresh_dir(name);
+    snprintf(hold, len, "%s/go-%s", test_dir(), tag);
+    const char *argv[] = {program("rt_prog"), scenario, NULL};
+    pid_t pid = spawn_bg(argv, live_env(*segdir, ready, hold));
     pid_t rp;
     wait_ready(ready, 1, &rp);
     cr_assert_eq(rp, pid);
+    return pid;
+}
+
+Test(live, stat_reset_peak_and_exit)
+{
+    const char *segdir;
+    char hold[600];
+    pid_t pid = start_held("hold", "t1", &segdir, hold, sizeof hold);
 
     struct stat st;
     cr_assert_eq(stat(seg_path(segdir, pid), &st), 0, "segment exists while running");
@@ -164,13 +178,9 @@ static void expect_same_words(const char *segdir, const char *p, const char *wan
  * process that never calls cudaMemGetInfo shows it. */
 Test(live, stat_shows_the_async_pool_reserve_live)
 {
-    const char *segdir = fresh_dir("seg-pool"), *ready = fresh_dir("ready-pool");
+    const char *segdir;
     char hold[600];
-    snprintf(hold, sizeof hold, "%s/go-pool", test_dir());
-    const char *argv[] = {program("rt_prog"), "hold_async", NULL};
-    pid_t pid = spawn_bg(argv, live_env(segdir, ready, hold));
-    pid_t rp;
-    wait_ready(ready, 1, &rp);
+    pid_t pid = start_held("hold_async", "t-pool", &segdir, hold, sizeof hold);
     struct run_result r;
     json_t *j = stat_json(segdir, pid, &r);
     cr_expect_eq(jpath_u64(j, "0.devices.0.async.current_bytes"), MiB);
@@ -185,13 +195,9 @@ Test(live, stat_shows_the_async_pool_reserve_live)
 
 Test(live, sigkill_leaves_a_stale_segment_that_gc_removes)
 {
-    const char *segdir = fresh_dir("seg2"), *ready = fresh_dir("ready2");
+    const char *segdir;
     char hold[600];
-    snprintf(hold, sizeof hold, "%s/never", test_dir());
-    const char *argv[] = {program("rt_prog"), "hold", NULL};
-    pid_t pid = spawn_bg(argv, live_env(segdir, ready, hold));
-    pid_t rp;
-    wait_ready(ready, 1, &rp);
+    pid_t pid = start_held("hold", "t2", &segdir, hold, sizeof hold);
     kill(pid, SIGKILL);
     /* Not reaped yet (a zombie): already gone for cushim, its segment stale. */
     char procstat[64], st_buf[256] = "";
@@ -282,13 +288,9 @@ Test(live, gc_removes_run_directories_of_runs_that_are_gone)
 
 Test(live, forked_child_leaves_the_parent_segment)
 {
-    const char *segdir = fresh_dir("seg3"), *ready = fresh_dir("ready3");
+    const char *segdir;
     char hold[600];
-    snprintf(hold, sizeof hold, "%s/go3", test_dir());
-    const char *argv[] = {program("rt_prog"), "fork", NULL};
-    pid_t pid = spawn_bg(argv, live_env(segdir, ready, hold));
-    pid_t rp;
-    wait_ready(ready, 1, &rp);
+    pid_t pid = start_held("fork", "t3", &segdir, hold, sizeof hold);
     struct run_result r;
     json_t *j = stat_json(segdir, pid, &r);
     cr_expect_eq(jpath_u64(j, "0.devices.0.device.current_bytes"), 2 * MiB);
@@ -387,13 +389,9 @@ Test(live, snapshots_are_consistent_under_load, .timeout = 300)
  * plain frames one after another when its output is not a terminal. */
 Test(live, top_draws_processes_and_device_totals)
 {
-    const char *segdir = fresh_dir("seg-top"), *ready = fresh_dir("ready-top");
+    const char *segdir;
     char hold[700];
-    snprintf(hold, sizeof hold, "%s/go", test_dir());
-    const char *argv[] = {program("rt_prog"), "hold", NULL};
-    pid_t pid = spawn_bg(argv, live_env(segdir, ready, hold));
-    pid_t rp;
-    wait_ready(ready, 1, &rp);
+    pid_t pid = start_held("hold", "t-top", &segdir, hold, sizeof hold);
     char cmd[2048], seg[700];
     snprintf(cmd, sizeof cmd, "%s top --interval 0.1 --iterations 3", cushim_bin());
     snprintf(seg, sizeof seg, "CUSHIM_SEGMENT_DIR=%s", segdir);
