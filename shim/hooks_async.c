@@ -106,14 +106,9 @@ static inline __attribute__((always_inline)) CUresult async_end(const struct asy
         struct cushim_device_record *rec;                                                    \
         int device = shim_current_device_rec(&ctx, &rec);                                    \
         CUresult r = real_(dptr, bytesize, hStream);                                         \
-        if (likely(r == CUDA_SUCCESS)) {                                                     \
-            if (likely(rec != NULL))                                                         \
-                track_alloc_plain(&shim.ptrs, CUSHIM_KIND_ASYNC, *dptr, bytesize, device,    \
-                                  ctx, rec);                                                 \
+        track_plain_result(r, dptr, bytesize, CUSHIM_KIND_ASYNC, device, ctx, rec);          \
+        if (likely(r == CUDA_SUCCESS))                                                       \
             async_pool_tick(device);                                                         \
-        } else {                                                                             \
-            account_fail(device, CUSHIM_KIND_ASYNC);                                         \
-        }                                                                                    \
         shim_leave();                                                                        \
         return r;                                                                            \
     }
@@ -234,57 +229,49 @@ SHIM_EXPORT CUresult CUDAAPI cuMemPoolCreate(CUmemoryPool *pool, const CUmemPool
     return r;
 }
 
-/* A device's default or current pool: device memory of that device (cuda.h,
- * cuDeviceGetDefaultMemPool: "The default mempool of a device contains device memory from that
- * device"; cuDeviceSetMemPool: "The memory pool must be local to the specified device"). */
-static CUresult device_pool_got(CUresult r, CUmemoryPool *pool, CUdevice dev)
+/* A pool handed out by the driver: remembered as pool_remember says. */
+static CUresult pool_got(CUresult r, const CUmemoryPool *pool, const CUmemLocation *location, int type)
 {
-    if (r == CUDA_SUCCESS && pool && *pool && shim_enter()) {
-        CUmemLocation l = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = dev};
-        pool_remember(*pool, &l, CU_MEM_ALLOCATION_TYPE_PINNED);
+    if (r == CUDA_SUCCESS && pool && *pool && location && shim_enter()) {
+        pool_remember(*pool, location, type);
         shim_leave();
     }
     return r;
 }
 
+/* A device's default or current pool: device memory of that device (cuda.h,
+ * cuDeviceGetDefaultMemPool: "The default mempool of a device contains device memory from that
+ * device"; cuDeviceSetMemPool: "The memory pool must be local to the specified device"). */
 SHIM_EXPORT CUresult CUDAAPI cuDeviceGetDefaultMemPool(CUmemoryPool *pool_out, CUdevice dev)
 {
     REAL_OR_FAIL(cuDeviceGetDefaultMemPool);
-    return device_pool_got(real_(pool_out, dev), pool_out, dev);
+    CUmemLocation l = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = dev};
+    return pool_got(real_(pool_out, dev), pool_out, &l, CU_MEM_ALLOCATION_TYPE_PINNED);
 }
 
 SHIM_EXPORT CUresult CUDAAPI cuDeviceGetMemPool(CUmemoryPool *pool, CUdevice dev)
 {
     REAL_OR_FAIL(cuDeviceGetMemPool);
-    return device_pool_got(real_(pool, dev), pool, dev);
+    CUmemLocation l = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = dev};
+    return pool_got(real_(pool, dev), pool, &l, CU_MEM_ALLOCATION_TYPE_PINNED);
 }
 
 #if CUDA_VERSION >= 13000
 /* CUDA 13's pools by location (cuda.h, cuMemGetDefaultMemPool / cuMemGetMemPool): the host's and
  * host NUMA nodes' pinned pools, whose allocations through cuMemAllocFromPoolAsync are page-locked
  * host memory, not device memory. */
-static CUresult location_pool_got(CUresult r, CUmemoryPool *pool, const CUmemLocation *location,
-                                  CUmemAllocationType type)
-{
-    if (r == CUDA_SUCCESS && pool && *pool && location && shim_enter()) {
-        pool_remember(*pool, location, (int)type);
-        shim_leave();
-    }
-    return r;
-}
-
 SHIM_EXPORT CUresult CUDAAPI cuMemGetDefaultMemPool(CUmemoryPool *pool_out, CUmemLocation *location,
                                                     CUmemAllocationType type)
 {
     REAL_OR_FAIL(cuMemGetDefaultMemPool);
-    return location_pool_got(real_(pool_out, location, type), pool_out, location, type);
+    return pool_got(real_(pool_out, location, type), pool_out, location, (int)type);
 }
 
 SHIM_EXPORT CUresult CUDAAPI cuMemGetMemPool(CUmemoryPool *pool, CUmemLocation *location,
                                              CUmemAllocationType type)
 {
     REAL_OR_FAIL(cuMemGetMemPool);
-    return location_pool_got(real_(pool, location, type), pool, location, type);
+    return pool_got(real_(pool, location, type), pool, location, (int)type);
 }
 #endif
 

@@ -79,12 +79,7 @@ SHIM_EXPORT CUresult CUDAAPI cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
     struct cushim_device_record *rec;
     int device = shim_current_device_rec(&ctx, &rec);
     CUresult r = real_(dptr, bytesize);
-    if (likely(r == CUDA_SUCCESS)) {
-        if (likely(rec != NULL))
-            track_alloc_plain(&shim.ptrs, CUSHIM_KIND_DEVICE, *dptr, bytesize, device, ctx, rec);
-    } else {
-        account_fail(device, CUSHIM_KIND_DEVICE);
-    }
+    track_plain_result(r, dptr, bytesize, CUSHIM_KIND_DEVICE, device, ctx, rec);
     shim_leave();
     return r;
 }

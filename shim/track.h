@@ -120,6 +120,21 @@ static inline __attribute__((always_inline)) void track_alloc_plain(struct shim_
         account_alloc_to(rec, device, kind, bytes, 0, true);
 }
 
+/* The real allocation's result r in the plain case: a success is tracked (when the device is
+ * counted: rec), a failure counted on the device. */
+static inline __attribute__((always_inline)) void track_plain_result(CUresult r, const CUdeviceptr *dptr,
+                                                                     uint64_t bytes, enum cushim_kind kind,
+                                                                     int device, CUcontext ctx,
+                                                                     struct cushim_device_record *rec)
+{
+    if (likely(r == CUDA_SUCCESS)) {
+        if (likely(rec != NULL))
+            track_alloc_plain(&shim.ptrs, kind, *dptr, bytes, device, ctx, rec);
+    } else {
+        account_fail(device, kind);
+    }
+}
+
 /* After the real free in the plain case (shim_enter_plain_free): count it (ok) or put the entry
  * back (the free failed). */
 static inline __attribute__((always_inline)) void track_free_plain(struct shim_table *t,
