@@ -84,24 +84,22 @@ uint64_t cushim_config_fingerprint(const char *(*lookup)(const char *name), char
     return h ^ unknown;
 }
 
-static void bad_value(void (*report)(const char *), const struct cushim_option_info *o,
+static void bad_value(void (*report)(const struct cushim_config_error *), enum cushim_option id,
                       const char *value, const char *expected)
 {
-    char line[768];
+    const struct cushim_option_info *o = &cushim_option_table[id];
+    char shown[200], line[768];
     if (!report)
         return;
     size_t n = strlen(value);
     if (n > 120)
-        snprintf(line, sizeof line,
-                 "cushim: %s=\"%.60s...\" (%zu bytes) is not %s; using the default %s%s%s",
-                 o->variable, value, n, expected, *o->def ? "\"" : "(none)", o->def, *o->def ? "\"" : "");
-    else if (*o->def)
-        snprintf(line, sizeof line, "cushim: %s=\"%s\" is not %s; using the default \"%s\"",
-                 o->variable, value, expected, o->def);
+        snprintf(shown, sizeof shown, "\"%.60s...\" (%zu bytes)", value, n);
     else
-        snprintf(line, sizeof line, "cushim: %s=\"%s\" is not %s; using the default (none)",
-                 o->variable, value, expected);
-    report(line);
+        snprintf(shown, sizeof shown, "\"%s\"", value);
+    snprintf(line, sizeof line, "cushim: %s=%s is not %s; using the default %s%s%s", o->variable, shown,
+             expected, *o->def ? "\"" : "(none)", o->def, *o->def ? "\"" : "");
+    struct cushim_config_error e = {id, shown, expected, line};
+    report(&e);
 }
 
 /* Strings with a shape: the segment directory (shim and CLI must agree on it, so an absolute
@@ -205,7 +203,8 @@ static int parse_into(struct cushim_config *c, enum cushim_option id, const char
 }
 
 void cushim_config_load(struct cushim_config *c, const char *(*lookup)(const char *name),
-                        char *const *environ_list, void (*report)(const char *line))
+                        char *const *environ_list,
+                        void (*report)(const struct cushim_config_error *e))
 {
     const char *expected = "";
     memset(c, 0, sizeof *c);
@@ -216,7 +215,7 @@ void cushim_config_load(struct cushim_config *c, const char *(*lookup)(const cha
         const char *v = lookup ? lookup(o->variable) : NULL;
         /* An empty value is no value (`CUSHIM_LOG= prog` means "the default"), as for unset. */
         if (v && *v && parse_into(c, (enum cushim_option)i, v, &expected) != 0) {
-            bad_value(report, o, v, expected);
+            bad_value(report, (enum cushim_option)i, v, expected);
             parse_into(c, (enum cushim_option)i, o->def, &expected);
         }
     }
@@ -230,7 +229,8 @@ void cushim_config_load(struct cushim_config *c, const char *(*lookup)(const cha
             snprintf(line, sizeof line,
                      "cushim: %.*s is not a cushim variable (see `cushim run --help`); ignored",
                      (int)(n > 200 ? 200 : n), *e);
-            report(line);
+            struct cushim_config_error err = {CUSHIM_OPT_COUNT, "", "", line};
+            report(&err);
         }
     }
 }

@@ -40,11 +40,21 @@ struct cushim_config {
     char run_checked[24];
 };
 
+/* One problem cushim_config_load found. Strings are valid during the report call only. */
+struct cushim_config_error {
+    int option;            /* enum cushim_option with a bad value; CUSHIM_OPT_COUNT: an unknown name */
+    const char *shown;     /* the bad value as the line shows it: "foo", or "xxxx..." (300 bytes) */
+    const char *expected;  /* what was expected, e.g. "a size (e.g. 512M, 64MiB, 1g, 4096)" */
+    const char *line;      /* the whole one-line message (no newline), naming the variable and
+                              the default used: what the shim and the CLI print */
+};
+
 /* Environment lookup, normally getenv; `environ_list` (NULL-terminated "NAME=value" strings,
- * normally environ) is scanned for unknown CUSHIM_ names. `report` receives each error line
- * (no trailing newline); it may be NULL. */
+ * normally environ) is scanned for unknown CUSHIM_ names. `report` receives each problem; it may
+ * be NULL. An empty value is the default, as for an unset variable. */
 void cushim_config_load(struct cushim_config *c, const char *(*lookup)(const char *name),
-                        char *const *environ_list, void (*report)(const char *line));
+                        char *const *environ_list,
+                        void (*report)(const struct cushim_config_error *e));
 
 /* Fingerprint of the user's CUSHIM_ settings: every variable of the table except the
  * CUSHIM_RUN_* ones (name and value, or its absence, in table order) and every unknown CUSHIM_

@@ -32,10 +32,10 @@ static const char *env_lookup(const char *name)
     return getenv(name);
 }
 
-static void report_config_error(const char *line)
+static void report_config_error(const struct cushim_config_error *e)
 {
     char buf[1200];
-    int n = snprintf(buf, sizeof buf, "%s\n", line);
+    int n = snprintf(buf, sizeof buf, "%s\n", e->line);
     if (n > 0) {
         ssize_t w = write(2, buf, (size_t)n < sizeof buf ? (size_t)n : sizeof buf - 1);
         (void)w;

@@ -85,9 +85,13 @@ static const char *fake_lookup(const char *name)
     return NULL;
 }
 static char errors[2048];
-static void collect(const char *line)
+static char fields[1024]; /* option shown expected, one problem a line */
+static void collect(const struct cushim_config_error *e)
 {
-    strncat(errors, line, sizeof errors - strlen(errors) - 2);
+    char row[400];
+    snprintf(row, sizeof row, "%d %s %s\n", e->option, e->shown, e->expected);
+    strncat(fields, row, sizeof fields - strlen(fields) - 1);
+    strncat(errors, e->line, sizeof errors - strlen(errors) - 2);
     strcat(errors, "\n");
 }
 
@@ -96,6 +100,7 @@ Test(config, defaults_parse_and_bad_values_keep_them)
     struct cushim_config c;
     memset(fake_env, 0, sizeof fake_env);
     errors[0] = '\0';
+    fields[0] = '\0';
     cushim_config_load(&c, fake_lookup, NULL, collect);
     cr_expect_str_eq(errors, "", "defaults must parse: %s", errors);
     cr_expect_eq(c.log, CUSHIM_LOG_WARN);
@@ -115,6 +120,13 @@ Test(config, defaults_parse_and_bad_values_keep_them)
         "with ordinals 0..63, each once (e.g. 20GiB or 0:20GiB,1:10GiB); using the default (none)\n"
         "cushim: CUSHIM_SPILL=\"maybe\" is not a boolean (1/0/true/false/yes/no/on/off); using the default \"0\"\n"
         "cushim: CUSHIM_OFLOAD is not a cushim variable (see `cushim run --help`); ignored\n");
+    /* The same problems, structured (what `cushim run` uses to name its own options). */
+    char want[1024];
+    snprintf(want, sizeof want,
+             "%d \"0:1GiB,x\" a size for every device or ORDINAL:SIZE,... with ordinals 0..63, each once "
+             "(e.g. 20GiB or 0:20GiB,1:10GiB)\n%d \"maybe\" a boolean (1/0/true/false/yes/no/on/off)\n%d  \n",
+             CUSHIM_OPT_DEVICE_LIMIT, CUSHIM_OPT_SPILL, CUSHIM_OPT_COUNT);
+    cr_expect_str_eq(fields, want);
 }
 
 /* Every variable of the table is documented in the README's reference with its default. */

@@ -122,25 +122,16 @@ static int config_flag(int argc, char **argv, int i)
  * ("--offload-min \"foo\" is not a size ...") and stops the run (exit 2): a typed flag is not
  * silently replaced by its default. Variables from the environment only warn, as in every
  * process the shim is loaded into. */
-static void print_config_error(const char *line)
+static void print_config_error(const struct cushim_config_error *e)
 {
-    static const char prefix[] = "cushim: ";
-    for (int k = 0; k < CUSHIM_OPT_COUNT; k++) {
-        const char *var = cushim_option_table[k].variable;
-        size_t n = strlen(var);
-        if (!set_by_flag[k] || strncmp(line, prefix, sizeof prefix - 1) != 0 ||
-            strncmp(line + sizeof prefix - 1, var, n) != 0 || line[sizeof prefix - 1 + n] != '=')
-            continue;
+    if (e->option < CUSHIM_OPT_COUNT && set_by_flag[e->option]) {
         char flag[64];
-        flag_name(var, flag, sizeof flag);
-        const char *rest = line + sizeof prefix - 1 + n + 1;
-        const char *tail = strstr(rest, "; using the default");
-        int len = tail ? (int)(tail - rest) : (int)strlen(rest);
-        fprintf(stderr, "cushim: %s %.*s (see cushim run --help)\n", flag, len, rest);
+        flag_name(cushim_option_table[e->option].variable, flag, sizeof flag);
+        fprintf(stderr, "cushim: %s %s is not %s (see cushim run --help)\n", flag, e->shown, e->expected);
         bad_flag = 1;
         return;
     }
-    fprintf(stderr, "%s\n", line);
+    fprintf(stderr, "%s\n", e->line);
 }
 
 /* Paths typed as run options must be usable before the program runs: --segment-dir an existing

@@ -30,10 +30,10 @@ static void on_sigbus(int sig)
 
 int cli_config_reported;
 
-static void report_segment_dir(const char *line)
+static void report_segment_dir(const struct cushim_config_error *e)
 {
-    if (!cli_config_reported && strncmp(line, "cushim: CUSHIM_SEGMENT_DIR=", 27) == 0)
-        fprintf(stderr, "%s\n", line);
+    if (!cli_config_reported && e->option == CUSHIM_OPT_SEGMENT_DIR)
+        fprintf(stderr, "%s\n", e->line);
 }
 
 const char *seg_dir(void)
