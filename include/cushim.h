@@ -17,7 +17,7 @@
 extern "C" {
 #endif
 
-#define CUSHIM_STATS_VERSION 1
+#define CUSHIM_STATS_VERSION 2 /* 2: the async_pool fields */
 
 enum cushim_public_kind {
     CUSHIM_MEM_DEVICE = 0,       /* cudaMalloc, cudaMallocPitch (cuMemAlloc_v2, cuMemAllocPitch_v2) */
@@ -53,6 +53,15 @@ struct cushim_device_stats {
     struct cushim_kind_stats kind[CUSHIM_MEM_KIND_COUNT];
     uint64_t device_total_current_bytes;
     uint64_t device_total_peak_bytes;
+    /* Version 2. The device's stream-ordered pools as the driver last reported them
+     * (cuMemPoolGetAttribute, summed over the device's pools; read at cudaMemGetInfo, from
+     * cudaMallocAsync at most every 100 ms, and at exit: docs/SUMMARY-JSON.md "async_pool"). The
+     * reserve is device memory the pools hold, freed memory kept for reuse included. */
+    uint64_t async_pool_used_current_bytes;
+    uint64_t async_pool_used_high_bytes;
+    uint64_t async_pool_reserved_current_bytes;
+    uint64_t async_pool_reserved_high_bytes;
+    uint64_t async_pool_sampled_ns;   /* CLOCK_REALTIME of that read; 0 = never read */
 };
 
 /* Copies device `ordinal`'s counters (one consistent snapshot) into *out; out->size must be set.

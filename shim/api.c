@@ -62,6 +62,11 @@ SHIM_EXPORT int cushim_get_device_stats(int ordinal, struct cushim_device_stats 
     memcpy(full.kind, d.kinds, sizeof full.kind);
     full.device_total_current_bytes = d.dev[CUSHIM_DEV_total_current];
     full.device_total_peak_bytes = d.dev[CUSHIM_DEV_total_peak];
+    full.async_pool_used_current_bytes = d.dev[CUSHIM_DEV_async_pool_used_current];
+    full.async_pool_used_high_bytes = d.dev[CUSHIM_DEV_async_pool_used_high];
+    full.async_pool_reserved_current_bytes = d.dev[CUSHIM_DEV_async_pool_reserved_current];
+    full.async_pool_reserved_high_bytes = d.dev[CUSHIM_DEV_async_pool_reserved_high];
+    full.async_pool_sampled_ns = d.dev[CUSHIM_DEV_async_pool_sampled_ns];
     memcpy(out, &full, out->size < sizeof full ? out->size : sizeof full);
     return 0;
 }

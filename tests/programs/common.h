@@ -6,6 +6,7 @@
 
 #include <cuda_runtime_api.h>
 #include <dlfcn.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -55,6 +56,8 @@ static inline void print_sim(int devices)
         printf("sim.used.%d=%llu\n", d, (unsigned long long)a.used(d));
     }
 }
+
+#include "cushim.h"
 
 /* The cushim.h API, if preloaded. */
 static inline void *cushim_fn(const char *name)

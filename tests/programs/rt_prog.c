@@ -98,6 +98,28 @@ static int scenario_async(void)
         CHECK(cudaMemPoolGetAttribute(pool, attrs[i].attr, &y));
         printf("sim.pools.%s=%llu\n", attrs[i].name, (unsigned long long)(x + y));
     }
+    /* Through cushim.h after cudaMemGetInfo (which reads the pools): version 2 fields, and a
+     * caller that knows only version 1's size gets nothing past it. */
+    int (*get)(int, struct cushim_device_stats *) =
+        (int (*)(int, struct cushim_device_stats *))cushim_fn("cushim_get_device_stats");
+    size_t f, t;
+    CHECK(cudaMemGetInfo(&f, &t));
+    struct cushim_device_stats st;
+    memset(&st, 0, sizeof st);
+    st.size = sizeof st;
+    if (!get || get(0, &st) != 0)
+        return 21;
+    printf("api.version=%u\napi.pools.reserved=%llu\napi.pools.reserved_high=%llu\napi.pools.used=%llu\n"
+           "api.pools.used_high=%llu\napi.pools.sampled=%d\n", st.version,
+           (unsigned long long)st.async_pool_reserved_current_bytes, (unsigned long long)st.async_pool_reserved_high_bytes,
+           (unsigned long long)st.async_pool_used_current_bytes, (unsigned long long)st.async_pool_used_high_bytes,
+           st.async_pool_sampled_ns != 0);
+    memset(&st, 0xab, sizeof st);
+    st.size = offsetof(struct cushim_device_stats, async_pool_used_current_bytes);
+    if (get(0, &st) != 0)
+        return 22;
+    printf("api.v1.untouched=%d\napi.v1.total=%llu\n", st.async_pool_used_current_bytes == 0xababababababababull,
+           (unsigned long long)st.device_total_current_bytes);
     return 0;
 }
 
