@@ -15,23 +15,11 @@
  *   vmm        cuMemCreate, cuMemMap, cuMemUnmap, cuMemRelease of one granule (driver entry
  *              points from cudaGetDriverEntryPointByVersion), into one reserved range
  *   array      cuArrayCreate_v2 (64 x 64 bytes) / cuArrayDestroy
- * Exit status: 0, 1 for a set-up failure, 2 for a failed cycle, 3 for an unknown KIND. */
-#include <cuda.h>
-#include <cuda_runtime_api.h>
+ * Exit status: 0, 1 for a set-up failure, 2 for a failed cycle, 3 for an unknown KIND, 10 for a
+ * failed set-up call and 11 for a missing driver entry point (tests/programs/common.h). */
 #include <cudaTypedefs.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 
-static void *entry(const char *name, int version)
-{
-    void *fn = NULL;
-    enum cudaDriverEntryPointQueryResult st;
-    if (cudaGetDriverEntryPointByVersion(name, &fn, (unsigned)version, cudaEnableDefault, &st) != cudaSuccess ||
-        st != cudaDriverEntryPointSuccess)
-        return NULL;
-    return fn;
-}
+#include "common.h"
 
 static int vmm(long n)
 {
@@ -41,13 +29,7 @@ static int vmm(long n)
     PFN_cuMemMap_v10020 map = entry("cuMemMap", 10020);
     PFN_cuMemUnmap_v10020 unmap = entry("cuMemUnmap", 10020);
     PFN_cuMemGetAllocationGranularity_v10020 gran = entry("cuMemGetAllocationGranularity", 10020);
-    if (!create || !release || !reserve || !map || !unmap || !gran)
-        return 1;
-    CUmemAllocationProp prop;
-    memset(&prop, 0, sizeof prop);
-    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
-    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-    prop.location.id = 0;
+    CUmemAllocationProp prop = vmm_prop(0);
     size_t g = 0;
     CUdeviceptr va;
     if (gran(&g, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM) || reserve(&va, g, 0, 0, 0))
@@ -64,8 +46,6 @@ static int array(long n)
 {
     PFN_cuArrayCreate_v3020 create = entry("cuArrayCreate", 3020);
     PFN_cuArrayDestroy_v2000 destroy = entry("cuArrayDestroy", 2000);
-    if (!create || !destroy)
-        return 1;
     CUDA_ARRAY_DESCRIPTOR d = {.Width = 64, .Height = 64, .Format = CU_AD_FORMAT_UNSIGNED_INT8, .NumChannels = 1};
     for (long i = 0; i < n; i++) {
         CUarray a;

@@ -4,6 +4,7 @@
 #ifndef TEST_PROGRAMS_COMMON_H
 #define TEST_PROGRAMS_COMMON_H
 
+#include <cuda.h>
 #include <cuda_runtime_api.h>
 #include <dlfcn.h>
 #include <stddef.h>
@@ -58,6 +59,31 @@ static inline void print_sim(int devices)
 }
 
 #include "cushim.h"
+
+/* A driver entry point through the runtime (cudaGetDriverEntryPointByVersion, as PyTorch fetches
+ * the VMM API); exits 11 when the driver has none. */
+static inline void *entry(const char *name, unsigned version)
+{
+    void *fn = NULL;
+    enum cudaDriverEntryPointQueryResult st;
+    CHECK(cudaGetDriverEntryPointByVersion(name, &fn, version, cudaEnableDefault, &st));
+    if (!fn) {
+        fprintf(stderr, "no driver entry point %s@%u\n", name, version);
+        exit(11);
+    }
+    return fn;
+}
+
+/* Pinned device memory on `device`, for cuMemCreate. */
+static inline CUmemAllocationProp vmm_prop(int device)
+{
+    CUmemAllocationProp prop;
+    memset(&prop, 0, sizeof prop);
+    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    prop.location.id = device;
+    return prop;
+}
 
 /* The cushim.h API, if preloaded. */
 static inline void *cushim_fn(const char *name)

@@ -13,18 +13,6 @@
 #define MiB (1024ull * 1024)
 #define GiB (1024ull * MiB)
 
-static void *entry(const char *name, unsigned version)
-{
-    void *fn = NULL;
-    enum cudaDriverEntryPointQueryResult st;
-    CHECK(cudaGetDriverEntryPointByVersion(name, &fn, version, cudaEnableDefault, &st));
-    if (!fn) {
-        fprintf(stderr, "no driver entry point %s@%u\n", name, version);
-        exit(11);
-    }
-    return fn;
-}
-
 static int scenario_malloc(void)
 {
     void *a, *b, *c, *d;
@@ -131,11 +119,7 @@ static int scenario_vmm(void)
     PFN_cuMemMap_v10020 map = entry("cuMemMap", 10020);
     PFN_cuMemUnmap_v10020 unmap = entry("cuMemUnmap", 10020);
     PFN_cuMemGetAllocationGranularity_v10020 gran = entry("cuMemGetAllocationGranularity", 10020);
-    CUmemAllocationProp prop;
-    memset(&prop, 0, sizeof prop);
-    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
-    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-    prop.location.id = 0;
+    CUmemAllocationProp prop = vmm_prop(0);
     size_t g = 0;
     CHECK(cudaFree(NULL));
     if (gran(&g, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM) != CUDA_SUCCESS)
