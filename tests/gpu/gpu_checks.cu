@@ -13,6 +13,8 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+
+#include "cushim.h"
 #ifdef WITH_CUBLAS
 #include <cublas_v2.h>
 #endif
@@ -36,17 +38,10 @@ static double now_s(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-// ---- the shim's counters, when preloaded (include/cushim.h) ----
-struct kind_stats { uint64_t current, peak, allocs, frees, failed, spills; };
-struct device_stats {
-    uint32_t size, version;
-    int32_t ordinal, uuid_valid;
-    uint8_t uuid[16];
-    uint64_t total_bytes, untracked_bytes;
-    kind_stats kind[10];
-    uint64_t total_current, total_peak;
-};
-enum { K_DEVICE, K_ASYNC, K_VMM, K_ARRAY, K_MANAGED, K_PINNED, K_REGISTERED, K_IMPORTED, K_OFFLOADED, K_CAPTURE };
+// ---- the shim's counters, when preloaded (include/cushim.h, on nvcc's include path) ----
+typedef struct cushim_device_stats device_stats;
+enum { K_DEVICE = CUSHIM_MEM_DEVICE, K_ASYNC = CUSHIM_MEM_ASYNC, K_VMM = CUSHIM_MEM_VMM,
+       K_OFFLOADED = CUSHIM_MEM_OFFLOADED };
 
 static bool shim_stats(device_stats *s)
 {
@@ -62,13 +57,13 @@ static bool shim_stats(device_stats *s)
 static uint64_t shim_kind(int kind)
 {
     device_stats s;
-    return shim_stats(&s) ? s.kind[kind].current : 0;
+    return shim_stats(&s) ? s.kind[kind].current_bytes : 0;
 }
 
 static uint64_t shim_total(void)
 {
     device_stats s;
-    return shim_stats(&s) ? s.total_current : 0;
+    return shim_stats(&s) ? s.device_total_current_bytes : 0;
 }
 
 static size_t used(void)
@@ -121,13 +116,17 @@ static int cmd_async(void)
         uint64_t s0 = shim_kind(K_ASYNC);
         CHECK(cudaMallocAsync(&p, sizes[i], st));
         CHECK(cudaStreamSynchronize(st));
-        size_t u1 = used();
+        size_t u1 = used(); // cudaMemGetInfo: the shim reads the pools' reserve too (async_pool)
         CHECK(cudaMemPoolGetAttribute(pool, cudaMemPoolAttrReservedMemCurrent, &r1));
         uint64_t s1 = shim_kind(K_ASYNC);
+        device_stats ps;
+        uint64_t shim_reserved = shim_stats(&ps) ? ps.async_pool_reserved_current_bytes : 0;
         CHECK(cudaFreeAsync(p, st));
         CHECK(cudaStreamSynchronize(st));
-        printf("size=%zu driver_delta=%lld pool_reserved_delta=%llu shim_delta=%llu\n", sizes[i], (long long)u1 - (long long)u0,
-               (unsigned long long)(r1 - r0), (unsigned long long)(s1 - s0));
+        printf("size=%zu driver_delta=%lld pool_reserved_delta=%llu shim_delta=%llu pool_reserved=%llu "
+               "shim_pool_reserved=%llu\n", sizes[i], (long long)u1 - (long long)u0,
+               (unsigned long long)(r1 - r0), (unsigned long long)(s1 - s0), (unsigned long long)r1,
+               (unsigned long long)shim_reserved);
     }
     return 0;
 }
@@ -202,7 +201,7 @@ static int cmd_hold(int seconds)
     CHECK(cudaMemGetInfo(&f, &t)); // also refreshes the shim's untracked sample
     device_stats s;
     if (shim_stats(&s))
-        printf("shim_device_total=%llu untracked=%llu\n", (unsigned long long)s.total_current,
+        printf("shim_device_total=%llu untracked=%llu\n", (unsigned long long)s.device_total_current_bytes,
                (unsigned long long)s.untracked_bytes);
     printf("pid=%d\nready=1\n", (int)getpid());
     fflush(stdout);

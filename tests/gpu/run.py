@@ -265,12 +265,15 @@ def check_async_exactness(suite):
     rows = [r for r in suite.kv_lines(suite.run([suite.static, "async"])) if "size" in r]
     # The shim's delta is exact; the driver's follows the pool's reserve, give or take a page-table
     # page (under 2 MiB).
+    # The shim's async_pool figure (read at that cudaMemGetInfo) is the pool's own.
     ok = len(rows) == 4 and all(r["shim_delta"] == r["size"] and
-                                0 <= r["driver_delta"] - r["pool_reserved_delta"] < 2 * MiB for r in rows)
+                                0 <= r["driver_delta"] - r["pool_reserved_delta"] < 2 * MiB and
+                                r["shim_pool_reserved"] == r["pool_reserved"] for r in rows)
     return ("cudaMallocAsync: shim async delta = requested; 0 <= cuMemGetInfo delta - pool reserve "
-            "delta < 2 MiB",
-            "; ".join("%d: shim %d driver %d pool %d" % (r["size"], r["shim_delta"], r["driver_delta"],
-                                                          r["pool_reserved_delta"]) for r in rows),
+            "delta < 2 MiB; shim async_pool reserved = the pool's RESERVED_MEM_CURRENT",
+            "; ".join("%d: shim %d driver %d pool %d (shim reads reserve %d of %d)" % (
+                r["size"], r["shim_delta"], r["driver_delta"], r["pool_reserved_delta"],
+                r["shim_pool_reserved"], r["pool_reserved"]) for r in rows),
             "pass" if ok else "fail")
 
 
