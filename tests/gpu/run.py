@@ -168,18 +168,18 @@ def check_exactness_shared(suite):
     return exactness(suite, suite.shared)
 
 
-def torch_env(expandable=False, extra=None):
+def torch_env(expandable=False, extra=None, conf=None):
     """PyTorch's allocator settings, set explicitly (both names: PYTORCH_ALLOC_CONF is the newer
     one, PYTORCH_CUDA_ALLOC_CONF the older) so that nothing inherited changes a check."""
-    conf = "expandable_segments:True" if expandable else "expandable_segments:False"
+    conf = conf or ("expandable_segments:True" if expandable else "expandable_segments:False")
     env = {"PYTORCH_CUDA_ALLOC_CONF": conf, "PYTORCH_ALLOC_CONF": conf}
     env.update(extra or {})
     return env
 
 
-def torch_run(suite, args, expandable=False, extra=None):
+def torch_run(suite, args, expandable=False, extra=None, conf=None):
     return json.loads(suite.run([sys.executable, suite.torch_checks] + args,
-                                extra=torch_env(expandable, extra), timeout=90).splitlines()[-1])
+                                extra=torch_env(expandable, extra, conf), timeout=90).splitlines()[-1])
 
 
 def torch_peak(suite, expandable):
@@ -259,6 +259,14 @@ def check_torch_offload_forward(suite):
             "device memory saved (cudaMemGetInfo) = offloaded bytes",
             {"same_output": same, "device_saved": drop, "offloaded": off["offloaded_current"],
              "plain": plain, "offload": off}, "pass" if ok else "fail")
+
+
+def check_torch_async_backend(suite):
+    r = torch_run(suite, ["async_backend"], conf="backend:cudaMallocAsync")
+    ok = (r["backend"] == "cudaMallocAsync" and r["shim_pool_reserved"] > 0 and
+          r["shim_pool_reserved"] == r["torch_reserved"] and r["shim_async_current"] > 0)
+    return ("backend:cudaMallocAsync: the shim's async_pool reserve = torch.cuda.memory_reserved() "
+            "(the default pool's reserve); tensors counted as async", r, "pass" if ok else "fail")
 
 
 def check_async_exactness(suite):
@@ -397,6 +405,7 @@ CHECKS = [
     ("offload_vecadd", check_offload_vecadd, False, "kernels on offloaded memory"),
     ("offload_sgemm", check_offload_sgemm, False, "cuBLAS on offloaded memory"),
     ("torch_offload_forward", check_torch_offload_forward, True, "PyTorch forward, offload always"),
+    ("torch_async_backend", check_torch_async_backend, True, "PyTorch's cudaMallocAsync backend"),
     ("async_exactness", check_async_exactness, False, "stream-ordered pools"),
     ("vmm_exactness", check_vmm_exactness, False, "virtual memory management"),
     ("nvidia_smi", check_nvidia_smi, False, "per-process figure vs nvidia-smi"),

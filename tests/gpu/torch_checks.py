@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """PyTorch checks of scripts/gpu-check (issue 6), run under libcushim.so by tests/gpu/run.py.
 
-usage: torch_checks.py peak | graph | forward OUTFILE
+usage: torch_checks.py peak | graph | forward OUTFILE | async_backend
 Prints one JSON object on its last line. Reads cushim's counters in-process through cushim.h's
 API (ctypes.CDLL(None)) and the per-graph table through `cushim stat PID --json` ($GPUCHECK_CUSHIM).
 """
@@ -27,7 +27,11 @@ class DeviceStats(ctypes.Structure):
                 ("ordinal", ctypes.c_int32), ("uuid_valid", ctypes.c_int32),
                 ("uuid", ctypes.c_uint8 * 16), ("total_bytes", ctypes.c_uint64),
                 ("untracked_bytes", ctypes.c_uint64), ("kind", KindStats * 10),
-                ("total_current", ctypes.c_uint64), ("total_peak", ctypes.c_uint64)]
+                ("total_current", ctypes.c_uint64), ("total_peak", ctypes.c_uint64),
+                # version 2
+                ("async_pool_used_current", ctypes.c_uint64), ("async_pool_used_high", ctypes.c_uint64),
+                ("async_pool_reserved_current", ctypes.c_uint64),
+                ("async_pool_reserved_high", ctypes.c_uint64), ("async_pool_sampled_ns", ctypes.c_uint64)]
 
 
 KIND = {"device": 0, "async": 1, "vmm": 2, "array": 3, "managed": 4, "pinned_host": 5,
@@ -147,6 +151,24 @@ def check_forward(outfile):
             "offloaded_allocs": s.kind[KIND["offloaded"]].allocs}
 
 
+def check_async_backend():
+    """PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync: every tensor is a cudaMallocAsync from the
+    device's default pool; PyTorch's reserved memory is that pool's reserve."""
+    dev = torch.device("cuda:0")
+    keep = workload(dev)
+    torch.cuda.synchronize()
+    torch.cuda.mem_get_info(dev)  # cudaMemGetInfo: the shim reads the pools' reserve now
+    s = stats()
+    result = {"backend": torch.cuda.get_allocator_backend(),
+              "torch_reserved": torch.cuda.memory_reserved(dev),
+              "torch_allocated": torch.cuda.memory_allocated(dev),
+              "shim_pool_reserved": s.async_pool_reserved_current,
+              "shim_async_current": s.kind[KIND["async"]].current,
+              "shim_device_current": s.kind[KIND["device"]].current}
+    del keep
+    return result
+
+
 def main():
     what = sys.argv[1] if len(sys.argv) > 1 else ""
     if what == "peak":
@@ -155,6 +177,8 @@ def main():
         result = check_graph()
     elif what == "forward" and len(sys.argv) > 2:
         result = check_forward(sys.argv[2])
+    elif what == "async_backend":
+        result = check_async_backend()
     else:
         sys.exit(__doc__)
     print(json.dumps(result))
