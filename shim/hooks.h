@@ -84,6 +84,16 @@
     X(cuMemcpyDtoHAsync_v2_ptsz, cuMemcpyDtoHAsync, 7000, 1)           \
     X(cuMemcpyDtoDAsync_v2, cuMemcpyDtoDAsync, 3020, 0)                \
     X(cuMemcpyDtoDAsync_v2_ptsz, cuMemcpyDtoDAsync, 7000, 1)         \
+    X(cuMemcpy2D_v2, cuMemcpy2D, 3020, 0)                              \
+    X(cuMemcpy2D_v2_ptds, cuMemcpy2D, 7000, 1)                         \
+    X(cuMemcpy2DUnaligned_v2, cuMemcpy2DUnaligned, 3020, 0)            \
+    X(cuMemcpy2DUnaligned_v2_ptds, cuMemcpy2DUnaligned, 7000, 1)       \
+    X(cuMemcpy2DAsync_v2, cuMemcpy2DAsync, 3020, 0)                    \
+    X(cuMemcpy2DAsync_v2_ptsz, cuMemcpy2DAsync, 7000, 1)               \
+    X(cuMemcpy3D_v2, cuMemcpy3D, 3020, 0)                              \
+    X(cuMemcpy3D_v2_ptds, cuMemcpy3D, 7000, 1)                         \
+    X(cuMemcpy3DAsync_v2, cuMemcpy3DAsync, 3020, 0)                    \
+    X(cuMemcpy3DAsync_v2_ptsz, cuMemcpy3DAsync, 7000, 1)               \
     X(cuGraphInstantiate, cuGraphInstantiate, 10000, 0)                \
     X(cuGraphInstantiate_v2, cuGraphInstantiate, 11000, 0)             \
     X(cuGraphInstantiateWithFlags, cuGraphInstantiateWithFlags, 11040, 0) \

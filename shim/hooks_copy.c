@@ -4,6 +4,7 @@
  * that kind while cuMemcpy infers the direction from unified addresses (DESIGN.md);
  * cuMemGetAddressRange_v2 answers from the shim's table; cuIpcGetMemHandle on an offloaded range
  * returns CUDA_ERROR_INVALID_VALUE (host memory has no IPC handle) without calling the driver.
+ * Pitched copies (2D, 3D) naming an offloaded range as device memory name it as unified memory.
  * Everything else passes through: with no offloaded range alive each check is one load. */
 #include "shim/offload.h"
 #include "shim/shim.h"
@@ -46,6 +47,40 @@ COPY_ASYNC(cuMemcpyDtoHAsync_v2, cuMemcpyAsync, void *, CUdeviceptr)
 COPY_ASYNC(cuMemcpyDtoHAsync_v2_ptsz, cuMemcpyAsync_ptsz, void *, CUdeviceptr)
 COPY_ASYNC(cuMemcpyDtoDAsync_v2, cuMemcpyAsync, CUdeviceptr, CUdeviceptr)
 COPY_ASYNC(cuMemcpyDtoDAsync_v2_ptsz, cuMemcpyAsync_ptsz, CUdeviceptr, CUdeviceptr)
+
+/* Pitched copies (cuda.h, cuMemcpy2D / cuMemcpy3D): a side that names an offloaded range as
+ * CU_MEMORYTYPE_DEVICE is passed as CU_MEMORYTYPE_UNIFIED, "the (unified virtual address space)
+ * base address", with the same address and pitch: the copy is the same, and defined for host
+ * memory. The caller's descriptor is copied, never changed. */
+#define UNIFIED_IF_OFFLOADED(d, side)                                                          \
+    do {                                                                                       \
+        if ((d).side##MemoryType == CU_MEMORYTYPE_DEVICE && offload_touches((d).side##Device)) \
+            (d).side##MemoryType = CU_MEMORYTYPE_UNIFIED;                                      \
+    } while (0)
+
+#define COPY_PITCHED(sym, desc_t, params, args)                                                \
+    SHIM_EXPORT CUresult CUDAAPI sym params                                                    \
+    {                                                                                          \
+        REAL_OR_FAIL(sym);                                                                     \
+        desc_t d;                                                                              \
+        if (unlikely(atomic_load_explicit(&offload_live, memory_order_relaxed) != 0) && pCopy) { \
+            d = *pCopy;                                                                        \
+            UNIFIED_IF_OFFLOADED(d, src);                                                      \
+            UNIFIED_IF_OFFLOADED(d, dst);                                                      \
+            pCopy = &d;                                                                        \
+        }                                                                                      \
+        return real_ args;                                                                     \
+    }
+COPY_PITCHED(cuMemcpy2D_v2, CUDA_MEMCPY2D, (const CUDA_MEMCPY2D *pCopy), (pCopy))
+COPY_PITCHED(cuMemcpy2D_v2_ptds, CUDA_MEMCPY2D, (const CUDA_MEMCPY2D *pCopy), (pCopy))
+COPY_PITCHED(cuMemcpy2DUnaligned_v2, CUDA_MEMCPY2D, (const CUDA_MEMCPY2D *pCopy), (pCopy))
+COPY_PITCHED(cuMemcpy2DUnaligned_v2_ptds, CUDA_MEMCPY2D, (const CUDA_MEMCPY2D *pCopy), (pCopy))
+COPY_PITCHED(cuMemcpy2DAsync_v2, CUDA_MEMCPY2D, (const CUDA_MEMCPY2D *pCopy, CUstream hStream), (pCopy, hStream))
+COPY_PITCHED(cuMemcpy2DAsync_v2_ptsz, CUDA_MEMCPY2D, (const CUDA_MEMCPY2D *pCopy, CUstream hStream), (pCopy, hStream))
+COPY_PITCHED(cuMemcpy3D_v2, CUDA_MEMCPY3D, (const CUDA_MEMCPY3D *pCopy), (pCopy))
+COPY_PITCHED(cuMemcpy3D_v2_ptds, CUDA_MEMCPY3D, (const CUDA_MEMCPY3D *pCopy), (pCopy))
+COPY_PITCHED(cuMemcpy3DAsync_v2, CUDA_MEMCPY3D, (const CUDA_MEMCPY3D *pCopy, CUstream hStream), (pCopy, hStream))
+COPY_PITCHED(cuMemcpy3DAsync_v2_ptsz, CUDA_MEMCPY3D, (const CUDA_MEMCPY3D *pCopy, CUstream hStream), (pCopy, hStream))
 
 SHIM_EXPORT CUresult CUDAAPI cuMemGetAddressRange_v2(CUdeviceptr *pbase, size_t *psize,
                                                      CUdeviceptr dptr)

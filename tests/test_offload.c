@@ -75,6 +75,24 @@ Test(offload, off_by_default)
     run_free(&r);
 }
 
+Test(offload, pitched_copies_of_offloaded_memory)
+{
+    struct run_result r;
+    const char *extra[] = {"CUSHIM_OFFLOAD=always", "CUSHIM_OFFLOAD_MIN=1MiB", NULL};
+    json_t *j = offload_run(&r, "pitched", extra);
+    cr_expect_eq(kv_u64(r.out, "offloaded_host_live"), 2 * MiB, "the 2 MiB buffer is host memory");
+    cr_expect_eq(kv_u64(r.out, "rc_2d_in"), 0, "2D copy into offloaded memory named as device memory");
+    cr_expect_eq(kv_u64(r.out, "rc_2d_out"), 0, "and out of it, asynchronously");
+    cr_expect_eq(kv_u64(r.out, "roundtrip_2d"), 1);
+    cr_expect_eq(kv_u64(r.out, "rc_2d_to_device"), 0, "offloaded to device memory");
+    cr_expect_eq(kv_u64(r.out, "rc_3d"), 0);
+    cr_expect_eq(kv_u64(r.out, "roundtrip_3d"), 1);
+    /* Memory the shim does not own is passed as it was: the driver's own error. */
+    cr_expect_eq(kv_u64(r.out, "rc_2d_pinned_as_device"), 1 /* CUDA_ERROR_INVALID_VALUE */);
+    json_decref(j);
+    run_free(&r);
+}
+
 Test(offload, budget_limits_what_the_program_sees_and_gets)
 {
     struct run_result r;

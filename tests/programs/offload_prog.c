@@ -344,6 +344,63 @@ static int scenario_capture_destroyed(void)
     return 0;
 }
 
+/* Pitched copies (cuMemcpy2D/3D) naming offloaded memory as device memory: the shim passes that
+ * side as unified memory (the same address), so the copy happens; data byte-exact both ways. */
+static int scenario_pitched(void)
+{
+    PFN_cuMemcpy2D_v3020 copy2d = entry("cuMemcpy2D", 3020);
+    PFN_cuMemcpy2DAsync_v3020 copy2d_async = entry("cuMemcpy2DAsync", 3020);
+    PFN_cuMemcpy3D_v3020 copy3d = entry("cuMemcpy3D", 3020);
+    struct sim_api sim = sim_api();
+    unsigned char *off = dev(2 * MiB);        /* offloaded (CUSHIM_OFFLOAD=always, 1 MiB) */
+    unsigned char *small = dev(512 * KiB);   /* device */
+    printf("offloaded_host_live=%llu\n", (unsigned long long)sim.live(0, 5));
+    static unsigned char in[256 * 1024], out[256 * 1024];
+    for (size_t i = 0; i < sizeof in; i++)
+        in[i] = (unsigned char)(i * 13 + 1);
+
+    /* Host rows of 1024 bytes into offloaded rows of pitch 2048, and back. */
+    CUDA_MEMCPY2D c;
+    memset(&c, 0, sizeof c);
+    c.srcMemoryType = CU_MEMORYTYPE_HOST, c.srcHost = in, c.srcPitch = 1024;
+    c.dstMemoryType = CU_MEMORYTYPE_DEVICE, c.dstDevice = (CUdeviceptr)off, c.dstPitch = 2048;
+    c.WidthInBytes = 1024, c.Height = 256;
+    printf("rc_2d_in=%d\n", (int)copy2d(&c));
+    memset(&c, 0, sizeof c);
+    c.srcMemoryType = CU_MEMORYTYPE_DEVICE, c.srcDevice = (CUdeviceptr)off, c.srcPitch = 2048;
+    c.dstMemoryType = CU_MEMORYTYPE_HOST, c.dstHost = out, c.dstPitch = 1024;
+    c.WidthInBytes = 1024, c.Height = 256;
+    memset(out, 0, sizeof out);
+    printf("rc_2d_out=%d\n", (int)copy2d_async(&c, 0));
+    CHECK(cudaDeviceSynchronize());
+    printf("roundtrip_2d=%d\n", memcmp(in, out, sizeof in) == 0);
+
+    /* Offloaded (as device) to real device memory, then 3D back to the host: 2 slices of 64 rows. */
+    memset(&c, 0, sizeof c);
+    c.srcMemoryType = CU_MEMORYTYPE_DEVICE, c.srcDevice = (CUdeviceptr)off, c.srcPitch = 2048;
+    c.dstMemoryType = CU_MEMORYTYPE_DEVICE, c.dstDevice = (CUdeviceptr)small, c.dstPitch = 1024;
+    c.WidthInBytes = 1024, c.Height = 128;
+    printf("rc_2d_to_device=%d\n", (int)copy2d(&c));
+    CUDA_MEMCPY3D d;
+    memset(&d, 0, sizeof d);
+    d.srcMemoryType = CU_MEMORYTYPE_DEVICE, d.srcDevice = (CUdeviceptr)small, d.srcPitch = 1024, d.srcHeight = 64;
+    d.dstMemoryType = CU_MEMORYTYPE_HOST, d.dstHost = out, d.dstPitch = 1024, d.dstHeight = 64;
+    d.WidthInBytes = 1024, d.Height = 64, d.Depth = 2;
+    memset(out, 0, sizeof out);
+    printf("rc_3d=%d\n", (int)copy3d(&d));
+    printf("roundtrip_3d=%d\n", memcmp(in, out, 128 * 1024) == 0);
+
+    /* Pinned host memory the shim does not own, named as device memory: the driver's answer. */
+    void *pinned;
+    CHECK(cudaMallocHost(&pinned, 4096));
+    memset(&c, 0, sizeof c);
+    c.srcMemoryType = CU_MEMORYTYPE_HOST, c.srcHost = in, c.srcPitch = 64;
+    c.dstMemoryType = CU_MEMORYTYPE_DEVICE, c.dstDevice = (CUdeviceptr)pinned, c.dstPitch = 64;
+    c.WidthInBytes = 64, c.Height = 4;
+    printf("rc_2d_pinned_as_device=%d\n", (int)copy2d(&c));
+    return 0;
+}
+
 static const struct scenario scenarios[] = {
     {"cache", scenario_cache, 1},                 {"phase_first", scenario_phase_first, 1},
     {"compile_run", scenario_compile_run, 1},     {"budget", scenario_budget, 1},
@@ -351,6 +408,7 @@ static const struct scenario scenarios[] = {
     {"async_free", scenario_async_free, 1},       {"phase_loop", scenario_phase_loop, 1},
     {"reset", scenario_reset, 1},                 {"vmm_budget", scenario_vmm_budget, 1},
     {"phase_stack", scenario_phase_stack, 1},     {"capture_destroyed", scenario_capture_destroyed, 1},
+    {"pitched", scenario_pitched, 1},
 };
 
 int main(int argc, char **argv)
