@@ -257,8 +257,15 @@ static int cmd_vecadd(void)
     size_t bad = 0;
     for (size_t i = 0; i < n; i++)
         bad += h[i] != 0.75f * (float)(i % 1000003);
-    printf("hash=%016llx wrong=%zu offloaded=%llu\n", (unsigned long long)fnv(h, n * sizeof(float)), bad,
-           (unsigned long long)shim_kind(K_OFFLOADED));
+    unsigned long long hash = (unsigned long long)fnv(h, n * sizeof(float));
+    // The same result through a pitched copy with explicit kinds (cudaMemcpy2D, device to host):
+    // c as 1024 rows of 256 KiB (offloaded memory named as device memory: the shim passes it as
+    // unified memory).
+    const size_t row = n * sizeof(float) / 1024;
+    memset(h, 0, n * sizeof(float));
+    cudaError_t e2d = cudaMemcpy2D(h, row, c, row, row, 1024, cudaMemcpyDeviceToHost);
+    printf("hash=%016llx wrong=%zu offloaded=%llu rc_2d=%d hash_2d=%016llx\n", hash, bad,
+           (unsigned long long)shim_kind(K_OFFLOADED), (int)e2d, (unsigned long long)fnv(h, n * sizeof(float)));
     free(h);
     return 0;
 }
