@@ -68,10 +68,16 @@ static void write_report(const struct cushim_snapshot *snap)
         f = to_stderr ? stderr : stdout;
         snprintf(path, sizeof path, "%s", shim.cfg.report);
     } else {
+        const char *why;
         shim_expand_pid(shim.cfg.report, path, sizeof path);
-        f = fopen(path, "w");
+        int fd = shim_open_output(path, 0, &why);
+        f = fd >= 0 ? fdopen(fd, "w") : NULL;
         if (!f) {
-            LOG_ERROR("cannot write CUSHIM_REPORT=\"%s\": %s", path, strerror(errno));
+            if (fd >= 0) {
+                why = strerror(errno);
+                close(fd);
+            }
+            LOG_ERROR("cannot write CUSHIM_REPORT=\"%s\": %s", path, why);
             return;
         }
     }

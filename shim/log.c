@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <stdatomic.h>
+#include <sys/stat.h>
 #include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -28,18 +29,44 @@ static void expand_pid(const char *in, char *out, size_t len)
     out[o] = '\0';
 }
 
+int shim_open_output(const char *path, int append, const char **why)
+{
+    int fd = open(path, O_WRONLY | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | (append ? O_APPEND : 0), 0600);
+    if (fd < 0) {
+        *why = errno == ELOOP ? "a symbolic link, not followed" : errno == ENXIO ? "a FIFO with no reader"
+                                                                                 : strerror(errno);
+        return -1;
+    }
+    struct stat st;
+    *why = NULL;
+    if (fstat(fd, &st) != 0)
+        *why = strerror(errno);
+    else if (S_ISREG(st.st_mode) && st.st_uid != geteuid())
+        *why = "a file of another user";
+    else if (!S_ISREG(st.st_mode) && !S_ISCHR(st.st_mode) && !S_ISFIFO(st.st_mode))
+        *why = "not a regular file";
+    else if (S_ISREG(st.st_mode) && !append && ftruncate(fd, 0) != 0)
+        *why = strerror(errno);
+    if (*why) {
+        close(fd);
+        return -1;
+    }
+    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+    return fd;
+}
+
 void shim_log_open(const struct cushim_config *c)
 {
     log_level = c->log;
     if (c->log_file[0]) {
         char path[CUSHIM_PATH_MAX + 32];
+        const char *why;
         expand_pid(c->log_file, path, sizeof path);
-        int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+        int fd = shim_open_output(path, 1, &why);
         if (fd >= 0)
             atomic_store(&log_fd, fd);
         else
-            shim_log(CUSHIM_LOG_ERROR, "cannot open CUSHIM_LOG_FILE=\"%s\": %s; logging to stderr",
-                     path, strerror(errno));
+            shim_log(CUSHIM_LOG_ERROR, "cannot open CUSHIM_LOG_FILE=\"%s\": %s; logging to stderr", path, why);
     }
 }
 

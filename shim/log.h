@@ -11,6 +11,13 @@
 /* Copies `in` to `out` (len bytes, NUL-terminated) with each %p replaced by the pid. */
 void shim_expand_pid(const char *in, char *out, size_t len);
 
+/* Opens a file the user named for the shim to write (CUSHIM_REPORT, CUSHIM_LOG_FILE) the way a
+ * file in a shared directory such as /tmp must be: a symbolic link is not followed, a missing
+ * file is created mode 0600, an existing one must be a regular file of the process's user (then
+ * emptied, or appended to: `append`), a character device (/dev/null) or a FIFO that has a reader
+ * (never waiting for one). Returns the descriptor, or -1 with *why saying why in a few words. */
+int shim_open_output(const char *path, int append, const char **why);
+
 void shim_log_open(const struct cushim_config *c);
 int shim_log_enabled(int level);
 void shim_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

@@ -93,3 +93,74 @@ Test(security, another_users_segment_is_private)
     touch(hold);
     cr_expect_eq(wait_bg(setpriv), 0);
 }
+
+/* Files the shim writes for the user (CUSHIM_REPORT, CUSHIM_LOG_FILE) in a shared directory:
+ * a planted symbolic link is not followed, a FIFO without a reader does not hang the program, a
+ * file of another user is not written, and a new file is private (0600). */
+Test(security, report_and_log_files_are_opened_safely)
+{
+    const char *dir = fresh_dir("planted"); /* 1777, like /tmp */
+    char victim[700], link[700], fifo[700], theirs[700], fresh[700], logl[700];
+    snprintf(victim, sizeof victim, "%s/victim", dir);
+    snprintf(link, sizeof link, "%s/report.json", dir);
+    snprintf(fifo, sizeof fifo, "%s/fifo", dir);
+    snprintf(theirs, sizeof theirs, "%s/theirs", dir);
+    snprintf(fresh, sizeof fresh, "%s/fresh.json", dir);
+    snprintf(logl, sizeof logl, "%s/log", dir);
+    FILE *f = fopen(victim, "w");
+    cr_assert(f);
+    fputs("precious\n", f);
+    fclose(f);
+    cr_assert_eq(symlink(victim, link), 0);
+    cr_assert_eq(symlink(victim, logl), 0);
+    cr_assert_eq(mkfifo(fifo, 0666), 0);
+    touch(theirs);
+    int other_user = geteuid() == 0 && chown(theirs, 65534, 65534) == 0;
+
+    struct run_result r;
+    const char *paths[] = {link, fifo, theirs};
+    static const char *whys[] = {"a symbolic link, not followed", "a FIFO with no reader", "a file of another user"};
+    for (int i = 0; i < 3; i++) {
+        if (i == 2 && !other_user) {
+            printf("not run: a file of another user needs root to chown\n");
+            continue;
+        }
+        char rep[800], want[1200];
+        snprintf(rep, sizeof rep, "CUSHIM_REPORT=%s", paths[i]);
+        const char *extra[] = {preload_env(), rep, NULL};
+        const char *argv[] = {program("rt_prog"), "malloc", NULL};
+        run_cmd(&r, argv, sim_env(extra));
+        cr_expect_eq(r.status, 0, "the program runs to its end (%s)", paths[i]);
+        snprintf(want, sizeof want, " error: cannot write CUSHIM_REPORT=\"%s\": %s\n", paths[i], whys[i]);
+        cr_expect(strstr(r.err, want) != NULL, "expected%s\ngot:\n%s", want, r.err);
+        run_free(&r);
+    }
+    /* The log file: the link is not followed either; lines go to stderr. */
+    char lf[800], want[1200];
+    snprintf(lf, sizeof lf, "CUSHIM_LOG_FILE=%s", logl);
+    const char *extra[] = {preload_env(), lf, "CUSHIM_LOG=info", NULL};
+    const char *argv[] = {program("rt_prog"), "malloc", NULL};
+    run_cmd(&r, argv, sim_env(extra));
+    snprintf(want, sizeof want, " error: cannot open CUSHIM_LOG_FILE=\"%s\": a symbolic link, not followed; "
+             "logging to stderr\n", logl);
+    cr_expect(strstr(r.err, want) != NULL, "expected%s\ngot:\n%s", want, r.err);
+    run_free(&r);
+    f = fopen(victim, "r");
+    char buf[64] = "";
+    cr_assert(f);
+    cr_expect(fgets(buf, sizeof buf, f) != NULL);
+    fclose(f);
+    cr_expect_str_eq(buf, "precious\n", "the link's target is untouched");
+
+    /* A new report: created, private. */
+    char rep[800];
+    snprintf(rep, sizeof rep, "CUSHIM_REPORT=%s", fresh);
+    const char *extra2[] = {preload_env(), rep, NULL};
+    run_cmd(&r, argv, sim_env(extra2));
+    cr_expect_eq(r.status, 0);
+    run_free(&r);
+    struct stat st;
+    cr_assert_eq(stat(fresh, &st), 0, "the report is written");
+    cr_expect_eq(st.st_mode & 0777, 0600);
+    cr_expect_gt(st.st_size, 0);
+}
