@@ -165,6 +165,7 @@ static int parse_into(struct cushim_config *c, enum cushim_option id, const char
     case CUSHIM_OPT_RUN_ID: str = c->run_id; strcap = sizeof c->run_id; break;
     case CUSHIM_OPT_RUN_TOP: str = c->run_top; strcap = sizeof c->run_top; break;
     case CUSHIM_OPT_RUN_CHECKED: str = c->run_checked; strcap = sizeof c->run_checked; break;
+    case CUSHIM_OPT_LIBRARY: str = c->library; strcap = sizeof c->library; break;
     case CUSHIM_OPT_COUNT: return -1;
     }
 

@@ -37,6 +37,8 @@
       "per-process device budget: a size for every device, or '0:20GiB,1:10GiB'; empty = none")     \
     X(SPILL, "CUSHIM_SPILL", BOOL, "", "0",                                                         \
       "serve a device request that fails for lack of memory from pinned host memory instead")       \
+    X(LIBRARY, "CUSHIM_LIBRARY", STRING, "", "",                                                    \
+      "the libcushim.so `cushim run` preloads; empty = the one beside the cushim program (its build tree or install prefix)") \
     X(RUN_DIR, "CUSHIM_RUN_DIR", STRING, "", "",                                                    \
       "(set by `cushim run`) directory that collects each process's summary")                       \
     X(RUN_ID, "CUSHIM_RUN_ID", STRING, "", "",                                                      \

@@ -397,6 +397,27 @@ Test(run, a_child_that_sets_its_own_bad_value_reports_it)
     run_free(&r);
 }
 
+Test(run, cushim_library_names_the_preloaded_library)
+{
+    struct run_result r;
+    char lib[1200];
+    snprintf(lib, sizeof lib, "CUSHIM_LIBRARY=%s", shim_lib());
+    const char *extra[] = {lib, "LD_PRELOAD", NULL};
+    const char *argv[] = {"sh", "-c", "echo $LD_PRELOAD", NULL};
+    cr_expect_eq(run_status(argv, sim_env(extra), &r), 0);
+    char want[1200];
+    snprintf(want, sizeof want, "%s\n", shim_lib());
+    cr_expect_str_eq(r.out, want);
+    cr_expect(strstr(r.err, "not a cushim variable") == NULL, "a known variable:\n%s", r.err);
+    run_free(&r);
+    const char *bad[] = {cushim_bin(), "run", "--library", "/nonexistent/libcushim.so", "--", "/bin/echo", "ran", NULL};
+    run_cmd(&r, bad, NULL);
+    cr_expect_eq(r.status, 2);
+    cr_expect_str_eq(r.out, "");
+    cr_expect_str_eq(r.err, "cushim: CUSHIM_LIBRARY=\"/nonexistent/libcushim.so\" is not a readable library\n");
+    run_free(&r);
+}
+
 Test(run, stale_run_variables_are_replaced_not_reported)
 {
     struct run_result r;

@@ -11,6 +11,9 @@
 #ifndef CUSHIM_INSTALL_LIBDIR
 #define CUSHIM_INSTALL_LIBDIR "/usr/local/lib"
 #endif
+#ifndef CUSHIM_BINDIR_TO_LIBDIR
+#define CUSHIM_BINDIR_TO_LIBDIR "../lib"
+#endif
 
 static int usable(const char *path)
 {
@@ -36,8 +39,19 @@ int cli_library_path(char *buf, size_t len)
     if (n > 0) {
         exe[n] = '\0';
         /* Build tree: <build>/tools/cushim next to <build>/shim/libcushim.so. */
-        snprintf(candidate, sizeof candidate, "%s/../shim/libcushim.so", dirname(exe));
+        const char *dir = dirname(exe); /* (modifies exe: called once) */
+        snprintf(candidate, sizeof candidate, "%s/../shim/libcushim.so", dir);
         char *real = realpath(candidate, NULL);
+        if (real && usable(real) && strlen(real) < len) {
+            strcpy(buf, real);
+            free(real);
+            return 0;
+        }
+        free(real);
+        /* Installed: <prefix>/bin/cushim beside <prefix>/<libdir>/libcushim.so, wherever the
+         * prefix was moved to (a DESTDIR staging tree, a relocated install). */
+        snprintf(candidate, sizeof candidate, "%s/%s/libcushim.so", dir, CUSHIM_BINDIR_TO_LIBDIR);
+        real = realpath(candidate, NULL);
         if (real && usable(real) && strlen(real) < len) {
             strcpy(buf, real);
             free(real);
