@@ -397,6 +397,31 @@ Test(run, a_child_that_sets_its_own_bad_value_reports_it)
     run_free(&r);
 }
 
+Test(run, a_descendant_still_running_at_the_end_is_said)
+{
+    /* The program starts a CUDA process in the background and ends first: that process is not in
+     * the summary, and the summary says so instead of claiming no CUDA activity. */
+    const char *ready = fresh_dir("ready-orphan");
+    char hold[700], cmd[2400], rd[800], hf[800];
+    snprintf(hold, sizeof hold, "%s/go-orphan", test_dir());
+    snprintf(rd, sizeof rd, "READY_DIR=%s", ready);
+    snprintf(hf, sizeof hf, "HOLD_FILE=%s", hold);
+    snprintf(cmd, sizeof cmd, "%s hold >/dev/null 2>&1 & while [ -z \"$(ls %s)\" ]; do sleep 0.01; done",
+             program("rt_prog"), ready);
+    const char *extra[] = {rd, hf, NULL};
+    const char *argv[] = {"sh", "-c", cmd, NULL};
+    struct run_result r;
+    json_t *j = run_under_cushim(&r, argv, sim_env(extra));
+    cr_expect_eq(r.status, 0, "%s", r.err);
+    cr_expect(strstr(r.err, "cushim: 1 process of this run that used CUDA was still running when `sh` ended: "
+                            "not in this summary (`cushim ps` shows it)\n") != NULL, "%s", r.err);
+    cr_expect(strstr(r.err, "no CUDA memory activity") == NULL, "%s", r.err);
+    cr_expect_eq(jpath_u64(j, "descendants_still_running"), 1);
+    json_decref(j);
+    run_free(&r);
+    touch(hold); /* let it go */
+}
+
 Test(run, cushim_library_names_the_preloaded_library)
 {
     struct run_result r;

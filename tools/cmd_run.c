@@ -190,6 +190,7 @@ struct collected {
     struct cushim_snapshot *top;   /* the launched image, if it used CUDA */
     struct cushim_snapshot *desc;  /* descendants, sorted by creation time */
     int ndesc;
+    int running;                   /* processes of the run using CUDA still alive at its end */
 };
 
 /* The text summary of one process; a process that died without writing its summary (killed by
@@ -248,9 +249,13 @@ struct killed_arg {
 static int add_killed(struct seg_entry *e, void *argp)
 {
     struct killed_arg *a = argp;
-    if (!e->ok || e->snap.run_id != a->run_id || !e->stale)
+    if (!e->ok || e->snap.run_id != a->run_id)
         return 0;
     struct collected *c = a->c;
+    if (!e->stale) {
+        c->running++; /* a descendant that outlives the program (a daemon, `&` without wait) */
+        return 0;
+    }
     if (c->top && c->top->pid == e->snap.pid)
         return 0;
     for (int i = 0; i < c->ndesc; i++)
@@ -272,7 +277,7 @@ static int add_killed(struct seg_entry *e, void *argp)
 }
 
 /* Processes of this run that died without an exit report (a signal, the OOM killer) left their
- * live segment: their counters as of their death. */
+ * live segment: their counters as of their death. Those still alive are counted (c->running). */
 static void collect_killed(uint64_t run_id, struct collected *c)
 {
     struct killed_arg a = {run_id, c};
@@ -303,6 +308,7 @@ static int write_json(struct cli_output *out, const struct cushim_snapshot *top,
     for (int i = 0; i < c->ndesc; i++)
         cushim_json_process(&w, NULL, &c->desc[i], 1);
     jsonw_array_end(&w);
+    jsonw_u64(&w, "descendants_still_running", (uint64_t)c->running);
     jsonw_object_end(&w);
     if (cli_output_commit(out) == 0)
         return 0;
@@ -485,7 +491,7 @@ int cmd_run(int argc, char **argv)
     if (!quiet) {
         if (cfg.disable) {
             fprintf(stderr, "cushim: counting is disabled (CUSHIM_DISABLE): no summary\n");
-        } else if (!c.top && c.ndesc == 0) {
+        } else if (!c.top && c.ndesc == 0 && !c.running) {
             fprintf(stderr, "cushim: no CUDA memory activity in `%s` or its descendants\n",
                     top->command);
         } else {
@@ -494,6 +500,11 @@ int cmd_run(int argc, char **argv)
             for (int k = 0; k < c.ndesc; k++)
                 print_process(&c.desc[k], "cushim: descendant ");
         }
+        if (c.running)
+            fprintf(stderr, "cushim: %d process%s of this run that used CUDA %s still running when `%s` "
+                    "ended: not in this summary (`cushim ps` shows %s)\n", c.running,
+                    c.running == 1 ? "" : "es", c.running == 1 ? "was" : "were", prog[0],
+                    c.running == 1 ? "it" : "them");
         if (WIFSIGNALED(status))
             fprintf(stderr, "cushim: `%s` was killed by signal %d (%s)\n", prog[0],
                     WTERMSIG(status), strsignal(WTERMSIG(status)));
