@@ -17,7 +17,8 @@ int cushim_parse_device_limits(const char *s, uint64_t limits[CUSHIM_MAX_DEVICES
     }
     char buf[512];
     int seen[CUSHIM_MAX_DEVICES] = {0};
-    if (!s || strlen(s) >= sizeof buf || !*s || s[strlen(s) - 1] == ',' || strstr(s, ",,"))
+    /* strtok_r would skip empty items: an empty item anywhere is an error. */
+    if (!s || strlen(s) >= sizeof buf || !*s || s[0] == ',' || s[strlen(s) - 1] == ',' || strstr(s, ",,"))
         return -1;
     strcpy(buf, s);
     char *save = NULL;

@@ -74,6 +74,7 @@ Test(units, device_limits)
     cr_expect_eq(cushim_parse_device_limits("0:1G,0:2G", l), -1, "an ordinal twice");
     cr_expect_eq(cushim_parse_device_limits("0:1G,", l), -1, "a trailing comma");
     cr_expect_eq(cushim_parse_device_limits("0:1G,,1:1G", l), -1);
+    cr_expect_eq(cushim_parse_device_limits(",0:1G", l), -1, "a leading comma");
 }
 
 static const char *fake_env[8][2];
