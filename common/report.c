@@ -1,6 +1,7 @@
 #include "common/report.h"
 
 #include <string.h>
+#include <time.h>
 
 #include "common/units.h"
 
@@ -154,7 +155,7 @@ void cushim_text_process(FILE *f, const struct cushim_snapshot *s, const char *t
                     (unsigned long long)d->dev[CUSHIM_DEV_resident_offloaded_count],
                     fmt(d->dev[CUSHIM_DEV_resident_offloaded_bytes], a, sizeof a));
         if (d->dev[CUSHIM_DEV_graphs_instantiated] || d->dev[CUSHIM_DEV_graphs_captured])
-            fprintf(f, "    graphs: %llu captured, %llu instantiated, %llu alive, %llu launches; "
+            fprintf(f, "    graphs: %llu captured, %llu instantiated, %llu alive, launches %llu; "
                     "alloc nodes %s; graph pool used %s (high %s)\n",
                     (unsigned long long)d->dev[CUSHIM_DEV_graphs_captured],
                     (unsigned long long)d->dev[CUSHIM_DEV_graphs_instantiated],
@@ -163,12 +164,21 @@ void cushim_text_process(FILE *f, const struct cushim_snapshot *s, const char *t
                     fmt(d->dev[CUSHIM_DEV_graph_alloc_node_bytes], a, sizeof a),
                     fmt(d->dev[CUSHIM_DEV_graph_pool_used_current], b, sizeof b),
                     fmt(d->dev[CUSHIM_DEV_graph_pool_used_high], c, sizeof c));
-        if (d->dev[CUSHIM_DEV_async_pool_reserved_high])
-            fprintf(f, "    async pools: reserved %s (high %s), in use %s (high %s)\n",
+        if (d->dev[CUSHIM_DEV_async_pool_reserved_high]) {
+            /* Read now and then, not counted: a live view says how old the reading is. */
+            struct timespec ts;
+            clock_gettime(CLOCK_REALTIME, &ts);
+            uint64_t now = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+            uint64_t at = d->dev[CUSHIM_DEV_async_pool_sampled_ns];
+            char age[48] = "";
+            if (at && now > at && now - at >= 1000000000ull)
+                snprintf(age, sizeof age, " (read %llu s ago)", (unsigned long long)((now - at) / 1000000000ull));
+            fprintf(f, "    async pools: reserved %s (high %s), in use %s (high %s)%s\n",
                     fmt(d->dev[CUSHIM_DEV_async_pool_reserved_current], a, sizeof a),
                     fmt(d->dev[CUSHIM_DEV_async_pool_reserved_high], b, sizeof b),
                     fmt(d->dev[CUSHIM_DEV_async_pool_used_current], c, sizeof c),
-                    fmt(d->dev[CUSHIM_DEV_async_pool_used_high], u, sizeof u));
+                    fmt(d->dev[CUSHIM_DEV_async_pool_used_high], u, sizeof u), age);
+        }
     }
     if (s->graph_count) {
         fprintf(f, "  %-6s %-6s %-9s %10s %14s %14s\n", "graph", "device", "state", "launches",

@@ -420,7 +420,7 @@ Test(live, top_draws_processes_and_device_totals)
         frames++;
     cr_expect_eq(frames, 2, "%s", r.out);
     char row[160];
-    snprintf(row, sizeof row, "\n%7d 0        run         1.00 MiB     4.00 MiB          0 B          0 B  ",
+    snprintf(row, sizeof row, "\n%7d 0        run             1.00 MiB     4.00 MiB          0 B          0 B  ",
              (int)pid);
     cr_expect(strstr(r.out, row) != NULL, "process row:\n%s", r.out);
     cr_expect(strstr(r.out, "\nGPU-00010203-0405-0607-0809-0a0b0c0d0e0f       1     16.0 GiB     1.00 MiB     4.00 MiB\n") != NULL,

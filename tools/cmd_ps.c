@@ -45,7 +45,7 @@ static int row(struct seg_entry *e, void *argp)
     const char *state = e->stale ? "stale" : "live";
     char phase[32];
     const char *on = a->color && e->stale ? "\033[33m" : "", *off = a->color && e->stale ? "\033[0m" : "";
-    printf("%s%7d %-10s %-7s %-8s %12s %12s %-7s %s%s\n", on, (int)e->pid, user, state,
+    printf("%s%7d %-10s %-7s %-8s %12s %12s %-11s %s%s\n", on, (int)e->pid, user, state,
            devs[0] ? devs : "-", cushim_format_bytes(c, cur, sizeof cur),
            cushim_format_bytes(p, peak, sizeof peak), cushim_phase_label(&e->snap, phase, sizeof phase),
            printable(e->snap.command, cmd, sizeof cmd), off);
@@ -67,7 +67,7 @@ int cmd_ps(int argc, char **argv)
         return EXIT_USAGE;
     }
     struct ps_arg a = {0, cli_color(stdout)};
-    printf("%7s %-10s %-7s %-8s %12s %12s %-7s %s\n", "PID", "USER", "STATE", "DEVICES",
+    printf("%7s %-10s %-7s %-8s %12s %12s %-11s %s\n", "PID", "USER", "STATE", "DEVICES",
            "DEV-CURRENT", "DEV-PEAK", "PHASE", "COMMAND");
     seg_scan(NULL, 0, row, &a);
     return a.rows ? 0 : EXIT_NOTHING;

@@ -90,7 +90,7 @@ static void frame(struct sink *k, const struct proc_list *l)
                  cushim_format_bytes(tot[j].current, b, sizeof b),
                  cushim_format_bytes(tot[j].peak, c, sizeof c));
     y++;
-    line(k, y++, ATTR_REVERSE, "%7s %-8s %-7s %12s %12s %12s %12s  %s", "PID", "DEVICES", "PHASE", "DEV-CURRENT",
+    line(k, y++, ATTR_REVERSE, "%7s %-8s %-11s %12s %12s %12s %12s  %s", "PID", "DEVICES", "PHASE", "DEV-CURRENT",
          "DEV-PEAK", "PINNED", "OFFLOADED", "COMMAND");
     for (int i = 0; i < l->count && y < k->rows; i++) {
         const struct cushim_snapshot *p = &l->procs[i];
@@ -102,7 +102,7 @@ static void frame(struct sink *k, const struct proc_list *l)
             pin += p->devices[n].kinds[CUSHIM_KIND_PINNED_HOST][CUSHIM_STAT_current_bytes];
             offl += p->devices[n].kinds[CUSHIM_KIND_OFFLOADED][CUSHIM_STAT_current_bytes];
         }
-        line(k, y++, 0, "%7d %-8s %-7s %12s %12s %12s %12s  %s", p->pid, devs[0] ? devs : "-",
+        line(k, y++, 0, "%7d %-8s %-11s %12s %12s %12s %12s  %s", p->pid, devs[0] ? devs : "-",
              cushim_phase_label(p, phase, sizeof phase),
              cushim_format_bytes(proc_sum(p, CUSHIM_DEV_total_current), a, sizeof a),
              cushim_format_bytes(proc_sum(p, CUSHIM_DEV_total_peak), b, sizeof b),
@@ -142,6 +142,7 @@ static int run_batch(double interval, long iterations)
         proc_list_free(&l);
         if (fflush(stdout) != 0 || ferror(stdout)) {
             cli_error("cannot write to standard output: %s", strerror(errno));
+            clearerr(stdout); /* said once, here (not again by cushim.c's check) */
             return EXIT_USAGE;
         }
     }
