@@ -23,20 +23,15 @@
 
 static int vmm(long n)
 {
-    PFN_cuMemCreate_v10020 create = entry("cuMemCreate", 10020);
-    PFN_cuMemRelease_v10020 release = entry("cuMemRelease", 10020);
-    PFN_cuMemAddressReserve_v10020 reserve = entry("cuMemAddressReserve", 10020);
-    PFN_cuMemMap_v10020 map = entry("cuMemMap", 10020);
-    PFN_cuMemUnmap_v10020 unmap = entry("cuMemUnmap", 10020);
-    PFN_cuMemGetAllocationGranularity_v10020 gran = entry("cuMemGetAllocationGranularity", 10020);
+    struct vmm_api v = vmm_api();
     CUmemAllocationProp prop = vmm_prop(0);
     size_t g = 0;
     CUdeviceptr va;
-    if (gran(&g, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM) || reserve(&va, g, 0, 0, 0))
+    if (v.granularity(&g, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM) || v.reserve(&va, g, 0, 0, 0))
         return 1;
     for (long i = 0; i < n; i++) {
         CUmemGenericAllocationHandle h;
-        if (create(&h, g, &prop, 0) || map(va, g, 0, h, 0) || unmap(va, g) || release(h))
+        if (v.create(&h, g, &prop, 0) || v.map(va, g, 0, h, 0) || v.unmap(va, g) || v.release(h))
             return 2;
     }
     return 0;

@@ -5,6 +5,7 @@
 #define TEST_PROGRAMS_COMMON_H
 
 #include <cuda.h>
+#include <cudaTypedefs.h>
 #include <cuda_runtime_api.h>
 #include <dlfcn.h>
 #include <stddef.h>
@@ -72,6 +73,24 @@ static inline void *entry(const char *name, unsigned version)
         exit(11);
     }
     return fn;
+}
+
+/* The virtual memory management entry points (fetched as PyTorch's expandable segments do). */
+struct vmm_api {
+    PFN_cuMemCreate_v10020 create;
+    PFN_cuMemRelease_v10020 release;
+    PFN_cuMemAddressReserve_v10020 reserve;
+    PFN_cuMemMap_v10020 map;
+    PFN_cuMemUnmap_v10020 unmap;
+    PFN_cuMemGetAllocationGranularity_v10020 granularity;
+};
+
+static inline struct vmm_api vmm_api(void)
+{
+    struct vmm_api v = {entry("cuMemCreate", 10020), entry("cuMemRelease", 10020),
+                        entry("cuMemAddressReserve", 10020), entry("cuMemMap", 10020),
+                        entry("cuMemUnmap", 10020), entry("cuMemGetAllocationGranularity", 10020)};
+    return v;
 }
 
 /* Pinned device memory on `device`, for cuMemCreate. */

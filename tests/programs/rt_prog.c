@@ -113,27 +113,22 @@ static int scenario_async(void)
 
 static int scenario_vmm(void)
 {
-    PFN_cuMemCreate_v10020 create = entry("cuMemCreate", 10020);
-    PFN_cuMemRelease_v10020 release = entry("cuMemRelease", 10020);
-    PFN_cuMemAddressReserve_v10020 reserve = entry("cuMemAddressReserve", 10020);
-    PFN_cuMemMap_v10020 map = entry("cuMemMap", 10020);
-    PFN_cuMemUnmap_v10020 unmap = entry("cuMemUnmap", 10020);
-    PFN_cuMemGetAllocationGranularity_v10020 gran = entry("cuMemGetAllocationGranularity", 10020);
+    CHECK(cudaFree(NULL));
+    struct vmm_api v = vmm_api();
     CUmemAllocationProp prop = vmm_prop(0);
     size_t g = 0;
-    CHECK(cudaFree(NULL));
-    if (gran(&g, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM) != CUDA_SUCCESS)
+    if (v.granularity(&g, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM) != CUDA_SUCCESS)
         return 12;
     CUmemGenericAllocationHandle h1, h2;
     CUdeviceptr va;
-    if (create(&h1, g, &prop, 0) || create(&h2, 2 * g, &prop, 0) || reserve(&va, 4 * g, 0, 0, 0) ||
-        map(va, g, 0, h1, 0) || map(va + g, 2 * g, 0, h2, 0))
+    if (v.create(&h1, g, &prop, 0) || v.create(&h2, 2 * g, &prop, 0) || v.reserve(&va, 4 * g, 0, 0, 0) ||
+        v.map(va, g, 0, h1, 0) || v.map(va + g, 2 * g, 0, h2, 0))
         return 13;
     /* Released before unmapped: the memory lives until the unmap (cuda.h, cuMemRelease). */
-    if (release(h1))
+    if (v.release(h1))
         return 14;
     printf("after_release_vmm=%llu\n", (unsigned long long)sim_api().live(0, 2));
-    if (unmap(va, g))
+    if (v.unmap(va, g))
         return 15;
     printf("granularity=%zu\n", g);
     return 0;
