@@ -58,11 +58,7 @@ int main(int argc, char **argv)
     const char *kind = argc > 2 ? argv[2] : "device";
     cudaStream_t s;
     cudaMemPool_t pool;
-    struct cudaMemPoolProps props;
-    memset(&props, 0, sizeof props);
-    props.allocType = cudaMemAllocationTypePinned;
-    props.location.type = cudaMemLocationTypeDevice;
-    props.location.id = 0;
+    struct cudaMemPoolProps props = device_pool_props(0);
     void *p;
     size_t pitch;
     if (cudaStreamCreate(&s) != cudaSuccess || cudaMemPoolCreate(&pool, &props) != cudaSuccess)

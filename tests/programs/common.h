@@ -93,6 +93,17 @@ static inline struct vmm_api vmm_api(void)
     return v;
 }
 
+/* A stream-ordered pool of device memory on `device`, for cudaMemPoolCreate. */
+static inline struct cudaMemPoolProps device_pool_props(int device)
+{
+    struct cudaMemPoolProps props;
+    memset(&props, 0, sizeof props);
+    props.allocType = cudaMemAllocationTypePinned;
+    props.location.type = cudaMemLocationTypeDevice;
+    props.location.id = device;
+    return props;
+}
+
 /* Pinned device memory on `device`, for cuMemCreate. */
 static inline CUmemAllocationProp vmm_prop(int device)
 {

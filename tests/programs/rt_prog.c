@@ -60,11 +60,7 @@ static int scenario_async(void)
     cudaStream_t s;
     void *a, *b, *c;
     cudaMemPool_t pool;
-    struct cudaMemPoolProps props;
-    memset(&props, 0, sizeof props);
-    props.allocType = cudaMemAllocationTypePinned;
-    props.location.type = cudaMemLocationTypeDevice;
-    props.location.id = 0;
+    struct cudaMemPoolProps props = device_pool_props(0);
     CHECK(cudaStreamCreate(&s));
     CHECK(cudaMallocAsync(&a, MiB, s));
     CHECK(cudaMallocAsync(&b, 2 * MiB, s));
