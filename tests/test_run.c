@@ -219,6 +219,28 @@ Test(run, usage_errors_exit_2)
                             "cushim: --report \"/nonexistent-dir/r\": /nonexistent-dir is not a directory "
                             "(No such file or directory)\n");
     run_free(&r);
+    /* Every command's value options take `--name VALUE` and `--name=VALUE`, and say the same
+     * when the value is missing. */
+    static const struct {
+        const char *args[6], *err;
+        int status;
+    } forms[] = {
+        {{"top", "--interval", NULL}, "cushim: --interval needs SECONDS\n", 2},
+        {{"top", "--interval=0.1", "--iterations=1", "--batch", NULL}, "", 0},
+        {{"stat", "--output", NULL}, "cushim: --output needs a FILE\n", 2},
+        {{"serve", "--listen", NULL}, "cushim: --listen needs ADDR:PORT\n", 2},
+        {{"reset-peak", "1", "--device", NULL}, "cushim: --device needs a device ordinal\n", 2},
+        {{"reset-peak", "1", "--device=x", NULL}, "cushim: --device needs a device ordinal 0..63 (got \"x\")\n", 2},
+    };
+    for (size_t k = 0; k < sizeof forms / sizeof forms[0]; k++) {
+        const char *argv[8] = {cushim_bin()};
+        for (int a = 0; forms[k].args[a]; a++)
+            argv[a + 1] = forms[k].args[a];
+        run_cmd(&r, argv, NULL);
+        cr_expect_eq(r.status, forms[k].status, "%s %s", forms[k].args[0], forms[k].args[1]);
+        cr_expect_str_eq(r.err, forms[k].err, "%s %s", forms[k].args[0], forms[k].args[1]);
+        run_free(&r);
+    }
     /* A boolean option alone is a switch. */
     const char *a8[] = {cushim_bin(), "run", "--quiet", "--spill", "--disable=0", "--", "sh", "-c",
                         "echo $CUSHIM_SPILL $CUSHIM_DISABLE", NULL};

@@ -31,6 +31,12 @@ int cli_library_path(char *buf, size_t len);
 /* Parses a pid argument; -1 on error (message printed). */
 pid_t cli_parse_pid(const char *s);
 
+/* An option with a value, as `--name VALUE` or `--name=VALUE`: returns 0 when argv[*i] is not
+ * `name`; 1 with *value set (and *i moved past a separate value); -1 when the value is missing
+ * (the last argument, or followed by "--"), after printing "NAME needs VALUE_NAME". */
+int cli_option_value(int argc, char **argv, int *i, const char *name, const char *value_name,
+                     const char **value);
+
 /* ---- segments (segments.c) ---- */
 
 /* Reads a segment or summary file (untrusted): maps it read-only, validates, copies. A file that

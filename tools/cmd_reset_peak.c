@@ -19,15 +19,16 @@ int cmd_reset_peak(int argc, char **argv)
                    "torch.cuda.reset_peak_memory_stats.\n");
             return 0;
         }
-        if (strcmp(argv[i], "--device") == 0) {
+        const char *v;
+        int got = cli_option_value(argc, argv, &i, "--device", "a device ordinal", &v);
+        if (got < 0)
+            return EXIT_USAGE;
+        if (got) {
             char *end;
-            if (i + 1 >= argc || (device = strtol(argv[i + 1], &end, 10), *end) || device < 0 ||
-                device >= (long)CUSHIM_MAX_DEVICES) {
-                cli_error("--device needs a device ordinal 0..%u (got \"%s\")",
-                          CUSHIM_MAX_DEVICES - 1, i + 1 < argc ? argv[i + 1] : "");
+            if (!*v || (device = strtol(v, &end, 10), *end) || device < 0 || device >= (long)CUSHIM_MAX_DEVICES) {
+                cli_error("--device needs a device ordinal 0..%u (got \"%s\")", CUSHIM_MAX_DEVICES - 1, v);
                 return EXIT_USAGE;
             }
-            i++;
         } else if (pid == 0) {
             if ((pid = cli_parse_pid(argv[i])) < 0)
                 return EXIT_USAGE;

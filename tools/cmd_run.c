@@ -333,15 +333,9 @@ int cmd_run(int argc, char **argv)
         }
         if (strcmp(argv[i], "--quiet") == 0) {
             quiet = 1;
-        } else if (strcmp(argv[i], "--json") == 0 || strncmp(argv[i], "--json=", 7) == 0) {
-            if (argv[i][6] == '=') {
-                json = argv[i] + 7;
-            } else if (i + 1 < argc && strcmp(argv[i + 1], "--") != 0) {
-                json = argv[++i];
-            } else {
-                cli_error("--json needs a FILE");
+        } else if (strncmp(argv[i], "--json", 6) == 0 && (argv[i][6] == '\0' || argv[i][6] == '=')) {
+            if (cli_option_value(argc, argv, &i, "--json", "a FILE", &json) < 0)
                 return EXIT_USAGE;
-            }
         } else {
             int used = config_flag(argc, argv, i);
             if (used < 0)

@@ -114,9 +114,10 @@ int cmd_serve(int argc, char **argv)
                    "root). ADDR:PORT is e.g. 127.0.0.1:9400,\n[::1]:9400 or :9400 (all addresses).\n");
             return 0;
         }
-        if (strcmp(argv[i], "--listen") == 0) {
-            listen = i + 1 < argc ? argv[++i] : "";
-        } else {
+        int got = cli_option_value(argc, argv, &i, "--listen", "ADDR:PORT", &listen);
+        if (got < 0)
+            return EXIT_USAGE;
+        if (!got) {
             cli_error("bad argument \"%s\" for serve (usage: cushim serve --listen ADDR:PORT)", argv[i]);
             return EXIT_USAGE;
         }

@@ -33,13 +33,11 @@ int cmd_stat(int argc, char **argv)
             json = 1;
         } else if (strcmp(argv[i], "--prometheus") == 0) {
             prom = 1;
-        } else if (strcmp(argv[i], "--output") == 0) {
-            if (i + 1 >= argc) {
-                cli_error("--output needs a FILE");
+        } else if (strncmp(argv[i], "--output", 8) == 0 && (argv[i][8] == '\0' || argv[i][8] == '=')) {
+            if (cli_option_value(argc, argv, &i, "--output", "a FILE", &output) < 0) {
                 free(pids);
                 return EXIT_USAGE;
             }
-            output = argv[++i];
         } else if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
             usage(stdout);
             free(pids);

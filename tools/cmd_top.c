@@ -202,6 +202,8 @@ int cmd_top(int argc, char **argv)
     int batch = 0;
     for (int i = 1; i < argc; i++) {
         char *end;
+        const char *v;
+        int got;
         if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
             printf("usage: cushim top [--interval SECONDS] [--iterations N] [--batch]\n\nLive view of "
                    "processes under cushim, sorted by device bytes, with per-device\ntotals across "
@@ -213,15 +215,17 @@ int cmd_top(int argc, char **argv)
             return 0;
         } else if (strcmp(argv[i], "-b") == 0 || strcmp(argv[i], "--batch") == 0) {
             batch = 1;
-        } else if (strcmp(argv[i], "--interval") == 0) {
-            const char *v = i + 1 < argc ? argv[++i] : "";
+        } else if ((got = cli_option_value(argc, argv, &i, "--interval", "SECONDS", &v)) != 0) {
+            if (got < 0)
+                return EXIT_USAGE;
             interval = strtod(v, &end);
             if (!*v || *end || !(interval >= 0.1 && interval <= 3600)) {
                 cli_error("--interval \"%s\" is not a number of seconds in 0.1..3600", v);
                 return EXIT_USAGE;
             }
-        } else if (strcmp(argv[i], "--iterations") == 0) {
-            const char *v = i + 1 < argc ? argv[++i] : "";
+        } else if ((got = cli_option_value(argc, argv, &i, "--iterations", "N", &v)) != 0) {
+            if (got < 0)
+                return EXIT_USAGE;
             errno = 0;
             iterations = strtol(v, &end, 10);
             if (!*v || *end || iterations < 1 || errno == ERANGE) {

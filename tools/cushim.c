@@ -29,6 +29,24 @@ int cli_color(FILE *f)
     return isatty(fileno(f)) && !(no && *no) && !(term && strcmp(term, "dumb") == 0);
 }
 
+int cli_option_value(int argc, char **argv, int *i, const char *name, const char *value_name,
+                     const char **value)
+{
+    size_t n = strlen(name);
+    if (strncmp(argv[*i], name, n) != 0 || (argv[*i][n] != '\0' && argv[*i][n] != '='))
+        return 0;
+    if (argv[*i][n] == '=') {
+        *value = argv[*i] + n + 1;
+        return 1;
+    }
+    if (*i + 1 >= argc || strcmp(argv[*i + 1], "--") == 0) {
+        cli_error("%s needs %s", name, value_name);
+        return -1;
+    }
+    *value = argv[++*i];
+    return 1;
+}
+
 pid_t cli_parse_pid(const char *s)
 {
     unsigned long long v = 0;
