@@ -12,7 +12,9 @@
 void shim_expand_pid(const char *in, char *out, size_t len);
 
 /* Opens a file the user named for the shim to write (CUSHIM_REPORT, CUSHIM_LOG_FILE) the way a
- * file in a shared directory such as /tmp must be: a symbolic link is not followed, a missing
+ * file in a shared directory such as /tmp must be: a symbolic link someone else could have planted
+ * is not followed (one of the user's own, or in a directory only its owner writes, such as
+ * /dev/stderr, is), a missing
  * file is created mode 0600, an existing one must be a regular file of the process's user (then
  * emptied, or appended to: `append`), a character device (/dev/null) or a FIFO that has a reader
  * (never waiting for one). Returns the descriptor, or -1 with *why saying why in a few words. */
