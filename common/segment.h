@@ -1,6 +1,7 @@
 /* Layout of the per-process shared-memory segment (DESIGN.md "Shared-memory segment").
  *
- * One file per process in CUSHIM_SEGMENT_DIR (default /dev/shm), named cushim-<uid>-<pid>,
+ * One file per process in CUSHIM_SEGMENT_DIR (default /dev/shm), named cushim-<uid>-<pid> (or
+ * cushim-<uid>-<pid>.<6 random [a-z0-9]> when another user's file took that name),
  * created 0600 with O_EXCL at the process's first CUDA activity and removed at normal exit. The
  * counters live in it: the shim updates them with atomics, readers (the CLI) map it read-only and
  * copy it under the per-device sequence lock (seqlock.h); the owner's CLI may also write the peaks

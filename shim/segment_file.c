@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -80,6 +81,28 @@ struct cushim_segment *segment_create(const struct cushim_config *c, unsigned fl
         fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
         if (fd < 0 && (errno != EEXIST || replace_stale(path) != 0))
             break;
+    }
+    /* The name is taken by a file that is not ours (another user of a shared directory made it):
+     * a name with a random suffix instead, cushim-UID-PID.XXXXXX, which readers also accept. */
+    if (fd < 0 && errno == EEXIST) {
+        char taken[CUSHIM_PATH_MAX + 64];
+        snprintf(taken, sizeof taken, "%s", path);
+        for (int attempt = 0; attempt < 8 && fd < 0; attempt++) {
+            static const char alnum[] = "abcdefghijklmnopqrstuvwxyz0123456789";
+            unsigned char r[6] = {0};
+            char suffix[8];
+            if (getrandom(r, sizeof r, 0) != (ssize_t)sizeof r)
+                break;
+            for (int k = 0; k < 6; k++)
+                suffix[k] = alnum[r[k] % (sizeof alnum - 1)];
+            suffix[6] = '\0';
+            snprintf(path, pathlen, "%s.%s", taken, suffix);
+            fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+        }
+        if (fd >= 0)
+            LOG_WARN("%s is taken by a file that is not ours: the live-stats segment is %s", taken, path);
+        else
+            snprintf(path, pathlen, "%s", taken);
     }
     if (fd >= 0) {
         if (fchmod(fd, 0600) == 0 && ftruncate(fd, (off_t)size) == 0)

@@ -180,3 +180,61 @@ Test(security, report_and_log_files_are_opened_safely)
     cr_expect_eq(st.st_mode & 0777, 0600);
     cr_expect_gt(st.st_size, 0);
 }
+
+/* Another user took the name a process's segment would have (cushim-UID-PID in a shared
+ * directory): the process uses a name with a random suffix, says so, and the CLI finds it. */
+Test(security, a_taken_segment_name_is_worked_around)
+{
+    if (geteuid() != 0) {
+        printf("not run: needs root to plant a file as another user\n");
+        cr_skip_test("not run: needs root to plant a file as another user");
+    }
+    const char *segdir = fresh_dir("squat"), *ready = fresh_dir("ready-squat");
+    char cmd[2400], seg[700], rd[700], hf[800], hold[700];
+    snprintf(hold, sizeof hold, "%s/go", ready);
+    snprintf(seg, sizeof seg, "CUSHIM_SEGMENT_DIR=%s", segdir);
+    snprintf(rd, sizeof rd, "READY_DIR=%s/r", ready);
+    snprintf(hf, sizeof hf, "HOLD_FILE=%s", hold);
+    char rdir[700];
+    snprintf(rdir, sizeof rdir, "%s/r", ready);
+    mkdir(rdir, 0777);
+    /* The shell plants the file for its own pid, then becomes the program (same pid). */
+    char errf[800];
+    snprintf(errf, sizeof errf, "%s/err", ready);
+    snprintf(cmd, sizeof cmd, "f=%s/cushim-0-$$; : > $f; chown 65534:65534 $f; exec %s hold 2>%s",
+             segdir, program("rt_prog"), errf);
+    const char *argv[] = {"sh", "-c", cmd, NULL};
+    const char *extra[] = {preload_env(), seg, rd, hf, NULL};
+    pid_t pid = spawn_bg(argv, sim_env(extra));
+    pid_t rp;
+    wait_ready(rdir, 1, &rp);
+    cr_assert_eq(rp, pid);
+
+    char p[16];
+    snprintf(p, sizeof p, "%d", (int)pid);
+    const char *stat_argv[] = {cushim_bin(), "stat", p, "--json", NULL};
+    const char *env[] = {seg, NULL};
+    struct run_result r;
+    run_cmd(&r, stat_argv, env);
+    cr_expect_eq(r.status, 0, "stat finds the segment under its other name: %s", r.err);
+    cr_expect(strstr(r.out, "\"device_total\"") != NULL, "%s", r.out);
+    run_free(&r);
+    const char *reset[] = {cushim_bin(), "reset-peak", p, NULL};
+    run_cmd(&r, reset, env);
+    cr_expect_eq(r.status, 0, "reset-peak too: %s", r.err);
+    run_free(&r);
+    touch(hold);
+    cr_expect_eq(wait_bg(pid), 0);
+    /* The program said why its segment has another name. */
+    char want[900];
+    const char *log = errf;
+    snprintf(want, sizeof want, "%s/cushim-0-%d is taken by a file that is not ours: the live-stats segment is %s/cushim-0-%d.",
+             segdir, (int)pid, segdir, (int)pid);
+    FILE *f = fopen(log, "r");
+    static char text[8192];
+    size_t n = f ? fread(text, 1, sizeof text - 1, f) : 0;
+    text[n] = '\0';
+    if (f)
+        fclose(f);
+    cr_expect(strstr(text, want) != NULL, "stderr of the program (%s):\n%s", log, text);
+}

@@ -117,9 +117,16 @@ static int parse_name(const char *name, uid_t *uid, pid_t *pid)
     if (strncmp(s, CUSHIM_SEGMENT_PREFIX, strlen(CUSHIM_SEGMENT_PREFIX)) != 0)
         return -1;
     s += strlen(CUSHIM_SEGMENT_PREFIX);
-    if (!(s = number(s, 0xffffffffull, &u)) || *s++ != '-' || !(s = number(s, 0x7fffffff, &p)) ||
-        *s || p == 0)
+    if (!(s = number(s, 0xffffffffull, &u)) || *s++ != '-' || !(s = number(s, 0x7fffffff, &p)) || p == 0)
         return -1;
+    /* cushim-UID-PID, or cushim-UID-PID.XXXXXX when the plain name was taken (segment_file.c). */
+    if (*s == '.') {
+        size_t n = strspn(s + 1, "abcdefghijklmnopqrstuvwxyz0123456789");
+        if (n != 6 || s[7] != '\0')
+            return -1;
+    } else if (*s) {
+        return -1;
+    }
     *uid = (uid_t)u;
     *pid = (pid_t)p;
     return 0;
@@ -193,58 +200,65 @@ int seg_scan(const pid_t *pids, int npids, int (*fn)(struct seg_entry *, void *)
     return visited;
 }
 
-struct cushim_segment *seg_map_rw(pid_t pid)
+/* Maps the segment at `path` read-write if it is a live segment of process `pid` the caller
+ * may write; else NULL with the reason in why. */
+static struct cushim_segment *map_one(const char *path, pid_t pid, char *why, size_t len)
 {
-    char path[1300], err[160];
+    char err[160];
     struct stat st;
     struct cushim_snapshot *snap = calloc(1, sizeof *snap);
-    snprintf(path, sizeof path, "%s/%s%u-%d", seg_dir(), CUSHIM_SEGMENT_PREFIX,
-             (unsigned)geteuid(), (int)pid);
-    int fd = open(path, O_RDWR | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
-    if (fd < 0 && errno == EISDIR) {
-        cli_error("%s is not a segment (a directory)", path);
-        free(snap);
-        return NULL;
-    }
-    if (fd < 0 && geteuid() == 0) {
-        /* root: the segment is named after its owner; find it by pid. */
-        DIR *d = opendir(seg_dir());
-        struct dirent *de;
-        while (d && fd < 0 && (de = readdir(d)) != NULL) {
-            uid_t u;
-            pid_t p;
-            if (parse_name(de->d_name, &u, &p) == 0 && p == pid) {
-                snprintf(path, sizeof path, "%s/%s", seg_dir(), de->d_name);
-                fd = open(path, O_RDWR | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
-            }
-        }
-        if (d)
-            closedir(d);
-    }
-    if (fd < 0) {
-        cli_error("no cushim process %d of yours (no segment in %s)", (int)pid, seg_dir());
-        free(snap);
-        return NULL;
-    }
     struct cushim_segment *s = NULL;
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || (geteuid() != 0 && st.st_uid != geteuid())) {
-        cli_error("%s is not a segment of yours (not a regular file you own)", path);
-    } else if (snapshot_fd(fd, snap, err, sizeof err) != 0) {
-        cli_error("segment %s: %s", path, err);
-    } else if (snap->pid != pid) {
-        cli_error("segment %s names pid %d, not %d: not a segment of process %d", path,
-                  (int)snap->pid, (int)pid, (int)pid);
-    } else if (is_stale(snap)) {
-        cli_error("process %d is gone (stale segment %s; `cushim gc` removes it)", (int)pid, path);
-    } else {
+    int fd = open(path, O_RDWR | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+    if (!snap || fd < 0)
+        snprintf(why, len, "cannot open %s: %s", path, strerror(snap ? errno : ENOMEM));
+    else if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || (geteuid() != 0 && st.st_uid != geteuid()))
+        snprintf(why, len, "%s is not a segment of yours (not a regular file you own)", path);
+    else if (snapshot_fd(fd, snap, err, sizeof err) != 0)
+        snprintf(why, len, "segment %s: %s", path, err);
+    else if (snap->pid != pid)
+        snprintf(why, len, "segment %s names pid %d, not %d: not a segment of process %d", path,
+                 (int)snap->pid, (int)pid, (int)pid);
+    else if (is_stale(snap))
+        snprintf(why, len, "process %d is gone (stale segment %s; `cushim gc` removes it)", (int)pid, path);
+    else {
         void *m = mmap(NULL, sizeof *s, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
         if (m == MAP_FAILED)
-            cli_error("cannot map %s: %s", path, strerror(errno));
+            snprintf(why, len, "cannot map %s: %s", path, strerror(errno));
         else
             s = m;
     }
-    close(fd);
+    if (fd >= 0)
+        close(fd);
     free(snap);
+    return s;
+}
+
+struct cushim_segment *seg_map_rw(pid_t pid)
+{
+    /* Every file named for `pid` (yours; everyone's as root) is tried: the plain name may be
+     * taken by someone else's file, the segment then has a suffixed name (parse_name). */
+    char path[1300], why[1500] = "";
+    struct cushim_segment *s = NULL;
+    DIR *d = opendir(seg_dir());
+    struct dirent *de;
+    while (d && !s && (de = readdir(d)) != NULL) {
+        uid_t u;
+        pid_t p;
+        if (parse_name(de->d_name, &u, &p) != 0 || p != pid || (geteuid() != 0 && u != geteuid()))
+            continue;
+        snprintf(path, sizeof path, "%s/%s", seg_dir(), de->d_name);
+        /* A file of the right name that is not ours says less than a stale segment of ours. */
+        char reason[1500];
+        s = map_one(path, pid, reason, sizeof reason);
+        if (!s && (!why[0] || strstr(why, "not a segment of yours")))
+            snprintf(why, sizeof why, "%s", reason);
+    }
+    if (d)
+        closedir(d);
+    if (!s && why[0])
+        cli_error("%s", why);
+    else if (!s)
+        cli_error("no cushim process %d of yours (no segment in %s)", (int)pid, seg_dir());
     return s;
 }
 
