@@ -81,6 +81,8 @@ static void write_report(const struct cushim_snapshot *snap)
             return;
         }
     }
+    struct shim_sigpipe g;
+    shim_sigpipe_block(&g);
     if (shim.cfg.report_format == CUSHIM_REPORT_JSON) {
         struct jsonw w;
         jsonw_init(&w, f);
@@ -94,6 +96,7 @@ static void write_report(const struct cushim_snapshot *snap)
         bad = 1;
         e = errno;
     }
+    shim_sigpipe_restore(&g);
     if (bad)
         LOG_ERROR("cannot write CUSHIM_REPORT=\"%s\": %s", path, strerror(e ? e : EIO));
 }

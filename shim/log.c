@@ -1,6 +1,8 @@
 #include "shim/log.h"
 
 #include <errno.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <sys/stat.h>
 #include <fcntl.h>
@@ -37,15 +39,28 @@ static int trusted_link(const char *path, const struct stat *l)
 {
     struct stat d;
     char dir[CUSHIM_PATH_MAX + 32];
-    if (l->st_uid == geteuid())
-        return 1;
     snprintf(dir, sizeof dir, "%s", path);
     char *slash = strrchr(dir, '/');
     if (!slash)
         snprintf(dir, sizeof dir, ".");
     else
         slash[slash == dir] = '\0';
-    return stat(dir, &d) == 0 && (d.st_mode & (S_IWGRP | S_IWOTH)) == 0;
+    if (stat(dir, &d) != 0)
+        return 0;
+    if ((d.st_mode & (S_IWGRP | S_IWOTH)) == 0)
+        return 1; /* nobody else can put a link there */
+    /* The user's own link in a sticky directory: nobody else can replace it either. */
+    return l->st_uid == geteuid() && (d.st_mode & S_ISVTX);
+}
+
+/* 1 or 2 when st is the file behind the program's stdout or stderr, else 0. */
+static int std_stream(const struct stat *st)
+{
+    struct stat s;
+    for (int fd = 2; fd >= 1; fd--)
+        if (fstat(fd, &s) == 0 && s.st_dev == st->st_dev && s.st_ino == st->st_ino)
+            return fd;
+    return 0;
 }
 
 int shim_open_output(const char *path, int append, const char **why)
@@ -74,7 +89,16 @@ int shim_open_output(const char *path, int append, const char **why)
         *why = "a file of another user";
     else if (!S_ISREG(st.st_mode) && !S_ISCHR(st.st_mode) && !S_ISFIFO(st.st_mode))
         *why = "not a regular file";
-    else if (S_ISREG(st.st_mode) && !append && ftruncate(fd, 0) != 0)
+    else if (std_stream(&st)) {
+        /* The program's own stdout or stderr (CUSHIM_REPORT=/dev/stderr, redirected to a file):
+         * written through its descriptor, so the text lands where the program's next line would,
+         * never emptied or overwritten. */
+        int same = dup(std_stream(&st));
+        close(fd);
+        if (same < 0)
+            *why = strerror(errno);
+        return same;
+    } else if (S_ISREG(st.st_mode) && !append && ftruncate(fd, 0) != 0)
         *why = strerror(errno);
     if (*why) {
         close(fd);
@@ -82,6 +106,30 @@ int shim_open_output(const char *path, int append, const char **why)
     }
     fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
     return fd;
+}
+
+void shim_sigpipe_block(struct shim_sigpipe *g)
+{
+    sigset_t set, pending;
+    sigemptyset(&set);
+    sigaddset(&set, SIGPIPE);
+    sigpending(&pending);
+    g->was_pending = sigismember(&pending, SIGPIPE);
+    pthread_sigmask(SIG_BLOCK, &set, &g->mask);
+}
+
+void shim_sigpipe_restore(struct shim_sigpipe *g)
+{
+    sigset_t set, pending;
+    sigemptyset(&set);
+    sigaddset(&set, SIGPIPE);
+    sigpending(&pending);
+    if (!g->was_pending && sigismember(&pending, SIGPIPE)) {
+        /* Ours (a write to a pipe nobody reads any more): taken away, not delivered. */
+        struct timespec now = {0, 0};
+        sigtimedwait(&set, NULL, &now);
+    }
+    pthread_sigmask(SIG_SETMASK, &g->mask, NULL);
 }
 
 void shim_log_open(const struct cushim_config *c)
@@ -119,6 +167,9 @@ void shim_log(int level, const char *fmt, ...)
     if (len > sizeof line - 2)
         len = sizeof line - 2;
     line[len++] = '\n';
+    /* A log that is a pipe nobody reads any more must not kill the program with SIGPIPE. */
+    struct shim_sigpipe g;
+    shim_sigpipe_block(&g);
     int fd = atomic_load(&log_fd);
     if (write(fd, line, len) < 0 && fd != 2 && atomic_compare_exchange_strong(&log_fd, &fd, 2)) {
         /* The log file stopped taking lines (disk full, ...): say so once, then use stderr. */
@@ -129,6 +180,7 @@ void shim_log(int level, const char *fmt, ...)
         w = write(2, line, len);
         (void)w;
     }
+    shim_sigpipe_restore(&g);
 }
 
 void shim_expand_pid(const char *in, char *out, size_t len)

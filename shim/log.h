@@ -4,6 +4,7 @@
 #ifndef CUSHIM_LOG_H
 #define CUSHIM_LOG_H
 
+#include <signal.h>
 #include <stddef.h>
 
 #include "common/config.h"
@@ -19,6 +20,16 @@ void shim_expand_pid(const char *in, char *out, size_t len);
  * emptied, or appended to: `append`), a character device (/dev/null) or a FIFO that has a reader
  * (never waiting for one). Returns the descriptor, or -1 with *why saying why in a few words. */
 int shim_open_output(const char *path, int append, const char **why);
+
+/* Around the shim's own writes to files the user named (a FIFO, a pipe whose reader went away):
+ * SIGPIPE is blocked on the calling thread, and one raised by those writes is taken away instead
+ * of killing the program; the write sees EPIPE. Not for the hot path (a few system calls). */
+struct shim_sigpipe {
+    sigset_t mask;
+    int was_pending;
+};
+void shim_sigpipe_block(struct shim_sigpipe *g);
+void shim_sigpipe_restore(struct shim_sigpipe *g);
 
 void shim_log_open(const struct cushim_config *c);
 int shim_log_enabled(int level);

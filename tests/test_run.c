@@ -504,6 +504,46 @@ Test(run, a_log_file_that_stops_taking_lines_falls_back_to_stderr)
     run_free(&r);
 }
 
+Test(run, a_log_pipe_whose_reader_left_does_not_kill_the_program)
+{
+    /* The program's stderr (where the log goes) is a pipe whose reader has already exited:
+     * every log line meets SIGPIPE, whose default kills. The shim's writes must not: the program
+     * ends with its own status, 0. */
+    char cmd[2400];
+    snprintf(cmd, sizeof cmd, "exec 3>&1; { sleep 0.3; %s malloc; echo status=$? >&3; } 2>&1 >/dev/null | true",
+             program("rt_prog"));
+    const char *extra[] = {preload_env(), "CUSHIM_LOG=debug", "CUSHIM_REPORT=stderr", NULL};
+    const char *argv[] = {"sh", "-c", cmd, NULL};
+    struct run_result r;
+    run_cmd(&r, argv, sim_env(extra));
+    cr_expect_str_eq(r.out, "status=0\n", "the program ends normally (141 = killed by SIGPIPE)");
+    run_free(&r);
+}
+
+Test(run, a_report_to_the_programs_own_stderr_adds_to_it)
+{
+    /* CUSHIM_REPORT=/dev/stderr with stderr redirected to a file: the report goes after what the
+     * program wrote, which stays. */
+    const char *dir = fresh_dir("stderr-file");
+    char log[700], cmd[2400];
+    snprintf(log, sizeof log, "%s/err.log", dir);
+    snprintf(cmd, sizeof cmd, "(echo line1 >&2; %s malloc; echo after >&2) 2>%s", program("rt_prog"), log);
+    const char *extra[] = {preload_env(), "CUSHIM_REPORT=/dev/stderr", NULL};
+    const char *argv[] = {"sh", "-c", cmd, NULL};
+    struct run_result r;
+    run_cmd(&r, argv, sim_env(extra));
+    cr_expect_eq(r.status, 0);
+    run_free(&r);
+    FILE *f = fopen(log, "r");
+    static char text[16384];
+    size_t n = f ? fread(text, 1, sizeof text - 1, f) : 0;
+    text[n] = '\0';
+    if (f)
+        fclose(f);
+    cr_expect(strncmp(text, "line1\ncushim: pid ", strlen("line1\ncushim: pid ")) == 0, "what the program wrote first stays first:\n%s", text);
+    cr_expect(n > 6 && strcmp(text + n - 6, "after\n") == 0, "and its later output follows:\n%s", text);
+}
+
 Test(run, log_off_silences_bad_values_in_the_shim)
 {
     struct run_result r;
