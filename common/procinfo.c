@@ -1,5 +1,6 @@
 #include "common/procinfo.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,6 +24,21 @@ static ssize_t read_file(const char *path, char *buf, size_t len)
     return (ssize_t)n;
 }
 
+/* Whether process pid has a thread besides its main one (/proc/<pid>/task). */
+static int other_threads(pid_t pid)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/task", (int)pid);
+    DIR *d = opendir(path);
+    struct dirent *de;
+    int others = 0;
+    while (d && !others && (de = readdir(d)) != NULL)
+        others = de->d_name[0] != '.' && atoi(de->d_name) != (int)pid;
+    if (d)
+        closedir(d);
+    return others;
+}
+
 uint64_t cushim_proc_start_time(pid_t pid)
 {
     char path[64], buf[1024];
@@ -36,8 +52,9 @@ uint64_t cushim_proc_start_time(pid_t pid)
     if (!p)
         return 0;
     p++;
-    /* Field 3, the state: a zombie (Z) or dead (X) process has ended, even if not yet reaped. */
-    if (p[0] == ' ' && (p[1] == 'Z' || p[1] == 'X'))
+    /* Field 3, the state: a dead (X) process has ended; a zombie (Z) too, unless only its main
+     * thread has ended (pthread_exit in main) and other threads still run. */
+    if (p[0] == ' ' && (p[1] == 'X' || (p[1] == 'Z' && !other_threads(pid))))
         return 0;
     /* Fields 3.. follow; field 22 is the 20th after the ')'. */
     for (int field = 3; field < 22 && p; field++) {

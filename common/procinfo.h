@@ -9,7 +9,8 @@
 
 /* Start time of `pid` (field 22 of /proc/<pid>/stat: clock ticks after boot). 0 when there is
  * no running process `pid`: none, unreadable, or one that has ended and waits to be reaped
- * (state Z or X, proc(5)), since it will never write to its segment again. */
+ * (state X, or Z with no thread left besides the main one: proc(5)), since it will never write
+ * to its segment again. */
 uint64_t cushim_proc_start_time(pid_t pid);
 
 /* The command line of `pid`, arguments joined by single spaces, truncated to len-1 bytes,

@@ -193,6 +193,37 @@ Test(live, stat_shows_the_async_pool_reserve_live)
     cr_expect_eq(wait_bg(pid), 0);
 }
 
+/* A process whose main thread has ended (a zombie main thread) but whose other threads run is
+ * alive: listed live, readable, its segment kept by gc. */
+Test(live, a_process_whose_main_thread_ended_is_alive)
+{
+    const char *segdir;
+    char hold[600];
+    pid_t pid = start_held("main_exits", "t-main", &segdir, hold, sizeof hold);
+    char procstat[64], st_buf[256] = "";
+    snprintf(procstat, sizeof procstat, "/proc/%d/stat", (int)pid);
+    for (int i = 0; i < 500 && !strstr(st_buf, ") Z "); i++) {
+        FILE *f = fopen(procstat, "r");
+        if (f) {
+            if (!fgets(st_buf, sizeof st_buf, f))
+                st_buf[0] = '\0';
+            fclose(f);
+        }
+        usleep(10000);
+    }
+    cr_assert(strstr(st_buf, ") Z ") != NULL, "the main thread has ended: %s", st_buf);
+    struct run_result r;
+    json_t *j = stat_json(segdir, pid, &r);
+    cr_expect_eq(jpath_u64(j, "0.devices.0.device.current_bytes"), MiB);
+    json_decref(j);
+    run_free(&r);
+    cr_expect_eq(cli(segdir, &r, "gc", NULL, NULL), 0);
+    cr_expect(strstr(r.out, "removed") == NULL, "nothing of a live process removed:\n%s", r.out);
+    run_free(&r);
+    touch(hold);
+    cr_expect_eq(wait_bg(pid), 0);
+}
+
 Test(live, sigkill_leaves_a_stale_segment_that_gc_removes)
 {
     const char *segdir;

@@ -346,6 +346,25 @@ static int scenario_hold(void)
     return 0;
 }
 
+/* The main thread ends (pthread_exit) while another one holds memory: the process lives on. */
+static void *holder(void *arg)
+{
+    (void)arg;
+    void *p;
+    CHECK(cudaMalloc(&p, MiB));
+    ready();
+    hold();
+    return NULL;
+}
+
+static int scenario_main_exits(void)
+{
+    pthread_t t;
+    if (pthread_create(&t, NULL, holder, NULL) != 0)
+        return 30;
+    pthread_exit(NULL);
+}
+
 /* Holds stream-ordered memory: the live view reads the pool's reserve without any cudaMemGetInfo. */
 static int scenario_hold_async(void)
 {
@@ -390,7 +409,7 @@ static int scenario_churn(void)
 
 static const struct scenario scenarios[] = {
     {"hold", scenario_hold, 1},             {"fork", scenario_fork, 1},
-    {"hold_async", scenario_hold_async, 1},
+    {"hold_async", scenario_hold_async, 1}, {"main_exits", scenario_main_exits, 1},
     {"churn", scenario_churn, 1},
     {"malloc", scenario_malloc, 1},         {"pitch", scenario_pitch, 1},
     {"host", scenario_host, 1},             {"managed", scenario_managed, 1},
