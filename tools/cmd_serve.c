@@ -10,6 +10,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <microhttpd.h>
+#include <pthread.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -20,14 +21,6 @@ typedef int MHD_RESULT;
 #else
 typedef enum MHD_Result MHD_RESULT;
 #endif
-
-static volatile sig_atomic_t stop;
-
-static void on_signal(int sig)
-{
-    (void)sig;
-    stop = 1;
-}
 
 static MHD_RESULT answer(void *cls, struct MHD_Connection *c, const char *url, const char *method,
                          const char *version, const char *upload, size_t *upload_size, void **state)
@@ -130,6 +123,14 @@ int cmd_serve(int argc, char **argv)
                   listen ? listen : "");
         return EXIT_USAGE;
     }
+    /* SIGINT/SIGTERM end the server, taken by sigwait below: blocked first, so that neither
+     * libmicrohttpd's thread (which inherits the mask) nor an early signal, before the wait, can
+     * take the default action. */
+    sigset_t stop_signals;
+    sigemptyset(&stop_signals);
+    sigaddset(&stop_signals, SIGINT);
+    sigaddset(&stop_signals, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &stop_signals, NULL);
     /* Idle or slow clients cannot hold the exporter: 10 s per connection, 64 connections, 8 per
      * address. libmicrohttpd's own log stays off (cushim reports in its own words). */
     unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | (any ? MHD_USE_DUAL_STACK : v6 ? MHD_USE_IPv6 : 0);
@@ -148,14 +149,12 @@ int cmd_serve(int argc, char **argv)
                   errno ? strerror(errno) : "address in use or not an address of this machine");
         return EXIT_USAGE;
     }
-    signal(SIGINT, on_signal);
-    signal(SIGTERM, on_signal);
     if (any)
         fprintf(stderr, "cushim: serving /metrics on port %u of every address\n", (unsigned)port);
     else
         fprintf(stderr, "cushim: serving http://%s/metrics\n", listen);
-    while (!stop)
-        pause();
+    int sig;
+    sigwait(&stop_signals, &sig);
     MHD_stop_daemon(d);
     return 0;
 }
