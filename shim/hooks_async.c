@@ -275,12 +275,18 @@ SHIM_EXPORT CUresult CUDAAPI cuMemGetMemPool(CUmemoryPool *pool, CUmemLocation *
 }
 #endif
 
+/* The pool leaves the table before the real destroy, and no sampler (pools.c) may still hold
+ * its handle then; a failed destroy puts it back. */
 SHIM_EXPORT CUresult CUDAAPI cuMemPoolDestroy(CUmemoryPool pool)
 {
     REAL_OR_FAIL(cuMemPoolDestroy);
+    struct shim_entry e;
+    bool known = pool && table_take(&shim.pools, (uint64_t)(uintptr_t)pool, &e);
+    if (known)
+        async_pool_quiesce();
     CUresult r = real_(pool);
-    if (r == CUDA_SUCCESS)
-        table_take(&shim.pools, (uint64_t)(uintptr_t)pool, NULL);
+    if (r != CUDA_SUCCESS && known)
+        table_put(&shim.pools, &e, NULL);
     return r;
 }
 

@@ -1,6 +1,7 @@
 /* Reading the stream-ordered pools' reserve (pools.h). */
 #include "shim/pools.h"
 
+#include <sched.h>
 #include <time.h>
 
 #include "shim/account.h"
@@ -8,6 +9,8 @@
 
 SHIM_TLS uint32_t async_pool_allocs_here;
 static _Atomic uint64_t last_read_ns[CUSHIM_MAX_DEVICES];
+/* Samplers between taking pool handles from the table and their last driver query. */
+static _Atomic int sampling;
 
 static uint64_t now_ns(clockid_t clock)
 {
@@ -49,6 +52,7 @@ void async_pool_sample(int device)
     if (!get || device < 0 || device >= (int)CUSHIM_MAX_DEVICES)
         return;
     struct device_pools p = {.device = device};
+    atomic_fetch_add(&sampling, 1);
     table_for_each(&shim.pools, collect, &p);
     CUmemoryPool def;
     if (get_default && get_default(&def, device) == CUDA_SUCCESS && def) {
@@ -62,13 +66,20 @@ void async_pool_sample(int device)
     for (unsigned i = 0; i < p.n; i++)
         for (unsigned a = 0; a < sizeof attrs / sizeof attrs[0]; a++) {
             cuuint64_t v = 0;
-            /* A pool destroyed since it was recorded answers an error: it holds nothing. */
+            /* No pool is destroyed while we query it (async_pool_quiesce). */
             if (get((CUmemoryPool)(uintptr_t)p.pool[i], attrs[a].attr, &v) == CUDA_SUCCESS)
                 sum[a] += v;
         }
+    atomic_fetch_sub(&sampling, 1);
     for (unsigned a = 0; a < sizeof attrs / sizeof attrs[0]; a++)
         account_device_stat_set(device, attrs[a].stat, sum[a]);
     account_device_stat_set(device, CUSHIM_DEV_async_pool_sampled_ns, now_ns(CLOCK_REALTIME));
+}
+
+void async_pool_quiesce(void)
+{
+    while (atomic_load(&sampling) != 0)
+        sched_yield();
 }
 
 void async_pool_sample_slow(int device)

@@ -17,6 +17,11 @@ void async_pool_sample(int device);
 /* At exit: every device the process used. */
 void async_pool_sample_all(void);
 
+/* cuMemPoolDestroy: after its pool was taken out of the table, waits until no sampler can still
+ * be querying it (samplers copy handles out of the table, then ask the driver without a lock),
+ * so the driver never sees a destroyed handle from the shim. A few microseconds at most. */
+void async_pool_quiesce(void);
+
 /* For the live view, from stream-ordered allocations made while no capture is live (so the
  * queries cannot disturb one): on a thread's 1st, 257th, 513th, ... such allocation, and at most
  * every 100 ms per device, the pools are read. One increment and a test otherwise. */
