@@ -278,17 +278,21 @@ Test(live, sigkill_leaves_a_stale_segment_that_gc_removes)
 Test(live, gc_removes_run_directories_of_runs_that_are_gone)
 {
     const char *segdir = fresh_dir("seg-gc-runs"), *tmp = fresh_dir("tmp-gc-runs");
-    char dead[700], reused[700], alive[700], other[700], link[700], file[800];
-    snprintf(dead, sizeof dead, "%s/cushim-run.2147483646-77.abcdef", tmp);
-    snprintf(reused, sizeof reused, "%s/cushim-run.%d-1.abcdef", tmp, (int)getpid());
-    snprintf(alive, sizeof alive, "%s/cushim-run.%d-%llu.abcdef", tmp, (int)getpid(),
-             (unsigned long long)cushim_proc_start_time(getpid()));
+    char dead[700], reused[700], alive[700], other[700], link[700], file[800], elsewhere[700];
+    unsigned long long ns = (unsigned long long)cushim_pidns_inode();
+    snprintf(dead, sizeof dead, "%s/cushim-run.2147483646-77-%llu.abcdef", tmp, ns);
+    snprintf(reused, sizeof reused, "%s/cushim-run.%d-1-%llu.abcdef", tmp, (int)getpid(), ns);
+    snprintf(alive, sizeof alive, "%s/cushim-run.%d-%llu-%llu.abcdef", tmp, (int)getpid(),
+             (unsigned long long)cushim_proc_start_time(getpid()), ns);
     snprintf(other, sizeof other, "%s/cushim-run.abcdef", tmp); /* no pid: not ours to judge */
-    snprintf(link, sizeof link, "%s/cushim-run.2147483645-1.ghijkl", tmp);
+    snprintf(link, sizeof link, "%s/cushim-run.2147483645-1-%llu.ghijkl", tmp, ns);
+    /* Another pid namespace's run (a /tmp shared with a container): its pids are not ours. */
+    snprintf(elsewhere, sizeof elsewhere, "%s/cushim-run.2147483646-77-%llu.mnopqr", tmp, ns + 1);
     cr_assert_eq(mkdir(dead, 0700), 0);
     cr_assert_eq(mkdir(reused, 0700), 0);
     cr_assert_eq(mkdir(alive, 0700), 0);
     cr_assert_eq(mkdir(other, 0700), 0);
+    cr_assert_eq(mkdir(elsewhere, 0700), 0);
     cr_assert_eq(symlink(alive, link), 0);
     snprintf(file, sizeof file, "%s/1234.seg", dead);
     touch(file);
@@ -313,6 +317,7 @@ Test(live, gc_removes_run_directories_of_runs_that_are_gone)
     cr_expect_neq(lstat(reused, &st), 0);
     cr_expect_eq(lstat(alive, &st), 0, "a live run's directory stays");
     cr_expect_eq(lstat(other, &st), 0);
+    cr_expect_eq(lstat(elsewhere, &st), 0, "another pid namespace's run is not judged");
     cr_expect_eq(lstat(link, &st), 0, "a link is not followed or removed");
     cr_expect_eq(stat(alive, &st), 0);
 }

@@ -44,15 +44,17 @@ static int sweep(struct seg_entry *e, void *argp)
     return 0;
 }
 
-/* The directory of a `cushim run` that is gone: named cushim-run.PID-START.XXXXXX, a directory
- * (not a link) of the caller's (any as root), and PID is dead or started at another time. */
+/* The directory of a `cushim run` that is gone: named cushim-run.PID-START-PIDNS.XXXXXX, a
+ * directory (not a link) of the caller's (any as root), made in the caller's pid namespace, and
+ * PID is dead or started at another time. */
 static int run_dir_gone(int dirfd, const char *name, pid_t *pid)
 {
     int p;
-    unsigned long long start;
+    unsigned long long start, ns;
     char rest[16];
     struct stat st;
-    if (sscanf(name, "cushim-run.%d-%llu.%15s", &p, &start, rest) != 3 || p <= 0 || strlen(rest) != 6 ||
+    if (sscanf(name, "cushim-run.%d-%llu-%llu.%15s", &p, &start, &ns, rest) != 4 || p <= 0 ||
+        strlen(rest) != 6 || ns != cushim_pidns_inode() ||
         fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISDIR(st.st_mode) ||
         (geteuid() != 0 && st.st_uid != geteuid()))
         return 0;

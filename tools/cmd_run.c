@@ -385,10 +385,11 @@ int cmd_run(int argc, char **argv)
 
     const char *tmp = getenv("TMPDIR");
     char dir[4096];
-    /* cushim-run.PID-START.XXXXXX: `cushim gc` removes the directory of a run whose cushim is
-     * gone (killed before it could clean up) by this pid and start time (procinfo.h). */
-    snprintf(dir, sizeof dir, "%s/cushim-run.%d-%llu.XXXXXX", tmp && *tmp ? tmp : "/tmp", (int)getpid(),
-             (unsigned long long)cushim_proc_start_time(getpid()));
+    /* cushim-run.PID-START-PIDNS.XXXXXX: `cushim gc` removes the directory of a run whose cushim
+     * is gone (killed before it could clean up) by this pid and start time (procinfo.h), in its
+     * own pid namespace only (a /tmp shared with a container holds runs it cannot judge). */
+    snprintf(dir, sizeof dir, "%s/cushim-run.%d-%llu-%llu.XXXXXX", tmp && *tmp ? tmp : "/tmp", (int)getpid(),
+             (unsigned long long)cushim_proc_start_time(getpid()), (unsigned long long)cushim_pidns_inode());
     if (!mkdtemp(dir)) {
         cli_error("cannot create a run directory under %s: %s", tmp && *tmp ? tmp : "/tmp",
                   strerror(errno));
