@@ -25,13 +25,9 @@ void shim_sample_untracked(int device, uint64_t free_bytes, uint64_t total_bytes
     uint64_t tracked = atomic_load_explicit(&r->dev[CUSHIM_DEV_total_current], memory_order_relaxed) +
                        atomic_load_explicit(&r->dev[CUSHIM_DEV_graph_pool_reserved_current],
                                             memory_order_relaxed);
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
     atomic_store_explicit(&r->untracked_bytes, used > tracked ? used - tracked : 0,
                           memory_order_relaxed);
-    atomic_store_explicit(&r->untracked_sampled_ns,
-                          (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec,
-                          memory_order_relaxed);
+    atomic_store_explicit(&r->untracked_sampled_ns, shim_clock_ns(CLOCK_REALTIME), memory_order_relaxed);
 }
 
 /* cuMemGetInfo_v2 on `device`: through the current context if it is on that device, else the

@@ -25,13 +25,6 @@ static inline unsigned launch_index(uint64_t exec)
 static _Atomic uint64_t last_sample_ns[CUSHIM_MAX_DEVICES];
 static SHIM_TLS unsigned launches_here;
 
-static uint64_t clock_ns(clockid_t clock)
-{
-    struct timespec ts;
-    clock_gettime(clock, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 /* Bytes of the memory-allocation nodes of g and of its child graphs. */
 static uint64_t alloc_node_bytes(CUgraph g, int depth)
 {
@@ -112,7 +105,7 @@ void graph_instantiated(CUgraphExec exec, CUgraph graph, int device, CUcontext c
         g->device = device;
         g->id = atomic_fetch_add(&next_id, 1) + 1;
         g->exec = (uint64_t)(uintptr_t)exec;
-        g->instantiated_ns = clock_ns(CLOCK_REALTIME);
+        g->instantiated_ns = shim_clock_ns(CLOCK_REALTIME);
         g->destroyed_ns = 0;
         atomic_store_explicit(&g->launches, 0, memory_order_relaxed);
         g->alloc_node_bytes = bytes;
@@ -149,7 +142,7 @@ static void exec_gone(const struct shim_entry *e, void *arg)
     int slot = (int)(int64_t)e->aux;
     if (slot >= 0 && (unsigned)slot < CUSHIM_MAX_GRAPHS) {
         struct cushim_graph_record *g = &shim.seg->graphs[slot];
-        g->destroyed_ns = clock_ns(CLOCK_REALTIME);
+        g->destroyed_ns = shim_clock_ns(CLOCK_REALTIME);
         atomic_store_explicit(&g->state, 3, memory_order_release);
     }
     account_device_stat_add(e->device, CUSHIM_DEV_graph_execs_alive, -1);
@@ -218,7 +211,7 @@ void graph_pool_sample(int device, bool force)
     __typeof__(&cuDeviceGetGraphMemAttribute) get = REAL(cuDeviceGetGraphMemAttribute);
     if (!get || (unsigned)device >= CUSHIM_MAX_DEVICES)
         return;
-    uint64_t now = clock_ns(CLOCK_MONOTONIC_COARSE);
+    uint64_t now = shim_clock_ns(CLOCK_MONOTONIC_COARSE);
     uint64_t last = atomic_load_explicit(&last_sample_ns[device], memory_order_relaxed);
     if (!force && last && now - last < 100000000ull)
         return;

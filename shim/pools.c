@@ -12,12 +12,6 @@ static _Atomic uint64_t last_read_ns[CUSHIM_MAX_DEVICES];
 /* Samplers between taking pool handles from the table and their last driver query. */
 static _Atomic int sampling;
 
-static uint64_t now_ns(clockid_t clock)
-{
-    struct timespec ts;
-    clock_gettime(clock, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 #define POOLS_READ 64 /* pools read per device; more are left out of the sums */
 
@@ -73,7 +67,7 @@ void async_pool_sample(int device)
     atomic_fetch_sub(&sampling, 1);
     for (unsigned a = 0; a < sizeof attrs / sizeof attrs[0]; a++)
         account_device_stat_set(device, attrs[a].stat, sum[a]);
-    account_device_stat_set(device, CUSHIM_DEV_async_pool_sampled_ns, now_ns(CLOCK_REALTIME));
+    account_device_stat_set(device, CUSHIM_DEV_async_pool_sampled_ns, shim_clock_ns(CLOCK_REALTIME));
 }
 
 void async_pool_quiesce(void)
@@ -86,7 +80,7 @@ void async_pool_sample_slow(int device)
 {
     if ((unsigned)device >= CUSHIM_MAX_DEVICES)
         return;
-    uint64_t now = now_ns(CLOCK_MONOTONIC_COARSE);
+    uint64_t now = shim_clock_ns(CLOCK_MONOTONIC_COARSE);
     uint64_t last = atomic_load_explicit(&last_read_ns[device], memory_order_relaxed);
     if (last && now - last < 100000000ull)
         return;

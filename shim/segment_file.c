@@ -17,13 +17,6 @@
 #define CUSHIM_VERSION "unknown"
 #endif
 
-static uint64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 static void fill_header(struct cushim_segment *s, unsigned flags, uint64_t run_id, int phase)
 {
     struct cushim_segment_header *h = &s->h;
@@ -42,7 +35,7 @@ static void fill_header(struct cushim_segment *s, unsigned flags, uint64_t run_i
     h->uid = (uint32_t)getuid();
     h->start_time = cushim_proc_start_time(getpid());
     h->pidns_inode = cushim_pidns_inode();
-    h->created_ns = now_ns();
+    h->created_ns = shim_clock_ns(CLOCK_REALTIME);
     h->run_id = run_id;
     h->flags = flags;
     for (unsigned i = 0; i < CUSHIM_MAX_DEVICES; i++)

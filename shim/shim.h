@@ -12,6 +12,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
+#include <time.h>
 
 #include "common/config.h"
 #include "common/segment.h"
@@ -20,6 +21,14 @@
 #include "shim/table.h"
 
 #define SHIM_EXPORT __attribute__((visibility("default")))
+
+/* Nanoseconds on `clock` (CLOCK_REALTIME for times shown to people, a monotonic one for rates). */
+static inline uint64_t shim_clock_ns(clockid_t clock)
+{
+    struct timespec ts;
+    clock_gettime(clock, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
 #define SHIM_TLS __attribute__((tls_model("initial-exec"))) _Thread_local
 #define likely(x) __builtin_expect(!!(x), 1)
 #define unlikely(x) __builtin_expect(!!(x), 0)

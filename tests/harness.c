@@ -14,7 +14,7 @@
 
 extern char **environ;
 
-static char *slurp(const char *path)
+char *slurp(const char *path)
 {
     FILE *f = fopen(path, "rb");
     cr_assert(f, "cannot read %s", path);

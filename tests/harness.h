@@ -17,6 +17,9 @@ struct run_result {
 /* Runs argv (NULL-terminated) with the current environment plus `env` ("NAME=VALUE" to set,
  * "NAME" to unset; NULL-terminated, may be NULL). Waits for it. */
 void run_cmd(struct run_result *r, const char *const *argv, const char *const *env);
+/* The whole file at path, NUL-terminated (malloc'd; the caller frees it); fails the test when it
+ * cannot be read. */
+char *slurp(const char *path);
 void run_free(struct run_result *r);
 
 /* Starts argv in the background (stdout/stderr to files in test_dir()); returns its pid. */

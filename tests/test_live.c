@@ -58,6 +58,24 @@ static const char *seg_path(const char *segdir, pid_t pid)
     return buf;
 }
 
+/* Waits (up to 5 s) until pid's main thread is a zombie (/proc/<pid>/stat state Z). */
+static void wait_zombie(pid_t pid, const char *what)
+{
+    char procstat[64], st_buf[256] = "";
+    snprintf(procstat, sizeof procstat, "/proc/%d/stat", (int)pid);
+    for (int i = 0; i < 500 && !strstr(st_buf, ") Z "); i++) {
+        FILE *f = fopen(procstat, "r");
+        if (f) {
+            if (!fgets(st_buf, sizeof st_buf, f))
+                st_buf[0] = '\0';
+            fclose(f);
+        }
+        if (!strstr(st_buf, ") Z "))
+            usleep(10000);
+    }
+    cr_assert(strstr(st_buf, ") Z ") != NULL, "%s: %s", what, st_buf);
+}
+
 /* A program under the shim that is ready and holding (tests/programs/common.h): rt_prog SCENARIO
  * with its own segment directory (*segdir) and hold file (hold[len]; touch it to let it exit).
  * Returns its pid. */
@@ -200,18 +218,7 @@ Test(live, a_process_whose_main_thread_ended_is_alive)
     const char *segdir;
     char hold[600];
     pid_t pid = start_held("main_exits", "t-main", &segdir, hold, sizeof hold);
-    char procstat[64], st_buf[256] = "";
-    snprintf(procstat, sizeof procstat, "/proc/%d/stat", (int)pid);
-    for (int i = 0; i < 500 && !strstr(st_buf, ") Z "); i++) {
-        FILE *f = fopen(procstat, "r");
-        if (f) {
-            if (!fgets(st_buf, sizeof st_buf, f))
-                st_buf[0] = '\0';
-            fclose(f);
-        }
-        usleep(10000);
-    }
-    cr_assert(strstr(st_buf, ") Z ") != NULL, "the main thread has ended: %s", st_buf);
+    wait_zombie(pid, "the main thread has ended");
     struct run_result r;
     json_t *j = stat_json(segdir, pid, &r);
     cr_expect_eq(jpath_u64(j, "0.devices.0.device.current_bytes"), MiB);
@@ -231,18 +238,7 @@ Test(live, sigkill_leaves_a_stale_segment_that_gc_removes)
     pid_t pid = start_held("hold", "t2", &segdir, hold, sizeof hold);
     kill(pid, SIGKILL);
     /* Not reaped yet (a zombie): already gone for cushim, its segment stale. */
-    char procstat[64], st_buf[256] = "";
-    snprintf(procstat, sizeof procstat, "/proc/%d/stat", (int)pid);
-    for (int i = 0; i < 500 && !strstr(st_buf, ") Z "); i++) {
-        FILE *f = fopen(procstat, "r");
-        if (f) {
-            if (!fgets(st_buf, sizeof st_buf, f))
-                st_buf[0] = '\0';
-            fclose(f);
-        }
-        usleep(10000);
-    }
-    cr_assert(strstr(st_buf, ") Z ") != NULL, "the killed process is a zombie: %s", st_buf);
+    wait_zombie(pid, "the killed process is a zombie");
 
     struct run_result r;
     char line[64];

@@ -534,14 +534,12 @@ Test(run, a_report_to_the_programs_own_stderr_adds_to_it)
     run_cmd(&r, argv, sim_env(extra));
     cr_expect_eq(r.status, 0);
     run_free(&r);
-    FILE *f = fopen(log, "r");
-    static char text[16384];
-    size_t n = f ? fread(text, 1, sizeof text - 1, f) : 0;
-    text[n] = '\0';
-    if (f)
-        fclose(f);
-    cr_expect(strncmp(text, "line1\ncushim: pid ", strlen("line1\ncushim: pid ")) == 0, "what the program wrote first stays first:\n%s", text);
+    char *text = slurp(log);
+    size_t n = strlen(text);
+    cr_expect(strncmp(text, "line1\ncushim: pid ", strlen("line1\ncushim: pid ")) == 0,
+              "what the program wrote first stays first:\n%s", text);
     cr_expect(n > 6 && strcmp(text + n - 6, "after\n") == 0, "and its later output follows:\n%s", text);
+    free(text);
 }
 
 Test(run, log_off_silences_bad_values_in_the_shim)

@@ -230,11 +230,7 @@ Test(security, a_taken_segment_name_is_worked_around)
     const char *log = errf;
     snprintf(want, sizeof want, "%s/cushim-0-%d is taken by a file that is not ours: the live-stats segment is %s/cushim-0-%d.",
              segdir, (int)pid, segdir, (int)pid);
-    FILE *f = fopen(log, "r");
-    static char text[8192];
-    size_t n = f ? fread(text, 1, sizeof text - 1, f) : 0;
-    text[n] = '\0';
-    if (f)
-        fclose(f);
+    char *text = slurp(log);
     cr_expect(strstr(text, want) != NULL, "stderr of the program (%s):\n%s", log, text);
+    free(text);
 }
