@@ -11,6 +11,8 @@
 #include "common/options.h"
 #include "harness.h"
 
+#define MiB (1024ull * 1024)
+
 static int run_status(const char *const *argv, const char *const *env, struct run_result *r)
 {
     const char *full[32] = {cushim_bin(), "run", "--"};
@@ -416,6 +418,29 @@ Test(run, a_child_that_sets_its_own_bad_value_reports_it)
                             "(1/0/true/false/yes/no/on/off); using the default \"0\"\n"
                             "cushim: no CUDA memory activity in `sh -c /bin/echo ran; /bin/echo again` "
                             "or its descendants\n");
+    run_free(&r);
+}
+
+Test(run, a_run_inside_a_run_hands_its_processes_to_the_outer_one)
+{
+    struct run_result r;
+    char inner[800];
+    snprintf(inner, sizeof inner, "%s/inner.%d.json", test_dir(), (int)getpid());
+    const char *argv[] = {cushim_bin(), "run", "--quiet", "--json", inner, "--", program("rt_prog"), "malloc", NULL};
+    json_t *j = run_under_cushim(&r, argv, sim_env(NULL));
+    cr_expect_eq(r.status, 0, "%s", r.err);
+    cr_expect(strstr(r.err, "no CUDA memory activity") == NULL, "%s", r.err);
+    /* The outer run: the inner cushim (no CUDA) at the top, the program among its descendants. */
+    cr_expect_eq(json_array_size(jpath(j, "devices")), 0);
+    cr_assert_eq(json_array_size(jpath(j, "descendants")), 1);
+    cr_expect_eq(jpath_u64(j, "descendants.0.devices.0.device.current_bytes"), 1 + MiB);
+    json_decref(j);
+    /* The inner run: the program at its top, as without the outer one. */
+    json_t *in = json_load(inner);
+    cr_expect_eq(jpath_u64(in, "devices.0.device.current_bytes"), 1 + MiB);
+    cr_expect_eq(json_array_size(jpath(in, "descendants")), 0);
+    json_decref(in);
+    unlink(inner);
     run_free(&r);
 }
 

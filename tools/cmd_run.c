@@ -241,6 +241,67 @@ static void collect(const char *dir, struct collected *c)
     qsort(c->desc, (size_t)c->ndesc, sizeof *c->desc, by_created);
 }
 
+/* The `cushim run` this one runs under, if any: its run directory (checked as the shim checks
+ * it: a cushim-run.* directory of ours, mode 0700) and id. id 0: none. */
+struct outer_run {
+    char dir[4096];
+    uint64_t id;
+};
+
+static void outer_run_find(struct outer_run *o)
+{
+    const char *dir = getenv("CUSHIM_RUN_DIR"), *id = getenv("CUSHIM_RUN_ID");
+    struct stat st;
+    char *end;
+    memset(o, 0, sizeof *o);
+    if (!dir || !id || !*id || strlen(dir) >= sizeof o->dir || lstat(dir, &st) != 0 || !S_ISDIR(st.st_mode) ||
+        st.st_uid != geteuid() || (st.st_mode & 077) != 0 || !strstr(dir, "/cushim-run."))
+        return;
+    uint64_t v = strtoull(id, &end, 16);
+    if (*end || strlen(id) > 16)
+        return;
+    snprintf(o->dir, sizeof o->dir, "%s", dir);
+    o->id = v;
+}
+
+/* Copies this run's summaries (dir/PID.seg) into the outer run's directory as its own: its id,
+ * and no process of ours is its launched program. The outer run then lists them among its
+ * descendants. Best effort: a copy that fails is said and skipped. */
+static void outer_run_hand_over(const struct outer_run *o, const char *dir)
+{
+    DIR *d = opendir(dir);
+    struct dirent *de;
+    struct cushim_segment *seg = malloc(sizeof *seg);
+    while (d && seg && (de = readdir(d)) != NULL) {
+        size_t n = strlen(de->d_name);
+        if (n < 5 || strcmp(de->d_name + n - 4, ".seg") != 0 || de->d_name[0] == '.')
+            continue;
+        char from[4400], tmp[4400], to[4400];
+        snprintf(from, sizeof from, "%s/%s", dir, de->d_name);
+        snprintf(tmp, sizeof tmp, "%s/.%s.outer.tmp", o->dir, de->d_name);
+        snprintf(to, sizeof to, "%s/%s", o->dir, de->d_name);
+        int in = open(from, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+        ssize_t got = in >= 0 ? read(in, seg, sizeof *seg) : -1;
+        if (in >= 0)
+            close(in);
+        if (got != (ssize_t)sizeof *seg)
+            continue; /* not a whole summary: collect() already said what was wrong with it */
+        seg->h.run_id = o->id;
+        seg->h.flags &= ~(uint32_t)CUSHIM_SEG_F_TOP;
+        int out = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+        int ok = out >= 0 && write(out, seg, sizeof *seg) == (ssize_t)sizeof *seg;
+        if (out >= 0 && close(out) != 0)
+            ok = 0;
+        if (!ok || rename(tmp, to) != 0) {
+            cli_error("cannot hand %s to the enclosing run (%s): %s", de->d_name, o->dir, strerror(errno));
+            unlink(tmp);
+        }
+    }
+    free(seg);
+    if (d)
+        closedir(d);
+}
+
 struct killed_arg {
     uint64_t run_id;
     struct collected *c;
@@ -353,6 +414,10 @@ int cmd_run(int argc, char **argv)
     }
     char **prog = argv + i;
 
+    /* A run inside a run: the outer one's directory and id, to hand it our processes at the end
+     * (this run replaces the variables for its own processes). */
+    struct outer_run outer;
+    outer_run_find(&outer);
     /* The run's own variables are set below: values left in the environment (a run inside a
      * run, a stale export) are replaced, so they are not checked. */
     for (int k = 0; k < CUSHIM_OPT_COUNT; k++)
@@ -472,6 +537,8 @@ int cmd_run(int argc, char **argv)
 
     struct collected c = {0};
     collect(dir, &c);
+    if (outer.id)
+        outer_run_hand_over(&outer, dir);
     remove_dir(dir);
     collect_killed(id, &c);
     struct cushim_snapshot synth;
