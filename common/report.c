@@ -68,7 +68,8 @@ void cushim_json_process(struct jsonw *w, const char *key, const struct cushim_s
     jsonw_string(w, "command", s->command);
     jsonw_string(w, "phase", cushim_phase_name(s->phase));
     jsonw_string(w, "phase_requested",
-                 s->phase_requested ? cushim_phase_name(s->phase_requested - 1) : NULL);
+                 s->phase_requested && s->phase_requested - 1 != s->phase ? cushim_phase_name(s->phase_requested - 1)
+                                                                          : NULL);
     jsonw_bool(w, "exited", (int)s->exited);
     jsonw_array_begin(w, "devices");
     for (uint32_t i = 0; i < s->device_count; i++)

@@ -77,6 +77,10 @@ static void write_report(const struct cushim_snapshot *snap)
             return;
         }
     }
+    /* What the program still has buffered on stdout/stderr goes first, outside the window below:
+     * a SIGPIPE of its own is its own. */
+    if (to_stdout || to_stderr)
+        fflush(f);
     struct shim_sigpipe g;
     shim_sigpipe_block(&g);
     if (shim.cfg.report_format == CUSHIM_REPORT_JSON) {
@@ -92,7 +96,7 @@ static void write_report(const struct cushim_snapshot *snap)
         bad = 1;
         e = errno;
     }
-    shim_sigpipe_restore(&g);
+    shim_sigpipe_restore(&g, bad && e == EPIPE);
     if (bad)
         LOG_ERROR("cannot write CUSHIM_REPORT=\"%s\": %s", path, strerror(e ? e : EIO));
 }

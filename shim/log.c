@@ -45,22 +45,32 @@ static int trusted_link(const char *path, const struct stat *l)
         snprintf(dir, sizeof dir, ".");
     else
         slash[slash == dir] = '\0';
-    if (stat(dir, &d) != 0)
-        return 0;
+    if (stat(dir, &d) != 0 || (d.st_uid != geteuid() && d.st_uid != 0))
+        return 0; /* another user's directory: its owner could have put the link there */
     if ((d.st_mode & (S_IWGRP | S_IWOTH)) == 0)
         return 1; /* nobody else can put a link there */
     /* The user's own link in a sticky directory: nobody else can replace it either. */
     return l->st_uid == geteuid() && (d.st_mode & S_ISVTX);
 }
 
-/* 1 or 2 when st is the file behind the program's stdout or stderr, else 0. */
-static int std_stream(const struct stat *st)
+/* 1 or 2 when st is the file behind the program's stdout or stderr, else 0 (`self`: a descriptor
+ * of ours that may have taken number 1 or 2 when those were closed, never matched). */
+static int std_stream(const struct stat *st, int self)
 {
     struct stat s;
     for (int fd = 2; fd >= 1; fd--)
-        if (fstat(fd, &s) == 0 && s.st_dev == st->st_dev && s.st_ino == st->st_ino)
+        if (fd != self && fstat(fd, &s) == 0 && s.st_dev == st->st_dev && s.st_ino == st->st_ino)
             return fd;
     return 0;
+}
+
+/* A copy of the program's descriptor std (not inherited across exec, as the shim's own). */
+static int std_copy(int std, const char **why)
+{
+    int same = fcntl(std, F_DUPFD_CLOEXEC, 3);
+    if (same < 0)
+        *why = strerror(errno);
+    return same;
 }
 
 int shim_open_output(const char *path, int append, const char **why)
@@ -74,6 +84,13 @@ int shim_open_output(const char *path, int append, const char **why)
         }
         nofollow = 0;
     }
+    /* The program's own stdout or stderr (CUSHIM_REPORT=/dev/stderr; a pipe, a tty, a socket, a
+     * file it was redirected to): written through its descriptor, so the text goes after what
+     * the program wrote, never over it. */
+    struct stat target;
+    int std = stat(path, &target) == 0 ? std_stream(&target, -1) : 0;
+    if (std)
+        return std_copy(std, why);
     /* O_NOFOLLOW: a link put in place after the look above is not followed either. */
     int fd = open(path, O_WRONLY | O_CREAT | nofollow | O_NONBLOCK | O_CLOEXEC | (append ? O_APPEND : 0), 0600);
     if (fd < 0) {
@@ -89,15 +106,10 @@ int shim_open_output(const char *path, int append, const char **why)
         *why = "a file of another user";
     else if (!S_ISREG(st.st_mode) && !S_ISCHR(st.st_mode) && !S_ISFIFO(st.st_mode))
         *why = "not a regular file";
-    else if (std_stream(&st)) {
-        /* The program's own stdout or stderr (CUSHIM_REPORT=/dev/stderr, redirected to a file):
-         * written through its descriptor, so the text lands where the program's next line would,
-         * never emptied or overwritten. */
-        int same = dup(std_stream(&st));
+    else if ((std = std_stream(&st, fd)) != 0) {
+        /* It became the program's stdout or stderr since the look above. */
         close(fd);
-        if (same < 0)
-            *why = strerror(errno);
-        return same;
+        return std_copy(std, why);
     } else if (S_ISREG(st.st_mode) && !append && ftruncate(fd, 0) != 0)
         *why = strerror(errno);
     if (*why) {
@@ -118,13 +130,13 @@ void shim_sigpipe_block(struct shim_sigpipe *g)
     pthread_sigmask(SIG_BLOCK, &set, &g->mask);
 }
 
-void shim_sigpipe_restore(struct shim_sigpipe *g)
+void shim_sigpipe_restore(struct shim_sigpipe *g, int epipe)
 {
     sigset_t set, pending;
     sigemptyset(&set);
     sigaddset(&set, SIGPIPE);
     sigpending(&pending);
-    if (!g->was_pending && sigismember(&pending, SIGPIPE)) {
+    if (epipe && !g->was_pending && sigismember(&pending, SIGPIPE)) {
         /* Ours (a write to a pipe nobody reads any more): taken away, not delivered. */
         struct timespec now = {0, 0};
         sigtimedwait(&set, NULL, &now);
@@ -170,17 +182,19 @@ void shim_log(int level, const char *fmt, ...)
     /* A log that is a pipe nobody reads any more must not kill the program with SIGPIPE. */
     struct shim_sigpipe g;
     shim_sigpipe_block(&g);
-    int fd = atomic_load(&log_fd);
-    if (write(fd, line, len) < 0 && fd != 2 && atomic_compare_exchange_strong(&log_fd, &fd, 2)) {
-        /* The log file stopped taking lines (disk full, ...): say so once, then use stderr. */
-        char note[160];
-        int k = snprintf(note, sizeof note, "cushim[%d] error: cannot write to CUSHIM_LOG_FILE: %s; "
-                         "logging to stderr\n", (int)getpid(), strerror(errno));
-        ssize_t w = write(2, note, k > 0 && (size_t)k < sizeof note ? (size_t)k : 0);
-        w = write(2, line, len);
-        (void)w;
+    int fd = atomic_load(&log_fd), epipe = 0;
+    if (write(fd, line, len) < 0) {
+        epipe = errno == EPIPE;
+        if (fd != 2 && atomic_compare_exchange_strong(&log_fd, &fd, 2)) {
+            /* The log file stopped taking lines (disk full, ...): say so once, then use stderr. */
+            char note[160];
+            int k = snprintf(note, sizeof note, "cushim[%d] error: cannot write to CUSHIM_LOG_FILE: %s; "
+                             "logging to stderr\n", (int)getpid(), strerror(errno));
+            if (write(2, note, k > 0 && (size_t)k < sizeof note ? (size_t)k : 0) < 0 || write(2, line, len) < 0)
+                epipe |= errno == EPIPE;
+        }
     }
-    shim_sigpipe_restore(&g);
+    shim_sigpipe_restore(&g, epipe);
 }
 
 void shim_expand_pid(const char *in, char *out, size_t len)

@@ -29,7 +29,8 @@ struct shim_sigpipe {
     int was_pending;
 };
 void shim_sigpipe_block(struct shim_sigpipe *g);
-void shim_sigpipe_restore(struct shim_sigpipe *g);
+/* epipe: a write in between failed with EPIPE (only then is a pending SIGPIPE the shim's). */
+void shim_sigpipe_restore(struct shim_sigpipe *g, int epipe);
 
 void shim_log_open(const struct cushim_config *c);
 int shim_log_enabled(int level);

@@ -1,5 +1,6 @@
 /* Creating and removing this process's segment (DESIGN.md "Shared-memory segment"). Runs once,
  * at the first CUDA activity, never on the hot path. */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -61,6 +62,27 @@ static int replace_stale(const char *path)
     return unlink(path);
 }
 
+/* Our own earlier segments under a suffixed name for this pid (the image before an exec, or a
+ * dead process whose pid we now have): the name is ours to reuse, as replace_stale does for the
+ * plain name. `name` is the plain name, cushim-UID-PID. */
+static void remove_own_suffixed(const char *dir, const char *name)
+{
+    DIR *d = opendir(dir);
+    struct dirent *de;
+    size_t n = strlen(name);
+    while (d && (de = readdir(d)) != NULL) {
+        struct stat st;
+        char path[CUSHIM_PATH_MAX + 64];
+        if (strncmp(de->d_name, name, n) != 0 || de->d_name[n] != '.' || strlen(de->d_name + n) != 7)
+            continue;
+        snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
+        if (lstat(path, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == getuid())
+            unlink(path);
+    }
+    if (d)
+        closedir(d);
+}
+
 struct cushim_segment *segment_create(const struct cushim_config *c, unsigned flags,
                                       uint64_t run_id, char *path, size_t pathlen)
 {
@@ -80,6 +102,7 @@ struct cushim_segment *segment_create(const struct cushim_config *c, unsigned fl
     if (fd < 0 && errno == EEXIST) {
         char taken[CUSHIM_PATH_MAX + 64];
         snprintf(taken, sizeof taken, "%s", path);
+        remove_own_suffixed(c->segment_dir, taken + strlen(c->segment_dir) + 1);
         for (int attempt = 0; attempt < 8 && fd < 0; attempt++) {
             static const char alnum[] = "abcdefghijklmnopqrstuvwxyz0123456789";
             unsigned char r[6] = {0};

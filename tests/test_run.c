@@ -3,6 +3,7 @@
 #include <criterion/criterion.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -543,6 +544,63 @@ Test(run, a_log_pipe_whose_reader_left_does_not_kill_the_program)
     run_cmd(&r, argv, sim_env(extra));
     cr_expect_str_eq(r.out, "status=0\n", "the program ends normally (141 = killed by SIGPIPE)");
     run_free(&r);
+}
+
+Test(run, the_programs_own_sigpipe_stays_its_own)
+{
+    /* CUSHIM_REPORT=stdout into a pipe whose reader has gone: the program's own buffered output
+     * meets SIGPIPE first, as it would without the shim (141), rather than being swallowed. */
+    char cmd[2400];
+    snprintf(cmd, sizeof cmd, "exec 3>&1; { sleep 0.3; %s malloc; echo status=$? >&3; } 2>/dev/null | true",
+             program("rt_prog"));
+    const char *extra[] = {preload_env(), "CUSHIM_REPORT=stdout", NULL};
+    const char *argv[] = {"sh", "-c", cmd, NULL};
+    struct run_result r;
+    run_cmd(&r, argv, sim_env(extra));
+    cr_expect_str_eq(r.out, "status=141\n");
+    run_free(&r);
+}
+
+Test(run, the_log_copy_of_stderr_is_not_inherited)
+{
+    /* CUSHIM_LOG_FILE=/dev/stderr: the shim's copy of fd 2 is close-on-exec, so a program it
+     * execs holds only what it was given (a kept copy would hold a pipe open after its reader
+     * expected the end). */
+    const char *extra[] = {preload_env(), "CUSHIM_LOG_FILE=/dev/stderr", NULL};
+    const char *plain[] = {"LD_PRELOAD", NULL};
+    const char *argv[] = {"sh", "-c", "exec env -u LD_PRELOAD ls /proc/self/fd", NULL};
+    struct run_result r, without;
+    run_cmd(&without, argv, sim_env(plain));
+    run_cmd(&r, argv, sim_env(extra));
+    cr_expect_eq(r.status, 0);
+    cr_expect_str_eq(r.out, without.out, "the same descriptors as without the shim");
+    run_free(&r);
+    run_free(&without);
+}
+
+Test(run, a_report_file_is_emptied_even_with_stdout_closed)
+{
+    /* With stdout closed the report file gets descriptor 1: it is still a file of its own
+     * (emptied, then written), not taken for the program's stdout. */
+    const char *dir = fresh_dir("closed-stdout");
+    char file[700], rep[800], cmd[2400];
+    snprintf(file, sizeof file, "%s/r.txt", dir);
+    FILE *f = fopen(file, "w");
+    cr_assert(f);
+    for (int i = 0; i < 5000; i++)
+        fputc('#', f);
+    fclose(f);
+    snprintf(rep, sizeof rep, "CUSHIM_REPORT=%s", file);
+    snprintf(cmd, sizeof cmd, "%s malloc >&-", program("rt_prog"));
+    const char *extra[] = {preload_env(), rep, NULL};
+    const char *argv[] = {"sh", "-c", cmd, NULL};
+    struct run_result r;
+    run_cmd(&r, argv, sim_env(extra));
+    run_free(&r);
+    char *text = slurp(file);
+    cr_expect(strncmp(text, "cushim: pid ", 12) == 0, "%s", text);
+    cr_expect(strchr(text, '#') == NULL, "nothing of the old content is left:\n%s", text);
+    free(text);
 }
 
 Test(run, a_report_to_the_programs_own_stderr_adds_to_it)

@@ -1,6 +1,6 @@
 /* cushim gc: removes segments whose process is gone (dead pid, or pid reused: start time
- * differs), and run directories (${TMPDIR:-/tmp}/cushim-run.PID-START.*) whose `cushim run` is
- * gone. Only the caller's (everyone's as root). */
+ * differs), and run directories (${TMPDIR:-/tmp}/cushim-run.PID-START-PIDNS.*) whose `cushim run`
+ * is gone, in this pid namespace only. Only the caller's (everyone's as root). */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -53,8 +53,13 @@ static int run_dir_gone(int dirfd, const char *name, pid_t *pid)
     unsigned long long start, ns;
     char rest[16];
     struct stat st;
-    if (sscanf(name, "cushim-run.%d-%llu-%llu.%15s", &p, &start, &ns, rest) != 4 || p <= 0 ||
-        strlen(rest) != 6 || ns != cushim_pidns_inode() ||
+    /* cushim-run.PID-START.XXXXXX (before the namespace was in the name): taken as ours. */
+    if (sscanf(name, "cushim-run.%d-%llu-%llu.%15s", &p, &start, &ns, rest) != 4) {
+        ns = cushim_pidns_inode();
+        if (sscanf(name, "cushim-run.%d-%llu.%15s", &p, &start, rest) != 3)
+            return 0;
+    }
+    if (p <= 0 || strlen(rest) != 6 || ns != cushim_pidns_inode() ||
         fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISDIR(st.st_mode) ||
         (geteuid() != 0 && st.st_uid != geteuid()))
         return 0;

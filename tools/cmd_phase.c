@@ -29,16 +29,10 @@ int cmd_phase(int argc, char **argv)
     if (!s)
         return EXIT_NOTHING;
     if (atomic_load(&s->h.phase) == (uint32_t)phase) {
-        /* Nothing to change; a request for the other phase still waiting is withdrawn. */
-        uint32_t was = atomic_exchange(&s->control.phase_request, 0);
-        if (atomic_load(&s->h.phase) != (uint32_t)phase) {
-            /* The process applied that other request meanwhile: ask for ours after all. */
-            atomic_store(&s->control.phase_request, (uint32_t)phase + 1);
-            seg_unmap(s);
-            printf("pid %d: %s phase requested; it takes effect at the process's next allocation\n",
-                   (int)pid, cushim_phase_name(phase));
-            return 0;
-        }
+        /* Nothing to change; a request for the other phase still waiting is replaced by ours,
+         * which the process applies as a no-op (and which still holds if it switched away in
+         * between, taking that other request). */
+        uint32_t was = atomic_exchange(&s->control.phase_request, (uint32_t)phase + 1);
         seg_unmap(s);
         if (was && was != (uint32_t)phase + 1 && was <= CUSHIM_PHASE_COUNT)
             printf("pid %d: already in the %s phase; the waiting %s request is withdrawn\n", (int)pid,

@@ -254,8 +254,10 @@ static void outer_run_find(struct outer_run *o)
     struct stat st;
     char *end;
     memset(o, 0, sizeof *o);
-    if (!dir || !id || !*id || strlen(dir) >= sizeof o->dir || lstat(dir, &st) != 0 || !S_ISDIR(st.st_mode) ||
-        st.st_uid != geteuid() || (st.st_mode & 077) != 0 || !strstr(dir, "/cushim-run."))
+    const char *base = dir ? strrchr(dir, '/') : NULL;
+    if (!dir || !base || strncmp(base + 1, "cushim-run.", 11) != 0 || !id || !*id ||
+        strlen(dir) >= sizeof o->dir || lstat(dir, &st) != 0 || !S_ISDIR(st.st_mode) ||
+        st.st_uid != geteuid() || (st.st_mode & 077) != 0)
         return;
     uint64_t v = strtoull(id, &end, 16);
     if (*end || strlen(id) > 16)
@@ -267,7 +269,7 @@ static void outer_run_find(struct outer_run *o)
 /* Copies this run's summaries (dir/PID.seg) into the outer run's directory as its own: its id,
  * and no process of ours is its launched program. The outer run then lists them among its
  * descendants. Best effort: a copy that fails is said and skipped. */
-static void outer_run_hand_over(const struct outer_run *o, const char *dir)
+static void outer_run_hand_over(const struct outer_run *o, const char *dir, uint64_t inner_id)
 {
     DIR *d = opendir(dir);
     struct dirent *de;
@@ -278,8 +280,9 @@ static void outer_run_hand_over(const struct outer_run *o, const char *dir)
             continue;
         char from[4400], tmp[4400], to[4400];
         snprintf(from, sizeof from, "%s/%s", dir, de->d_name);
-        snprintf(tmp, sizeof tmp, "%s/.%s.outer.tmp", o->dir, de->d_name);
-        snprintf(to, sizeof to, "%s/%s", o->dir, de->d_name);
+        /* Named for this run too: a pid the outer run already saw (reused) keeps its summary. */
+        snprintf(tmp, sizeof tmp, "%s/.%llx-%s.tmp", o->dir, (unsigned long long)inner_id, de->d_name);
+        snprintf(to, sizeof to, "%s/%llx-%s", o->dir, (unsigned long long)inner_id, de->d_name);
         int in = open(from, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
         ssize_t got = in >= 0 ? read(in, seg, sizeof *seg) : -1;
         if (in >= 0)
@@ -538,7 +541,7 @@ int cmd_run(int argc, char **argv)
     struct collected c = {0};
     collect(dir, &c);
     if (outer.id)
-        outer_run_hand_over(&outer, dir);
+        outer_run_hand_over(&outer, dir, id);
     remove_dir(dir);
     collect_killed(id, &c);
     struct cushim_snapshot synth;
