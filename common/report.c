@@ -166,14 +166,14 @@ void cushim_text_process(FILE *f, const struct cushim_snapshot *s, const char *t
                     fmt(d->dev[CUSHIM_DEV_graph_pool_used_current], b, sizeof b),
                     fmt(d->dev[CUSHIM_DEV_graph_pool_used_high], c, sizeof c));
         if (d->dev[CUSHIM_DEV_async_pool_reserved_high]) {
-            /* Read now and then, not counted: a live view says how old the reading is. */
+            /* Read now and then (pools.h), not counted: a live view says how old the reading is. */
             struct timespec ts;
             clock_gettime(CLOCK_REALTIME, &ts);
             uint64_t now = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
             uint64_t at = d->dev[CUSHIM_DEV_async_pool_sampled_ns];
-            char age[48] = "";
-            if (at && now > at && now - at >= 1000000000ull)
-                snprintf(age, sizeof age, " (read %llu s ago)", (unsigned long long)((now - at) / 1000000000ull));
+            char age[64] = "";
+            if (!s->exited && at && now >= at)
+                snprintf(age, sizeof age, " (read %.1f s ago, not counted)", (double)(now - at) / 1e9);
             fprintf(f, "    async pools: reserved %s (high %s), in use %s (high %s)%s\n",
                     fmt(d->dev[CUSHIM_DEV_async_pool_reserved_current], a, sizeof a),
                     fmt(d->dev[CUSHIM_DEV_async_pool_reserved_high], b, sizeof b),
