@@ -1,15 +1,17 @@
 #include "shim/log.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
-#include <stdatomic.h>
-#include <sys/stat.h>
-#include <fcntl.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
+
+#include "common/path.h"
 
 static int log_level = CUSHIM_LOG_WARN;
 static _Atomic int log_fd = 2;
@@ -39,12 +41,7 @@ static int trusted_link(const char *path, const struct stat *l)
 {
     struct stat d;
     char dir[CUSHIM_PATH_MAX + 32];
-    snprintf(dir, sizeof dir, "%s", path);
-    char *slash = strrchr(dir, '/');
-    if (!slash)
-        snprintf(dir, sizeof dir, ".");
-    else
-        slash[slash == dir] = '\0';
+    cushim_parent_dir(path, dir, sizeof dir);
     if (stat(dir, &d) != 0 || (d.st_uid != geteuid() && d.st_uid != 0))
         return 0; /* another user's directory: its owner could have put the link there */
     if ((d.st_mode & (S_IWGRP | S_IWOTH)) == 0)

@@ -11,6 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/path.h"
 #include "common/procinfo.h"
 #include "shim/segment_file.h"
 
@@ -152,13 +153,9 @@ void segment_unlink(const char *path)
 int segment_copy_to(const struct cushim_segment *s, const char *dir)
 {
     char tmp[CUSHIM_PATH_MAX + 64], final[CUSHIM_PATH_MAX + 64];
-    struct stat st;
-    const char *base = strrchr(dir, '/');
-    if (lstat(dir, &st) != 0)
-        return errno == ENOENT ? SEGMENT_COPY_GONE : -1;
-    if (!S_ISDIR(st.st_mode) || st.st_uid != geteuid() || (st.st_mode & 077) != 0 ||
-        strncmp(base ? base + 1 : dir, "cushim-run.", 11) != 0)
-        return SEGMENT_COPY_NOT_RUN_DIR;
+    int rc = cushim_run_dir_check(dir);
+    if (rc != 0)
+        return rc;
     snprintf(final, sizeof final, "%s/%d.seg", dir, (int)getpid());
     snprintf(tmp, sizeof tmp, "%s/.%d.seg.tmp", dir, (int)getpid());
     int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);

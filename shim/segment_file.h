@@ -5,6 +5,7 @@
 
 #include <stddef.h>
 
+#include "common/path.h"
 #include "shim/shim.h"
 
 /* Creates <segment_dir>/cushim-<uid>-<pid> (0600, O_EXCL, replacing only a stale file of our own
@@ -22,8 +23,8 @@ void segment_unlink(const char *path);
  * owned by the effective user, with no group or other permissions, not a symbolic link.
  * Returns 0; SEGMENT_COPY_GONE when dir no longer exists (the run has finished);
  * SEGMENT_COPY_NOT_RUN_DIR when it is not such a directory; -1 on a write error (errno set). */
-#define SEGMENT_COPY_GONE (-2)
-#define SEGMENT_COPY_NOT_RUN_DIR (-3)
+#define SEGMENT_COPY_GONE CUSHIM_RUN_DIR_GONE          /* common/path.h */
+#define SEGMENT_COPY_NOT_RUN_DIR CUSHIM_RUN_DIR_NOT
 int segment_copy_to(const struct cushim_segment *s, const char *dir);
 
 #endif

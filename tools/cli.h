@@ -28,6 +28,10 @@ void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
  * tools/ (../shim/libcushim.so), else the installed library directory. 0 or -1 (message printed). */
 int cli_library_path(char *buf, size_t len);
 
+/* Removes run directory `path` (its files, then itself) without following a symbolic link in
+ * its place. 0, or -1 with errno set. */
+int cli_remove_run_dir(const char *path);
+
 /* Parses a pid argument; -1 on error (message printed). */
 pid_t cli_parse_pid(const char *s);
 

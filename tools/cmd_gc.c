@@ -67,25 +67,6 @@ static int run_dir_gone(int dirfd, const char *name, pid_t *pid)
     return cushim_proc_start_time(p) != start;
 }
 
-/* Removes the files of run directory `name` (segment copies: plain files only) and the directory. */
-static int remove_run_dir(int dirfd, const char *name)
-{
-    int fd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    if (fd < 0)
-        return -1;
-    DIR *d = fdopendir(fd);
-    if (!d) {
-        close(fd);
-        return -1;
-    }
-    struct dirent *de;
-    while ((de = readdir(d)) != NULL)
-        if (strcmp(de->d_name, ".") && strcmp(de->d_name, ".."))
-            unlinkat(fd, de->d_name, 0);
-    closedir(d);
-    return unlinkat(dirfd, name, AT_REMOVEDIR);
-}
-
 static void sweep_run_dirs(struct gc_arg *a)
 {
     const char *tmp = getenv("TMPDIR");
@@ -98,7 +79,9 @@ static void sweep_run_dirs(struct gc_arg *a)
         pid_t pid;
         if (strncmp(de->d_name, "cushim-run.", 11) != 0 || !run_dir_gone(dirfd(d), de->d_name, &pid))
             continue;
-        if (remove_run_dir(dirfd(d), de->d_name) == 0) {
+        char path[4400];
+        snprintf(path, sizeof path, "%s/%s", top, de->d_name);
+        if (cli_remove_run_dir(path) == 0) {
             printf("removed %s/%s (run directory of cushim pid %d, gone)\n", top, de->d_name, (int)pid);
             a->removed++;
         } else {

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "common/config.h"
+#include "common/path.h"
 #include "common/procinfo.h"
 #include "common/report.h"
 #include "tools/cli.h"
@@ -150,14 +151,10 @@ static int check_flag_paths(void)
         if (paths[i].id == CUSHIM_OPT_REPORT && (!strcmp(v, "stderr") || !strcmp(v, "stdout")))
             continue;
         char dir[4200], flag[64];
-        snprintf(dir, sizeof dir, "%s", v);
-        if (!paths[i].is_dir) {
-            char *slash = strrchr(dir, '/');
-            if (!slash)
-                snprintf(dir, sizeof dir, ".");
-            else
-                slash[slash == dir] = '\0'; /* "/x" -> "/" */
-        }
+        if (paths[i].is_dir)
+            snprintf(dir, sizeof dir, "%s", v);
+        else
+            cushim_parent_dir(v, dir, sizeof dir);
         struct stat st;
         flag_name(cushim_option_table[paths[i].id].variable, flag, sizeof flag);
         int rc = stat(dir, &st);
@@ -168,22 +165,6 @@ static int check_flag_paths(void)
         }
     }
     return bad ? -1 : 0;
-}
-
-static void remove_dir(const char *dir)
-{
-    DIR *d = opendir(dir);
-    struct dirent *de;
-    char path[4200];
-    while (d && (de = readdir(d)) != NULL) {
-        if (strcmp(de->d_name, ".") && strcmp(de->d_name, "..")) {
-            snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
-            unlink(path);
-        }
-    }
-    if (d)
-        closedir(d);
-    rmdir(dir);
 }
 
 struct collected {
@@ -251,13 +232,9 @@ struct outer_run {
 static void outer_run_find(struct outer_run *o)
 {
     const char *dir = getenv("CUSHIM_RUN_DIR"), *id = getenv("CUSHIM_RUN_ID");
-    struct stat st;
     char *end;
     memset(o, 0, sizeof *o);
-    const char *base = dir ? strrchr(dir, '/') : NULL;
-    if (!dir || !base || strncmp(base + 1, "cushim-run.", 11) != 0 || !id || !*id ||
-        strlen(dir) >= sizeof o->dir || lstat(dir, &st) != 0 || !S_ISDIR(st.st_mode) ||
-        st.st_uid != geteuid() || (st.st_mode & 077) != 0)
+    if (!dir || !id || !*id || strlen(dir) >= sizeof o->dir || cushim_run_dir_check(dir) != 0)
         return;
     uint64_t v = strtoull(id, &end, 16);
     if (*end || strlen(id) > 16)
@@ -475,7 +452,7 @@ int cmd_run(int argc, char **argv)
     struct cli_output json_out = {0};
     if (json && cli_output_open(&json_out, json) != 0) {
         cli_error("cannot write --json \"%s\": %s", json, strerror(errno));
-        remove_dir(dir);
+        cli_remove_run_dir(dir);
         return EXIT_USAGE;
     }
 
@@ -491,13 +468,13 @@ int cmd_run(int argc, char **argv)
     int exec_pipe[2];
     if (pipe2(exec_pipe, O_CLOEXEC) != 0) {
         cli_error("cannot create a pipe: %s", strerror(errno));
-        remove_dir(dir);
+        cli_remove_run_dir(dir);
         return EXIT_USAGE;
     }
     pid_t pid = fork();
     if (pid < 0) {
         cli_error("cannot fork: %s", strerror(errno));
-        remove_dir(dir);
+        cli_remove_run_dir(dir);
         return EXIT_USAGE;
     }
     if (pid == 0) {
@@ -532,7 +509,7 @@ int cmd_run(int argc, char **argv)
     int code = WIFEXITED(status) ? WEXITSTATUS(status) : WIFSIGNALED(status) ? 128 + WTERMSIG(status) : 1;
     if (got == (ssize_t)sizeof exec_errno) {
         /* The program never ran (the child said why). */
-        remove_dir(dir);
+        cli_remove_run_dir(dir);
         if (json)
             cli_output_abort(&json_out);
         return code;
@@ -542,7 +519,7 @@ int cmd_run(int argc, char **argv)
     collect(dir, &c);
     if (outer.id)
         outer_run_hand_over(&outer, dir, id);
-    remove_dir(dir);
+    cli_remove_run_dir(dir);
     collect_killed(id, &c);
     struct cushim_snapshot synth;
     const struct cushim_snapshot *top = c.top;

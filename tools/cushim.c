@@ -1,6 +1,8 @@
 /* cushim: the command-line companion of libcushim.so. */
-#include <stdarg.h>
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,6 +29,23 @@ int cli_color(FILE *f)
     const char *no = getenv("NO_COLOR");
     const char *term = getenv("TERM");
     return isatty(fileno(f)) && !(no && *no) && !(term && strcmp(term, "dumb") == 0);
+}
+
+int cli_remove_run_dir(const char *path)
+{
+    int fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+    if (!d) {
+        if (fd >= 0)
+            close(fd);
+        return -1;
+    }
+    struct dirent *de;
+    while ((de = readdir(d)) != NULL)
+        if (strcmp(de->d_name, ".") && strcmp(de->d_name, ".."))
+            unlinkat(fd, de->d_name, 0);
+    closedir(d);
+    return rmdir(path);
 }
 
 int cli_option_value(int argc, char **argv, int *i, const char *name, const char *value_name,
