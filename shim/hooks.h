@@ -94,6 +94,14 @@
     X(cuMemcpy3D_v2_ptds, cuMemcpy3D, 7000, 1)                         \
     X(cuMemcpy3DAsync_v2, cuMemcpy3DAsync, 3020, 0)                    \
     X(cuMemcpy3DAsync_v2_ptsz, cuMemcpy3DAsync, 7000, 1)               \
+    X(cuMemcpyPeer, cuMemcpyPeer, 4000, 0)                             \
+    X(cuMemcpyPeer_ptds, cuMemcpyPeer, 7000, 1)                        \
+    X(cuMemcpyPeerAsync, cuMemcpyPeerAsync, 4000, 0)                   \
+    X(cuMemcpyPeerAsync_ptsz, cuMemcpyPeerAsync, 7000, 1)              \
+    X(cuMemcpy3DPeer, cuMemcpy3DPeer, 4000, 0)                         \
+    X(cuMemcpy3DPeer_ptds, cuMemcpy3DPeer, 7000, 1)                    \
+    X(cuMemcpy3DPeerAsync, cuMemcpy3DPeerAsync, 4000, 0)               \
+    X(cuMemcpy3DPeerAsync_ptsz, cuMemcpy3DPeerAsync, 7000, 1)          \
     X(cuGraphInstantiate, cuGraphInstantiate, 10000, 0)                \
     X(cuGraphInstantiate_v2, cuGraphInstantiate, 11000, 0)             \
     X(cuGraphInstantiateWithFlags, cuGraphInstantiateWithFlags, 11040, 0) \

@@ -1,10 +1,12 @@
 /* Offloaded ranges seen through other calls (offload.h): explicit-kind copies (cuMemcpyHtoD_v2,
- * DtoH, DtoD, sync and async, legacy and per-thread) touching an offloaded range are made with
- * cuMemcpy / cuMemcpyAsync instead, since cuda.h defines the explicit kinds only for memory of
- * that kind while cuMemcpy infers the direction from unified addresses (DESIGN.md);
+ * DtoH, DtoD, sync and async, legacy and per-thread) and peer copies (cuMemcpyPeer, "from device
+ * memory in one context to device memory in another context") touching an offloaded range are
+ * made with cuMemcpy / cuMemcpyAsync instead, since cuda.h defines the explicit kinds only for
+ * memory of that kind while cuMemcpy infers the direction from unified addresses (DESIGN.md);
  * cuMemGetAddressRange_v2 answers from the shim's table; cuIpcGetMemHandle on an offloaded range
  * returns CUDA_ERROR_INVALID_VALUE (host memory has no IPC handle) without calling the driver.
- * Pitched copies (2D, 3D) naming an offloaded range as device memory name it as unified memory.
+ * Pitched copies (2D, 3D, 3D peer) naming an offloaded range as device memory name it as unified
+ * memory.
  * Everything else passes through: with no offloaded range alive each check is one load. */
 #include "shim/offload.h"
 #include "shim/shim.h"
@@ -48,6 +50,32 @@ COPY_ASYNC(cuMemcpyDtoHAsync_v2_ptsz, cuMemcpyAsync_ptsz, void *, CUdeviceptr)
 COPY_ASYNC(cuMemcpyDtoDAsync_v2, cuMemcpyAsync, CUdeviceptr, CUdeviceptr)
 COPY_ASYNC(cuMemcpyDtoDAsync_v2_ptsz, cuMemcpyAsync_ptsz, CUdeviceptr, CUdeviceptr)
 
+/* Peer copies: the contexts name where each side's device memory lives; cuMemcpy needs none
+ * ("infers the type of the transfer ... from the pointer values", which unified addressing
+ * places in their device or in host memory). */
+#define COPY_PEER(sym, unified, params, args, uargs)                                          \
+    SHIM_EXPORT CUresult CUDAAPI sym params                                                   \
+    {                                                                                         \
+        REAL_OR_FAIL(sym);                                                                    \
+        if (unlikely(offload_touches(dstDevice) || offload_touches(srcDevice))) {             \
+            __typeof__(&unified) u = REAL(unified);                                           \
+            if (u)                                                                            \
+                return u uargs;                                                               \
+        }                                                                                     \
+        return real_ args;                                                                    \
+    }
+#define PEER_PARAMS CUdeviceptr dstDevice, CUcontext dstContext, CUdeviceptr srcDevice, CUcontext srcContext, size_t ByteCount
+COPY_PEER(cuMemcpyPeer, cuMemcpy, (PEER_PARAMS),
+          (dstDevice, dstContext, srcDevice, srcContext, ByteCount), (dstDevice, srcDevice, ByteCount))
+COPY_PEER(cuMemcpyPeer_ptds, cuMemcpy_ptds, (PEER_PARAMS),
+          (dstDevice, dstContext, srcDevice, srcContext, ByteCount), (dstDevice, srcDevice, ByteCount))
+COPY_PEER(cuMemcpyPeerAsync, cuMemcpyAsync, (PEER_PARAMS, CUstream hStream),
+          (dstDevice, dstContext, srcDevice, srcContext, ByteCount, hStream),
+          (dstDevice, srcDevice, ByteCount, hStream))
+COPY_PEER(cuMemcpyPeerAsync_ptsz, cuMemcpyAsync_ptsz, (PEER_PARAMS, CUstream hStream),
+          (dstDevice, dstContext, srcDevice, srcContext, ByteCount, hStream),
+          (dstDevice, srcDevice, ByteCount, hStream))
+
 /* Pitched copies (cuda.h, cuMemcpy2D / cuMemcpy3D): a side that names an offloaded range as
  * CU_MEMORYTYPE_DEVICE is passed as CU_MEMORYTYPE_UNIFIED, "the (unified virtual address space)
  * base address", with the same address and pitch: the copy is the same, and defined for host
@@ -81,6 +109,11 @@ COPY_PITCHED(cuMemcpy3D_v2, CUDA_MEMCPY3D, (const CUDA_MEMCPY3D *pCopy), (pCopy)
 COPY_PITCHED(cuMemcpy3D_v2_ptds, CUDA_MEMCPY3D, (const CUDA_MEMCPY3D *pCopy), (pCopy))
 COPY_PITCHED(cuMemcpy3DAsync_v2, CUDA_MEMCPY3D, (const CUDA_MEMCPY3D *pCopy, CUstream hStream), (pCopy, hStream))
 COPY_PITCHED(cuMemcpy3DAsync_v2_ptsz, CUDA_MEMCPY3D, (const CUDA_MEMCPY3D *pCopy, CUstream hStream), (pCopy, hStream))
+/* CUDA_MEMCPY3D_PEER: the same sides plus srcContext/dstContext, passed unchanged. */
+COPY_PITCHED(cuMemcpy3DPeer, CUDA_MEMCPY3D_PEER, (const CUDA_MEMCPY3D_PEER *pCopy), (pCopy))
+COPY_PITCHED(cuMemcpy3DPeer_ptds, CUDA_MEMCPY3D_PEER, (const CUDA_MEMCPY3D_PEER *pCopy), (pCopy))
+COPY_PITCHED(cuMemcpy3DPeerAsync, CUDA_MEMCPY3D_PEER, (const CUDA_MEMCPY3D_PEER *pCopy, CUstream hStream), (pCopy, hStream))
+COPY_PITCHED(cuMemcpy3DPeerAsync_ptsz, CUDA_MEMCPY3D_PEER, (const CUDA_MEMCPY3D_PEER *pCopy, CUstream hStream), (pCopy, hStream))
 
 SHIM_EXPORT CUresult CUDAAPI cuMemGetAddressRange_v2(CUdeviceptr *pbase, size_t *psize,
                                                      CUdeviceptr dptr)

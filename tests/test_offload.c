@@ -93,6 +93,40 @@ Test(offload, pitched_copies_of_offloaded_memory)
     run_free(&r);
 }
 
+Test(offload, peer_copies_of_offloaded_memory)
+{
+    struct run_result r;
+    const char *extra[] = {"CUSHIM_OFFLOAD=always", "CUSHIM_OFFLOAD_MIN=1MiB", NULL};
+    json_t *j = offload_run(&r, "peer", extra);
+    cr_expect_eq(kv_u64(r.out, "offloaded_host_live"), 2 * MiB, "the 2 MiB buffer is host memory");
+    cr_expect_eq(kv_u64(r.out, "rc_peer_in"), 0, "cuMemcpyPeer into offloaded memory");
+    cr_expect_eq(kv_u64(r.out, "rc_peer_out"), 0, "cuMemcpyPeerAsync out of it");
+    cr_expect_eq(kv_u64(r.out, "roundtrip_peer"), 1);
+    cr_expect_eq(kv_u64(r.out, "rc_3d_peer"), 0, "cuMemcpy3DPeer naming it as device memory");
+    cr_expect_eq(kv_u64(r.out, "roundtrip_3d_peer"), 1);
+    cr_expect_eq(kv_u64(r.out, "rc_peer_pinned"), 1 /* CUDA_ERROR_INVALID_VALUE */);
+    cr_expect_eq(kv_u64(r.out, "rc_peer_no_context"), 201 /* CUDA_ERROR_INVALID_CONTEXT */);
+    json_decref(j);
+    run_free(&r);
+}
+
+Test(offload, peer_copies_need_the_shim)
+{
+    /* The same program with offload off: every copy is between device memory and succeeds, so the
+     * scenario itself is sound; with pinned host memory named as device memory the simulated
+     * driver refuses, as it does for offloaded memory without the shim's rerouting. */
+    struct run_result r;
+    const char *extra[] = {"CUSHIM_OFFLOAD=off", NULL};
+    json_t *j = offload_run(&r, "peer", extra);
+    cr_expect_eq(kv_u64(r.out, "offloaded_host_live"), 0);
+    cr_expect_eq(kv_u64(r.out, "rc_peer_in"), 0);
+    cr_expect_eq(kv_u64(r.out, "roundtrip_peer"), 1);
+    cr_expect_eq(kv_u64(r.out, "rc_3d_peer"), 0);
+    cr_expect_eq(kv_u64(r.out, "rc_peer_pinned"), 1);
+    json_decref(j);
+    run_free(&r);
+}
+
 Test(offload, budget_limits_what_the_program_sees_and_gets)
 {
     struct run_result r;

@@ -69,6 +69,13 @@ CUresult sim_ctx_current(CUcontext *ctx)
     return CUDA_SUCCESS;
 }
 
+CUresult sim_ctx_check(CUcontext ctx)
+{
+    if (!valid(ctx))
+        return CUDA_ERROR_INVALID_CONTEXT;
+    return atomic_load(&ctx->active) ? CUDA_SUCCESS : CUDA_ERROR_CONTEXT_IS_DESTROYED;
+}
+
 /* Caller holds the context lock. */
 CUresult sim_ctx_new(int dev, bool primary, unsigned flags, CUcontext *out)
 {

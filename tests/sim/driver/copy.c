@@ -1,16 +1,19 @@
 /* Copies: cuMemcpy, cuMemcpyAsync, cuMemcpyHtoD_v2, cuMemcpyDtoH_v2, cuMemcpyDtoD_v2 and their
- * Async _v2 forms, each with its _ptds/_ptsz twin.
+ * Async _v2 forms, cuMemcpyPeer and cuMemcpyPeerAsync, each with its _ptds/_ptsz twin.
  *
  * cuda.h, cuMemcpy "infers the type of the transfer ... from the pointer values", so cuMemcpy and
  * cuMemcpyAsync take any address. The explicit-kind copies name device memory on their "D" side:
  * it must lie inside one device-resident allocation (device, async, graph, imported, managed, or
  * a mapped and accessible VMM range of a device handle), else CUDA_ERROR_INVALID_VALUE; their
- * "H" side is any host address. Synchronous copies are potentially unsafe during capture;
+ * "H" side is any host address. cuMemcpyPeer "Copies from device memory in one context to device
+ * memory in another context": both sides are "D" sides, and both contexts must be live ones
+ * (CUDA_ERROR_INVALID_CONTEXT is among its errors). Synchronous copies are potentially unsafe during capture;
  * asynchronous ones on a capturing stream become memcpy nodes and are not executed.
  */
 #include <string.h>
 
 #include "capture.h"
+#include "ctx.h"
 #include "graph.h"
 #include "mem.h"
 #include "stream.h"
@@ -153,4 +156,42 @@ CUresult CUDAAPI cuMemcpyDtoDAsync_v2_ptsz(CUdeviceptr dstDevice, CUdeviceptr sr
 {
     SIM_ENTER(cuMemcpyDtoDAsync_v2_ptsz);
     return copy_async(dstDevice, srcDevice, ByteCount, true, true, hStream, true);
+}
+
+static CUresult peer_contexts(CUcontext dst, CUcontext src)
+{
+    CUresult rc = sim_ctx_check(dst);
+    return rc == CUDA_SUCCESS ? sim_ctx_check(src) : rc;
+}
+
+CUresult CUDAAPI cuMemcpyPeer(CUdeviceptr dstDevice, CUcontext dstContext, CUdeviceptr srcDevice,
+                              CUcontext srcContext, size_t ByteCount)
+{
+    SIM_ENTER(cuMemcpyPeer);
+    CUresult rc = peer_contexts(dstContext, srcContext);
+    return rc == CUDA_SUCCESS ? copy(dstDevice, srcDevice, ByteCount, true, true, false) : rc;
+}
+
+CUresult CUDAAPI cuMemcpyPeer_ptds(CUdeviceptr dstDevice, CUcontext dstContext, CUdeviceptr srcDevice,
+                                   CUcontext srcContext, size_t ByteCount)
+{
+    SIM_ENTER(cuMemcpyPeer_ptds);
+    CUresult rc = peer_contexts(dstContext, srcContext);
+    return rc == CUDA_SUCCESS ? copy(dstDevice, srcDevice, ByteCount, true, true, true) : rc;
+}
+
+CUresult CUDAAPI cuMemcpyPeerAsync(CUdeviceptr dstDevice, CUcontext dstContext, CUdeviceptr srcDevice,
+                                   CUcontext srcContext, size_t ByteCount, CUstream hStream)
+{
+    SIM_ENTER(cuMemcpyPeerAsync);
+    CUresult rc = peer_contexts(dstContext, srcContext);
+    return rc == CUDA_SUCCESS ? copy_async(dstDevice, srcDevice, ByteCount, true, true, hStream, false) : rc;
+}
+
+CUresult CUDAAPI cuMemcpyPeerAsync_ptsz(CUdeviceptr dstDevice, CUcontext dstContext, CUdeviceptr srcDevice,
+                                        CUcontext srcContext, size_t ByteCount, CUstream hStream)
+{
+    SIM_ENTER(cuMemcpyPeerAsync_ptsz);
+    CUresult rc = peer_contexts(dstContext, srcContext);
+    return rc == CUDA_SUCCESS ? copy_async(dstDevice, srcDevice, ByteCount, true, true, hStream, true) : rc;
 }

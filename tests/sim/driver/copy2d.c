@@ -1,5 +1,5 @@
 /* Pitched copies: cuMemcpy2D_v2, cuMemcpy2DUnaligned_v2, cuMemcpy2DAsync_v2, cuMemcpy3D_v2,
- * cuMemcpy3DAsync_v2, each with its _ptds/_ptsz twin.
+ * cuMemcpy3DAsync_v2, cuMemcpy3DPeer, cuMemcpy3DPeerAsync, each with its _ptds/_ptsz twin.
  *
  * cuda.h (cuMemcpy2D, cuMemcpy3D): each side names its memory type. CU_MEMORYTYPE_HOST: srcHost
  * and srcPitch; CU_MEMORYTYPE_DEVICE: srcDevice and srcPitch, "the (device) base address"; here it
@@ -9,13 +9,16 @@
  * "srcPitch must be greater than or equal to WidthInBytes + srcXInBytes" and (3D) "srcHeight must
  * be greater than or equal to Height + srcY", likewise for dst; "The srcLOD and dstLOD members ...
  * must be set to 0"; reserved0/reserved1 "Must be NULL". CUDA arrays (CU_MEMORYTYPE_ARRAY) hold
- * no simulated data: CUDA_ERROR_NOT_SUPPORTED. Synchronous copies are potentially unsafe during
+ * no simulated data: CUDA_ERROR_NOT_SUPPORTED. CUDA_MEMCPY3D_PEER adds "srcContext: Source context
+ * (ignored with srcMemoryType is CU_MEMORYTYPE_ARRAY)", likewise dst: here a live context
+ * (ctx.h, sim_ctx_check) for every other memory type. Synchronous copies are potentially unsafe during
  * capture; an asynchronous one on a capturing stream is not simulated (CUDA_ERROR_NOT_SUPPORTED:
  * the simulated graphs have 1D memcpy nodes only).
  */
 #include <string.h>
 
 #include "capture.h"
+#include "ctx.h"
 #include "mem.h"
 #include "stream.h"
 
@@ -109,6 +112,23 @@ static CUresult copy_3d(const CUDA_MEMCPY3D *p, bool async, CUstream h, bool per
     return do_copy(&d, &s, &e, async, h, per_thread_api);
 }
 
+static CUresult copy_3d_peer(const CUDA_MEMCPY3D_PEER *p, bool async, CUstream h, bool per_thread_api)
+{
+    if (!p || p->srcLOD || p->dstLOD)
+        return CUDA_ERROR_INVALID_VALUE;
+    CUresult rc = p->srcMemoryType == CU_MEMORYTYPE_ARRAY ? CUDA_SUCCESS : sim_ctx_check(p->srcContext);
+    if (rc == CUDA_SUCCESS && p->dstMemoryType != CU_MEMORYTYPE_ARRAY)
+        rc = sim_ctx_check(p->dstContext);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    struct side s = {p->srcMemoryType, p->srcMemoryType == CU_MEMORYTYPE_HOST ? (uintptr_t)p->srcHost : p->srcDevice,
+                     p->srcXInBytes, p->srcY, p->srcZ, p->srcPitch, p->srcHeight};
+    struct side d = {p->dstMemoryType, p->dstMemoryType == CU_MEMORYTYPE_HOST ? (uintptr_t)p->dstHost : p->dstDevice,
+                     p->dstXInBytes, p->dstY, p->dstZ, p->dstPitch, p->dstHeight};
+    struct extent e = {p->WidthInBytes, p->Height, p->Depth};
+    return do_copy(&d, &s, &e, async, h, per_thread_api);
+}
+
 CUresult CUDAAPI cuMemcpy2D_v2(const CUDA_MEMCPY2D *pCopy)
 {
     SIM_ENTER(cuMemcpy2D_v2);
@@ -167,4 +187,28 @@ CUresult CUDAAPI cuMemcpy3DAsync_v2_ptsz(const CUDA_MEMCPY3D *pCopy, CUstream hS
 {
     SIM_ENTER(cuMemcpy3DAsync_v2_ptsz);
     return copy_3d(pCopy, true, hStream, true);
+}
+
+CUresult CUDAAPI cuMemcpy3DPeer(const CUDA_MEMCPY3D_PEER *pCopy)
+{
+    SIM_ENTER(cuMemcpy3DPeer);
+    return copy_3d_peer(pCopy, false, NULL, false);
+}
+
+CUresult CUDAAPI cuMemcpy3DPeer_ptds(const CUDA_MEMCPY3D_PEER *pCopy)
+{
+    SIM_ENTER(cuMemcpy3DPeer_ptds);
+    return copy_3d_peer(pCopy, false, NULL, true);
+}
+
+CUresult CUDAAPI cuMemcpy3DPeerAsync(const CUDA_MEMCPY3D_PEER *pCopy, CUstream hStream)
+{
+    SIM_ENTER(cuMemcpy3DPeerAsync);
+    return copy_3d_peer(pCopy, true, hStream, false);
+}
+
+CUresult CUDAAPI cuMemcpy3DPeerAsync_ptsz(const CUDA_MEMCPY3D_PEER *pCopy, CUstream hStream)
+{
+    SIM_ENTER(cuMemcpy3DPeerAsync_ptsz);
+    return copy_3d_peer(pCopy, true, hStream, true);
 }

@@ -26,6 +26,10 @@ struct CUctx_st {
  * CUDA_ERROR_CONTEXT_IS_DESTROYED when it was reset or destroyed meanwhile. */
 CUresult sim_ctx_current(CUcontext *ctx);
 
+/* A context named by a call (cuMemcpyPeer's dstContext/srcContext): CUDA_ERROR_INVALID_CONTEXT
+ * for NULL or a handle that is no context, CUDA_ERROR_CONTEXT_IS_DESTROYED once reset/destroyed. */
+CUresult sim_ctx_check(CUcontext ctx);
+
 CUresult sim_ctx_new(int dev, bool primary, unsigned flags, CUcontext *out);
 CUresult sim_ctx_activate(CUcontext ctx);
 void sim_ctx_teardown(CUcontext ctx);
