@@ -4,6 +4,7 @@
 #include <string.h>
 #include <sys/types.h>
 
+#include "common/text.h"
 #include "common/units.h"
 
 int cushim_parse_device_limits(const char *s, uint64_t limits[CUSHIM_MAX_DEVICES])
@@ -89,14 +90,18 @@ static void bad_value(void (*report)(const struct cushim_config_error *), enum c
                       const char *value, const char *expected)
 {
     const struct cushim_option_info *o = &cushim_option_table[id];
-    char shown[200], line[768];
+    char shown[640], line[1152];
     if (!report)
         return;
     size_t n = strlen(value);
+    char head[121], safe[121 * 4 + 1];
+    snprintf(head, sizeof head, "%.*s", n > 120 ? 60 : 120, value);
+    /* Control characters and bytes that are not UTF-8 are escaped: the line stays one line. */
+    cushim_text_escaped(head, safe, sizeof safe);
     if (n > 120)
-        snprintf(shown, sizeof shown, "\"%.60s...\" (%zu bytes)", value, n);
+        snprintf(shown, sizeof shown, "\"%s...\" (%zu bytes)", safe, n);
     else
-        snprintf(shown, sizeof shown, "\"%s\"", value);
+        snprintf(shown, sizeof shown, "\"%s\"", safe);
     snprintf(line, sizeof line, "cushim: %s=%s is not %s; using the default %s%s%s", o->variable, shown,
              expected, *o->def ? "\"" : "(none)", o->def, *o->def ? "\"" : "");
     struct cushim_config_error e = {id, shown, expected, line};

@@ -2,21 +2,13 @@
 
 #include <inttypes.h>
 
+#include "common/text.h"
+
 void jsonw_init(struct jsonw *w, FILE *f)
 {
     w->f = f;
     w->depth = 0;
     w->first[0] = 1;
-}
-
-/* Length of the valid UTF-8 sequence at p (1..4), or 0 if it is not one. */
-static int utf8_len(const unsigned char *p)
-{
-    int n = p[0] >= 0xf0 && p[0] <= 0xf4 ? 4 : p[0] >= 0xe0 ? 3 : p[0] >= 0xc2 && p[0] <= 0xdf ? 2 : 0;
-    for (int i = 1; i < n; i++)
-        if ((p[i] & 0xc0) != 0x80)
-            return 0;
-    return n;
 }
 
 static void put_string(FILE *f, const char *s)
@@ -25,7 +17,7 @@ static void put_string(FILE *f, const char *s)
     for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
         if (*p >= 0x80) {
             /* Command lines are bytes: invalid UTF-8 becomes U+FFFD so the JSON stays valid. */
-            int n = utf8_len(p);
+            int n = cushim_utf8_len(p);
             if (n) {
                 fwrite(p, 1, (size_t)n, f);
                 p += n - 1;

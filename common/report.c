@@ -3,6 +3,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "common/text.h"
 #include "common/units.h"
 
 static const char *kind_names[CUSHIM_KIND_COUNT] = {
@@ -110,11 +111,8 @@ static const char *fmt(uint64_t v, char *buf, size_t len)
 void cushim_text_process(FILE *f, const struct cushim_snapshot *s, const char *title)
 {
     char a[32], b[32], c[32], u[48], cmd[CUSHIM_COMMAND_MAX];
-    /* A command line may hold control characters: never send them to a terminal. */
-    size_t n = 0;
-    for (; s->command[n] && n + 1 < sizeof cmd; n++)
-        cmd[n] = (unsigned char)s->command[n] < 0x20 || s->command[n] == 0x7f ? '?' : s->command[n];
-    cmd[n] = '\0';
+    /* A command line may hold any bytes: never send control characters to a terminal. */
+    cushim_text_printable(s->command, cmd, sizeof cmd);
     char phase[32];
     cushim_phase_label(s, phase, sizeof phase);
     fprintf(f, "%spid %d `%s`: %u device%s, phase %s%s\n", title ? title : "", s->pid, cmd,

@@ -153,3 +153,7 @@ SHIM_EXPORT const char *cushim_version(void)
 {
     return CUSHIM_VERSION;
 }
+
+/* What `cushim run` looks for in a file before preloading it (tools/libpath.c): a path that
+ * names some other library would run the program uncounted. */
+__attribute__((used)) static const char library_marker[] = "cushim-preload-library " CUSHIM_VERSION;

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "common/path.h"
+#include "common/text.h"
 
 static int log_level = CUSHIM_LOG_WARN;
 static _Atomic int log_fd = 2;
@@ -164,17 +165,18 @@ int shim_log_enabled(int level)
 void shim_log(int level, const char *fmt, ...)
 {
     static const char *names[] = {"", "error", "warn", "info", "debug"};
-    char line[512];
+    char line[1024];
     if (!shim_log_enabled(level))
         return;
+    char raw[512];
     int n = snprintf(line, sizeof line, "cushim[%d] %s: ", (int)getpid(), names[level]);
     va_list ap;
     va_start(ap, fmt);
-    int m = vsnprintf(line + n, sizeof line - (size_t)n - 1, fmt, ap);
+    vsnprintf(raw, sizeof raw, fmt, ap);
     va_end(ap);
-    size_t len = (size_t)n + (m < 0 ? 0 : (size_t)m);
-    if (len > sizeof line - 2)
-        len = sizeof line - 2;
+    /* Values from the environment and paths may hold any bytes: the line stays one line. */
+    cushim_text_escaped(raw, line + n, sizeof line - (size_t)n - 1);
+    size_t len = strlen(line);
     line[len++] = '\n';
     /* A log that is a pipe nobody reads any more must not kill the program with SIGPIPE. */
     struct shim_sigpipe g;

@@ -191,6 +191,7 @@ const char *const *sim_env(const char *const *extra)
 
 const char *cushim_bin(void) { return CUSHIM_BIN; }
 const char *shim_lib(void) { return SHIM_LIB; }
+const char *sim_libdir(void) { return SIM_LIBDIR; }
 
 const char *preload_env(void) { return "LD_PRELOAD=" SHIM_LIB; }
 

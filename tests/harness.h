@@ -45,6 +45,7 @@ const char *test_dir(void);
 /* Artifact paths. */
 const char *cushim_bin(void);
 const char *shim_lib(void);
+const char *sim_libdir(void); /* the simulated libcuda.so.1 and libcudart.so.13 */
 /* "LD_PRELOAD=<the shim>", for a program run with plain LD_PRELOAD rather than `cushim run`. */
 const char *preload_env(void);
 const char *program(const char *name); /* tests/programs/<name> in the build tree */

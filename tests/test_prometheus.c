@@ -83,6 +83,60 @@ Test(prometheus, promtool_accepts_the_output_and_output_is_atomic)
     stop(&h);
 }
 
+/* A command line is bytes: a label holding one that is not UTF-8 would lose the whole scrape.
+ * Labels are UTF-8 (U+FFFD for a bad byte or a control character), the text view shows '?',
+ * JSON \ufffd and \u001b; promtool accepts the metrics. */
+Test(prometheus, labels_are_utf8_whatever_the_command_line)
+{
+    const char *segdir = fresh_dir("prom-utf8"), *ready = fresh_dir("prom-utf8-ready");
+    char link[700], hold[700], seg[700], rd[700], hd[800];
+    /* argv[0] through a link named with a Latin-1 byte, an escape sequence, a quote, a backslash */
+    snprintf(link, sizeof link, "%s/caf\xe9\033[2J\"q\\", segdir);
+    cr_assert_eq(symlink(program("rt_prog"), link), 0);
+    snprintf(hold, sizeof hold, "%s/go", ready);
+    snprintf(seg, sizeof seg, "CUSHIM_SEGMENT_DIR=%s", segdir);
+    snprintf(rd, sizeof rd, "READY_DIR=%s", ready);
+    snprintf(hd, sizeof hd, "HOLD_FILE=%s", hold);
+    const char *extra[] = {preload_env(), seg, rd, hd, NULL};
+    const char *argv[] = {link, "hold", NULL};
+    pid_t pid = spawn_bg(argv, sim_env(extra)), ready_pid;
+    wait_ready(ready, 1, &ready_pid);
+    cr_assert_eq(ready_pid, pid);
+    struct run_result r;
+    char pidarg[16], want[1400];
+    snprintf(pidarg, sizeof pidarg, "%d", (int)pid);
+    const char *env[] = {seg, NULL};
+    const char *prom[] = {cushim_bin(), "stat", "--prometheus", pidarg, NULL};
+    run_cmd(&r, prom, env);
+    cr_expect_eq(r.status, 0, "%s", r.err);
+    snprintf(want, sizeof want, "command=\"%s/caf\xef\xbf\xbd\xef\xbf\xbd[2J\\\"q\\\\ hold\",device=\"0\"", segdir);
+    cr_expect(strstr(r.out, want) != NULL, "missing %s in:\n%.1500s", want, r.out);
+    char path[700];
+    snprintf(path, sizeof path, "%s/metrics.prom", segdir);
+    FILE *f = fopen(path, "w");
+    fputs(r.out, f);
+    fclose(f);
+    run_free(&r);
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "promtool check metrics < %s", path);
+    const char *check[] = {"sh", "-c", cmd, NULL};
+    run_cmd(&r, check, NULL);
+    cr_expect_eq(r.status, 0, "promtool: %s%s", r.out, r.err);
+    run_free(&r);
+    const char *text[] = {cushim_bin(), "stat", pidarg, NULL};
+    run_cmd(&r, text, env);
+    snprintf(want, sizeof want, "pid %d `%s/caf??[2J\"q\\ hold`", (int)pid, segdir);
+    cr_expect(strstr(r.out, want) != NULL, "missing %s in:\n%s", want, r.out);
+    run_free(&r);
+    const char *json[] = {cushim_bin(), "stat", "--json", pidarg, NULL};
+    run_cmd(&r, json, env);
+    snprintf(want, sizeof want, "\"command\": \"%s/caf\\ufffd\\u001b[2J\\\"q\\\\ hold\"", segdir);
+    cr_expect(strstr(r.out, want) != NULL, "missing %s in:\n%s", want, r.out);
+    run_free(&r);
+    touch(hold);
+    cr_expect_eq(wait_bg(pid), 0);
+}
+
 static int http_get(int port, const char *path, char *buf, size_t len)
 {
     int fd = socket(AF_INET, SOCK_STREAM, 0);

@@ -234,6 +234,16 @@ Test(run, usage_errors_exit_2)
         {{"serve", "--listen", NULL}, "cushim: --listen needs ADDR:PORT\n", 2},
         {{"reset-peak", "1", "--device", NULL}, "cushim: --device needs a device ordinal\n", 2},
         {{"reset-peak", "1", "--device=x", NULL}, "cushim: --device needs a device ordinal 0..63 (got \"x\")\n", 2},
+        /* top's own short forms */
+        {{"top", "-d", "0.1", "-n", "1", NULL}, "", 0},
+        {{"top", "-n", "0", NULL}, "cushim: --iterations \"0\" is not a whole number from 1 to 9223372036854775807\n", 2},
+        {{"phase", NULL}, "cushim: phase needs a PID and a phase (usage: cushim phase PID compile|run)\n", 2},
+        {{"phase", "1", NULL}, "cushim: phase needs a phase after the PID: compile or run (usage: cushim phase PID "
+                               "compile|run)\n", 2},
+        {{"phase", "1", "run", "x", NULL}, "cushim: unexpected argument \"x\" (usage: cushim phase PID compile|run)\n", 2},
+        /* Arguments are echoed on one line, their control characters escaped. */
+        {{"stat", "12\n3", NULL}, "cushim: \"12\\n3\" is not a process id (a number from 1 to 2147483647)\n", 2},
+        {{"stat", "--x\033[2J\xff", NULL}, "cushim: unknown option \"--x\\x1b[2J\\xff\" for stat (see cushim stat --help)\n", 2},
     };
     for (size_t k = 0; k < sizeof forms / sizeof forms[0]; k++) {
         const char *argv[8] = {cushim_bin()};
@@ -487,7 +497,28 @@ Test(run, cushim_library_names_the_preloaded_library)
     run_cmd(&r, bad, NULL);
     cr_expect_eq(r.status, 2);
     cr_expect_str_eq(r.out, "");
-    cr_expect_str_eq(r.err, "cushim: CUSHIM_LIBRARY=\"/nonexistent/libcushim.so\" is not a readable library\n");
+    cr_expect_str_eq(r.err, "cushim: --library \"/nonexistent/libcushim.so\" is not libcushim.so (No such file "
+                            "or directory); expected the path of the shim library, e.g. build/shim/libcushim.so\n");
+    run_free(&r);
+    /* Another library, or a file that is none, would run the program uncounted: refused. */
+    char other_lib[1200], want_other[1600];
+    snprintf(other_lib, sizeof other_lib, "--library=%s/libcuda.so.1", sim_libdir());
+    const char *other[] = {cushim_bin(), "run", other_lib, "--", "/bin/echo", "ran", NULL};
+    run_cmd(&r, other, NULL);
+    cr_expect_eq(r.status, 2);
+    cr_expect_str_eq(r.out, "", "the program did not run");
+    snprintf(want_other, sizeof want_other, "cushim: --library \"%s/libcuda.so.1\" is not libcushim.so (an ELF "
+             "shared object without cushim's marker); expected the path of the shim library, e.g. "
+             "build/shim/libcushim.so\n", sim_libdir());
+    cr_expect_str_eq(r.err, want_other);
+    run_free(&r);
+    char env[64] = "CUSHIM_LIBRARY=/etc/hostname";
+    const char *extra3[] = {env, NULL};
+    const char *argv3[] = {cushim_bin(), "run", "--", "/bin/echo", "ran", NULL};
+    run_cmd(&r, argv3, sim_env(extra3));
+    cr_expect_eq(r.status, 2);
+    cr_expect_str_eq(r.err, "cushim: CUSHIM_LIBRARY=\"/etc/hostname\" is not libcushim.so (not an ELF shared object); "
+                            "expected the path of the shim library, e.g. build/shim/libcushim.so\n");
     run_free(&r);
 }
 
@@ -641,6 +672,128 @@ Test(run, a_report_to_the_programs_own_stderr_adds_to_it)
     free(text);
 }
 
+/* The CLI reads segments from one place: a CUSHIM_SEGMENT_DIR it cannot use stops every command
+ * (exit 2) before it reads, or removes, anything anywhere else. */
+Test(run, a_bad_segment_dir_stops_every_reading_command)
+{
+    struct run_result r;
+    static const struct {
+        const char *value, *err;
+    } bad[] = {
+        {"rel", "cushim: CUSHIM_SEGMENT_DIR=\"rel\" is not an absolute directory path\n"},
+        {"/nonexistent-dir", "cushim: cannot open the segment directory /nonexistent-dir (CUSHIM_SEGMENT_DIR): "
+                             "No such file or directory\n"},
+        {"/x\033]0;t\007", "cushim: cannot open the segment directory /x\\x1b]0;t\\x07 (CUSHIM_SEGMENT_DIR): "
+                          "No such file or directory\n"},
+    };
+    static const char *commands[][4] = {
+        {"gc"}, {"ps"}, {"stat"}, {"top", "--batch", "--iterations=1"}, {"serve", "--listen", "127.0.0.1:0"},
+        {"reset-peak", "1"}, {"phase", "1", "run"},
+    };
+    for (size_t b = 0; b < sizeof bad / sizeof bad[0]; b++) {
+        char var[128];
+        snprintf(var, sizeof var, "CUSHIM_SEGMENT_DIR=%s", bad[b].value);
+        const char *env[] = {var, NULL};
+        for (size_t c = 0; c < sizeof commands / sizeof commands[0]; c++) {
+            const char *argv[6] = {cushim_bin()};
+            for (int a = 0; a < 4 && commands[c][a]; a++)
+                argv[a + 1] = commands[c][a];
+            run_cmd(&r, argv, env);
+            cr_expect_eq(r.status, 2, "%s with %s", commands[c][0], bad[b].value);
+            cr_expect_str_eq(r.out, "", "%s with %s", commands[c][0], bad[b].value);
+            cr_expect_str_eq(r.err, bad[b].err, "%s with %s", commands[c][0], bad[b].value);
+            run_free(&r);
+        }
+    }
+    /* Help needs no directory. */
+    const char *env[] = {"CUSHIM_SEGMENT_DIR=rel", NULL};
+    const char *help[] = {cushim_bin(), "gc", "--help", NULL};
+    run_cmd(&r, help, env);
+    cr_expect_eq(r.status, 0);
+    run_free(&r);
+}
+
+/* Values are echoed on one line whatever they hold: a newline in a value cannot forge a second
+ * message, an escape sequence cannot drive the terminal. */
+Test(run, bad_values_are_echoed_escaped)
+{
+    struct run_result r;
+    const char *extra[] = {preload_env(), "CUSHIM_LOG=warn\ncushim: all good", "CUSHIM_DEVICE_LIMIT=1G\033[2J\xe9",
+                           NULL};
+    const char *argv[] = {"/bin/echo", "ran", NULL};
+    run_cmd(&r, argv, sim_env(extra));
+    cr_expect_eq(r.status, 0);
+    cr_expect_str_eq(r.out, "ran\n");
+    cr_expect_str_eq(r.err, "cushim: CUSHIM_LOG=\"warn\\ncushim: all good\" is not one of off|error|warn|info|debug; "
+                            "using the default \"warn\"\n"
+                            "cushim: CUSHIM_DEVICE_LIMIT=\"1G\\x1b[2J\\xe9\" is not a size for every device or "
+                            "ORDINAL:SIZE,... with ordinals 0..63, each once (e.g. 20GiB or 0:20GiB,1:10GiB); "
+                            "using the default (none)\n");
+    run_free(&r);
+}
+
+/* Paths of the run are usable before the program starts, for the user who runs it; relative
+ * report and log paths are the run's directory's, whatever directory the program moves to. */
+Test(run, paths_are_checked_for_the_user_and_made_absolute)
+{
+    struct run_result r;
+    const char *dir = fresh_dir("rel-report");
+    char script[1200], want[1400];
+    snprintf(script, sizeof script, "cd / && %s malloc >/dev/null", program("rt_prog"));
+    const char *argv[] = {"sh", "-c", "cd \"$0\" && exec \"$@\"", dir, cushim_bin(), "run", "--quiet",
+                          "--report=r.txt", "--", "sh", "-c", script, NULL};
+    run_cmd(&r, argv, sim_env(NULL));
+    cr_expect_eq(r.status, 0, "%s", r.err);
+    snprintf(want, sizeof want, "%s/r.txt", dir);
+    struct stat st;
+    cr_expect_eq(stat(want, &st), 0, "the report is in the run's directory: %s", want);
+    cr_expect(st.st_size > 0);
+    run_free(&r);
+    /* stderr: the run's own summary, once (not the shim's copy too). */
+    const char *once[] = {cushim_bin(), "run", "--report=stderr", "--", program("rt_prog"), "malloc", NULL};
+    run_cmd(&r, once, sim_env(NULL));
+    cr_expect_eq(r.status, 0);
+    int n = 0;
+    for (const char *p = r.err; (p = strstr(p, "device 0 ")) != NULL; p++)
+        n++;
+    cr_expect_eq(n, 1, "one summary:\n%s", r.err);
+    run_free(&r);
+    if (geteuid() != 0) {
+        printf("not run: paths another user cannot write need root to set up (setpriv)\n");
+        return;
+    }
+    const char *ro = fresh_dir("read-only");
+    cr_assert_eq(chmod(ro, 0555), 0);
+    char seg[700], rep[700], log[700], existing[700];
+    snprintf(seg, sizeof seg, "--segment-dir=%s", ro);
+    snprintf(rep, sizeof rep, "--report=%s/r", ro);
+    snprintf(log, sizeof log, "--log-file=%s/l", ro);
+    snprintf(existing, sizeof existing, "%s/f", dir);
+    FILE *f = fopen(existing, "w");
+    fclose(f);
+    chmod(existing, 0600);
+    char rep2[800];
+    snprintf(rep2, sizeof rep2, "CUSHIM_REPORT=%s", existing);
+    const char *env[] = {rep2, "CUSHIM_SEGMENT_DIR=/dev/shm", NULL};
+    const char *nobody[] = {"setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--", cushim_bin(), "run",
+                            seg, rep, log, "--", "/bin/echo", "ran", NULL};
+    run_cmd(&r, nobody, sim_env(env));
+    cr_expect_eq(r.status, 2);
+    cr_expect_str_eq(r.out, "", "the program does not run");
+    snprintf(want, sizeof want, "cushim: --segment-dir \"%s\": cannot create files in %s (Permission denied)\n"
+             "cushim: --report \"%s/r\": cannot create files in %s (Permission denied)\n"
+             "cushim: --log-file \"%s/l\": cannot create files in %s (Permission denied)\n", ro, ro, ro, ro, ro, ro);
+    cr_expect_str_eq(r.err, want);
+    run_free(&r);
+    const char *nobody2[] = {"setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--", cushim_bin(), "run",
+                             "--", "/bin/echo", "ran", NULL};
+    run_cmd(&r, nobody2, sim_env(env));
+    cr_expect_eq(r.status, 2);
+    snprintf(want, sizeof want, "cushim: CUSHIM_REPORT=\"%s\": cannot write it (Permission denied)\n", existing);
+    cr_expect_str_eq(r.err, want);
+    run_free(&r);
+}
+
 Test(run, log_off_silences_bad_values_in_the_shim)
 {
     struct run_result r;
@@ -690,10 +843,18 @@ Test(run, an_empty_or_relative_segment_dir_is_the_default)
                      "path; using the default \"/dev/shm\"\n", values[i]);
         cr_expect_str_eq(r.err, want);
         run_free(&r);
+        /* The CLI refuses to look anywhere else (gc would remove files there): a usage error. */
         const char *ps[] = {cushim_bin(), "ps", NULL};
         const char *env2[] = {var, NULL};
         run_cmd(&r, ps, env2);
-        cr_expect_str_eq(r.err, want, "the CLI says the same");
+        if (*values[i]) {
+            cr_expect_eq(r.status, 2);
+            cr_expect_str_eq(r.out, "");
+            snprintf(want, sizeof want, "cushim: CUSHIM_SEGMENT_DIR=\"%s\" is not an absolute directory path\n",
+                     values[i]);
+        }
+        /* (Empty: the default directory, where other tests' processes may be live.) */
+        cr_expect_str_eq(r.err, want, "the CLI says why");
         run_free(&r);
     }
     /* Empty values of other kinds: the default, silently. */
@@ -757,7 +918,7 @@ Test(run, json_output_never_replaces_a_device_and_keeps_the_old_file_on_failure)
     /* A device is written in place: the error is said, the node stays. */
     const char *argv[] = {cushim_bin(), "run", "--json", "/dev/full", "--", program("rt_prog"), "malloc", NULL};
     run_cmd(&r, argv, sim_env(NULL));
-    cr_expect_eq(r.status, 0, "the program's status");
+    cr_expect_eq(r.status, 2, "the program succeeded, the summary asked for is lost: a failed run");
     cr_expect(strstr(r.err, "cushim: error writing --json \"/dev/full\": No space left on device\n") != NULL,
               "%s", r.err);
     cr_assert_eq(stat("/dev/full", &st), 0);

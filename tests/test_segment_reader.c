@@ -138,6 +138,16 @@ Test(reader, cli_reports_each_bad_segment_in_one_line)
     cr_expect_eq(lines, n, "one line per bad segment:\n%s", r.err);
     cr_expect(strstr(r.err, "truncated: 0 of ") != NULL, "%s", r.err);
     run_free(&r);
+    /* Asked for by pid: the reason, then what it means for that pid (not "no segment"). */
+    const char *one[] = {cushim_bin(), "stat", "100002", NULL};
+    run_cmd(&r, one, env);
+    cr_expect_eq(r.status, 1);
+    char want[1200];
+    snprintf(want, sizeof want, "cushim: skipping %s/cushim-%u-100002: truncated: 7 of ", dir, (unsigned)getuid());
+    cr_expect(strncmp(r.err, want, strlen(want)) == 0, "%s", r.err);
+    cr_expect(strstr(r.err, "\ncushim: process 100002: its segment cannot be read (said above)\n") != NULL, "%s", r.err);
+    cr_expect(strstr(r.err, "no cushim process") == NULL, "%s", r.err);
+    run_free(&r);
     const char *ps[] = {cushim_bin(), "ps", NULL};
     run_cmd(&r, ps, env);
     cr_expect_eq(r.status, 1, "no valid segment: nothing found");

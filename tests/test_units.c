@@ -6,6 +6,7 @@
 
 #include "common/config.h"
 #include "common/jsonw.h"
+#include "common/text.h"
 #include "common/units.h"
 
 Test(units, sizes)
@@ -169,4 +170,26 @@ Test(units, json_strings_are_escaped_and_valid_utf8)
     cr_expect_str_eq(buf, "{\n  \"s\": \"q\\\"b\\\\n\\nt\\tx\\ufffd\xc3\xa9\\u0001\",\n  \"null\": null,\n"
                           "  \"big\": 18446744073709551615,\n  \"empty\": []\n}\n");
     free(buf);
+}
+
+/* Untrusted bytes (command lines, values, arguments) shown in a text view or echoed in a message. */
+Test(units, untrusted_text_is_made_printable_or_escaped)
+{
+    char buf[64];
+    /* Kept: ASCII and valid UTF-8; '?': C0, ESC, DEL, C1 (U+0085), bytes that are not UTF-8. */
+    cr_expect_str_eq(cushim_text_printable("ok caf\xc3\xa9 \x1b[2J\xff\xc2\x85\x7f", buf, sizeof buf),
+                     "ok caf\xc3\xa9 ?[2J???");
+    /* Overlong form, UTF-16 surrogate, above U+10FFFF, truncated sequence: one '?' per byte. */
+    cr_expect_str_eq(cushim_text_printable("\xc0\xaf|\xed\xa0\x80|\xf4\x90\x80\x80|\xe2\x82", buf, sizeof buf),
+                     "??|???|????|??");
+    cr_expect_str_eq(cushim_text_printable("\xf0\x9f\x98\x80", buf, sizeof buf), "\xf0\x9f\x98\x80", "U+1F600");
+    /* Cut at a character boundary. */
+    cr_expect_str_eq(cushim_text_printable("\xc3\xa9\xc3\xa9", buf, 4), "\xc3\xa9");
+    cr_expect_str_eq(cushim_text_printable("abc", buf, 1), "");
+    cr_expect_str_eq(cushim_text_escaped("a\nb\tc\rd\x1b\xff\xc3\xa9\xc2\x85\"\\", buf, sizeof buf),
+                     "a\\nb\\tc\\rd\\x1b\\xff\xc3\xa9\\xc2\\x85\"\\");
+    cr_expect_str_eq(cushim_text_escaped("\x01\x02", buf, 6), "\\x01", "an escape is never cut");
+    cr_expect_eq(cushim_utf8_len((const unsigned char *)"\xe2\x82\xac"), 3);
+    cr_expect_eq(cushim_utf8_len((const unsigned char *)"\xe0\x9f\xbf"), 0, "overlong");
+    cr_expect_eq(cushim_utf8_len((const unsigned char *)"\xf4\x8f\xbf\xbf"), 4, "U+10FFFF");
 }

@@ -21,12 +21,15 @@ int cmd_gc(int argc, char **argv);
 int cmd_serve(int argc, char **argv);
 int cmd_phase(int argc, char **argv);
 
-/* Prints "cushim: " + message + newline to stderr. */
+/* Prints "cushim: " + message + newline to stderr, the message's control characters and bytes
+ * that are not UTF-8 escaped (cushim_text_escaped), cut at 2047 bytes. */
 void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
-/* Absolute path of libcushim.so for LD_PRELOAD: $CUSHIM_LIBRARY, else next to the build tree's
- * tools/ (../shim/libcushim.so), else the installed library directory. 0 or -1 (message printed). */
-int cli_library_path(char *buf, size_t len);
+/* Absolute path of libcushim.so for LD_PRELOAD: $CUSHIM_LIBRARY (which must be libcushim.so: an
+ * ELF shared object with the shim's marker; a message names it as `shown_as`, "--library " or
+ * "CUSHIM_LIBRARY="), else next to the build tree's tools/ (../shim/libcushim.so), else the
+ * installed library directory. 0 or -1 (message printed). */
+int cli_library_path(const char *shown_as, char *buf, size_t len);
 
 /* Removes run directory `path` (its files, then itself) without following a symbolic link in
  * its place. 0, or -1 with errno set. */
@@ -50,6 +53,10 @@ int seg_read_file(const char *path, struct cushim_snapshot *out, char *err, size
 /* Directory holding the live segments: $CUSHIM_SEGMENT_DIR parsed as the shim parses it (a bad
  * value is the default /dev/shm, reported once unless `cushim run` already reported it). */
 const char *seg_dir(void);
+/* For the commands that read segments (all but run): CUSHIM_SEGMENT_DIR, when set, must be an
+ * absolute path, and the directory must open. 0, or -1 after a one-line message (the command
+ * then exits 2: nothing is read from, or removed in, another directory). */
+int cli_segment_dir_check(void);
 /* Set once `cushim run` has reported bad CUSHIM_ values. */
 extern int cli_config_reported;
 

@@ -14,7 +14,11 @@ int cmd_phase(int argc, char **argv)
         return 0;
     }
     if (argc != 3) {
-        cli_error("usage: cushim phase PID compile|run");
+        if (argc < 3)
+            cli_error("phase needs %s (usage: cushim phase PID compile|run)",
+                      argc == 1 ? "a PID and a phase" : "a phase after the PID: compile or run");
+        else
+            cli_error("unexpected argument \"%s\" (usage: cushim phase PID compile|run)", argv[3]);
         return EXIT_USAGE;
     }
     pid_t pid = cli_parse_pid(argv[1]);

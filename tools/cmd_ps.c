@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "common/text.h"
 #include "common/units.h"
 #include "tools/cli.h"
 
@@ -11,16 +12,6 @@ struct ps_arg {
     int rows;   /* valid segments listed (live or stale) */
     int color;
 };
-
-/* The command with control characters shown as '?' (it may come from another user's process). */
-static const char *printable(const char *s, char *buf, size_t len)
-{
-    size_t i = 0;
-    for (; s[i] && i + 1 < len; i++)
-        buf[i] = (unsigned char)s[i] < 0x20 || s[i] == 0x7f ? '?' : s[i];
-    buf[i] = '\0';
-    return buf;
-}
 
 static int row(struct seg_entry *e, void *argp)
 {
@@ -48,7 +39,7 @@ static int row(struct seg_entry *e, void *argp)
     printf("%s%7d %-10s %-7s %-8s %12s %12s %-11s %s%s\n", on, (int)e->pid, user, state,
            devs[0] ? devs : "-", cushim_format_bytes(c, cur, sizeof cur),
            cushim_format_bytes(p, peak, sizeof peak), cushim_phase_label(&e->snap, phase, sizeof phase),
-           printable(e->snap.command, cmd, sizeof cmd), off);
+           cushim_text_printable(e->snap.command, cmd, sizeof cmd), off);
     a->rows++;
     return 0;
 }

@@ -64,7 +64,9 @@ static void usage(FILE *f)
             "usage: cushim run [OPTIONS] [--] PROGRAM [ARGS...]\n\n"
             "Runs PROGRAM with libcushim.so preloaded and prints, when it exits, each device's\n"
             "memory per kind (current, peak, allocations, frees, failures) for PROGRAM and every\n"
-            "descendant process that used CUDA. Exit status: PROGRAM's (128+N if killed by signal N).\n\n"
+            "descendant process that used CUDA. Exit status: PROGRAM's (128+N if killed by signal N);\n"
+            "2 without running it for a usage error, or when PROGRAM succeeded but the --json file\n"
+            "could not be written.\n\n"
             "  --json FILE       also write the summary as JSON (docs/SUMMARY-JSON.md)\n"
             "  --quiet           do not print the summary\n"
             "  -h, --help        this help\n\n"
@@ -135,9 +137,12 @@ static void print_config_error(const struct cushim_config_error *e)
     fprintf(stderr, "%s\n", e->line);
 }
 
-/* Paths typed as run options must be usable before the program runs: --segment-dir an existing
- * directory, --report and --log-file files in an existing directory. 0, or -1 after saying why. */
-static int check_flag_paths(void)
+/* The paths of the run (options or the environment) must be usable before the program runs:
+ * the segment directory an existing directory the user can create files in; --report and
+ * --log-file files the user can write (or create, in such a directory). Relative report and log
+ * paths are made absolute here, since the program may change its directory before it writes
+ * them. 0, or -1 after saying why. */
+static int check_paths(const struct cushim_config *cfg)
 {
     static const struct {
         enum cushim_option id;
@@ -145,22 +150,66 @@ static int check_flag_paths(void)
     } paths[] = {{CUSHIM_OPT_SEGMENT_DIR, 1}, {CUSHIM_OPT_REPORT, 0}, {CUSHIM_OPT_LOG_FILE, 0}};
     int bad = 0;
     for (size_t i = 0; i < sizeof paths / sizeof paths[0]; i++) {
-        const char *v = getenv(cushim_option_table[paths[i].id].variable);
-        if (!set_by_flag[paths[i].id] || !v || !*v)
+        const char *var = cushim_option_table[paths[i].id].variable;
+        const char *v = getenv(var);
+        const char *used = paths[i].id == CUSHIM_OPT_SEGMENT_DIR ? cfg->segment_dir
+                           : paths[i].id == CUSHIM_OPT_REPORT    ? cfg->report
+                                                                 : cfg->log_file;
+        /* A value the configuration refused (reported above; its default is used) is not
+         * checked again. */
+        if (!v || !*v || strcmp(v, used) != 0)
             continue;
         if (paths[i].id == CUSHIM_OPT_REPORT && (!strcmp(v, "stderr") || !strcmp(v, "stdout")))
             continue;
-        char dir[4200], flag[64];
+        char name[64], abs[4200], dir[4200];
+        if (set_by_flag[paths[i].id]) {
+            flag_name(var, name, sizeof name - 1);
+            strcat(name, " ");
+        } else
+            snprintf(name, sizeof name, "%s=", var);
+        if (v[0] != '/') {
+            /* Report and log files are taken from the run's directory (a relative segment
+             * directory was refused above). */
+            char cwd[4096];
+            errno = 0;
+            if (!getcwd(cwd, sizeof cwd) || snprintf(abs, sizeof abs, "%s/%s", cwd, v) >= (int)sizeof abs) {
+                cli_error("%s\"%s\": cannot make it an absolute path: %s", name, v,
+                          strerror(errno ? errno : ENAMETOOLONG));
+                bad = 1;
+                continue;
+            }
+            setenv(var, abs, 1);
+            v = getenv(var);
+        }
         if (paths[i].is_dir)
             snprintf(dir, sizeof dir, "%s", v);
         else
             cushim_parent_dir(v, dir, sizeof dir);
         struct stat st;
-        flag_name(cushim_option_table[paths[i].id].variable, flag, sizeof flag);
         int rc = stat(dir, &st);
-        if (rc != 0 || !S_ISDIR(st.st_mode)) {
-            cli_error("%s \"%s\": %s is not a directory (%s)", flag, v, dir,
-                      rc != 0 ? strerror(errno) : "it is a file");
+        const char *why = NULL;
+        if (rc != 0 || !S_ISDIR(st.st_mode))
+            why = rc != 0 ? strerror(errno) : "it is a file";
+        if (why) {
+            cli_error("%s\"%s\": %s is not a directory (%s)", name, v, dir, why);
+            bad = 1;
+            continue;
+        }
+        /* A file per process (%p) is created later; one named file is written if it exists. */
+        struct stat fst;
+        if (!paths[i].is_dir && !strstr(v, "%p") && stat(v, &fst) == 0) {
+            if (S_ISDIR(fst.st_mode))
+                why = "it is a directory";
+            else if (access(v, W_OK) != 0)
+                why = strerror(errno);
+            if (why) {
+                cli_error("%s\"%s\": cannot write it (%s)", name, v, why);
+                bad = 1;
+            }
+            continue;
+        }
+        if (access(dir, W_OK | X_OK) != 0) {
+            cli_error("%s\"%s\": cannot create files in %s (%s)", name, v, dir, strerror(errno));
             bad = 1;
         }
     }
@@ -406,8 +455,13 @@ int cmd_run(int argc, char **argv)
     /* Report bad CUSHIM_ values once here; the shims stay quiet under `cushim run`. */
     struct cushim_config cfg;
     cushim_config_load(&cfg, (const char *(*)(const char *))getenv, environ, print_config_error);
-    if (bad_flag || check_flag_paths() != 0)
+    if (bad_flag || check_paths(&cfg) != 0)
         return EXIT_USAGE;
+    /* Each process's text summary on stderr is what this run prints there at its end: said
+     * once, not twice (JSON reports, stdout and files are what was asked for, and stay). */
+    const char *report = getenv("CUSHIM_REPORT");
+    if (!quiet && report && !strcmp(report, "stderr") && cfg.report_format == CUSHIM_REPORT_TEXT)
+        unsetenv("CUSHIM_REPORT");
     cli_config_reported = 1;
     /* Processes that see these same values stay quiet; one that sets its own reports them. */
     char checked[24];
@@ -416,7 +470,7 @@ int cmd_run(int argc, char **argv)
     setenv("CUSHIM_RUN_CHECKED", checked, 1);
 
     char lib[4096];
-    if (cli_library_path(lib, sizeof lib) != 0)
+    if (cli_library_path(set_by_flag[CUSHIM_OPT_LIBRARY] ? "--library " : "CUSHIM_LIBRARY=", lib, sizeof lib) != 0)
         return EXIT_USAGE;
     const char *old = getenv("LD_PRELOAD");
     size_t need = strlen(lib) + (old ? strlen(old) : 0) + 2;
@@ -528,14 +582,15 @@ int cmd_run(int argc, char **argv)
         top = &synth;
     }
     /* JSON first: the text below goes to stderr, which a pipe reader may have closed. */
-    if (json)
-        write_json(&json_out, top, &c);
+    /* A summary asked for and lost fails a run that otherwise succeeded (CI must notice);
+     * a failed program's own status says more. */
+    if (json && write_json(&json_out, top, &c) != 0 && code == 0)
+        code = EXIT_USAGE;
     if (!quiet) {
         if (cfg.disable) {
             fprintf(stderr, "cushim: counting is disabled (CUSHIM_DISABLE): no summary\n");
         } else if (!c.top && c.ndesc == 0 && !c.running) {
-            fprintf(stderr, "cushim: no CUDA memory activity in `%s` or its descendants\n",
-                    top->command);
+            cli_error("no CUDA memory activity in `%s` or its descendants", top->command);
         } else {
             if (c.top || c.ndesc == 0)
                 print_process(top, "cushim: ");

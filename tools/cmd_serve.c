@@ -131,19 +131,21 @@ int cmd_serve(int argc, char **argv)
     sigaddset(&stop_signals, SIGINT);
     sigaddset(&stop_signals, SIGTERM);
     pthread_sigmask(SIG_BLOCK, &stop_signals, NULL);
-    /* Idle or slow clients cannot hold the exporter: 10 s per connection, 64 connections, 8 per
-     * address. libmicrohttpd's own log stays off (cushim reports in its own words). */
+    /* Idle or slow clients cannot hold the exporter for long: 10 s per connection, 256
+     * connections, 64 per address (every local client shares 127.0.0.1, so a few idle ones must
+     * not lock a local scraper out). libmicrohttpd's own log stays off (cushim reports in its
+     * own words). */
     unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | (any ? MHD_USE_DUAL_STACK : v6 ? MHD_USE_IPv6 : 0);
     uint16_t port = ntohs(v6 ? ((struct sockaddr_in6 *)&ss)->sin6_port : ((struct sockaddr_in *)&ss)->sin_port);
     struct MHD_Daemon *d = any ? MHD_start_daemon(flags, port, NULL, NULL, answer, NULL,
                                                   MHD_OPTION_CONNECTION_TIMEOUT, 10u,
-                                                  MHD_OPTION_CONNECTION_LIMIT, 64u,
-                                                  MHD_OPTION_PER_IP_CONNECTION_LIMIT, 8u, MHD_OPTION_END)
+                                                  MHD_OPTION_CONNECTION_LIMIT, 256u,
+                                                  MHD_OPTION_PER_IP_CONNECTION_LIMIT, 64u, MHD_OPTION_END)
                                : MHD_start_daemon(flags, port, NULL, NULL, answer, NULL,
                                                   MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
                                                   MHD_OPTION_CONNECTION_TIMEOUT, 10u,
-                                                  MHD_OPTION_CONNECTION_LIMIT, 64u,
-                                                  MHD_OPTION_PER_IP_CONNECTION_LIMIT, 8u, MHD_OPTION_END);
+                                                  MHD_OPTION_CONNECTION_LIMIT, 256u,
+                                                  MHD_OPTION_PER_IP_CONNECTION_LIMIT, 64u, MHD_OPTION_END);
     if (!d) {
         cli_error("cannot listen on %s: %s", listen,
                   errno ? strerror(errno) : "address in use or not an address of this machine");

@@ -1,4 +1,4 @@
-/* cushim stat [PID...] [--json | --prometheus [--output FILE]]: a snapshot of live processes
+/* cushim stat [PID...] [--json | --prometheus] [--output FILE]: a snapshot of live processes
  * (the caller's; everyone's for root). Exit 1 when none is found. */
 #include <errno.h>
 #include <stdio.h>
@@ -14,12 +14,13 @@
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: cushim stat [PID...] [--json | --prometheus [--output FILE]]\n\n"
+    fprintf(f, "usage: cushim stat [PID...] [--json | --prometheus] [--output FILE]\n\n"
                "Prints the live counters of processes under cushim: the given PIDs, else all of\n"
                "yours (everyone's as root).\n"
                "  --json          JSON array, one summary object per process (docs/SUMMARY-JSON.md)\n"
                "  --prometheus    Prometheus text format\n"
-               "  --output FILE   write atomically to FILE (temporary file, then rename), e.g. for\n"
+               "  --output FILE   write to FILE instead of standard output, atomically (temporary\n"
+               "                  file, then rename), in any format; e.g. --prometheus for\n"
                "                  node_exporter's textfile collector\n");
 }
 
@@ -67,9 +68,14 @@ int cmd_stat(int argc, char **argv)
         for (int k = 0; k < l.ngone && !gone; k++)
             if (l.gone[k].pid == pids[i])
                 gone = l.gone[k].path;
+        int unreadable = 0;
+        for (int k = 0; k < l.nunreadable; k++)
+            unreadable |= l.unreadable[k] == pids[i];
         /* The same words as reset-peak and phase (segments.c). */
         missing += !found;
-        if (!found && gone)
+        if (!found && unreadable)
+            cli_error("process %d: its segment cannot be read (said above)", (int)pids[i]);
+        else if (!found && gone)
             cli_error("process %d is gone (stale segment %s; `cushim gc` removes it)", (int)pids[i], gone);
         else if (!found)
             cli_error("no cushim process %d of yours (no segment in %s)", (int)pids[i], seg_dir());

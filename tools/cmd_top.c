@@ -12,6 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/text.h"
 #include "common/units.h"
 #include "tools/cli.h"
 #include "tools/collect.h"
@@ -32,16 +33,14 @@ struct sink {
 static void line(struct sink *k, int y, int attrs, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 static void line(struct sink *k, int y, int attrs, const char *fmt, ...)
 {
-    char buf[1024];
+    char raw[1024], buf[1024];
     va_list ap;
     if (y >= k->rows)
         return;
     va_start(ap, fmt);
-    vsnprintf(buf, sizeof buf, fmt, ap);
+    vsnprintf(raw, sizeof raw, fmt, ap);
     va_end(ap);
-    for (char *p = buf; *p; p++) /* a command line may hold control characters */
-        if ((unsigned char)*p < 0x20 || *p == 0x7f)
-            *p = '?';
+    cushim_text_printable(raw, buf, sizeof buf); /* a command line may hold any bytes */
     k->emit(k, y, attrs, buf);
 }
 
@@ -205,17 +204,20 @@ int cmd_top(int argc, char **argv)
         const char *v;
         int got;
         if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
-            printf("usage: cushim top [--interval SECONDS] [--iterations N] [--batch]\n\nLive view of "
+            printf("usage: cushim top [-d|--interval SECONDS] [-n|--iterations N] [-b|--batch]\n\n"
+                   "Live view of "
                    "processes under cushim, sorted by device bytes, with per-device\ntotals across "
                    "processes. q quits.\n\n"
-                   "  --interval SECONDS  time between frames (0.1..3600, default 1)\n"
-                   "  --iterations N      stop after N frames (default: until q or a signal)\n"
-                   "  -b, --batch         print frame after frame as plain text (the default when\n"
-                   "                      standard output is not a terminal), for logs and scripts\n");
+                   "  -d, --interval SECONDS  time between frames (0.1..3600, default 1)\n"
+                   "  -n, --iterations N      stop after N frames (default: until q or a signal)\n"
+                   "  -b, --batch             print frame after frame as plain text (the default\n"
+                   "                          when standard output is not a terminal), for logs\n"
+                   "                          and scripts (top's -d, -n and -b mean the same)\n");
             return 0;
         } else if (strcmp(argv[i], "-b") == 0 || strcmp(argv[i], "--batch") == 0) {
             batch = 1;
-        } else if ((got = cli_option_value(argc, argv, &i, "--interval", "SECONDS", &v)) != 0) {
+        } else if ((got = cli_option_value(argc, argv, &i, "--interval", "SECONDS", &v)) != 0 ||
+                   (got = cli_option_value(argc, argv, &i, "-d", "SECONDS", &v)) != 0) {
             if (got < 0)
                 return EXIT_USAGE;
             interval = strtod(v, &end);
@@ -223,7 +225,8 @@ int cmd_top(int argc, char **argv)
                 cli_error("--interval \"%s\" is not a number of seconds in 0.1..3600", v);
                 return EXIT_USAGE;
             }
-        } else if ((got = cli_option_value(argc, argv, &i, "--iterations", "N", &v)) != 0) {
+        } else if ((got = cli_option_value(argc, argv, &i, "--iterations", "N", &v)) != 0 ||
+                   (got = cli_option_value(argc, argv, &i, "-n", "N", &v)) != 0) {
             if (got < 0)
                 return EXIT_USAGE;
             errno = 0;
@@ -233,8 +236,8 @@ int cmd_top(int argc, char **argv)
                 return EXIT_USAGE;
             }
         } else {
-            cli_error("unknown argument \"%s\" for top (expected --interval SECONDS, "
-                      "--iterations N or --batch)", argv[i]);
+            cli_error("unknown argument \"%s\" for top (expected -d|--interval SECONDS, "
+                      "-n|--iterations N or -b|--batch)", argv[i]);
             return EXIT_USAGE;
         }
     }

@@ -24,6 +24,13 @@ static int add(struct seg_entry *e, void *argp)
         a->l->bad++;
         if (a->report)
             cli_error("skipping %s: %s", e->path, e->err);
+        if (a->named) {
+            pid_t *u = realloc(a->l->unreadable, (size_t)(a->l->nunreadable + 1) * sizeof *u);
+            if (!u)
+                return 1;
+            a->l->unreadable = u;
+            u[a->l->nunreadable++] = e->pid;
+        }
         return 0;
     }
     if (e->stale) {
@@ -71,5 +78,6 @@ void proc_list_free(struct proc_list *l)
     for (int i = 0; i < l->ngone; i++)
         free(l->gone[i].path);
     free(l->gone);
+    free(l->unreadable);
     memset(l, 0, sizeof *l);
 }

@@ -17,6 +17,8 @@ struct proc_list {
     int stale;    /* segments of processes that are gone (skipped) */
     struct proc_gone *gone; /* those, when collecting given pids (else NULL); ngone of them */
     int ngone;
+    pid_t *unreadable;      /* pids of the bad segments, when collecting given pids (else NULL) */
+    int nunreadable;
 };
 
 /* Snapshots of the caller's live processes (everyone's when root), or only `pids`. Invalid

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/text.h"
 #include "tools/cli.h"
 
 #ifndef CUSHIM_VERSION
@@ -16,12 +17,14 @@
 
 void cli_error(const char *fmt, ...)
 {
+    /* Messages echo arguments and values as given: their control characters and bytes that are
+     * not UTF-8 are escaped, so the message stays one line and cannot drive the terminal. */
+    char raw[2048], line[4096];
     va_list ap;
-    fputs("cushim: ", stderr);
     va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
+    vsnprintf(raw, sizeof raw, fmt, ap);
     va_end(ap);
-    fputc('\n', stderr);
+    fprintf(stderr, "cushim: %s\n", cushim_text_escaped(raw, line, sizeof line));
 }
 
 int cli_color(FILE *f)
@@ -129,7 +132,7 @@ static int dispatch(int argc, char **argv)
         usage(stderr);
         return EXIT_USAGE;
     }
-    if (strcmp(argv[1], "help") == 0 && argc > 2) {
+    if (strcmp(argv[1], "help") == 0 && argc > 2 && strcmp(argv[2], "--help") && strcmp(argv[2], "-h")) {
         /* `cushim help CMD` = `cushim CMD --help` */
         char *help_argv[] = {argv[2], "--help", NULL};
         for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
@@ -146,9 +149,16 @@ static int dispatch(int argc, char **argv)
         printf("cushim %s\n", CUSHIM_VERSION);
         return 0;
     }
-    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
-        if (strcmp(argv[1], commands[i].name) == 0)
-            return commands[i].fn(argc - 1, argv + 1);
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++) {
+        if (strcmp(argv[1], commands[i].name) != 0)
+            continue;
+        int help = 0;
+        for (int k = 2; k < argc && strcmp(argv[k], "--") != 0; k++)
+            help |= !strcmp(argv[k], "--help") || !strcmp(argv[k], "-h");
+        if (commands[i].fn != cmd_run && !help && cli_segment_dir_check() != 0)
+            return EXIT_USAGE;
+        return commands[i].fn(argc - 1, argv + 1);
+    }
     cli_error("unknown command \"%s\" (expected one of run, ps, stat, top, reset-peak, phase, "
               "gc, serve)", argv[1]);
     return EXIT_USAGE;

@@ -4,6 +4,8 @@
 #include <stddef.h>
 #include <string.h>
 
+#include "common/text.h"
+
 static const struct {
     const char *name, *type, *help;
 } kind_metrics[CUSHIM_STAT_COUNT] = {
@@ -26,17 +28,25 @@ static const char *kind_names[CUSHIM_KIND_COUNT] = {
 #undef X_KN
 };
 
-/* Label value escaping (exposition format: backslash, double quote, newline). */
+/* A label value (exposition format: UTF-8, with backslash, double quote and newline escaped):
+ * the first `max` bytes of s, a byte that is not valid UTF-8 and any other control character
+ * written as U+FFFD (a command line may hold any bytes; one invalid label loses the scrape). */
 static void escaped(FILE *f, const char *s, size_t max)
 {
-    for (size_t i = 0; s[i] && i < max; i++) {
-        if (s[i] == '\\' || s[i] == '"')
-            fputc('\\', f);
-        if (s[i] == '\n') {
+    for (size_t i = 0; s[i] && i < max;) {
+        const unsigned char *p = (const unsigned char *)s + i;
+        int n = cushim_utf8_len(p);
+        if (n > 0 && i + (size_t)n > max)
+            break;
+        if (*p == '\\' || *p == '"')
+            fprintf(f, "\\%c", *p);
+        else if (*p == '\n')
             fputs("\\n", f);
-            continue;
-        }
-        fputc(s[i], f);
+        else if (n == 0 || (n == 1 && (*p < 0x20 || *p == 0x7f)) || (n == 2 && p[0] == 0xc2 && p[1] < 0xa0))
+            fputs("\xef\xbf\xbd", f);
+        else
+            fwrite(p, 1, (size_t)n, f);
+        i += n ? (size_t)n : 1;
     }
 }
 

@@ -47,6 +47,29 @@ const char *seg_dir(void)
     return cfg.segment_dir[0] ? cfg.segment_dir : "/dev/shm";
 }
 
+static void refuse_segment_dir(const struct cushim_config_error *e)
+{
+    if (e->option == CUSHIM_OPT_SEGMENT_DIR)
+        cli_error("CUSHIM_SEGMENT_DIR=%s is not %s", e->shown, e->expected);
+}
+
+int cli_segment_dir_check(void)
+{
+    struct cushim_config cfg;
+    const char *v = getenv("CUSHIM_SEGMENT_DIR");
+    cushim_config_load(&cfg, (const char *(*)(const char *))getenv, NULL, refuse_segment_dir);
+    if (v && *v && strcmp(cfg.segment_dir, v) != 0)
+        return -1;
+    DIR *d = opendir(seg_dir());
+    if (!d) {
+        cli_error("cannot open the segment directory %s%s: %s", seg_dir(),
+                  v && *v ? " (CUSHIM_SEGMENT_DIR)" : "", strerror(errno));
+        return -1;
+    }
+    closedir(d);
+    return 0;
+}
+
 /* Maps an open file at its size and snapshots it, surviving a concurrent truncation. */
 static int snapshot_fd(int fd, struct cushim_snapshot *out, char *err, size_t errlen)
 {

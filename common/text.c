@@ -1,0 +1,79 @@
+#include "common/text.h"
+
+#include <stdio.h>
+#include <string.h>
+
+int cushim_utf8_len(const unsigned char *p)
+{
+    unsigned c = p[0];
+    if (c < 0x80)
+        return 1;
+    int n = c >= 0xc2 && c <= 0xdf ? 2 : c >= 0xe0 && c <= 0xef ? 3 : c >= 0xf0 && c <= 0xf4 ? 4 : 0;
+    for (int i = 1; i < n; i++)
+        if ((p[i] & 0xc0) != 0x80)
+            return 0;
+    /* Overlong 3- and 4-byte forms, UTF-16 surrogates, beyond U+10FFFF (RFC 3629, section 4). */
+    if ((c == 0xe0 && p[1] < 0xa0) || (c == 0xed && p[1] >= 0xa0) || (c == 0xf0 && p[1] < 0x90) ||
+        (c == 0xf4 && p[1] >= 0x90))
+        return 0;
+    return n;
+}
+
+/* A control character: C0, DEL, or C1 (U+0080..U+009F, encoded C2 80..C2 9F). */
+static int control(const unsigned char *p, int n)
+{
+    return (n == 1 && (p[0] < 0x20 || p[0] == 0x7f)) || (n == 2 && p[0] == 0xc2 && p[1] < 0xa0);
+}
+
+char *cushim_text_printable(const char *s, char *buf, size_t len)
+{
+    size_t o = 0;
+    if (len == 0)
+        return buf;
+    for (const unsigned char *p = (const unsigned char *)s; *p;) {
+        int n = cushim_utf8_len(p);
+        if (n == 0 || control(p, n)) {
+            if (o + 2 > len)
+                break;
+            buf[o++] = '?';
+            p += n ? (size_t)n : 1;
+            continue;
+        }
+        if (o + (size_t)n + 1 > len)
+            break;
+        memcpy(buf + o, p, (size_t)n);
+        o += (size_t)n;
+        p += n;
+    }
+    buf[o] = '\0';
+    return buf;
+}
+
+char *cushim_text_escaped(const char *s, char *buf, size_t len)
+{
+    size_t o = 0;
+    if (len == 0)
+        return buf;
+    for (const unsigned char *p = (const unsigned char *)s; *p;) {
+        int n = cushim_utf8_len(p);
+        char esc[5 * 4 + 1];
+        const char *out = esc;
+        size_t k;
+        if (n == 1 && (*p == '\n' || *p == '\r' || *p == '\t')) {
+            esc[0] = '\\', esc[1] = *p == '\n' ? 'n' : *p == '\r' ? 'r' : 't', k = 2;
+        } else if (n == 0 || control(p, n)) {
+            k = 0;
+            for (int i = 0; i < (n ? n : 1); i++)
+                k += (size_t)snprintf(esc + k, sizeof esc - k, "\\x%02x", p[i]);
+        } else {
+            out = (const char *)p, k = (size_t)n;
+        }
+        if (o + k + 1 > len)
+            break;
+        memcpy(buf + o, out, k);
+        o += k;
+        p += n ? (size_t)n : 1;
+    }
+    buf[o] = '\0';
+    return buf;
+}

@@ -1,0 +1,26 @@
+/* Untrusted bytes made safe to show: command lines (another user's process, any bytes), values
+ * of CUSHIM_ variables and command-line arguments echoed in messages. Text may be any bytes;
+ * what these functions write is valid UTF-8 without control characters (or with them escaped),
+ * so it can neither break a one-line message nor drive a terminal.
+ * Pure functions on caller-owned buffers: thread-safe, no allocation. */
+#ifndef CUSHIM_TEXT_H
+#define CUSHIM_TEXT_H
+
+#include <stddef.h>
+
+/* Length of the valid UTF-8 sequence at p (1..4; 1 for ASCII), or 0 if it is not one (a stray
+ * continuation byte, an overlong form, a surrogate, a code point above U+10FFFF, or a sequence
+ * cut short by the terminating NUL). */
+int cushim_utf8_len(const unsigned char *p);
+
+/* For text views (ps, top, stat, run's summary): s with every control character (C0, DEL, C1)
+ * and every byte that is not valid UTF-8 shown as '?', cut at a character boundary to fit len
+ * (NUL included). Returns buf. */
+char *cushim_text_printable(const char *s, char *buf, size_t len);
+
+/* For one-line messages: s with \n, \r and \t written as those two-character escapes, every
+ * other control character and every byte that is not valid UTF-8 as \xHH; cut at a character
+ * boundary to fit len (NUL included). Returns buf. */
+char *cushim_text_escaped(const char *s, char *buf, size_t len);
+
+#endif
