@@ -25,49 +25,22 @@ static int control(const unsigned char *p, int n)
     return (n == 1 && (p[0] < 0x20 || p[0] == 0x7f)) || (n == 2 && p[0] == 0xc2 && p[1] < 0xa0);
 }
 
-char *cushim_text_printable(const char *s, char *buf, size_t len)
+/* One pass for both forms: a character that is kept is copied, another one is replaced by what
+ * `replace` writes for it (into out, returning its length); nothing is cut inside a character
+ * or its replacement. */
+static char *render(const char *s, char *buf, size_t len,
+                    size_t (*replace)(const unsigned char *p, int n, char *out))
 {
     size_t o = 0;
     if (len == 0)
         return buf;
     for (const unsigned char *p = (const unsigned char *)s; *p;) {
         int n = cushim_utf8_len(p);
-        if (n == 0 || control(p, n)) {
-            if (o + 2 > len)
-                break;
-            buf[o++] = '?';
-            p += n ? (size_t)n : 1;
-            continue;
-        }
-        if (o + (size_t)n + 1 > len)
-            break;
-        memcpy(buf + o, p, (size_t)n);
-        o += (size_t)n;
-        p += n;
-    }
-    buf[o] = '\0';
-    return buf;
-}
-
-char *cushim_text_escaped(const char *s, char *buf, size_t len)
-{
-    size_t o = 0;
-    if (len == 0)
-        return buf;
-    for (const unsigned char *p = (const unsigned char *)s; *p;) {
-        int n = cushim_utf8_len(p);
-        char esc[5 * 4 + 1];
-        const char *out = esc;
-        size_t k;
-        if (n == 1 && (*p == '\n' || *p == '\r' || *p == '\t')) {
-            esc[0] = '\\', esc[1] = *p == '\n' ? 'n' : *p == '\r' ? 'r' : 't', k = 2;
-        } else if (n == 0 || control(p, n)) {
-            k = 0;
-            for (int i = 0; i < (n ? n : 1); i++)
-                k += (size_t)snprintf(esc + k, sizeof esc - k, "\\x%02x", p[i]);
-        } else {
-            out = (const char *)p, k = (size_t)n;
-        }
+        char rep[5 * 4 + 1];
+        const char *out = (const char *)p;
+        size_t k = (size_t)n;
+        if (n == 0 || control(p, n))
+            out = rep, k = replace(p, n, rep);
         if (o + k + 1 > len)
             break;
         memcpy(buf + o, out, k);
@@ -76,4 +49,33 @@ char *cushim_text_escaped(const char *s, char *buf, size_t len)
     }
     buf[o] = '\0';
     return buf;
+}
+
+static size_t question_mark(const unsigned char *p, int n, char *out)
+{
+    (void)p, (void)n;
+    out[0] = '?';
+    return 1;
+}
+
+static size_t escape(const unsigned char *p, int n, char *out)
+{
+    if (n == 1 && (*p == '\n' || *p == '\r' || *p == '\t')) {
+        out[0] = '\\', out[1] = *p == '\n' ? 'n' : *p == '\r' ? 'r' : 't';
+        return 2;
+    }
+    size_t k = 0;
+    for (int i = 0; i < (n ? n : 1); i++)
+        k += (size_t)snprintf(out + k, 5, "\\x%02x", p[i]);
+    return k;
+}
+
+char *cushim_text_printable(const char *s, char *buf, size_t len)
+{
+    return render(s, buf, len, question_mark);
+}
+
+char *cushim_text_escaped(const char *s, char *buf, size_t len)
+{
+    return render(s, buf, len, escape);
 }
