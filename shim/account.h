@@ -45,6 +45,14 @@ static inline __attribute__((always_inline)) void sub_clamped(_Atomic uint64_t *
     }
 }
 
+/* Whether the process is in the compile phase, read after the add it is for: with phase_set's
+ * order (phase stored, then the currents read, all seq_cst), an add the switch does not see is
+ * read here with the new phase, so each phase's peak covers every byte in use during it. */
+static inline __attribute__((always_inline)) bool account_phase_compile(void)
+{
+    return atomic_load_explicit(&shim.seg->h.phase, memory_order_seq_cst) == CUSHIM_PHASE_COMPILE;
+}
+
 /* Device memory kinds count in the device total (stats.h in_device_total). */
 #define ACCOUNT_IN_TOTAL(kind)                                                                   \
     ((kind) == CUSHIM_KIND_DEVICE || (kind) == CUSHIM_KIND_ASYNC || (kind) == CUSHIM_KIND_VMM || \
@@ -58,7 +66,6 @@ static inline __attribute__((always_inline)) void account_alloc_to(struct cushim
                                                                    bool plain)
 {
     _Atomic uint64_t *k = r->kinds[kind].v;
-    unsigned compile = atomic_load_explicit(&shim.seg->h.phase, memory_order_relaxed) == CUSHIM_PHASE_COMPILE;
     cushim_seq_write_begin(&r->seq_begin);
     uint64_t cur = atomic_fetch_add_explicit(&k[CUSHIM_STAT_current_bytes], bytes, memory_order_seq_cst) + bytes;
     raise_peak(&k[CUSHIM_STAT_peak_bytes], cur);
@@ -70,9 +77,10 @@ static inline __attribute__((always_inline)) void account_alloc_to(struct cushim
         uint64_t t = atomic_fetch_add_explicit(&r->dev[CUSHIM_DEV_total_current], bytes,
                                                memory_order_seq_cst) + bytes;
         raise_peak(&r->dev[CUSHIM_DEV_total_peak], t);
-        raise_peak(&r->dev[compile ? CUSHIM_DEV_compile_peak : CUSHIM_DEV_run_peak], t);
+        raise_peak(&r->dev[account_phase_compile() ? CUSHIM_DEV_compile_peak : CUSHIM_DEV_run_peak], t);
     } else if (kind == CUSHIM_KIND_OFFLOADED) {
-        raise_peak(&r->dev[compile ? CUSHIM_DEV_compile_offloaded_peak : CUSHIM_DEV_run_offloaded_peak], cur);
+        raise_peak(&r->dev[account_phase_compile() ? CUSHIM_DEV_compile_offloaded_peak
+                                                   : CUSHIM_DEV_run_offloaded_peak], cur);
     }
     if (unlikely(flags & (SHIM_F_SPILLED | SHIM_F_CAPTURE))) {
         if (flags & SHIM_F_SPILLED)

@@ -18,12 +18,33 @@ static bool mark_resident(struct shim_entry *e, void *arg)
     return true;
 }
 
+/* A phase's peaks start at what is in use when it begins: memory allocated before and alive
+ * during the phase counts in it (account.h, account_phase_compile, for the allocations racing
+ * with the switch). */
+static void start_phase_peaks(struct cushim_segment *seg, int phase)
+{
+    bool compile = phase == CUSHIM_PHASE_COMPILE;
+    for (unsigned d = 0; d < CUSHIM_MAX_DEVICES; d++) {
+        struct cushim_device_record *r = &seg->devices[d];
+        if (!atomic_load_explicit(&r->state, memory_order_acquire))
+            continue;
+        cushim_seq_write_begin(&r->seq_begin);
+        raise_peak(&r->dev[compile ? CUSHIM_DEV_compile_peak : CUSHIM_DEV_run_peak],
+                   atomic_load(&r->dev[CUSHIM_DEV_total_current]));
+        raise_peak(&r->dev[compile ? CUSHIM_DEV_compile_offloaded_peak : CUSHIM_DEV_run_offloaded_peak],
+                   atomic_load(&r->kinds[CUSHIM_KIND_OFFLOADED].v[CUSHIM_STAT_current_bytes]));
+        cushim_seq_write_end(&r->seq_end);
+    }
+}
+
 int phase_set(int phase)
 {
     struct cushim_segment *seg = shim.seg;
     if (!seg || phase < 0 || phase >= CUSHIM_PHASE_COUNT)
         return -1;
     int old = (int)atomic_exchange(&seg->h.phase, (uint32_t)phase);
+    if (old != phase)
+        start_phase_peaks(seg, phase);
     if (old == CUSHIM_PHASE_COMPILE && phase == CUSHIM_PHASE_RUN) {
         unsigned n = table_for_each(&shim.ptrs, mark_resident, NULL);
         if (n)

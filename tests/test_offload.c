@@ -63,6 +63,27 @@ Test(offload, compile_phase_intermediates_go_to_host_memory)
     run_free(&r);
 }
 
+/* A phase's peaks start at what is in use when it begins. */
+Test(offload, a_phase_peak_counts_memory_in_use_when_it_began)
+{
+    struct run_result r;
+    const char *extra[] = {"CUSHIM_OFFLOAD=compile", "CUSHIM_OFFLOAD_MIN=1MiB", NULL};
+    json_t *j = offload_run(&r, "phase_idle", extra);
+    cr_expect_eq(jpath_u64(j, "devices.0.phase_peaks.compile_device_peak_bytes"), 1 * MiB,
+                 "the weights, in use during the whole compile phase");
+    cr_expect_eq(jpath_u64(j, "devices.0.phase_peaks.compile_offloaded_peak_bytes"), 2 * MiB);
+    cr_expect_eq(jpath_u64(j, "devices.0.phase_peaks.run_device_peak_bytes"), 1 * MiB);
+    cr_expect_eq(jpath_u64(j, "devices.0.phase_peaks.run_offloaded_peak_bytes"), 0);
+    json_decref(j);
+    run_free(&r);
+    /* Offloaded memory still alive when the run phase begins counts in the run phase's peak. */
+    const char *extra2[] = {"CUSHIM_OFFLOAD=compile", "CUSHIM_OFFLOAD_MIN=1MiB", NULL};
+    j = offload_run(&r, "compile_run", extra2);
+    cr_expect_eq(jpath_u64(j, "devices.0.phase_peaks.run_offloaded_peak_bytes"), 1536 * KiB);
+    json_decref(j);
+    run_free(&r);
+}
+
 Test(offload, off_by_default)
 {
     struct run_result r;

@@ -449,6 +449,19 @@ static int scenario_peer(void)
     return 0;
 }
 
+/* A compile phase with no device allocation of its own: the weights in use throughout it are its
+ * device peak all the same. */
+static int scenario_phase_idle(void)
+{
+    void *w = dev(1 * MiB);         /* run phase: device */
+    printf("set_compile=%d\n", set_phase(1));
+    void *big = dev(2 * MiB);       /* offloaded */
+    CHECK(cudaFree(big));
+    printf("set_run=%d\n", set_phase(0));
+    CHECK(cudaFree(w));
+    return 0;
+}
+
 static const struct scenario scenarios[] = {
     {"cache", scenario_cache, 1},                 {"phase_first", scenario_phase_first, 1},
     {"compile_run", scenario_compile_run, 1},     {"budget", scenario_budget, 1},
@@ -457,6 +470,7 @@ static const struct scenario scenarios[] = {
     {"reset", scenario_reset, 1},                 {"vmm_budget", scenario_vmm_budget, 1},
     {"phase_stack", scenario_phase_stack, 1},     {"capture_destroyed", scenario_capture_destroyed, 1},
     {"pitched", scenario_pitched, 1},             {"peer", scenario_peer, 1},
+    {"phase_idle", scenario_phase_idle, 1},
 };
 
 int main(int argc, char **argv)
