@@ -37,7 +37,7 @@ enum cushim_kind {
     X(peak_bytes, "peak_bytes", gauge, "high-water mark of current_bytes since the last peak reset") \
     X(alloc_count, "allocations_total", counter, "successful allocations")                 \
     X(free_count, "frees_total", counter, "frees (explicit, or by context teardown)")      \
-    X(failed_count, "failed_allocations_total", counter, "allocations the driver refused") \
+    X(failed_count, "failed_allocations_total", counter, "allocations refused (by the driver, or over CUSHIM_DEVICE_LIMIT)") \
     X(spill_count, "spills_total", counter, "offloaded allocations moved to host by an out-of-memory failure rather than by policy")
 
 enum cushim_kind_stat {

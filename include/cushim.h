@@ -38,7 +38,7 @@ struct cushim_kind_stats {
     uint64_t peak_bytes;         /* high-water mark since the last reset */
     uint64_t alloc_count;
     uint64_t free_count;
-    uint64_t failed_count;       /* allocations the driver refused */
+    uint64_t failed_count;       /* allocations refused: by the driver, or over CUSHIM_DEVICE_LIMIT */
     uint64_t spill_count;        /* offloaded only: moved to host by an out-of-memory failure */
 };
 
