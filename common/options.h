@@ -36,7 +36,7 @@
     X(DEVICE_LIMIT, "CUSHIM_DEVICE_LIMIT", DEVSIZES, "", "",                                        \
       "per-process device budget: a size for every device, or '0:20GiB,1:10GiB'; empty = none")     \
     X(SPILL, "CUSHIM_SPILL", BOOL, "", "0",                                                         \
-      "serve a cudaMalloc/cudaMallocAsync request that fails for lack of memory from pinned host memory")
+      "serve a cudaMalloc/cudaMallocAsync request that fails for lack of memory from pinned host memory") \
     X(LIBRARY, "CUSHIM_LIBRARY", STRING, "", "",                                                    \
       "the libcushim.so `cushim run` preloads; empty = the one beside the cushim program (its build tree or install prefix)") \
     X(RUN_DIR, "CUSHIM_RUN_DIR", STRING, "", "",                                                    \
