@@ -1,5 +1,6 @@
 #include "common/report.h"
 
+#include <stdbool.h>
 #include <string.h>
 #include <time.h>
 
@@ -45,18 +46,20 @@ static void json_device(struct jsonw *w, const struct cushim_device_snapshot *d)
         }
         jsonw_object_end(w);
     }
-    const char *group = NULL;
+    /* One object per group, in the order groups first appear; a field appended to the list later
+     * (stats.h: new fields go at the end) still lands in its group's object. */
     for (unsigned s = 0; s < CUSHIM_DEV_STAT_COUNT; s++) {
-        if (!group || strcmp(group, dev_names[s].group) != 0) {
-            if (group)
-                jsonw_object_end(w);
-            group = dev_names[s].group;
-            jsonw_object_begin(w, group);
-        }
-        jsonw_u64(w, dev_names[s].name, d->dev[s]);
-    }
-    if (group)
+        bool seen = false;
+        for (unsigned e = 0; e < s && !seen; e++)
+            seen = strcmp(dev_names[e].group, dev_names[s].group) == 0;
+        if (seen)
+            continue;
+        jsonw_object_begin(w, dev_names[s].group);
+        for (unsigned t = s; t < CUSHIM_DEV_STAT_COUNT; t++)
+            if (strcmp(dev_names[t].group, dev_names[s].group) == 0)
+                jsonw_u64(w, dev_names[t].name, d->dev[t]);
         jsonw_object_end(w);
+    }
     jsonw_object_end(w);
 }
 
@@ -108,6 +111,21 @@ static const char *fmt(uint64_t v, char *buf, size_t len)
     return cushim_format_bytes(v, buf, len);
 }
 
+/* Pools are read now and then (pools.h, graph.c), not counted: a live view says how old the
+ * reading is ("" for a process that has exited, whose figures were read at its exit). */
+static const char *read_age(const struct cushim_snapshot *s, uint64_t at, char *buf, size_t len)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    uint64_t now = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+    buf[0] = '\0';
+    if (!s->exited && !at)
+        snprintf(buf, len, " (not read yet)");
+    else if (!s->exited && now >= at)
+        snprintf(buf, len, " (read %.1f s ago, not counted)", (double)(now - at) / 1e9);
+    return buf;
+}
+
 void cushim_text_process(FILE *f, const struct cushim_snapshot *s, const char *title)
 {
     char a[32], b[32], c[32], u[48], cmd[CUSHIM_COMMAND_MAX];
@@ -153,30 +171,34 @@ void cushim_text_process(FILE *f, const struct cushim_snapshot *s, const char *t
             fprintf(f, "    offloaded in compile, still in host memory: %llu allocations, %s\n",
                     (unsigned long long)d->dev[CUSHIM_DEV_resident_offloaded_count],
                     fmt(d->dev[CUSHIM_DEV_resident_offloaded_bytes], a, sizeof a));
-        if (d->dev[CUSHIM_DEV_graphs_instantiated] || d->dev[CUSHIM_DEV_graphs_captured])
+        if (d->dev[CUSHIM_DEV_offload_cached_bytes] || d->dev[CUSHIM_DEV_offload_pending_bytes])
+            fprintf(f, "    offload host memory beyond live allocations: cached for reuse %s, "
+                    "pending free %s\n", fmt(d->dev[CUSHIM_DEV_offload_cached_bytes], a, sizeof a),
+                    fmt(d->dev[CUSHIM_DEV_offload_pending_bytes], b, sizeof b));
+        if (d->dev[CUSHIM_DEV_graphs_instantiated] || d->dev[CUSHIM_DEV_graphs_captured]) {
+            char age[64];
             fprintf(f, "    graphs: %llu captured, %llu instantiated, %llu alive, launches %llu; "
-                    "alloc nodes %s; graph pool used %s (high %s)\n",
+                    "alloc nodes %s\n",
                     (unsigned long long)d->dev[CUSHIM_DEV_graphs_captured],
                     (unsigned long long)d->dev[CUSHIM_DEV_graphs_instantiated],
                     (unsigned long long)d->dev[CUSHIM_DEV_graph_execs_alive],
                     (unsigned long long)d->dev[CUSHIM_DEV_graph_launches],
-                    fmt(d->dev[CUSHIM_DEV_graph_alloc_node_bytes], a, sizeof a),
-                    fmt(d->dev[CUSHIM_DEV_graph_pool_used_current], b, sizeof b),
-                    fmt(d->dev[CUSHIM_DEV_graph_pool_used_high], c, sizeof c));
+                    fmt(d->dev[CUSHIM_DEV_graph_alloc_node_bytes], a, sizeof a));
+            fprintf(f, "    graph pool: reserved %s (high %s), in use %s (high %s)%s\n",
+                    fmt(d->dev[CUSHIM_DEV_graph_pool_reserved_current], a, sizeof a),
+                    fmt(d->dev[CUSHIM_DEV_graph_pool_reserved_high], b, sizeof b),
+                    fmt(d->dev[CUSHIM_DEV_graph_pool_used_current], c, sizeof c),
+                    fmt(d->dev[CUSHIM_DEV_graph_pool_used_high], u, sizeof u),
+                    read_age(s, d->dev[CUSHIM_DEV_graph_pool_sampled_ns], age, sizeof age));
+        }
         if (d->dev[CUSHIM_DEV_async_pool_reserved_high]) {
-            /* Read now and then (pools.h), not counted: a live view says how old the reading is. */
-            struct timespec ts;
-            clock_gettime(CLOCK_REALTIME, &ts);
-            uint64_t now = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-            uint64_t at = d->dev[CUSHIM_DEV_async_pool_sampled_ns];
-            char age[64] = "";
-            if (!s->exited && at && now >= at)
-                snprintf(age, sizeof age, " (read %.1f s ago, not counted)", (double)(now - at) / 1e9);
+            char age[64];
             fprintf(f, "    async pools: reserved %s (high %s), in use %s (high %s)%s\n",
                     fmt(d->dev[CUSHIM_DEV_async_pool_reserved_current], a, sizeof a),
                     fmt(d->dev[CUSHIM_DEV_async_pool_reserved_high], b, sizeof b),
                     fmt(d->dev[CUSHIM_DEV_async_pool_used_current], c, sizeof c),
-                    fmt(d->dev[CUSHIM_DEV_async_pool_used_high], u, sizeof u), age);
+                    fmt(d->dev[CUSHIM_DEV_async_pool_used_high], u, sizeof u),
+                    read_age(s, d->dev[CUSHIM_DEV_async_pool_sampled_ns], age, sizeof age));
         }
     }
     if (s->graph_count) {

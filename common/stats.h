@@ -76,9 +76,9 @@ enum cushim_phase {
     X(compile_offloaded_peak, phase_peaks, compile_offloaded_peak_bytes,                          \
       "phase_offloaded_peak_bytes", "phase=\"compile\"", gauge,                                   \
       "offloaded peak reached in each phase")                                         \
-    X(resident_offloaded_count, offload_resident, count, "offloaded_resident_allocations", "",   \
+    X(resident_offloaded_count, offload_resident, count, "offload_resident_allocations", "",      \
       gauge, "offloaded allocations made in the compile phase still alive in the run phase")       \
-    X(resident_offloaded_bytes, offload_resident, bytes, "offloaded_resident_bytes", "", gauge,   \
+    X(resident_offloaded_bytes, offload_resident, bytes, "offload_resident_bytes", "", gauge,     \
       "bytes of those allocations")                                                                \
     X(offload_cached_bytes, offload_host, cached_bytes, "offload_cached_bytes", "", gauge,         \
       "freed pinned blocks kept for reuse by later offloads (CUSHIM_OFFLOAD_CACHE)")              \
@@ -110,7 +110,9 @@ enum cushim_phase {
     X(async_pool_reserved_high, async_pool, reserved_high_bytes, "async_pool_reserved_high_bytes", \
       "", gauge, "stream-ordered pools of the device: each pool's reserved high-water mark, summed") \
     X(async_pool_sampled_ns, async_pool, sampled_ns, "", "", gauge,                               \
-      "when the pools were last read (CLOCK_REALTIME ns; 0 = never); not a Prometheus metric")
+      "when the pools were last read (CLOCK_REALTIME ns; 0 = never); not a Prometheus metric")     \
+    X(graph_pool_sampled_ns, graph_pool, sampled_ns, "", "", gauge,                               \
+      "when the graph pool was last read (CLOCK_REALTIME ns; 0 = never); not a Prometheus metric")
 
 enum cushim_device_stat {
 #define CUSHIM_X_ENUM(f, g, n, p, l, t, h) CUSHIM_DEV_##f,

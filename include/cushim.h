@@ -17,7 +17,7 @@
 extern "C" {
 #endif
 
-#define CUSHIM_STATS_VERSION 2 /* 2: the async_pool fields */
+#define CUSHIM_STATS_VERSION 3 /* 2: the async_pool fields; 3: untracked_sampled_ns, graph_pool */
 
 enum cushim_public_kind {
     CUSHIM_MEM_DEVICE = 0,       /* cudaMalloc, cudaMallocPitch (cuMemAlloc_v2, cuMemAllocPitch_v2) */
@@ -49,7 +49,8 @@ struct cushim_device_stats {
     int32_t uuid_valid;          /* out: 1 when uuid holds cuDeviceGetUuid's bytes */
     uint8_t uuid[16];
     uint64_t total_bytes;        /* cuDeviceTotalMem */
-    uint64_t untracked_bytes;    /* (total - free) - tracked device bytes, at the last sample */
+    uint64_t untracked_bytes;    /* (total - free) - tracked device bytes - graph pool reserve, at the
+                                    last sample (untracked_sampled_ns) */
     struct cushim_kind_stats kind[CUSHIM_MEM_KIND_COUNT];
     uint64_t device_total_current_bytes;
     uint64_t device_total_peak_bytes;
@@ -62,6 +63,16 @@ struct cushim_device_stats {
     uint64_t async_pool_reserved_current_bytes;
     uint64_t async_pool_reserved_high_bytes;
     uint64_t async_pool_sampled_ns;   /* CLOCK_REALTIME of that read; 0 = never read */
+    /* Version 3. When untracked_bytes was sampled (CLOCK_REALTIME ns; 0 = never, it is then 0),
+     * and the device's graph memory pool as the driver last reported it
+     * (cuDeviceGetGraphMemAttribute; read at graph launches at most every 100 ms, at
+     * cudaMemGetInfo, when the program reads it, and at exit). */
+    uint64_t untracked_sampled_ns;
+    uint64_t graph_pool_used_current_bytes;
+    uint64_t graph_pool_used_high_bytes;
+    uint64_t graph_pool_reserved_current_bytes;
+    uint64_t graph_pool_reserved_high_bytes;
+    uint64_t graph_pool_sampled_ns;   /* CLOCK_REALTIME of that read; 0 = never read */
 };
 
 /* Copies device `ordinal`'s counters (one consistent snapshot) into *out; out->size must be set.

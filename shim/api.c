@@ -67,6 +67,12 @@ SHIM_EXPORT int cushim_get_device_stats(int ordinal, struct cushim_device_stats 
     full.async_pool_reserved_current_bytes = d.dev[CUSHIM_DEV_async_pool_reserved_current];
     full.async_pool_reserved_high_bytes = d.dev[CUSHIM_DEV_async_pool_reserved_high];
     full.async_pool_sampled_ns = d.dev[CUSHIM_DEV_async_pool_sampled_ns];
+    full.untracked_sampled_ns = d.untracked_sampled_ns;
+    full.graph_pool_used_current_bytes = d.dev[CUSHIM_DEV_graph_pool_used_current];
+    full.graph_pool_used_high_bytes = d.dev[CUSHIM_DEV_graph_pool_used_high];
+    full.graph_pool_reserved_current_bytes = d.dev[CUSHIM_DEV_graph_pool_reserved_current];
+    full.graph_pool_reserved_high_bytes = d.dev[CUSHIM_DEV_graph_pool_reserved_high];
+    full.graph_pool_sampled_ns = d.dev[CUSHIM_DEV_graph_pool_sampled_ns];
     memcpy(out, &full, out->size < sizeof full ? out->size : sizeof full);
     return 0;
 }

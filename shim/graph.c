@@ -217,11 +217,16 @@ void graph_pool_sample(int device, bool force)
         return;
     if (!atomic_compare_exchange_strong(&last_sample_ns[device], &last, now) && !force)
         return; /* another thread is sampling */
+    bool read = false;
     for (unsigned i = 0; i < sizeof attrs / sizeof attrs[0]; i++) {
         cuuint64_t v = 0;
-        if (get(device, attrs[i].attr, &v) == CUDA_SUCCESS)
+        if (get(device, attrs[i].attr, &v) == CUDA_SUCCESS) {
             account_device_stat_set(device, attrs[i].stat, v);
+            read = true;
+        }
     }
+    if (read)
+        account_device_stat_set(device, CUSHIM_DEV_graph_pool_sampled_ns, shim_clock_ns(CLOCK_REALTIME));
 }
 
 void graph_pool_sample_all(void)

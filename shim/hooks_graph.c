@@ -120,8 +120,10 @@ SHIM_EXPORT CUresult CUDAAPI cuDeviceGetGraphMemAttribute(CUdevice device, CUgra
         case CU_GRAPH_MEM_ATTR_RESERVED_MEM_HIGH: stat = CUSHIM_DEV_graph_pool_reserved_high; break;
         default: break;
         }
-        if (stat != CUSHIM_DEV_STAT_COUNT)
+        if (stat != CUSHIM_DEV_STAT_COUNT) {
             account_device_stat_set(device, stat, *(cuuint64_t *)value);
+            account_device_stat_set(device, CUSHIM_DEV_graph_pool_sampled_ns, shim_clock_ns(CLOCK_REALTIME));
+        }
         shim_leave();
     }
     return r;

@@ -3,6 +3,7 @@
  * spill (offload.h, budget.h) on cuMemAlloc_v2. */
 #include "shim/budget.h"
 #include "shim/capture.h"
+#include "shim/graph.h"
 #include "shim/offload.h"
 #include "shim/pools.h"
 #include "shim/shim.h"
@@ -200,9 +201,13 @@ SHIM_EXPORT CUresult CUDAAPI cuMemGetInfo_v2(size_t *free, size_t *total)
         shim_sample_untracked(device, *free, *total);
     }
     /* The program is looking at its memory (vLLM after profiling, torch.cuda.mem_get_info):
-     * the pools' reserve is worth reading now too. */
-    if (r == CUDA_SUCCESS && device >= 0)
+     * the pools' reserve is worth reading now too (the graph pool not while a capture is live:
+     * no call the shim adds may be one the capture prohibits). */
+    if (r == CUDA_SUCCESS && device >= 0) {
         async_pool_sample(device);
+        if (!capture_any_live())
+            graph_pool_sample(device, true);
+    }
     shim_leave();
     return r;
 }

@@ -120,13 +120,19 @@ RT_TEST(async_and_pools)
         cr_expect_eq(jpath_u64(j, path), kv_u64(r.out, pools[i].sim), "%s against the pools' own figure", path);
     }
     cr_expect_gt(jpath_u64(j, "devices.0.async_pool.sampled_ns"), 1700000000ull * 1000000000ull, "read at exit");
-    /* The in-process API (cushim.h, version 2) after cudaMemGetInfo: the same figures. */
-    cr_expect_eq(kv_u64(r.out, "api.version"), 2);
+    /* The in-process API (cushim.h, version 3) after cudaMemGetInfo: the same figures. */
+    cr_expect_eq(kv_u64(r.out, "api.version"), 3);
     cr_expect_eq(kv_u64(r.out, "api.pools.reserved"), 6 * MiB);
     cr_expect_eq(kv_u64(r.out, "api.pools.reserved_high"), 8 * MiB);
     cr_expect_eq(kv_u64(r.out, "api.pools.used"), 6 * MiB);
     cr_expect_eq(kv_u64(r.out, "api.pools.used_high"), 7 * MiB);
     cr_expect_eq(kv_u64(r.out, "api.pools.sampled"), 1);
+    /* cudaMemGetInfo samples the untracked bytes and reads the graph pool (empty here). */
+    cr_expect_eq(kv_u64(r.out, "api.untracked.sampled"), 1);
+    cr_expect_eq(kv_u64(r.out, "api.graph_pool.sampled"), 1);
+    cr_expect_eq(kv_u64(r.out, "api.graph_pool.reserved"), 0);
+    cr_expect_eq(kv_u64(r.out, "api.v2.untouched"), 1, "nothing written past a version 2 caller's size");
+    cr_expect_eq(kv_u64(r.out, "api.v2.sampled"), 1);
     cr_expect_eq(kv_u64(r.out, "api.v1.untouched"), 1, "nothing written past the caller's size");
     cr_expect_eq(kv_u64(r.out, "api.v1.total"), 6 * MiB);
     json_decref(j);

@@ -43,6 +43,10 @@ Test(graphs, allocation_nodes_launches_and_the_pool)
     cr_expect_eq(jpath_u64(j, "devices.0.graph_pool.reserved_current_bytes"), kv_u64(r.out, "sim.graph_reserved.0"));
     cr_expect_eq(jpath_u64(j, "devices.0.graph_pool.used_current_bytes"), MiB);
     cr_expect_eq(jpath_u64(j, "devices.0.graph_pool.used_high_bytes"), 3 * MiB, "the first graph freed its 3 MiB before the second attached 1 MiB");
+    cr_expect_gt(jpath_u64(j, "devices.0.graph_pool.sampled_ns"), 1700000000ull * 1000000000ull, "read at exit");
+    cr_expect(strstr(r.err, "    graphs: 1 captured, 2 instantiated, 1 alive, launches 6; alloc nodes 1.00 MiB\n") != NULL,
+              "%s", r.err);
+    cr_expect(strstr(r.err, "in use 1.00 MiB (high 3.00 MiB)\n") != NULL, "exited: no age; %s", r.err);
     json_decref(j);
     run_free(&r);
 }

@@ -290,6 +290,10 @@ Test(offload, a_bounded_cache_reuses_freed_pinned_blocks)
     cr_expect_eq(kv_u64(r.out, "free_host_calls"), 1, "the 1 MiB+1 block does not fit in the 4 MiB cache beside the 4 MiB one");
     cr_expect_eq(jpath_u64(j, "devices.0.offloaded.alloc_count"), 3);
     cr_expect_eq(jpath_u64(j, "devices.0.offloaded.current_bytes"), 0);
+    /* The pinned memory the cache holds at exit, in JSON and in the text summary. */
+    cr_expect_eq(jpath_u64(j, "devices.0.offload_host.cached_bytes"), 4 * MiB);
+    cr_expect(strstr(r.err, "    offload host memory beyond live allocations: cached for reuse 4.00 MiB, "
+                            "pending free 0 B\n") != NULL, "%s", r.err);
     json_decref(j);
     run_free(&r);
     const char *none[] = {"CUSHIM_OFFLOAD=always", "CUSHIM_OFFLOAD_MIN=1MiB", NULL};

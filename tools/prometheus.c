@@ -78,13 +78,18 @@ static void graph_labels(FILE *f, const struct cushim_snapshot *p, const struct 
     fprintf(f, ",graph=\"%llu\"", (unsigned long long)g->id);
 }
 
+/* One row per executable graph; a gauge (alive_only) has rows for live graphs only, so that
+ * its sum over graphs is the device's figure (graph_alloc_node_bytes); the launch counter keeps
+ * a destroyed graph's row (the JSON summary lists both, with their state). */
 static void graph_metric(FILE *f, const struct proc_list *l, const char *name, const char *type,
-                         const char *help, size_t offset)
+                         const char *help, size_t offset, bool alive_only)
 {
     header(f, name, type, help);
     for (int i = 0; i < l->count; i++)
         for (uint32_t k = 0; k < l->procs[i].graph_count; k++) {
             const struct cushim_graph_snapshot *g = &l->procs[i].graphs[k];
+            if (alive_only && !g->alive)
+                continue;
             fprintf(f, "cushim_%s{", name);
             graph_labels(f, &l->procs[i], g);
             fprintf(f, "} %llu\n", (unsigned long long)*(const uint64_t *)((const char *)g + offset));
@@ -132,12 +137,15 @@ void prometheus_write(FILE *f, const struct proc_list *l)
         /* Metrics sharing a name (one per phase) get one header, at their first row. */
         if (s == 0 || strcmp(dev_metrics[s].name, dev_metrics[s - 1].name) != 0)
             header(f, dev_metrics[s].name, dev_metrics[s].type, dev_metrics[s].help);
-        bool pool = s >= CUSHIM_DEV_async_pool_used_current && s <= CUSHIM_DEV_async_pool_reserved_high;
+        bool async_pool = s >= CUSHIM_DEV_async_pool_used_current && s <= CUSHIM_DEV_async_pool_reserved_high;
+        bool graph_pool = s >= CUSHIM_DEV_graph_pool_used_current && s <= CUSHIM_DEV_graph_pool_reserved_high;
         for (int i = 0; i < l->count; i++)
             for (uint32_t k = 0; k < l->procs[i].device_count; k++) {
                 const struct cushim_device_snapshot *d = &l->procs[i].devices[k];
-                if (pool && !d->dev[CUSHIM_DEV_async_pool_sampled_ns])
-                    continue; /* pools never read yet: no value rather than a false 0 */
+                /* Pools never read yet: no value rather than a false 0. */
+                if ((async_pool && !d->dev[CUSHIM_DEV_async_pool_sampled_ns]) ||
+                    (graph_pool && !d->dev[CUSHIM_DEV_graph_pool_sampled_ns]))
+                    continue;
                 fprintf(f, "cushim_%s{", dev_metrics[s].name);
                 labels(f, &l->procs[i], d);
                 if (*dev_metrics[s].labels)
@@ -146,11 +154,11 @@ void prometheus_write(FILE *f, const struct proc_list *l)
             }
     }
     graph_metric(f, l, "graph_exec_launches_total", "counter", "launches of one executable graph",
-                 offsetof(struct cushim_graph_snapshot, launches));
+                 offsetof(struct cushim_graph_snapshot, launches), false);
     graph_metric(f, l, "graph_exec_alloc_node_bytes", "gauge",
-                 "bytes of one executable graph's memory-allocation nodes",
-                 offsetof(struct cushim_graph_snapshot, alloc_node_bytes));
+                 "bytes of one live executable graph's memory-allocation nodes",
+                 offsetof(struct cushim_graph_snapshot, alloc_node_bytes), true);
     graph_metric(f, l, "graph_exec_capture_bytes", "gauge",
-                 "bytes allocated while the capture that made one executable graph was live",
-                 offsetof(struct cushim_graph_snapshot, capture_bytes));
+                 "bytes allocated while the capture that made one live executable graph was live",
+                 offsetof(struct cushim_graph_snapshot, capture_bytes), true);
 }

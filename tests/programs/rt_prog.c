@@ -98,6 +98,16 @@ static int scenario_async(void)
            (unsigned long long)st.async_pool_reserved_current_bytes, (unsigned long long)st.async_pool_reserved_high_bytes,
            (unsigned long long)st.async_pool_used_current_bytes, (unsigned long long)st.async_pool_used_high_bytes,
            st.async_pool_sampled_ns != 0);
+    printf("api.untracked.sampled=%d\napi.graph_pool.sampled=%d\napi.graph_pool.reserved=%llu\n",
+           st.untracked_sampled_ns != 0, st.graph_pool_sampled_ns != 0,
+           (unsigned long long)st.graph_pool_reserved_current_bytes);
+    /* A version 2 caller: nothing written past its size. */
+    memset(&st, 0xab, sizeof st);
+    st.size = offsetof(struct cushim_device_stats, untracked_sampled_ns);
+    if (get(0, &st) != 0)
+        return 23;
+    printf("api.v2.untouched=%d\napi.v2.sampled=%d\n", st.untracked_sampled_ns == 0xababababababababull,
+           st.async_pool_sampled_ns != 0);
     memset(&st, 0xab, sizeof st);
     st.size = offsetof(struct cushim_device_stats, async_pool_used_current_bytes);
     if (get(0, &st) != 0)
