@@ -4,6 +4,7 @@
 #include <criterion/criterion.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -135,6 +136,31 @@ Test(prometheus, labels_are_utf8_whatever_the_command_line)
     run_free(&r);
     touch(hold);
     cr_expect_eq(wait_bg(pid), 0);
+}
+
+/* docs/PROMETHEUS.md names every metric family the exporter writes (its # TYPE lines). */
+Test(prometheus, every_metric_is_documented)
+{
+    const char *empty = fresh_dir("prom-doc");
+    char seg[700];
+    snprintf(seg, sizeof seg, "CUSHIM_SEGMENT_DIR=%s", empty);
+    const char *env[] = {seg, NULL};
+    const char *argv[] = {cushim_bin(), "stat", "--prometheus", NULL};
+    struct run_result r;
+    run_cmd(&r, argv, env);
+    char *doc = slurp(SOURCE_ROOT "/docs/PROMETHEUS.md");
+    cr_assert(doc, "docs/PROMETHEUS.md");
+    int families = 0;
+    for (char *p = r.out; (p = strstr(p, "# TYPE ")) != NULL; p++) {
+        char name[128], row[160];
+        cr_assert_eq(sscanf(p, "# TYPE %127s", name), 1);
+        snprintf(row, sizeof row, "| `%s` |", name);
+        cr_expect(strstr(doc, row) != NULL, "docs/PROMETHEUS.md lacks a row for %s", name);
+        families++;
+    }
+    cr_expect_eq(families, 32, "the exporter's metric families");
+    free(doc);
+    run_free(&r);
 }
 
 static int http_get(int port, const char *path, char *buf, size_t len)

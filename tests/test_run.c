@@ -794,6 +794,33 @@ Test(run, paths_are_checked_for_the_user_and_made_absolute)
     run_free(&r);
 }
 
+/* With CUSHIM_DISABLE nothing is counted: the JSON says so, so that its empty `devices` is not
+ * read as "this program used no CUDA". */
+Test(run, a_disabled_run_says_so_in_its_json)
+{
+    struct run_result r;
+    const char *dir = fresh_dir("disabled-json");
+    char json[700];
+    snprintf(json, sizeof json, "%s/d.json", dir);
+    const char *argv[] = {cushim_bin(), "run", "--quiet", "--disable", "--json", json, "--", program("rt_prog"),
+                          "malloc", NULL};
+    run_cmd(&r, argv, sim_env(NULL));
+    cr_expect_eq(r.status, 0, "%s", r.err);
+    run_free(&r);
+    char *text = slurp(json);
+    cr_assert(text);
+    cr_expect(strstr(text, "\"devices\": [],\n") != NULL, "%s", text);
+    cr_expect(strstr(text, "\"counting_disabled\": true,\n") != NULL, "%s", text);
+    free(text);
+    const char *counted[] = {cushim_bin(), "run", "--quiet", "--json", json, "--", program("rt_prog"), "malloc", NULL};
+    run_cmd(&r, counted, sim_env(NULL));
+    cr_expect_eq(r.status, 0, "%s", r.err);
+    run_free(&r);
+    text = slurp(json);
+    cr_expect(strstr(text, "\"counting_disabled\": false,\n") != NULL, "%s", text);
+    free(text);
+}
+
 Test(run, log_off_silences_bad_values_in_the_shim)
 {
     struct run_result r;

@@ -193,3 +193,31 @@ Test(units, untrusted_text_is_made_printable_or_escaped)
     cr_expect_eq(cushim_utf8_len((const unsigned char *)"\xe0\x9f\xbf"), 0, "overlong");
     cr_expect_eq(cushim_utf8_len((const unsigned char *)"\xf4\x8f\xbf\xbf"), 4, "U+10FFFF");
 }
+
+/* docs/SUMMARY-JSON.md names every field of the summary: each kind, each per-kind counter and each
+ * device group and field of common/stats.h (as `name`). */
+Test(config, summary_json_doc_names_every_field)
+{
+    FILE *f = fopen(SOURCE_ROOT "/docs/SUMMARY-JSON.md", "r");
+    cr_assert(f, "docs/SUMMARY-JSON.md");
+    static char text[200000];
+    size_t n = fread(text, 1, sizeof text - 1, f);
+    text[n] = '\0';
+    fclose(f);
+    static const char *names[] = {
+#define X_KIND(e, name, total, desc) #name,
+        CUSHIM_KINDS(X_KIND)
+#undef X_KIND
+#define X_STAT(field, p, t, h) #field,
+        CUSHIM_KIND_STATS(X_STAT)
+#undef X_STAT
+#define X_DEV(field, group, name, p, l, t, h) #group, #name,
+        CUSHIM_DEVICE_STATS(X_DEV)
+#undef X_DEV
+    };
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        char quoted[96];
+        snprintf(quoted, sizeof quoted, "\"%s\"", names[i]);
+        cr_expect(strstr(text, quoted) != NULL, "docs/SUMMARY-JSON.md's example lacks %s", quoted);
+    }
+}

@@ -389,11 +389,14 @@ static void synth_top(struct cushim_snapshot *s, pid_t pid, char **argv)
 
 /* Writes the run's JSON to f (opened before the run) and closes it; errors are reported, the
  * program's status stays what it was. */
-static int write_json(struct cli_output *out, const struct cushim_snapshot *top, const struct collected *c)
+static int write_json(struct cli_output *out, const struct cushim_snapshot *top, const struct collected *c,
+                      int disabled)
 {
     struct jsonw w;
     jsonw_init(&w, out->f);
     cushim_json_process(&w, NULL, top, 0);
+    /* CUSHIM_DISABLE: nothing was counted; an empty `devices` must not read as "used no CUDA". */
+    jsonw_bool(&w, "counting_disabled", disabled);
     jsonw_array_begin(&w, "descendants");
     for (int i = 0; i < c->ndesc; i++)
         cushim_json_process(&w, NULL, &c->desc[i], 1);
@@ -584,7 +587,7 @@ int cmd_run(int argc, char **argv)
     /* JSON first: the text below goes to stderr, which a pipe reader may have closed. */
     /* A summary asked for and lost fails a run that otherwise succeeded (CI must notice);
      * a failed program's own status says more. */
-    if (json && write_json(&json_out, top, &c) != 0 && code == 0)
+    if (json && write_json(&json_out, top, &c, cfg.disable) != 0 && code == 0)
         code = EXIT_USAGE;
     if (!quiet) {
         if (cfg.disable) {
