@@ -141,7 +141,9 @@ void cushim_text_process(FILE *f, const struct cushim_snapshot *s, const char *t
         fprintf(f, "  device %d  %s  total %s  untracked %s\n", d->ordinal,
                 d->identified ? cushim_format_uuid(d->uuid, u, sizeof u) : "(uuid unknown)",
                 fmt(d->total_bytes, a, sizeof a),
-                d->untracked_sampled_ns ? fmt(d->untracked_bytes, b, sizeof b) : "not sampled yet");
+                d->untracked_sampled_ns ? fmt(d->untracked_bytes, b, sizeof b)
+                : s->exited             ? "never sampled"
+                                        : "not sampled yet");
         fprintf(f, "    %-16s %12s %12s %10s %10s %8s\n", "kind", "current", "peak", "allocs",
                 "frees", "failed");
         for (unsigned k = 0; k < CUSHIM_KIND_COUNT; k++) {

@@ -24,10 +24,10 @@ enum cushim_public_kind {
     CUSHIM_MEM_ASYNC,            /* cudaMallocAsync and pools on a device */
     CUSHIM_MEM_VMM,              /* cuMemCreate physical memory on a device */
     CUSHIM_MEM_ARRAY,            /* CUDA arrays */
-    CUSHIM_MEM_MANAGED,          /* cudaMallocManaged */
-    CUSHIM_MEM_PINNED_HOST,      /* cudaMallocHost, cudaHostAlloc */
+    CUSHIM_MEM_MANAGED,          /* cudaMallocManaged, managed pools */
+    CUSHIM_MEM_PINNED_HOST,      /* cudaMallocHost, cudaHostAlloc, host pools, host cuMemCreate */
     CUSHIM_MEM_REGISTERED_HOST,  /* cudaHostRegister */
-    CUSHIM_MEM_IMPORTED,         /* CUDA IPC / shareable handles of another process */
+    CUSHIM_MEM_IMPORTED,         /* CUDA IPC, shareable handles, pool imports (another process's) */
     CUSHIM_MEM_OFFLOADED,        /* device requests served from pinned host memory */
     CUSHIM_MEM_CAPTURE,          /* allocated while a stream was capturing (also in its own kind) */
     CUSHIM_MEM_KIND_COUNT

@@ -118,6 +118,9 @@ Test(live, stat_reset_peak_and_exit)
     char p[32];
     snprintf(p, sizeof p, "%d", (int)pid);
     cr_expect_eq(cli(segdir, &r, "reset-peak", p, NULL), 0, "%s", r.err);
+    char reset_said[96];
+    snprintf(reset_said, sizeof reset_said, "pid %d: peaks of 1 device set to their current values\n", (int)pid);
+    cr_expect_str_eq(r.out, reset_said);
     run_free(&r);
     /* No CUDA call by the program since: the peak shows the reset anyway. */
     j = stat_json(segdir, pid, &r);

@@ -241,6 +241,9 @@ Test(run, usage_errors_exit_2)
         {{"phase", "1", NULL}, "cushim: phase needs a phase after the PID: compile or run (usage: cushim phase PID "
                                "compile|run)\n", 2},
         {{"phase", "1", "run", "x", NULL}, "cushim: unexpected argument \"x\" (usage: cushim phase PID compile|run)\n", 2},
+        {{"run", "--report-format=json", "--", "/bin/true", NULL},
+         "cushim: --report-format is the format of --report (each process's own report); the run's summary is "
+         "text on stderr, or JSON with --json FILE\n", 2},
         /* Arguments are echoed on one line, their control characters escaped. */
         {{"stat", "12\n3", NULL}, "cushim: \"12\\n3\" is not a process id (a number from 1 to 2147483647)\n", 2},
         {{"stat", "--x\033[2J\xff", NULL}, "cushim: unknown option \"--x\\x1b[2J\\xff\" for stat (see cushim stat --help)\n", 2},

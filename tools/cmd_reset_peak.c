@@ -58,5 +58,9 @@ int cmd_reset_peak(int argc, char **argv)
         cli_error("process %d has no activity on device %ld", (int)pid, device);
         return EXIT_NOTHING;
     }
+    if (device >= 0)
+        printf("pid %d: peaks of device %ld set to their current values\n", (int)pid, device);
+    else
+        printf("pid %d: peaks of %d device%s set to their current values\n", (int)pid, n, n == 1 ? "" : "s");
     return 0;
 }

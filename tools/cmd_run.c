@@ -76,8 +76,8 @@ static void usage(FILE *f)
         if (internal_option(i))
             continue;
         flag_name(o->variable, flag, sizeof flag);
-        if (o->type == CUSHIM_OT_BOOL) /* a switch: --spill, or --spill=0 */
-            strncat(flag, "[=0|1]", sizeof flag - strlen(flag) - 1);
+        if (o->type == CUSHIM_OT_BOOL) /* a switch: --spill, or --spill=off */
+            strncat(flag, "[=on|off]", sizeof flag - strlen(flag) - 1);
         fprintf(f, "  %-18s %-22s default %s\n", flag, o->variable, *o->def ? o->def : "(empty)");
         if (*o->choices)
             fprintf(f, "  %-18s   values: %s\n", "", o->choices);
@@ -460,6 +460,12 @@ int cmd_run(int argc, char **argv)
     cushim_config_load(&cfg, (const char *(*)(const char *))getenv, environ, print_config_error);
     if (bad_flag || check_paths(&cfg) != 0)
         return EXIT_USAGE;
+    const char *report_to = getenv("CUSHIM_REPORT");
+    if (set_by_flag[CUSHIM_OPT_REPORT_FORMAT] && !(report_to && *report_to)) {
+        cli_error("--report-format is the format of --report (each process's own report); the run's "
+                  "summary is text on stderr, or JSON with --json FILE");
+        return EXIT_USAGE;
+    }
     /* Each process's text summary on stderr is what this run prints there at its end: said
      * once, not twice (JSON reports, stdout and files are what was asked for, and stay). */
     const char *report = getenv("CUSHIM_REPORT");
