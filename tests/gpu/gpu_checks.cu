@@ -264,8 +264,29 @@ static int cmd_vecadd(void)
     const size_t row = n * sizeof(float) / 1024;
     memset(h, 0, n * sizeof(float));
     cudaError_t e2d = cudaMemcpy2D(h, row, c, row, row, 1024, cudaMemcpyDeviceToHost);
-    printf("hash=%016llx wrong=%zu offloaded=%llu rc_2d=%d hash_2d=%016llx\n", hash, bad,
-           (unsigned long long)shim_kind(K_OFFLOADED), (int)e2d, (unsigned long long)fnv(h, n * sizeof(float)));
+    unsigned long long hash_2d = (unsigned long long)fnv(h, n * sizeof(float));
+    // And through a peer copy (cudaMemcpyPeer -> cuMemcpyPeer, "device memory in one context to
+    // device memory in another": the shim makes it with cuMemcpy) into a pitched buffer, which
+    // offload leaves on the device; then back to the host.
+    int dev = 0;
+    CHECK(cudaGetDevice(&dev));
+    void *d = NULL;
+    size_t pitch = 0;
+    unsigned long long hash_peer = 0;
+    cudaError_t epeer = cudaMallocPitch(&d, &pitch, row, 1024);
+    if (epeer == cudaSuccess && pitch != row)
+        epeer = cudaErrorInvalidPitchValue; // not one contiguous copy: not comparable
+    if (epeer == cudaSuccess)
+        epeer = cudaMemcpyPeer(d, dev, c, dev, n * sizeof(float));
+    if (epeer == cudaSuccess) {
+        memset(h, 0, n * sizeof(float));
+        CHECK(cudaMemcpy(h, d, n * sizeof(float), cudaMemcpyDeviceToHost));
+        hash_peer = (unsigned long long)fnv(h, n * sizeof(float));
+    }
+    if (d)
+        CHECK(cudaFree(d));
+    printf("hash=%016llx wrong=%zu offloaded=%llu rc_2d=%d hash_2d=%016llx rc_peer=%d hash_peer=%016llx\n",
+           hash, bad, (unsigned long long)shim_kind(K_OFFLOADED), (int)e2d, hash_2d, (int)epeer, hash_peer);
     free(h);
     return 0;
 }

@@ -228,11 +228,14 @@ def check_offload_vecadd(suite):
     plain = suite.kv(suite.run([suite.static, "vecadd"], shim=False))
     off = suite.kv(suite.run([suite.static, "vecadd"], extra=OFFLOAD))
     ok = (plain["hash"] == off["hash"] and off["wrong"] == 0 and off["offloaded"] == 3 * 256 * MiB and
-          off["rc_2d"] == 0 and off["hash_2d"] == off["hash"])
+          off["rc_2d"] == 0 and off["hash_2d"] == off["hash"] and
+          plain["rc_peer"] == 0 and off["rc_peer"] == 0 and off["hash_peer"] == off["hash"])
     return ("vector add over 3 x 256 MiB offloaded arrays: same result as on the device, all offloaded; "
-            "the result read back by cudaMemcpy2D (explicit kind) too",
-            "plain %s, offloaded %s (%d wrong, %d bytes offloaded); 2D copy rc %d, %s" % (
-                plain["hash"], off["hash"], off["wrong"], off["offloaded"], off["rc_2d"], off["hash_2d"]),
+            "the result read back by cudaMemcpy2D (explicit kind) and by cudaMemcpyPeer into device memory too",
+            "plain %s, offloaded %s (%d wrong, %d bytes offloaded); 2D copy rc %d, %s; peer copy rc %d "
+            "(plain run %d), %s" % (
+                plain["hash"], off["hash"], off["wrong"], off["offloaded"], off["rc_2d"], off["hash_2d"],
+                off["rc_peer"], plain["rc_peer"], off["hash_peer"]),
             "pass" if ok else "fail")
 
 
