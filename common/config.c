@@ -42,7 +42,7 @@ int cushim_parse_device_limits(const char *s, uint64_t limits[CUSHIM_MAX_DEVICES
 int cushim_option_internal(enum cushim_option id)
 {
     return id == CUSHIM_OPT_RUN_DIR || id == CUSHIM_OPT_RUN_ID || id == CUSHIM_OPT_RUN_TOP ||
-           id == CUSHIM_OPT_RUN_CHECKED;
+           id == CUSHIM_OPT_RUN_CHECKED || id == CUSHIM_OPT_RUN_SUMMARY;
 }
 
 /* Whether the first n bytes of s name a variable of the table. */
@@ -171,6 +171,7 @@ static int parse_into(struct cushim_config *c, enum cushim_option id, const char
     case CUSHIM_OPT_RUN_ID: str = c->run_id; strcap = sizeof c->run_id; break;
     case CUSHIM_OPT_RUN_TOP: str = c->run_top; strcap = sizeof c->run_top; break;
     case CUSHIM_OPT_RUN_CHECKED: str = c->run_checked; strcap = sizeof c->run_checked; break;
+    case CUSHIM_OPT_RUN_SUMMARY: ival = &c->run_summary; break;
     case CUSHIM_OPT_LIBRARY: str = c->library; strcap = sizeof c->library; break;
     case CUSHIM_OPT_COUNT: return -1;
     }

@@ -38,6 +38,7 @@ struct cushim_config {
     char run_id[64];
     char run_top[16];
     char run_checked[24];
+    int run_summary;                           /* CUSHIM_RUN_SUMMARY: the run prints text summaries */
     char library[CUSHIM_PATH_MAX];             /* CUSHIM_LIBRARY (read by `cushim run` only) */
 };
 

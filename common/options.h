@@ -46,7 +46,9 @@
     X(RUN_TOP, "CUSHIM_RUN_TOP", STRING, "", "",                                                    \
       "(set by `cushim run`) pid of the process it launched: the top level of the summary")          \
     X(RUN_CHECKED, "CUSHIM_RUN_CHECKED", STRING, "", "",                                            \
-      "(set by `cushim run`) fingerprint of the CUSHIM_ values it checked; a process whose values differ reports its own bad values")
+      "(set by `cushim run`) fingerprint of the CUSHIM_ values it checked; a process whose values differ reports its own bad values") \
+    X(RUN_SUMMARY, "CUSHIM_RUN_SUMMARY", BOOL, "", "0",                                             \
+      "(set by `cushim run`) the run prints each process's text summary on stderr: a text CUSHIM_REPORT=stderr of a process whose summary reached the run is not printed again")
 
 enum cushim_option {
 #define CUSHIM_X_ENUM(e, var, type, choices, def, help) CUSHIM_OPT_##e,

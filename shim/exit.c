@@ -131,8 +131,10 @@ void shim_exit_finish(bool driver_alive)
     }
     atomic_store(&seg->h.exited, 1);
 
+    bool handed_to_run = false;
     if (shim.cfg.run_dir[0]) {
         int rc = segment_copy_to(seg, shim.cfg.run_dir);
+        handed_to_run = rc == 0;
         if (rc == SEGMENT_COPY_GONE)
             LOG_INFO("`cushim run` has finished (%s is gone): this process's summary is not in "
                      "its report", shim.cfg.run_dir);
@@ -143,7 +145,10 @@ void shim_exit_finish(bool driver_alive)
             LOG_ERROR("cannot write the summary for `cushim run` into %s: %s", shim.cfg.run_dir,
                       strerror(errno));
     }
-    if (shim.cfg.report[0]) {
+    /* `cushim run` prints this summary as text on stderr itself (CUSHIM_RUN_SUMMARY): said once. */
+    bool said_by_run = handed_to_run && shim.cfg.run_summary && strcmp(shim.cfg.report, "stderr") == 0 &&
+                       shim.cfg.report_format == CUSHIM_REPORT_TEXT;
+    if (shim.cfg.report[0] && !said_by_run) {
         static struct cushim_snapshot snap;
         char err[160];
         if (cushim_snapshot_read(seg, sizeof *seg, &snap, 1000, err, sizeof err) == 0)

@@ -483,6 +483,43 @@ Test(run, a_descendant_still_running_at_the_end_is_said)
     touch(hold); /* let it go */
 }
 
+/* --report=stderr: a process whose summary the run prints does not print it again; one that
+ * outlives the run is not in its summary, and prints its own. */
+Test(run, a_stderr_report_is_said_once_and_never_lost)
+{
+    const char *ready = fresh_dir("ready-outlive");
+    char hold[700], cmd[2400], rd[800], hf[800], err_file[700];
+    snprintf(hold, sizeof hold, "%s/go-outlive", test_dir());
+    snprintf(err_file, sizeof err_file, "%s/outlive.err", test_dir());
+    snprintf(rd, sizeof rd, "READY_DIR=%s", ready);
+    snprintf(hf, sizeof hf, "HOLD_FILE=%s", hold);
+    snprintf(cmd, sizeof cmd, "%s hold >/dev/null 2>%s & while [ -z \"$(ls %s)\" ]; do sleep 0.01; done; %s malloc",
+             program("rt_prog"), err_file, ready, program("rt_prog"));
+    const char *extra[] = {rd, hf, NULL};
+    const char *argv[] = {cushim_bin(), "run", "--report=stderr", "--", "sh", "-c", cmd, NULL};
+    struct run_result r;
+    run_cmd(&r, argv, sim_env(extra));
+    cr_expect_eq(r.status, 0, "%s", r.err);
+    int n = 0;
+    for (const char *p = r.err; (p = strstr(p, "rt_prog malloc`")) != NULL; p++)
+        n++;
+    cr_expect_eq(n, 1, "the descendant that ended in time, once (the run's summary):\n%s", r.err);
+    cr_expect(strstr(r.err, "still running when `sh` ended") != NULL, "%s", r.err);
+    run_free(&r);
+    touch(hold);
+    char *text = NULL;
+    for (int i = 0; i < 500; i++) {
+        free(text);
+        text = slurp(err_file);
+        if (text && strstr(text, "rt_prog hold`"))
+            break;
+        usleep(10000);
+    }
+    cr_expect(text && strstr(text, "cushim: pid ") && strstr(text, "rt_prog hold`"),
+              "the process that outlived the run printed its own report:\n%s", text ? text : "(none)");
+    free(text);
+}
+
 Test(run, cushim_library_names_the_preloaded_library)
 {
     struct run_result r;

@@ -44,7 +44,7 @@ static int sweep(struct seg_entry *e, void *argp)
     return 0;
 }
 
-/* The directory of a `cushim run` that is gone: named cushim-run.PID-START-PIDNS.XXXXXX, a
+/* The directory of a `cushim run` that is gone: named cushim-run.PID-START-PIDNS.XXXXXX[.done], a
  * directory (not a link) of the caller's (any as root), made in the caller's pid namespace, and
  * PID is dead or started at another time. */
 static int run_dir_gone(int dirfd, const char *name, pid_t *pid)
@@ -59,7 +59,9 @@ static int run_dir_gone(int dirfd, const char *name, pid_t *pid)
         if (sscanf(name, "cushim-run.%d-%llu.%15s", &p, &start, rest) != 3)
             return 0;
     }
-    if (p <= 0 || strlen(rest) != 6 || ns != cushim_pidns_inode() ||
+    /* XXXXXX, or XXXXXX.done once the run closed it (cmd_run.c) */
+    size_t rn = strlen(rest);
+    if (p <= 0 || !(rn == 6 || (rn == 11 && strcmp(rest + 6, ".done") == 0)) || ns != cushim_pidns_inode() ||
         fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISDIR(st.st_mode) ||
         (geteuid() != 0 && st.st_uid != geteuid()))
         return 0;

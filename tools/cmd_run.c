@@ -466,11 +466,11 @@ int cmd_run(int argc, char **argv)
                   "summary is text on stderr, or JSON with --json FILE");
         return EXIT_USAGE;
     }
-    /* Each process's text summary on stderr is what this run prints there at its end: said
-     * once, not twice (JSON reports, stdout and files are what was asked for, and stay). */
-    const char *report = getenv("CUSHIM_REPORT");
-    if (!quiet && report && !strcmp(report, "stderr") && cfg.report_format == CUSHIM_REPORT_TEXT)
-        unsetenv("CUSHIM_REPORT");
+    /* This run prints each process's text summary on stderr at its end: a process whose summary
+     * reaches the run leaves out its own text report to stderr (a descendant that outlives the
+     * run still prints its own). */
+    if (!quiet)
+        setenv("CUSHIM_RUN_SUMMARY", "1", 1);
     cli_config_reported = 1;
     /* Processes that see these same values stay quiet; one that sets its own reports them. */
     char checked[24];
@@ -578,11 +578,17 @@ int cmd_run(int argc, char **argv)
         return code;
     }
 
+    /* The directory is closed first (renamed away): a process that writes its summary from now on
+     * finds the run gone and says its own report itself, rather than into a directory already
+     * read (CUSHIM_RUN_SUMMARY). `cushim gc` knows the name too. */
+    char done[sizeof dir + 8];
+    snprintf(done, sizeof done, "%s.done", dir);
+    const char *last = rename(dir, done) == 0 ? done : dir;
     struct collected c = {0};
-    collect(dir, &c);
+    collect(last, &c);
     if (outer.id)
-        outer_run_hand_over(&outer, dir, id);
-    cli_remove_run_dir(dir);
+        outer_run_hand_over(&outer, last, id);
+    cli_remove_run_dir(last);
     collect_killed(id, &c);
     struct cushim_snapshot synth;
     const struct cushim_snapshot *top = c.top;
