@@ -6,6 +6,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/config.h" /* CUSHIM_PATH_MAX */
+
 void cushim_parent_dir(const char *path, char *buf, size_t len)
 {
     snprintf(buf, len, "%s", path);
@@ -26,4 +28,26 @@ int cushim_run_dir_check(const char *dir)
         strncmp(base ? base + 1 : dir, "cushim-run.", 11) != 0)
         return CUSHIM_RUN_DIR_NOT;
     return 0;
+}
+
+int cushim_trusted_link(const char *path, const struct stat *l)
+{
+    struct stat d;
+    char dir[CUSHIM_PATH_MAX + 32];
+    cushim_parent_dir(path, dir, sizeof dir);
+    if (stat(dir, &d) != 0 || (d.st_uid != geteuid() && d.st_uid != 0))
+        return 0; /* another user's directory: its owner could have put the link there */
+    if ((d.st_mode & (S_IWGRP | S_IWOTH)) == 0)
+        return 1; /* nobody else can put a link there */
+    /* The user's own link in a sticky directory: nobody else can replace it either. */
+    return l->st_uid == geteuid() && (d.st_mode & S_ISVTX);
+}
+
+const char *cushim_output_refusal(const struct stat *st)
+{
+    if (S_ISREG(st->st_mode) && st->st_uid != geteuid())
+        return "a file of another user";
+    if (!S_ISREG(st->st_mode) && !S_ISCHR(st->st_mode) && !S_ISFIFO(st->st_mode))
+        return "not a regular file";
+    return NULL;
 }

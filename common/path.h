@@ -15,4 +15,17 @@ void cushim_parent_dir(const char *path, char *buf, size_t len);
 #define CUSHIM_RUN_DIR_NOT (-3)
 int cushim_run_dir_check(const char *dir);
 
+struct stat;
+/* Whether the symbolic link at `path` (lstat'ed into *l) may be followed to write a report or a
+ * log: only when nobody else could have planted it: it is the user's own, or its directory is
+ * writable by its owner alone (/dev/stderr, a link in the user's home). A link in a directory
+ * others may write (/tmp) that is not the user's is refused (the rule of the kernel's
+ * protected_symlinks, made stricter for directories without the sticky bit). */
+int cushim_trusted_link(const char *path, const struct stat *l);
+
+/* Why an existing output target (*st, after following a trusted link) is not written: "a file
+ * of another user", "not a regular file" (a directory, a socket, ...), or NULL when it may be
+ * (a regular file of the user's, a character device, a FIFO). */
+const char *cushim_output_refusal(const struct stat *st);
+
 #endif

@@ -34,23 +34,6 @@ static void expand_pid(const char *in, char *out, size_t len)
     out[o] = '\0';
 }
 
-/* A symbolic link is followed only when nobody else could have planted it: it is the user's own,
- * or its directory is writable by its owner alone (/dev/stderr, a link in the user's home). A link
- * in a directory others may write (/tmp) that is not the user's is refused (the rule of the
- * kernel's protected_symlinks, made stricter for directories without the sticky bit). */
-static int trusted_link(const char *path, const struct stat *l)
-{
-    struct stat d;
-    char dir[CUSHIM_PATH_MAX + 32];
-    cushim_parent_dir(path, dir, sizeof dir);
-    if (stat(dir, &d) != 0 || (d.st_uid != geteuid() && d.st_uid != 0))
-        return 0; /* another user's directory: its owner could have put the link there */
-    if ((d.st_mode & (S_IWGRP | S_IWOTH)) == 0)
-        return 1; /* nobody else can put a link there */
-    /* The user's own link in a sticky directory: nobody else can replace it either. */
-    return l->st_uid == geteuid() && (d.st_mode & S_ISVTX);
-}
-
 /* 1 or 2 when st is the file behind the program's stdout or stderr, else 0 (`self`: a descriptor
  * of ours that may have taken number 1 or 2 when those were closed, never matched). */
 static int std_stream(const struct stat *st, int self)
@@ -76,7 +59,7 @@ int shim_open_output(const char *path, int append, const char **why)
     struct stat l;
     int nofollow = O_NOFOLLOW;
     if (lstat(path, &l) == 0 && S_ISLNK(l.st_mode)) {
-        if (!trusted_link(path, &l)) {
+        if (!cushim_trusted_link(path, &l)) {
             *why = "a symbolic link, not followed";
             return -1;
         }
@@ -97,18 +80,13 @@ int shim_open_output(const char *path, int append, const char **why)
         return -1;
     }
     struct stat st;
-    *why = NULL;
-    if (fstat(fd, &st) != 0)
-        *why = strerror(errno);
-    else if (S_ISREG(st.st_mode) && st.st_uid != geteuid())
-        *why = "a file of another user";
-    else if (!S_ISREG(st.st_mode) && !S_ISCHR(st.st_mode) && !S_ISFIFO(st.st_mode))
-        *why = "not a regular file";
-    else if ((std = std_stream(&st, fd)) != 0) {
+    *why = fstat(fd, &st) != 0 ? strerror(errno) : cushim_output_refusal(&st);
+    if (!*why && (std = std_stream(&st, fd)) != 0) {
         /* It became the program's stdout or stderr since the look above. */
         close(fd);
         return std_copy(std, why);
-    } else if (S_ISREG(st.st_mode) && !append && ftruncate(fd, 0) != 0)
+    }
+    if (!*why && S_ISREG(st.st_mode) && !append && ftruncate(fd, 0) != 0)
         *why = strerror(errno);
     if (*why) {
         close(fd);

@@ -1,6 +1,7 @@
 /* `cushim run`: non-CUDA programs unchanged, exit statuses, signals, descendants, LD_PRELOAD,
  * configuration errors, --help. */
 #include <criterion/criterion.h>
+#include <errno.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -552,6 +553,55 @@ Test(run, cushim_library_names_the_preloaded_library)
              "build/shim/libcushim.so\n", sim_libdir());
     cr_expect_str_eq(r.err, want_other);
     run_free(&r);
+    /* A FIFO is refused at once (never opened for a blocking read); copies of the library that
+     * ld.so could not preload (cut short, another word size) are refused too. */
+    const char *dir = fresh_dir("libraries");
+    static const struct {
+        const char *name, *why;
+    } copies[] = {
+        {"fifo", "not a regular file"},
+        {"cut.so", "an ELF shared object cut short: a segment lies past its end"},
+        {"class32.so", "an ELF file of another word size or byte order than this cushim"},
+    };
+    char *lib_bytes = NULL;
+    size_t lib_len = 0;
+    FILE *lf = fopen(shim_lib(), "rb");
+    cr_assert(lf);
+    FILE *mem = open_memstream(&lib_bytes, &lib_len);
+    int ch;
+    while ((ch = fgetc(lf)) != EOF)
+        fputc(ch, mem);
+    fclose(mem);
+    fclose(lf);
+    for (size_t k = 0; k < sizeof copies / sizeof copies[0]; k++) {
+        char path[800], flag[820], want_copy[1400];
+        snprintf(path, sizeof path, "%s/%s", dir, copies[k].name);
+        if (k == 0) {
+            cr_assert_eq(mkfifo(path, 0600), 0);
+        } else {
+            FILE *out = fopen(path, "wb");
+            if (k == 1) {
+                /* Cut just past the marker, inside the loaded segment that holds it. */
+                const char *m = memmem(lib_bytes, lib_len, "cushim-preload-library ", 23);
+                cr_assert(m);
+                fwrite(lib_bytes, 1, (size_t)(m - lib_bytes) + 64, out);
+            } else {
+                lib_bytes[4] = 1; /* EI_CLASS = ELFCLASS32 */
+                fwrite(lib_bytes, 1, lib_len, out);
+            }
+            fclose(out);
+        }
+        snprintf(flag, sizeof flag, "--library=%s", path);
+        const char *try[] = {"timeout", "10", cushim_bin(), "run", flag, "--", "/bin/echo", "ran", NULL};
+        run_cmd(&r, try, NULL);
+        cr_expect_eq(r.status, 2, "%s", copies[k].name);
+        cr_expect_str_eq(r.out, "", "%s: the program did not run", copies[k].name);
+        snprintf(want_copy, sizeof want_copy, "cushim: --library \"%s\" is not libcushim.so (%s); expected the path "
+                 "of the shim library, e.g. build/shim/libcushim.so\n", path, copies[k].why);
+        cr_expect_str_eq(r.err, want_copy);
+        run_free(&r);
+    }
+    free(lib_bytes);
     char env[64] = "CUSHIM_LIBRARY=/etc/hostname";
     const char *extra3[] = {env, NULL};
     const char *argv3[] = {cushim_bin(), "run", "--", "/bin/echo", "ran", NULL};
@@ -778,7 +828,7 @@ Test(run, paths_are_checked_for_the_user_and_made_absolute)
 {
     struct run_result r;
     const char *dir = fresh_dir("rel-report");
-    char script[1200], want[1400];
+    char script[1200], want[2400];
     snprintf(script, sizeof script, "cd / && %s malloc >/dev/null", program("rt_prog"));
     const char *argv[] = {"sh", "-c", "cd \"$0\" && exec \"$@\"", dir, cushim_bin(), "run", "--quiet",
                           "--report=r.txt", "--", "sh", "-c", script, NULL};
@@ -788,6 +838,28 @@ Test(run, paths_are_checked_for_the_user_and_made_absolute)
     struct stat st;
     cr_expect_eq(stat(want, &st), 0, "the report is in the run's directory: %s", want);
     cr_expect(st.st_size > 0);
+    run_free(&r);
+    /* Made absolute, a relative path may pass what the shims take (1023 bytes): said now. */
+    char deep[1200], name[300], flag[320];
+    snprintf(deep, sizeof deep, "%s", dir);
+    memset(name, 'd', 200);
+    name[200] = '\0';
+    for (int k = 0; k < 4; k++) {
+        strcat(deep, "/");
+        strcat(deep, name);
+        cr_assert(mkdir(deep, 0700) == 0 || errno == EEXIST, "%s", deep);
+    }
+    memset(name, 's', 250);
+    snprintf(name + 250, sizeof name - 250, ".txt");
+    snprintf(flag, sizeof flag, "--report=%s", name);
+    const char *too_long[] = {"sh", "-c", "cd \"$0\" && exec \"$@\"", deep, cushim_bin(), "run", flag, "--",
+                              "/bin/echo", "ran", NULL};
+    run_cmd(&r, too_long, sim_env(NULL));
+    cr_expect_eq(r.status, 2);
+    cr_expect_str_eq(r.out, "", "the program does not run");
+    snprintf(want, sizeof want, "cushim: --report \"%s\": %zu bytes once made absolute (from %s), at most 1023\n",
+             name, strlen(deep) + 1 + strlen(name), deep);
+    cr_expect_str_eq(r.err, want);
     run_free(&r);
     /* stderr: the run's own summary, once (not the shim's copy too). */
     const char *once[] = {cushim_bin(), "run", "--report=stderr", "--", program("rt_prog"), "malloc", NULL};
@@ -829,7 +901,7 @@ Test(run, paths_are_checked_for_the_user_and_made_absolute)
                              "--", "/bin/echo", "ran", NULL};
     run_cmd(&r, nobody2, sim_env(env));
     cr_expect_eq(r.status, 2);
-    snprintf(want, sizeof want, "cushim: CUSHIM_REPORT=\"%s\": cannot write it (Permission denied)\n", existing);
+    snprintf(want, sizeof want, "cushim: CUSHIM_REPORT=\"%s\": cannot write it (a file of another user)\n", existing);
     cr_expect_str_eq(r.err, want);
     run_free(&r);
 }

@@ -172,9 +172,16 @@ static int check_paths(const struct cushim_config *cfg)
              * directory was refused above). */
             char cwd[4096];
             errno = 0;
-            if (!getcwd(cwd, sizeof cwd) || snprintf(abs, sizeof abs, "%s/%s", cwd, v) >= (int)sizeof abs) {
-                cli_error("%s\"%s\": cannot make it an absolute path: %s", name, v,
-                          strerror(errno ? errno : ENAMETOOLONG));
+            if (!getcwd(cwd, sizeof cwd)) {
+                cli_error("%s\"%s\": cannot make it an absolute path: %s", name, v, strerror(errno));
+                bad = 1;
+                continue;
+            }
+            size_t n = (size_t)snprintf(abs, sizeof abs, "%s/%s", cwd, v);
+            if (n >= CUSHIM_PATH_MAX) {
+                /* What the shims would refuse (config.h): said now, not lost at exit. */
+                cli_error("%s\"%s\": %zu bytes once made absolute (from %s), at most %d", name, v, n,
+                          cwd, CUSHIM_PATH_MAX - 1);
                 bad = 1;
                 continue;
             }
@@ -195,12 +202,18 @@ static int check_paths(const struct cushim_config *cfg)
             bad = 1;
             continue;
         }
-        /* A file per process (%p) is created later; one named file is written if it exists. */
-        struct stat fst;
-        if (!paths[i].is_dir && !strstr(v, "%p") && stat(v, &fst) == 0) {
-            if (S_ISDIR(fst.st_mode))
+        /* A file per process (%p) is created later; one named file that exists is judged as the
+         * shims will judge it (common/path.h: links others could have planted, other users'
+         * files), then for the user's write permission. */
+        struct stat lst, fst;
+        if (!paths[i].is_dir && !strstr(v, "%p") && lstat(v, &lst) == 0) {
+            if (S_ISLNK(lst.st_mode) && !cushim_trusted_link(v, &lst))
+                why = "a symbolic link, not followed";
+            else if (stat(v, &fst) != 0)
+                why = strerror(errno);
+            else if (S_ISDIR(fst.st_mode))
                 why = "it is a directory";
-            else if (access(v, W_OK) != 0)
+            else if ((why = cushim_output_refusal(&fst)) == NULL && access(v, W_OK) != 0)
                 why = strerror(errno);
             if (why) {
                 cli_error("%s\"%s\": cannot write it (%s)", name, v, why);

@@ -1,4 +1,5 @@
 /* Where libcushim.so is, for LD_PRELOAD (always an absolute path). */
+#include <elf.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <libgen.h>
@@ -6,7 +7,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -24,14 +24,52 @@ static int usable(const char *path)
     return path[0] == '/' && access(path, R_OK) == 0;
 }
 
-/* Whether path is libcushim.so: an ELF shared object holding the shim's marker (shim/api.c).
- * 0, or -1 with *why set. */
+/* The ELF class, byte order and machine of this build: what ld.so will preload next to it. */
+#if defined(__x86_64__)
+#define OWN_MACHINE EM_X86_64
+#elif defined(__aarch64__)
+#define OWN_MACHINE EM_AARCH64
+#else
+#define OWN_MACHINE EM_NONE /* not checked */
+#endif
+#define OWN_CLASS (sizeof(void *) == 8 ? ELFCLASS64 : ELFCLASS32)
+#define OWN_DATA (__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__ ? ELFDATA2LSB : ELFDATA2MSB)
+
+/* Whether the image b (n bytes, read whole) is a complete 64-bit shared object of this machine:
+ * its program headers and every loaded segment lie inside the file (a truncated copy does not). */
+static const char *elf_refusal(const unsigned char *b, size_t n)
+{
+    if (n < sizeof(Elf64_Ehdr) || memcmp(b, ELFMAG, SELFMAG) != 0)
+        return "not an ELF shared object";
+    if (b[EI_CLASS] != OWN_CLASS || b[EI_DATA] != OWN_DATA || OWN_CLASS != ELFCLASS64)
+        return "an ELF file of another word size or byte order than this cushim";
+    Elf64_Ehdr eh;
+    memcpy(&eh, b, sizeof eh);
+    if (eh.e_type != ET_DYN)
+        return "an ELF file that is no shared object";
+    if (OWN_MACHINE != EM_NONE && eh.e_machine != OWN_MACHINE)
+        return "an ELF shared object for another machine";
+    if (eh.e_phentsize != sizeof(Elf64_Phdr) || eh.e_phoff > n ||
+        (n - eh.e_phoff) / sizeof(Elf64_Phdr) < eh.e_phnum)
+        return "an ELF shared object cut short: its program headers are missing";
+    for (unsigned i = 0; i < eh.e_phnum; i++) {
+        Elf64_Phdr ph;
+        memcpy(&ph, b + eh.e_phoff + i * sizeof ph, sizeof ph);
+        if (ph.p_type == PT_LOAD && (ph.p_offset > n || n - ph.p_offset < ph.p_filesz))
+            return "an ELF shared object cut short: a segment lies past its end";
+    }
+    return NULL;
+}
+
+/* Whether path is libcushim.so: a complete ELF shared object of this machine that holds the
+ * shim's marker (shim/api.c). Read whole (at most 256 MiB), never mapped: a file that shrinks
+ * meanwhile cannot fault; opened without blocking (a FIFO is no library). 0, or -1 with *why. */
 static int is_cushim(const char *path, const char **why)
 {
     /* Built here so that this program does not hold the marker itself. */
     char marker[32];
     snprintf(marker, sizeof marker, "cushim-%s-library ", "preload");
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
     struct stat st;
     if (fd < 0 || fstat(fd, &st) != 0) {
         *why = strerror(errno);
@@ -39,21 +77,25 @@ static int is_cushim(const char *path, const char **why)
             close(fd);
         return -1;
     }
-    void *m = S_ISREG(st.st_mode) && st.st_size >= 64
-                  ? mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0) : MAP_FAILED;
-    close(fd);
-    if (m == MAP_FAILED) {
-        *why = S_ISREG(st.st_mode) ? "not an ELF shared object" : "not a regular file";
-        return -1;
+    *why = !S_ISREG(st.st_mode) ? "not a regular file" : st.st_size > (256 << 20) ? "too large to be libcushim.so"
+                                                                                 : NULL;
+    size_t size = *why ? 0 : (size_t)st.st_size, got = 0;
+    unsigned char *b = *why ? NULL : malloc(size + 1);
+    while (b && got < size) {
+        ssize_t r = read(fd, b + got, size - got);
+        if (r <= 0)
+            break;
+        got += (size_t)r;
     }
-    const unsigned char *b = m;
-    /* ELF header: "\x7fELF", e_type (offset 16, little-endian here) ET_DYN = 3. */
-    int elf = memcmp(b, "\x7f" "ELF", 4) == 0 && b[16] == 3 && b[17] == 0;
-    int ours = elf && memmem(m, (size_t)st.st_size, marker, strlen(marker)) != NULL;
-    munmap(m, (size_t)st.st_size);
-    if (!ours)
-        *why = elf ? "an ELF shared object without cushim's marker" : "not an ELF shared object";
-    return ours ? 0 : -1;
+    close(fd);
+    if (!*why && !b)
+        *why = strerror(ENOMEM);
+    if (!*why)
+        *why = elf_refusal(b, got);
+    if (!*why && !memmem(b, got, marker, strlen(marker)))
+        *why = "an ELF shared object without cushim's marker";
+    free(b);
+    return *why ? -1 : 0;
 }
 
 int cli_library_path(const char *shown_as, char *buf, size_t len)
