@@ -105,25 +105,16 @@ LAUNCH(cuGraphLaunch_ptsz)
 UPLOAD(cuGraphUpload)
 UPLOAD(cuGraphUpload_ptsz)
 
-/* The program's own reads of the pool are free samples. */
+/* The program reads the pool: a moment to read all of it (one attribute alone would leave the
+ * others, and sampled_ns, out of step with it). */
 SHIM_EXPORT CUresult CUDAAPI cuDeviceGetGraphMemAttribute(CUdevice device, CUgraphMem_attribute attr,
                                                           void *value)
 {
     REAL_OR_FAIL(cuDeviceGetGraphMemAttribute);
     CUresult r = real_(device, attr, value);
+    (void)attr;
     if (r == CUDA_SUCCESS && value && shim_enter()) {
-        enum cushim_device_stat stat = CUSHIM_DEV_STAT_COUNT;
-        switch (attr) {
-        case CU_GRAPH_MEM_ATTR_USED_MEM_CURRENT: stat = CUSHIM_DEV_graph_pool_used_current; break;
-        case CU_GRAPH_MEM_ATTR_USED_MEM_HIGH: stat = CUSHIM_DEV_graph_pool_used_high; break;
-        case CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT: stat = CUSHIM_DEV_graph_pool_reserved_current; break;
-        case CU_GRAPH_MEM_ATTR_RESERVED_MEM_HIGH: stat = CUSHIM_DEV_graph_pool_reserved_high; break;
-        default: break;
-        }
-        if (stat != CUSHIM_DEV_STAT_COUNT) {
-            account_device_stat_set(device, stat, *(cuuint64_t *)value);
-            account_device_stat_set(device, CUSHIM_DEV_graph_pool_sampled_ns, shim_clock_ns(CLOCK_REALTIME));
-        }
+        graph_pool_sample(device, true);
         shim_leave();
     }
     return r;

@@ -189,6 +189,12 @@ SHIM_EXPORT CUresult CUDAAPI cuMemGetInfo_v2(size_t *free, size_t *total)
     size_t f = 0, t = 0;
     /* With a budget, NULL outputs are tolerated: the real call gets our own. */
     CUresult r = limited ? real_(&f, &t) : real_(free, total);
+    /* The program is looking at its memory (vLLM after profiling, torch.cuda.mem_get_info): the
+     * pools are worth reading now, the graph pool first, since the untracked bytes below leave
+     * its reserve out (not while a capture is live: no call the shim adds may be one the
+     * capture prohibits). */
+    if (r == CUDA_SUCCESS && device >= 0 && !capture_any_live())
+        graph_pool_sample(device, true);
     if (r == CUDA_SUCCESS && limited) {
         shim_sample_untracked(device, f, t);
         budget_mem_info(device, &f, &t);
@@ -200,14 +206,8 @@ SHIM_EXPORT CUresult CUDAAPI cuMemGetInfo_v2(size_t *free, size_t *total)
         /* A free sample of untracked memory for the live view. */
         shim_sample_untracked(device, *free, *total);
     }
-    /* The program is looking at its memory (vLLM after profiling, torch.cuda.mem_get_info):
-     * the pools' reserve is worth reading now too (the graph pool not while a capture is live:
-     * no call the shim adds may be one the capture prohibits). */
-    if (r == CUDA_SUCCESS && device >= 0) {
+    if (r == CUDA_SUCCESS && device >= 0)
         async_pool_sample(device);
-        if (!capture_any_live())
-            graph_pool_sample(device, true);
-    }
     shim_leave();
     return r;
 }

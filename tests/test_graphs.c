@@ -113,3 +113,17 @@ Test(graphs, compile_phase_ends_at_the_first_graph_launch)
     json_decref(j);
     run_free(&r);
 }
+
+/* cudaMemGetInfo reads the graph pool before it works out the untracked bytes: graph memory
+ * attached since the last read never shows as untracked (SIMCUDA_CTX_OVERHEAD=0: nothing is). */
+Test(graphs, graph_memory_is_never_untracked_at_meminfo)
+{
+    struct run_result r;
+    json_t *j = graph_run(&r, "meminfo_after_launch");
+    cr_expect_eq(kv_u64(r.out, "api.graph_used"), 65 * MiB);
+    cr_expect_eq(kv_u64(r.out, "api.graph_reserved"), kv_u64(r.out, "sim.graph_reserved.0"));
+    cr_expect_eq(kv_u64(r.out, "api.graph_sampled"), 1);
+    cr_expect_eq(kv_u64(r.out, "api.untracked"), 0, "the 64 MiB attached by the second launch is the pool's");
+    json_decref(j);
+    run_free(&r);
+}
