@@ -233,10 +233,11 @@ void cushim_config_load(struct cushim_config *c, const char *(*lookup)(const cha
         size_t n = strcspn(*e, "=");
         int known = known_name(*e, n);
         if (!known && report) {
-            char line[320];
-            snprintf(line, sizeof line,
-                     "cushim: %.*s is not a cushim variable (see `cushim run --help`); ignored",
-                     (int)(n > 200 ? 200 : n), *e);
+            /* The name is the environment's: any bytes, escaped so the line stays one line. */
+            char name[201], safe[201 * 4 + 1], line[1024];
+            snprintf(name, sizeof name, "%.*s", (int)(n > 200 ? 200 : n), *e);
+            snprintf(line, sizeof line, "cushim: %s is not a cushim variable (see `cushim run --help`); ignored",
+                     cushim_text_escaped(name, safe, sizeof safe));
             struct cushim_config_error err = {CUSHIM_OPT_COUNT, "", "", line};
             report(&err);
         }

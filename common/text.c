@@ -1,5 +1,6 @@
 #include "common/text.h"
 
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -27,14 +28,13 @@ static int control(const unsigned char *p, int n)
 
 /* One pass for both forms: a character that is kept is copied, another one is replaced by what
  * `replace` writes for it (into out, returning its length); nothing is cut inside a character
- * or its replacement. */
-static char *render(const char *s, char *buf, size_t len,
-                    size_t (*replace)(const unsigned char *p, int n, char *out))
+ * or its replacement. Returns whether all of s fitted. */
+static bool fill(const char *s, char *buf, size_t len,
+                 size_t (*replace)(const unsigned char *p, int n, char *out))
 {
     size_t o = 0;
-    if (len == 0)
-        return buf;
-    for (const unsigned char *p = (const unsigned char *)s; *p;) {
+    const unsigned char *p = (const unsigned char *)s;
+    while (*p) {
         int n = cushim_utf8_len(p);
         char rep[5 * 4 + 1];
         const char *out = (const char *)p;
@@ -48,6 +48,19 @@ static char *render(const char *s, char *buf, size_t len,
         p += n ? (size_t)n : 1;
     }
     buf[o] = '\0';
+    return *p == '\0';
+}
+
+/* fill, and when s does not fit, as much as fits before "..." (so a cut is never silent). */
+static char *render(const char *s, char *buf, size_t len,
+                    size_t (*replace)(const unsigned char *p, int n, char *out))
+{
+    if (len == 0)
+        return buf;
+    if (!fill(s, buf, len, replace) && len >= 4) {
+        fill(s, buf, len - 3, replace);
+        strcat(buf, "...");
+    }
     return buf;
 }
 

@@ -15,12 +15,13 @@ int cushim_utf8_len(const unsigned char *p);
 
 /* For text views (ps, top, stat, run's summary): s with every control character (C0, DEL, C1)
  * and every byte that is not valid UTF-8 shown as '?', cut at a character boundary to fit len
- * (NUL included). Returns buf. */
+ * (NUL included), a cut marked by a trailing "..." (when len >= 4). Returns buf. */
 char *cushim_text_printable(const char *s, char *buf, size_t len);
 
 /* For one-line messages: s with \n, \r and \t written as those two-character escapes, every
  * other control character and every byte that is not valid UTF-8 as \xHH; cut at a character
- * boundary to fit len (NUL included). Returns buf. */
+ * (or escape) boundary to fit len (NUL included), a cut marked by a trailing "..." (when
+ * len >= 4). Returns buf. */
 char *cushim_text_escaped(const char *s, char *buf, size_t len);
 
 #endif

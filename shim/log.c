@@ -143,15 +143,17 @@ int shim_log_enabled(int level)
 void shim_log(int level, const char *fmt, ...)
 {
     static const char *names[] = {"", "error", "warn", "info", "debug"};
-    char line[1024];
+    char line[2560];
     if (!shim_log_enabled(level))
         return;
-    char raw[512];
+    char raw[2048];
     int n = snprintf(line, sizeof line, "cushim[%d] %s: ", (int)getpid(), names[level]);
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(raw, sizeof raw, fmt, ap);
+    int m = vsnprintf(raw, sizeof raw, fmt, ap);
     va_end(ap);
+    if (m >= (int)sizeof raw)
+        memcpy(raw + sizeof raw - 4, "...", 4); /* a cut is never silent */
     /* Values from the environment and paths may hold any bytes: the line stays one line. */
     cushim_text_escaped(raw, line + n, sizeof line - (size_t)n - 1);
     size_t len = strlen(line);

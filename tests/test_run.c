@@ -809,7 +809,7 @@ Test(run, bad_values_are_echoed_escaped)
 {
     struct run_result r;
     const char *extra[] = {preload_env(), "CUSHIM_LOG=warn\ncushim: all good", "CUSHIM_DEVICE_LIMIT=1G\033[2J\xe9",
-                           NULL};
+                           "CUSHIM_X\033[31mRED\nFAKE=1", NULL};
     const char *argv[] = {"/bin/echo", "ran", NULL};
     run_cmd(&r, argv, sim_env(extra));
     cr_expect_eq(r.status, 0);
@@ -818,7 +818,9 @@ Test(run, bad_values_are_echoed_escaped)
                             "using the default \"warn\"\n"
                             "cushim: CUSHIM_DEVICE_LIMIT=\"1G\\x1b[2J\\xe9\" is not a size for every device or "
                             "ORDINAL:SIZE,... with ordinals 0..63, each once (e.g. 20GiB or 0:20GiB,1:10GiB); "
-                            "using the default (none)\n");
+                            "using the default (none)\n"
+                            "cushim: CUSHIM_X\\x1b[31mRED\\nFAKE is not a cushim variable (see `cushim run --help`); "
+                            "ignored\n");
     run_free(&r);
 }
 

@@ -183,12 +183,13 @@ Test(units, untrusted_text_is_made_printable_or_escaped)
     cr_expect_str_eq(cushim_text_printable("\xc0\xaf|\xed\xa0\x80|\xf4\x90\x80\x80|\xe2\x82", buf, sizeof buf),
                      "??|???|????|??");
     cr_expect_str_eq(cushim_text_printable("\xf0\x9f\x98\x80", buf, sizeof buf), "\xf0\x9f\x98\x80", "U+1F600");
-    /* Cut at a character boundary. */
-    cr_expect_str_eq(cushim_text_printable("\xc3\xa9\xc3\xa9", buf, 4), "\xc3\xa9");
-    cr_expect_str_eq(cushim_text_printable("abc", buf, 1), "");
+    /* Cut at a character boundary, and marked. */
+    cr_expect_str_eq(cushim_text_printable("\xc3\xa9\xc3\xa9", buf, 5), "\xc3\xa9\xc3\xa9", "fits exactly");
+    cr_expect_str_eq(cushim_text_printable("\xc3\xa9\xc3\xa9\xc3\xa9", buf, 6), "\xc3\xa9...");
+    cr_expect_str_eq(cushim_text_printable("abc", buf, 1), "", "no room for a marker");
     cr_expect_str_eq(cushim_text_escaped("a\nb\tc\rd\x1b\xff\xc3\xa9\xc2\x85\"\\", buf, sizeof buf),
                      "a\\nb\\tc\\rd\\x1b\\xff\xc3\xa9\\xc2\\x85\"\\");
-    cr_expect_str_eq(cushim_text_escaped("\x01\x02", buf, 6), "\\x01", "an escape is never cut");
+    cr_expect_str_eq(cushim_text_escaped("\x01\x02\x03", buf, 12), "\\x01\\x02...", "an escape is never cut");
     cr_expect_eq(cushim_utf8_len((const unsigned char *)"\xe2\x82\xac"), 3);
     cr_expect_eq(cushim_utf8_len((const unsigned char *)"\xe0\x9f\xbf"), 0, "overlong");
     cr_expect_eq(cushim_utf8_len((const unsigned char *)"\xf4\x8f\xbf\xbf"), 4, "U+10FFFF");

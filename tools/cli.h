@@ -22,7 +22,8 @@ int cmd_serve(int argc, char **argv);
 int cmd_phase(int argc, char **argv);
 
 /* Prints "cushim: " + message + newline to stderr, the message's control characters and bytes
- * that are not UTF-8 escaped (cushim_text_escaped), cut at 2047 bytes. */
+ * that are not UTF-8 escaped (cushim_text_escaped); a message longer than 8 KiB is cut, and ends
+ * with "...". */
 void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* Absolute path of libcushim.so for LD_PRELOAD: $CUSHIM_LIBRARY (which must be libcushim.so: an

@@ -19,11 +19,13 @@ void cli_error(const char *fmt, ...)
 {
     /* Messages echo arguments and values as given: their control characters and bytes that are
      * not UTF-8 are escaped, so the message stays one line and cannot drive the terminal. */
-    char raw[2048], line[4096];
+    char raw[8192], line[8192];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(raw, sizeof raw, fmt, ap);
+    int n = vsnprintf(raw, sizeof raw, fmt, ap);
     va_end(ap);
+    if (n >= (int)sizeof raw)
+        memcpy(raw + sizeof raw - 4, "...", 4); /* a cut is never silent */
     fprintf(stderr, "cushim: %s\n", cushim_text_escaped(raw, line, sizeof line));
 }
 
