@@ -52,7 +52,9 @@ COPY_ASYNC(cuMemcpyDtoDAsync_v2_ptsz, cuMemcpyAsync_ptsz, CUdeviceptr, CUdevicep
 
 /* Peer copies: the contexts name where each side's device memory lives; cuMemcpy needs none
  * ("infers the type of the transfer ... from the pointer values", which unified addressing
- * places in their device or in host memory). */
+ * places in their device or in host memory), but runs in the calling thread's current context,
+ * which cudart's cudaMemcpyPeer always sets; a driver-API caller with no current context gets
+ * cuMemcpy's CUDA_ERROR_INVALID_CONTEXT for a copy that touches offloaded memory. */
 #define COPY_PEER(sym, unified, params, args, uargs)                                          \
     SHIM_EXPORT CUresult CUDAAPI sym params                                                   \
     {                                                                                         \
