@@ -126,6 +126,26 @@ static const char *read_age(const struct cushim_snapshot *s, uint64_t at, char *
     return buf;
 }
 
+_Static_assert(CUSHIM_DEV_graph_pool_used_high == CUSHIM_DEV_graph_pool_used_current + 1 &&
+                   CUSHIM_DEV_graph_pool_reserved_current == CUSHIM_DEV_graph_pool_used_current + 2 &&
+                   CUSHIM_DEV_graph_pool_reserved_high == CUSHIM_DEV_graph_pool_used_current + 3 &&
+                   CUSHIM_DEV_async_pool_used_high == CUSHIM_DEV_async_pool_used_current + 1 &&
+                   CUSHIM_DEV_async_pool_reserved_current == CUSHIM_DEV_async_pool_used_current + 2 &&
+                   CUSHIM_DEV_async_pool_reserved_high == CUSHIM_DEV_async_pool_used_current + 3,
+               "pool stats: used current, used high, reserved current, reserved high (stats.h)");
+
+/* One pool line: its four figures (stats.h order from `used`: used current, used high, reserved
+ * current, reserved high) and how old they are. */
+static void pool_line(FILE *f, const struct cushim_snapshot *s, const struct cushim_device_snapshot *d,
+                      const char *label, unsigned used, unsigned sampled)
+{
+    char a[32], b[32], c[32], e[32], age[64];
+    fprintf(f, "    %s: reserved %s (high %s), in use %s (high %s)%s\n", label,
+            fmt(d->dev[used + 2], a, sizeof a), fmt(d->dev[used + 3], b, sizeof b),
+            fmt(d->dev[used], c, sizeof c), fmt(d->dev[used + 1], e, sizeof e),
+            read_age(s, d->dev[sampled], age, sizeof age));
+}
+
 void cushim_text_process(FILE *f, const struct cushim_snapshot *s, const char *title)
 {
     char a[32], b[32], c[32], u[48], cmd[CUSHIM_COMMAND_MAX];
@@ -178,7 +198,6 @@ void cushim_text_process(FILE *f, const struct cushim_snapshot *s, const char *t
                     "pending free %s\n", fmt(d->dev[CUSHIM_DEV_offload_cached_bytes], a, sizeof a),
                     fmt(d->dev[CUSHIM_DEV_offload_pending_bytes], b, sizeof b));
         if (d->dev[CUSHIM_DEV_graphs_instantiated] || d->dev[CUSHIM_DEV_graphs_captured]) {
-            char age[64];
             fprintf(f, "    graphs: %llu captured, %llu instantiated, %llu alive, launches %llu; "
                     "alloc nodes %s\n",
                     (unsigned long long)d->dev[CUSHIM_DEV_graphs_captured],
@@ -186,22 +205,10 @@ void cushim_text_process(FILE *f, const struct cushim_snapshot *s, const char *t
                     (unsigned long long)d->dev[CUSHIM_DEV_graph_execs_alive],
                     (unsigned long long)d->dev[CUSHIM_DEV_graph_launches],
                     fmt(d->dev[CUSHIM_DEV_graph_alloc_node_bytes], a, sizeof a));
-            fprintf(f, "    graph pool: reserved %s (high %s), in use %s (high %s)%s\n",
-                    fmt(d->dev[CUSHIM_DEV_graph_pool_reserved_current], a, sizeof a),
-                    fmt(d->dev[CUSHIM_DEV_graph_pool_reserved_high], b, sizeof b),
-                    fmt(d->dev[CUSHIM_DEV_graph_pool_used_current], c, sizeof c),
-                    fmt(d->dev[CUSHIM_DEV_graph_pool_used_high], u, sizeof u),
-                    read_age(s, d->dev[CUSHIM_DEV_graph_pool_sampled_ns], age, sizeof age));
+            pool_line(f, s, d, "graph pool", CUSHIM_DEV_graph_pool_used_current, CUSHIM_DEV_graph_pool_sampled_ns);
         }
-        if (d->dev[CUSHIM_DEV_async_pool_reserved_high]) {
-            char age[64];
-            fprintf(f, "    async pools: reserved %s (high %s), in use %s (high %s)%s\n",
-                    fmt(d->dev[CUSHIM_DEV_async_pool_reserved_current], a, sizeof a),
-                    fmt(d->dev[CUSHIM_DEV_async_pool_reserved_high], b, sizeof b),
-                    fmt(d->dev[CUSHIM_DEV_async_pool_used_current], c, sizeof c),
-                    fmt(d->dev[CUSHIM_DEV_async_pool_used_high], u, sizeof u),
-                    read_age(s, d->dev[CUSHIM_DEV_async_pool_sampled_ns], age, sizeof age));
-        }
+        if (d->dev[CUSHIM_DEV_async_pool_reserved_high])
+            pool_line(f, s, d, "async pools", CUSHIM_DEV_async_pool_used_current, CUSHIM_DEV_async_pool_sampled_ns);
     }
     if (s->graph_count) {
         fprintf(f, "  %-6s %-6s %-9s %10s %14s %14s\n", "graph", "device", "state", "launches",

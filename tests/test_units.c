@@ -8,6 +8,7 @@
 #include "common/jsonw.h"
 #include "common/text.h"
 #include "common/units.h"
+#include "harness.h"
 
 Test(units, sizes)
 {
@@ -134,12 +135,8 @@ Test(config, defaults_parse_and_bad_values_keep_them)
 /* Every variable of the table is documented in the README's reference with its default. */
 Test(config, readme_documents_every_variable)
 {
-    FILE *f = fopen(SOURCE_ROOT "/README.md", "r");
-    cr_assert(f, "README.md");
-    static char text[200000];
-    size_t n = fread(text, 1, sizeof text - 1, f);
-    text[n] = '\0';
-    fclose(f);
+    char *text = slurp(SOURCE_ROOT "/README.md");
+    cr_assert(text, "README.md");
     for (int i = 0; i < CUSHIM_OPT_COUNT; i++) {
         const struct cushim_option_info *o = &cushim_option_table[i];
         char row[256];
@@ -149,6 +146,7 @@ Test(config, readme_documents_every_variable)
             snprintf(row, sizeof row, "| `%s` | (empty) |", o->variable);
         cr_expect(strstr(text, row) != NULL, "README lacks the row starting %s", row);
     }
+    free(text);
 }
 
 /* The JSON writer keeps output valid whatever bytes a command line holds. */
@@ -199,12 +197,8 @@ Test(units, untrusted_text_is_made_printable_or_escaped)
  * device group and field of common/stats.h (as `name`). */
 Test(config, summary_json_doc_names_every_field)
 {
-    FILE *f = fopen(SOURCE_ROOT "/docs/SUMMARY-JSON.md", "r");
-    cr_assert(f, "docs/SUMMARY-JSON.md");
-    static char text[200000];
-    size_t n = fread(text, 1, sizeof text - 1, f);
-    text[n] = '\0';
-    fclose(f);
+    char *text = slurp(SOURCE_ROOT "/docs/SUMMARY-JSON.md");
+    cr_assert(text, "docs/SUMMARY-JSON.md");
     static const char *names[] = {
 #define X_KIND(e, name, total, desc) #name,
         CUSHIM_KINDS(X_KIND)
@@ -221,4 +215,5 @@ Test(config, summary_json_doc_names_every_field)
         snprintf(quoted, sizeof quoted, "\"%s\"", names[i]);
         cr_expect(strstr(text, quoted) != NULL, "docs/SUMMARY-JSON.md's example lacks %s", quoted);
     }
+    free(text);
 }

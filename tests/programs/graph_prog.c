@@ -7,12 +7,32 @@
 #define KiB 1024ull
 #define MiB (1024ull * KiB)
 
+/* A graph of one allocation node of `bytes` on device 0, instantiated and launched on s (its
+ * memory stays attached: the node has no free). */
+static int one_node_graph(size_t bytes, cudaStream_t s)
+{
+    struct cudaMemAllocNodeParams params;
+    memset(&params, 0, sizeof params);
+    params.poolProps.allocType = cudaMemAllocationTypePinned;
+    params.poolProps.location.type = cudaMemLocationTypeDevice;
+    params.poolProps.location.id = 0;
+    params.bytesize = bytes;
+    cudaGraph_t g;
+    cudaGraphExec_t x;
+    cudaGraphNode_t node;
+    CHECK(cudaGraphCreate(&g, 0));
+    CHECK(cudaGraphAddMemAllocNode(&node, g, NULL, 0, &params));
+    CHECK(cudaGraphInstantiateWithFlags(&x, g, 0));
+    CHECK(cudaGraphLaunch(x, s));
+    return 0;
+}
+
 /* Allocation nodes from a capture and from cudaGraphAddMemAllocNode; launches; destroy. */
 static int scenario_nodes(void)
 {
     cudaStream_t s;
-    cudaGraph_t g1, g2;
-    cudaGraphExec_t x1, x2;
+    cudaGraph_t g1;
+    cudaGraphExec_t x1;
     void *p;
     CHECK(cudaStreamCreate(&s));
     CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
@@ -26,17 +46,8 @@ static int scenario_nodes(void)
     CHECK(cudaStreamSynchronize(s));
 
     /* A graph whose allocation outlives it: memory stays attached after the launch. */
-    struct cudaMemAllocNodeParams params;
-    memset(&params, 0, sizeof params);
-    params.poolProps.allocType = cudaMemAllocationTypePinned;
-    params.poolProps.location.type = cudaMemLocationTypeDevice;
-    params.poolProps.location.id = 0;
-    params.bytesize = MiB;
-    cudaGraphNode_t node;
-    CHECK(cudaGraphCreate(&g2, 0));
-    CHECK(cudaGraphAddMemAllocNode(&node, g2, NULL, 0, &params));
-    CHECK(cudaGraphInstantiateWithFlags(&x2, g2, 0));
-    CHECK(cudaGraphLaunch(x2, s));
+    if (one_node_graph(MiB, s))
+        return 1;
     CHECK(cudaStreamSynchronize(s));
     printf("attached_used=%llu\n", (unsigned long long)sim_api().live(0, 7));
     CHECK(cudaGraphExecDestroy(x1)); /* lowers the live count; frees nothing (cuda.h) */
@@ -107,24 +118,6 @@ static int scenario_decoder_pool(void) { return scenario_decoder(1); }
 /* Graph memory attached by two launches in quick succession (the second within the launch-time
  * sampling interval), then cudaMemGetInfo: the graph pool's reserve is read before the untracked
  * bytes are worked out, so it never shows as untracked. */
-static int one_node_graph(size_t bytes, cudaStream_t s)
-{
-    struct cudaMemAllocNodeParams params;
-    memset(&params, 0, sizeof params);
-    params.poolProps.allocType = cudaMemAllocationTypePinned;
-    params.poolProps.location.type = cudaMemLocationTypeDevice;
-    params.poolProps.location.id = 0;
-    params.bytesize = bytes;
-    cudaGraph_t g;
-    cudaGraphExec_t x;
-    cudaGraphNode_t node;
-    CHECK(cudaGraphCreate(&g, 0));
-    CHECK(cudaGraphAddMemAllocNode(&node, g, NULL, 0, &params));
-    CHECK(cudaGraphInstantiateWithFlags(&x, g, 0));
-    CHECK(cudaGraphLaunch(x, s));
-    return 0;
-}
-
 static int scenario_meminfo_after_launch(void)
 {
     cudaStream_t s;
