@@ -50,6 +50,11 @@ static void expect_sample(const char *text, pid_t pid)
              (int)pid, program("rt_prog"));
     cr_expect(strstr(text, line) != NULL, "missing %s in:\n%.2000s", line, text);
     cr_expect(strstr(text, "# TYPE cushim_allocations_total counter\n") != NULL);
+    char phase[512];
+    snprintf(phase, sizeof phase, "cushim_phase{pid=\"%d\",command=\"%s hold\",phase=\"run\"} 1\n"
+             "cushim_phase{pid=\"%d\",command=\"%s hold\",phase=\"compile\"} 0\n",
+             (int)pid, program("rt_prog"), (int)pid, program("rt_prog"));
+    cr_expect(strstr(text, phase) != NULL, "missing %s in:\n%.2000s", phase, text);
     cr_expect(strstr(text, "# TYPE cushim_device_total_peak_bytes gauge\n") != NULL);
 }
 
@@ -158,7 +163,7 @@ Test(prometheus, every_metric_is_documented)
         cr_expect(strstr(doc, row) != NULL, "docs/PROMETHEUS.md lacks a row for %s", name);
         families++;
     }
-    cr_expect_eq(families, 32, "the exporter's metric families");
+    cr_expect_eq(families, 33, "the exporter's metric families");
     free(doc);
     run_free(&r);
 }

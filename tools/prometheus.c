@@ -98,6 +98,14 @@ static void graph_metric(FILE *f, const struct proc_list *l, const char *name, c
 
 void prometheus_write(FILE *f, const struct proc_list *l)
 {
+    /* Per process: the phase, 1 for the one it is in and 0 for the other (stable series). */
+    header(f, "phase", "gauge", "the process's phase (offload policy): 1 for the one it is in");
+    for (int i = 0; i < l->count; i++)
+        for (unsigned ph = 0; ph < CUSHIM_PHASE_COUNT; ph++) {
+            fprintf(f, "cushim_phase{pid=\"%d\",command=\"", l->procs[i].pid);
+            escaped(f, l->procs[i].command, 64);
+            fprintf(f, "\",phase=\"%s\"} %d\n", cushim_phase_name(ph), l->procs[i].phase == ph);
+        }
     header(f, "device_memory_total_bytes", "gauge", "device memory of the GPU (cuDeviceTotalMem)");
     for (int i = 0; i < l->count; i++)
         for (uint32_t k = 0; k < l->procs[i].device_count; k++) {
