@@ -28,4 +28,10 @@ int cushim_trusted_link(const char *path, const struct stat *l);
  * (a regular file of the user's, a character device, a FIFO). */
 const char *cushim_output_refusal(const struct stat *st);
 
+/* 1 or 2 when st is the file behind this process's stdout or stderr (what the shims write a
+ * report or log to through the descriptor, whatever it is: a pipe, a tty, a socket), else 0.
+ * `self`: a descriptor of the caller's that may have taken number 1 or 2, never matched (-1:
+ * none). */
+int cushim_std_stream(const struct stat *st, int self);
+
 #endif

@@ -34,17 +34,6 @@ static void expand_pid(const char *in, char *out, size_t len)
     out[o] = '\0';
 }
 
-/* 1 or 2 when st is the file behind the program's stdout or stderr, else 0 (`self`: a descriptor
- * of ours that may have taken number 1 or 2 when those were closed, never matched). */
-static int std_stream(const struct stat *st, int self)
-{
-    struct stat s;
-    for (int fd = 2; fd >= 1; fd--)
-        if (fd != self && fstat(fd, &s) == 0 && s.st_dev == st->st_dev && s.st_ino == st->st_ino)
-            return fd;
-    return 0;
-}
-
 /* A copy of the program's descriptor std (not inherited across exec, as the shim's own). */
 static int std_copy(int std, const char **why)
 {
@@ -69,7 +58,7 @@ int shim_open_output(const char *path, int append, const char **why)
      * file it was redirected to): written through its descriptor, so the text goes after what
      * the program wrote, never over it. */
     struct stat target;
-    int std = stat(path, &target) == 0 ? std_stream(&target, -1) : 0;
+    int std = stat(path, &target) == 0 ? cushim_std_stream(&target, -1) : 0;
     if (std)
         return std_copy(std, why);
     /* O_NOFOLLOW: a link put in place after the look above is not followed either. */
@@ -81,7 +70,7 @@ int shim_open_output(const char *path, int append, const char **why)
     }
     struct stat st;
     *why = fstat(fd, &st) != 0 ? strerror(errno) : cushim_output_refusal(&st);
-    if (!*why && (std = std_stream(&st, fd)) != 0) {
+    if (!*why && (std = cushim_std_stream(&st, fd)) != 0) {
         /* It became the program's stdout or stderr since the look above. */
         close(fd);
         return std_copy(std, why);

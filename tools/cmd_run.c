@@ -137,16 +137,6 @@ static void print_config_error(const struct cushim_config_error *e)
     fprintf(stderr, "%s\n", e->line);
 }
 
-/* Whether st is the file behind this run's stdout or stderr, which the program inherits. */
-static int own_stream(const struct stat *st)
-{
-    struct stat s;
-    for (int fd = 1; fd <= 2; fd++)
-        if (fstat(fd, &s) == 0 && s.st_dev == st->st_dev && s.st_ino == st->st_ino)
-            return 1;
-    return 0;
-}
-
 /* The paths of the run (options or the environment) must be usable before the program runs:
  * the segment directory an existing directory the user can create files in; --report and
  * --log-file files the user can write (or create, in such a directory). Relative report and log
@@ -221,8 +211,8 @@ static int check_paths(const struct cushim_config *cfg)
                 why = "a symbolic link, not followed";
             else if (stat(v, &fst) != 0)
                 why = strerror(errno);
-            else if (own_stream(&fst))
-                ; /* /dev/stderr, a socket of a journal: the shims write through the descriptor */
+            else if (cushim_std_stream(&fst, -1))
+                ; /* /dev/stderr (the program inherits ours): the shims write through the descriptor */
             else if (S_ISDIR(fst.st_mode))
                 why = "it is a directory";
             else if ((why = cushim_output_refusal(&fst)) == NULL && access(v, W_OK) != 0)
