@@ -4,9 +4,11 @@
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "common/path.h"
 #include "common/report.h"
 #include "shim/graph.h"
 #include "shim/pools.h"
@@ -145,9 +147,15 @@ void shim_exit_finish(bool driver_alive)
             LOG_ERROR("cannot write the summary for `cushim run` into %s: %s", shim.cfg.run_dir,
                       strerror(errno));
     }
-    /* `cushim run` prints this summary as text on stderr itself (CUSHIM_RUN_SUMMARY): said once. */
-    bool said_by_run = handed_to_run && shim.cfg.run_summary && strcmp(shim.cfg.report, "stderr") == 0 &&
-                       shim.cfg.report_format == CUSHIM_REPORT_TEXT;
+    /* `cushim run` prints this summary as text on stderr itself (CUSHIM_RUN_SUMMARY): said once
+     * (the report named as `stderr`, or as a path to the same file: /dev/stderr, /proc/self/fd/2). */
+    bool said_by_run = false;
+    if (handed_to_run && shim.cfg.run_summary && shim.cfg.report[0] &&
+        shim.cfg.report_format == CUSHIM_REPORT_TEXT) {
+        struct stat st;
+        said_by_run = strcmp(shim.cfg.report, "stderr") == 0 ||
+                      (stat(shim.cfg.report, &st) == 0 && cushim_std_stream(&st, -1) == 2);
+    }
     if (shim.cfg.report[0] && !said_by_run) {
         static struct cushim_snapshot snap;
         char err[160];
