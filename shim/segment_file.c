@@ -158,9 +158,11 @@ int segment_copy_to(const struct cushim_segment *s, const char *dir)
         return rc;
     snprintf(final, sizeof final, "%s/%d.seg", dir, (int)getpid());
     snprintf(tmp, sizeof tmp, "%s/.%d.seg.tmp", dir, (int)getpid());
+    /* ENOENT from here on: the run closed its directory (renamed it away) since the check, as
+     * it does before reading it: the run has ended for this process too. */
     int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
     if (fd < 0)
-        return -1;
+        return errno == ENOENT ? SEGMENT_COPY_GONE : -1;
     const char *p = (const char *)s;
     size_t left = sizeof *s;
     while (left > 0) {
@@ -174,8 +176,10 @@ int segment_copy_to(const struct cushim_segment *s, const char *dir)
         left -= (size_t)w;
     }
     if (close(fd) != 0 || rename(tmp, final) != 0) {
+        int e = errno;
         unlink(tmp);
-        return -1;
+        errno = e;
+        return e == ENOENT ? SEGMENT_COPY_GONE : -1;
     }
     return 0;
 }

@@ -21,7 +21,8 @@ void segment_unlink(const char *path);
 /* Writes a copy of s to <dir>/<pid>.seg atomically (temporary file, then rename), for
  * `cushim run`'s summary. `dir` must be what `cushim run` made: a directory named cushim-run.*,
  * owned by the effective user, with no group or other permissions, not a symbolic link.
- * Returns 0; SEGMENT_COPY_GONE when dir no longer exists (the run has finished);
+ * Returns 0; SEGMENT_COPY_GONE when dir no longer exists, or goes away meanwhile (the run has
+ * finished);
  * SEGMENT_COPY_NOT_RUN_DIR when it is not such a directory; -1 on a write error (errno set). */
 #define SEGMENT_COPY_GONE CUSHIM_RUN_DIR_GONE          /* common/path.h */
 #define SEGMENT_COPY_NOT_RUN_DIR CUSHIM_RUN_DIR_NOT

@@ -519,6 +519,18 @@ Test(run, a_stderr_report_is_said_once_and_never_lost)
     cr_expect(text && strstr(text, "cushim: pid ") && strstr(text, "rt_prog hold`"),
               "the process that outlived the run printed its own report:\n%s", text ? text : "(none)");
     free(text);
+    /* A quiet run inside a run that prints: the outer one says the summary, once. */
+    const char *nested[] = {cushim_bin(), "run", "--", cushim_bin(), "run", "--quiet", "--", program("rt_prog"),
+                            "malloc", NULL};
+    const char *rep[] = {"CUSHIM_REPORT=stderr", NULL};
+    run_cmd(&r, nested, sim_env(rep));
+    cr_expect_eq(r.status, 0, "%s", r.err);
+    n = 0;
+    for (const char *p = r.err; (p = strstr(p, "rt_prog malloc`")) != NULL; p++)
+        n++;
+    cr_expect_eq(n, 1, "once:\n%s", r.err);
+    cr_expect(strstr(r.err, "cushim: descendant pid ") != NULL, "from the outer run:\n%s", r.err);
+    run_free(&r);
 }
 
 Test(run, cushim_library_names_the_preloaded_library)
@@ -840,6 +852,18 @@ Test(run, paths_are_checked_for_the_user_and_made_absolute)
     struct stat st;
     cr_expect_eq(stat(want, &st), 0, "the report is in the run's directory: %s", want);
     cr_expect(st.st_size > 0);
+    run_free(&r);
+    /* A link of the user's to a file not there yet: the shims create the file through it. */
+    char link[800], target[800];
+    snprintf(link, sizeof link, "%s/link", dir);
+    snprintf(target, sizeof target, "%s/target.txt", dir);
+    unlink(target);
+    cr_assert_eq(symlink("target.txt", link), 0);
+    const char *via_link[] = {"sh", "-c", "cd \"$0\" && exec \"$@\"", dir, cushim_bin(), "run", "--quiet",
+                              "--report=link", "--", program("rt_prog"), "malloc", NULL};
+    run_cmd(&r, via_link, sim_env(NULL));
+    cr_expect_eq(r.status, 0, "%s", r.err);
+    cr_expect_eq(stat(target, &st), 0, "the report went through the link");
     run_free(&r);
     /* Made absolute, a relative path may pass what the shims take (1023 bytes): said now. */
     char deep[1200], name[300], flag[320];

@@ -207,10 +207,16 @@ static int check_paths(const struct cushim_config *cfg)
          * files), then for the user's write permission. */
         struct stat lst, fst;
         if (!paths[i].is_dir && !strstr(v, "%p") && lstat(v, &lst) == 0) {
+            int target_errno = 0; /* the link's target: what the shims will open */
+            fst = lst;
+            if (S_ISLNK(lst.st_mode) && stat(v, &fst) != 0)
+                target_errno = errno;
             if (S_ISLNK(lst.st_mode) && !cushim_trusted_link(v, &lst))
                 why = "a symbolic link, not followed";
-            else if (stat(v, &fst) != 0)
-                why = strerror(errno);
+            else if (target_errno == ENOENT)
+                continue; /* a trusted link to a file the shims will create through it */
+            else if (target_errno)
+                why = strerror(target_errno);
             else if (cushim_std_stream(&fst, -1))
                 ; /* /dev/stderr (the program inherits ours): the shims write through the descriptor */
             else if (S_ISDIR(fst.st_mode))
@@ -465,6 +471,9 @@ int cmd_run(int argc, char **argv)
      * (this run replaces the variables for its own processes). */
     struct outer_run outer;
     outer_run_find(&outer);
+    /* An enclosing run that prints text summaries prints ours too (we hand it our processes). */
+    const char *outer_summary = getenv("CUSHIM_RUN_SUMMARY");
+    int summary_by_outer = outer.id && outer_summary && !strcmp(outer_summary, "1");
     /* The run's own variables are set below: values left in the environment (a run inside a
      * run, a stale export) are replaced, so they are not checked. */
     for (int k = 0; k < CUSHIM_OPT_COUNT; k++)
@@ -484,7 +493,7 @@ int cmd_run(int argc, char **argv)
     /* This run prints each process's text summary on stderr at its end: a process whose summary
      * reaches the run leaves out its own text report to stderr (a descendant that outlives the
      * run still prints its own). */
-    if (!quiet)
+    if (!quiet || summary_by_outer)
         setenv("CUSHIM_RUN_SUMMARY", "1", 1);
     cli_config_reported = 1;
     /* Processes that see these same values stay quiet; one that sets its own reports them. */
@@ -516,6 +525,13 @@ int cmd_run(int argc, char **argv)
     if (!mkdtemp(dir)) {
         cli_error("cannot create a run directory under %s: %s", tmp && *tmp ? tmp : "/tmp",
                   strerror(errno));
+        return EXIT_USAGE;
+    }
+    if (strlen(dir) >= CUSHIM_PATH_MAX) {
+        /* The shims would refuse CUSHIM_RUN_DIR (config.h) and every summary would be lost. */
+        cli_error("TMPDIR=\"%s\" makes the run directory %zu bytes long, at most %d (set a shorter TMPDIR)",
+                  tmp, strlen(dir), CUSHIM_PATH_MAX - 1);
+        rmdir(dir);
         return EXIT_USAGE;
     }
     uint64_t id = 0;
