@@ -343,8 +343,15 @@ static void outer_run_hand_over(const struct outer_run *o, const char *dir, uint
         if (out >= 0 && close(out) != 0)
             ok = 0;
         if (!ok || rename(tmp, to) != 0) {
-            cli_error("cannot hand %s to the enclosing run (%s): %s", de->d_name, o->dir, strerror(errno));
+            int e = errno;
             unlink(tmp);
+            if (e == ENOENT) {
+                /* The enclosing run closed its directory: it has ended (its summary was said). */
+                cli_error("the enclosing `cushim run` finished before this one: its summary does not "
+                          "list this run's processes");
+                break;
+            }
+            cli_error("cannot hand %s to the enclosing run (%s): %s", de->d_name, o->dir, strerror(e));
         }
     }
     free(seg);
