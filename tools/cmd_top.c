@@ -81,15 +81,17 @@ static void frame(struct sink *k, const struct proc_list *l)
             tot[j].procs++;
         }
     int y = 2;
-    line(k, y++, ATTR_REVERSE, "%-42s %5s %12s %12s %12s", "UUID", "PROCS", "TOTAL", "CURRENT", "SUM-PEAKS");
+    /* 80 columns hold both tables (byte figures are at most 8 characters, "999 MiB", "1.50 GiB";
+     * a command line is cut at the right edge). */
+    line(k, y++, ATTR_REVERSE, "%-40s %5s %10s %10s %10s", "UUID", "PROCS", "TOTAL", "CURRENT", "SUM-PEAKS");
     for (int j = 0; j < ntot; j++)
-        line(k, y++, 0, "%-42s %5d %12s %12s %12s",
+        line(k, y++, 0, "%-40s %5d %10s %10s %10s",
                  tot[j].identified ? cushim_format_uuid(tot[j].uuid, u, sizeof u) : "(unknown uuid)",
                  tot[j].procs, cushim_format_bytes(tot[j].total, a, sizeof a),
                  cushim_format_bytes(tot[j].current, b, sizeof b),
                  cushim_format_bytes(tot[j].peak, c, sizeof c));
     y++;
-    line(k, y++, ATTR_REVERSE, "%7s %-8s %-11s %12s %12s %12s %12s  %s", "PID", "DEVICES", "PHASE", "DEV-CURRENT",
+    line(k, y++, ATTR_REVERSE, "%7s %-8s %-11s %11s %9s %9s %9s  %s", "PID", "DEVICES", "PHASE", "DEV-CURRENT",
          "DEV-PEAK", "PINNED", "OFFLOADED", "COMMAND");
     for (int i = 0; i < l->count && y < k->rows; i++) {
         const struct cushim_snapshot *p = &l->procs[i];
@@ -101,7 +103,7 @@ static void frame(struct sink *k, const struct proc_list *l)
             pin += p->devices[n].kinds[CUSHIM_KIND_PINNED_HOST][CUSHIM_STAT_current_bytes];
             offl += p->devices[n].kinds[CUSHIM_KIND_OFFLOADED][CUSHIM_STAT_current_bytes];
         }
-        line(k, y++, 0, "%7d %-8s %-11s %12s %12s %12s %12s  %s", p->pid, devs[0] ? devs : "-",
+        line(k, y++, 0, "%7d %-8s %-11s %11s %9s %9s %9s  %s", p->pid, devs[0] ? devs : "-",
              cushim_phase_label(p, phase, sizeof phase),
              cushim_format_bytes(proc_sum(p, CUSHIM_DEV_total_current), a, sizeof a),
              cushim_format_bytes(proc_sum(p, CUSHIM_DEV_total_peak), b, sizeof b),
