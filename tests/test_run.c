@@ -482,6 +482,25 @@ Test(run, a_descendant_still_running_at_the_end_is_said)
     json_decref(j);
     run_free(&r);
     touch(hold); /* let it go */
+    /* The same through a run inside the run: that run's live process is still running here too. */
+    const char *ready2 = fresh_dir("ready-orphan-nested");
+    char hold2[700], cmd2[2600], rd2[800], hf2[800];
+    snprintf(hold2, sizeof hold2, "%s/go-orphan-nested", test_dir());
+    snprintf(rd2, sizeof rd2, "READY_DIR=%s", ready2);
+    snprintf(hf2, sizeof hf2, "HOLD_FILE=%s", hold2);
+    snprintf(cmd2, sizeof cmd2, "%s run --quiet -- %s hold >/dev/null 2>&1 & while [ -z \"$(ls %s)\" ]; do sleep 0.01; done",
+             cushim_bin(), program("rt_prog"), ready2);
+    const char *extra2[] = {rd2, hf2, NULL};
+    const char *argv2[] = {"sh", "-c", cmd2, NULL};
+    j = run_under_cushim(&r, argv2, sim_env(extra2));
+    cr_expect_eq(r.status, 0, "%s", r.err);
+    cr_expect(strstr(r.err, "cushim: 1 process of this run that used CUDA was still running when `sh` ended") != NULL,
+              "%s", r.err);
+    cr_expect(strstr(r.err, "no CUDA memory activity") == NULL, "%s", r.err);
+    cr_expect_eq(jpath_u64(j, "descendants_still_running"), 1);
+    json_decref(j);
+    run_free(&r);
+    touch(hold2);
 }
 
 /* --report=stderr: a process whose summary the run prints does not print it again; one that

@@ -242,6 +242,8 @@ struct collected {
     struct cushim_snapshot *desc;  /* descendants, sorted by creation time */
     int ndesc;
     int running;                   /* processes of the run using CUDA still alive at its end */
+    uint64_t nested[16];           /* ids of runs started inside this one (their run-ID files) */
+    int nnested;
 };
 
 /* The text summary of one process; a process that died without writing its summary (killed by
@@ -268,6 +270,12 @@ static void collect(const char *dir, struct collected *c)
     static struct cushim_snapshot snap;
     while (d && (de = readdir(d)) != NULL) {
         size_t n = strlen(de->d_name);
+        unsigned long long nested;
+        char tail;
+        if (sscanf(de->d_name, "run-%16llx%c", &nested, &tail) == 1 && c->nnested < 16) {
+            c->nested[c->nnested++] = nested; /* a run inside this one (outer_run_register) */
+            continue;
+        }
         if (n < 5 || strcmp(de->d_name + n - 4, ".seg") != 0 || de->d_name[0] == '.')
             continue;
         snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
@@ -311,6 +319,17 @@ static void outer_run_find(struct outer_run *o)
         return;
     snprintf(o->dir, sizeof o->dir, "%s", dir);
     o->id = v;
+}
+
+/* Tells the outer run that a run with id `inner_id` runs inside it (an empty file run-ID in its
+ * directory), so that it counts that run's live processes as still running at its end. */
+static void outer_run_register(const struct outer_run *o, uint64_t inner_id)
+{
+    char path[4200];
+    snprintf(path, sizeof path, "%s/run-%llx", o->dir, (unsigned long long)inner_id);
+    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd >= 0)
+        close(fd);
 }
 
 /* Copies this run's summaries (dir/PID.seg) into the outer run's directory as its own: its id,
@@ -367,9 +386,17 @@ struct killed_arg {
 static int add_killed(struct seg_entry *e, void *argp)
 {
     struct killed_arg *a = argp;
-    if (!e->ok || e->snap.run_id != a->run_id)
-        return 0;
     struct collected *c = a->c;
+    if (!e->ok)
+        return 0;
+    if (e->snap.run_id != a->run_id) {
+        /* A process of a run started inside this one that is still alive is still running here
+         * too; its run reports it (and its killed processes). */
+        for (int i = 0; i < c->nnested; i++)
+            if (e->snap.run_id == c->nested[i] && !e->stale)
+                c->running++;
+        return 0;
+    }
     if (!e->stale) {
         c->running++; /* a descendant that outlives the program (a daemon, `&` without wait) */
         return 0;
@@ -548,6 +575,8 @@ int cmd_run(int argc, char **argv)
     snprintf(idbuf, sizeof idbuf, "%llx", (unsigned long long)id);
     setenv("CUSHIM_RUN_DIR", dir, 1);
     setenv("CUSHIM_RUN_ID", idbuf, 1);
+    if (outer.id)
+        outer_run_register(&outer, id);
 
     /* The JSON file is opened now: a bad path is a usage error before anything runs. */
     struct cli_output json_out = {0};
