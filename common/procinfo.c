@@ -1,6 +1,7 @@
 #include "common/procinfo.h"
 
 #include <dirent.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -88,4 +89,87 @@ uint64_t cushim_pidns_inode(void)
 {
     struct stat st;
     return stat("/proc/self/ns/pid", &st) == 0 ? (uint64_t)st.st_ino : 0;
+}
+
+/* The last NSpid field of /proc/<pid>/status: the process's pid in its own namespace; *depth:
+ * how many fields (1: a process of this /proc's own namespace). */
+static pid_t innermost_pid(const char *pid, int *depth)
+{
+    char path[300], buf[4096];
+    snprintf(path, sizeof path, "/proc/%s/status", pid);
+    ssize_t n = read_file(path, buf, sizeof buf - 1);
+    if (n <= 0)
+        return 0;
+    buf[n] = '\0';
+    char *line = strstr(buf, "\nNSpid:");
+    if (!line)
+        return 0;
+    long last = 0;
+    *depth = 0;
+    for (char *p = line + 7, *end; *p && *p != '\n'; p = end) {
+        long v = strtol(p, &end, 10);
+        if (end == p)
+            break;
+        last = v;
+        ++*depth;
+    }
+    return (pid_t)last;
+}
+
+int cushim_pidns_scan(struct cushim_pidns_map *m)
+{
+    memset(m, 0, sizeof *m);
+    DIR *d = opendir("/proc");
+    if (!d)
+        return -1;
+    size_t cap = 0;
+    struct dirent *de;
+    while ((de = readdir(d)) != NULL) {
+        if (de->d_name[0] < '1' || de->d_name[0] > '9')
+            continue;
+        char path[300];
+        struct stat st;
+        int depth = 0;
+        snprintf(path, sizeof path, "/proc/%s/ns/pid", de->d_name);
+        int readable = stat(path, &st) == 0;
+        if (!readable && errno != EACCES && errno != EPERM)
+            continue; /* ended meanwhile */
+        pid_t nspid = innermost_pid(de->d_name, &depth);
+        if (nspid <= 0 || (!readable && depth < 2))
+            continue; /* a process of this namespace (status is world-readable): no container's */
+        if (!readable)
+            st.st_ino = 0; /* a process of some inner namespace we may not look at */
+        if (m->count == cap) {
+            size_t ncap = cap ? cap * 2 : 256;
+            struct cushim_pidns_row *grown = realloc(m->rows, ncap * sizeof *grown);
+            if (!grown)
+                break;
+            m->rows = grown;
+            cap = ncap;
+        }
+        m->rows[m->count++] = (struct cushim_pidns_row){(uint64_t)st.st_ino, nspid};
+    }
+    closedir(d);
+    return 0;
+}
+
+void cushim_pidns_free(struct cushim_pidns_map *m)
+{
+    free(m->rows);
+    memset(m, 0, sizeof *m);
+}
+
+int cushim_pidns_alive(const struct cushim_pidns_map *m, uint64_t ns, pid_t nspid)
+{
+    int seen = 0, maybe = 0;
+    for (size_t i = 0; i < m->count; i++) {
+        if (m->rows[i].ns == 0 && m->rows[i].nspid == nspid)
+            maybe = 1; /* in a namespace we may not look at: it could be this one */
+        if (m->rows[i].ns != ns)
+            continue;
+        if (m->rows[i].nspid == nspid)
+            return 1;
+        seen = 1;
+    }
+    return seen && !maybe ? 0 : -1;
 }

@@ -20,4 +20,26 @@ int cushim_proc_cmdline(pid_t pid, char *buf, size_t len);
 /* Inode of /proc/self/ns/pid (pid namespace), 0 if unknown. */
 uint64_t cushim_pidns_inode(void);
 
+/* Processes of other pid namespaces as this one's /proc shows them (a container's, seen from the
+ * host): one row per process whose namespace could be read. Filled by cushim_pidns_scan. */
+struct cushim_pidns_row {
+    uint64_t ns;    /* inode of its pid namespace; 0: an inner namespace this user may not read */
+    pid_t nspid;    /* its pid there (the last NSpid field of /proc/<pid>/status) */
+};
+struct cushim_pidns_map {
+    struct cushim_pidns_row *rows; /* malloc'd; free with cushim_pidns_free */
+    size_t count;
+};
+
+/* Reads every process of /proc: its pid namespace and its pid there. 0, or -1 (no /proc). */
+int cushim_pidns_scan(struct cushim_pidns_map *m);
+void cushim_pidns_free(struct cushim_pidns_map *m);
+
+/* Whether the process `nspid` of pid namespace `ns` is alive, by the map: 1 yes; 0 no (that
+ * namespace has processes here, none of them `nspid`: it ended); -1 cannot tell (no process of
+ * that namespace is visible from here: a namespace above this one, a sibling container's, or
+ * one whose last process has ended; or a process `nspid` of an inner namespace this user may
+ * not read exists). */
+int cushim_pidns_alive(const struct cushim_pidns_map *m, uint64_t ns, pid_t nspid);
+
 #endif

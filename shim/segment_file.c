@@ -50,6 +50,23 @@ static void fill_header(struct cushim_segment *s, unsigned flags, uint64_t run_i
     memcpy(h->magic, CUSHIM_SEGMENT_MAGIC, sizeof h->magic);
 }
 
+/* Whether the segment at path was written in this process's pid namespace (or by a writer that
+ * could not tell its own). A directory shared by containers holds segments of processes with the
+ * same pid in other namespaces: live, and never ours to replace; so is a file whose header is
+ * not written yet (another namespace's process creating it right now), or cut short. */
+static bool same_pid_namespace(const char *path)
+{
+    struct cushim_segment_header h;
+    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+    ssize_t got = fd >= 0 ? pread(fd, &h, sizeof h, 0) : -1;
+    if (fd >= 0)
+        close(fd);
+    uint64_t mine = cushim_pidns_inode();
+    if (got != (ssize_t)sizeof h || memcmp(h.magic, CUSHIM_SEGMENT_MAGIC, 8) != 0)
+        return false;
+    return h.pidns_inode == 0 || mine == 0 || h.pidns_inode == mine;
+}
+
 /* An existing file with our name is ours to replace if it holds our own pid: the segment of this
  * process's image before an exec (same start time), or of a dead process whose pid we now have.
  * A file owned by another user is never touched. */
@@ -58,8 +75,10 @@ static int replace_stale(const char *path)
     struct stat st;
     if (lstat(path, &st) != 0)
         return errno == ENOENT ? 0 : -1;
-    if (!S_ISREG(st.st_mode) || st.st_uid != getuid())
+    if (!S_ISREG(st.st_mode) || st.st_uid != getuid() || !same_pid_namespace(path)) {
+        errno = EEXIST;
         return -1;
+    }
     return unlink(path);
 }
 
@@ -77,7 +96,7 @@ static void remove_own_suffixed(const char *dir, const char *name)
         if (strncmp(de->d_name, name, n) != 0 || de->d_name[n] != '.' || strlen(de->d_name + n) != 7)
             continue;
         snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
-        if (lstat(path, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == getuid())
+        if (lstat(path, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == getuid() && same_pid_namespace(path))
             unlink(path);
     }
     if (d)
@@ -98,8 +117,9 @@ struct cushim_segment *segment_create(const struct cushim_config *c, unsigned fl
         if (fd < 0 && (errno != EEXIST || replace_stale(path) != 0))
             break;
     }
-    /* The name is taken by a file that is not ours (another user of a shared directory made it):
-     * a name with a random suffix instead, cushim-UID-PID.XXXXXX, which readers also accept. */
+    /* The name is taken by a file that is not ours (another user of a shared directory made it,
+     * or a process with our pid in another pid namespace, a container sharing the directory): a
+     * name with a random suffix instead, cushim-UID-PID.XXXXXX, which readers also accept. */
     if (fd < 0 && errno == EEXIST) {
         char taken[CUSHIM_PATH_MAX + 64];
         snprintf(taken, sizeof taken, "%s", path);
@@ -116,8 +136,13 @@ struct cushim_segment *segment_create(const struct cushim_config *c, unsigned fl
             snprintf(path, pathlen, "%s.%s", taken, suffix);
             fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
         }
-        if (fd >= 0)
+        struct stat st;
+        bool other_user = lstat(taken, &st) == 0 && st.st_uid != getuid();
+        if (fd >= 0 && other_user)
             LOG_WARN("%s is taken by a file that is not ours: the live-stats segment is %s", taken, path);
+        else if (fd >= 0) /* a container sharing the directory: expected, not worth a warning */
+            LOG_INFO("%s is taken by a process of another pid namespace: the live-stats segment is %s",
+                     taken, path);
         else
             snprintf(path, pathlen, "%s", taken);
     }

@@ -468,3 +468,106 @@ Test(live, top_draws_processes_and_device_totals)
     touch(hold);
     cr_expect_eq(wait_bg(pid), 0);
 }
+
+/* The environment of a held program with its own ready directory and hold file, copied into out
+ * (sim_env's array is reused by the next call). */
+static void held_env(const char **out, size_t cap, const char *segdir, const char *ready, const char *hold)
+{
+    static char bufs[4][3][700];
+    static int next;
+    char(*b)[700] = bufs[next++ % 4];
+    snprintf(b[0], sizeof b[0], "CUSHIM_SEGMENT_DIR=%s", segdir);
+    snprintf(b[1], sizeof b[1], "READY_DIR=%s", ready);
+    snprintf(b[2], sizeof b[2], "HOLD_FILE=%s", hold);
+    const char *extra[] = {preload_env(), b[0], b[1], b[2], NULL};
+    const char *const *env = sim_env(extra);
+    size_t n = 0;
+    for (; env[n] && n + 1 < cap; n++)
+        out[n] = env[n];
+    out[n] = NULL;
+}
+
+/* A segment directory shared with containers (pid namespaces): two processes that are both pid 1
+ * in their own namespace keep their own segments; a live one is never judged gone by its pid here;
+ * one that died in a namespace still in sight is stale, and gc removes it. Needs root (unshare). */
+Test(live, containers_sharing_the_segment_directory)
+{
+    struct run_result r;
+    const char *probe[] = {"unshare", "-pf", "--mount-proc", "true", NULL};
+    run_cmd(&r, probe, NULL);
+    int can = r.status == 0;
+    run_free(&r);
+    if (!can) {
+        printf("not run: needs unshare -pf --mount-proc (root) to make pid namespaces\n");
+        cr_skip_test("not run: cannot make pid namespaces here");
+    }
+    const char *segdir = fresh_dir("seg-ns"), *r1 = fresh_dir("ready-ns1"), *r2 = fresh_dir("ready-ns2");
+    char hold[700], kill_file[700], end_file[700], never[700];
+    snprintf(hold, sizeof hold, "%s/go-ns", test_dir());
+    snprintf(never, sizeof never, "%s/go-ns-never", test_dir());
+    snprintf(kill_file, sizeof kill_file, "%s/kill-ns", test_dir());
+    snprintf(end_file, sizeof end_file, "%s/end-ns", test_dir());
+    static const char *e1[64], *e2[64];
+    held_env(e1, 64, segdir, r1, hold);
+    held_env(e2, 64, segdir, r2, hold);
+    /* Two namespaces, rt_prog is pid 1 in each. */
+    const char *argv[] = {"unshare", "-pf", "--mount-proc", program("rt_prog"), "hold", NULL};
+    pid_t a = spawn_bg(argv, e1), b = spawn_bg(argv, e2);
+    pid_t ra, rb;
+    wait_ready(r1, 1, &ra);
+    wait_ready(r2, 1, &rb);
+    cr_expect_eq(ra, 1, "pid 1 in its namespace");
+    cr_expect_eq(rb, 1);
+    char seg[700];
+    snprintf(seg, sizeof seg, "CUSHIM_SEGMENT_DIR=%s", segdir);
+    const char *cenv[] = {seg, NULL};
+    const char *stat_all[] = {cushim_bin(), "stat", "--json", NULL};
+    run_cmd(&r, stat_all, cenv);
+    json_t *j = json_loads(r.out, 0, NULL);
+    cr_assert(j, "%s%s", r.out, r.err);
+    cr_expect_eq(json_array_size(j), 2, "both pid-1 processes, each its own segment:\n%s", r.out);
+    json_decref(j);
+    run_free(&r);
+    const char *gc[] = {cushim_bin(), "gc", NULL};
+    run_cmd(&r, gc, cenv);
+    cr_expect_str_eq(r.out, "", "nothing live removed");
+    run_free(&r);
+    touch(hold);
+    cr_expect_eq(wait_bg(a), 0);
+    cr_expect_eq(wait_bg(b), 0);
+
+    /* A namespace whose rt_prog dies by SIGKILL while the namespace lives on (its sh). */
+    const char *r4 = fresh_dir("ready-ns4");
+    static const char *e4[64];
+    held_env(e4, 64, segdir, r4, never);
+    char script[2400];
+    snprintf(script, sizeof script,
+             "%s hold >/dev/null 2>&1 & p=$!; while [ ! -e %s ]; do sleep 0.01; done; kill -9 $p; wait $p; "
+             "while [ ! -e %s ]; do sleep 0.01; done", program("rt_prog"), kill_file, end_file);
+    const char *sh[] = {"unshare", "-pf", "--mount-proc", "sh", "-c", script, NULL};
+    pid_t c = spawn_bg(sh, e4), rc;
+    wait_ready(r4, 1, &rc);
+    cr_expect_eq(rc, 2, "pid 2 in its namespace (sh is 1)");
+    touch(kill_file);
+    char segfile[800], want[900];
+    snprintf(segfile, sizeof segfile, "%s/cushim-%u-2", segdir, (unsigned)getuid());
+    const char *ps[] = {cushim_bin(), "ps", NULL};
+    int stale = 0;
+    for (int i = 0; i < 500 && !stale; i++) { /* until the kill is done */
+        run_cmd(&r, ps, cenv);
+        stale = strstr(r.out, " stale ") != NULL;
+        run_free(&r);
+        if (!stale)
+            usleep(10000);
+    }
+    cr_expect(stale, "the killed process's segment is stale");
+    struct stat st;
+    cr_assert_eq(stat(segfile, &st), 0, "the killed process left its segment");
+    run_cmd(&r, gc, cenv);
+    snprintf(want, sizeof want, "removed %s (pid 2 of pid namespace ", segfile);
+    cr_expect(strncmp(r.out, want, strlen(want)) == 0, "%s", r.out);
+    cr_expect(strstr(r.out, ", dead)\n") != NULL, "%s", r.out);
+    run_free(&r);
+    touch(end_file);
+    cr_expect_eq(wait_bg(c), 0);
+}

@@ -33,9 +33,15 @@ static int sweep(struct seg_entry *e, void *argp)
     int gone = e->ok ? e->stale : cushim_proc_start_time(e->pid) == 0 && could_be_ours(e->path);
     if (!gone)
         return 0;
+    uint64_t ns = cushim_pidns_inode();
+    int other_ns = e->ok && e->snap.pidns_inode && ns && e->snap.pidns_inode != ns;
     if (unlink(e->path) == 0) {
-        printf("removed %s (pid %d %s)\n", e->path, (int)e->pid,
-               e->ok ? (cushim_proc_start_time(e->pid) ? "reused" : "dead") : "dead, invalid segment");
+        if (other_ns)
+            printf("removed %s (pid %d of pid namespace %llu, dead)\n", e->path, (int)e->pid,
+                   (unsigned long long)e->snap.pidns_inode);
+        else
+            printf("removed %s (pid %d %s)\n", e->path, (int)e->pid,
+                   e->ok ? (cushim_proc_start_time(e->pid) ? "reused" : "dead") : "dead, invalid segment");
         a->removed++;
     } else {
         cli_error("cannot remove %s: %s", e->path, strerror(errno));

@@ -155,18 +155,32 @@ static int parse_name(const char *name, uid_t *uid, pid_t *pid)
     return 0;
 }
 
+/* The processes of other pid namespaces, read once per scan and only when a segment needs it. */
+static struct cushim_pidns_map ns_map;
+static int ns_map_read;
+
 static int is_stale(const struct cushim_snapshot *s)
 {
+    uint64_t mine = cushim_pidns_inode();
+    if (s->pidns_inode && mine && s->pidns_inode != mine) {
+        /* A container's process (the directory is shared): its pid is that namespace's. Gone
+         * only when the namespace is in sight and holds no such process; when it cannot be
+         * told (a namespace above ours, a sibling's), the segment is taken as live and never
+         * removed. */
+        if (!ns_map_read)
+            ns_map_read = cushim_pidns_scan(&ns_map) == 0;
+        return ns_map_read && cushim_pidns_alive(&ns_map, s->pidns_inode, s->pid) == 0;
+    }
     uint64_t start = cushim_proc_start_time(s->pid);
     if (start == 0)
-        return 1; /* no such process (in our pid namespace) */
-    if (s->pidns_inode && cushim_pidns_inode() && s->pidns_inode != cushim_pidns_inode())
-        return 0; /* another pid namespace: cannot tell; the writer is not ours to judge */
+        return 1; /* no such process */
     return start != s->start_time;
 }
 
 int seg_scan(const pid_t *pids, int npids, int (*fn)(struct seg_entry *, void *), void *arg)
 {
+    cushim_pidns_free(&ns_map); /* processes come and go between scans (top, serve) */
+    ns_map_read = 0;
     DIR *d = opendir(seg_dir());
     struct dirent *de;
     int visited = 0;
