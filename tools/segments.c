@@ -11,6 +11,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "common/config.h"
@@ -155,6 +156,19 @@ static int parse_name(const char *name, uid_t *uid, pid_t *pid)
     return 0;
 }
 
+/* A segment its process is creating right now: no magic yet (the shim writes it last, after
+ * the rest of the header: shim/segment_file.c), in a file modified in the last 10 s. An older one
+ * without magic is reported as bad (and `cushim gc` may remove it once its process is gone). */
+static int being_created(int fd, const struct stat *st)
+{
+    char magic[8] = {0};
+    static const char none[8];
+    ssize_t got = pread(fd, magic, sizeof magic, 0);
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    return got >= 0 && memcmp(magic, none, sizeof none) == 0 && now.tv_sec - st->st_mtim.tv_sec < 10;
+}
+
 /* The processes of other pid namespaces, read once per scan and only when a segment needs it. */
 static struct cushim_pidns_map ns_map;
 static int ns_map_read;
@@ -217,6 +231,10 @@ int seg_scan(const pid_t *pids, int npids, int (*fn)(struct seg_entry *, void *)
         e.uid = st.st_uid;
         if (me != 0 && st.st_uid != me) {
             close(fd);
+            continue;
+        }
+        if (being_created(fd, &st)) {
+            close(fd); /* a process starting right now: not a bad segment, just not one yet */
             continue;
         }
         if (snapshot_fd(fd, &e.snap, e.err, sizeof e.err) == 0) {
