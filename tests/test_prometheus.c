@@ -153,6 +153,8 @@ Test(prometheus, every_metric_is_documented)
     const char *argv[] = {cushim_bin(), "stat", "--prometheus", NULL};
     struct run_result r;
     run_cmd(&r, argv, env);
+    cr_expect_eq(r.status, 0, "no process: the families, no samples, and that is an answer (cron)");
+    cr_expect_str_eq(r.err, "");
     char *doc = slurp(SOURCE_ROOT "/docs/PROMETHEUS.md");
     cr_assert(doc, "docs/PROMETHEUS.md");
     int families = 0;
@@ -166,6 +168,21 @@ Test(prometheus, every_metric_is_documented)
     cr_expect_eq(families, 33, "the exporter's metric families");
     free(doc);
     run_free(&r);
+    /* --output replacing a file keeps its mode (a textfile collector's user must read it). */
+    char out[800], flag[820];
+    snprintf(out, sizeof out, "%s/cushim.prom", empty);
+    FILE *f = fopen(out, "w");
+    fclose(f);
+    cr_assert_eq(chmod(out, 0640), 0);
+    snprintf(flag, sizeof flag, "--output=%s", out);
+    const char *to_file[] = {cushim_bin(), "stat", "--prometheus", flag, NULL};
+    run_cmd(&r, to_file, env);
+    cr_expect_eq(r.status, 0, "%s", r.err);
+    run_free(&r);
+    struct stat st;
+    cr_assert_eq(stat(out, &st), 0);
+    cr_expect_eq(st.st_mode & 0777, 0640, "mode %o", st.st_mode & 0777);
+    cr_expect_gt(st.st_size, 100, "the families were written");
 }
 
 static int http_get(int port, const char *path, char *buf, size_t len)

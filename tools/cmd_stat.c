@@ -1,5 +1,6 @@
 /* cushim stat [PID...] [--json | --prometheus] [--output FILE]: a snapshot of live processes
- * (the caller's; everyone's for root). Exit 1 when none is found. */
+ * (the caller's; everyone's for root). Exit 1 when none is found (but for --prometheus without
+ * PIDs: the metric families with no samples are an answer). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -107,7 +108,9 @@ int cmd_stat(int argc, char **argv)
     }
     /* Exit 1 when nothing is shown or a named pid is not a live process under cushim (the
      * others are still shown). */
-    int rc = l.count && !missing ? 0 : EXIT_NOTHING;
+    /* Prometheus text with no process is an answer too (the families, no samples): a scrape
+     * file refreshed from cron stays quiet while nothing runs. */
+    int rc = (l.count || (prom && !npids)) && !missing ? 0 : EXIT_NOTHING;
     if (output && cli_output_commit(&out) != 0) {
         cli_error("cannot write --output \"%s\": %s", output, strerror(errno));
         rc = EXIT_USAGE;

@@ -27,9 +27,18 @@ int cli_output_open(struct cli_output *o, const char *path)
     int fd = mkstemp(o->tmp);
     if (fd < 0)
         return -1;
-    mode_t mask = umask(0);
-    umask(mask);
-    fchmod(fd, 0666 & ~mask);
+    if (stat(path, &st) == 0) {
+        /* Replacing a file: it keeps its mode, and its group (and owner, as root), which a
+         * reader such as node_exporter's textfile collector running as its own user needs. */
+        if (fchown(fd, geteuid() == 0 ? st.st_uid : (uid_t)-1, st.st_gid) != 0) {
+            /* not in that group: the mode still applies */
+        }
+        fchmod(fd, st.st_mode & 0777);
+    } else {
+        mode_t mask = umask(0);
+        umask(mask);
+        fchmod(fd, 0666 & ~mask);
+    }
     if (!(o->f = fdopen(fd, "w"))) {
         int e = errno;
         close(fd);
