@@ -954,6 +954,24 @@ Test(run, paths_are_checked_for_the_user_and_made_absolute)
     run_free(&r);
 }
 
+/* A launched program that used no CUDA and was killed by a signal: "exited": false, as for one
+ * with a segment (docs/SUMMARY-JSON.md). */
+Test(run, a_killed_launcher_has_not_exited)
+{
+    struct run_result r;
+    const char *dir = fresh_dir("killed-json");
+    char json[700];
+    snprintf(json, sizeof json, "%s/k.json", dir);
+    const char *argv[] = {cushim_bin(), "run", "--quiet", "--json", json, "--", "sh", "-c", "kill -TERM $$", NULL};
+    run_cmd(&r, argv, sim_env(NULL));
+    cr_expect_eq(r.status, 128 + SIGTERM);
+    run_free(&r);
+    char *text = slurp(json);
+    cr_assert(text);
+    cr_expect(strstr(text, "\"exited\": false,\n") != NULL, "%s", text);
+    free(text);
+}
+
 /* With CUSHIM_DISABLE nothing is counted: the JSON says so, so that its empty `devices` is not
  * read as "this program used no CUDA". */
 Test(run, a_disabled_run_says_so_in_its_json)

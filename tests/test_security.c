@@ -234,3 +234,42 @@ Test(security, a_taken_segment_name_is_worked_around)
     cr_expect(strstr(text, want) != NULL, "stderr of the program (%s):\n%s", log, text);
     free(text);
 }
+
+/* An exporter run as its own user with only CAP_DAC_READ_SEARCH (systemd AmbientCapabilities)
+ * reads every user's segments, as root does; without it, only its own. */
+Test(security, an_exporter_with_dac_read_search_sees_everyone)
+{
+    if (geteuid() != 0) {
+        printf("not run: needs root to hand a capability to another user (setpriv)\n");
+        cr_skip_test("not run: needs root to switch users");
+    }
+    const char *segdir = fresh_dir("shared-cap"), *ready = fresh_dir("ready-cap");
+    char hold[700], seg[600], rd[600], hd[800];
+    snprintf(hold, sizeof hold, "%s/go", ready);
+    snprintf(seg, sizeof seg, "CUSHIM_SEGMENT_DIR=%s", segdir);
+    snprintf(rd, sizeof rd, "READY_DIR=%s", ready);
+    snprintf(hd, sizeof hd, "HOLD_FILE=%s", hold);
+    const char *extra[] = {preload_env(), seg, rd, hd, NULL};
+    const char *argv[] = {program("rt_prog"), "hold", NULL}; /* root's process */
+    pid_t bg = spawn_bg(argv, sim_env(extra)), pid;
+    wait_ready(ready, 1, &pid);
+    cr_assert_eq(pid, bg);
+    const char *env[] = {seg, NULL};
+    struct run_result r;
+    char row[64];
+    snprintf(row, sizeof row, "\n%7d root ", (int)pid);
+    const char *plain[] = {"setpriv", "--reuid=" OWNER, "--regid=" OWNER, "--clear-groups", "--", cushim_bin(), "ps",
+                           NULL};
+    run_cmd(&r, plain, env);
+    cr_expect_eq(r.status, 1, "another user's process is not this user's to see");
+    cr_expect(strstr(r.out, row) == NULL, "%s", r.out);
+    run_free(&r);
+    const char *cap[] = {"setpriv", "--reuid=" OWNER, "--regid=" OWNER, "--clear-groups", "--inh-caps=+dac_read_search",
+                         "--ambient-caps=+dac_read_search", "--", cushim_bin(), "ps", NULL};
+    run_cmd(&r, cap, env);
+    cr_expect_eq(r.status, 0, "%s", r.err);
+    cr_expect(strstr(r.out, row) != NULL, "%s", r.out);
+    run_free(&r);
+    touch(hold);
+    cr_expect_eq(wait_bg(bg), 0);
+}

@@ -431,13 +431,13 @@ static void collect_killed(uint64_t run_id, struct collected *c)
 }
 
 /* The launched program when it never used CUDA: pid and command, no devices. */
-static void synth_top(struct cushim_snapshot *s, pid_t pid, char **argv)
+static void synth_top(struct cushim_snapshot *s, pid_t pid, char **argv, int status)
 {
     size_t o = 0;
     memset(s, 0, sizeof *s);
     s->pid = pid;
     snprintf(s->version, sizeof s->version, "%s", CUSHIM_VERSION);
-    s->exited = 1;
+    s->exited = !WIFSIGNALED(status); /* as for a process with a segment: killed, no exit report */
     for (int i = 0; argv[i] && o + 1 < sizeof s->command; i++)
         o += (size_t)snprintf(s->command + o, sizeof s->command - o, "%s%s", i ? " " : "", argv[i]);
 }
@@ -660,7 +660,7 @@ int cmd_run(int argc, char **argv)
     struct cushim_snapshot synth;
     const struct cushim_snapshot *top = c.top;
     if (!top) {
-        synth_top(&synth, pid, prog);
+        synth_top(&synth, pid, prog, status);
         top = &synth;
     }
     /* JSON first: the text below goes to stderr, which a pipe reader may have closed. */

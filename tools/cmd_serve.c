@@ -123,13 +123,14 @@ int cmd_serve(int argc, char **argv)
                   listen ? listen : "");
         return EXIT_USAGE;
     }
-    /* SIGINT/SIGTERM end the server, taken by sigwait below: blocked first, so that neither
+    /* SIGINT/SIGTERM/SIGHUP end the server, taken by sigwait below: blocked first, so that neither
      * libmicrohttpd's thread (which inherits the mask) nor an early signal, before the wait, can
      * take the default action. */
     sigset_t stop_signals;
     sigemptyset(&stop_signals);
     sigaddset(&stop_signals, SIGINT);
     sigaddset(&stop_signals, SIGTERM);
+    sigaddset(&stop_signals, SIGHUP); /* a hangup (the terminal closed, a reload) also stops it, cleanly */
     pthread_sigmask(SIG_BLOCK, &stop_signals, NULL);
     /* Idle or slow clients cannot hold the exporter for long: 10 s per connection, 256
      * connections, 64 per address (every local client shares 127.0.0.1, so a few idle ones must

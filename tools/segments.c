@@ -9,7 +9,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/capability.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -169,6 +171,20 @@ static int being_created(int fd, const struct stat *st)
     return got >= 0 && memcmp(magic, none, sizeof none) == 0 && now.tv_sec - st->st_mtim.tv_sec < 10;
 }
 
+/* Whether this process reads every user's segments: root, or an exporter given only
+ * CAP_DAC_READ_SEARCH (capabilities(7): "bypass file read permission checks"), e.g. `cushim
+ * serve` run as its own user with AmbientCapabilities=CAP_DAC_READ_SEARCH. */
+static int reads_everyones(void)
+{
+    if (geteuid() == 0)
+        return 1;
+    struct __user_cap_header_struct h = {_LINUX_CAPABILITY_VERSION_3, 0};
+    struct __user_cap_data_struct d[_LINUX_CAPABILITY_U32S_3];
+    if (syscall(SYS_capget, &h, d) != 0)
+        return 0;
+    return (d[CAP_TO_INDEX(CAP_DAC_READ_SEARCH)].effective & CAP_TO_MASK(CAP_DAC_READ_SEARCH)) != 0;
+}
+
 /* The processes of other pid namespaces, read once per scan and only when a segment needs it. */
 static struct cushim_pidns_map ns_map;
 static int ns_map_read;
@@ -199,6 +215,7 @@ int seg_scan(const pid_t *pids, int npids, int (*fn)(struct seg_entry *, void *)
     struct dirent *de;
     int visited = 0;
     uid_t me = geteuid();
+    int everyone = reads_everyones();
     static struct seg_entry e;
     if (!d) {
         cli_error("cannot open the segment directory %s: %s", seg_dir(), strerror(errno));
@@ -229,7 +246,7 @@ int seg_scan(const pid_t *pids, int npids, int (*fn)(struct seg_entry *, void *)
             continue;
         }
         e.uid = st.st_uid;
-        if (me != 0 && st.st_uid != me) {
+        if (!everyone && st.st_uid != me) {
             close(fd);
             continue;
         }
