@@ -27,9 +27,10 @@ int cli_output_open(struct cli_output *o, const char *path)
     int fd = mkstemp(o->tmp);
     if (fd < 0)
         return -1;
-    if (stat(path, &st) == 0) {
-        /* Replacing a file: it keeps its mode, and its group (and owner, as root), which a
-         * reader such as node_exporter's textfile collector running as its own user needs. */
+    if (lstat(path, &st) == 0 && S_ISREG(st.st_mode)) {
+        /* Replacing a file (not a link, whose target's attributes are not the file's to take):
+         * it keeps its mode, and its group (and owner, as root), which a reader such as
+         * node_exporter's textfile collector running as its own user needs. */
         if (fchown(fd, geteuid() == 0 ? st.st_uid : (uid_t)-1, st.st_gid) != 0) {
             /* not in that group: the mode still applies */
         }
