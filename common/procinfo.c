@@ -119,6 +119,7 @@ static pid_t innermost_pid(const char *pid, int *depth)
 int cushim_pidns_scan(struct cushim_pidns_map *m)
 {
     memset(m, 0, sizeof *m);
+    uint64_t mine = cushim_pidns_inode();
     DIR *d = opendir("/proc");
     if (!d)
         return -1;
@@ -134,6 +135,8 @@ int cushim_pidns_scan(struct cushim_pidns_map *m)
         int readable = stat(path, &st) == 0;
         if (!readable && errno != EACCES && errno != EPERM)
             continue; /* ended meanwhile */
+        if (readable && st.st_ino == mine)
+            continue; /* a process of this namespace: most of them, and no container's */
         pid_t nspid = innermost_pid(de->d_name, &depth);
         if (nspid <= 0 || (!readable && depth < 2))
             continue; /* a process of this namespace (status is world-readable): no container's */
@@ -147,7 +150,7 @@ int cushim_pidns_scan(struct cushim_pidns_map *m)
             m->rows = grown;
             cap = ncap;
         }
-        m->rows[m->count++] = (struct cushim_pidns_row){(uint64_t)st.st_ino, nspid};
+        m->rows[m->count++] = (struct cushim_pidns_row){(uint64_t)st.st_ino, nspid, (pid_t)atoi(de->d_name)};
     }
     closedir(d);
     return 0;
@@ -159,7 +162,29 @@ void cushim_pidns_free(struct cushim_pidns_map *m)
     memset(m, 0, sizeof *m);
 }
 
-int cushim_pidns_alive(const struct cushim_pidns_map *m, uint64_t ns, pid_t nspid)
+/* Whether pid shares this process's time namespace (so that start times compare): 1, 0, or 1
+ * when the kernel has no time namespaces. */
+static int same_time_namespace(pid_t pid)
+{
+    struct stat mine, theirs;
+    char path[64];
+    if (stat("/proc/self/ns/time", &mine) != 0)
+        return errno == ENOENT; /* no time namespaces (Linux < 5.6): one clock for all */
+    snprintf(path, sizeof path, "/proc/%d/ns/time", (int)pid);
+    return stat(path, &theirs) == 0 && theirs.st_ino == mine.st_ino;
+}
+
+/* Whether live process pid is the one that started at start_time as `command`. */
+static int same_process(pid_t pid, uint64_t start_time, const char *command)
+{
+    if (same_time_namespace(pid))
+        return cushim_proc_start_time(pid) == start_time;
+    char cmd[256];
+    return cushim_proc_cmdline(pid, cmd, sizeof cmd) == 0 && strncmp(cmd, command, sizeof cmd - 1) == 0;
+}
+
+int cushim_pidns_alive(const struct cushim_pidns_map *m, uint64_t ns, pid_t nspid, uint64_t start_time,
+                       const char *command)
 {
     int seen = 0, maybe = 0;
     for (size_t i = 0; i < m->count; i++) {
@@ -168,7 +193,7 @@ int cushim_pidns_alive(const struct cushim_pidns_map *m, uint64_t ns, pid_t nspi
         if (m->rows[i].ns != ns)
             continue;
         if (m->rows[i].nspid == nspid)
-            return 1;
+            return same_process(m->rows[i].pid, start_time, command) ? 1 : 0;
         seen = 1;
     }
     return seen && !maybe ? 0 : -1;

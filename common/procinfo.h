@@ -25,21 +25,27 @@ uint64_t cushim_pidns_inode(void);
 struct cushim_pidns_row {
     uint64_t ns;    /* inode of its pid namespace; 0: an inner namespace this user may not read */
     pid_t nspid;    /* its pid there (the last NSpid field of /proc/<pid>/status) */
+    pid_t pid;      /* its pid here */
 };
 struct cushim_pidns_map {
     struct cushim_pidns_row *rows; /* malloc'd; free with cushim_pidns_free */
     size_t count;
 };
 
-/* Reads every process of /proc: its pid namespace and its pid there. 0, or -1 (no /proc). */
+/* Reads every process of /proc in another pid namespace than this one: that namespace and its
+ * pid there. 0, or -1 (no /proc). */
 int cushim_pidns_scan(struct cushim_pidns_map *m);
 void cushim_pidns_free(struct cushim_pidns_map *m);
 
-/* Whether the process `nspid` of pid namespace `ns` is alive, by the map: 1 yes; 0 no (that
- * namespace has processes here, none of them `nspid`: it ended); -1 cannot tell (no process of
- * that namespace is visible from here: a namespace above this one, a sibling container's, or
- * one whose last process has ended; or a process `nspid` of an inner namespace this user may
- * not read exists). */
-int cushim_pidns_alive(const struct cushim_pidns_map *m, uint64_t ns, pid_t nspid);
+/* Whether the process that was `nspid` of pid namespace `ns`, started at `start_time` (its
+ * /proc/<pid>/stat field 22 as it read it) with command line `command`, is alive, by the map:
+ * 1 yes; 0 no (that namespace has processes here, and none is that one: it ended, or its pid,
+ * or the namespace's inode, went to another process since); -1 cannot tell (no process of that
+ * namespace is visible from here: a namespace above this one, a sibling container's, or one
+ * whose last process has ended; or a process `nspid` of an inner namespace this user may not
+ * read exists). The start times are compared when the process shares this one's time
+ * namespace (else they may differ by its offset), the command lines otherwise. */
+int cushim_pidns_alive(const struct cushim_pidns_map *m, uint64_t ns, pid_t nspid, uint64_t start_time,
+                       const char *command);
 
 #endif

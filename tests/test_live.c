@@ -540,15 +540,26 @@ Test(live, containers_sharing_the_segment_directory)
     const char *r4 = fresh_dir("ready-ns4");
     static const char *e4[64];
     held_env(e4, 64, segdir, r4, never);
-    char script[2400];
+    char script[4096];
+    /* ... and whose pid 2 then goes to another process (ns_last_pid), as pids do. */
+    char reused[700];
+    snprintf(reused, sizeof reused, "%s/reused-ns", test_dir());
     snprintf(script, sizeof script,
              "%s hold >/dev/null 2>&1 & p=$!; while [ ! -e %s ]; do sleep 0.01; done; kill -9 $p; wait $p; "
-             "while [ ! -e %s ]; do sleep 0.01; done", program("rt_prog"), kill_file, end_file);
+             "echo 1 > /proc/sys/kernel/ns_last_pid; sleep 1000 & echo $! > %s.tmp; mv %s.tmp %s; "
+             "while [ ! -e %s ]; do sleep 0.01; done; kill $!", program("rt_prog"), kill_file, reused, reused,
+             reused, end_file);
     const char *sh[] = {"unshare", "-pf", "--mount-proc", "sh", "-c", script, NULL};
     pid_t c = spawn_bg(sh, e4), rc;
     wait_ready(r4, 1, &rc);
     cr_expect_eq(rc, 2, "pid 2 in its namespace (sh is 1)");
     touch(kill_file);
+    struct stat rst;
+    for (int i = 0; i < 500 && stat(reused, &rst) != 0; i++)
+        usleep(10000);
+    char *again = slurp(reused);
+    cr_expect_str_eq(again, "2\n", "it has the dead process's pid");
+    free(again);
     char segfile[800], want[900];
     snprintf(segfile, sizeof segfile, "%s/cushim-%u-2", segdir, (unsigned)getuid());
     const char *ps[] = {cushim_bin(), "ps", NULL};
@@ -560,7 +571,7 @@ Test(live, containers_sharing_the_segment_directory)
         if (!stale)
             usleep(10000);
     }
-    cr_expect(stale, "the killed process's segment is stale");
+    cr_expect(stale, "the killed process's segment is stale, though its pid lives again");
     struct stat st;
     cr_assert_eq(stat(segfile, &st), 0, "the killed process left its segment");
     run_cmd(&r, gc, cenv);
@@ -570,4 +581,24 @@ Test(live, containers_sharing_the_segment_directory)
     run_free(&r);
     touch(end_file);
     cr_expect_eq(wait_bg(c), 0);
+
+    /* A container with its own user namespace (rootless): its uid 0 is nobody here; its segment
+     * is still read, live, and kept. */
+    const char *r5 = fresh_dir("ready-ns5");
+    static const char *e5[64];
+    char hold5[720];
+    snprintf(hold5, sizeof hold5, "%s-5", hold);
+    held_env(e5, 64, segdir, r5, hold5);
+    const char *userns[] = {"setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "unshare", "-U", "-r", "-pf",
+                            "--mount-proc", program("rt_prog"), "hold", NULL};
+    pid_t u = spawn_bg(userns, e5), ru;
+    wait_ready(r5, 1, &ru);
+    run_cmd(&r, ps, cenv);
+    cr_expect(strstr(r.out, "      1 nobody     live ") != NULL, "%s%s", r.out, r.err);
+    run_free(&r);
+    run_cmd(&r, gc, cenv);
+    cr_expect_str_eq(r.out, "", "a live container's segment is kept");
+    run_free(&r);
+    touch(hold5);
+    cr_expect_eq(wait_bg(u), 0);
 }

@@ -78,6 +78,10 @@ struct seg_entry {
  * ok = 0. */
 int seg_scan(const pid_t *pids, int npids, int (*fn)(struct seg_entry *, void *), void *arg);
 
+/* Whether a segment seg_scan judged stale still is, by a fresh look at the processes (what
+ * `cushim gc` asks before it removes one: a container's process may have started since). */
+int seg_still_stale(const struct seg_entry *e);
+
 /* Maps the live segment of `pid` read-write for an owner's request (reset-peak, phase). Refuses
  * segments of other users (unless root) and stale ones. Returns the mapping or NULL (message
  * printed); release with seg_unmap. */

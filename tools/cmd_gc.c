@@ -30,7 +30,11 @@ static int could_be_ours(const char *path)
 static int sweep(struct seg_entry *e, void *argp)
 {
     struct gc_arg *a = argp;
-    int gone = e->ok ? e->stale : cushim_proc_start_time(e->pid) == 0 && could_be_ours(e->path);
+    /* Only the caller's (a reader with CAP_DAC_READ_SEARCH sees everyone's: not its to remove). */
+    if (geteuid() != 0 && e->uid != geteuid())
+        return 0;
+    int gone = e->ok ? e->stale && seg_still_stale(e)
+                     : cushim_proc_start_time(e->pid) == 0 && could_be_ours(e->path);
     if (!gone)
         return 0;
     uint64_t ns = cushim_pidns_inode();

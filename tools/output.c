@@ -29,12 +29,13 @@ int cli_output_open(struct cli_output *o, const char *path)
         return -1;
     if (lstat(path, &st) == 0 && S_ISREG(st.st_mode)) {
         /* Replacing a file (not a link, whose target's attributes are not the file's to take):
-         * it keeps its mode, and its group (and owner, as root), which a reader such as
-         * node_exporter's textfile collector running as its own user needs. */
-        if (fchown(fd, geteuid() == 0 ? st.st_uid : (uid_t)-1, st.st_gid) != 0) {
-            /* not in that group: the mode still applies */
+         * it keeps its group and its read permissions, which a reader such as node_exporter's
+         * textfile collector running as its own user needs; never another owner, nor write
+         * permission for others (the file may hold every user's command lines). */
+        if (fchown(fd, (uid_t)-1, st.st_gid) != 0) {
+            /* not in that group (and not root): the mode still applies */
         }
-        fchmod(fd, st.st_mode & 0777);
+        fchmod(fd, (st.st_mode & 0777 & ~(mode_t)(S_IWGRP | S_IWOTH)) | S_IRUSR | S_IWUSR);
     } else {
         mode_t mask = umask(0);
         umask(mask);

@@ -199,12 +199,20 @@ static int is_stale(const struct cushim_snapshot *s)
          * removed. */
         if (!ns_map_read)
             ns_map_read = cushim_pidns_scan(&ns_map) == 0;
-        return ns_map_read && cushim_pidns_alive(&ns_map, s->pidns_inode, s->pid) == 0;
+        return ns_map_read &&
+               cushim_pidns_alive(&ns_map, s->pidns_inode, s->pid, s->start_time, s->command) == 0;
     }
     uint64_t start = cushim_proc_start_time(s->pid);
     if (start == 0)
         return 1; /* no such process */
     return start != s->start_time;
+}
+
+int seg_still_stale(const struct seg_entry *e)
+{
+    cushim_pidns_free(&ns_map); /* a fresh look: a process may have started since the scan */
+    ns_map_read = 0;
+    return e->ok && is_stale(&e->snap);
 }
 
 int seg_scan(const pid_t *pids, int npids, int (*fn)(struct seg_entry *, void *), void *arg)
@@ -255,7 +263,13 @@ int seg_scan(const pid_t *pids, int npids, int (*fn)(struct seg_entry *, void *)
             continue;
         }
         if (snapshot_fd(fd, &e.snap, e.err, sizeof e.err) == 0) {
-            if (e.snap.pid != pid || e.snap.uid != (uint32_t)st.st_uid || uid != st.st_uid) {
+            /* A container with its own user namespace writes its own uids (0 inside is some
+             * other uid here): for another pid namespace's segment, the name and the header
+             * agree with each other, the file's owner is the host's view. */
+            uint64_t ns = cushim_pidns_inode();
+            int other_ns = e.snap.pidns_inode && ns && e.snap.pidns_inode != ns;
+            uid_t owner = other_ns ? (uid_t)e.snap.uid : st.st_uid;
+            if (e.snap.pid != pid || e.snap.uid != (uint32_t)owner || uid != owner) {
                 snprintf(e.err, sizeof e.err, "header names pid %d uid %u, file is %s",
                          (int)e.snap.pid, e.snap.uid, de->d_name);
             } else {
