@@ -28,19 +28,36 @@ static void as_user(struct run_result *r, const char *uid, const char *const *ar
     run_cmd(r, full, env);
 }
 
+/* A held program's setting: its segment directory and ready directory (fresh), its hold file
+ * (touch it to let the program end), and the variables for it (extra, for sim_env). */
+struct held {
+    const char *segdir, *ready;
+    char hold[700], seg[600], rd[600], hd[800];
+    const char *extra[5];
+};
+
+static void held_init(struct held *h, const char *segdir_name, const char *ready_name)
+{
+    h->segdir = fresh_dir(segdir_name);
+    h->ready = fresh_dir(ready_name);
+    snprintf(h->hold, sizeof h->hold, "%s/go", h->ready);
+    snprintf(h->seg, sizeof h->seg, "CUSHIM_SEGMENT_DIR=%s", h->segdir);
+    snprintf(h->rd, sizeof h->rd, "READY_DIR=%s", h->ready);
+    snprintf(h->hd, sizeof h->hd, "HOLD_FILE=%s", h->hold);
+    const char *extra[] = {preload_env(), h->seg, h->rd, h->hd, NULL};
+    memcpy(h->extra, extra, sizeof extra);
+}
+
 Test(security, another_users_segment_is_private)
 {
     if (geteuid() != 0) {
         printf("not run: needs root to run programs as two other users (setpriv)\n");
         cr_skip_test("not run: needs root to switch users");
     }
-    const char *segdir = fresh_dir("shared"), *ready = fresh_dir("ready-sec");
-    char hold[700], seg[600], rd[600], hd[800];
-    snprintf(hold, sizeof hold, "%s/go", ready);
-    snprintf(seg, sizeof seg, "CUSHIM_SEGMENT_DIR=%s", segdir);
-    snprintf(rd, sizeof rd, "READY_DIR=%s", ready);
-    snprintf(hd, sizeof hd, "HOLD_FILE=%s", hold);
-    const char *extra[] = {preload_env(), seg, rd, hd, NULL};
+    struct held h;
+    held_init(&h, "shared", "ready-sec");
+    const char *segdir = h.segdir, *ready = h.ready, *seg = h.seg, *const *extra = h.extra;
+    const char *hold = h.hold;
     const char *argv[] = {"setpriv", "--reuid=" OWNER, "--regid=" OWNER, "--clear-groups", "--",
                           program("rt_prog"), "hold", NULL};
     pid_t setpriv = spawn_bg(argv, sim_env(extra));
@@ -244,13 +261,9 @@ Test(security, an_exporter_with_dac_read_search_sees_everyone)
         printf("not run: needs root to hand a capability to another user (setpriv)\n");
         cr_skip_test("not run: needs root to switch users");
     }
-    const char *segdir = fresh_dir("shared-cap"), *ready = fresh_dir("ready-cap");
-    char hold[700], seg[600], rd[600], hd[800];
-    snprintf(hold, sizeof hold, "%s/go", ready);
-    snprintf(seg, sizeof seg, "CUSHIM_SEGMENT_DIR=%s", segdir);
-    snprintf(rd, sizeof rd, "READY_DIR=%s", ready);
-    snprintf(hd, sizeof hd, "HOLD_FILE=%s", hold);
-    const char *extra[] = {preload_env(), seg, rd, hd, NULL};
+    struct held h;
+    held_init(&h, "shared-cap", "ready-cap");
+    const char *ready = h.ready, *seg = h.seg, *const *extra = h.extra;
     const char *argv[] = {program("rt_prog"), "hold", NULL}; /* root's process */
     pid_t bg = spawn_bg(argv, sim_env(extra)), pid;
     wait_ready(ready, 1, &pid);
