@@ -162,29 +162,44 @@ void cushim_pidns_free(struct cushim_pidns_map *m)
     memset(m, 0, sizeof *m);
 }
 
-/* Whether pid shares this process's time namespace (so that start times compare): 1, 0, or 1
- * when the kernel has no time namespaces. */
-static int same_time_namespace(pid_t pid)
+/* The boottime offset of the time namespace of `who` ("self" or a pid), in ns (*ns): what its
+ * /proc/<pid>/stat start times are shifted by (time_namespaces(7); the kernel adds the reader's
+ * offset). 0 without time namespaces; -1 when it cannot be read. */
+static int boottime_offset_ns(const char *who, int64_t *ns)
 {
-    struct stat mine, theirs;
-    char path[64];
-    if (stat("/proc/self/ns/time", &mine) != 0)
-        return errno == ENOENT; /* no time namespaces (Linux < 5.6): one clock for all */
-    snprintf(path, sizeof path, "/proc/%d/ns/time", (int)pid);
-    return stat(path, &theirs) == 0 && theirs.st_ino == mine.st_ino;
+    char path[64], buf[256];
+    snprintf(path, sizeof path, "/proc/%s/timens_offsets", who);
+    *ns = 0;
+    ssize_t n = read_file(path, buf, sizeof buf - 1);
+    if (n < 0)
+        return errno == ENOENT ? 0 : -1; /* Linux < 5.6: no time namespaces */
+    buf[n] = '\0';
+    char *line = strstr(buf, "boottime");
+    long long sec = 0, nsec = 0;
+    if (!line || sscanf(line, "boottime %lld %lld", &sec, &nsec) != 2)
+        return -1;
+    *ns = (int64_t)sec * 1000000000 + nsec;
+    return 0;
 }
 
-/* Whether live process pid is the one that started at start_time as `command`. */
-static int same_process(pid_t pid, uint64_t start_time, const char *command)
+/* Whether live process pid (here) is the one whose own view of its start was start_time: the
+ * start times compared once both time namespaces' offsets are taken out, exactly when the
+ * offsets differ by whole clock ticks (the usual whole seconds), else within the tick the
+ * rounding may add. 1 also when an offset cannot be read: never judged gone on a guess. */
+static int same_process(pid_t pid, uint64_t start_time)
 {
-    if (same_time_namespace(pid))
-        return cushim_proc_start_time(pid) == start_time;
-    char cmd[256];
-    return cushim_proc_cmdline(pid, cmd, sizeof cmd) == 0 && strncmp(cmd, command, sizeof cmd - 1) == 0;
+    char who[32];
+    int64_t theirs, mine;
+    snprintf(who, sizeof who, "%d", (int)pid);
+    uint64_t here = cushim_proc_start_time(pid);
+    if (boottime_offset_ns(who, &theirs) != 0 || boottime_offset_ns("self", &mine) != 0 || here == 0)
+        return 1;
+    int64_t tick = 1000000000 / sysconf(_SC_CLK_TCK), diff = theirs - mine;
+    int64_t d = (int64_t)start_time - (int64_t)here - diff / tick;
+    return diff % tick == 0 ? d == 0 : d >= -1 && d <= 1;
 }
 
-int cushim_pidns_alive(const struct cushim_pidns_map *m, uint64_t ns, pid_t nspid, uint64_t start_time,
-                       const char *command)
+int cushim_pidns_alive(const struct cushim_pidns_map *m, uint64_t ns, pid_t nspid, uint64_t start_time)
 {
     int seen = 0, maybe = 0;
     for (size_t i = 0; i < m->count; i++) {
@@ -193,7 +208,7 @@ int cushim_pidns_alive(const struct cushim_pidns_map *m, uint64_t ns, pid_t nspi
         if (m->rows[i].ns != ns)
             continue;
         if (m->rows[i].nspid == nspid)
-            return same_process(m->rows[i].pid, start_time, command) ? 1 : 0;
+            return same_process(m->rows[i].pid, start_time) ? 1 : 0;
         seen = 1;
     }
     return seen && !maybe ? 0 : -1;

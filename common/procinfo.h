@@ -38,14 +38,13 @@ int cushim_pidns_scan(struct cushim_pidns_map *m);
 void cushim_pidns_free(struct cushim_pidns_map *m);
 
 /* Whether the process that was `nspid` of pid namespace `ns`, started at `start_time` (its
- * /proc/<pid>/stat field 22 as it read it) with command line `command`, is alive, by the map:
+ * /proc/<pid>/stat field 22 as it read it, in its time namespace), is alive, by the map:
  * 1 yes; 0 no (that namespace has processes here, and none is that one: it ended, or its pid,
  * or the namespace's inode, went to another process since); -1 cannot tell (no process of that
  * namespace is visible from here: a namespace above this one, a sibling container's, or one
  * whose last process has ended; or a process `nspid` of an inner namespace this user may not
- * read exists). The start times are compared when the process shares this one's time
- * namespace (else they may differ by its offset), the command lines otherwise. */
-int cushim_pidns_alive(const struct cushim_pidns_map *m, uint64_t ns, pid_t nspid, uint64_t start_time,
-                       const char *command);
+ * read exists). The start times are compared with both time namespaces' boottime offsets taken
+ * out (/proc/<pid>/timens_offsets); a process whose offset cannot be read counts as alive. */
+int cushim_pidns_alive(const struct cushim_pidns_map *m, uint64_t ns, pid_t nspid, uint64_t start_time);
 
 #endif

@@ -532,7 +532,33 @@ Test(live, containers_sharing_the_segment_directory)
     run_cmd(&r, gc, cenv);
     cr_expect_str_eq(r.out, "", "nothing live removed");
     run_free(&r);
-    touch(hold);
+    /* A third one in its own time namespace, whose clocks (and start times) are 1000 s ahead:
+     * the same process all the same. */
+    const char *tprobe[] = {"unshare", "-T", "--boottime", "1000", "-pf", "--mount-proc", "true", NULL};
+    run_cmd(&r, tprobe, NULL);
+    int timens_ok = r.status == 0;
+    run_free(&r);
+    if (timens_ok) {
+        const char *r6 = fresh_dir("ready-ns6");
+        static const char *e6[64];
+        held_env(e6, 64, segdir, r6, hold);
+        const char *targv[] = {"unshare", "-T", "--boottime", "1000", "-pf", "--mount-proc", program("rt_prog"),
+                               "hold", NULL};
+        pid_t t = spawn_bg(targv, e6), rt;
+        wait_ready(r6, 1, &rt);
+        run_cmd(&r, gc, cenv);
+        cr_expect_str_eq(r.out, "", "a live process of another time namespace is kept");
+        run_free(&r);
+        const char *ps_all[] = {cushim_bin(), "ps", NULL};
+        run_cmd(&r, ps_all, cenv);
+        cr_expect(strstr(r.out, " stale ") == NULL, "%s", r.out);
+        run_free(&r);
+        touch(hold);
+        cr_expect_eq(wait_bg(t), 0);
+    } else {
+        printf("not run: the time-namespace part (unshare -T --boottime)\n");
+        touch(hold);
+    }
     cr_expect_eq(wait_bg(a), 0);
     cr_expect_eq(wait_bg(b), 0);
 

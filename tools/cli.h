@@ -66,6 +66,7 @@ struct seg_entry {
     char path[1300]; /* directory (< CUSHIM_PATH_MAX) + file name (< 256) */
     pid_t pid;                   /* from the file name */
     uid_t uid;                   /* owner of the file */
+    ino_t ino;                   /* the file's inode: a segment put in its place since is another */
     int ok;                      /* snapshot valid */
     int stale;                   /* process gone, or pid reused (start time differs) */
     char err[400];               /* why not ok */
@@ -78,8 +79,10 @@ struct seg_entry {
  * ok = 0. */
 int seg_scan(const pid_t *pids, int npids, int (*fn)(struct seg_entry *, void *), void *arg);
 
-/* Whether a segment seg_scan judged stale still is, by a fresh look at the processes (what
- * `cushim gc` asks before it removes one: a container's process may have started since). */
+/* Whether a segment seg_scan judged stale still is, by a fresh look (what `cushim gc` asks
+ * before it removes one): the same file (inode) holding the same segment (creation time), and
+ * its process still gone by a fresh look at the processes (a container's may have started since,
+ * or put a new segment under that name). */
 int seg_still_stale(const struct seg_entry *e);
 
 /* Maps the live segment of `pid` read-write for an owner's request (reset-peak, phase). Refuses

@@ -200,7 +200,7 @@ static int is_stale(const struct cushim_snapshot *s)
         if (!ns_map_read)
             ns_map_read = cushim_pidns_scan(&ns_map) == 0;
         return ns_map_read &&
-               cushim_pidns_alive(&ns_map, s->pidns_inode, s->pid, s->start_time, s->command) == 0;
+               cushim_pidns_alive(&ns_map, s->pidns_inode, s->pid, s->start_time) == 0;
     }
     uint64_t start = cushim_proc_start_time(s->pid);
     if (start == 0)
@@ -210,9 +210,21 @@ static int is_stale(const struct cushim_snapshot *s)
 
 int seg_still_stale(const struct seg_entry *e)
 {
+    static struct cushim_snapshot now;
+    struct stat st;
+    char err[160];
+    if (!e->ok || lstat(e->path, &st) != 0 || st.st_ino != e->ino)
+        return 0;
+    int fd = open(e->path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+    int same = fd >= 0 && snapshot_fd(fd, &now, err, sizeof err) == 0 && now.created_ns == e->snap.created_ns &&
+               now.pid == e->snap.pid && now.start_time == e->snap.start_time;
+    if (fd >= 0)
+        close(fd);
+    if (!same)
+        return 0;
     cushim_pidns_free(&ns_map); /* a fresh look: a process may have started since the scan */
     ns_map_read = 0;
-    return e->ok && is_stale(&e->snap);
+    return is_stale(&now);
 }
 
 int seg_scan(const pid_t *pids, int npids, int (*fn)(struct seg_entry *, void *), void *arg)
@@ -254,6 +266,7 @@ int seg_scan(const pid_t *pids, int npids, int (*fn)(struct seg_entry *, void *)
             continue;
         }
         e.uid = st.st_uid;
+        e.ino = st.st_ino;
         if (!everyone && st.st_uid != me) {
             close(fd);
             continue;
