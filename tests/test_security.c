@@ -88,7 +88,10 @@ Test(security, another_users_segment_is_private)
     const char *reset[] = {cushim_bin(), "reset-peak", p, NULL};
     as_user(&r, OTHER, reset, env);
     cr_expect_eq(r.status, 1);
-    cr_expect(strstr(r.err, "no cushim process") != NULL, "%s", r.err);
+    char said[900];
+    snprintf(said, sizeof said, "cushim: no cushim process %s of yours: its segment in %s is uid %s's (root, or "
+             "CAP_DAC_READ_SEARCH to read it, sees every user's)\n", p, segdir, OWNER);
+    cr_expect_str_eq(r.err, said, "the process is there, another user's");
     run_free(&r);
     const char *cat[] = {"cat", path, NULL};
     as_user(&r, OTHER, cat, env);

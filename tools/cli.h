@@ -85,6 +85,10 @@ int seg_scan(const pid_t *pids, int npids, int (*fn)(struct seg_entry *, void *)
  * or put a new segment under that name). */
 int seg_still_stale(const struct seg_entry *e);
 
+/* Says (one line) why there is no live process `pid` of the caller's: none named so in the
+ * segment directory, or only another user's. The same words for stat, reset-peak and phase. */
+void seg_say_missing(pid_t pid);
+
 /* Maps the live segment of `pid` read-write for an owner's request (reset-peak, phase). Refuses
  * segments of other users (unless root) and stale ones. Returns the mapping or NULL (message
  * printed); release with seg_unmap. */

@@ -79,7 +79,7 @@ int cmd_stat(int argc, char **argv)
         else if (!found && gone)
             cli_error("process %d is gone (stale segment %s; `cushim gc` removes it)", (int)pids[i], gone);
         else if (!found)
-            cli_error("no cushim process %d of yours (no segment in %s)", (int)pids[i], seg_dir());
+            seg_say_missing(pids[i]);
     }
     free(pids);
 

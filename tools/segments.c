@@ -332,6 +332,32 @@ static struct cushim_segment *map_one(const char *path, pid_t pid, char *why, si
     return s;
 }
 
+void seg_say_missing(pid_t pid)
+{
+    /* A segment named for pid that another user owns: the process is there, not this user's. */
+    DIR *d = opendir(seg_dir());
+    struct dirent *de;
+    long owner = -1;
+    while (d && owner < 0 && (de = readdir(d)) != NULL) {
+        uid_t u;
+        pid_t p;
+        struct stat st;
+        char path[1300];
+        if (parse_name(de->d_name, &u, &p) != 0 || p != pid)
+            continue;
+        snprintf(path, sizeof path, "%s/%s", seg_dir(), de->d_name);
+        if (lstat(path, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid != geteuid())
+            owner = (long)st.st_uid;
+    }
+    if (d)
+        closedir(d);
+    if (owner >= 0)
+        cli_error("no cushim process %d of yours: its segment in %s is uid %ld's (root, or "
+                  "CAP_DAC_READ_SEARCH to read it, sees every user's)", (int)pid, seg_dir(), owner);
+    else
+        cli_error("no cushim process %d of yours (no segment in %s)", (int)pid, seg_dir());
+}
+
 struct cushim_segment *seg_map_rw(pid_t pid)
 {
     /* Every file named for `pid` (yours; everyone's as root) is tried: the plain name may be
@@ -357,7 +383,7 @@ struct cushim_segment *seg_map_rw(pid_t pid)
     if (!s && why[0])
         cli_error("%s", why);
     else if (!s)
-        cli_error("no cushim process %d of yours (no segment in %s)", (int)pid, seg_dir());
+        seg_say_missing(pid);
     return s;
 }
 
