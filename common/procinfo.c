@@ -25,6 +25,15 @@ static ssize_t read_file(const char *path, char *buf, size_t len)
     return (ssize_t)n;
 }
 
+/* read_file into buf as text: at most len-1 bytes, NUL-terminated when anything was read. */
+static ssize_t read_text(const char *path, char *buf, size_t len)
+{
+    ssize_t n = read_file(path, buf, len - 1);
+    if (n >= 0)
+        buf[n] = '\0';
+    return n;
+}
+
 /* Whether process pid has a thread besides its main one (/proc/<pid>/task). */
 static int other_threads(pid_t pid)
 {
@@ -44,10 +53,8 @@ uint64_t cushim_proc_start_time(pid_t pid)
 {
     char path[64], buf[1024];
     snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-    ssize_t n = read_file(path, buf, sizeof buf - 1);
-    if (n <= 0)
+    if (read_text(path, buf, sizeof buf) <= 0)
         return 0;
-    buf[n] = '\0';
     /* The command (field 2) is in parentheses and may contain anything: skip to the last ')'. */
     char *p = strrchr(buf, ')');
     if (!p)
@@ -97,10 +104,8 @@ static pid_t innermost_pid(const char *pid, int *depth)
 {
     char path[300], buf[4096];
     snprintf(path, sizeof path, "/proc/%s/status", pid);
-    ssize_t n = read_file(path, buf, sizeof buf - 1);
-    if (n <= 0)
+    if (read_text(path, buf, sizeof buf) <= 0)
         return 0;
-    buf[n] = '\0';
     char *line = strstr(buf, "\nNSpid:");
     if (!line)
         return 0;
@@ -170,10 +175,8 @@ static int boottime_offset_ns(const char *who, int64_t *ns)
     char path[64], buf[256];
     snprintf(path, sizeof path, "/proc/%s/timens_offsets", who);
     *ns = 0;
-    ssize_t n = read_file(path, buf, sizeof buf - 1);
-    if (n < 0)
+    if (read_text(path, buf, sizeof buf) < 0)
         return errno == ENOENT ? 0 : -1; /* Linux < 5.6: no time namespaces */
-    buf[n] = '\0';
     char *line = strstr(buf, "boottime");
     long long sec = 0, nsec = 0;
     if (!line || sscanf(line, "boottime %lld %lld", &sec, &nsec) != 2)

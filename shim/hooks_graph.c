@@ -112,7 +112,6 @@ SHIM_EXPORT CUresult CUDAAPI cuDeviceGetGraphMemAttribute(CUdevice device, CUgra
 {
     REAL_OR_FAIL(cuDeviceGetGraphMemAttribute);
     CUresult r = real_(device, attr, value);
-    (void)attr;
     if (r == CUDA_SUCCESS && value && shim_enter()) {
         graph_pool_sample(device, true);
         shim_leave();

@@ -79,6 +79,10 @@ struct seg_entry {
  * ok = 0. */
 int seg_scan(const pid_t *pids, int npids, int (*fn)(struct seg_entry *, void *), void *arg);
 
+/* Whether segment s was written in another pid namespace than this program's (a container's
+ * sharing the directory): its pid is that namespace's. */
+int seg_other_namespace(const struct cushim_snapshot *s);
+
 /* Whether a segment seg_scan judged stale still is, by a fresh look (what `cushim gc` asks
  * before it removes one): the same file (inode) holding the same segment (creation time), and
  * its process still gone by a fresh look at the processes (a container's may have started since,

@@ -37,10 +37,8 @@ static int sweep(struct seg_entry *e, void *argp)
                      : cushim_proc_start_time(e->pid) == 0 && could_be_ours(e->path);
     if (!gone)
         return 0;
-    uint64_t ns = cushim_pidns_inode();
-    int other_ns = e->ok && e->snap.pidns_inode && ns && e->snap.pidns_inode != ns;
     if (unlink(e->path) == 0) {
-        if (other_ns)
+        if (e->ok && seg_other_namespace(&e->snap))
             printf("removed %s (pid %d of pid namespace %llu, dead)\n", e->path, (int)e->pid,
                    (unsigned long long)e->snap.pidns_inode);
         else

@@ -189,10 +189,17 @@ static int reads_everyones(void)
 static struct cushim_pidns_map ns_map;
 static int ns_map_read;
 
+int seg_other_namespace(const struct cushim_snapshot *s)
+{
+    static uint64_t mine;
+    if (!mine)
+        mine = cushim_pidns_inode(); /* this program's: it does not change */
+    return s->pidns_inode && mine && s->pidns_inode != mine;
+}
+
 static int is_stale(const struct cushim_snapshot *s)
 {
-    uint64_t mine = cushim_pidns_inode();
-    if (s->pidns_inode && mine && s->pidns_inode != mine) {
+    if (seg_other_namespace(s)) {
         /* A container's process (the directory is shared): its pid is that namespace's. Gone
          * only when the namespace is in sight and holds no such process; when it cannot be
          * told (a namespace above ours, a sibling's), the segment is taken as live and never
@@ -279,9 +286,7 @@ int seg_scan(const pid_t *pids, int npids, int (*fn)(struct seg_entry *, void *)
             /* A container with its own user namespace writes its own uids (0 inside is some
              * other uid here): for another pid namespace's segment, the name and the header
              * agree with each other, the file's owner is the host's view. */
-            uint64_t ns = cushim_pidns_inode();
-            int other_ns = e.snap.pidns_inode && ns && e.snap.pidns_inode != ns;
-            uid_t owner = other_ns ? (uid_t)e.snap.uid : st.st_uid;
+            uid_t owner = seg_other_namespace(&e.snap) ? (uid_t)e.snap.uid : st.st_uid;
             if (e.snap.pid != pid || e.snap.uid != (uint32_t)owner || uid != owner) {
                 snprintf(e.err, sizeof e.err, "header names pid %d uid %u, file is %s",
                          (int)e.snap.pid, e.snap.uid, de->d_name);
