@@ -24,19 +24,9 @@
 #include "common/report.h"
 #include "tools/cli.h"
 #include "tools/output.h"
+#include "tools/run_signals.h"
 
 extern char **environ;
-
-static volatile sig_atomic_t child_pid;
-
-/* Forward signals that were sent to cushim itself; a terminal's ^C already reached the program
- * through the foreground process group (si_code SI_KERNEL), so it is not sent twice. */
-static void forward(int sig, siginfo_t *info, void *ctx)
-{
-    (void)ctx;
-    if (child_pid > 0 && info && (info->si_code == SI_USER || info->si_code == SI_QUEUE))
-        kill(child_pid, sig);
-}
 
 /* Options given as run flags (index: enum cushim_option), and whether one had a bad value. */
 static unsigned char set_by_flag[CUSHIM_OPT_COUNT];
@@ -578,21 +568,20 @@ int cmd_run(int argc, char **argv)
     if (outer.id)
         outer_run_register(&outer, id);
 
-    /* The JSON file is opened now: a bad path is a usage error before anything runs. */
+    /* The JSON file is tried now: a bad path is a usage error before anything runs. A regular
+     * file's temporary is made again at the end, so that a run killed meanwhile leaves none;
+     * anything else (a FIFO, a terminal) stays open. */
     struct cli_output json_out = {0};
     if (json && cli_output_open(&json_out, json) != 0) {
         cli_error("cannot write --json \"%s\": %s", json, strerror(errno));
         cli_remove_run_dir(dir);
         return EXIT_USAGE;
     }
+    if (json && !json_out.direct)
+        cli_output_abort(&json_out);
 
-    struct sigaction sa = {0};
-    sa.sa_sigaction = forward;
-    sa.sa_flags = SA_SIGINFO | SA_RESTART;
-    sigemptyset(&sa.sa_mask);
-    int sigs[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGALRM};
-    for (size_t k = 0; k < sizeof sigs / sizeof sigs[0]; k++)
-        sigaction(sigs[k], &sa, NULL);
+    struct run_signals sigs;
+    run_signals_prepare(&sigs);
 
     /* A close-on-exec pipe tells the parent whether exec succeeded. */
     int exec_pipe[2];
@@ -608,10 +597,7 @@ int cmd_run(int argc, char **argv)
         return EXIT_USAGE;
     }
     if (pid == 0) {
-        struct sigaction dfl = {0};
-        dfl.sa_handler = SIG_DFL;
-        for (size_t k = 0; k < sizeof sigs / sizeof sigs[0]; k++)
-            sigaction(sigs[k], &dfl, NULL);
+        run_signals_child(&sigs);
         close(exec_pipe[0]);
         char me[32];
         snprintf(me, sizeof me, "%d", (int)getpid());
@@ -623,7 +609,7 @@ int cmd_run(int argc, char **argv)
         (void)w;
         _exit(e == ENOENT ? 127 : 126);
     }
-    child_pid = pid;
+    run_signals_started(&sigs, pid);
     close(exec_pipe[1]);
     /* A reader of our stderr that goes away must not kill us before the summary. */
     signal(SIGPIPE, SIG_IGN);
@@ -635,12 +621,12 @@ int cmd_run(int argc, char **argv)
     int status = 0;
     while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
         ;
-    child_pid = 0;
+    run_signals_stopped();
     int code = WIFEXITED(status) ? WEXITSTATUS(status) : WIFSIGNALED(status) ? 128 + WTERMSIG(status) : 1;
     if (got == (ssize_t)sizeof exec_errno) {
         /* The program never ran (the child said why). */
         cli_remove_run_dir(dir);
-        if (json)
+        if (json && json_out.direct)
             cli_output_abort(&json_out);
         return code;
     }
@@ -666,8 +652,13 @@ int cmd_run(int argc, char **argv)
     /* JSON first: the text below goes to stderr, which a pipe reader may have closed. */
     /* A summary asked for and lost fails a run that otherwise succeeded (CI must notice);
      * a failed program's own status says more. */
-    if (json && write_json(&json_out, top, &c, cfg.disable) != 0 && code == 0)
+    if (json && !json_out.direct && cli_output_open(&json_out, json) != 0) {
+        cli_error("cannot write --json \"%s\": %s", json, strerror(errno));
+        if (code == 0)
+            code = EXIT_USAGE;
+    } else if (json && write_json(&json_out, top, &c, cfg.disable) != 0 && code == 0) {
         code = EXIT_USAGE;
+    }
     if (!quiet) {
         if (cfg.disable) {
             fprintf(stderr, "cushim: counting is disabled (CUSHIM_DISABLE): no summary\n");

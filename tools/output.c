@@ -1,10 +1,24 @@
 #include "tools/output.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+/* fd moved above 0, 1 and 2 (close-on-exec): with a standard stream closed, the file would
+ * otherwise take its number, and cushim's messages, or a program's output, would land in it. */
+static int above_stdio(int fd)
+{
+    if (fd < 0 || fd > 2)
+        return fd;
+    int moved = fcntl(fd, F_DUPFD_CLOEXEC, 3);
+    int e = errno;
+    close(fd);
+    errno = e;
+    return moved;
+}
 
 int cli_output_open(struct cli_output *o, const char *path)
 {
@@ -17,14 +31,26 @@ int cli_output_open(struct cli_output *o, const char *path)
     }
     if (strcmp(path, "-") == 0 || (stat(path, &st) == 0 && !S_ISREG(st.st_mode))) {
         o->direct = 1;
-        o->f = strcmp(path, "-") == 0 ? stdout : fopen(path, "w");
+        if (strcmp(path, "-") == 0) {
+            o->f = stdout;
+            return 0;
+        }
+        int fd = above_stdio(open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666));
+        if (fd >= 0 && !(o->f = fdopen(fd, "w")))
+            close(fd);
         return o->f ? 0 : -1;
     }
     if ((size_t)snprintf(o->tmp, sizeof o->tmp, "%s.tmp.XXXXXX", path) >= sizeof o->tmp) {
         errno = ENAMETOOLONG;
         return -1;
     }
-    int fd = mkstemp(o->tmp);
+    /* Close-on-exec: a program `cushim run` starts must not inherit it. */
+    int fd = mkostemp(o->tmp, O_CLOEXEC);
+    if (fd >= 0 && fd <= 2 && (fd = above_stdio(fd)) < 0) {
+        int e = errno;
+        unlink(o->tmp);
+        errno = e;
+    }
     if (fd < 0)
         return -1;
     if (lstat(path, &st) == 0 && S_ISREG(st.st_mode)) {
