@@ -30,6 +30,29 @@ int cushim_run_dir_check(const char *dir)
     return 0;
 }
 
+int cushim_run_dir_owner(const char *dir, int *pid, uint64_t *start, uint64_t *pidns, int *done)
+{
+    const char *base = strrchr(dir, '/');
+    unsigned long long st, ns = 0;
+    char rest[16];
+    int p;
+    base = base ? base + 1 : dir;
+    if (sscanf(base, "cushim-run.%d-%llu-%llu.%15s", &p, &st, &ns, rest) != 4) {
+        ns = 0;
+        if (sscanf(base, "cushim-run.%d-%llu.%15s", &p, &st, rest) != 3)
+            return -1;
+    }
+    /* XXXXXX, or XXXXXX.done */
+    size_t rn = strlen(rest);
+    if (p <= 0 || !(rn == 6 || (rn == 11 && strcmp(rest + 6, ".done") == 0)))
+        return -1;
+    *pid = p;
+    *start = st;
+    *pidns = ns;
+    *done = rn == 11;
+    return 0;
+}
+
 int cushim_trusted_link(const char *path, const struct stat *l)
 {
     struct stat d;

@@ -3,6 +3,7 @@
 #define CUSHIM_PATH_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 /* The directory part of `path` into buf (len bytes): "/a/b" -> "/a", "/x" -> "/", "x" -> ".". */
 void cushim_parent_dir(const char *path, char *buf, size_t len);
@@ -14,6 +15,13 @@ void cushim_parent_dir(const char *path, char *buf, size_t len);
 #define CUSHIM_RUN_DIR_GONE (-2)
 #define CUSHIM_RUN_DIR_NOT (-3)
 int cushim_run_dir_check(const char *dir);
+
+/* The `cushim run` a run directory belongs to, from its name (the last component of `dir`):
+ * cushim-run.PID-START-PIDNS.XXXXXX, or XXXXXX.done once the run closed it (tools/cmd_run.c);
+ * the older cushim-run.PID-START.XXXXXX gives *pidns 0 (unknown). START is the run's
+ * /proc/<pid>/stat field 22, PIDNS the inode of its pid namespace. 0, or -1 if the name is not
+ * one. Thread-safe. */
+int cushim_run_dir_owner(const char *dir, int *pid, uint64_t *start, uint64_t *pidns, int *done);
 
 struct stat;
 /* Whether the symbolic link at `path` (lstat'ed into *l) may be followed to write a report or a

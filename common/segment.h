@@ -99,7 +99,13 @@ struct cushim_segment_header {
     uint32_t reserved1;
     char command[CUSHIM_COMMAND_MAX];     /* NUL-terminated */
     char version[CUSHIM_VERSION_MAX];     /* cushim version that wrote it, NUL-terminated */
-    uint8_t pad[64];
+    /* The `cushim run` that launched us (from its directory's name, path.h cushim_run_dir_owner):
+     * while it lives, it collects our segment if we die; 0 when not under one or unknown (a
+     * writer before these fields, which were padding, wrote 0). */
+    int32_t run_pid;
+    uint32_t reserved2;
+    uint64_t run_start_time;              /* its /proc/<pid>/stat field 22 */
+    uint8_t pad[48];
 } __attribute__((aligned(64)));
 
 #define CUSHIM_SEG_F_TOP 1u               /* the image `cushim run` launched (not a descendant) */

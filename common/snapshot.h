@@ -35,6 +35,8 @@ struct cushim_snapshot {
     uint64_t pidns_inode;
     uint64_t created_ns;
     uint64_t run_id;
+    int32_t run_pid;                      /* segment.h: the `cushim run` that launched it, 0 none */
+    uint64_t run_start_time;
     uint32_t phase;                       /* enum cushim_phase */
     uint32_t phase_requested;             /* `cushim phase` not yet applied: 1 + enum cushim_phase, 0 none */
     uint32_t flags;                       /* CUSHIM_SEG_F_* */

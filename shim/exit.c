@@ -2,6 +2,8 @@
  * `cushim run`, remove the segment. Runs from atexit, registered at the first CUDA activity, so
  * after the program's own exit handlers registered later and before libraries' destructors. */
 #include <errno.h>
+#include <sys/mman.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -9,6 +11,7 @@
 #include <unistd.h>
 
 #include "common/path.h"
+#include "common/procinfo.h"
 #include "common/report.h"
 #include "shim/graph.h"
 #include "shim/pools.h"
@@ -56,18 +59,19 @@ static void sample_device(int device)
     pop(&popped);
 }
 
-static void write_report(const struct cushim_snapshot *snap)
+/* The report of snap to `report` (CUSHIM_REPORT's forms) in `format` (CUSHIM_REPORT_*). */
+static void write_report(const struct cushim_snapshot *snap, const char *report, int format)
 {
     char path[CUSHIM_PATH_MAX + 32];
     FILE *f;
-    int to_stderr = strcmp(shim.cfg.report, "stderr") == 0;
-    int to_stdout = strcmp(shim.cfg.report, "stdout") == 0;
+    int to_stderr = strcmp(report, "stderr") == 0;
+    int to_stdout = strcmp(report, "stdout") == 0;
     if (to_stderr || to_stdout) {
         f = to_stderr ? stderr : stdout;
-        snprintf(path, sizeof path, "%s", shim.cfg.report);
+        snprintf(path, sizeof path, "%s", report);
     } else {
         const char *why;
-        shim_expand_pid(shim.cfg.report, path, sizeof path);
+        shim_expand_pid(report, path, sizeof path);
         int fd = shim_open_output(path, 0, &why);
         f = fd >= 0 ? fdopen(fd, "w") : NULL;
         if (!f) {
@@ -85,7 +89,7 @@ static void write_report(const struct cushim_snapshot *snap)
         fflush(f);
     struct shim_sigpipe g;
     shim_sigpipe_block(&g);
-    if (shim.cfg.report_format == CUSHIM_REPORT_JSON) {
+    if (format == CUSHIM_REPORT_JSON) {
         struct jsonw w;
         jsonw_init(&w, f);
         cushim_json_process(&w, NULL, snap, 1);
@@ -101,6 +105,50 @@ static void write_report(const struct cushim_snapshot *snap)
     shim_sigpipe_restore(&g, bad && e == EPIPE);
     if (bad)
         LOG_ERROR("cannot write CUSHIM_REPORT=\"%s\": %s", path, strerror(e ? e : EIO));
+}
+
+/* A finished segment's summary: the copy for `cushim run` (CUSHIM_RUN_DIR) and the report
+ * (CUSHIM_REPORT), unless the run says the same text on stderr itself. A process that finishes
+ * after its run has closed says its text summary on stderr itself when the run was to say it
+ * (CUSHIM_RUN_SUMMARY): it is never lost without a word. */
+static void hand_over_and_report(const struct cushim_segment *seg)
+{
+    int rc = -1;
+    /* The run of this segment only (an image before an exec may have had another). */
+    if (shim.cfg.run_dir[0] && seg->h.run_id == shim.run_id) {
+        rc = segment_copy_to(seg, shim.cfg.run_dir);
+        if (rc == SEGMENT_COPY_GONE)
+            LOG_INFO("`cushim run` has finished (%s is gone): this process's summary is not in "
+                     "its report", shim.cfg.run_dir);
+        else if (rc == SEGMENT_COPY_NOT_RUN_DIR)
+            LOG_ERROR("CUSHIM_RUN_DIR=\"%s\" is not a directory made by `cushim run` (cushim-run.*, "
+                      "yours, mode 0700): summary not written there", shim.cfg.run_dir);
+        else if (rc != 0)
+            LOG_ERROR("cannot write the summary for `cushim run` into %s: %s", shim.cfg.run_dir,
+                      strerror(errno));
+    }
+    /* The report as text on stderr (named `stderr`, or as a path to the same file: /dev/stderr,
+     * /proc/self/fd/2): what `cushim run` says itself (CUSHIM_RUN_SUMMARY), once. */
+    bool text_to_stderr = false;
+    if (shim.cfg.report[0] && shim.cfg.report_format == CUSHIM_REPORT_TEXT) {
+        struct stat st;
+        text_to_stderr = strcmp(shim.cfg.report, "stderr") == 0 ||
+                         (stat(shim.cfg.report, &st) == 0 && cushim_std_stream(&st, -1) == 2);
+    }
+    bool said_by_run = rc == 0 && shim.cfg.run_summary && text_to_stderr;
+    bool say_for_run = rc == SEGMENT_COPY_GONE && shim.cfg.run_summary && !text_to_stderr;
+    if ((shim.cfg.report[0] && !said_by_run) || say_for_run) {
+        static struct cushim_snapshot snap;
+        char err[160];
+        if (cushim_snapshot_read(seg, sizeof *seg, &snap, 1000, err, sizeof err) != 0) {
+            LOG_ERROR("cannot read back the counters: %s", err);
+            return;
+        }
+        if (shim.cfg.report[0] && !said_by_run)
+            write_report(&snap, shim.cfg.report, shim.cfg.report_format);
+        if (say_for_run)
+            write_report(&snap, "stderr", CUSHIM_REPORT_TEXT);
+    }
 }
 
 static _Atomic int exit_done;
@@ -132,39 +180,37 @@ void shim_exit_finish(bool driver_alive)
                 sample_device((int)d);
     }
     atomic_store(&seg->h.exited, 1);
-
-    bool handed_to_run = false;
-    if (shim.cfg.run_dir[0]) {
-        int rc = segment_copy_to(seg, shim.cfg.run_dir);
-        handed_to_run = rc == 0;
-        if (rc == SEGMENT_COPY_GONE)
-            LOG_INFO("`cushim run` has finished (%s is gone): this process's summary is not in "
-                     "its report", shim.cfg.run_dir);
-        else if (rc == SEGMENT_COPY_NOT_RUN_DIR)
-            LOG_ERROR("CUSHIM_RUN_DIR=\"%s\" is not a directory made by `cushim run` (cushim-run.*, "
-                      "yours, mode 0700): summary not written there", shim.cfg.run_dir);
-        else if (rc != 0)
-            LOG_ERROR("cannot write the summary for `cushim run` into %s: %s", shim.cfg.run_dir,
-                      strerror(errno));
-    }
-    /* `cushim run` prints this summary as text on stderr itself (CUSHIM_RUN_SUMMARY): said once
-     * (the report named as `stderr`, or as a path to the same file: /dev/stderr, /proc/self/fd/2). */
-    bool said_by_run = false;
-    if (handed_to_run && shim.cfg.run_summary && shim.cfg.report[0] &&
-        shim.cfg.report_format == CUSHIM_REPORT_TEXT) {
-        struct stat st;
-        said_by_run = strcmp(shim.cfg.report, "stderr") == 0 ||
-                      (stat(shim.cfg.report, &st) == 0 && cushim_std_stream(&st, -1) == 2);
-    }
-    if (shim.cfg.report[0] && !said_by_run) {
-        static struct cushim_snapshot snap;
-        char err[160];
-        if (cushim_snapshot_read(seg, sizeof *seg, &snap, 1000, err, sizeof err) == 0)
-            write_report(&snap);
-        else
-            LOG_ERROR("cannot read back the counters: %s", err);
-    }
+    hand_over_and_report(seg);
     /* The mapping stays: other threads and later exit handlers may still count into it. */
     segment_unlink(shim.seg_path);
     shim_depth = 0;
+}
+
+void shim_exit_previous_image(void)
+{
+    char path[CUSHIM_PATH_MAX + 64];
+    snprintf(path, sizeof path, "%s/%s%u-%d", shim.cfg.segment_dir, CUSHIM_SEGMENT_PREFIX,
+             (unsigned)getuid(), (int)getpid());
+    int fd = open(path, O_RDWR | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0)
+        return; /* the usual case: no CUDA in an earlier image of this process */
+    struct stat st;
+    struct cushim_segment *seg = MAP_FAILED;
+    if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == getuid() &&
+        (size_t)st.st_size == sizeof *seg)
+        seg = mmap(NULL, sizeof *seg, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    close(fd);
+    if (seg == MAP_FAILED)
+        return;
+    /* This very process (pid, start time and pid namespace: exec keeps all three), before an exec,
+     * with its summary not written yet. Another process's segment is left alone. */
+    if (memcmp(seg->h.magic, CUSHIM_SEGMENT_MAGIC, sizeof seg->h.magic) == 0 &&
+        seg->h.layout_version == CUSHIM_LAYOUT_VERSION && seg->h.pid == (int32_t)getpid() &&
+        seg->h.pidns_inode == cushim_pidns_inode() &&
+        seg->h.start_time == cushim_proc_start_time(getpid()) && !atomic_exchange(&seg->h.exited, 1)) {
+        /* Its CUDA memory went with the old address space: finished, as at an exit. */
+        hand_over_and_report(seg);
+        unlink(path);
+    }
+    munmap(seg, sizeof *seg);
 }

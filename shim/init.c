@@ -1,7 +1,8 @@
 /* Start-up and shut-down of the shim.
  *
- * Load: read the configuration (one line per bad CUSHIM_ value), nothing else: a program that
- * never touches CUDA is not changed and leaves nothing behind. First counting CUDA call: create
+ * Load: read the configuration (one line per bad CUSHIM_ value) and finish the segment of this
+ * process's image before an exec, if it left one (one open() otherwise): a program that never
+ * touches CUDA is not changed and leaves nothing behind. First counting CUDA call: create
  * the segment and register the exit handler. Exit: summary, copy for `cushim run`, remove the
  * segment. fork: the child forgets the parent's segment and tables (its own segment is created at
  * its first CUDA call; DESIGN.md notes CUDA is unusable in a child before exec anyway). */
@@ -91,6 +92,8 @@ __attribute__((constructor)) static void shim_load(void)
     shim_policy = budget_any || shim.cfg.spill || shim.cfg.offload != CUSHIM_OFFLOAD_OFF;
     if (shim.cfg.disable)
         atomic_store(&shim.run, SHIM_OFF);
+    else
+        shim_exit_previous_image();
     pthread_atfork(NULL, NULL, after_fork_child);
 }
 

@@ -19,7 +19,8 @@
 #define CUSHIM_VERSION "unknown"
 #endif
 
-static void fill_header(struct cushim_segment *s, unsigned flags, uint64_t run_id, int phase)
+static void fill_header(struct cushim_segment *s, unsigned flags, uint64_t run_id,
+                        const struct cushim_config *c)
 {
     struct cushim_segment_header *h = &s->h;
     h->layout_version = CUSHIM_LAYOUT_VERSION;
@@ -39,10 +40,19 @@ static void fill_header(struct cushim_segment *s, unsigned flags, uint64_t run_i
     h->pidns_inode = cushim_pidns_inode();
     h->created_ns = shim_clock_ns(CLOCK_REALTIME);
     h->run_id = run_id;
+    if (run_id) {
+        int run_pid, done;
+        uint64_t start, ns;
+        if (cushim_run_dir_owner(c->run_dir, &run_pid, &start, &ns, &done) == 0 && !done &&
+            (ns == 0 || ns == h->pidns_inode)) {
+            h->run_pid = run_pid;
+            h->run_start_time = start;
+        }
+    }
     h->flags = flags;
     for (unsigned i = 0; i < CUSHIM_MAX_DEVICES; i++)
         s->devices[i].ordinal = (int32_t)i;
-    atomic_store_explicit(&h->phase, (uint32_t)phase, memory_order_relaxed);
+    atomic_store_explicit(&h->phase, (uint32_t)c->phase, memory_order_relaxed);
     cushim_proc_cmdline(getpid(), h->command, sizeof h->command);
     snprintf(h->version, sizeof h->version, "%s", CUSHIM_VERSION);
     /* The magic goes last: a reader that sees it sees a complete header. */
@@ -165,7 +175,7 @@ struct cushim_segment *segment_create(const struct cushim_config *c, unsigned fl
         if (s == MAP_FAILED)
             return NULL;
     }
-    fill_header(s, flags, run_id, c->phase);
+    fill_header(s, flags, run_id, c);
     return s;
 }
 
@@ -177,34 +187,54 @@ void segment_unlink(const char *path)
 
 int segment_copy_to(const struct cushim_segment *s, const char *dir)
 {
-    char tmp[CUSHIM_PATH_MAX + 64], final[CUSHIM_PATH_MAX + 64];
+    char name[64], tmp[72];
     int rc = cushim_run_dir_check(dir);
     if (rc != 0)
         return rc;
-    snprintf(final, sizeof final, "%s/%d.seg", dir, (int)getpid());
-    snprintf(tmp, sizeof tmp, "%s/.%d.seg.tmp", dir, (int)getpid());
-    /* ENOENT from here on: the run closed its directory (renamed it away) since the check, as
-     * it does before reading it: the run has ended for this process too. */
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
-    if (fd < 0)
+    snprintf(name, sizeof name, "%d-%llx.seg", (int)s->h.pid, (unsigned long long)s->h.created_ns);
+    snprintf(tmp, sizeof tmp, ".%s.tmp", name);
+    /* ENOENT from here on: the run closed its directory (renamed it away) and removed it. */
+    int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (dfd < 0)
         return errno == ENOENT ? SEGMENT_COPY_GONE : -1;
+    int fd = openat(dfd, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd < 0) {
+        int e = errno;
+        close(dfd);
+        errno = e;
+        return e == ENOENT ? SEGMENT_COPY_GONE : -1;
+    }
     const char *p = (const char *)s;
     size_t left = sizeof *s;
     while (left > 0) {
         ssize_t w = write(fd, p, left);
         if (w <= 0) {
+            int e = w < 0 ? errno : EIO;
             close(fd);
-            unlink(tmp);
+            unlinkat(dfd, tmp, 0);
+            close(dfd);
+            errno = e;
             return -1;
         }
         p += w;
         left -= (size_t)w;
     }
-    if (close(fd) != 0 || rename(tmp, final) != 0) {
+    if (close(fd) != 0 || renameat(dfd, tmp, dfd, name) != 0) {
         int e = errno;
-        unlink(tmp);
+        unlinkat(dfd, tmp, 0);
+        close(dfd);
         errno = e;
         return e == ENOENT ? SEGMENT_COPY_GONE : -1;
     }
-    return 0;
+    /* Still under its name: the run has not closed it, and reads this copy once it has. */
+    struct stat here, named;
+    if (fstat(dfd, &here) == 0 && stat(dir, &named) == 0 && here.st_dev == named.st_dev &&
+        here.st_ino == named.st_ino) {
+        close(dfd);
+        return 0;
+    }
+    /* Closed meanwhile: ours to take back, unless the run took it first. */
+    rc = unlinkat(dfd, name, 0) == 0 ? SEGMENT_COPY_GONE : 0;
+    close(dfd);
+    return rc;
 }

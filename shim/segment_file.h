@@ -27,5 +27,10 @@ void segment_unlink(const char *path);
 #define SEGMENT_COPY_GONE CUSHIM_RUN_DIR_GONE          /* common/path.h */
 #define SEGMENT_COPY_NOT_RUN_DIR CUSHIM_RUN_DIR_NOT
 int segment_copy_to(const struct cushim_segment *s, const char *dir);
+/* The copy is dir/PID-CREATED.seg (CREATED: the segment's created_ns in hex), so an image before
+ * an exec and a later process given the same pid keep their own. The run reads its directory
+ * only after renaming it (closing it), and takes each copy before reading it (renames it to
+ * .taken-NAME): a copy that lands as the run closes is taken back here unless the run took it,
+ * and then SEGMENT_COPY_GONE says the process reports for itself. */
 
 #endif

@@ -172,6 +172,11 @@ CUcontext shim_primary_context(int device);
 void shim_exit_report(void);
 /* The same; without the driver (from the ELF destructor, libcuda may be gone) when !driver_alive. */
 void shim_exit_finish(bool driver_alive);
+/* At load: the segment this process left before an exec (same pid, start time and pid
+ * namespace, its summary not written) is finished as at an exit: handed to its `cushim run`,
+ * reported (CUSHIM_REPORT), removed, so that it does not show as live with memory the exec
+ * freed. One open() when there is none. */
+void shim_exit_previous_image(void);
 /* Samples cuMemGetInfo_v2 for every live device into untracked_bytes (exit, cuMemGetInfo). */
 void shim_sample_untracked(int device, uint64_t free_bytes, uint64_t total_bytes);
 

@@ -35,6 +35,11 @@ const char *test_dir(void)
         snprintf(dir, sizeof dir, "/tmp/cushim-test.XXXXXX");
         cr_assert(mkdtemp(dir), "mkdtemp");
         chmod(dir, 0755);
+        /* Run directories (`cushim run`) go here too: `cushim gc` sweeps TMPDIR, which must
+         * hold only this test's (the machine's /tmp may hold anyone's dead runs). */
+        char tmp[300];
+        snprintf(tmp, sizeof tmp, "%s/tmp", dir);
+        cr_assert(mkdir(tmp, 0700) == 0 && setenv("TMPDIR", tmp, 1) == 0, "TMPDIR %s", tmp);
     }
     return dir;
 }

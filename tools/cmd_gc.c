@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/path.h"
 #include "common/procinfo.h"
 #include "tools/cli.h"
 
@@ -27,13 +28,21 @@ static int could_be_ours(const char *path)
            (size_t)st.st_size <= sizeof(struct cushim_segment);
 }
 
+/* A dead process's segment that its `cushim run`, still running, collects at its end (it lists
+ * the process as killed): not gc's to remove. Judged in this pid namespace only. */
+static int run_collects(const struct cushim_snapshot *s)
+{
+    return s->run_pid > 0 && !seg_other_namespace(s) &&
+           cushim_proc_start_time(s->run_pid) == s->run_start_time;
+}
+
 static int sweep(struct seg_entry *e, void *argp)
 {
     struct gc_arg *a = argp;
     /* Only the caller's (a reader with CAP_DAC_READ_SEARCH sees everyone's: not its to remove). */
     if (geteuid() != 0 && e->uid != geteuid())
         return 0;
-    int gone = e->ok ? e->stale && seg_still_stale(e)
+    int gone = e->ok ? e->stale && !run_collects(&e->snap) && seg_still_stale(e)
                      : cushim_proc_start_time(e->pid) == 0 && could_be_ours(e->path);
     if (!gone)
         return 0;
@@ -57,21 +66,14 @@ static int sweep(struct seg_entry *e, void *argp)
  * PID is dead or started at another time. */
 static int run_dir_gone(int dirfd, const char *name, pid_t *pid)
 {
-    int p;
-    unsigned long long start, ns;
-    char rest[16];
+    int p, done;
+    uint64_t start, ns;
     struct stat st;
-    /* cushim-run.PID-START.XXXXXX (before the namespace was in the name): taken as ours. */
-    if (sscanf(name, "cushim-run.%d-%llu-%llu.%15s", &p, &start, &ns, rest) != 4) {
-        ns = cushim_pidns_inode();
-        if (sscanf(name, "cushim-run.%d-%llu.%15s", &p, &start, rest) != 3)
-            return 0;
-    }
-    /* XXXXXX, or XXXXXX.done once the run closed it (cmd_run.c) */
-    size_t rn = strlen(rest);
-    if (p <= 0 || !(rn == 6 || (rn == 11 && strcmp(rest + 6, ".done") == 0)) || ns != cushim_pidns_inode() ||
-        fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISDIR(st.st_mode) ||
-        (geteuid() != 0 && st.st_uid != geteuid()))
+    if (cushim_run_dir_owner(name, &p, &start, &ns, &done) != 0)
+        return 0;
+    /* A name from before the namespace was in it (pidns 0) is taken as ours. */
+    if ((ns != 0 && ns != cushim_pidns_inode()) || fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0 ||
+        !S_ISDIR(st.st_mode) || (geteuid() != 0 && st.st_uid != geteuid()))
         return 0;
     *pid = p;
     return cushim_proc_start_time(p) != start;

@@ -24,6 +24,8 @@
 #include "common/report.h"
 #include "tools/cli.h"
 #include "tools/output.h"
+#include "tools/run_collect.h"
+#include "tools/run_nested.h"
 #include "tools/run_signals.h"
 
 extern char **environ;
@@ -227,15 +229,6 @@ static int check_paths(const struct cushim_config *cfg)
     return bad ? -1 : 0;
 }
 
-struct collected {
-    struct cushim_snapshot *top;   /* the launched image, if it used CUDA */
-    struct cushim_snapshot *desc;  /* descendants, sorted by creation time */
-    int ndesc;
-    int running;                   /* processes of the run using CUDA still alive at its end */
-    uint64_t nested[16];           /* ids of runs started inside this one (their run-ID files) */
-    int nnested;
-};
-
 /* The text summary of one process; a process that died without writing its summary (killed by
  * a signal) is shown with the counters its segment held at its death. */
 static void print_process(const struct cushim_snapshot *s, const char *title)
@@ -244,180 +237,6 @@ static void print_process(const struct cushim_snapshot *s, const char *title)
     if (!s->exited && s->device_count)
         fprintf(stderr, "%spid %d died before its exit report: the counters above are those of "
                 "its last moment (from its live segment)\n", title, s->pid);
-}
-
-static int by_created(const void *a, const void *b)
-{
-    const struct cushim_snapshot *x = a, *y = b;
-    return x->created_ns < y->created_ns ? -1 : x->created_ns > y->created_ns;
-}
-
-static void collect(const char *dir, struct collected *c)
-{
-    DIR *d = opendir(dir);
-    struct dirent *de;
-    char path[4200], err[160];
-    static struct cushim_snapshot snap;
-    while (d && (de = readdir(d)) != NULL) {
-        size_t n = strlen(de->d_name);
-        unsigned long long nested;
-        char tail;
-        if (sscanf(de->d_name, "run-%16llx%c", &nested, &tail) == 1 && c->nnested < 16) {
-            c->nested[c->nnested++] = nested; /* a run inside this one (outer_run_register) */
-            continue;
-        }
-        if (n < 5 || strcmp(de->d_name + n - 4, ".seg") != 0 || de->d_name[0] == '.')
-            continue;
-        snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
-        if (seg_read_file(path, &snap, err, sizeof err) != 0) {
-            cli_error("summary %s: %s", path, err);
-            continue;
-        }
-        if ((snap.flags & CUSHIM_SEG_F_TOP) && !c->top) {
-            c->top = malloc(sizeof snap);
-            if (c->top)
-                *c->top = snap;
-            continue;
-        }
-        struct cushim_snapshot *grown = realloc(c->desc, (size_t)(c->ndesc + 1) * sizeof snap);
-        if (!grown)
-            continue;
-        c->desc = grown;
-        c->desc[c->ndesc++] = snap;
-    }
-    if (d)
-        closedir(d);
-    qsort(c->desc, (size_t)c->ndesc, sizeof *c->desc, by_created);
-}
-
-/* The `cushim run` this one runs under, if any: its run directory (checked as the shim checks
- * it: a cushim-run.* directory of ours, mode 0700) and id. id 0: none. */
-struct outer_run {
-    char dir[4096];
-    uint64_t id;
-};
-
-static void outer_run_find(struct outer_run *o)
-{
-    const char *dir = getenv("CUSHIM_RUN_DIR"), *id = getenv("CUSHIM_RUN_ID");
-    char *end;
-    memset(o, 0, sizeof *o);
-    if (!dir || !id || !*id || strlen(dir) >= sizeof o->dir || cushim_run_dir_check(dir) != 0)
-        return;
-    uint64_t v = strtoull(id, &end, 16);
-    if (*end || strlen(id) > 16)
-        return;
-    snprintf(o->dir, sizeof o->dir, "%s", dir);
-    o->id = v;
-}
-
-/* Tells the outer run that a run with id `inner_id` runs inside it (an empty file run-ID in its
- * directory), so that it counts that run's live processes as still running at its end. */
-static void outer_run_register(const struct outer_run *o, uint64_t inner_id)
-{
-    char path[4200];
-    snprintf(path, sizeof path, "%s/run-%llx", o->dir, (unsigned long long)inner_id);
-    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-    if (fd >= 0)
-        close(fd);
-}
-
-/* Copies this run's summaries (dir/PID.seg) into the outer run's directory as its own: its id,
- * and no process of ours is its launched program. The outer run then lists them among its
- * descendants. Best effort: a copy that fails is said and skipped. */
-static void outer_run_hand_over(const struct outer_run *o, const char *dir, uint64_t inner_id)
-{
-    DIR *d = opendir(dir);
-    struct dirent *de;
-    struct cushim_segment *seg = malloc(sizeof *seg);
-    while (d && seg && (de = readdir(d)) != NULL) {
-        size_t n = strlen(de->d_name);
-        if (n < 5 || strcmp(de->d_name + n - 4, ".seg") != 0 || de->d_name[0] == '.')
-            continue;
-        char from[4400], tmp[4400], to[4400];
-        snprintf(from, sizeof from, "%s/%s", dir, de->d_name);
-        /* Named for this run too: a pid the outer run already saw (reused) keeps its summary. */
-        snprintf(tmp, sizeof tmp, "%s/.%llx-%s.tmp", o->dir, (unsigned long long)inner_id, de->d_name);
-        snprintf(to, sizeof to, "%s/%llx-%s", o->dir, (unsigned long long)inner_id, de->d_name);
-        int in = open(from, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-        ssize_t got = in >= 0 ? read(in, seg, sizeof *seg) : -1;
-        if (in >= 0)
-            close(in);
-        if (got != (ssize_t)sizeof *seg)
-            continue; /* not a whole summary: collect() already said what was wrong with it */
-        seg->h.run_id = o->id;
-        seg->h.flags &= ~(uint32_t)CUSHIM_SEG_F_TOP;
-        int out = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-        int ok = out >= 0 && write(out, seg, sizeof *seg) == (ssize_t)sizeof *seg;
-        if (out >= 0 && close(out) != 0)
-            ok = 0;
-        if (!ok || rename(tmp, to) != 0) {
-            int e = errno;
-            unlink(tmp);
-            if (e == ENOENT) {
-                /* The enclosing run closed its directory: it has ended (its summary was said). */
-                cli_error("the enclosing `cushim run` finished before this one: its summary does not "
-                          "list this run's processes");
-                break;
-            }
-            cli_error("cannot hand %s to the enclosing run (%s): %s", de->d_name, o->dir, strerror(e));
-        }
-    }
-    free(seg);
-    if (d)
-        closedir(d);
-}
-
-struct killed_arg {
-    uint64_t run_id;
-    struct collected *c;
-};
-
-static int add_killed(struct seg_entry *e, void *argp)
-{
-    struct killed_arg *a = argp;
-    struct collected *c = a->c;
-    if (!e->ok)
-        return 0;
-    if (e->snap.run_id != a->run_id) {
-        /* A process of a run started inside this one that is still alive is still running here
-         * too; its run reports it (and its killed processes). */
-        for (int i = 0; i < c->nnested; i++)
-            if (e->snap.run_id == c->nested[i] && !e->stale)
-                c->running++;
-        return 0;
-    }
-    if (!e->stale) {
-        c->running++; /* a descendant that outlives the program (a daemon, `&` without wait) */
-        return 0;
-    }
-    if (c->top && c->top->pid == e->snap.pid)
-        return 0;
-    for (int i = 0; i < c->ndesc; i++)
-        if (c->desc[i].pid == e->snap.pid)
-            return 0;
-    if ((e->snap.flags & CUSHIM_SEG_F_TOP) && !c->top) {
-        c->top = malloc(sizeof e->snap);
-        if (c->top)
-            *c->top = e->snap;
-    } else {
-        struct cushim_snapshot *grown = realloc(c->desc, (size_t)(c->ndesc + 1) * sizeof *grown);
-        if (!grown)
-            return 0;
-        c->desc = grown;
-        c->desc[c->ndesc++] = e->snap;
-    }
-    unlink(e->path); /* ours to clean up: the process is gone */
-    return 0;
-}
-
-/* Processes of this run that died without an exit report (a signal, the OOM killer) left their
- * live segment: their counters as of their death. Those still alive are counted (c->running). */
-static void collect_killed(uint64_t run_id, struct collected *c)
-{
-    struct killed_arg a = {run_id, c};
-    seg_scan(NULL, 0, add_killed, &a);
-    qsort(c->desc, (size_t)c->ndesc, sizeof *c->desc, by_created);
 }
 
 /* The launched program when it never used CUDA: pid and command, no devices. */
@@ -631,18 +450,8 @@ int cmd_run(int argc, char **argv)
         return code;
     }
 
-    /* The directory is closed first (renamed away): a process that writes its summary from now on
-     * finds the run gone and says its own report itself, rather than into a directory already
-     * read (CUSHIM_RUN_SUMMARY). `cushim gc` knows the name too. */
-    char done[sizeof dir + 8];
-    snprintf(done, sizeof done, "%s.done", dir);
-    const char *last = rename(dir, done) == 0 ? done : dir;
-    struct collected c = {0};
-    collect(last, &c);
-    if (outer.id)
-        outer_run_hand_over(&outer, last, id);
-    cli_remove_run_dir(last);
-    collect_killed(id, &c);
+    struct collected c;
+    run_collect(dir, id, &outer, &c);
     struct cushim_snapshot synth;
     const struct cushim_snapshot *top = c.top;
     if (!top) {
@@ -668,7 +477,8 @@ int cmd_run(int argc, char **argv)
             if (c.top || c.ndesc == 0)
                 print_process(top, "cushim: ");
             for (int k = 0; k < c.ndesc; k++)
-                print_process(&c.desc[k], "cushim: descendant ");
+                print_process(&c.desc[k], c.top && c.desc[k].pid == c.top->pid ? "cushim: before an exec, "
+                                                                                : "cushim: descendant ");
         }
         if (c.running)
             fprintf(stderr, "cushim: %d process%s of this run that used CUDA %s still running when `%s` "
@@ -679,7 +489,6 @@ int cmd_run(int argc, char **argv)
             fprintf(stderr, "cushim: `%s` was killed by signal %d (%s)\n", prog[0],
                     WTERMSIG(status), strsignal(WTERMSIG(status)));
     }
-    free(c.top);
-    free(c.desc);
+    run_collected_free(&c);
     return code;
 }

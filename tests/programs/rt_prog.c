@@ -403,6 +403,17 @@ static int scenario_fork(void)
     return 0;
 }
 
+/* 1000 B kept, then exec of `sh -c "$EXEC_CMD"` (same pid; the memory goes with the old image). */
+static int scenario_exec(void)
+{
+    void *a;
+    const char *cmd = getenv("EXEC_CMD");
+    CHECK(cudaMalloc(&a, 1000));
+    fflush(stdout);
+    execl("/bin/sh", "sh", "-c", cmd ? cmd : "exit 97", (char *)NULL);
+    return 98;
+}
+
 /* 10^6 cudaMalloc/cudaFree pairs of multiples of 4 KiB while something reads the segment. */
 static int scenario_churn(void)
 {
@@ -420,7 +431,7 @@ static int scenario_churn(void)
 static const struct scenario scenarios[] = {
     {"hold", scenario_hold, 1},             {"fork", scenario_fork, 1},
     {"hold_async", scenario_hold_async, 1}, {"main_exits", scenario_main_exits, 1},
-    {"churn", scenario_churn, 1},
+    {"churn", scenario_churn, 1},           {"exec", scenario_exec, 1},
     {"malloc", scenario_malloc, 1},         {"pitch", scenario_pitch, 1},
     {"host", scenario_host, 1},             {"managed", scenario_managed, 1},
     {"async", scenario_async, 1},           {"vmm", scenario_vmm, 1},

@@ -1,0 +1,248 @@
+/* Process lifecycle under `cushim run` and plain LD_PRELOAD: exec (an image's summary is
+ * finished by the next image), pid reuse within a run, `cushim gc` during a run, signal
+ * dispositions the program inherits, descriptors it must not inherit, and descendants that
+ * finish as the run closes. */
+#include <criterion/criterion.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "harness.h"
+
+#define MiB (1024ull * 1024)
+
+/* Entries of dir not starting with '.'. */
+static int count_entries(const char *dir)
+{
+    char cmd[700];
+    snprintf(cmd, sizeof cmd, "ls %s | wc -l", dir);
+    struct run_result r;
+    const char *sh[] = {"sh", "-c", cmd, NULL};
+    run_cmd(&r, sh, NULL);
+    int n = atoi(r.out);
+    run_free(&r);
+    return n;
+}
+
+static int count_lines_starting(const char *text, const char *prefix)
+{
+    int n = 0;
+    size_t len = strlen(prefix);
+    for (const char *p = text; p && *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL)
+        n += strncmp(p, prefix, len) == 0;
+    return n;
+}
+
+Test(lifecycle, an_exec_into_a_program_without_cuda_finishes_the_image_before)
+{
+    const char *segdir = fresh_dir("seg-exec-plain");
+    char seg[700];
+    snprintf(seg, sizeof seg, "CUSHIM_SEGMENT_DIR=%s", segdir);
+    const char *extra[] = {seg, "EXEC_CMD=exit 0", NULL};
+    const char *argv[] = {program("rt_prog"), "exec", NULL};
+    struct run_result r;
+    json_t *j = run_under_cushim(&r, argv, sim_env(extra));
+    cr_expect_eq(r.status, 0);
+    cr_expect(json_is_true(jpath(j, "exited")), "ended by its exec, not killed: %s", r.err);
+    cr_expect_eq(jpath_u64(j, "devices.0.device.current_bytes"), 1000);
+    cr_expect_eq(jpath_u64(j, "devices.0.device.peak_bytes"), 1000);
+    cr_expect_eq(json_array_size(jpath(j, "descendants")), 0);
+    cr_expect_eq(strstr(r.err, "died before its exit report"), NULL, "%s", r.err);
+    cr_expect_eq(count_entries(segdir), 0, "nothing left in the segment directory");
+    json_decref(j);
+    run_free(&r);
+}
+
+Test(lifecycle, an_exec_into_another_cuda_program_keeps_both_images)
+{
+    char cmd[700];
+    snprintf(cmd, sizeof cmd, "EXEC_CMD=exec %s peaks", program("rt_prog"));
+    const char *extra[] = {cmd, NULL};
+    const char *argv[] = {program("rt_prog"), "exec", NULL};
+    struct run_result r;
+    json_t *j = run_under_cushim(&r, argv, sim_env(extra));
+    cr_expect_eq(r.status, 0);
+    /* The last image is the top level; the one before the exec is listed with its own counters. */
+    cr_expect(strstr(json_string_value(jpath(j, "command")), "peaks") != NULL);
+    cr_expect_eq(jpath_u64(j, "devices.0.device.peak_bytes"), 350);
+    cr_assert_eq(json_array_size(jpath(j, "descendants")), 1);
+    cr_expect_eq(jpath_u64(j, "descendants.0.pid"), jpath_u64(j, "pid"));
+    cr_expect(json_is_true(jpath(j, "descendants.0.exited")));
+    cr_expect_eq(jpath_u64(j, "descendants.0.devices.0.device.current_bytes"), 1000);
+    char want[64];
+    snprintf(want, sizeof want, "cushim: before an exec, pid %llu ",
+             (unsigned long long)jpath_u64(j, "pid"));
+    cr_expect(strstr(r.err, want) != NULL, "%s", r.err);
+    json_decref(j);
+    run_free(&r);
+}
+
+Test(lifecycle, under_plain_ld_preload_an_exec_leaves_no_live_segment)
+{
+    const char *segdir = fresh_dir("seg-exec-preload");
+    char seg[700], cmd[800];
+    snprintf(seg, sizeof seg, "CUSHIM_SEGMENT_DIR=%s", segdir);
+    /* What `cushim ps` would read while the new image runs. */
+    snprintf(cmd, sizeof cmd, "EXEC_CMD=ls %s | wc -l", segdir);
+    const char *extra[] = {seg, cmd, preload_env(), "CUSHIM_REPORT=stderr", NULL};
+    const char *argv[] = {program("rt_prog"), "exec", NULL};
+    struct run_result r;
+    run_cmd(&r, argv, sim_env(extra));
+    cr_expect_eq(r.status, 0);
+    cr_expect_str_eq(r.out, "0\n");
+    cr_expect(strstr(r.err, "device                 1000 B       1000 B          1          0") != NULL,
+              "the image before the exec reports as at an exit: %s", r.err);
+    run_free(&r);
+}
+
+Test(lifecycle, an_image_killed_after_an_exec_is_reported_with_the_one_before)
+{
+    const char *ready = fresh_dir("ready-exec-kill");
+    char json[700], rd[700], cmd[800];
+    snprintf(json, sizeof json, "%s/exec-kill.json", test_dir());
+    snprintf(rd, sizeof rd, "READY_DIR=%s", ready);
+    snprintf(cmd, sizeof cmd, "EXEC_CMD=exec %s hold", program("rt_prog"));
+    const char *extra[] = {rd, cmd, "HOLD_FILE=/nonexistent", NULL};
+    const char *argv[] = {cushim_bin(), "run", "--json", json, "--", program("rt_prog"), "exec", NULL};
+    pid_t run = spawn_bg(argv, sim_env(extra));
+    pid_t pid;
+    wait_ready(ready, 1, &pid);
+    kill(pid, SIGKILL);
+    cr_expect_eq(wait_bg(run), 128 + SIGKILL);
+    /* Same pid twice: each image is its own summary (run directory names carry the segment's
+     * creation time; the killed one is not taken for the exited one). */
+    json_t *j = json_load(json);
+    cr_expect_eq(jpath_u64(j, "pid"), (uint64_t)pid);
+    cr_expect(json_is_false(jpath(j, "exited")));
+    cr_expect_eq(jpath_u64(j, "devices.0.device.current_bytes"), MiB + 4096);
+    cr_assert_eq(json_array_size(jpath(j, "descendants")), 1);
+    cr_expect_eq(jpath_u64(j, "descendants.0.pid"), (uint64_t)pid);
+    cr_expect(json_is_true(jpath(j, "descendants.0.exited")));
+    cr_expect_eq(jpath_u64(j, "descendants.0.devices.0.device.current_bytes"), 1000);
+    json_decref(j);
+}
+
+Test(lifecycle, gc_leaves_a_dead_process_to_its_running_run)
+{
+    const char *segdir = fresh_dir("seg-gc-run"), *ready = fresh_dir("ready-gc-run");
+    const char *tmp = fresh_dir("tmp-gc-run"); /* gc also sweeps run directories of TMPDIR */
+    char json[700], seg[700], rd[700], body[2000], tmpenv[700];
+    snprintf(tmpenv, sizeof tmpenv, "TMPDIR=%s", tmp);
+    snprintf(json, sizeof json, "%s/gc-run.json", test_dir());
+    snprintf(seg, sizeof seg, "CUSHIM_SEGMENT_DIR=%s", segdir);
+    snprintf(rd, sizeof rd, "READY_DIR=%s", ready);
+    /* A worker dies by SIGKILL; `cushim gc` (from cron, say) runs while the run goes on. */
+    snprintf(body, sizeof body,
+             "%s hold & C=$!; while [ -z \"$(ls %s)\" ]; do sleep 0.02; done; kill -9 $C; wait $C; "
+             "%s gc; echo gc=$?",
+             program("rt_prog"), ready, cushim_bin());
+    const char *extra[] = {seg, rd, tmpenv, "HOLD_FILE=/nonexistent", NULL};
+    const char *argv[] = {cushim_bin(), "run", "--json", json, "--", "sh", "-c", body, NULL};
+    struct run_result r;
+    run_cmd(&r, argv, sim_env(extra));
+    cr_expect_eq(r.status, 0, "%s", r.err);
+    cr_expect_str_eq(r.out, "gc=0\n", "gc removed nothing of the running run's: %s", r.out);
+    json_t *j = json_load(json);
+    cr_assert_eq(json_array_size(jpath(j, "descendants")), 1, "%s", r.err);
+    cr_expect(json_is_false(jpath(j, "descendants.0.exited")));
+    cr_expect_eq(jpath_u64(j, "descendants.0.devices.0.device.current_bytes"), MiB + 4096);
+    cr_expect_eq(count_entries(segdir), 0, "the run cleaned up after its dead worker");
+    json_decref(j);
+    run_free(&r);
+}
+
+Test(lifecycle, ignored_signals_stay_ignored_for_the_program)
+{
+    /* nohup (SIGHUP) and a parent that ignores SIGCHLD (Python code that reaps nothing): the
+     * program gets them ignored, as without cushim, and the run still returns its status. */
+    char py[1200];
+    snprintf(py, sizeof py,
+             "import os, signal, sys\n"
+             "signal.signal(signal.SIGHUP, signal.SIG_IGN)\n"
+             "signal.signal(signal.SIGCHLD, signal.SIG_IGN)\n"
+             "os.execv('%s', ['cushim', 'run', '--quiet', '--'] + sys.argv[1:])\n",
+             cushim_bin());
+    struct run_result r;
+    const char *mask[] = {"python3", "-c", py, "grep", "SigIgn", "/proc/self/status", NULL};
+    run_cmd(&r, mask, sim_env(NULL));
+    cr_expect_eq(r.status, 0, "%s", r.err);
+    unsigned long long ign = 0;
+    cr_assert_eq(sscanf(r.out, "SigIgn: %llx", &ign), 1, "%s", r.out);
+    cr_expect_eq(ign & ((1ull << (SIGHUP - 1)) | (1ull << (SIGCHLD - 1))),
+                 (1ull << (SIGHUP - 1)) | (1ull << (SIGCHLD - 1)), "SigIgn %llx", ign);
+    run_free(&r);
+    const char *hup[] = {"python3", "-c", py, "sh", "-c", "kill -HUP $$; exit 42", NULL};
+    run_cmd(&r, hup, sim_env(NULL));
+    cr_expect_eq(r.status, 42, "SIGHUP ignored, status returned: %s", r.err);
+    run_free(&r);
+}
+
+Test(lifecycle, a_signal_sent_as_the_run_starts_is_never_lost)
+{
+    /* Sent at once: it reaches cushim before, while or after it starts the program; each way,
+     * the run ends with it (128 + SIGTERM), never after the program's 30 s. */
+    for (int i = 0; i < 20; i++) {
+        const char *argv[] = {cushim_bin(), "run", "--quiet", "--", "sleep", "30", NULL};
+        pid_t run = spawn_bg(argv, sim_env(NULL));
+        usleep((useconds_t)(i * 150));
+        kill(run, SIGTERM);
+        cr_expect_eq(wait_bg(run), 128 + SIGTERM, "attempt %d", i);
+    }
+}
+
+Test(lifecycle, the_program_inherits_no_descriptor_of_the_run)
+{
+    char json[700], cmd[1200];
+    snprintf(json, sizeof json, "%s/fds.json", test_dir());
+    const char *ls[] = {cushim_bin(), "run", "--quiet", "--json", json, "--", "sh", "-c",
+                        "for f in /proc/$$/fd/*; do readlink $f; done", NULL};
+    struct run_result r;
+    run_cmd(&r, ls, sim_env(NULL));
+    cr_expect_eq(r.status, 0);
+    cr_expect_eq(strstr(r.out, "fds.json"), NULL, "%s", r.out);
+    run_free(&r);
+    /* With stdout closed, nothing the program writes (or cushim opens) lands in the JSON. */
+    snprintf(cmd, sizeof cmd, "%s run --quiet --json %s -- %s peaks >&-", cushim_bin(), json,
+             program("rt_prog"));
+    const char *closed[] = {"sh", "-c", cmd, NULL};
+    run_cmd(&r, closed, sim_env(NULL));
+    json_t *j = json_load(json);
+    cr_expect_eq(jpath_u64(j, "devices.0.device.peak_bytes"), 350);
+    json_decref(j);
+    run_free(&r);
+}
+
+Test(lifecycle, every_descendant_is_in_the_summary_or_says_its_own)
+{
+    /* 30 workers left running as the program ends: each either made it into the run's summary
+     * or, finishing after the run closed, says its own summary on stderr; none twice, none lost,
+     * no run directory left behind. */
+    const char *tmp = fresh_dir("tmp-late"), *done = fresh_dir("done-late");
+    char json[700], errf[700], body[1500], cmd[3000], tmpenv[700];
+    snprintf(json, sizeof json, "%s/late.json", test_dir());
+    snprintf(errf, sizeof errf, "%s/late.err", test_dir());
+    snprintf(tmpenv, sizeof tmpenv, "TMPDIR=%s", tmp);
+    snprintf(body, sizeof body, "for i in $(seq 30); do (%s peaks >/dev/null; touch %s/$i) & done",
+             program("rt_prog"), done);
+    snprintf(cmd, sizeof cmd, "%s run --json %s -- sh -c '%s' 2>%s", cushim_bin(), json, body, errf);
+    const char *sh[] = {"sh", "-c", cmd, NULL};
+    const char *extra[] = {tmpenv, NULL};
+    struct run_result r;
+    run_cmd(&r, sh, sim_env(extra));
+    cr_expect_eq(r.status, 0);
+    pid_t ids[30];
+    wait_ready(done, 30, ids);
+    char *err = slurp(errf);
+    json_t *j = json_load(json);
+    int in_summary = (int)json_array_size(jpath(j, "descendants"));
+    int said_own = count_lines_starting(err, "cushim: pid ");
+    cr_expect_eq(in_summary + said_own, 30, "%d in the summary, %d said their own:\n%s", in_summary,
+                 said_own, err);
+    cr_expect_eq(count_lines_starting(err, "cushim: descendant pid "), in_summary);
+    cr_expect_eq(count_entries(tmp), 0, "no run directory left");
+    json_decref(j);
+    free(err);
+    run_free(&r);
+}

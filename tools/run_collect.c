@@ -1,0 +1,205 @@
+#include "tools/run_collect.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "tools/cli.h"
+
+static int by_created(const void *a, const void *b)
+{
+    const struct cushim_snapshot *x = a, *y = b;
+    return x->created_ns < y->created_ns ? -1 : x->created_ns > y->created_ns;
+}
+
+/* A run started inside this one (its run-ID file), once. */
+static void add_nested(struct collected *c, uint64_t id)
+{
+    for (int i = 0; i < c->nnested; i++)
+        if (c->nested[i] == id)
+            return;
+    if (c->nnested < (int)(sizeof c->nested / sizeof c->nested[0]))
+        c->nested[c->nnested++] = id;
+}
+
+/* Adds one process's summary. The launched program's latest image is the top level; an image
+ * of it before an exec (same pid, created earlier) is listed with the descendants. */
+static void add_summary(struct collected *c, const struct cushim_snapshot *s)
+{
+    const struct cushim_snapshot *to_desc = s;
+    if (s->flags & CUSHIM_SEG_F_TOP) {
+        if (!c->top && (c->top = malloc(sizeof *s)) != NULL) {
+            *c->top = *s;
+            return;
+        }
+        if (c->top && s->created_ns > c->top->created_ns) {
+            static struct cushim_snapshot earlier;
+            earlier = *c->top;
+            *c->top = *s;
+            to_desc = &earlier;
+        }
+    }
+    struct cushim_snapshot *grown = realloc(c->desc, (size_t)(c->ndesc + 1) * sizeof *grown);
+    if (!grown)
+        return;
+    c->desc = grown;
+    c->desc[c->ndesc++] = *to_desc;
+}
+
+/* Whether the summary of this very process image (pid and segment creation time) is in c. */
+static int collected_already(const struct collected *c, const struct cushim_snapshot *s)
+{
+    if (c->top && c->top->pid == s->pid && c->top->created_ns == s->created_ns)
+        return 1;
+    for (int i = 0; i < c->ndesc; i++)
+        if (c->desc[i].pid == s->pid && c->desc[i].created_ns == s->created_ns)
+            return 1;
+    return 0;
+}
+
+/* Reads the summaries in the run's directory `dir`, closed (renamed) already. Each is taken
+ * first (renamed to .taken-NAME): a process that wrote its summary just as the run closed takes
+ * it back instead, unless the run took it (shim/segment_file.c segment_copy_to), so it is said
+ * once, by one of them. */
+static void read_closed_dir(const char *dir, struct collected *c)
+{
+    DIR *d = opendir(dir);
+    struct dirent *de;
+    char taken[300], path[4400], err[160];
+    static struct cushim_snapshot snap;
+    while (d && (de = readdir(d)) != NULL) {
+        size_t n = strlen(de->d_name);
+        unsigned long long nested;
+        char tail;
+        if (sscanf(de->d_name, "run-%16llx%c", &nested, &tail) == 1) {
+            add_nested(c, nested); /* a run inside this one (outer_run_register) */
+            continue;
+        }
+        if (n < 5 || strcmp(de->d_name + n - 4, ".seg") != 0 || de->d_name[0] == '.' ||
+            (size_t)snprintf(taken, sizeof taken, ".taken-%s", de->d_name) >= sizeof taken ||
+            renameat(dirfd(d), de->d_name, dirfd(d), taken) != 0)
+            continue;
+        if ((size_t)snprintf(path, sizeof path, "%s/%s", dir, taken) >= sizeof path)
+            continue;
+        if (seg_read_file(path, &snap, err, sizeof err) != 0) {
+            cli_error("summary %s/%s: %s", dir, de->d_name, err);
+            continue;
+        }
+        add_summary(c, &snap);
+    }
+    if (d)
+        closedir(d);
+}
+
+/* Removes the run's closed directory. A process that wrote its summary into it after it was
+ * read takes that back itself (and says its own report): its .seg is left to it, and the
+ * directory is removed once it is gone (a few ms; else `cushim gc` removes it later). */
+static void remove_closed_run_dir(const char *dir)
+{
+    for (int attempt = 0; attempt < 50; attempt++) {
+        int fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+        if (!d) {
+            if (fd >= 0)
+                close(fd);
+            return;
+        }
+        struct dirent *de;
+        while ((de = readdir(d)) != NULL) {
+            size_t n = strlen(de->d_name);
+            if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, "..") ||
+                (n >= 5 && strcmp(de->d_name + n - 4, ".seg") == 0 && de->d_name[0] != '.'))
+                continue;
+            unlinkat(fd, de->d_name, 0);
+        }
+        closedir(d);
+        if (rmdir(dir) == 0 || (errno != ENOTEMPTY && errno != EEXIST))
+            return;
+        usleep(2000);
+    }
+}
+
+/* The runs started inside this one so far, before its live segments are read. */
+static void read_nested(const char *dir, struct collected *c)
+{
+    DIR *d = opendir(dir);
+    struct dirent *de;
+    while (d && (de = readdir(d)) != NULL) {
+        unsigned long long nested;
+        char tail;
+        if (sscanf(de->d_name, "run-%16llx%c", &nested, &tail) == 1)
+            add_nested(c, nested);
+    }
+    if (d)
+        closedir(d);
+}
+
+struct live_arg {
+    uint64_t run_id;
+    struct collected *c;
+};
+
+static int add_live(struct seg_entry *e, void *argp)
+{
+    struct live_arg *a = argp;
+    struct collected *c = a->c;
+    if (!e->ok)
+        return 0;
+    int ours = e->snap.run_id == a->run_id, nested = 0;
+    for (int i = 0; !ours && i < c->nnested; i++)
+        nested |= e->snap.run_id == c->nested[i];
+    if (!ours && !nested)
+        return 0;
+    if (!e->stale) {
+        /* Alive (a daemon, `&` without wait; a run inside this one reports its own, but its
+         * processes are still running here too): unless its summary arrives before the close. */
+        struct run_alive *grown = realloc(c->alive, (size_t)(c->nalive + 1) * sizeof *grown);
+        if (grown) {
+            c->alive = grown;
+            c->alive[c->nalive++] = (struct run_alive){e->snap.pid, e->snap.created_ns};
+        }
+        return 0;
+    }
+    /* Died without an exit report (a signal, the OOM killer): its counters as of its death. A
+     * run inside this one reports its own dead. */
+    if (!ours || collected_already(c, &e->snap))
+        return 0;
+    add_summary(c, &e->snap);
+    unlink(e->path); /* ours to clean up: the process is gone */
+    return 0;
+}
+
+void run_collect(const char *dir, uint64_t run_id, const struct outer_run *outer, struct collected *c)
+{
+    memset(c, 0, sizeof *c);
+    read_nested(dir, c);
+    struct live_arg a = {run_id, c};
+    seg_scan(NULL, 0, add_live, &a);
+    /* The directory is closed (renamed away) before it is read: a process that writes its
+     * summary from now on finds the run gone and says its own report itself (CUSHIM_RUN_SUMMARY).
+     * `cushim gc` knows the name too. */
+    char done[4200];
+    snprintf(done, sizeof done, "%s.done", dir);
+    const char *last = rename(dir, done) == 0 ? done : dir;
+    read_closed_dir(last, c);
+    if (outer->id)
+        outer_run_hand_over(outer, last, run_id);
+    remove_closed_run_dir(last);
+    for (int i = 0; i < c->nalive; i++) {
+        struct cushim_snapshot s = {.pid = c->alive[i].pid, .created_ns = c->alive[i].created_ns};
+        c->running += !collected_already(c, &s);
+    }
+    qsort(c->desc, (size_t)c->ndesc, sizeof *c->desc, by_created);
+}
+
+void run_collected_free(struct collected *c)
+{
+    free(c->top);
+    free(c->desc);
+    free(c->alive);
+    memset(c, 0, sizeof *c);
+}

@@ -1,0 +1,40 @@
+/* The end of a `cushim run`: every summary of its processes, from its run directory (each
+ * process's shim copies its final segment there at exit, shim/segment_file.c) and from the live
+ * segments of its processes that died without an exit report. Not thread-safe. */
+#ifndef CUSHIM_RUN_COLLECT_H
+#define CUSHIM_RUN_COLLECT_H
+
+#include <stdint.h>
+
+#include "common/snapshot.h"
+#include "tools/run_nested.h"
+
+/* A live process of the run seen as it closed: this image (pid, segment created_ns). */
+struct run_alive {
+    int32_t pid;
+    uint64_t created_ns;
+};
+
+struct collected {
+    struct cushim_snapshot *top;   /* the launched program's last image, if it used CUDA */
+    struct cushim_snapshot *desc;  /* descendants (and images of the program before an exec),
+                                      sorted by creation time */
+    int ndesc;
+    int running;                   /* processes of the run using CUDA still alive at its end */
+    uint64_t nested[16];           /* ids of runs started inside this one (their run-ID files) */
+    int nnested;
+    struct run_alive *alive;       /* live processes seen before the directory was closed */
+    int nalive;
+};
+
+/* Collects run `run_id`'s summaries into *c (zeroed first; malloc'd, run_collected_free).
+ * In this order, so that each process is counted once: the live segments of the run's
+ * processes are read (a dead one's is its summary, and is removed; a live one is noted), the
+ * directory `dir` is closed (renamed to DIR.done: a process that finishes from then on reports
+ * for itself), its summaries are read, handed to the enclosing run `outer` (if outer->id) and
+ * the directory removed; a noted process whose summary was read is not still running. */
+void run_collect(const char *dir, uint64_t run_id, const struct outer_run *outer, struct collected *c);
+
+void run_collected_free(struct collected *c);
+
+#endif
