@@ -2,8 +2,10 @@
  *
  * The shim is preloaded (LD_PRELOAD or `cushim run`), so a program calls these without linking
  * anything: look them up with dlsym(RTLD_DEFAULT, "cushim_...") (or ctypes.CDLL(None) in Python)
- * and treat a missing symbol as "not running under cushim". All functions are thread-safe,
- * lock-free and make no CUDA call; byte counts are requested bytes.
+ * and treat a missing symbol as "not running under cushim". All functions are thread-safe and
+ * make no CUDA call; all but cushim_push_phase/cushim_pop_phase are lock-free (those two take a
+ * short process-wide lock, fork-safe: a child starts with an empty phase stack); byte counts
+ * are requested bytes.
  *
  * Kinds of memory are those of the summary JSON (docs/SUMMARY-JSON.md); the device total is
  * device + async + vmm + array, and its peak is the peak of the sum.
@@ -86,7 +88,10 @@ uint64_t cushim_device_current_bytes(int ordinal);
 uint64_t cushim_device_peak_bytes(int ordinal);
 
 /* Sets every peak of device `ordinal` (every device when ordinal < 0) to its current value, like
- * torch.cuda.reset_peak_memory_stats. Returns the number of devices reset. */
+ * torch.cuda.reset_peak_memory_stats: each kind's, the device total's and the phase peaks.
+ * Returns the number of devices reset. The async_pool_* and graph_pool_* high-water marks are the
+ * driver's own (cuMemPoolGetAttribute, cuDeviceGetGraphMemAttribute) and are not reset: the
+ * driver resets them only for everyone, the program's own readings included. */
 int cushim_reset_peak(int ordinal);
 
 /* Phases (offload policy, CUSHIM_OFFLOAD=compile): allocations made in the compile phase may be

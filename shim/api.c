@@ -126,6 +126,30 @@ static int phase_stack[PHASE_STACK];
 static int phase_depth;
 static pthread_mutex_t phase_lock = PTHREAD_MUTEX_INITIALIZER;
 
+/* fork: the lock is held across it (no thread is inside push or pop then), so the child never
+ * inherits it taken; the child, a new process with its own phase (CUSHIM_PHASE at its first
+ * CUDA activity), starts with an empty stack. */
+static void phase_fork_prepare(void)
+{
+    pthread_mutex_lock(&phase_lock);
+}
+
+static void phase_fork_parent(void)
+{
+    pthread_mutex_unlock(&phase_lock);
+}
+
+static void phase_fork_child(void)
+{
+    phase_depth = 0;
+    pthread_mutex_init(&phase_lock, NULL);
+}
+
+__attribute__((constructor)) static void phase_fork_handlers(void)
+{
+    pthread_atfork(phase_fork_prepare, phase_fork_parent, phase_fork_child);
+}
+
 SHIM_EXPORT int cushim_push_phase(int phase)
 {
     int rc = -1;

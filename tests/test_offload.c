@@ -371,6 +371,16 @@ Test(offload, the_phase_stack_belongs_to_the_process)
     run_free(&r);
 }
 
+Test(offload, a_forked_child_starts_with_an_empty_phase_stack)
+{
+    struct run_result r;
+    json_t *j = offload_run(&r, "phase_fork", NULL);
+    cr_expect_eq(kv_u64(r.out, "children_ok"), 30, "%s", r.out);
+    cr_expect_eq(kv_u64(r.out, "children_hung"), 0);
+    json_decref(j);
+    run_free(&r);
+}
+
 Test(offload, a_stream_destroyed_while_capturing_ends_its_capture)
 {
     struct run_result r;

@@ -4,7 +4,10 @@
 #include <cuda.h>
 #include <cudaTypedefs.h>
 #include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "common.h"
@@ -330,6 +333,45 @@ static int scenario_phase_stack(void)
     return 0;
 }
 
+/* fork while another thread pushes and pops phases: each child starts with an empty stack and
+ * never finds the stack's lock taken (a child stuck on it is killed by its alarm). */
+static _Atomic int stop_pushing;
+static void *push_pop_loop(void *arg)
+{
+    (void)arg;
+    while (!atomic_load(&stop_pushing)) {
+        push_phase(1);
+        pop_phase();
+    }
+    return NULL;
+}
+
+static int scenario_phase_fork(void)
+{
+    pthread_t t;
+    push_phase = (int (*)(int))cushim_fn("cushim_push_phase");
+    pop_phase = (int (*)(void))cushim_fn("cushim_pop_phase");
+    pthread_create(&t, NULL, push_pop_loop, NULL);
+    int ok = 0, hung = 0;
+    for (int i = 0; i < 30; i++) {
+        pid_t pid = fork();
+        if (pid == 0) {
+            alarm(10);
+            int empty = pop_phase();
+            int pushed = push_phase(1);
+            exit(empty == -1 && pushed == 0 ? 0 : 3);
+        }
+        int status;
+        waitpid(pid, &status, 0);
+        ok += WIFEXITED(status) && WEXITSTATUS(status) == 0;
+        hung += WIFSIGNALED(status) && WTERMSIG(status) == SIGALRM;
+    }
+    atomic_store(&stop_pushing, 1);
+    pthread_join(t, NULL);
+    printf("children_ok=%d\nchildren_hung=%d\n", ok, hung);
+    return 0;
+}
+
 /* A stream destroyed while capturing abandons the capture: later allocations offload again. */
 static int scenario_capture_destroyed(void)
 {
@@ -468,7 +510,7 @@ static const struct scenario scenarios[] = {
     {"capture", scenario_capture, 1},             {"pytorch_capture", scenario_pytorch_capture, 1},
     {"async_free", scenario_async_free, 1},       {"phase_loop", scenario_phase_loop, 1},
     {"reset", scenario_reset, 1},                 {"vmm_budget", scenario_vmm_budget, 1},
-    {"phase_stack", scenario_phase_stack, 1},     {"capture_destroyed", scenario_capture_destroyed, 1},
+    {"phase_stack", scenario_phase_stack, 1},     {"phase_fork", scenario_phase_fork, 1},     {"capture_destroyed", scenario_capture_destroyed, 1},
     {"pitched", scenario_pitched, 1},             {"peer", scenario_peer, 1},
     {"phase_idle", scenario_phase_idle, 1},
 };
