@@ -108,9 +108,20 @@ SHIM_EXPORT int cushim_reset_peak(int ordinal)
 
 _Static_assert(CUSHIM_RUN == (int)CUSHIM_PHASE_RUN && CUSHIM_COMPILE == (int)CUSHIM_PHASE_COMPILE, "phases");
 
+/* The program's own phase change: a `cushim phase` request not applied yet was made before it
+ * and is dropped (applied at the next allocation, it would undo the program's newer choice). */
+static int own_phase_set(struct cushim_segment *seg, int phase)
+{
+    if (phase < 0 || phase >= CUSHIM_PHASE_COUNT)
+        return -1;
+    atomic_store(&seg->control.phase_request, 0);
+    return phase_set(phase);
+}
+
 SHIM_EXPORT int cushim_set_phase(int phase)
 {
-    return live_segment() ? phase_set(phase) : -1;
+    struct cushim_segment *seg = live_segment();
+    return seg ? own_phase_set(seg, phase) : -1;
 }
 
 SHIM_EXPORT int cushim_get_phase(void)
@@ -153,11 +164,12 @@ __attribute__((constructor)) static void phase_fork_handlers(void)
 SHIM_EXPORT int cushim_push_phase(int phase)
 {
     int rc = -1;
-    if (phase < 0 || phase >= CUSHIM_PHASE_COUNT || !live_segment())
+    struct cushim_segment *seg = live_segment();
+    if (phase < 0 || phase >= CUSHIM_PHASE_COUNT || !seg)
         return -1;
     pthread_mutex_lock(&phase_lock);
     if (phase_depth < PHASE_STACK) {
-        int old = phase_set(phase);
+        int old = own_phase_set(seg, phase);
         if (old >= 0) {
             phase_stack[phase_depth++] = old;
             rc = 0;
@@ -170,10 +182,13 @@ SHIM_EXPORT int cushim_push_phase(int phase)
 SHIM_EXPORT int cushim_pop_phase(void)
 {
     int restored = -1;
+    struct cushim_segment *seg = live_segment();
+    if (!seg)
+        return -1;
     pthread_mutex_lock(&phase_lock);
     if (phase_depth > 0) {
         restored = phase_stack[--phase_depth];
-        phase_set(restored);
+        own_phase_set(seg, restored);
     }
     pthread_mutex_unlock(&phase_lock);
     return restored;

@@ -281,6 +281,34 @@ Test(offload, cushim_phase_switches_a_live_process)
     cr_expect_eq(wait_bg(pid), 0);
 }
 
+Test(offload, the_programs_own_phase_change_replaces_a_pending_request)
+{
+    const char *ready = fresh_dir("ready-stale");
+    char rd[700], hd[800], hold[700], json[700];
+    snprintf(hold, sizeof hold, "%s/go", ready);
+    snprintf(rd, sizeof rd, "READY_DIR=%s", ready);
+    snprintf(hd, sizeof hd, "HOLD_FILE=%s", hold);
+    snprintf(json, sizeof json, "%s/stale.json", test_dir());
+    const char *extra[] = {rd, hd, "CUSHIM_OFFLOAD=compile", "CUSHIM_OFFLOAD_MIN=1MiB", NULL};
+    const char *argv[] = {cushim_bin(), "run", "--json", json, "--", program("offload_prog"), "phase_stale", NULL};
+    pid_t run = spawn_bg(argv, sim_env(extra));
+    pid_t pid;
+    wait_ready(ready, 1, &pid);
+    char p[32];
+    snprintf(p, sizeof p, "%d", (int)pid);
+    struct run_result r;
+    const char *phase[] = {cushim_bin(), "phase", p, "run", NULL};
+    run_cmd(&r, phase, sim_env(NULL));
+    cr_expect_eq(r.status, 0, "%s", r.err);
+    run_free(&r);
+    touch(hold);
+    cr_expect_eq(wait_bg(run), 0);
+    json_t *j = json_load(json);
+    cr_expect_str_eq(json_string_value(jpath(j, "phase")), "compile", "the program's newer compile phase");
+    cr_expect_eq(jpath_u64(j, "devices.0.offloaded.alloc_count"), 1, "its 2 MiB offloaded");
+    json_decref(j);
+}
+
 Test(offload, a_bounded_cache_reuses_freed_pinned_blocks)
 {
     struct run_result r;

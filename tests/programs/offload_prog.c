@@ -230,6 +230,29 @@ static int scenario_phase_loop(void)
     return 0;
 }
 
+/* A `cushim phase` request made while the program is in compile is overtaken by the program's
+ * own later changes: it ends its compile phase and starts a new one before allocating again;
+ * the new compile phase holds (the old request would have ended it). */
+static int scenario_phase_stale(void)
+{
+    const char *hold = getenv("HOLD_FILE"), *ready = getenv("READY_DIR");
+    set_phase(1);
+    if (ready) {
+        char path[1024];
+        snprintf(path, sizeof path, "%s/%d", ready, (int)getpid());
+        FILE *f = fopen(path, "w");
+        if (f)
+            fclose(f);
+    }
+    for (int i = 0; i < 6000 && hold && access(hold, F_OK) != 0; i++)
+        usleep(10000);
+    set_phase(0);
+    set_phase(1);
+    dev(2 * MiB);
+    printf("phase=%d\n", get_phase());
+    return 0;
+}
+
 /* The phase set before any CUDA call still applies to the first allocation. */
 static int scenario_phase_first(void)
 {
@@ -510,7 +533,8 @@ static const struct scenario scenarios[] = {
     {"capture", scenario_capture, 1},             {"pytorch_capture", scenario_pytorch_capture, 1},
     {"async_free", scenario_async_free, 1},       {"phase_loop", scenario_phase_loop, 1},
     {"reset", scenario_reset, 1},                 {"vmm_budget", scenario_vmm_budget, 1},
-    {"phase_stack", scenario_phase_stack, 1},     {"phase_fork", scenario_phase_fork, 1},     {"capture_destroyed", scenario_capture_destroyed, 1},
+    {"phase_stack", scenario_phase_stack, 1},     {"capture_destroyed", scenario_capture_destroyed, 1},
+    {"phase_fork", scenario_phase_fork, 1},       {"phase_stale", scenario_phase_stale, 1},
     {"pitched", scenario_pitched, 1},             {"peer", scenario_peer, 1},
     {"phase_idle", scenario_phase_idle, 1},
 };
