@@ -21,9 +21,12 @@ static void reset_one(_Atomic uint64_t *peak, _Atomic uint64_t *current)
 void cushim_reset_record_peaks(struct cushim_device_record *r, uint32_t phase)
 {
     cushim_seq_write_begin(&r->seq_begin);
+    /* The total before its kinds: an allocation adds to the total before its kind and a free
+     * takes from its kind first, so a kind's current, read later, is at most the total's then,
+     * which the total's peak covers (never below a kind's peak after a reset either). */
+    reset_one(&r->dev[CUSHIM_DEV_total_peak], &r->dev[CUSHIM_DEV_total_current]);
     for (unsigned k = 0; k < CUSHIM_KIND_COUNT; k++)
         reset_one(&r->kinds[k].v[CUSHIM_STAT_peak_bytes], &r->kinds[k].v[CUSHIM_STAT_current_bytes]);
-    reset_one(&r->dev[CUSHIM_DEV_total_peak], &r->dev[CUSHIM_DEV_total_current]);
     _Atomic uint64_t *off = &r->kinds[CUSHIM_KIND_OFFLOADED].v[CUSHIM_STAT_current_bytes];
     if (phase == CUSHIM_PHASE_COMPILE) {
         reset_one(&r->dev[CUSHIM_DEV_compile_peak], &r->dev[CUSHIM_DEV_total_current]);

@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "common/seqlock.h"
 
@@ -45,29 +46,53 @@ static int terminated(const char *s, size_t cap)
     return memchr(s, '\0', cap) != NULL;
 }
 
+/* One attempt: 1 when no writer was inside the record's bracket meanwhile. */
+static int record_copy_once(struct cushim_device_record *r, struct cushim_device_snapshot *d)
+{
+    uint64_t token = cushim_seq_read_begin(&r->seq_end);
+    for (unsigned k = 0; k < CUSHIM_KIND_COUNT; k++)
+        for (unsigned s = 0; s < CUSHIM_STAT_COUNT; s++)
+            d->kinds[k][s] = atomic_load_explicit(&r->kinds[k].v[s], memory_order_relaxed);
+    for (unsigned s = 0; s < CUSHIM_DEV_STAT_COUNT; s++)
+        d->dev[s] = atomic_load_explicit(&r->dev[s], memory_order_relaxed);
+    d->total_bytes = atomic_load_explicit(&r->total_bytes, memory_order_relaxed);
+    d->untracked_bytes = atomic_load_explicit(&r->untracked_bytes, memory_order_relaxed);
+    d->untracked_sampled_ns = atomic_load_explicit(&r->untracked_sampled_ns, memory_order_relaxed);
+    if (!cushim_seq_read_valid(&r->seq_begin, token))
+        return 0;
+    d->ordinal = r->ordinal;
+    d->identified = atomic_load_explicit(&r->state, memory_order_acquire) == 2;
+    if (d->identified)
+        memcpy(d->uuid, r->uuid, sizeof d->uuid);
+    return 1;
+}
+
+static uint64_t monotonic_ns(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
+
 int cushim_record_copy(const struct cushim_device_record *rc, struct cushim_device_snapshot *d,
                        unsigned spin_limit)
 {
     /* The counters are atomics in shared memory: read them as such. */
     struct cushim_device_record *r = (struct cushim_device_record *)rc;
-    for (unsigned attempt = 0; attempt <= spin_limit; attempt++) {
-        uint64_t token = cushim_seq_read_begin(&r->seq_end);
-        for (unsigned k = 0; k < CUSHIM_KIND_COUNT; k++)
-            for (unsigned s = 0; s < CUSHIM_STAT_COUNT; s++)
-                d->kinds[k][s] = atomic_load_explicit(&r->kinds[k].v[s], memory_order_relaxed);
-        for (unsigned s = 0; s < CUSHIM_DEV_STAT_COUNT; s++)
-            d->dev[s] = atomic_load_explicit(&r->dev[s], memory_order_relaxed);
-        d->total_bytes = atomic_load_explicit(&r->total_bytes, memory_order_relaxed);
-        d->untracked_bytes = atomic_load_explicit(&r->untracked_bytes, memory_order_relaxed);
-        d->untracked_sampled_ns = atomic_load_explicit(&r->untracked_sampled_ns, memory_order_relaxed);
-        if (cushim_seq_read_valid(&r->seq_begin, token)) {
-            d->ordinal = r->ordinal;
-            d->identified = atomic_load_explicit(&r->state, memory_order_acquire) == 2;
-            if (d->identified)
-                memcpy(d->uuid, r->uuid, sizeof d->uuid);
+    for (unsigned attempt = 0; attempt <= spin_limit; attempt++)
+        if (record_copy_once(r, d))
             return 0;
-        }
-    }
+    /* Still busy: a writer the scheduler preempted inside its bracket holds every reader off
+     * until it runs again (many allocating threads on few cores). Give up the CPU between
+     * rounds, for up to CUSHIM_COPY_PATIENCE_NS. */
+    uint64_t start = monotonic_ns();
+    do {
+        struct timespec pause = {0, 20000};
+        nanosleep(&pause, NULL);
+        for (unsigned attempt = 0; attempt < 64; attempt++)
+            if (record_copy_once(r, d))
+                return 0;
+    } while (monotonic_ns() - start < CUSHIM_COPY_PATIENCE_NS);
     return -1;
 }
 

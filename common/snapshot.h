@@ -49,18 +49,22 @@ struct cushim_snapshot {
     struct cushim_graph_snapshot graphs[CUSHIM_MAX_GRAPHS];
 };
 
+/* How long a copy of a record keeps trying while writers stay active (cushim_record_copy). */
+#define CUSHIM_COPY_PATIENCE_NS 200000000ull
+
 /* Validates `len` bytes at `mem` (a live mapping or a file's contents: untrusted) and copies them
- * into *out, each device record under its seqlock (retrying while writers are active, up to
- * about `spin_limit` attempts per record). Returns 0, or -1 with a one-line reason in err (e.g.
- * "truncated: 100 of 50432 bytes", "bad magic", "layout version 7, this cushim reads 1",
- * "busy: counters changing too fast to copy"). Never reads outside [mem, mem+len).
- * Thread-safe; no allocation, no system call. */
+ * into *out, each device record under its seqlock (cushim_record_copy). Returns 0, or -1 with a
+ * one-line reason in err (e.g. "truncated: 100 of 50432 bytes", "bad magic", "layout version 7,
+ * this cushim reads 1", "busy: counters changing too fast to copy"). Never reads outside
+ * [mem, mem+len). Thread-safe; no allocation; no system call unless writers keep a record busy. */
 int cushim_snapshot_read(const void *mem, size_t len, struct cushim_snapshot *out,
                          unsigned spin_limit, char *err, size_t errlen);
 
 /* Copies one device record (trusted memory: the caller validated the segment, or it is the
- * process's own) under its seqlock. Returns 0, or -1 if writers never paused in spin_limit+1
- * attempts. */
+ * process's own) under its seqlock: spin_limit+1 attempts, then, while writers keep it busy (one
+ * preempted inside its update holds readers off until it runs again), rounds of attempts with a
+ * 20 us sleep between them, for up to CUSHIM_COPY_PATIENCE_NS. Returns 0, or -1 if the record
+ * never held still that long. */
 int cushim_record_copy(const struct cushim_device_record *r, struct cushim_device_snapshot *d,
                        unsigned spin_limit);
 

@@ -79,11 +79,14 @@ struct cushim_device_stats {
 
 /* Copies device `ordinal`'s counters (one consistent snapshot) into *out; out->size must be set.
  * Fields beyond out->size are not written. Returns 0; -1 when the device has no activity in this
- * process (or cushim is disabled); -2 when out is NULL or out->size is too small for the header. */
+ * process (or cushim is disabled); -2 when out is NULL or out->size is too small for the header;
+ * -3 when the counters kept changing for 200 ms without a pause to copy them in (threads
+ * updating them without a break, e.g. resetting peaks in a loop): try again. */
 int cushim_get_device_stats(int ordinal, struct cushim_device_stats *out);
 
-/* Device-total current and peak bytes of `ordinal` (0 when unknown): the two numbers most
- * callers want, easy to call from ctypes. */
+/* Device-total current and peak bytes of `ordinal` (0 when unknown, or when the counters were
+ * too busy to copy: cushim_get_device_stats says which): the two numbers most callers want, easy
+ * to call from ctypes. */
 uint64_t cushim_device_current_bytes(int ordinal);
 uint64_t cushim_device_peak_bytes(int ordinal);
 

@@ -67,10 +67,9 @@ static inline __attribute__((always_inline)) void account_alloc_to(struct cushim
 {
     _Atomic uint64_t *k = r->kinds[kind].v;
     cushim_seq_write_begin(&r->seq_begin);
-    uint64_t cur = atomic_fetch_add_explicit(&k[CUSHIM_STAT_current_bytes], bytes, memory_order_seq_cst) + bytes;
-    raise_peak(&k[CUSHIM_STAT_peak_bytes], cur);
-    atomic_fetch_add_explicit(&k[CUSHIM_STAT_alloc_count], 1, memory_order_relaxed);
     if (ACCOUNT_IN_TOTAL(kind)) {
+        /* The total first (and a free takes from the kind first): the device total's current is
+         * never below one of its kinds', so its peak is never below theirs either. */
         /* Device bytes not reserved by the wrapper still count against the budget. */
         if (!plain && unlikely(budget_any) && !(flags & SHIM_F_RESERVED))
             atomic_fetch_add_explicit(&budget_used[device], bytes, memory_order_relaxed);
@@ -78,7 +77,11 @@ static inline __attribute__((always_inline)) void account_alloc_to(struct cushim
                                                memory_order_seq_cst) + bytes;
         raise_peak(&r->dev[CUSHIM_DEV_total_peak], t);
         raise_peak(&r->dev[account_phase_compile() ? CUSHIM_DEV_compile_peak : CUSHIM_DEV_run_peak], t);
-    } else if (kind == CUSHIM_KIND_OFFLOADED) {
+    }
+    uint64_t cur = atomic_fetch_add_explicit(&k[CUSHIM_STAT_current_bytes], bytes, memory_order_seq_cst) + bytes;
+    raise_peak(&k[CUSHIM_STAT_peak_bytes], cur);
+    atomic_fetch_add_explicit(&k[CUSHIM_STAT_alloc_count], 1, memory_order_relaxed);
+    if (kind == CUSHIM_KIND_OFFLOADED) {
         raise_peak(&r->dev[account_phase_compile() ? CUSHIM_DEV_compile_offloaded_peak
                                                    : CUSHIM_DEV_run_offloaded_peak], cur);
     }

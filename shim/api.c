@@ -33,14 +33,15 @@ static struct cushim_segment *live_segment(void)
     return r != SHIM_OFF && shim_start_slow(true) ? shim.seg : NULL;
 }
 
-/* Copies one of our own records under its seqlock (the same copy the CLI makes). */
+/* Copies one of our own records under its seqlock (the same copy the CLI makes): 0, -1 no such
+ * device, -3 busy (cushim.h). */
 static int read_device(int ordinal, struct cushim_device_snapshot *out)
 {
     struct cushim_segment *seg = live_segment();
     if (!seg || ordinal < 0 || ordinal >= (int)CUSHIM_MAX_DEVICES ||
         atomic_load_explicit(&seg->devices[ordinal].state, memory_order_acquire) == 0)
         return -1;
-    return cushim_record_copy(&seg->devices[ordinal], out, 1000000);
+    return cushim_record_copy(&seg->devices[ordinal], out, 1000) == 0 ? 0 : -3;
 }
 
 SHIM_EXPORT int cushim_get_device_stats(int ordinal, struct cushim_device_stats *out)
@@ -49,8 +50,9 @@ SHIM_EXPORT int cushim_get_device_stats(int ordinal, struct cushim_device_stats 
     struct cushim_device_snapshot d;
     if (!out || out->size < offsetof(struct cushim_device_stats, total_bytes))
         return -2;
-    if (read_device(ordinal, &d) != 0)
-        return -1;
+    int rc = read_device(ordinal, &d);
+    if (rc != 0)
+        return rc;
     memset(&full, 0, sizeof full);
     full.size = out->size;
     full.version = CUSHIM_STATS_VERSION;

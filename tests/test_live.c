@@ -216,6 +216,36 @@ Test(live, stat_shows_the_async_pool_reserve_live)
 
 /* A process whose main thread has ended (a zombie main thread) but whose other threads run is
  * alive: listed live, readable, its segment kept by gc. */
+Test(live, busy_counters_are_still_read_reset_and_switched)
+{
+    /* 16 threads on this machine's few cores: a writer preempted inside its update holds readers
+     * off until it runs again; stat, reset-peak and phase wait for it rather than fail. */
+    const char *segdir;
+    char hold[600], p[16];
+    pid_t pid = start_held("busy", "busy", &segdir, hold, sizeof hold);
+    snprintf(p, sizeof p, "%d", (int)pid);
+    struct run_result r;
+    for (int i = 0; i < 15; i++) {
+        cr_expect_eq(cli(segdir, &r, "stat", p, "--json"), 0, "stat %d: %s", i, r.err);
+        /* The device total is added before its kind and taken after it, and reset first: its
+         * peak is never below its kind's, in any consistent copy. */
+        json_t *j = json_loads(r.out, 0, NULL);
+        cr_assert(j, "%s", r.out);
+        uint64_t total = jpath_u64(j, "0.devices.0.device_total.peak_bytes");
+        uint64_t kind = jpath_u64(j, "0.devices.0.device.peak_bytes");
+        cr_expect_geq(total, kind, "copy %d: device_total peak %llu < device peak %llu", i,
+                      (unsigned long long)total, (unsigned long long)kind);
+        json_decref(j);
+        run_free(&r);
+        cr_expect_eq(cli(segdir, &r, "reset-peak", p, NULL), 0, "reset-peak %d: %s", i, r.err);
+        run_free(&r);
+        cr_expect_eq(cli(segdir, &r, "phase", p, i % 2 ? "run" : "compile"), 0, "phase %d: %s", i, r.err);
+        run_free(&r);
+    }
+    touch(hold);
+    cr_expect_eq(wait_bg(pid), 0);
+}
+
 Test(live, a_process_whose_main_thread_ended_is_alive)
 {
     const char *segdir;

@@ -100,7 +100,7 @@ static int snapshot_fd(int fd, struct cushim_snapshot *out, char *err, size_t er
     int rc;
     if (sigsetjmp(jb, 1) == 0) {
         bus_jump = &jb;
-        rc = cushim_snapshot_read(m, len, out, 100000, err, errlen);
+        rc = cushim_snapshot_read(m, len, out, 1000, err, errlen);
     } else {
         snprintf(err, errlen, "truncated while being read");
         rc = -1;

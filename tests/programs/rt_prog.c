@@ -4,6 +4,8 @@
 #include <cuda.h>
 #include <cudaTypedefs.h>
 #include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -403,6 +405,35 @@ static int scenario_fork(void)
     return 0;
 }
 
+/* 16 threads allocating and freeing without a pause until $HOLD_FILE exists (more threads than
+ * cores: some are preempted in the middle of an update), for readers of the live counters. */
+static _Atomic int busy_stop;
+static void *busy_thread(void *arg)
+{
+    unsigned i = (unsigned)(uintptr_t)arg;
+    while (!atomic_load(&busy_stop)) {
+        void *p[8];
+        for (int k = 0; k < 8; k++)
+            CHECK(cudaMalloc(&p[k], 4096 * (size_t)(1 + (i++ % 16))));
+        for (int k = 0; k < 8; k++)
+            CHECK(cudaFree(p[k]));
+    }
+    return NULL;
+}
+
+static int scenario_busy(void)
+{
+    pthread_t t[16];
+    for (uintptr_t i = 0; i < 16; i++)
+        pthread_create(&t[i], NULL, busy_thread, (void *)i);
+    ready();
+    hold();
+    atomic_store(&busy_stop, 1);
+    for (int i = 0; i < 16; i++)
+        pthread_join(t[i], NULL);
+    return 0;
+}
+
 /* 1000 B kept, then exec of `sh -c "$EXEC_CMD"` (same pid; the memory goes with the old image). */
 static int scenario_exec(void)
 {
@@ -432,6 +463,7 @@ static const struct scenario scenarios[] = {
     {"hold", scenario_hold, 1},             {"fork", scenario_fork, 1},
     {"hold_async", scenario_hold_async, 1}, {"main_exits", scenario_main_exits, 1},
     {"churn", scenario_churn, 1},           {"exec", scenario_exec, 1},
+    {"busy", scenario_busy, 1},
     {"malloc", scenario_malloc, 1},         {"pitch", scenario_pitch, 1},
     {"host", scenario_host, 1},             {"managed", scenario_managed, 1},
     {"async", scenario_async, 1},           {"vmm", scenario_vmm, 1},
