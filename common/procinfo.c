@@ -202,16 +202,24 @@ static int same_process(pid_t pid, uint64_t start_time)
     return diff % tick == 0 ? d == 0 : d >= -1 && d <= 1;
 }
 
-int cushim_pidns_alive(const struct cushim_pidns_map *m, uint64_t ns, pid_t nspid, uint64_t start_time)
+int cushim_pidns_alive(const struct cushim_pidns_map *m, uint64_t ns, pid_t nspid, uint64_t start_time,
+                       pid_t *here)
 {
     int seen = 0, maybe = 0;
+    if (here)
+        *here = 0;
     for (size_t i = 0; i < m->count; i++) {
         if (m->rows[i].ns == 0 && m->rows[i].nspid == nspid)
             maybe = 1; /* in a namespace we may not look at: it could be this one */
         if (m->rows[i].ns != ns)
             continue;
-        if (m->rows[i].nspid == nspid)
-            return same_process(m->rows[i].pid, start_time) ? 1 : 0;
+        if (m->rows[i].nspid == nspid) {
+            if (!same_process(m->rows[i].pid, start_time))
+                return 0;
+            if (here)
+                *here = m->rows[i].pid;
+            return 1;
+        }
         seen = 1;
     }
     return seen && !maybe ? 0 : -1;

@@ -44,7 +44,9 @@ void cushim_pidns_free(struct cushim_pidns_map *m);
  * namespace is visible from here: a namespace above this one, a sibling container's, or one
  * whose last process has ended; or a process `nspid` of an inner namespace this user may not
  * read exists). The start times are compared with both time namespaces' boottime offsets taken
- * out (/proc/<pid>/timens_offsets); a process whose offset cannot be read counts as alive. */
-int cushim_pidns_alive(const struct cushim_pidns_map *m, uint64_t ns, pid_t nspid, uint64_t start_time);
+ * out (/proc/<pid>/timens_offsets); a process whose offset cannot be read counts as alive.
+ * *here (if not NULL): its pid in this namespace when alive (1), else 0. */
+int cushim_pidns_alive(const struct cushim_pidns_map *m, uint64_t ns, pid_t nspid, uint64_t start_time,
+                       pid_t *here);
 
 #endif

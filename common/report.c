@@ -69,6 +69,14 @@ void cushim_json_process(struct jsonw *w, const char *key, const struct cushim_s
     jsonw_object_begin(w, key);
     jsonw_string(w, "cushim_version", s->version);
     jsonw_i64(w, "pid", s->pid);
+    jsonw_u64(w, "pid_namespace", s->pidns_inode);
+    if (s->other_pidns) {
+        /* Read from another pid namespace (a container's process, on the host). */
+        if (s->host_pid)
+            jsonw_i64(w, "host_pid", s->host_pid);
+        else
+            jsonw_string(w, "host_pid", NULL);
+    }
     jsonw_string(w, "command", s->command);
     jsonw_string(w, "phase", cushim_phase_name(s->phase));
     jsonw_string(w, "phase_requested",
@@ -153,7 +161,16 @@ void cushim_text_process(FILE *f, const struct cushim_snapshot *s, const char *t
     cushim_text_printable(s->command, cmd, sizeof cmd);
     char phase[32];
     cushim_phase_label(s, phase, sizeof phase);
-    fprintf(f, "%spid %d `%s`: %u device%s, phase %s%s\n", title ? title : "", s->pid, cmd,
+    char who[96];
+    if (!s->other_pidns)
+        snprintf(who, sizeof who, "pid %d", (int)s->pid);
+    else if (s->host_pid)
+        snprintf(who, sizeof who, "pid %d (pid %d of pid namespace %llu)", (int)s->host_pid, (int)s->pid,
+                 (unsigned long long)s->pidns_inode);
+    else
+        snprintf(who, sizeof who, "pid %d of pid namespace %llu (not visible here)", (int)s->pid,
+                 (unsigned long long)s->pidns_inode);
+    fprintf(f, "%s%s `%s`: %u device%s, phase %s%s\n", title ? title : "", who, cmd,
             s->device_count, s->device_count == 1 ? "" : "s", phase,
             strchr(phase, '>') ? " (requested, at the next allocation)" : "");
     for (uint32_t i = 0; i < s->device_count; i++) {

@@ -16,6 +16,15 @@ const char *cushim_phase_label(const struct cushim_snapshot *s, char *buf, size_
     return buf;
 }
 
+const char *cushim_pid_label(const struct cushim_snapshot *s, char *buf, size_t len)
+{
+    if (s->other_pidns && !s->host_pid)
+        snprintf(buf, len, "%d*", (int)s->pid);
+    else
+        snprintf(buf, len, "%d", (int)(s->other_pidns ? s->host_pid : s->pid));
+    return buf;
+}
+
 const char *cushim_phase_name(uint32_t phase)
 {
     static const char *names[] = {

@@ -36,6 +36,11 @@ struct cushim_snapshot {
     uint64_t created_ns;
     uint64_t run_id;
     int32_t run_pid;                      /* segment.h: the `cushim run` that launched it, 0 none */
+    /* Filled by the CLI's scan (tools/segments.c), 0 elsewhere: whether the process is in
+     * another pid namespace than the reader (a container's, read on the host), and then its pid
+     * in the reader's namespace (0 when not visible from there). */
+    int32_t other_pidns;
+    int32_t host_pid;
     uint64_t run_start_time;
     uint32_t phase;                       /* enum cushim_phase */
     uint32_t phase_requested;             /* `cushim phase` not yet applied: 1 + enum cushim_phase, 0 none */
@@ -77,5 +82,10 @@ const char *cushim_phase_name(uint32_t phase);
 /* The phase as ps, top and the text summary show it: "run", or "run>compile" while a requested
  * change waits for the process's next allocation. Written to buf (>= 24 bytes), returned. */
 const char *cushim_phase_label(const struct cushim_snapshot *s, char *buf, size_t len);
+
+/* The pid as ps, top and Prometheus show it: the process's pid in the reader's namespace; for a
+ * process of another pid namespace not visible from the reader's, its own pid there with "*"
+ * ("1*"). Written to buf (>= 16 bytes), returned. */
+const char *cushim_pid_label(const struct cushim_snapshot *s, char *buf, size_t len);
 
 #endif

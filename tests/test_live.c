@@ -555,8 +555,63 @@ Test(live, containers_sharing_the_segment_directory)
     run_cmd(&r, stat_all, cenv);
     json_t *j = json_loads(r.out, 0, NULL);
     cr_assert(j, "%s%s", r.out, r.err);
-    cr_expect_eq(json_array_size(j), 2, "both pid-1 processes, each its own segment:\n%s", r.out);
+    cr_assert_eq(json_array_size(j), 2, "both pid-1 processes, each its own segment:\n%s", r.out);
+    /* Each by its own pid and namespace, and by its pid here (the host's, as nvidia-smi shows). */
+    uint64_t host[2], ns[2];
+    for (int i = 0; i < 2; i++) {
+        char key[32];
+        snprintf(key, sizeof key, "%d.pid", i);
+        cr_expect_eq(jpath_u64(j, key), 1);
+        snprintf(key, sizeof key, "%d.host_pid", i);
+        host[i] = jpath_u64(j, key);
+        snprintf(key, sizeof key, "%d.pid_namespace", i);
+        ns[i] = jpath_u64(j, key);
+        cr_expect_gt(host[i], 1);
+    }
+    cr_expect_neq(host[0], host[1]);
+    cr_expect_neq(ns[0], ns[1]);
     json_decref(j);
+    run_free(&r);
+    const char *ps_both[] = {cushim_bin(), "ps", NULL};
+    run_cmd(&r, ps_both, cenv);
+    for (int i = 0; i < 2; i++) {
+        char row[32];
+        snprintf(row, sizeof row, "\n%7llu ", (unsigned long long)host[i]);
+        cr_expect(strstr(r.out, row) != NULL, "ps shows the pid here: %s", r.out);
+    }
+    run_free(&r);
+    /* Prometheus: one series per process (the namespace is a label), none twice. */
+    const char *prom[] = {cushim_bin(), "stat", "--prometheus", NULL};
+    run_cmd(&r, prom, cenv);
+    int dup = 0, series = 0;
+    for (char *l = r.out; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL) {
+        /* The series is the line up to its last space (the value follows). */
+        size_t len = strcspn(l, "\n"), n = len;
+        while (n > 0 && l[n - 1] != ' ')
+            n--;
+        if (*l == '#' || n == 0)
+            continue;
+        series++;
+        for (char *m = l + len + (l[len] == '\n'); *m; m += strcspn(m, "\n") + (m[strcspn(m, "\n")] == '\n'))
+            dup += strncmp(l, m, n) == 0 && strcspn(m + n, " \n") == strcspn(m + n, "\n");
+    }
+    cr_expect_gt(series, 0, "%s", r.out);
+    cr_expect_eq(dup, 0, "no series twice:\n%s", r.out);
+    cr_expect(strstr(r.out, "pidns=\"") != NULL, "%s", r.out);
+    run_free(&r);
+    /* `reset-peak 1` names both: refused; by the pid here, the one. */
+    const char *amb[] = {cushim_bin(), "reset-peak", "1", NULL};
+    run_cmd(&r, amb, cenv);
+    cr_expect_eq(r.status, 1);
+    cr_expect(strstr(r.err, "cushim: pid 1 names 2 processes of other pid namespaces (pid namespace ") != NULL,
+              "%s", r.err);
+    run_free(&r);
+    char hp[24], said[96];
+    snprintf(hp, sizeof hp, "%llu", (unsigned long long)host[0]);
+    const char *one[] = {cushim_bin(), "reset-peak", hp, NULL};
+    run_cmd(&r, one, cenv);
+    snprintf(said, sizeof said, "pid %s: peaks of 1 device set to their current values\n", hp);
+    cr_expect_str_eq(r.out, said, "%s", r.err);
     run_free(&r);
     const char *gc[] = {cushim_bin(), "gc", NULL};
     run_cmd(&r, gc, cenv);
@@ -659,7 +714,8 @@ Test(live, containers_sharing_the_segment_directory)
     pid_t u = spawn_bg(userns, e5), ru;
     wait_ready(r5, 1, &ru);
     run_cmd(&r, ps, cenv);
-    cr_expect(strstr(r.out, "      1 nobody     live ") != NULL, "%s%s", r.out, r.err);
+    cr_expect(strstr(r.out, " nobody     live ") != NULL, "%s%s", r.out, r.err);
+    cr_expect(strstr(r.out, "      1 nobody ") == NULL, "by its pid here: %s", r.out);
     run_free(&r);
     run_cmd(&r, gc, cenv);
     cr_expect_str_eq(r.out, "", "a live container's segment is kept");

@@ -64,7 +64,7 @@ extern int cli_config_reported;
 /* One live segment found by seg_scan. */
 struct seg_entry {
     char path[1300]; /* directory (< CUSHIM_PATH_MAX) + file name (< 256) */
-    pid_t pid;                   /* from the file name */
+    pid_t pid;                   /* from the file name: the process's pid in its own namespace */
     uid_t uid;                   /* owner of the file */
     ino_t ino;                   /* the file's inode: a segment put in its place since is another */
     int ok;                      /* snapshot valid */
@@ -74,7 +74,8 @@ struct seg_entry {
 };
 
 /* Calls fn for every cushim segment in seg_dir() that the caller may read (its own; every one
- * when root), optionally only those of `pids` (npids > 0). Returns the number visited (-1 when
+ * when root), optionally only those of `pids` (npids > 0: a process's pid in its own namespace,
+ * or, for another namespace's, its pid here, snap.host_pid). Returns the number visited (-1 when
  * the directory cannot be read, reported); fn returns nonzero to stop. Segments named like ours but unreadable or invalid are reported with
  * ok = 0. */
 int seg_scan(const pid_t *pids, int npids, int (*fn)(struct seg_entry *, void *), void *arg);
@@ -93,10 +94,15 @@ int seg_still_stale(const struct seg_entry *e);
  * segment directory, or only another user's. The same words for stat, reset-peak and phase. */
 void seg_say_missing(pid_t pid);
 
-/* Maps the live segment of `pid` read-write for an owner's request (reset-peak, phase). Refuses
- * segments of other users (unless root) and stale ones. Returns the mapping or NULL (message
- * printed); release with seg_unmap. */
+/* Maps the live segment of `pid` read-write for an owner's request (reset-peak, phase): the
+ * process with that pid here, else the one process of another pid namespace (a container's, read
+ * on the host) with that pid there; two such are refused (message names them). Refuses segments
+ * of other users (unless root) and stale ones. Returns the mapping or NULL (message printed);
+ * release with seg_unmap. */
 struct cushim_segment *seg_map_rw(pid_t pid);
+/* Calls fn(s, arg), which writes into mapping s, catching the fault of a segment truncated
+ * meanwhile (its owner's doing): 0, or -1 when it was (the write is lost, nothing else). */
+int seg_write_guarded(struct cushim_segment *s, void (*fn)(struct cushim_segment *, void *), void *arg);
 void seg_unmap(struct cushim_segment *s);
 
 /* Whether stdout is a terminal that takes colour (and NO_COLOR is unset). */

@@ -6,6 +6,26 @@
 #include "common/units.h"
 #include "tools/cli.h"
 
+struct request {
+    uint32_t phase;
+    int already;  /* the process is in that phase already */
+    uint32_t was; /* the request this one replaced then */
+};
+
+static void request(struct cushim_segment *s, void *argp)
+{
+    struct request *a = argp;
+    if (atomic_load(&s->h.phase) == a->phase) {
+        /* Nothing to change; a request for the other phase still waiting is replaced by ours,
+         * which the process applies as a no-op (and which still holds if it switched away in
+         * between, taking that other request). */
+        a->already = 1;
+        a->was = atomic_exchange(&s->control.phase_request, a->phase + 1);
+        return;
+    }
+    atomic_store(&s->control.phase_request, a->phase + 1);
+}
+
 int cmd_phase(int argc, char **argv)
 {
     if (argc > 1 && (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0)) {
@@ -32,22 +52,20 @@ int cmd_phase(int argc, char **argv)
     struct cushim_segment *s = seg_map_rw(pid);
     if (!s)
         return EXIT_NOTHING;
-    if (atomic_load(&s->h.phase) == (uint32_t)phase) {
-        /* Nothing to change; a request for the other phase still waiting is replaced by ours,
-         * which the process applies as a no-op (and which still holds if it switched away in
-         * between, taking that other request). */
-        uint32_t was = atomic_exchange(&s->control.phase_request, (uint32_t)phase + 1);
-        seg_unmap(s);
-        if (was && was != (uint32_t)phase + 1 && was <= CUSHIM_PHASE_COUNT)
-            printf("pid %d: already in the %s phase; the waiting %s request is withdrawn\n", (int)pid,
-                   cushim_phase_name(phase), cushim_phase_name(was - 1));
-        else
-            printf("pid %d: already in the %s phase\n", (int)pid, cushim_phase_name(phase));
-        return 0;
-    }
-    atomic_store(&s->control.phase_request, (uint32_t)phase + 1);
+    struct request a = {(uint32_t)phase, 0, 0};
+    int truncated = seg_write_guarded(s, request, &a);
     seg_unmap(s);
-    printf("pid %d: %s phase requested; it takes effect at the process's next allocation\n", (int)pid,
-           cushim_phase_name(phase));
+    if (truncated) {
+        cli_error("the segment of process %d was cut short (by its owner): no phase requested", (int)pid);
+        return EXIT_NOTHING;
+    }
+    if (!a.already)
+        printf("pid %d: %s phase requested; it takes effect at the process's next allocation\n",
+               (int)pid, cushim_phase_name(phase));
+    else if (a.was && a.was != (uint32_t)phase + 1 && a.was <= CUSHIM_PHASE_COUNT)
+        printf("pid %d: already in the %s phase; the waiting %s request is withdrawn\n", (int)pid,
+               cushim_phase_name(phase), cushim_phase_name(a.was - 1));
+    else
+        printf("pid %d: already in the %s phase\n", (int)pid, cushim_phase_name(phase));
     return 0;
 }

@@ -11,6 +11,7 @@
 struct ps_arg {
     int rows;   /* valid segments listed (live or stale) */
     int color;
+    int hidden; /* processes of another pid namespace not visible here ("1*") */
 };
 
 static int row(struct seg_entry *e, void *argp)
@@ -36,7 +37,9 @@ static int row(struct seg_entry *e, void *argp)
     const char *state = e->stale ? "stale" : "live";
     char phase[32];
     const char *on = a->color && e->stale ? "\033[33m" : "", *off = a->color && e->stale ? "\033[0m" : "";
-    printf("%s%7d %-10s %-7s %-8s %12s %12s %-11s %s%s\n", on, (int)e->pid, user, state,
+    char pid[16];
+    a->hidden += e->snap.other_pidns && !e->snap.host_pid;
+    printf("%s%7s %-10s %-7s %-8s %12s %12s %-11s %s%s\n", on, cushim_pid_label(&e->snap, pid, sizeof pid), user, state,
            devs[0] ? devs : "-", cushim_format_bytes(c, cur, sizeof cur),
            cushim_format_bytes(p, peak, sizeof peak), cushim_phase_label(&e->snap, phase, sizeof phase),
            cushim_text_printable(e->snap.command, cmd, sizeof cmd), off);
@@ -49,7 +52,7 @@ int cmd_ps(int argc, char **argv)
     if (argc > 1) {
         if (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0) {
             printf("usage: cushim ps\n\nLists processes under cushim (yours; everyone's as root):\n"
-                   "pid, user, state (live, or stale: the process is gone), devices used, device\n"
+                   "pid (as seen here, also for a container's process), user, state (live, or stale: the process is gone), devices used, device\n"
                    "bytes current and peak (summed over its devices), phase (run>compile while a\n"
                    "`cushim phase` request waits for the process's next allocation), command.\n");
             return 0;
@@ -57,9 +60,11 @@ int cmd_ps(int argc, char **argv)
         cli_error("ps takes no arguments (got \"%s\")", argv[1]);
         return EXIT_USAGE;
     }
-    struct ps_arg a = {0, cli_color(stdout)};
+    struct ps_arg a = {0, cli_color(stdout), 0};
     printf("%7s %-10s %-7s %-8s %12s %12s %-11s %s\n", "PID", "USER", "STATE", "DEVICES",
            "DEV-CURRENT", "DEV-PEAK", "PHASE", "COMMAND");
     seg_scan(NULL, 0, row, &a);
+    if (a.hidden)
+        printf("* the pid in its own pid namespace (a container's), whose processes are not visible here\n");
     return a.rows ? 0 : EXIT_NOTHING;
 }

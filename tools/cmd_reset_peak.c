@@ -8,6 +8,24 @@
 #include "common/peaks.h"
 #include "tools/cli.h"
 
+struct reset_arg {
+    long device; /* -1: every device */
+    int reset;   /* devices reset */
+};
+
+static void reset(struct cushim_segment *s, void *argp)
+{
+    struct reset_arg *a = argp;
+    uint32_t count = atomic_load(&s->h.device_count);
+    for (uint32_t i = 0; i < count && i < CUSHIM_MAX_DEVICES; i++) {
+        if ((a->device >= 0 && (long)i != a->device) || atomic_load(&s->devices[i].state) == 0)
+            continue;
+        cushim_reset_record_peaks(&s->devices[i], atomic_load(&s->h.phase));
+        a->reset++;
+    }
+    atomic_fetch_add(&s->control.peak_resets, 1);
+}
+
 int cmd_reset_peak(int argc, char **argv)
 {
     pid_t pid = 0;
@@ -44,16 +62,15 @@ int cmd_reset_peak(int argc, char **argv)
     struct cushim_segment *s = seg_map_rw(pid);
     if (!s)
         return EXIT_NOTHING;
-    int n = 0;
-    uint32_t count = atomic_load(&s->h.device_count);
-    for (uint32_t i = 0; i < count && i < CUSHIM_MAX_DEVICES; i++) {
-        if ((device >= 0 && (long)i != device) || atomic_load(&s->devices[i].state) == 0)
-            continue;
-        cushim_reset_record_peaks(&s->devices[i], atomic_load(&s->h.phase));
-        n++;
-    }
-    atomic_fetch_add(&s->control.peak_resets, 1);
+    struct reset_arg a = {device, 0};
+    int truncated = seg_write_guarded(s, reset, &a);
     seg_unmap(s);
+    if (truncated) {
+        cli_error("the segment of process %d was cut short while its peaks were reset (by its "
+                  "owner): not all of them were", (int)pid);
+        return EXIT_NOTHING;
+    }
+    int n = a.reset;
     if (n == 0 && device >= 0) {
         cli_error("process %d has no activity on device %ld", (int)pid, device);
         return EXIT_NOTHING;

@@ -103,7 +103,8 @@ static void frame(struct sink *k, const struct proc_list *l)
             pin += p->devices[n].kinds[CUSHIM_KIND_PINNED_HOST][CUSHIM_STAT_current_bytes];
             offl += p->devices[n].kinds[CUSHIM_KIND_OFFLOADED][CUSHIM_STAT_current_bytes];
         }
-        line(k, y++, 0, "%7d %-8s %-11s %11s %9s %9s %9s  %s", p->pid, devs[0] ? devs : "-",
+        char pid[16];
+        line(k, y++, 0, "%7s %-8s %-11s %11s %9s %9s %9s  %s", cushim_pid_label(p, pid, sizeof pid), devs[0] ? devs : "-",
              cushim_phase_label(p, phase, sizeof phase),
              cushim_format_bytes(proc_sum(p, CUSHIM_DEV_total_current), a, sizeof a),
              cushim_format_bytes(proc_sum(p, CUSHIM_DEV_total_peak), b, sizeof b),

@@ -50,12 +50,24 @@ static void escaped(FILE *f, const char *s, size_t max)
     }
 }
 
+/* A process's labels: the pid as seen here (a container's process by its host pid, or by its
+ * own when not visible here); one of another pid namespace also carries that namespace (pidns),
+ * so two containers' pid 1 are two series; the command. */
+static void process_labels(FILE *f, const struct cushim_snapshot *p)
+{
+    fprintf(f, "pid=\"%d\",", (int)(p->other_pidns && p->host_pid ? p->host_pid : p->pid));
+    if (p->other_pidns)
+        fprintf(f, "pidns=\"%llu\",", (unsigned long long)p->pidns_inode);
+    fprintf(f, "command=\"");
+    escaped(f, p->command, 64);
+    fputc('"', f);
+}
+
 static void labels(FILE *f, const struct cushim_snapshot *p, const struct cushim_device_snapshot *d)
 {
     char uuid[48];
-    fprintf(f, "pid=\"%d\",command=\"", p->pid);
-    escaped(f, p->command, 64);
-    fprintf(f, "\",device=\"%d\",uuid=\"%s\"", d->ordinal,
+    process_labels(f, p);
+    fprintf(f, ",device=\"%d\",uuid=\"%s\"", d->ordinal,
             d->identified ? cushim_format_uuid(d->uuid, uuid, sizeof uuid) : "");
 }
 
@@ -102,9 +114,9 @@ void prometheus_write(FILE *f, const struct proc_list *l)
     header(f, "phase", "gauge", "the process's phase (offload policy): 1 for the one it is in");
     for (int i = 0; i < l->count; i++)
         for (unsigned ph = 0; ph < CUSHIM_PHASE_COUNT; ph++) {
-            fprintf(f, "cushim_phase{pid=\"%d\",command=\"", l->procs[i].pid);
-            escaped(f, l->procs[i].command, 64);
-            fprintf(f, "\",phase=\"%s\"} %d\n", cushim_phase_name(ph), l->procs[i].phase == ph);
+            fputs("cushim_phase{", f);
+            process_labels(f, &l->procs[i]);
+            fprintf(f, ",phase=\"%s\"} %d\n", cushim_phase_name(ph), l->procs[i].phase == ph);
         }
     header(f, "device_memory_total_bytes", "gauge", "device memory of the GPU (cuDeviceTotalMem)");
     for (int i = 0; i < l->count; i++)

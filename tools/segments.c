@@ -31,6 +31,18 @@ static void on_sigbus(int sig)
     raise(SIGBUS);
 }
 
+/* A segment truncated while mapped faults (SIGBUS) on access: caught around each access. */
+static void catch_sigbus(void)
+{
+    static int installed;
+    if (!installed) {
+        struct sigaction sa = {0};
+        sa.sa_handler = on_sigbus;
+        sigaction(SIGBUS, &sa, NULL);
+        installed = 1;
+    }
+}
+
 int cli_config_reported;
 
 static void report_segment_dir(const struct cushim_config_error *e)
@@ -89,13 +101,7 @@ static int snapshot_fd(int fd, struct cushim_snapshot *out, char *err, size_t er
         snprintf(err, errlen, "cannot map: %s", strerror(errno));
         return -1;
     }
-    static int installed;
-    if (!installed) {
-        struct sigaction sa = {0};
-        sa.sa_handler = on_sigbus;
-        sigaction(SIGBUS, &sa, NULL);
-        installed = 1;
-    }
+    catch_sigbus();
     sigjmp_buf jb;
     int rc;
     if (sigsetjmp(jb, 1) == 0) {
@@ -197,17 +203,20 @@ int seg_other_namespace(const struct cushim_snapshot *s)
     return s->pidns_inode && mine && s->pidns_inode != mine;
 }
 
-static int is_stale(const struct cushim_snapshot *s)
+/* Whether s's process is gone; *here: its pid in this namespace (0 when not visible). */
+static int is_stale(const struct cushim_snapshot *s, pid_t *here)
 {
+    *here = s->pid;
     if (seg_other_namespace(s)) {
         /* A container's process (the directory is shared): its pid is that namespace's. Gone
          * only when the namespace is in sight and holds no such process; when it cannot be
          * told (a namespace above ours, a sibling's), the segment is taken as live and never
          * removed. */
+        *here = 0;
         if (!ns_map_read)
             ns_map_read = cushim_pidns_scan(&ns_map) == 0;
         return ns_map_read &&
-               cushim_pidns_alive(&ns_map, s->pidns_inode, s->pid, s->start_time) == 0;
+               cushim_pidns_alive(&ns_map, s->pidns_inode, s->pid, s->start_time, here) == 0;
     }
     uint64_t start = cushim_proc_start_time(s->pid);
     if (start == 0)
@@ -231,7 +240,18 @@ int seg_still_stale(const struct seg_entry *e)
         return 0;
     cushim_pidns_free(&ns_map); /* a fresh look: a process may have started since the scan */
     ns_map_read = 0;
-    return is_stale(&now);
+    pid_t here;
+    return is_stale(&now, &here);
+}
+
+/* Whether e is one of the processes named by pids: its pid here (a container's process by its
+ * pid as seen from this namespace), or its own pid in its namespace. */
+static int wanted(const struct seg_entry *e, const pid_t *pids, int npids)
+{
+    for (int i = 0; i < npids; i++)
+        if (pids[i] == e->pid || (e->ok && e->snap.host_pid && pids[i] == e->snap.host_pid))
+            return 1;
+    return 0;
 }
 
 int seg_scan(const pid_t *pids, int npids, int (*fn)(struct seg_entry *, void *), void *arg)
@@ -253,13 +273,6 @@ int seg_scan(const pid_t *pids, int npids, int (*fn)(struct seg_entry *, void *)
         pid_t pid;
         if (parse_name(de->d_name, &uid, &pid) != 0)
             continue;
-        if (npids > 0) {
-            int want = 0;
-            for (int i = 0; i < npids && !want; i++)
-                want = pids[i] == pid;
-            if (!want)
-                continue;
-        }
         memset(&e, 0, sizeof e);
         snprintf(e.path, sizeof e.path, "%s/%s", seg_dir(), de->d_name);
         e.pid = pid;
@@ -291,11 +304,16 @@ int seg_scan(const pid_t *pids, int npids, int (*fn)(struct seg_entry *, void *)
                 snprintf(e.err, sizeof e.err, "header names pid %d uid %u, file is %s",
                          (int)e.snap.pid, e.snap.uid, de->d_name);
             } else {
+                pid_t here;
                 e.ok = 1;
-                e.stale = is_stale(&e.snap);
+                e.stale = is_stale(&e.snap, &here);
+                e.snap.other_pidns = seg_other_namespace(&e.snap);
+                e.snap.host_pid = here;
             }
         }
         close(fd);
+        if (npids > 0 && !wanted(&e, pids, npids))
+            continue;
         visited++;
         if (fn(&e, arg))
             break;
@@ -312,6 +330,7 @@ static struct cushim_segment *map_one(const char *path, pid_t pid, char *why, si
     struct stat st;
     struct cushim_snapshot *snap = calloc(1, sizeof *snap);
     struct cushim_segment *s = NULL;
+    pid_t here;
     int fd = open(path, O_RDWR | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
     if (!snap || fd < 0)
         snprintf(why, len, "cannot open %s: %s", path, strerror(snap ? errno : ENOMEM));
@@ -322,7 +341,7 @@ static struct cushim_segment *map_one(const char *path, pid_t pid, char *why, si
     else if (snap->pid != pid)
         snprintf(why, len, "segment %s names pid %d, not %d: not a segment of process %d", path,
                  (int)snap->pid, (int)pid, (int)pid);
-    else if (is_stale(snap))
+    else if (is_stale(snap, &here))
         snprintf(why, len, "process %d is gone (stale segment %s; `cushim gc` removes it)", (int)pid, path);
     else {
         void *m = mmap(NULL, sizeof *s, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
@@ -363,12 +382,66 @@ void seg_say_missing(pid_t pid)
         cli_error("no cushim process %d of yours (no segment in %s)", (int)pid, seg_dir());
 }
 
+/* The live processes a pid argument may name (seg_scan's choice): `direct` ones by their pid
+ * here, `inner` ones (another pid namespace's) by their own pid there. */
+struct pid_candidates {
+    pid_t pid;
+    int ndirect, ninner;
+    char direct[1300], inner[1300];
+    pid_t direct_own, inner_own;
+    char list[512]; /* the inner ones, for a message: "pid namespace N (pid here M)", ... */
+};
+
+static int gather_candidate(struct seg_entry *e, void *arg)
+{
+    struct pid_candidates *c = arg;
+    if (!e->ok || e->stale)
+        return 0;
+    int other = e->snap.other_pidns;
+    if ((!other && e->snap.pid == c->pid) || (other && e->snap.host_pid == c->pid)) {
+        if (c->ndirect++ == 0) {
+            snprintf(c->direct, sizeof c->direct, "%s", e->path);
+            c->direct_own = e->snap.pid;
+        }
+    } else if (other && e->snap.pid == c->pid) {
+        if (c->ninner++ == 0) {
+            snprintf(c->inner, sizeof c->inner, "%s", e->path);
+            c->inner_own = e->snap.pid;
+        }
+        size_t n = strlen(c->list);
+        char here[32] = "not visible here";
+        if (e->snap.host_pid)
+            snprintf(here, sizeof here, "pid here %d", (int)e->snap.host_pid);
+        snprintf(c->list + n, sizeof c->list - n, "%spid namespace %llu (%s)", n ? ", " : "",
+                 (unsigned long long)e->snap.pidns_inode, here);
+    }
+    return 0;
+}
+
 struct cushim_segment *seg_map_rw(pid_t pid)
 {
-    /* Every file named for `pid` (yours; everyone's as root) is tried: the plain name may be
-     * taken by someone else's file, the segment then has a suffixed name (parse_name). */
-    char path[1300], why[1500] = "";
+    /* The process with this pid here; else the one process of another pid namespace (a
+     * container's, read on the host) with this pid there. Two of those are not guessed between. */
+    struct pid_candidates c;
+    char why[1500] = "";
+    memset(&c, 0, sizeof c);
+    c.pid = pid;
+    seg_scan(&pid, 1, gather_candidate, &c);
     struct cushim_segment *s = NULL;
+    if (c.ndirect == 1 || (c.ndirect == 0 && c.ninner == 1)) {
+        s = c.ndirect ? map_one(c.direct, c.direct_own, why, sizeof why) : map_one(c.inner, c.inner_own, why, sizeof why);
+        if (!s)
+            cli_error("%s", why);
+        return s;
+    }
+    if (c.ndirect == 0 && c.ninner > 1) {
+        cli_error("pid %d names %d processes of other pid namespaces (%s): name one by its pid here", (int)pid,
+                  c.ninner, c.list);
+        return NULL;
+    }
+    /* No live one: why not, from every file named for `pid` (yours; everyone's as root): the
+     * plain name may be taken by someone else's file, the segment then has a suffixed name. */
+    char path[1300];
     DIR *d = opendir(seg_dir());
     struct dirent *de;
     while (d && !s && (de = readdir(d)) != NULL) {
@@ -390,6 +463,20 @@ struct cushim_segment *seg_map_rw(pid_t pid)
     else if (!s)
         seg_say_missing(pid);
     return s;
+}
+
+int seg_write_guarded(struct cushim_segment *s, void (*fn)(struct cushim_segment *, void *), void *arg)
+{
+    catch_sigbus();
+    sigjmp_buf jb;
+    if (sigsetjmp(jb, 1) != 0) {
+        bus_jump = NULL;
+        return -1;
+    }
+    bus_jump = &jb;
+    fn(s, arg);
+    bus_jump = NULL;
+    return 0;
 }
 
 void seg_unmap(struct cushim_segment *s)
