@@ -259,6 +259,67 @@ Test(prometheus, serve_answers_metrics_over_loopback)
     stop(&h);
 }
 
+/* A raw request on a new connection to the server; returns the socket (or -1). */
+static int http_open(int port, const char *request)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (connect(fd, (struct sockaddr *)&a, sizeof a) != 0 ||
+        write(fd, request, strlen(request)) != (ssize_t)strlen(request)) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+Test(prometheus, serve_cuts_slow_clients_and_fails_a_scrape_it_cannot_answer)
+{
+    const char *segdir = fresh_dir("serve-slow");
+    int port = 20000 + (int)((getpid() + 7919) % 20000);
+    char listen[64], seg[700];
+    snprintf(listen, sizeof listen, "127.0.0.1:%d", port);
+    snprintf(seg, sizeof seg, "CUSHIM_SEGMENT_DIR=%s", segdir);
+    const char *argv[] = {cushim_bin(), "serve", "--listen", listen, NULL};
+    const char *env[] = {seg, NULL};
+    pid_t srv = spawn_bg(argv, env);
+    static char buf[1 << 16];
+    int ok = -1;
+    for (int i = 0; i < 300 && ok != 0; i++) {
+        ok = http_get(port, "/metrics", buf, sizeof buf);
+        if (ok != 0)
+            usleep(10000);
+    }
+    cr_assert_eq(ok, 0, "cushim serve did not answer on %s", listen);
+    /* Another method: 405, and what is allowed (RFC 9110). */
+    int fd = http_open(port, "POST /metrics HTTP/1.0\r\nHost: x\r\n\r\n");
+    cr_assert_geq(fd, 0);
+    ssize_t got = read(fd, buf, sizeof buf - 1);
+    buf[got > 0 ? got : 0] = '\0';
+    close(fd);
+    cr_expect(strstr(buf, " 405 ") != NULL && strstr(buf, "\r\nAllow: GET, HEAD\r\n") != NULL, "%s", buf);
+    /* A client that sends its headers a byte at a time, never finishing: libmicrohttpd's idle
+     * timeout never fires, cushim's 10 s deadline does. */
+    fd = http_open(port, "GET /metrics HTTP/1.1\r\nHost: x\r\nX-Slow: ");
+    cr_assert_geq(fd, 0);
+    struct timeval tv = {1, 0};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    int closed_after = -1;
+    for (int s = 0; s < 20 && closed_after < 0; s++) {
+        if (write(fd, "a", 1) != 1 || read(fd, buf, sizeof buf) == 0)
+            closed_after = s;
+    }
+    close(fd);
+    cr_expect(closed_after >= 9 && closed_after <= 13, "the slow client was cut after %d s", closed_after);
+    /* The segment directory gone: not "no process" (200, empty) but a failed scrape. */
+    cr_assert_eq(rmdir(segdir), 0);
+    cr_assert_eq(http_get(port, "/metrics", buf, sizeof buf), 0);
+    cr_expect(strstr(buf, " 503 ") != NULL, "%.300s", buf);
+    cr_expect(strstr(buf, "cannot read the segment directory") != NULL, "%.300s", buf);
+    kill(srv, SIGTERM);
+    cr_expect_eq(wait_bg(srv), 0);
+}
+
 Test(prometheus, bad_listen_address_is_a_usage_error)
 {
     struct run_result r;
@@ -267,6 +328,10 @@ Test(prometheus, bad_listen_address_is_a_usage_error)
     cr_expect_eq(r.status, 2);
     cr_expect_str_eq(r.err, "cushim: --listen needs ADDR:PORT with a numeric address and a port 1..65535 "
                             "(e.g. 127.0.0.1:9400, [::1]:9400, :9400 for every address), got \"localhost\"\n");
+    run_free(&r);
+    const char *signed_port[] = {cushim_bin(), "serve", "--listen", "127.0.0.1:+9400", NULL};
+    run_cmd(&r, signed_port, NULL);
+    cr_expect_eq(r.status, 2, "a port is digits only");
     run_free(&r);
     const char *none[] = {cushim_bin(), "serve", "--listen", NULL};
     run_cmd(&r, none, NULL);

@@ -12,6 +12,8 @@
 #include <microhttpd.h>
 #include <pthread.h>
 #include <signal.h>
+#include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "tools/prometheus.h"
@@ -21,6 +23,70 @@ typedef int MHD_RESULT;
 #else
 typedef enum MHD_Result MHD_RESULT;
 #endif
+
+/* Every connection gets CONN_DEADLINE_S from its start, or from its last request: a client that
+ * sends a byte now and then (libmicrohttpd's timeout counts idle time only) is cut off then, so
+ * that slow clients cannot hold every slot and lock a scraper out. */
+#define CONN_LIMIT 256
+#define CONN_DEADLINE_S 10
+struct conn_slot {
+    struct MHD_Connection *c; /* NULL: free */
+    int fd;
+    time_t since;             /* its start, or its last request (CLOCK_MONOTONIC s) */
+};
+static struct conn_slot conns[CONN_LIMIT];
+static pthread_mutex_t conns_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static time_t now_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec;
+}
+
+/* libmicrohttpd says a connection opened, or closed (before it closes its socket: a slot's fd is
+ * never another connection's). */
+static void on_connection(void *cls, struct MHD_Connection *c, void **socket_context,
+                          enum MHD_ConnectionNotificationCode toe)
+{
+    (void)cls;
+    (void)socket_context;
+    const union MHD_ConnectionInfo *info = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+    pthread_mutex_lock(&conns_lock);
+    for (int i = 0; i < CONN_LIMIT; i++) {
+        if (toe == MHD_CONNECTION_NOTIFY_STARTED && !conns[i].c && info) {
+            conns[i] = (struct conn_slot){c, info->connect_fd, now_s()};
+            break;
+        }
+        if (toe == MHD_CONNECTION_NOTIFY_CLOSED && conns[i].c == c) {
+            conns[i].c = NULL;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&conns_lock);
+}
+
+static void request_seen(struct MHD_Connection *c)
+{
+    pthread_mutex_lock(&conns_lock);
+    for (int i = 0; i < CONN_LIMIT; i++)
+        if (conns[i].c == c)
+            conns[i].since = now_s();
+    pthread_mutex_unlock(&conns_lock);
+}
+
+/* Shuts down (libmicrohttpd then closes) every connection past its deadline. */
+static void cut_slow_connections(void)
+{
+    time_t now = now_s();
+    pthread_mutex_lock(&conns_lock);
+    for (int i = 0; i < CONN_LIMIT; i++)
+        if (conns[i].c && now - conns[i].since >= CONN_DEADLINE_S && conns[i].fd >= 0) {
+            shutdown(conns[i].fd, SHUT_RDWR);
+            conns[i].fd = -1;
+        }
+    pthread_mutex_unlock(&conns_lock);
+}
 
 static MHD_RESULT answer(void *cls, struct MHD_Connection *c, const char *url, const char *method,
                          const char *version, const char *upload, size_t *upload_size, void **state)
@@ -34,9 +100,11 @@ static MHD_RESULT answer(void *cls, struct MHD_Connection *c, const char *url, c
     unsigned status = MHD_HTTP_OK;
     char *body = NULL;
     size_t len = 0;
+    request_seen(c);
     if (strcmp(method, "GET") != 0 && strcmp(method, "HEAD") != 0) {
         static const char msg[] = "only GET /metrics\n";
         r = MHD_create_response_from_buffer(sizeof msg - 1, (void *)msg, MHD_RESPMEM_PERSISTENT);
+        MHD_add_response_header(r, "Allow", "GET, HEAD");
         status = MHD_HTTP_METHOD_NOT_ALLOWED;
     } else if (strcmp(url, "/metrics") != 0) {
         static const char msg[] = "cushim: metrics are at /metrics\n";
@@ -46,13 +114,19 @@ static MHD_RESULT answer(void *cls, struct MHD_Connection *c, const char *url, c
         FILE *f = open_memstream(&body, &len);
         struct proc_list l;
         proc_list_collect(&l, NULL, 0, 0);
-        if (f) {
+        if (f && l.dir_unreadable) {
+            /* Not "no process": the scrape fails, and Prometheus marks the target down. */
+            fprintf(f, "cushim: cannot read the segment directory %s\n", seg_dir());
+            status = MHD_HTTP_SERVICE_UNAVAILABLE;
+        } else if (f) {
             prometheus_write(f, &l);
-            fclose(f);
         }
+        if (f)
+            fclose(f);
         proc_list_free(&l);
         r = MHD_create_response_from_buffer(len, body, MHD_RESPMEM_MUST_FREE);
-        MHD_add_response_header(r, "Content-Type", "text/plain; version=0.0.4; charset=utf-8");
+        if (status == MHD_HTTP_OK)
+            MHD_add_response_header(r, "Content-Type", "text/plain; version=0.0.4; charset=utf-8");
     }
     MHD_RESULT ret = MHD_queue_response(c, status, r);
     MHD_destroy_response(r);
@@ -68,8 +142,11 @@ static int parse_listen(const char *s, struct sockaddr_storage *ss, int *v6, int
     char *end;
     if (!colon || colon - s >= (long)sizeof host)
         return -1;
+    /* Digits only: strtol would take "+9400" and " 9400". */
+    if (colon[1] < '0' || colon[1] > '9')
+        return -1;
     long port = strtol(colon + 1, &end, 10);
-    if (*end || port < 1 || port > 65535 || colon[1] == '\0')
+    if (*end || port < 1 || port > 65535)
         return -1;
     memcpy(host, s, (size_t)(colon - s));
     host[colon - s] = '\0';
@@ -132,21 +209,24 @@ int cmd_serve(int argc, char **argv)
     sigaddset(&stop_signals, SIGTERM);
     sigaddset(&stop_signals, SIGHUP); /* a hangup (the terminal closed, a reload) also stops it, cleanly */
     pthread_sigmask(SIG_BLOCK, &stop_signals, NULL);
-    /* Idle or slow clients cannot hold the exporter for long: 10 s per connection, 256
-     * connections, 64 per address (every local client shares 127.0.0.1, so a few idle ones must
-     * not lock a local scraper out). libmicrohttpd's own log stays off (cushim reports in its
-     * own words). */
+    /* Idle or slow clients cannot hold the exporter for long: 10 s per connection idle
+     * (libmicrohttpd) and from its start or last request (CONN_DEADLINE_S, cut_slow_connections),
+     * 256 connections, 64 per address (every local client shares 127.0.0.1, so a few idle ones
+     * must not lock a local scraper out). libmicrohttpd's own log stays off (cushim reports in
+     * its own words). */
     unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | (any ? MHD_USE_DUAL_STACK : v6 ? MHD_USE_IPv6 : 0);
     uint16_t port = ntohs(v6 ? ((struct sockaddr_in6 *)&ss)->sin6_port : ((struct sockaddr_in *)&ss)->sin_port);
     struct MHD_Daemon *d = any ? MHD_start_daemon(flags, port, NULL, NULL, answer, NULL,
-                                                  MHD_OPTION_CONNECTION_TIMEOUT, 10u,
-                                                  MHD_OPTION_CONNECTION_LIMIT, 256u,
-                                                  MHD_OPTION_PER_IP_CONNECTION_LIMIT, 64u, MHD_OPTION_END)
+                                                  MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)CONN_DEADLINE_S,
+                                                  MHD_OPTION_CONNECTION_LIMIT, (unsigned)CONN_LIMIT,
+                                                  MHD_OPTION_PER_IP_CONNECTION_LIMIT, 64u,
+                                                  MHD_OPTION_NOTIFY_CONNECTION, on_connection, NULL, MHD_OPTION_END)
                                : MHD_start_daemon(flags, port, NULL, NULL, answer, NULL,
                                                   MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
-                                                  MHD_OPTION_CONNECTION_TIMEOUT, 10u,
-                                                  MHD_OPTION_CONNECTION_LIMIT, 256u,
-                                                  MHD_OPTION_PER_IP_CONNECTION_LIMIT, 64u, MHD_OPTION_END);
+                                                  MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)CONN_DEADLINE_S,
+                                                  MHD_OPTION_CONNECTION_LIMIT, (unsigned)CONN_LIMIT,
+                                                  MHD_OPTION_PER_IP_CONNECTION_LIMIT, 64u,
+                                                  MHD_OPTION_NOTIFY_CONNECTION, on_connection, NULL, MHD_OPTION_END);
     if (!d) {
         cli_error("cannot listen on %s: %s", listen,
                   errno ? strerror(errno) : "address in use or not an address of this machine");
@@ -156,8 +236,9 @@ int cmd_serve(int argc, char **argv)
         fprintf(stderr, "cushim: serving /metrics on port %u of every address\n", (unsigned)port);
     else
         fprintf(stderr, "cushim: serving http://%s/metrics\n", listen);
-    int sig;
-    sigwait(&stop_signals, &sig);
+    struct timespec tick = {1, 0};
+    while (sigtimedwait(&stop_signals, NULL, &tick) < 0)
+        cut_slow_connections();
     MHD_stop_daemon(d);
     return 0;
 }

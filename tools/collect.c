@@ -67,7 +67,7 @@ int proc_list_collect(struct proc_list *l, const pid_t *pids, int npids, int rep
 {
     struct collect_arg a = {l, report, npids > 0};
     memset(l, 0, sizeof *l);
-    seg_scan(pids, npids, add, &a);
+    l->dir_unreadable = seg_scan(pids, npids, add, &a) < 0;
     qsort(l->procs, (size_t)l->count, sizeof *l->procs, by_device_bytes);
     return l->count;
 }

@@ -19,6 +19,7 @@ struct proc_list {
     int ngone;
     pid_t *unreadable;      /* pids of the bad segments, when collecting given pids (else NULL) */
     int nunreadable;
+    int dir_unreadable;     /* the segment directory could not be read (said on stderr) */
 };
 
 /* Snapshots of the caller's live processes (everyone's when root), or only `pids`. Invalid

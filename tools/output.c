@@ -81,6 +81,8 @@ int cli_output_commit(struct cli_output *o)
 {
     int bad = fflush(o->f) != 0 || ferror(o->f);
     int e = bad ? (errno ? errno : EIO) : 0;
+    if (bad && o->f == stdout)
+        clearerr(stdout); /* said by the caller, with this errno: not once more at exit */
     if (o->f != stdout && fclose(o->f) != 0 && !bad) {
         bad = 1;
         e = errno;
