@@ -16,6 +16,30 @@ const char *cushim_phase_label(const struct cushim_snapshot *s, char *buf, size_
     return buf;
 }
 
+const char *cushim_device_list(const struct cushim_snapshot *s, char *buf, size_t len, size_t width)
+{
+    size_t o = 0;
+    uint32_t n = s->device_count;
+    buf[0] = '\0';
+    for (uint32_t i = 0; i < n && o < len;) {
+        uint32_t j = i;
+        while (j + 1 < n && s->devices[j + 1].ordinal == s->devices[j].ordinal + 1)
+            j++;
+        if (j > i + 1)
+            o += (size_t)snprintf(buf + o, len - o, "%s%d-%d", o ? "," : "", s->devices[i].ordinal,
+                                  s->devices[j].ordinal);
+        else
+            o += (size_t)snprintf(buf + o, len - o, "%s%d", o ? "," : "", s->devices[i].ordinal),
+                j = i;
+        i = j + 1;
+    }
+    if (n == 0)
+        snprintf(buf, len, "-");
+    else if (o > width)
+        snprintf(buf, len, "%u devices", n);
+    return buf;
+}
+
 const char *cushim_pid_label(const struct cushim_snapshot *s, char *buf, size_t len)
 {
     if (s->other_pidns && !s->host_pid)

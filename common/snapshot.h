@@ -83,6 +83,11 @@ const char *cushim_phase_name(uint32_t phase);
  * change waits for the process's next allocation. Written to buf (>= 24 bytes), returned. */
 const char *cushim_phase_label(const struct cushim_snapshot *s, char *buf, size_t len);
 
+/* The devices a process used, as ps and top show them in a column `width` characters wide
+ * (< len): ordinals with runs joined ("0-3,6"), or "N devices" when that is wider; "-" for
+ * none. Written to buf, returned. */
+const char *cushim_device_list(const struct cushim_snapshot *s, char *buf, size_t len, size_t width);
+
 /* The pid as ps, top and Prometheus show it: the process's pid in the reader's namespace; for a
  * process of another pid namespace not visible from the reader's, its own pid there with "*"
  * ("1*"). Written to buf (>= 16 bytes), returned. */

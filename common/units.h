@@ -27,4 +27,10 @@ int cushim_parse_u64(const char *s, uint64_t max, uint64_t *out);
  * exact integers below 1024). Writes at most len bytes, NUL-terminated; returns buf. */
 char *cushim_format_bytes(uint64_t bytes, char *buf, size_t len);
 
+/* a + b, or UINT64_MAX when that would wrap (sums of counters read from untrusted segments). */
+static inline uint64_t cushim_sat_add(uint64_t a, uint64_t b)
+{
+    return a + b < a ? UINT64_MAX : a + b;
+}
+
 #endif

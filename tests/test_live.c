@@ -246,6 +246,25 @@ Test(live, busy_counters_are_still_read_reset_and_switched)
     cr_expect_eq(wait_bg(pid), 0);
 }
 
+Test(live, a_segment_of_yours_that_cannot_be_read_is_said)
+{
+    const char *segdir = fresh_dir("seg-unreadable");
+    char link[700];
+    snprintf(link, sizeof link, "%s/cushim-%u-12345", segdir, (unsigned)getuid());
+    cr_assert_eq(symlink("/etc/passwd", link), 0);
+    struct run_result r;
+    cr_expect_eq(cli(segdir, &r, "ps", NULL, NULL), 1);
+    char row[900];
+    snprintf(row, sizeof row, "invalid %s: a symbolic link, not followed\n", link);
+    cr_expect(strstr(r.out, row) != NULL, "%s", r.out);
+    run_free(&r);
+    cr_expect_eq(cli(segdir, &r, "stat", "12345", NULL), 1);
+    snprintf(row, sizeof row, "cushim: skipping %s: a symbolic link, not followed\n"
+             "cushim: process 12345: its segment cannot be read (said above)\n", link);
+    cr_expect_str_eq(r.err, row);
+    run_free(&r);
+}
+
 Test(live, a_process_whose_main_thread_ended_is_alive)
 {
     const char *segdir;

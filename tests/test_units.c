@@ -6,6 +6,7 @@
 
 #include "common/config.h"
 #include "common/jsonw.h"
+#include "common/snapshot.h"
 #include "common/text.h"
 #include "common/units.h"
 #include "harness.h"
@@ -58,6 +59,30 @@ Test(units, format_bytes)
     cr_expect_str_eq(cushim_format_bytes(300ull << 20, b, sizeof b), "300 MiB");
     cr_expect_str_eq(cushim_format_bytes((1ull << 20) - 1, b, sizeof b), "1.00 MiB");
     cr_expect_str_eq(cushim_format_bytes(16ull << 30, b, sizeof b), "16.0 GiB");
+}
+
+Test(units, saturating_sums_and_device_lists)
+{
+    cr_expect_eq(cushim_sat_add(1, 2), 3);
+    cr_expect_eq(cushim_sat_add(UINT64_MAX - 1, 1), UINT64_MAX);
+    cr_expect_eq(cushim_sat_add(UINT64_MAX, UINT64_MAX), UINT64_MAX, "no wrap");
+    static struct cushim_snapshot s;
+    char buf[32];
+    cr_expect_str_eq(cushim_device_list(&s, buf, sizeof buf, 8), "-");
+    static const int32_t runs[] = {0, 1, 2, 3, 6};
+    s.device_count = 5;
+    for (int i = 0; i < 5; i++)
+        s.devices[i].ordinal = runs[i];
+    cr_expect_str_eq(cushim_device_list(&s, buf, sizeof buf, 8), "0-3,6");
+    s.device_count = 2;
+    cr_expect_str_eq(cushim_device_list(&s, buf, sizeof buf, 8), "0,1");
+    s.device_count = 8;
+    for (int i = 0; i < 8; i++)
+        s.devices[i].ordinal = i;
+    cr_expect_str_eq(cushim_device_list(&s, buf, sizeof buf, 8), "0-7", "an 8-GPU worker fits the column");
+    for (int i = 0; i < 8; i++)
+        s.devices[i].ordinal = 2 * i;
+    cr_expect_str_eq(cushim_device_list(&s, buf, sizeof buf, 8), "8 devices", "wider than the column");
 }
 
 Test(units, device_limits)

@@ -7,6 +7,7 @@
 #include "common/text.h"
 #include "common/units.h"
 #include "tools/cli.h"
+#include "tools/collect.h"
 
 struct ps_arg {
     int rows;   /* valid segments listed (live or stale) */
@@ -24,23 +25,15 @@ static int row(struct seg_entry *e, void *argp)
         printf("%7d %-10s %-7s %s: %s\n", (int)e->pid, user, "invalid", e->path, e->err);
         return 0;
     }
-    uint64_t c = 0, p = 0;
-    size_t o = 0;
-    for (uint32_t i = 0; i < e->snap.device_count; i++) {
-        c += e->snap.devices[i].dev[CUSHIM_DEV_total_current];
-        p += e->snap.devices[i].dev[CUSHIM_DEV_total_peak];
-        o += (size_t)snprintf(devs + o, sizeof devs - o, "%s%d", i ? "," : "",
-                              e->snap.devices[i].ordinal);
-        if (o >= sizeof devs)
-            break;
-    }
+    uint64_t c = proc_sum(&e->snap, CUSHIM_DEV_total_current), p = proc_sum(&e->snap, CUSHIM_DEV_total_peak);
+    cushim_device_list(&e->snap, devs, sizeof devs, 8);
     const char *state = e->stale ? "stale" : "live";
     char phase[32];
     const char *on = a->color && e->stale ? "\033[33m" : "", *off = a->color && e->stale ? "\033[0m" : "";
     char pid[16];
     a->hidden += e->snap.other_pidns && !e->snap.host_pid;
     printf("%s%7s %-10s %-7s %-8s %12s %12s %-11s %s%s\n", on, cushim_pid_label(&e->snap, pid, sizeof pid), user, state,
-           devs[0] ? devs : "-", cushim_format_bytes(c, cur, sizeof cur),
+           devs, cushim_format_bytes(c, cur, sizeof cur),
            cushim_format_bytes(p, peak, sizeof peak), cushim_phase_label(&e->snap, phase, sizeof phase),
            cushim_text_printable(e->snap.command, cmd, sizeof cmd), off);
     a->rows++;

@@ -76,8 +76,8 @@ static void frame(struct sink *k, const struct proc_list *l)
                 tot[ntot].total = d->total_bytes;
                 ntot++;
             }
-            tot[j].current += d->dev[CUSHIM_DEV_total_current];
-            tot[j].peak += d->dev[CUSHIM_DEV_total_peak];
+            tot[j].current = cushim_sat_add(tot[j].current, d->dev[CUSHIM_DEV_total_current]);
+            tot[j].peak = cushim_sat_add(tot[j].peak, d->dev[CUSHIM_DEV_total_peak]);
             tot[j].procs++;
         }
     int y = 2;
@@ -95,16 +95,15 @@ static void frame(struct sink *k, const struct proc_list *l)
          "DEV-PEAK", "PINNED", "OFFLOADED", "COMMAND");
     for (int i = 0; i < l->count && y < k->rows; i++) {
         const struct cushim_snapshot *p = &l->procs[i];
-        char devs[64] = "", pinned[32], off[32], phase[32];
+        char devs[64], pinned[32], off[32], phase[32];
         uint64_t pin = 0, offl = 0;
-        size_t o = 0;
-        for (uint32_t n = 0; n < p->device_count && o < sizeof devs; n++) {
-            o += (size_t)snprintf(devs + o, sizeof devs - o, "%s%d", n ? "," : "", p->devices[n].ordinal);
-            pin += p->devices[n].kinds[CUSHIM_KIND_PINNED_HOST][CUSHIM_STAT_current_bytes];
-            offl += p->devices[n].kinds[CUSHIM_KIND_OFFLOADED][CUSHIM_STAT_current_bytes];
+        for (uint32_t n = 0; n < p->device_count; n++) {
+            pin = cushim_sat_add(pin, p->devices[n].kinds[CUSHIM_KIND_PINNED_HOST][CUSHIM_STAT_current_bytes]);
+            offl = cushim_sat_add(offl, p->devices[n].kinds[CUSHIM_KIND_OFFLOADED][CUSHIM_STAT_current_bytes]);
         }
+        cushim_device_list(p, devs, sizeof devs, 8);
         char pid[16];
-        line(k, y++, 0, "%7s %-8s %-11s %11s %9s %9s %9s  %s", cushim_pid_label(p, pid, sizeof pid), devs[0] ? devs : "-",
+        line(k, y++, 0, "%7s %-8s %-11s %11s %9s %9s %9s  %s", cushim_pid_label(p, pid, sizeof pid), devs,
              cushim_phase_label(p, phase, sizeof phase),
              cushim_format_bytes(proc_sum(p, CUSHIM_DEV_total_current), a, sizeof a),
              cushim_format_bytes(proc_sum(p, CUSHIM_DEV_total_peak), b, sizeof b),

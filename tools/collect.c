@@ -3,11 +3,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/units.h"
+
 uint64_t proc_sum(const struct cushim_snapshot *s, int dev_stat)
 {
     uint64_t v = 0;
     for (uint32_t i = 0; i < s->device_count; i++)
-        v += s->devices[i].dev[dev_stat];
+        v = cushim_sat_add(v, s->devices[i].dev[dev_stat]); /* a crafted segment must not wrap */
     return v;
 }
 

@@ -279,10 +279,22 @@ int seg_scan(const pid_t *pids, int npids, int (*fn)(struct seg_entry *, void *)
         int fd = open(e.path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
         struct stat st;
         if (fd < 0 || fstat(fd, &st) != 0) {
+            int err = errno;
             if (fd >= 0)
                 close(fd);
-            if (errno == EACCES || errno == EPERM)
-                continue; /* another user's segment: not ours to see */
+            /* The caller's own file (any as root) that cannot be read is said (a link someone put
+             * there, a file made unreadable); another user's is not ours to see. */
+            if (lstat(e.path, &st) != 0 || (!everyone && st.st_uid != me))
+                continue;
+            e.uid = st.st_uid;
+            e.ino = st.st_ino;
+            snprintf(e.err, sizeof e.err, "%s", S_ISLNK(st.st_mode) ? "a symbolic link, not followed"
+                                                                   : strerror(err));
+            if (npids > 0 && !wanted(&e, pids, npids))
+                continue;
+            visited++;
+            if (fn(&e, arg))
+                break;
             continue;
         }
         e.uid = st.st_uid;
