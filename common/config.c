@@ -1,7 +1,9 @@
 #include "common/config.h"
 
+#include <ctype.h>
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/types.h>
 
 #include "common/text.h"
@@ -121,6 +123,12 @@ static int check_string(enum cushim_option id, const char *v, const char **expec
     if (!*v)
         return 0;
     switch (id) {
+    case CUSHIM_OPT_REPORT:
+    case CUSHIM_OPT_LOG_FILE:
+        /* "stderr " or " " would name a file nobody meant: white space at either end is a typo. */
+        *expected = id == CUSHIM_OPT_REPORT ? "stderr, stdout or a file path (no white space at its start or end)"
+                                            : "a file path (no white space at its start or end)";
+        return isspace((unsigned char)v[0]) || isspace((unsigned char)v[n - 1]) ? -1 : 0;
     case CUSHIM_OPT_RUN_DIR:
         *expected = "an absolute path";
         return v[0] == '/' ? 0 : -1;
@@ -199,6 +207,9 @@ static int parse_into(struct cushim_config *c, enum cushim_option id, const char
         *expected = expect;
         if (strlen(v) >= strcap || check_string(id, v, expected) != 0)
             return -1;
+        /* The streams, in any case like the other named values (STDERR is not a file name). */
+        if (id == CUSHIM_OPT_REPORT && (!strcasecmp(v, "stderr") || !strcasecmp(v, "stdout")))
+            v = !strcasecmp(v, "stderr") ? "stderr" : "stdout";
         strcpy(str, v);
         return 0;
     }

@@ -49,7 +49,7 @@ Test(lifecycle, an_exec_into_a_program_without_cuda_finishes_the_image_before)
     cr_expect_eq(jpath_u64(j, "devices.0.device.current_bytes"), 1000);
     cr_expect_eq(jpath_u64(j, "devices.0.device.peak_bytes"), 1000);
     cr_expect_eq(json_array_size(jpath(j, "descendants")), 0);
-    cr_expect_eq(strstr(r.err, "died before its exit report"), NULL, "%s", r.err);
+    cr_expect_eq(strstr(r.err, "ended without its exit report"), NULL, "%s", r.err);
     cr_expect_eq(count_entries(segdir), 0, "nothing left in the segment directory");
     json_decref(j);
     run_free(&r);

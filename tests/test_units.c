@@ -157,6 +157,34 @@ Test(config, defaults_parse_and_bad_values_keep_them)
     cr_expect_str_eq(fields, want);
 }
 
+Test(config, report_and_log_paths_with_white_space_at_an_end_are_typos)
+{
+    struct cushim_config c;
+    memset(fake_env, 0, sizeof fake_env);
+    errors[0] = '\0';
+    fields[0] = '\0';
+    fake_env[0][0] = "CUSHIM_REPORT", fake_env[0][1] = "stderr ";
+    fake_env[1][0] = "CUSHIM_LOG_FILE", fake_env[1][1] = " ";
+    cushim_config_load(&c, fake_lookup, NULL, collect);
+    cr_expect_str_eq(c.report, "");
+    cr_expect_str_eq(c.log_file, "");
+    cr_expect_str_eq(errors,
+        "cushim: CUSHIM_LOG_FILE=\" \" is not a file path (no white space at its start or end); using the "
+        "default (none)\n"
+        "cushim: CUSHIM_REPORT=\"stderr \" is not stderr, stdout or a file path (no white space at its start "
+        "or end); using the default (none)\n");
+    /* The streams in any case, as named values are (not a file called STDERR). */
+    memset(fake_env, 0, sizeof fake_env);
+    errors[0] = '\0';
+    fake_env[0][0] = "CUSHIM_REPORT", fake_env[0][1] = "STDERR";
+    cushim_config_load(&c, fake_lookup, NULL, collect);
+    cr_expect_str_eq(c.report, "stderr");
+    cr_expect_str_eq(errors, "");
+    fake_env[0][1] = "my report.txt";
+    cushim_config_load(&c, fake_lookup, NULL, collect);
+    cr_expect_str_eq(c.report, "my report.txt", "white space inside a path is fine");
+}
+
 /* Every variable of the table is documented in the README's reference with its default. */
 Test(config, readme_documents_every_variable)
 {

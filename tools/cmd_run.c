@@ -229,14 +229,15 @@ static int check_paths(const struct cushim_config *cfg)
     return bad ? -1 : 0;
 }
 
-/* The text summary of one process; a process that died without writing its summary (killed by
- * a signal) is shown with the counters its segment held at its death. */
+/* The text summary of one process; a process that ended without writing its summary (killed by
+ * a signal, or ended with _exit, as Python's os._exit and forked workers do) is shown with the
+ * counters its segment held at its end. */
 static void print_process(const struct cushim_snapshot *s, const char *title)
 {
     cushim_text_process(stderr, s, title);
     if (!s->exited && s->device_count)
-        fprintf(stderr, "%spid %d died before its exit report: the counters above are those of "
-                "its last moment (from its live segment)\n", title, s->pid);
+        fprintf(stderr, "%spid %d ended without its exit report (killed by a signal, or _exit): the "
+                "counters above are those of its last moment (from its live segment)\n", title, s->pid);
 }
 
 /* The launched program when it never used CUDA: pid and command, no devices. */
