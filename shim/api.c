@@ -33,11 +33,19 @@ static struct cushim_segment *live_segment(void)
     return r != SHIM_OFF && shim_start_slow(true) ? shim.seg : NULL;
 }
 
+/* The segment if the shim has started; the readers do not start it: a process (a forked child)
+ * that only looks would otherwise leave a segment behind. */
+static struct cushim_segment *started_segment(void)
+{
+    int r = atomic_load_explicit(&shim.run, memory_order_acquire);
+    return r == SHIM_ACTIVE || r == SHIM_QUIET ? shim.seg : NULL;
+}
+
 /* Copies one of our own records under its seqlock (the same copy the CLI makes): 0, -1 no such
  * device, -3 busy (cushim.h). */
 static int read_device(int ordinal, struct cushim_device_snapshot *out)
 {
-    struct cushim_segment *seg = live_segment();
+    struct cushim_segment *seg = started_segment();
     if (!seg || ordinal < 0 || ordinal >= (int)CUSHIM_MAX_DEVICES ||
         atomic_load_explicit(&seg->devices[ordinal].state, memory_order_acquire) == 0)
         return -1;
@@ -93,7 +101,7 @@ SHIM_EXPORT uint64_t cushim_device_peak_bytes(int ordinal)
 
 SHIM_EXPORT int cushim_reset_peak(int ordinal)
 {
-    struct cushim_segment *seg = live_segment();
+    struct cushim_segment *seg = started_segment();
     int n = 0;
     if (!seg)
         return 0;
@@ -128,8 +136,11 @@ SHIM_EXPORT int cushim_set_phase(int phase)
 
 SHIM_EXPORT int cushim_get_phase(void)
 {
-    struct cushim_segment *seg = live_segment();
-    return seg ? (int)atomic_load(&seg->h.phase) : -1;
+    struct cushim_segment *seg = started_segment();
+    if (seg)
+        return (int)atomic_load(&seg->h.phase);
+    /* Not started: the phase it will start in. */
+    return atomic_load(&shim.run) == SHIM_OFF ? -1 : shim.cfg.phase;
 }
 
 /* One stack for the process, like the phase itself: scopes opened on several threads close in

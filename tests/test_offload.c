@@ -409,6 +409,26 @@ Test(offload, a_forked_child_starts_with_an_empty_phase_stack)
     run_free(&r);
 }
 
+Test(offload, a_forked_child_that_only_reads_leaves_no_segment)
+{
+    const char *segdir = fresh_dir("seg-fork-reader");
+    char seg[700];
+    snprintf(seg, sizeof seg, "CUSHIM_SEGMENT_DIR=%s", segdir);
+    const char *extra[] = {preload_env(), seg, NULL};
+    const char *argv[] = {program("offload_prog"), "fork_reader", NULL};
+    struct run_result r;
+    run_cmd(&r, argv, sim_env(extra));
+    cr_expect_eq(r.status, 0, "%s", r.err);
+    cr_expect_eq(kv_u64(r.out, "child_status"), 0, "the child read 0s: nothing counted in it");
+    run_free(&r);
+    char cmd[800];
+    snprintf(cmd, sizeof cmd, "ls -A %s | wc -l", segdir);
+    const char *ls[] = {"sh", "-c", cmd, NULL};
+    run_cmd(&r, ls, NULL);
+    cr_expect_str_eq(r.out, "0\n", "no segment left by the child");
+    run_free(&r);
+}
+
 Test(offload, a_stream_destroyed_while_capturing_ends_its_capture)
 {
     struct run_result r;

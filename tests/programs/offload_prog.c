@@ -395,6 +395,22 @@ static int scenario_phase_fork(void)
     return 0;
 }
 
+/* A forked child that only reads (getters, the phase) and ends with _exit leaves no segment:
+ * reading does not start the shim in it. */
+static int scenario_fork_reader(void)
+{
+    uint64_t (*peak)(int) = (uint64_t(*)(int))cushim_fn("cushim_device_peak_bytes");
+    int (*reset)(int) = (int (*)(int))cushim_fn("cushim_reset_peak");
+    CHECK(cudaFree(dev(KiB)));
+    pid_t pid = fork();
+    if (pid == 0)
+        _exit(peak(0) == 0 && reset(-1) == 0 && get_phase() == 0 ? 0 : 3);
+    int status;
+    waitpid(pid, &status, 0);
+    printf("child_status=%d\n", WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
+    return 0;
+}
+
 /* A stream destroyed while capturing abandons the capture: later allocations offload again. */
 static int scenario_capture_destroyed(void)
 {
@@ -535,6 +551,7 @@ static const struct scenario scenarios[] = {
     {"reset", scenario_reset, 1},                 {"vmm_budget", scenario_vmm_budget, 1},
     {"phase_stack", scenario_phase_stack, 1},     {"capture_destroyed", scenario_capture_destroyed, 1},
     {"phase_fork", scenario_phase_fork, 1},       {"phase_stale", scenario_phase_stale, 1},
+    {"fork_reader", scenario_fork_reader, 1},
     {"pitched", scenario_pitched, 1},             {"peer", scenario_peer, 1},
     {"phase_idle", scenario_phase_idle, 1},
 };
