@@ -61,6 +61,13 @@ static int collected_already(const struct collected *c, const struct cushim_snap
     return 0;
 }
 
+/* A summary a process wrote into the run directory (PID-CREATED.seg; not a temporary .NAME). */
+static int is_summary_name(const char *name)
+{
+    size_t n = strlen(name);
+    return n >= 5 && strcmp(name + n - 4, ".seg") == 0 && name[0] != '.';
+}
+
 /* Reads the summaries in the run's directory `dir`, closed (renamed) already. Each is taken
  * first (renamed to .taken-NAME): a process that wrote its summary just as the run closed takes
  * it back instead, unless the run took it (shim/segment_file.c segment_copy_to), so it is said
@@ -72,14 +79,13 @@ static void read_closed_dir(const char *dir, struct collected *c)
     char taken[300], path[4400], err[160];
     static struct cushim_snapshot snap;
     while (d && (de = readdir(d)) != NULL) {
-        size_t n = strlen(de->d_name);
         unsigned long long nested;
         char tail;
         if (sscanf(de->d_name, "run-%16llx%c", &nested, &tail) == 1) {
             add_nested(c, nested); /* a run inside this one (outer_run_register) */
             continue;
         }
-        if (n < 5 || strcmp(de->d_name + n - 4, ".seg") != 0 || de->d_name[0] == '.' ||
+        if (!is_summary_name(de->d_name) ||
             (size_t)snprintf(taken, sizeof taken, ".taken-%s", de->d_name) >= sizeof taken ||
             renameat(dirfd(d), de->d_name, dirfd(d), taken) != 0)
             continue;
@@ -110,9 +116,7 @@ static void remove_closed_run_dir(const char *dir)
         }
         struct dirent *de;
         while ((de = readdir(d)) != NULL) {
-            size_t n = strlen(de->d_name);
-            if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, "..") ||
-                (n >= 5 && strcmp(de->d_name + n - 4, ".seg") == 0 && de->d_name[0] != '.'))
+            if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, "..") || is_summary_name(de->d_name))
                 continue;
             unlinkat(fd, de->d_name, 0);
         }
