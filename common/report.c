@@ -83,6 +83,7 @@ void cushim_json_process(struct jsonw *w, const char *key, const struct cushim_s
                  s->phase_requested && s->phase_requested - 1 != s->phase ? cushim_phase_name(s->phase_requested - 1)
                                                                           : NULL);
     jsonw_bool(w, "exited", (int)s->exited);
+    jsonw_bool(w, "counters_torn", s->torn > 0);
     jsonw_array_begin(w, "devices");
     for (uint32_t i = 0; i < s->device_count; i++)
         json_device(w, &s->devices[i]);
@@ -239,4 +240,8 @@ void cushim_text_process(FILE *f, const struct cushim_snapshot *s, const char *t
         if (s->graph_count > 20)
             fprintf(f, "  ... %u more graphs in the JSON summary\n", s->graph_count - 20);
     }
+    if (s->torn)
+        fprintf(f, "  (counters of %u device%s copied while an update was cut short, the process stopped "
+                "in the middle of one: they may be off by the allocations in flight)\n", s->torn,
+                s->torn == 1 ? "" : "s");
 }

@@ -46,6 +46,11 @@ struct cushim_snapshot {
     uint32_t phase_requested;             /* `cushim phase` not yet applied: 1 + enum cushim_phase, 0 none */
     uint32_t flags;                       /* CUSHIM_SEG_F_* */
     uint32_t exited;
+    /* Device records copied without a quiet moment in CUSHIM_COPY_PATIENCE_NS: a writer was
+     * stopped in the middle of an update (the process killed, or replaced by exec, while counting
+     * an allocation; or preempted that long). Their counters may be off by the allocations in
+     * flight then (current above peak, say). 0 for a consistent copy. */
+    uint32_t torn;
     char command[CUSHIM_COMMAND_MAX];
     char version[CUSHIM_VERSION_MAX];
     uint32_t device_count;                /* entries used in devices[] (live records only) */
@@ -54,13 +59,16 @@ struct cushim_snapshot {
     struct cushim_graph_snapshot graphs[CUSHIM_MAX_GRAPHS];
 };
 
-/* How long a copy of a record keeps trying while writers stay active (cushim_record_copy). */
+/* How long a copy of a record keeps trying while writers stay active (cushim_record_copy);
+ * cushim_snapshot_read then takes it as it is (snapshot.torn). */
 #define CUSHIM_COPY_PATIENCE_NS 200000000ull
 
 /* Validates `len` bytes at `mem` (a live mapping or a file's contents: untrusted) and copies them
- * into *out, each device record under its seqlock (cushim_record_copy). Returns 0, or -1 with a
- * one-line reason in err (e.g. "truncated: 100 of 50432 bytes", "bad magic", "layout version 7,
- * this cushim reads 1", "busy: counters changing too fast to copy"). Never reads outside
+ * into *out, each device record under its seqlock (cushim_record_copy; one that never holds
+ * still is taken as it is and counted in out->torn: a segment whose writer was killed in the
+ * middle of an update never settles). Returns 0, or -1 with a one-line reason in err (e.g.
+ * "truncated: 100 of 50432 bytes", "bad magic", "layout version 7, this cushim reads 1").
+ * Never reads outside
  * [mem, mem+len). Thread-safe; no allocation; no system call unless writers keep a record busy. */
 int cushim_snapshot_read(const void *mem, size_t len, struct cushim_snapshot *out,
                          unsigned spin_limit, char *err, size_t errlen);
@@ -69,7 +77,7 @@ int cushim_snapshot_read(const void *mem, size_t len, struct cushim_snapshot *ou
  * process's own) under its seqlock: spin_limit+1 attempts, then, while writers keep it busy (one
  * preempted inside its update holds readers off until it runs again), rounds of attempts with a
  * 20 us sleep between them, for up to CUSHIM_COPY_PATIENCE_NS. Returns 0, or -1 if the record
- * never held still that long. */
+ * never held still that long (*d then holds the last attempt's copy, taken as it was). */
 int cushim_record_copy(const struct cushim_device_record *r, struct cushim_device_snapshot *d,
                        unsigned spin_limit);
 
