@@ -202,6 +202,14 @@ static int same_process(pid_t pid, uint64_t start_time)
     return diff % tick == 0 ? d == 0 : d >= -1 && d <= 1;
 }
 
+int cushim_proc_is(pid_t pid, uint64_t start_time)
+{
+    uint64_t here = cushim_proc_start_time(pid);
+    if (here == 0)
+        return 0; /* no such process */
+    return here == start_time || same_process(pid, start_time);
+}
+
 int cushim_pidns_alive(const struct cushim_pidns_map *m, uint64_t ns, pid_t nspid, uint64_t start_time,
                        pid_t *here)
 {

@@ -17,6 +17,12 @@ uint64_t cushim_proc_start_time(pid_t pid);
  * always NUL-terminated. Returns 0, or -1 (buf = ""). */
 int cushim_proc_cmdline(pid_t pid, char *buf, size_t len);
 
+/* Whether process `pid` of this pid namespace is the one that read `start_time` as its own
+ * /proc/<pid>/stat field 22 (in its own time namespace, whose boottime offset may differ from
+ * this one's: both offsets are taken out, /proc/<pid>/timens_offsets). 1 yes (also when the
+ * offsets cannot be read: taken as alive); 0 no: no such process, or the pid is another one's. */
+int cushim_proc_is(pid_t pid, uint64_t start_time);
+
 /* Inode of /proc/self/ns/pid (pid namespace), 0 if unknown. */
 uint64_t cushim_pidns_inode(void);
 

@@ -539,6 +539,47 @@ static void held_env(const char **out, size_t cap, const char *segdir, const cha
 /* A segment directory shared with containers (pid namespaces): two processes that are both pid 1
  * in their own namespace keep their own segments; a live one is never judged gone by its pid here;
  * one that died in a namespace still in sight is stale, and gc removes it. Needs root (unshare). */
+Test(live, a_process_in_its_own_time_namespace_is_live)
+{
+    /* Same pid namespace, another time namespace (its boottime 7 s ahead): its start time, as it
+     * read it, differs from ours by the offset; it is the same process all the same. */
+    struct run_result r;
+    const char *probe[] = {"unshare", "-T", "--boottime", "7", "-f", "true", NULL};
+    run_cmd(&r, probe, NULL);
+    int can = r.status == 0;
+    run_free(&r);
+    if (!can) {
+        printf("not run: needs unshare -T (time namespaces, root)\n");
+        cr_skip_test("not run: cannot make time namespaces here");
+    }
+    const char *segdir = fresh_dir("seg-timens"), *ready = fresh_dir("ready-timens");
+    char hold[700];
+    snprintf(hold, sizeof hold, "%s/go-timens", test_dir());
+    static const char *env[64];
+    held_env(env, 64, segdir, ready, hold);
+    const char *argv[] = {"unshare", "-T", "--boottime", "7", "-f", program("rt_prog"), "hold", NULL};
+    pid_t bg = spawn_bg(argv, env), pid;
+    wait_ready(ready, 1, &pid);
+    char row[64];
+    snprintf(row, sizeof row, "%7d root       live ", (int)pid);
+    cr_expect_eq(cli(segdir, &r, "ps", NULL, NULL), 0);
+    cr_expect(strstr(r.out, row) != NULL, "%s", r.out);
+    run_free(&r);
+    cr_expect_eq(cli(segdir, &r, "gc", NULL, NULL), 0);
+    cr_expect_str_eq(r.out, "", "a live process is kept");
+    run_free(&r);
+    /* And read from another time namespace than the host's. */
+    char seg[700];
+    snprintf(seg, sizeof seg, "CUSHIM_SEGMENT_DIR=%s", segdir);
+    const char *from_timens[] = {"unshare", "-T", "--boottime", "5", "-f", cushim_bin(), "ps", NULL};
+    const char *cenv[] = {seg, NULL};
+    run_cmd(&r, from_timens, cenv);
+    cr_expect(strstr(r.out, row) != NULL, "%s%s", r.out, r.err);
+    run_free(&r);
+    touch(hold);
+    cr_expect_eq(wait_bg(bg), 0);
+}
+
 Test(live, containers_sharing_the_segment_directory)
 {
     struct run_result r;

@@ -33,7 +33,7 @@ static int could_be_ours(const char *path)
 static int run_collects(const struct cushim_snapshot *s)
 {
     return s->run_pid > 0 && !seg_other_namespace(s) &&
-           cushim_proc_start_time(s->run_pid) == s->run_start_time;
+           cushim_proc_is(s->run_pid, s->run_start_time);
 }
 
 static int sweep(struct seg_entry *e, void *argp)
@@ -76,7 +76,7 @@ static int run_dir_gone(int dirfd, const char *name, pid_t *pid)
         !S_ISDIR(st.st_mode) || (geteuid() != 0 && st.st_uid != geteuid()))
         return 0;
     *pid = p;
-    return cushim_proc_start_time(p) != start;
+    return !cushim_proc_is(p, start);
 }
 
 static void sweep_run_dirs(struct gc_arg *a)

@@ -218,10 +218,9 @@ static int is_stale(const struct cushim_snapshot *s, pid_t *here)
         return ns_map_read &&
                cushim_pidns_alive(&ns_map, s->pidns_inode, s->pid, s->start_time, here) == 0;
     }
-    uint64_t start = cushim_proc_start_time(s->pid);
-    if (start == 0)
-        return 1; /* no such process */
-    return start != s->start_time;
+    /* Gone, or its pid is another process's now (its start time, both time namespaces'
+     * boottime offsets taken out: a process of ours in its own time namespace is still live). */
+    return !cushim_proc_is(s->pid, s->start_time);
 }
 
 int seg_still_stale(const struct seg_entry *e)
