@@ -230,5 +230,10 @@ int cushim_pidns_alive(const struct cushim_pidns_map *m, uint64_t ns, pid_t nspi
         }
         seen = 1;
     }
+    /* No process of that namespace in sight: it has ended, when this is the initial pid
+     * namespace (the host's), where every pid namespace's processes are visible; from anywhere
+     * else it may be one we cannot see (a sibling container's, or one above). */
+    if (!seen && !maybe && cushim_pidns_inode() == CUSHIM_PIDNS_INIT_INO)
+        return 0;
     return seen && !maybe ? 0 : -1;
 }

@@ -23,6 +23,11 @@ int cushim_proc_cmdline(pid_t pid, char *buf, size_t len);
  * offsets cannot be read: taken as alive); 0 no: no such process, or the pid is another one's. */
 int cushim_proc_is(pid_t pid, uint64_t start_time);
 
+/* The inode of the initial (host) pid namespace, fixed by the kernel (include/linux/proc_ns.h:
+ * PROC_PID_INIT_INO = 0xEFFFFFFC): every other pid namespace descends from it, so a reader there
+ * sees every process. */
+#define CUSHIM_PIDNS_INIT_INO 0xEFFFFFFCull
+
 /* Inode of /proc/self/ns/pid (pid namespace), 0 if unknown. */
 uint64_t cushim_pidns_inode(void);
 
@@ -46,11 +51,12 @@ void cushim_pidns_free(struct cushim_pidns_map *m);
 /* Whether the process that was `nspid` of pid namespace `ns`, started at `start_time` (its
  * /proc/<pid>/stat field 22 as it read it, in its time namespace), is alive, by the map:
  * 1 yes; 0 no (that namespace has processes here, and none is that one: it ended, or its pid,
- * or the namespace's inode, went to another process since); -1 cannot tell (no process of that
- * namespace is visible from here: a namespace above this one, a sibling container's, or one
- * whose last process has ended; or a process `nspid` of an inner namespace this user may not
- * read exists). The start times are compared with both time namespaces' boottime offsets taken
- * out (/proc/<pid>/timens_offsets); a process whose offset cannot be read counts as alive.
+ * or the namespace's inode, went to another process since; or, read from the initial pid
+ * namespace, which sees every process, that namespace has no process left); -1 cannot tell (no
+ * process of that namespace is visible from here: a namespace above this one, or a sibling
+ * container's; or a process `nspid` of an inner namespace this user may not read exists). The
+ * start times are compared with both time namespaces' boottime offsets taken out
+ * (/proc/<pid>/timens_offsets); a process whose offset cannot be read counts as alive.
  * *here (if not NULL): its pid in this namespace when alive (1), else 0. */
 int cushim_pidns_alive(const struct cushim_pidns_map *m, uint64_t ns, pid_t nspid, uint64_t start_time,
                        pid_t *here);

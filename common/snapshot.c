@@ -36,7 +36,7 @@ const char *cushim_device_list(const struct cushim_snapshot *s, char *buf, size_
     if (n == 0)
         snprintf(buf, len, "-");
     else if (o > width)
-        snprintf(buf, len, "%u devices", n);
+        snprintf(buf, len, "%u GPUs", n);
     return buf;
 }
 

@@ -92,7 +92,7 @@ const char *cushim_phase_name(uint32_t phase);
 const char *cushim_phase_label(const struct cushim_snapshot *s, char *buf, size_t len);
 
 /* The devices a process used, as ps and top show them in a column `width` characters wide
- * (< len): ordinals with runs joined ("0-3,6"), or "N devices" when that is wider; "-" for
+ * (< len): ordinals with runs joined ("0-3,6"), or "N GPUs" when that is wider; "-" for
  * none. Written to buf, returned. */
 const char *cushim_device_list(const struct cushim_snapshot *s, char *buf, size_t len, size_t width);
 

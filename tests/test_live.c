@@ -673,6 +673,21 @@ Test(live, containers_sharing_the_segment_directory)
     snprintf(said, sizeof said, "pid %s: peaks of 1 device set to their current values\n", hp);
     cr_expect_str_eq(r.out, said, "%s", r.err);
     run_free(&r);
+    /* stat by the same rule: by the pid here, the one; `stat 1`, ambiguous. */
+    const char *stat_one[] = {cushim_bin(), "stat", hp, "--json", NULL};
+    run_cmd(&r, stat_one, cenv);
+    cr_expect_eq(r.status, 0, "%s", r.err);
+    cr_expect_str_eq(r.err, "");
+    j = json_loads(r.out, 0, NULL);
+    cr_expect_eq(json_array_size(j), 1, "%s", r.out);
+    json_decref(j);
+    run_free(&r);
+    const char *stat_amb[] = {cushim_bin(), "stat", "1", NULL};
+    run_cmd(&r, stat_amb, cenv);
+    cr_expect_eq(r.status, 1);
+    cr_expect(strstr(r.err, "cushim: pid 1 names 2 processes of other pid namespaces (pid namespace ") != NULL,
+              "%s", r.err);
+    run_free(&r);
     const char *gc[] = {cushim_bin(), "gc", NULL};
     run_cmd(&r, gc, cenv);
     cr_expect_str_eq(r.out, "", "nothing live removed");
@@ -752,6 +767,38 @@ Test(live, containers_sharing_the_segment_directory)
     run_free(&r);
     touch(end_file);
     cr_expect_eq(wait_bg(c), 0);
+
+    /* A container whose only process is killed: its pid namespace ends with it. The host sees
+     * every pid namespace, so one with no process left is gone, and so is its segment. */
+    if (cushim_pidns_inode() == CUSHIM_PIDNS_INIT_INO) {
+        const char *r7 = fresh_dir("ready-ns7");
+        static const char *e7[64];
+        held_env(e7, 64, segdir, r7, never);
+        const char *argv7[] = {"unshare", "-pf", "--mount-proc", program("rt_prog"), "hold", NULL};
+        pid_t u7 = spawn_bg(argv7, e7), r7pid;
+        wait_ready(r7, 1, &r7pid);
+        run_cmd(&r, stat_all, cenv);
+        j = json_loads(r.out, 0, NULL);
+        uint64_t victim = 0;
+        for (size_t i = 0; j && i < json_array_size(j); i++) {
+            char key[32];
+            snprintf(key, sizeof key, "%zu.host_pid", i);
+            victim = jpath_u64(j, key);
+        }
+        json_decref(j);
+        run_free(&r);
+        cr_assert_gt(victim, 1);
+        kill((pid_t)victim, SIGKILL);
+        cr_expect_neq(wait_bg(u7), 0, "unshare says its child was killed (its own way: 1 here)");
+        run_cmd(&r, ps, cenv);
+        cr_expect(strstr(r.out, " stale ") != NULL, "the ended namespace's process: %s", r.out);
+        run_free(&r);
+        run_cmd(&r, gc, cenv);
+        cr_expect(strstr(r.out, "removed ") != NULL, "%s", r.out);
+        run_free(&r);
+    } else {
+        printf("not run: the ended-namespace part (needs the initial pid namespace)\n");
+    }
 
     /* A container with its own user namespace (rootless): its uid 0 is nobody here; its segment
      * is still read, live, and kept. */

@@ -291,6 +291,21 @@ Test(prometheus, serve_cuts_slow_clients_and_fails_a_scrape_it_cannot_answer)
             usleep(10000);
     }
     cr_assert_eq(ok, 0, "cushim serve did not answer on %s", listen);
+    /* Two requests on one connection (HTTP/1.1 keep-alive): both answered. */
+    int ka = http_open(port, "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\nGET /metrics HTTP/1.1\r\nHost: x\r\n\r\n");
+    cr_assert_geq(ka, 0);
+    struct timeval two = {2, 0};
+    setsockopt(ka, SOL_SOCKET, SO_RCVTIMEO, &two, sizeof two);
+    size_t have = 0;
+    ssize_t k;
+    while (have + 1 < sizeof buf && (k = read(ka, buf + have, sizeof buf - 1 - have)) > 0)
+        have += (size_t)k;
+    buf[have] = '\0';
+    close(ka);
+    int answers = 0;
+    for (const char *p = buf; (p = strstr(p, "HTTP/1.1 200 OK")) != NULL; p++)
+        answers++;
+    cr_expect_eq(answers, 2, "%.600s", buf);
     /* Another method: 405, and what is allowed (RFC 9110). */
     int fd = http_open(port, "POST /metrics HTTP/1.0\r\nHost: x\r\n\r\n");
     cr_assert_geq(fd, 0);

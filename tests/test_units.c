@@ -82,7 +82,7 @@ Test(units, saturating_sums_and_device_lists)
     cr_expect_str_eq(cushim_device_list(&s, buf, sizeof buf, 8), "0-7", "an 8-GPU worker fits the column");
     for (int i = 0; i < 8; i++)
         s.devices[i].ordinal = 2 * i;
-    cr_expect_str_eq(cushim_device_list(&s, buf, sizeof buf, 8), "8 devices", "wider than the column");
+    cr_expect_str_eq(cushim_device_list(&s, buf, sizeof buf, 8), "8 GPUs", "wider than the column");
 }
 
 Test(units, device_limits)

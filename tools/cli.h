@@ -94,6 +94,14 @@ int seg_still_stale(const struct seg_entry *e);
  * segment directory, or only another user's. The same words for stat, reset-peak and phase. */
 void seg_say_missing(pid_t pid);
 
+/* How a pid argument `p` names the process of snapshot s (read by seg_scan): 2 by its pid here
+ * (its own pid in this namespace, or, for a container's process read on the host, its host pid);
+ * 1 by its own pid in its other namespace only; 0 not. A pid names the processes it names with
+ * 2 if any, else the one it names with 1; more than one such is ambiguous (seg_say_ambiguous). */
+int seg_names(const struct cushim_snapshot *s, pid_t p);
+/* Says (one line) that pid names n processes of other pid namespaces (c: their snapshots). */
+void seg_say_ambiguous(pid_t pid, const struct cushim_snapshot *const *c, int n);
+
 /* Maps the live segment of `pid` read-write for an owner's request (reset-peak, phase): the
  * process with that pid here, else the one process of another pid namespace (a container's, read
  * on the host) with that pid there; two such are refused (message names them). Refuses segments

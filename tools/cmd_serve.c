@@ -94,8 +94,18 @@ static MHD_RESULT answer(void *cls, struct MHD_Connection *c, const char *url, c
     (void)cls;
     (void)version;
     (void)upload;
-    (void)upload_size;
-    (void)state;
+    /* libmicrohttpd calls once with the headers, then with any body, then once more: answering
+     * only then keeps the connection open for the next request (HTTP/1.1 keep-alive: a response
+     * queued on the first call is an early one, and the connection is closed after it). */
+    static int headers_seen;
+    if (*state == NULL) {
+        *state = &headers_seen;
+        return MHD_YES;
+    }
+    if (*upload_size) {
+        *upload_size = 0; /* a body (a POST's) is not read */
+        return MHD_YES;
+    }
     struct MHD_Response *r;
     unsigned status = MHD_HTTP_OK;
     char *body = NULL;

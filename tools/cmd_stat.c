@@ -61,10 +61,26 @@ int cmd_stat(int argc, char **argv)
     struct proc_list l;
     proc_list_collect(&l, pids, npids, 1);
     int missing = 0;
+    /* Each pid names the processes seg_names says, as for reset-peak and phase: by their pid here
+     * first; else the one of another pid namespace with that pid there; two are ambiguous. */
+    unsigned char *keep = calloc((size_t)l.count + 1, 1);
+    const struct cushim_snapshot **inner = calloc((size_t)l.count + 1, sizeof *inner);
     for (int i = 0; i < npids; i++) {
-        int found = 0;
-        for (int k = 0; k < l.count && !found; k++)
-            found = l.procs[k].pid == pids[i];
+        int found = 0, ninner = 0;
+        for (int k = 0; k < l.count; k++) {
+            int how = seg_names(&l.procs[k], pids[i]);
+            if (how == 2)
+                found = keep[k] = 1;
+            else if (how == 1)
+                inner[ninner++] = &l.procs[k];
+        }
+        if (!found && ninner == 1)
+            found = keep[inner[0] - l.procs] = 1;
+        if (!found && ninner > 1) {
+            seg_say_ambiguous(pids[i], inner, ninner);
+            missing++;
+            continue;
+        }
         const char *gone = NULL;
         for (int k = 0; k < l.ngone && !gone; k++)
             if (l.gone[k].pid == pids[i])
@@ -81,6 +97,15 @@ int cmd_stat(int argc, char **argv)
         else if (!found)
             seg_say_missing(pids[i]);
     }
+    if (npids) {
+        int n = 0;
+        for (int k = 0; k < l.count; k++)
+            if (keep[k])
+                l.procs[n++] = l.procs[k];
+        l.count = n;
+    }
+    free(keep);
+    free(inner);
     free(pids);
 
     struct cli_output out;

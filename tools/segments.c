@@ -243,14 +243,42 @@ int seg_still_stale(const struct seg_entry *e)
     return is_stale(&now, &here);
 }
 
-/* Whether e is one of the processes named by pids: its pid here (a container's process by its
- * pid as seen from this namespace), or its own pid in its namespace. */
+int seg_names(const struct cushim_snapshot *s, pid_t p)
+{
+    if (!s->other_pidns)
+        return s->pid == p ? 2 : 0;
+    if (s->host_pid == p)
+        return 2;
+    return s->pid == p ? 1 : 0;
+}
+
+/* Whether e may be one of the processes named by pids (seg_names; an unreadable segment by the
+ * pid in its name). */
 static int wanted(const struct seg_entry *e, const pid_t *pids, int npids)
 {
     for (int i = 0; i < npids; i++)
-        if (pids[i] == e->pid || (e->ok && e->snap.host_pid && pids[i] == e->snap.host_pid))
+        if (e->ok ? seg_names(&e->snap, pids[i]) != 0 : pids[i] == e->pid)
             return 1;
     return 0;
+}
+
+void seg_say_ambiguous(pid_t pid, const struct cushim_snapshot *const *c, int n)
+{
+    char list[600] = "";
+    int visible = 0;
+    for (int i = 0; i < n; i++) {
+        size_t o = strlen(list);
+        char here[32] = "not visible here";
+        if (c[i]->host_pid)
+            snprintf(here, sizeof here, "pid here %d", (int)c[i]->host_pid);
+        visible |= c[i]->host_pid != 0;
+        snprintf(list + o, sizeof list - o, "%spid namespace %llu (%s)", o ? ", " : "",
+                 (unsigned long long)c[i]->pidns_inode, here);
+    }
+    cli_error("pid %d names %d processes of other pid namespaces (%s): %s", (int)pid, n, list,
+              visible ? "name one by its pid here"
+                      : "none is visible from this pid namespace; run the command where one is (the host, "
+                        "or that process's container)");
 }
 
 int seg_scan(const pid_t *pids, int npids, int (*fn)(struct seg_entry *, void *), void *arg)
@@ -263,8 +291,11 @@ int seg_scan(const pid_t *pids, int npids, int (*fn)(struct seg_entry *, void *)
     uid_t me = geteuid();
     int everyone = reads_everyones();
     static struct seg_entry e;
-    if (!d) {
-        cli_error("cannot open the segment directory %s: %s", seg_dir(), strerror(errno));
+    if (!d || access(seg_dir(), X_OK) != 0) {
+        /* Listed but not entered (no search permission): every file would vanish silently. */
+        cli_error("cannot %s the segment directory %s: %s", d ? "enter" : "open", seg_dir(), strerror(errno));
+        if (d)
+            closedir(d);
         return -1;
     }
     while ((de = readdir(d)) != NULL) {
@@ -344,7 +375,8 @@ static struct cushim_segment *map_one(const char *path, pid_t pid, char *why, si
     pid_t here;
     int fd = open(path, O_RDWR | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
     if (!snap || fd < 0)
-        snprintf(why, len, "cannot open %s: %s", path, strerror(snap ? errno : ENOMEM));
+        snprintf(why, len, "cannot open %s: %s", path,
+                 !snap ? strerror(ENOMEM) : errno == ELOOP ? "a symbolic link, not followed" : strerror(errno));
     else if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || (geteuid() != 0 && st.st_uid != geteuid()))
         snprintf(why, len, "%s is not a segment of yours (not a regular file you own)", path);
     else if (snapshot_fd(fd, snap, err, sizeof err) != 0)
@@ -393,14 +425,14 @@ void seg_say_missing(pid_t pid)
         cli_error("no cushim process %d of yours (no segment in %s)", (int)pid, seg_dir());
 }
 
-/* The live processes a pid argument may name (seg_scan's choice): `direct` ones by their pid
- * here, `inner` ones (another pid namespace's) by their own pid there. */
+/* The live processes a pid argument may name (seg_names): `direct` ones by their pid here,
+ * `inner` ones (another pid namespace's) by their own pid there. */
 struct pid_candidates {
     pid_t pid;
     int ndirect, ninner;
     char direct[1300], inner[1300];
     pid_t direct_own, inner_own;
-    char list[512]; /* the inner ones, for a message: "pid namespace N (pid here M)", ... */
+    struct cushim_snapshot inner_snap[8]; /* the first inner ones, for a message */
 };
 
 static int gather_candidate(struct seg_entry *e, void *arg)
@@ -408,23 +440,18 @@ static int gather_candidate(struct seg_entry *e, void *arg)
     struct pid_candidates *c = arg;
     if (!e->ok || e->stale)
         return 0;
-    int other = e->snap.other_pidns;
-    if ((!other && e->snap.pid == c->pid) || (other && e->snap.host_pid == c->pid)) {
-        if (c->ndirect++ == 0) {
-            snprintf(c->direct, sizeof c->direct, "%s", e->path);
-            c->direct_own = e->snap.pid;
-        }
-    } else if (other && e->snap.pid == c->pid) {
-        if (c->ninner++ == 0) {
+    int how = seg_names(&e->snap, c->pid);
+    if (how == 2 && c->ndirect++ == 0) {
+        snprintf(c->direct, sizeof c->direct, "%s", e->path);
+        c->direct_own = e->snap.pid;
+    } else if (how == 1) {
+        if (c->ninner == 0) {
             snprintf(c->inner, sizeof c->inner, "%s", e->path);
             c->inner_own = e->snap.pid;
         }
-        size_t n = strlen(c->list);
-        char here[32] = "not visible here";
-        if (e->snap.host_pid)
-            snprintf(here, sizeof here, "pid here %d", (int)e->snap.host_pid);
-        snprintf(c->list + n, sizeof c->list - n, "%spid namespace %llu (%s)", n ? ", " : "",
-                 (unsigned long long)e->snap.pidns_inode, here);
+        if (c->ninner < 8)
+            memcpy(&c->inner_snap[c->ninner], &e->snap, offsetof(struct cushim_snapshot, devices));
+        c->ninner++;
     }
     return 0;
 }
@@ -433,7 +460,7 @@ struct cushim_segment *seg_map_rw(pid_t pid)
 {
     /* The process with this pid here; else the one process of another pid namespace (a
      * container's, read on the host) with this pid there. Two of those are not guessed between. */
-    struct pid_candidates c;
+    static struct pid_candidates c;
     char why[1500] = "";
     memset(&c, 0, sizeof c);
     c.pid = pid;
@@ -446,8 +473,10 @@ struct cushim_segment *seg_map_rw(pid_t pid)
         return s;
     }
     if (c.ndirect == 0 && c.ninner > 1) {
-        cli_error("pid %d names %d processes of other pid namespaces (%s): name one by its pid here", (int)pid,
-                  c.ninner, c.list);
+        const struct cushim_snapshot *list[8];
+        for (int i = 0; i < c.ninner && i < 8; i++)
+            list[i] = &c.inner_snap[i];
+        seg_say_ambiguous(pid, list, c.ninner < 8 ? c.ninner : 8);
         return NULL;
     }
     /* No live one: why not, from every file named for `pid` (yours; everyone's as root): the
