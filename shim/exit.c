@@ -208,9 +208,13 @@ void shim_exit_previous_image(void)
         seg->h.layout_version == CUSHIM_LAYOUT_VERSION && seg->h.pid == (int32_t)getpid() &&
         seg->h.pidns_inode == cushim_pidns_inode() &&
         seg->h.start_time == cushim_proc_start_time(getpid()) && !atomic_exchange(&seg->h.exited, 1)) {
-        /* Its CUDA memory went with the old address space: finished, as at an exit. */
-        hand_over_and_report(seg);
-        unlink(path);
+        /* Its CUDA memory went with the old address space: finished, as at an exit. One of
+         * another `cushim run` than ours (the exec changed the environment) is left, finished,
+         * for that run to collect. */
+        if (seg->h.run_id == 0 || seg->h.run_id == shim.run_id) {
+            hand_over_and_report(seg);
+            unlink(path);
+        }
     }
     munmap(seg, sizeof *seg);
 }

@@ -77,9 +77,37 @@ static bool same_pid_namespace(const char *path)
     return h.pidns_inode == 0 || mine == 0 || h.pidns_inode == mine;
 }
 
-/* An existing file with our name is ours to replace if it holds our own pid: the segment of this
- * process's image before an exec (same start time), or of a dead process whose pid we now have.
- * A file owned by another user is never touched. */
+/* A random name beside `taken` (cushim-UID-PID.XXXXXX, which readers also accept) into out. */
+static int suffixed_name(const char *taken, char *out, size_t len)
+{
+    static const char alnum[] = "abcdefghijklmnopqrstuvwxyz0123456789";
+    unsigned char r[6] = {0};
+    char suffix[8];
+    if (getrandom(r, sizeof r, 0) != (ssize_t)sizeof r)
+        return -1;
+    for (int k = 0; k < 6; k++)
+        suffix[k] = alnum[r[k] % (sizeof alnum - 1)];
+    suffix[6] = '\0';
+    snprintf(out, len, "%s.%s", taken, suffix);
+    return 0;
+}
+
+/* An existing file with our name is ours to replace if it holds our own pid: the segment of a
+ * dead process whose pid we now have (or of an image before an exec that load time left to its
+ * run). A file owned by another user is never touched. A segment of some `cushim run`'s process
+ * is moved aside (a suffixed name) rather than removed: its run collects it (tools/run_collect.c),
+ * as the summary of a process that ended without its exit report. */
+/* Whether the segment at path is a `cushim run` process's (its header names a run). */
+static bool run_owned(const char *path)
+{
+    struct cushim_segment_header h;
+    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+    ssize_t got = fd >= 0 ? pread(fd, &h, sizeof h, 0) : -1;
+    if (fd >= 0)
+        close(fd);
+    return got == (ssize_t)sizeof h && memcmp(h.magic, CUSHIM_SEGMENT_MAGIC, sizeof h.magic) == 0 && h.run_id != 0;
+}
+
 static int replace_stale(const char *path)
 {
     struct stat st;
@@ -89,12 +117,16 @@ static int replace_stale(const char *path)
         errno = EEXIST;
         return -1;
     }
+    char aside[CUSHIM_PATH_MAX + 72];
+    if (run_owned(path) && suffixed_name(path, aside, sizeof aside) == 0 && rename(path, aside) == 0)
+        return 0;
     return unlink(path);
 }
 
 /* Our own earlier segments under a suffixed name for this pid (the image before an exec, or a
  * dead process whose pid we now have): the name is ours to reuse, as replace_stale does for the
- * plain name. `name` is the plain name, cushim-UID-PID. */
+ * plain name; those of a `cushim run`'s process are left to their run (or `cushim gc`). `name` is
+ * the plain name, cushim-UID-PID. */
 static void remove_own_suffixed(const char *dir, const char *name)
 {
     DIR *d = opendir(dir);
@@ -106,7 +138,8 @@ static void remove_own_suffixed(const char *dir, const char *name)
         if (strncmp(de->d_name, name, n) != 0 || de->d_name[n] != '.' || strlen(de->d_name + n) != 7)
             continue;
         snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
-        if (lstat(path, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == getuid() && same_pid_namespace(path))
+        if (lstat(path, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == getuid() && same_pid_namespace(path) &&
+            !run_owned(path))
             unlink(path);
     }
     if (d)
@@ -135,15 +168,8 @@ struct cushim_segment *segment_create(const struct cushim_config *c, unsigned fl
         snprintf(taken, sizeof taken, "%s", path);
         remove_own_suffixed(c->segment_dir, taken + strlen(c->segment_dir) + 1);
         for (int attempt = 0; attempt < 8 && fd < 0; attempt++) {
-            static const char alnum[] = "abcdefghijklmnopqrstuvwxyz0123456789";
-            unsigned char r[6] = {0};
-            char suffix[8];
-            if (getrandom(r, sizeof r, 0) != (ssize_t)sizeof r)
+            if (suffixed_name(taken, path, pathlen) != 0)
                 break;
-            for (int k = 0; k < 6; k++)
-                suffix[k] = alnum[r[k] % (sizeof alnum - 1)];
-            suffix[6] = '\0';
-            snprintf(path, pathlen, "%s.%s", taken, suffix);
             fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
         }
         struct stat st;
@@ -226,10 +252,16 @@ int segment_copy_to(const struct cushim_segment *s, const char *dir)
         errno = e;
         return e == ENOENT ? SEGMENT_COPY_GONE : -1;
     }
-    /* Still under its name: the run has not closed it, and reads this copy once it has. */
+    /* Still under its name, and its `cushim run` alive: the run has not closed it, and reads this
+     * copy once it has. (A run killed by SIGKILL never reads it: then the process says its own
+     * summary, as when the run has closed.) */
     struct stat here, named;
+    int run_pid, done;
+    uint64_t start, ns;
     if (fstat(dfd, &here) == 0 && stat(dir, &named) == 0 && here.st_dev == named.st_dev &&
-        here.st_ino == named.st_ino) {
+        here.st_ino == named.st_ino &&
+        (cushim_run_dir_owner(dir, &run_pid, &start, &ns, &done) != 0 ||
+         (ns != 0 && ns != cushim_pidns_inode()) || cushim_proc_is(run_pid, start))) {
         close(dfd);
         return 0;
     }

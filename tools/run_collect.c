@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/procinfo.h"
 #include "tools/cli.h"
 
 static int by_created(const void *a, const void *b)
@@ -74,10 +75,12 @@ static int is_summary_name(const char *name)
  * once, by one of them. */
 static void read_closed_dir(const char *dir, struct collected *c)
 {
+    /* The names first, then each taken and read: entries renamed while the directory is being
+     * listed may be skipped by the listing. */
     DIR *d = opendir(dir);
     struct dirent *de;
-    char taken[300], path[4400], err[160];
-    static struct cushim_snapshot snap;
+    char (*names)[256] = NULL;
+    size_t n = 0, cap = 0;
     while (d && (de = readdir(d)) != NULL) {
         unsigned long long nested;
         char tail;
@@ -85,18 +88,32 @@ static void read_closed_dir(const char *dir, struct collected *c)
             add_nested(c, nested); /* a run inside this one (outer_run_register) */
             continue;
         }
-        if (!is_summary_name(de->d_name) ||
-            (size_t)snprintf(taken, sizeof taken, ".taken-%s", de->d_name) >= sizeof taken ||
-            renameat(dirfd(d), de->d_name, dirfd(d), taken) != 0)
+        if (!is_summary_name(de->d_name))
             continue;
-        if ((size_t)snprintf(path, sizeof path, "%s/%s", dir, taken) >= sizeof path)
-            continue;
+        if (n == cap) {
+            size_t ncap = cap ? 2 * cap : 64;
+            char (*grown)[256] = realloc(names, ncap * sizeof *grown);
+            if (!grown)
+                break;
+            names = grown;
+            cap = ncap;
+        }
+        snprintf(names[n++], sizeof names[0], "%s", de->d_name);
+    }
+    char taken[300], path[4400], err[160];
+    static struct cushim_snapshot snap;
+    for (size_t i = 0; d && i < n; i++) {
+        snprintf(taken, sizeof taken, ".taken-%s", names[i]);
+        if (renameat(dirfd(d), names[i], dirfd(d), taken) != 0 ||
+            (size_t)snprintf(path, sizeof path, "%s/%s", dir, taken) >= sizeof path)
+            continue; /* taken back by its process meanwhile */
         if (seg_read_file(path, &snap, err, sizeof err) != 0) {
-            cli_error("summary %s/%s: %s", dir, de->d_name, err);
+            cli_error("summary %s/%s: %s", dir, names[i], err);
             continue;
         }
         add_summary(c, &snap);
     }
+    free(names);
     if (d)
         closedir(d);
 }
@@ -144,8 +161,37 @@ static void read_nested(const char *dir, struct collected *c)
 
 struct live_arg {
     uint64_t run_id;
+    const char *dir; /* the run directory, still open */
     struct collected *c;
 };
+
+/* Copies the segment of a process of the run that ended without its exit report into the run
+ * directory as its summary (PID-CREATED.seg, the name its own copy would have had: one of the
+ * two, never both), so that it is read, and handed to an enclosing run, with the others. */
+static int move_to_run_dir(const struct seg_entry *e, const char *dir)
+{
+    static struct cushim_segment seg;
+    char name[64], tmp[4400], to[4400];
+    int in = open(e->path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+    ssize_t got = in >= 0 ? read(in, &seg, sizeof seg) : -1;
+    if (in >= 0)
+        close(in);
+    if (got != (ssize_t)sizeof seg)
+        return -1;
+    snprintf(name, sizeof name, "%d-%llx.seg", (int)e->snap.pid, (unsigned long long)e->snap.created_ns);
+    if ((size_t)snprintf(tmp, sizeof tmp, "%s/.%s.run.tmp", dir, name) >= sizeof tmp ||
+        (size_t)snprintf(to, sizeof to, "%s/%s", dir, name) >= sizeof to)
+        return -1;
+    int out = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    int ok = out >= 0 && write(out, &seg, sizeof seg) == (ssize_t)sizeof seg;
+    if (out >= 0 && close(out) != 0)
+        ok = 0;
+    if (!ok || rename(tmp, to) != 0) {
+        unlink(tmp);
+        return -1;
+    }
+    return 0;
+}
 
 static int add_live(struct seg_entry *e, void *argp)
 {
@@ -158,7 +204,15 @@ static int add_live(struct seg_entry *e, void *argp)
         nested |= e->snap.run_id == c->nested[i];
     if (!ours && !nested)
         return 0;
-    if (!e->stale) {
+    /* A run inside this one that was killed (SIGKILL: it never said its processes) leaves its
+     * dead to this one. */
+    if (nested && e->stale && e->snap.run_pid > 0 && !cushim_proc_is(e->snap.run_pid, e->snap.run_start_time))
+        ours = 1;
+    /* Finished (exited) but its process still there: it is handing its summary over right now
+     * (or it is an image before an exec that this run cannot get otherwise): alive here. */
+    int finishing = e->stale && e->snap.exited && !e->snap.other_pidns &&
+                    cushim_proc_is(e->snap.pid, e->snap.start_time);
+    if (!e->stale || finishing) {
         /* Alive (a daemon, `&` without wait; a run inside this one reports its own, but its
          * processes are still running here too): unless its summary arrives before the close. */
         struct run_alive *grown = realloc(c->alive, (size_t)(c->nalive + 1) * sizeof *grown);
@@ -168,11 +222,12 @@ static int add_live(struct seg_entry *e, void *argp)
         }
         return 0;
     }
-    /* Died without an exit report (a signal, the OOM killer): its counters as of its death. A
-     * run inside this one reports its own dead. */
-    if (!ours || collected_already(c, &e->snap))
+    /* Ended without an exit report (a signal, the OOM killer, _exit): its counters as of its
+     * end. A run inside this one reports its own dead. */
+    if (!ours)
         return 0;
-    add_summary(c, &e->snap);
+    if (move_to_run_dir(e, a->dir) != 0 && !collected_already(c, &e->snap))
+        add_summary(c, &e->snap);
     unlink(e->path); /* ours to clean up: the process is gone */
     return 0;
 }
@@ -181,7 +236,7 @@ void run_collect(const char *dir, uint64_t run_id, const struct outer_run *outer
 {
     memset(c, 0, sizeof *c);
     read_nested(dir, c);
-    struct live_arg a = {run_id, c};
+    struct live_arg a = {run_id, dir, c};
     seg_scan(NULL, 0, add_live, &a);
     /* The directory is closed (renamed away) before it is read: a process that writes its
      * summary from now on finds the run gone and says its own report itself (CUSHIM_RUN_SUMMARY).

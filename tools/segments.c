@@ -203,10 +203,13 @@ int seg_other_namespace(const struct cushim_snapshot *s)
     return s->pidns_inode && mine && s->pidns_inode != mine;
 }
 
-/* Whether s's process is gone; *here: its pid in this namespace (0 when not visible). */
+/* Whether s's process is gone; *here: its pid in this namespace (0 when not visible). A
+ * finished segment (exited: an image before an exec, left for its run) is not live either. */
 static int is_stale(const struct cushim_snapshot *s, pid_t *here)
 {
     *here = s->pid;
+    if (s->exited)
+        return 1;
     if (seg_other_namespace(s)) {
         /* A container's process (the directory is shared): its pid is that namespace's. Gone
          * only when the namespace is in sight and holds no such process; when it cannot be
