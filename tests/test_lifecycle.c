@@ -246,3 +246,96 @@ Test(lifecycle, every_descendant_is_in_the_summary_or_says_its_own)
     free(err);
     run_free(&r);
 }
+
+Test(lifecycle, a_run_killed_by_sigkill_leaves_its_processes_to_say_their_own)
+{
+    const char *ready = fresh_dir("ready-run-killed");
+    char hold[700], errf[700], body[2500], rd[700], hd[800];
+    snprintf(hold, sizeof hold, "%s/go", test_dir());
+    snprintf(errf, sizeof errf, "%s/run-killed.err", test_dir());
+    snprintf(rd, sizeof rd, "READY_DIR=%s", ready);
+    snprintf(hd, sizeof hd, "HOLD_FILE=%s", hold);
+    /* The program outlives its run (killed, SIGKILL: nothing said); at its end it finds its run
+     * gone and says its own summary, where the run would have. */
+    snprintf(body, sizeof body,
+             "%s run -- %s hold 2>%s & R=$!; while [ -z \"$(ls %s)\" ]; do sleep 0.02; done; "
+             "P=$(ls %s); kill -9 $R; wait $R; touch %s; while kill -0 $P 2>/dev/null; do sleep 0.02; done",
+             cushim_bin(), program("rt_prog"), errf, ready, ready, hold);
+    const char *sh[] = {"sh", "-c", body, NULL};
+    const char *extra[] = {rd, hd, NULL};
+    struct run_result r;
+    run_cmd(&r, sh, sim_env(extra));
+    run_free(&r);
+    char *err = slurp(errf);
+    cr_expect(count_lines_starting(err, "cushim: pid ") == 1 && strstr(err, "hold`: 1 device, phase run\n") != NULL,
+              "%s", err);
+    free(err);
+}
+
+Test(lifecycle, a_killed_process_of_a_nested_run_reaches_the_outer_run)
+{
+    const char *ready = fresh_dir("ready-nested-kill");
+    char outer[700], inner[700], body[2000], rd[700];
+    snprintf(outer, sizeof outer, "%s/outer.json", test_dir());
+    snprintf(inner, sizeof inner, "%s/inner.json", test_dir());
+    snprintf(rd, sizeof rd, "READY_DIR=%s", ready);
+    snprintf(body, sizeof body,
+             "%s hold & P=$!; while [ -z \"$(ls %s)\" ]; do sleep 0.02; done; kill -9 $P; wait $P; %s peaks >/dev/null; true",
+             program("rt_prog"), ready, program("rt_prog"));
+    const char *argv[] = {cushim_bin(), "run", "--quiet", "--json", outer, "--", cushim_bin(), "run", "--quiet",
+                          "--json", inner, "--", "sh", "-c", body, NULL};
+    const char *extra[] = {rd, "HOLD_FILE=/nonexistent", NULL};
+    struct run_result r;
+    run_cmd(&r, argv, sim_env(extra));
+    cr_expect_eq(r.status, 0, "%s", r.err);
+    run_free(&r);
+    json_t *in = json_load(inner), *out = json_load(outer);
+    cr_expect_eq(json_array_size(jpath(in, "descendants")), 2);
+    cr_assert_eq(json_array_size(jpath(out, "descendants")), 2, "the killed one too");
+    int killed = 0;
+    for (int i = 0; i < 2; i++) {
+        char key[32];
+        snprintf(key, sizeof key, "descendants.%d.exited", i);
+        killed += json_is_false(jpath(out, key));
+    }
+    cr_expect_eq(killed, 1);
+    json_decref(in);
+    json_decref(out);
+}
+
+Test(lifecycle, a_pid_reused_within_a_run_keeps_both_processes)
+{
+    struct run_result r;
+    const char *probe[] = {"unshare", "-pf", "--mount-proc", "sh", "-c", "echo 50 > /proc/sys/kernel/ns_last_pid", NULL};
+    run_cmd(&r, probe, NULL);
+    int can = r.status == 0;
+    run_free(&r);
+    if (!can) {
+        printf("not run: needs unshare -pf and ns_last_pid (root) to reuse a pid on purpose\n");
+        cr_skip_test("not run: cannot choose pids here");
+    }
+    const char *ready = fresh_dir("ready-reuse");
+    char json[700], body[4000], inner[1600], rd[700];
+    snprintf(json, sizeof json, "%s/reuse.json", test_dir());
+    snprintf(rd, sizeof rd, "READY_DIR=%s", ready);
+    /* pid 100 twice: a process killed (its segment waits for the run), then another. */
+    snprintf(inner, sizeof inner,
+             "echo 99 > /proc/sys/kernel/ns_last_pid; %s hold & P=$!; while [ -z \"$(ls %s)\" ]; do sleep 0.02; done; "
+             "kill -9 $P; wait $P; echo 99 > /proc/sys/kernel/ns_last_pid; %s peaks >/dev/null; echo $P",
+             program("rt_prog"), ready, program("rt_prog"));
+    snprintf(body, sizeof body, "%s run --quiet --json %s -- sh -c '%s'", cushim_bin(), json, inner);
+    const char *argv[] = {"unshare", "-pf", "--mount-proc", "sh", "-c", body, NULL};
+    const char *extra[] = {rd, "HOLD_FILE=/nonexistent", NULL};
+    run_cmd(&r, argv, sim_env(extra));
+    cr_expect_str_eq(r.out, "100\n", "%s", r.err);
+    run_free(&r);
+    json_t *j = json_load(json);
+    cr_assert_eq(json_array_size(jpath(j, "descendants")), 2);
+    cr_expect_eq(jpath_u64(j, "descendants.0.pid"), 100);
+    cr_expect_eq(jpath_u64(j, "descendants.1.pid"), 100);
+    cr_expect(json_is_false(jpath(j, "descendants.0.exited")), "the killed one, first");
+    cr_expect_eq(jpath_u64(j, "descendants.0.devices.0.device.current_bytes"), MiB + 4096);
+    cr_expect(json_is_true(jpath(j, "descendants.1.exited")));
+    cr_expect_eq(jpath_u64(j, "descendants.1.devices.0.device.peak_bytes"), 350);
+    json_decref(j);
+}
