@@ -269,7 +269,7 @@ Test(run, usage_errors_exit_2)
     run_cmd(&r, a7, NULL);
     cr_expect_eq(r.status, 2);
     cr_expect_str_eq(r.out, "", "refused before the program runs");
-    cr_expect_str_eq(r.err, "cushim: cannot write --json \"\": No such file or directory\n");
+    cr_expect_str_eq(r.err, "cushim: cannot write --json \"\": No such file or directory; nothing was run\n");
     run_free(&r);
     /* A bad value typed as a flag is named by the flag and stops the run (the same value in the
      * environment only warns: a_child_that_sets_its_own_bad_value_reports_it). */
@@ -402,7 +402,7 @@ Test(run, an_unwritable_json_path_stops_before_running)
     const char *argv[] = {cushim_bin(), "run", "--json", "/nonexistent/dir/x.json", "--", "sh", "-c", cmd, NULL};
     run_cmd(&r, argv, sim_env(NULL));
     cr_expect_eq(r.status, 2);
-    cr_expect_str_eq(r.err, "cushim: cannot write --json \"/nonexistent/dir/x.json\": No such file or directory\n");
+    cr_expect_str_eq(r.err, "cushim: cannot write --json \"/nonexistent/dir/x.json\": No such file or directory; nothing was run\n");
     cr_expect_neq(access(marker, F_OK), 0, "the program must not have run");
     run_free(&r);
     const char *missing[] = {cushim_bin(), "run", "--", "/nonexistent/program", NULL};
@@ -1147,5 +1147,38 @@ Test(run, json_output_never_replaces_a_device_and_keeps_the_old_file_on_failure)
     const char *ls[] = {"sh", "-c", cmd, NULL};
     run_cmd(&r, ls, NULL);
     cr_expect_str_eq(r.out, "0\n");
+    run_free(&r);
+}
+
+Test(run, json_goes_through_a_link_and_a_fifo_needs_a_reader)
+{
+    char target[700], link[700], fifo[700];
+    snprintf(target, sizeof target, "%s/through-target.json", test_dir());
+    snprintf(link, sizeof link, "%s/through-link.json", test_dir());
+    snprintf(fifo, sizeof fifo, "%s/no-reader.fifo", test_dir());
+    unlink(link);
+    touch(target);
+    cr_assert_eq(symlink(target, link), 0);
+    struct run_result r;
+    const char *argv[] = {cushim_bin(), "run", "--quiet", "--json", link, "--", program("rt_prog"), "peaks", NULL};
+    run_cmd(&r, argv, sim_env(NULL));
+    cr_expect_eq(r.status, 0, "%s", r.err);
+    run_free(&r);
+    struct stat st;
+    cr_expect(lstat(link, &st) == 0 && S_ISLNK(st.st_mode), "the link stays a link");
+    json_t *j = json_load(target);
+    cr_expect_eq(jpath_u64(j, "devices.0.device.peak_bytes"), 350, "the file it names has the summary");
+    json_decref(j);
+    /* A FIFO nobody reads: said, and nothing run (not a hang before the program). */
+    unlink(fifo);
+    cr_assert_eq(mkfifo(fifo, 0600), 0);
+    const char *f[] = {cushim_bin(), "run", "--json", fifo, "--", "sh", "-c", "echo ran", NULL};
+    run_cmd(&r, f, sim_env(NULL));
+    cr_expect_eq(r.status, 2);
+    cr_expect_str_eq(r.out, "");
+    char want[900];
+    snprintf(want, sizeof want, "cushim: cannot write --json \"%s\": a FIFO with no reader (start its reader "
+             "first); nothing was run\n", fifo);
+    cr_expect_str_eq(r.err, want);
     run_free(&r);
 }

@@ -270,7 +270,7 @@ static int write_json(struct cli_output *out, const struct cushim_snapshot *top,
     jsonw_object_end(&w);
     if (cli_output_commit(out) == 0)
         return 0;
-    cli_error("error writing --json \"%s\": %s", out->path, strerror(errno));
+    cli_error("error writing --json \"%s\": %s", out->path, cli_output_strerror(errno));
     return -1;
 }
 
@@ -359,6 +359,10 @@ int cmd_run(int argc, char **argv)
     setenv("LD_PRELOAD", preload, 1);
     free(preload);
 
+    /* From here on, a SIGINT/SIGTERM/... sent to cushim is held and reaches the program once it
+     * runs (the run directory below is then cleaned up as at any end). */
+    struct run_signals sigs;
+    run_signals_prepare(&sigs);
     const char *tmp = getenv("TMPDIR");
     char dir[4096];
     /* cushim-run.PID-START-PIDNS.XXXXXX: `cushim gc` removes the directory of a run whose cushim
@@ -393,15 +397,13 @@ int cmd_run(int argc, char **argv)
      * anything else (a FIFO, a terminal) stays open. */
     struct cli_output json_out = {0};
     if (json && cli_output_open(&json_out, json) != 0) {
-        cli_error("cannot write --json \"%s\": %s", json, strerror(errno));
+        cli_error("cannot write --json \"%s\": %s; nothing was run", json, cli_output_strerror(errno));
         cli_remove_run_dir(dir);
         return EXIT_USAGE;
     }
     if (json && !json_out.direct)
         cli_output_abort(&json_out);
 
-    struct run_signals sigs;
-    run_signals_prepare(&sigs);
 
     /* A close-on-exec pipe tells the parent whether exec succeeded. */
     int exec_pipe[2];
@@ -463,7 +465,7 @@ int cmd_run(int argc, char **argv)
     /* A summary asked for and lost fails a run that otherwise succeeded (CI must notice);
      * a failed program's own status says more. */
     if (json && !json_out.direct && cli_output_open(&json_out, json) != 0) {
-        cli_error("cannot write --json \"%s\": %s", json, strerror(errno));
+        cli_error("cannot write --json \"%s\": %s", json, cli_output_strerror(errno));
         if (code == 0)
             code = EXIT_USAGE;
     } else if (json && write_json(&json_out, top, &c, cfg.disable) != 0 && code == 0) {

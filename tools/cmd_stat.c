@@ -112,7 +112,7 @@ int cmd_stat(int argc, char **argv)
     FILE *f = stdout;
     if (output) {
         if (cli_output_open(&out, output) != 0) {
-            cli_error("cannot write --output \"%s\": %s", output, strerror(errno));
+            cli_error("cannot write --output \"%s\": %s", output, cli_output_strerror(errno));
             proc_list_free(&l);
             return EXIT_USAGE;
         }
@@ -137,7 +137,7 @@ int cmd_stat(int argc, char **argv)
      * file refreshed from cron stays quiet while nothing runs. */
     int rc = (l.count || (prom && !npids)) && !missing ? 0 : EXIT_NOTHING;
     if (output && cli_output_commit(&out) != 0) {
-        cli_error("cannot write --output \"%s\": %s", output, strerror(errno));
+        cli_error("cannot write --output \"%s\": %s", output, cli_output_strerror(errno));
         rc = EXIT_USAGE;
     }
     if (!l.count && !prom && !json && !npids)

@@ -29,17 +29,33 @@ int cli_output_open(struct cli_output *o, const char *path)
         errno = ENOENT; /* as open("") says; refused before any program runs */
         return -1;
     }
-    if (strcmp(path, "-") == 0 || (stat(path, &st) == 0 && !S_ISREG(st.st_mode))) {
+    struct stat lst;
+    int is_link = lstat(path, &lst) == 0 && S_ISLNK(lst.st_mode);
+    int exists = stat(path, &st) == 0;
+    if (strcmp(path, "-") == 0 || (exists && !S_ISREG(st.st_mode)) || (is_link && !exists)) {
         o->direct = 1;
         if (strcmp(path, "-") == 0) {
             o->f = stdout;
             return 0;
         }
-        int fd = above_stdio(open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666));
+        /* Through the link, if one: never the link replaced (/dev/stdout with fd 1 closed is an
+         * error, not a new file). A FIFO without a reader is an error too, not a hang. */
+        int fifo = exists && S_ISFIFO(st.st_mode);
+        int fd = above_stdio(open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | (fifo ? O_NONBLOCK : 0), 0666));
+        if (fd >= 0 && fifo)
+            fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
         if (fd >= 0 && !(o->f = fdopen(fd, "w")))
             close(fd);
         return o->f ? 0 : -1;
     }
+    /* A link to a regular file: that file is the one replaced. */
+    if (is_link ? !realpath(path, o->file)
+                : (size_t)snprintf(o->file, sizeof o->file, "%s", path) >= sizeof o->file) {
+        if (!is_link)
+            errno = ENAMETOOLONG;
+        return -1;
+    }
+    path = o->file;
     if ((size_t)snprintf(o->tmp, sizeof o->tmp, "%s.tmp.XXXXXX", path) >= sizeof o->tmp) {
         errno = ENAMETOOLONG;
         return -1;
@@ -88,7 +104,7 @@ int cli_output_commit(struct cli_output *o)
         e = errno;
     }
     o->f = NULL;
-    if (!bad && !o->direct && rename(o->tmp, o->path) != 0) {
+    if (!bad && !o->direct && rename(o->tmp, o->file) != 0) {
         bad = 1;
         e = errno;
     }
@@ -105,4 +121,9 @@ void cli_output_abort(struct cli_output *o)
     o->f = NULL;
     if (!o->direct)
         unlink(o->tmp);
+}
+
+const char *cli_output_strerror(int e)
+{
+    return e == ENXIO ? "a FIFO with no reader (start its reader first)" : strerror(e);
 }

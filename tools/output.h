@@ -2,9 +2,11 @@
  *
  * A regular file (or a new one) is written through a temporary file in the same directory and
  * renamed over the target once complete: a reader never sees a partial file, and a failed write
- * leaves the target as it was. "-" is standard output. An existing target that is not a regular
- * file (a FIFO, a terminal, /dev/stdout, a device) is written in place and never replaced or
- * removed. Not thread-safe; one struct per output. */
+ * leaves the target as it was. "-" is standard output. A symbolic link is written through: the
+ * regular file it names is replaced, never the link. An existing target that is not a regular
+ * file (a FIFO, which must have a reader already, a terminal, /dev/stdout, a device), or a link
+ * to nothing yet, is written in place and never replaced or removed. Not thread-safe; one struct
+ * per output. */
 #ifndef CUSHIM_TOOLS_OUTPUT_H
 #define CUSHIM_TOOLS_OUTPUT_H
 
@@ -14,6 +16,7 @@ struct cli_output {
     FILE *f;          /* write here between open and commit/abort */
     int direct;       /* 1: written in place (stdout, not a regular file) */
     const char *path; /* the target, as given (borrowed) */
+    char file[4200];  /* the file replaced: path, or the regular file a symbolic link names */
     char tmp[4200];   /* the temporary file, when not direct */
 };
 
@@ -26,5 +29,8 @@ int cli_output_commit(struct cli_output *o);
 
 /* Closes and removes the temporary file; the target is untouched. */
 void cli_output_abort(struct cli_output *o);
+
+/* strerror(e), in the words of an output: ENXIO is a FIFO with no reader. */
+const char *cli_output_strerror(int e);
 
 #endif
