@@ -120,8 +120,9 @@ static const char *fmt(uint64_t v, char *buf, size_t len)
     return cushim_format_bytes(v, buf, len);
 }
 
-/* Pools are read now and then (pools.h, graph.c), not counted: a live view says how old the
- * reading is ("" for a process that has exited, whose figures were read at its exit). */
+/* Pools are sampled from the driver now and then (pools.h, graph.c), not counted call by call:
+ * a live view says how old the sample is ("" for a process that has exited, whose figures were
+ * sampled at its exit). */
 static const char *read_age(const struct cushim_snapshot *s, uint64_t at, char *buf, size_t len)
 {
     struct timespec ts;
@@ -129,9 +130,9 @@ static const char *read_age(const struct cushim_snapshot *s, uint64_t at, char *
     uint64_t now = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
     buf[0] = '\0';
     if (!s->exited && !at)
-        snprintf(buf, len, " (not read yet)");
+        snprintf(buf, len, " (not sampled yet)");
     else if (!s->exited && now >= at)
-        snprintf(buf, len, " (read %.1f s ago, not counted)", (double)(now - at) / 1e9);
+        snprintf(buf, len, " (the driver's figures %.1f s ago)", (double)(now - at) / 1e9);
     return buf;
 }
 
@@ -208,8 +209,9 @@ void cushim_text_process(FILE *f, const struct cushim_snapshot *s, const char *t
                     fmt(d->dev[CUSHIM_DEV_run_peak], c, sizeof c),
                     fmt(d->dev[CUSHIM_DEV_run_offloaded_peak], u, sizeof u));
         if (d->dev[CUSHIM_DEV_resident_offloaded_count])
-            fprintf(f, "    offloaded in compile, still in host memory: %llu allocations, %s\n",
+            fprintf(f, "    offloaded in compile, still in host memory: %llu allocation%s, %s\n",
                     (unsigned long long)d->dev[CUSHIM_DEV_resident_offloaded_count],
+                    d->dev[CUSHIM_DEV_resident_offloaded_count] == 1 ? "" : "s",
                     fmt(d->dev[CUSHIM_DEV_resident_offloaded_bytes], a, sizeof a));
         if (d->dev[CUSHIM_DEV_offload_cached_bytes] || d->dev[CUSHIM_DEV_offload_pending_bytes])
             fprintf(f, "    offload host memory beyond live allocations: cached for reuse %s, "

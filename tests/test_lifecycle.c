@@ -330,7 +330,10 @@ Test(lifecycle, a_pid_reused_within_a_run_keeps_both_processes)
     cr_expect_str_eq(r.out, "100\n", "%s", r.err);
     run_free(&r);
     json_t *j = json_load(json);
-    cr_assert_eq(json_array_size(jpath(j, "descendants")), 2);
+    char *all = json_dumps(jpath(j, "descendants"), JSON_COMPACT);
+    cr_assert_eq(json_array_size(jpath(j, "descendants")), 2, "%s", all);
+    cr_expect(strstr(all, "hold") && strstr(all, "peaks"), "%.3000s", all);
+    free(all);
     cr_expect_eq(jpath_u64(j, "descendants.0.pid"), 100);
     cr_expect_eq(jpath_u64(j, "descendants.1.pid"), 100);
     cr_expect(json_is_false(jpath(j, "descendants.0.exited")), "the killed one, first");

@@ -57,7 +57,7 @@ Test(offload, compile_phase_intermediates_go_to_host_memory)
     cr_expect_eq(kv_u64(r.out, "rc_range"), 0);
     cr_expect_eq(kv_u64(r.out, "range_ok"), 1);
     cr_expect_eq(kv_u64(r.out, "rc_ipc"), 1, "CUDA_ERROR_INVALID_VALUE for an IPC handle");
-    cr_expect(strstr(r.err, "offloaded in compile, still in host memory: 1 allocations, 1.50 MiB") != NULL,
+    cr_expect(strstr(r.err, "offloaded in compile, still in host memory: 1 allocation, 1.50 MiB") != NULL,
               "%s", r.err);
     json_decref(j);
     run_free(&r);

@@ -39,7 +39,8 @@ int cli_remove_run_dir(const char *path);
 /* Parses a pid argument; -1 on error (message printed). */
 pid_t cli_parse_pid(const char *s);
 
-/* An option with a value, as `--name VALUE` or `--name=VALUE`: returns 0 when argv[*i] is not
+/* An option with a value, as `--name VALUE` or `--name=VALUE` (a short `-x` also as `-xVALUE`,
+ * as getopt takes it; `-x=V` is V): returns 0 when argv[*i] is not
  * `name`; 1 with *value set (and *i moved past a separate value); -1 when the value is missing
  * (the last argument, or followed by "--"), after printing "NAME needs VALUE_NAME". */
 int cli_option_value(int argc, char **argv, int *i, const char *name, const char *value_name,

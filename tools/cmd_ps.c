@@ -59,5 +59,7 @@ int cmd_ps(int argc, char **argv)
     seg_scan(NULL, 0, row, &a);
     if (a.hidden)
         printf("* the pid in its own pid namespace (a container's), whose processes are not visible here\n");
+    if (!a.rows)
+        cli_error("no process under cushim (yours; everyone's as root) in %s", seg_dir());
     return a.rows ? 0 : EXIT_NOTHING;
 }

@@ -246,6 +246,7 @@ static void synth_top(struct cushim_snapshot *s, pid_t pid, char **argv, int sta
     size_t o = 0;
     memset(s, 0, sizeof *s);
     s->pid = pid;
+    s->pidns_inode = cushim_pidns_inode(); /* the program is our child: our pid namespace */
     snprintf(s->version, sizeof s->version, "%s", CUSHIM_VERSION);
     s->exited = !WIFSIGNALED(status); /* as for a process with a segment: killed, no exit report */
     for (int i = 0; argv[i] && o + 1 < sizeof s->command; i++)
@@ -475,7 +476,8 @@ int cmd_run(int argc, char **argv)
         if (cfg.disable) {
             fprintf(stderr, "cushim: counting is disabled (CUSHIM_DISABLE): no summary\n");
         } else if (!c.top && c.ndesc == 0 && !c.running) {
-            cli_error("no CUDA memory activity in `%s` or its descendants", top->command);
+            cli_error("no CUDA memory activity in `%s` or its descendants (none allocated, or CUDA did "
+                      "not start: is a driver, libcuda.so.1, on the library path?)", top->command);
         } else {
             if (c.top || c.ndesc == 0)
                 print_process(top, "cushim: ");

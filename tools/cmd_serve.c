@@ -204,10 +204,14 @@ int cmd_serve(int argc, char **argv)
     }
     struct sockaddr_storage ss;
     int v6 = 0, any = 0;
-    if (!listen || parse_listen(listen, &ss, &v6, &any) != 0) {
+    if (!listen) {
+        cli_error("serve needs --listen ADDR:PORT (e.g. 127.0.0.1:9400, [::1]:9400, :9400 for every address)");
+        return EXIT_USAGE;
+    }
+    if (parse_listen(listen, &ss, &v6, &any) != 0) {
         cli_error("--listen needs ADDR:PORT with a numeric address and a port 1..65535 (e.g. "
                   "127.0.0.1:9400, [::1]:9400, :9400 for every address), got \"%s\"",
-                  listen ? listen : "");
+                  listen);
         return EXIT_USAGE;
     }
     /* SIGINT/SIGTERM/SIGHUP end the server, taken by sigwait below: blocked first, so that neither

@@ -57,10 +57,12 @@ int cli_option_value(int argc, char **argv, int *i, const char *name, const char
                      const char **value)
 {
     size_t n = strlen(name);
-    if (strncmp(argv[*i], name, n) != 0 || (argv[*i][n] != '\0' && argv[*i][n] != '='))
+    int short_opt = n == 2 && name[0] == '-' && name[1] != '-';
+    if (strncmp(argv[*i], name, n) != 0 || (argv[*i][n] != '\0' && argv[*i][n] != '=' && !short_opt))
         return 0;
-    if (argv[*i][n] == '=') {
-        *value = argv[*i] + n + 1;
+    if (argv[*i][n] == '=' || (short_opt && argv[*i][n] != '\0')) {
+        /* --name=VALUE; a short option's value may also follow it directly (-n1, as getopt). */
+        *value = argv[*i] + n + (argv[*i][n] == '=');
         return 1;
     }
     if (*i + 1 >= argc || strcmp(argv[*i + 1], "--") == 0) {
