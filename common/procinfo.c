@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 static ssize_t read_file(const char *path, char *buf, size_t len)
@@ -200,6 +202,27 @@ static int same_process(pid_t pid, uint64_t start_time)
     int64_t tick = 1000000000 / sysconf(_SC_CLK_TCK), diff = theirs - mine;
     int64_t d = (int64_t)start_time - (int64_t)here - diff / tick;
     return diff % tick == 0 ? d == 0 : d >= -1 && d <= 1;
+}
+
+uint64_t cushim_proc_pidfs_ino(pid_t pid)
+{
+#ifdef SYS_pidfd_open
+    int fd = (int)syscall(SYS_pidfd_open, pid, 0);
+    if (fd < 0)
+        return 0;
+    struct statfs fs;
+    struct stat st;
+    uint64_t ino = 0;
+    /* PID_FS_MAGIC (include/uapi/linux/magic.h); before pidfs, every pidfd shares one anonymous
+     * inode, which says nothing. */
+    if (fstatfs(fd, &fs) == 0 && (unsigned long)fs.f_type == 0x50494446ul && fstat(fd, &st) == 0)
+        ino = (uint64_t)st.st_ino;
+    close(fd);
+    return ino;
+#else
+    (void)pid;
+    return 0;
+#endif
 }
 
 int cushim_proc_is(pid_t pid, uint64_t start_time)

@@ -17,6 +17,12 @@ uint64_t cushim_proc_start_time(pid_t pid);
  * always NUL-terminated. Returns 0, or -1 (buf = ""). */
 int cushim_proc_cmdline(pid_t pid, char *buf, size_t len);
 
+/* The pidfs inode of process `pid` of this pid namespace: since Linux 6.9 (pidfs), a pidfd's
+ * inode number is unique to its process for the machine's lifetime (64-bit), the same across
+ * exec and in every pid namespace, never reused as pids are. 0 when there is no such process or
+ * the kernel has no pidfs. Four system calls. */
+uint64_t cushim_proc_pidfs_ino(pid_t pid);
+
 /* Whether process `pid` of this pid namespace is the one that read `start_time` as its own
  * /proc/<pid>/stat field 22 (in its own time namespace, whose boottime offset may differ from
  * this one's: both offsets are taken out, /proc/<pid>/timens_offsets). 1 yes (also when the

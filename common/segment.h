@@ -105,7 +105,11 @@ struct cushim_segment_header {
     int32_t run_pid;
     uint32_t reserved2;
     uint64_t run_start_time;              /* its /proc/<pid>/stat field 22 */
-    uint8_t pad[48];
+    /* This process's pidfs inode (procinfo.h cushim_proc_pidfs_ino): unique to the process for
+     * the machine's lifetime, kept across exec; 0 where the kernel has no pidfs (before 6.9) or a
+     * writer before this field (padding then). */
+    uint64_t pidfs_ino;
+    uint8_t pad[40];
 } __attribute__((aligned(64)));
 
 #define CUSHIM_SEG_F_TOP 1u               /* the image `cushim run` launched (not a descendant) */

@@ -205,6 +205,7 @@ int cushim_snapshot_read(const void *mem, size_t len, struct cushim_snapshot *ou
     out->run_id = h->run_id;
     out->run_pid = h->run_pid;
     out->run_start_time = h->run_start_time;
+    out->pidfs_ino = h->pidfs_ino;
     out->phase = atomic_load_explicit(&((struct cushim_segment_header *)h)->phase, memory_order_relaxed);
     out->exited = atomic_load_explicit(&((struct cushim_segment_header *)h)->exited, memory_order_relaxed);
     out->flags = h->flags;

@@ -202,12 +202,17 @@ void shim_exit_previous_image(void)
     close(fd);
     if (seg == MAP_FAILED)
         return;
-    /* This very process (pid, start time and pid namespace: exec keeps all three), before an exec,
-     * with its summary not written yet. Another process's segment is left alone. */
+    /* This very process (pid, pid namespace and pidfs inode, or start time where the kernel has
+     * no pidfs: exec keeps them all), before an exec, with its summary not written yet. Another
+     * process's segment is left alone: one that had our pid (a pid reused, within the clock tick
+     * of the start time too) is told apart by its pidfs inode. */
+    uint64_t mine = cushim_proc_pidfs_ino(getpid());
     if (memcmp(seg->h.magic, CUSHIM_SEGMENT_MAGIC, sizeof seg->h.magic) == 0 &&
         seg->h.layout_version == CUSHIM_LAYOUT_VERSION && seg->h.pid == (int32_t)getpid() &&
         seg->h.pidns_inode == cushim_pidns_inode() &&
-        seg->h.start_time == cushim_proc_start_time(getpid()) && !atomic_exchange(&seg->h.exited, 1)) {
+        (seg->h.pidfs_ino && mine ? seg->h.pidfs_ino == mine
+                                  : seg->h.start_time == cushim_proc_start_time(getpid())) &&
+        !atomic_exchange(&seg->h.exited, 1)) {
         /* Its CUDA memory went with the old address space: finished, as at an exit. One of
          * another `cushim run` than ours (the exec changed the environment) is left, finished,
          * for that run to collect. */

@@ -37,6 +37,7 @@ static void fill_header(struct cushim_segment *s, unsigned flags, uint64_t run_i
     h->pid = (int32_t)getpid();
     h->uid = (uint32_t)getuid();
     h->start_time = cushim_proc_start_time(getpid());
+    h->pidfs_ino = cushim_proc_pidfs_ino(getpid());
     h->pidns_inode = cushim_pidns_inode();
     h->created_ns = shim_clock_ns(CLOCK_REALTIME);
     h->run_id = run_id;

@@ -3,9 +3,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "common/config.h"
 #include "common/jsonw.h"
+#include "common/procinfo.h"
 #include "common/snapshot.h"
 #include "common/text.h"
 #include "common/units.h"
@@ -83,6 +85,18 @@ Test(units, saturating_sums_and_device_lists)
     for (int i = 0; i < 8; i++)
         s.devices[i].ordinal = 2 * i;
     cr_expect_str_eq(cushim_device_list(&s, buf, sizeof buf, 8), "8 GPUs", "wider than the column");
+}
+
+Test(units, pidfs_inodes_tell_processes_apart)
+{
+    uint64_t me = cushim_proc_pidfs_ino(getpid());
+    if (me == 0) {
+        printf("not run: this kernel has no pidfs (Linux 6.9+): start times tell processes apart there\n");
+        cr_skip_test("not run: no pidfs");
+    }
+    cr_expect_eq(cushim_proc_pidfs_ino(getpid()), me, "the same process, the same inode");
+    cr_expect_neq(cushim_proc_pidfs_ino(getppid()), me, "another process, another inode");
+    cr_expect_eq(cushim_proc_pidfs_ino(0x7ffffff0), 0, "no such process");
 }
 
 Test(units, device_limits)

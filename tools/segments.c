@@ -221,8 +221,15 @@ static int is_stale(const struct cushim_snapshot *s, pid_t *here)
         return ns_map_read &&
                cushim_pidns_alive(&ns_map, s->pidns_inode, s->pid, s->start_time, here) == 0;
     }
-    /* Gone, or its pid is another process's now (its start time, both time namespaces'
-     * boottime offsets taken out: a process of ours in its own time namespace is still live). */
+    /* Gone, or its pid is another process's now: by its pidfs inode where both the writer's kernel
+     * and ours have one (exact, even for a pid reused within a clock tick); else by its start
+     * time, both time namespaces' boottime offsets taken out (a process of ours in its own time
+     * namespace is still live). */
+    if (cushim_proc_start_time(s->pid) == 0)
+        return 1; /* no such process (or only its zombie) */
+    uint64_t ino = s->pidfs_ino ? cushim_proc_pidfs_ino(s->pid) : 0;
+    if (ino)
+        return ino != s->pidfs_ino;
     return !cushim_proc_is(s->pid, s->start_time);
 }
 
