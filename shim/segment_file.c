@@ -65,15 +65,21 @@ static void fill_header(struct cushim_segment *s, unsigned flags, uint64_t run_i
  * could not tell its own). A directory shared by containers holds segments of processes with the
  * same pid in other namespaces: live, and never ours to replace; so is a file whose header is
  * not written yet (another namespace's process creating it right now), or cut short. */
+/* The header of the segment at path, when it has one (whole, with its magic). */
+static bool read_header(const char *path, struct cushim_segment_header *h)
+{
+    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+    ssize_t got = fd >= 0 ? pread(fd, h, sizeof *h, 0) : -1;
+    if (fd >= 0)
+        close(fd);
+    return got == (ssize_t)sizeof *h && memcmp(h->magic, CUSHIM_SEGMENT_MAGIC, sizeof h->magic) == 0;
+}
+
 static bool same_pid_namespace(const char *path)
 {
     struct cushim_segment_header h;
-    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
-    ssize_t got = fd >= 0 ? pread(fd, &h, sizeof h, 0) : -1;
-    if (fd >= 0)
-        close(fd);
     uint64_t mine = cushim_pidns_inode();
-    if (got != (ssize_t)sizeof h || memcmp(h.magic, CUSHIM_SEGMENT_MAGIC, 8) != 0)
+    if (!read_header(path, &h))
         return false;
     return h.pidns_inode == 0 || mine == 0 || h.pidns_inode == mine;
 }
@@ -93,22 +99,18 @@ static int suffixed_name(const char *taken, char *out, size_t len)
     return 0;
 }
 
+/* Whether the segment at path is a `cushim run` process's (its header names a run). */
+static bool run_owned(const char *path)
+{
+    struct cushim_segment_header h;
+    return read_header(path, &h) && h.run_id != 0;
+}
+
 /* An existing file with our name is ours to replace if it holds our own pid: the segment of a
  * dead process whose pid we now have (or of an image before an exec that load time left to its
  * run). A file owned by another user is never touched. A segment of some `cushim run`'s process
  * is moved aside (a suffixed name) rather than removed: its run collects it (tools/run_collect.c),
  * as the summary of a process that ended without its exit report. */
-/* Whether the segment at path is a `cushim run` process's (its header names a run). */
-static bool run_owned(const char *path)
-{
-    struct cushim_segment_header h;
-    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
-    ssize_t got = fd >= 0 ? pread(fd, &h, sizeof h, 0) : -1;
-    if (fd >= 0)
-        close(fd);
-    return got == (ssize_t)sizeof h && memcmp(h.magic, CUSHIM_SEGMENT_MAGIC, sizeof h.magic) == 0 && h.run_id != 0;
-}
-
 static int replace_stale(const char *path)
 {
     struct stat st;

@@ -230,6 +230,25 @@ Test(prometheus, output_to_a_device_writes_in_place)
     stop(&h);
 }
 
+/* Starts `cushim serve` on 127.0.0.1:port with CUSHIM_SEGMENT_DIR=... (seg_env) and waits until
+ * it answers /metrics (the answer is left in buf). */
+static pid_t start_serve(const char *seg_env, int port, char *buf, size_t len)
+{
+    char listen[64];
+    snprintf(listen, sizeof listen, "127.0.0.1:%d", port);
+    const char *argv[] = {cushim_bin(), "serve", "--listen", listen, NULL};
+    const char *env[] = {seg_env, NULL};
+    pid_t srv = spawn_bg(argv, env);
+    int ok = -1;
+    for (int i = 0; i < 300 && ok != 0; i++) {
+        ok = http_get(port, "/metrics", buf, len);
+        if (ok != 0)
+            usleep(10000);
+    }
+    cr_assert_eq(ok, 0, "cushim serve did not answer on %s", listen);
+    return srv;
+}
+
 Test(prometheus, serve_answers_metrics_over_loopback)
 {
     struct held h;
@@ -237,17 +256,8 @@ Test(prometheus, serve_answers_metrics_over_loopback)
     int port = 20000 + (int)(getpid() % 20000);
     char listen[64];
     snprintf(listen, sizeof listen, "127.0.0.1:%d", port);
-    const char *argv[] = {cushim_bin(), "serve", "--listen", listen, NULL};
-    const char *env[] = {h.seg, NULL};
-    pid_t srv = spawn_bg(argv, env);
     static char buf[1 << 20];
-    int ok = -1;
-    for (int i = 0; i < 300 && ok != 0; i++) {
-        ok = http_get(port, "/metrics", buf, sizeof buf);
-        if (ok != 0)
-            usleep(10000);
-    }
-    cr_assert_eq(ok, 0, "cushim serve did not answer on %s", listen);
+    pid_t srv = start_serve(h.seg, port, buf, sizeof buf);
     cr_expect(strncmp(buf, "HTTP/1.0 200", 12) == 0 || strncmp(buf, "HTTP/1.1 200", 12) == 0,
               "%.200s", buf);
     cr_expect(strstr(buf, "Content-Type: text/plain; version=0.0.4") != NULL, "%.400s", buf);
@@ -280,17 +290,8 @@ Test(prometheus, serve_cuts_slow_clients_and_fails_a_scrape_it_cannot_answer)
     char listen[64], seg[700];
     snprintf(listen, sizeof listen, "127.0.0.1:%d", port);
     snprintf(seg, sizeof seg, "CUSHIM_SEGMENT_DIR=%s", segdir);
-    const char *argv[] = {cushim_bin(), "serve", "--listen", listen, NULL};
-    const char *env[] = {seg, NULL};
-    pid_t srv = spawn_bg(argv, env);
     static char buf[1 << 16];
-    int ok = -1;
-    for (int i = 0; i < 300 && ok != 0; i++) {
-        ok = http_get(port, "/metrics", buf, sizeof buf);
-        if (ok != 0)
-            usleep(10000);
-    }
-    cr_assert_eq(ok, 0, "cushim serve did not answer on %s", listen);
+    pid_t srv = start_serve(seg, port, buf, sizeof buf);
     /* Two requests on one connection (HTTP/1.1 keep-alive): both answered. */
     int ka = http_open(port, "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\nGET /metrics HTTP/1.1\r\nHost: x\r\n\r\n");
     cr_assert_geq(ka, 0);
