@@ -254,8 +254,6 @@ Test(prometheus, serve_answers_metrics_over_loopback)
     struct held h;
     start(&h, "prom2");
     int port = 20000 + (int)(getpid() % 20000);
-    char listen[64];
-    snprintf(listen, sizeof listen, "127.0.0.1:%d", port);
     static char buf[1 << 20];
     pid_t srv = start_serve(h.seg, port, buf, sizeof buf);
     cr_expect(strncmp(buf, "HTTP/1.0 200", 12) == 0 || strncmp(buf, "HTTP/1.1 200", 12) == 0,
@@ -287,8 +285,7 @@ Test(prometheus, serve_cuts_slow_clients_and_fails_a_scrape_it_cannot_answer)
 {
     const char *segdir = fresh_dir("serve-slow");
     int port = 20000 + (int)((getpid() + 7919) % 20000);
-    char listen[64], seg[700];
-    snprintf(listen, sizeof listen, "127.0.0.1:%d", port);
+    char seg[700];
     snprintf(seg, sizeof seg, "CUSHIM_SEGMENT_DIR=%s", segdir);
     static char buf[1 << 16];
     pid_t srv = start_serve(seg, port, buf, sizeof buf);
