@@ -93,6 +93,7 @@ static void frame(struct sink *k, const struct proc_list *l)
     y++;
     line(k, y++, ATTR_REVERSE, "%7s %-8s %-11s %11s %9s %9s %9s  %s", "PID", "DEVICES", "PHASE", "DEV-CURRENT",
          "DEV-PEAK", "PINNED", "OFFLOADED", "COMMAND");
+    int hidden = 0;
     for (int i = 0; i < l->count && y < k->rows; i++) {
         const struct cushim_snapshot *p = &l->procs[i];
         char devs[64], pinned[32], off[32], phase[32];
@@ -109,7 +110,10 @@ static void frame(struct sink *k, const struct proc_list *l)
              cushim_format_bytes(proc_sum(p, CUSHIM_DEV_total_peak), b, sizeof b),
              cushim_format_bytes(pin, pinned, sizeof pinned), cushim_format_bytes(offl, off, sizeof off),
              p->command);
+        hidden += p->other_pidns && !p->host_pid;
     }
+    if (hidden)
+        line(k, y, 0, "* the pid in its own pid namespace (a container's), whose processes are not visible here");
 }
 
 /* ---- batch mode: plain text, frame after frame ---- */
