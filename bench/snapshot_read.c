@@ -27,7 +27,7 @@ int main(int argc, char **argv)
     struct timespec a, b;
     clock_gettime(CLOCK_MONOTONIC, &a);
     for (long i = 0; i < n; i++)
-        if (cushim_snapshot_read(m, len, &s, 1000, err, sizeof err) != 0) {
+        if (cushim_snapshot_read(m, len, &s, 1000, CUSHIM_COPY_PATIENCE_NS, err, sizeof err) != 0) {
             fprintf(stderr, "%s\n", err);
             return 1;
         }

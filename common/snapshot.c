@@ -106,7 +106,7 @@ static uint64_t monotonic_ns(void)
 }
 
 int cushim_record_copy(const struct cushim_device_record *rc, struct cushim_device_snapshot *d,
-                       unsigned spin_limit)
+                       unsigned spin_limit, uint64_t patience_ns)
 {
     /* The counters are atomics in shared memory: read them as such. */
     struct cushim_device_record *r = (struct cushim_device_record *)rc;
@@ -115,7 +115,9 @@ int cushim_record_copy(const struct cushim_device_record *rc, struct cushim_devi
             return 0;
     /* Still busy: a writer the scheduler preempted inside its bracket holds every reader off
      * until it runs again (many allocating threads on few cores). Give up the CPU between
-     * rounds, for up to CUSHIM_COPY_PATIENCE_NS. */
+     * rounds, for up to patience_ns. */
+    if (patience_ns == 0)
+        return -1;
     uint64_t start = monotonic_ns();
     do {
         struct timespec pause = {0, 20000};
@@ -123,7 +125,7 @@ int cushim_record_copy(const struct cushim_device_record *rc, struct cushim_devi
         for (unsigned attempt = 0; attempt < 64; attempt++)
             if (record_copy_once(r, d))
                 return 0;
-    } while (monotonic_ns() - start < CUSHIM_COPY_PATIENCE_NS);
+    } while (monotonic_ns() - start < patience_ns);
     return -1;
 }
 
@@ -160,7 +162,7 @@ static int copy_graphs(const struct cushim_segment *s, uint32_t count, struct cu
 }
 
 int cushim_snapshot_read(const void *mem, size_t len, struct cushim_snapshot *out,
-                         unsigned spin_limit, char *err, size_t errlen)
+                         unsigned spin_limit, uint64_t patience_ns, char *err, size_t errlen)
 {
     const struct cushim_segment *s = mem;
     const struct cushim_segment_header *h = &s->h;
@@ -228,7 +230,7 @@ int cushim_snapshot_read(const void *mem, size_t len, struct cushim_snapshot *ou
             FAIL("device record %u is corrupt", i);
         struct cushim_device_snapshot *d = &out->devices[out->device_count];
         memset(d, 0, sizeof *d);
-        if (cushim_record_copy(r, d, spin_limit) != 0)
+        if (cushim_record_copy(r, d, spin_limit, patience_ns) != 0)
             out->torn++; /* taken as it is: its writer may never come back */
         out->device_count++;
     }

@@ -60,27 +60,28 @@ struct cushim_snapshot {
     struct cushim_graph_snapshot graphs[CUSHIM_MAX_GRAPHS];
 };
 
-/* How long a copy of a record keeps trying while writers stay active (cushim_record_copy);
- * cushim_snapshot_read then takes it as it is (snapshot.torn). */
+/* How long a copy of a live record may keep trying while writers stay active: pass it as
+ * `patience_ns` to cushim_record_copy / cushim_snapshot_read when the writers are alive. */
 #define CUSHIM_COPY_PATIENCE_NS 200000000ull
 
 /* Validates `len` bytes at `mem` (a live mapping or a file's contents: untrusted) and copies them
- * into *out, each device record under its seqlock (cushim_record_copy; one that never holds
- * still is taken as it is and counted in out->torn: a segment whose writer was killed in the
- * middle of an update never settles). Returns 0, or -1 with a one-line reason in err (e.g.
+ * into *out, each device record under its seqlock (cushim_record_copy with spin_limit and
+ * patience_ns; one that never holds still is taken as it is and counted in out->torn: a segment
+ * whose writer was killed in the middle of an update never settles, so a reader that knows the
+ * writers are gone passes patience_ns 0). Returns 0, or -1 with a one-line reason in err (e.g.
  * "truncated: 100 of 50432 bytes", "bad magic", "layout version 7, this cushim reads 1").
- * Never reads outside
- * [mem, mem+len). Thread-safe; no allocation; no system call unless writers keep a record busy. */
+ * Never reads outside [mem, mem+len). Thread-safe; no allocation; no system call unless a
+ * record stays busy past spin_limit attempts and patience_ns > 0. */
 int cushim_snapshot_read(const void *mem, size_t len, struct cushim_snapshot *out,
-                         unsigned spin_limit, char *err, size_t errlen);
+                         unsigned spin_limit, uint64_t patience_ns, char *err, size_t errlen);
 
 /* Copies one device record (trusted memory: the caller validated the segment, or it is the
  * process's own) under its seqlock: spin_limit+1 attempts, then, while writers keep it busy (one
  * preempted inside its update holds readers off until it runs again), rounds of attempts with a
- * 20 us sleep between them, for up to CUSHIM_COPY_PATIENCE_NS. Returns 0, or -1 if the record
- * never held still that long (*d then holds the last attempt's copy, taken as it was). */
+ * 20 us sleep between them, for up to patience_ns. Returns 0, or -1 if the record never held
+ * still that long (*d then holds the last attempt's copy, taken as it was). */
 int cushim_record_copy(const struct cushim_device_record *r, struct cushim_device_snapshot *d,
-                       unsigned spin_limit);
+                       unsigned spin_limit, uint64_t patience_ns);
 
 /* "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx" (nvidia-smi's form) into buf (>= 41 bytes). */
 char *cushim_format_uuid(const uint8_t uuid[16], char *buf, size_t len);

@@ -49,7 +49,7 @@ static int read_device(int ordinal, struct cushim_device_snapshot *out)
     if (!seg || ordinal < 0 || ordinal >= (int)CUSHIM_MAX_DEVICES ||
         atomic_load_explicit(&seg->devices[ordinal].state, memory_order_acquire) == 0)
         return -1;
-    return cushim_record_copy(&seg->devices[ordinal], out, 1000) == 0 ? 0 : -3;
+    return cushim_record_copy(&seg->devices[ordinal], out, 1000, CUSHIM_COPY_PATIENCE_NS) == 0 ? 0 : -3;
 }
 
 SHIM_EXPORT int cushim_get_device_stats(int ordinal, struct cushim_device_stats *out)

@@ -108,10 +108,11 @@ static void write_report(const struct cushim_snapshot *snap, const char *report,
 }
 
 /* A finished segment's summary: the copy for `cushim run` (CUSHIM_RUN_DIR) and the report
- * (CUSHIM_REPORT), unless the run says the same text on stderr itself. A process that finishes
+ * (CUSHIM_REPORT), unless the run says the same text on stderr itself; read with patience_ns
+ * for writers still running (cushim_snapshot_read). A process that finishes
  * after its run has closed says its text summary on stderr itself when the run was to say it
  * (CUSHIM_RUN_SUMMARY): it is never lost without a word. */
-static void hand_over_and_report(const struct cushim_segment *seg)
+static void hand_over_and_report(const struct cushim_segment *seg, uint64_t patience_ns)
 {
     int rc = -1;
     /* The run of this segment only (an image before an exec may have had another). */
@@ -140,7 +141,7 @@ static void hand_over_and_report(const struct cushim_segment *seg)
     if ((shim.cfg.report[0] && !said_by_run) || say_for_run) {
         static struct cushim_snapshot snap;
         char err[160];
-        if (cushim_snapshot_read(seg, sizeof *seg, &snap, 1000, err, sizeof err) != 0) {
+        if (cushim_snapshot_read(seg, sizeof *seg, &snap, 1000, patience_ns, err, sizeof err) != 0) {
             LOG_ERROR("cannot read back the counters: %s", err);
             return;
         }
@@ -180,7 +181,8 @@ void shim_exit_finish(bool driver_alive)
                 sample_device((int)d);
     }
     atomic_store(&seg->h.exited, 1);
-    hand_over_and_report(seg);
+    /* Other threads of ours may still be counting: worth waiting for. */
+    hand_over_and_report(seg, CUSHIM_COPY_PATIENCE_NS);
     /* The mapping stays: other threads and later exit handlers may still count into it. */
     segment_unlink(shim.seg_path);
     shim_depth = 0;
@@ -217,7 +219,8 @@ void shim_exit_previous_image(void)
          * another `cushim run` than ours (the exec changed the environment) is left, finished,
          * for that run to collect. */
         if (seg->h.run_id == 0 || seg->h.run_id == shim.run_id) {
-            hand_over_and_report(seg);
+            /* Its threads went with the exec: a record they left mid-update never settles. */
+            hand_over_and_report(seg, 0);
             unlink(path);
         }
     }

@@ -437,7 +437,7 @@ Test(live, snapshots_are_consistent_under_load, .timeout = 300)
     char err[200];
     uint64_t first = 0, last = 0, busy = 0, taken = 0;
     for (int i = 0; i < 100000; i++) {
-        cr_assert_eq(cushim_snapshot_read(m, len, &s, 1000, err, sizeof err), 0, "snapshot failed: %s", err);
+        cr_assert_eq(cushim_snapshot_read(m, len, &s, 1000, CUSHIM_COPY_PATIENCE_NS, err, sizeof err), 0, "snapshot failed: %s", err);
         if (s.torn) {
             busy++; /* no quiet moment in 200 ms: taken as it was, and said so */
             continue;

@@ -43,7 +43,7 @@ static struct cushim_segment *real_segment(void)
 static int read_err(const void *mem, size_t len, char *err, size_t errlen)
 {
     static struct cushim_snapshot snap;
-    return cushim_snapshot_read(mem, len, &snap, 10, err, errlen);
+    return cushim_snapshot_read(mem, len, &snap, 10, 0, err, errlen);
 }
 
 Test(reader, a_real_segment_reads)
@@ -51,7 +51,7 @@ Test(reader, a_real_segment_reads)
     struct cushim_segment *s = real_segment();
     static struct cushim_snapshot snap;
     char err[200] = "";
-    cr_assert_eq(cushim_snapshot_read(s, sizeof *s, &snap, 10, err, sizeof err), 0, "%s", err);
+    cr_assert_eq(cushim_snapshot_read(s, sizeof *s, &snap, 10, 0, err, sizeof err), 0, "%s", err);
     cr_expect_eq(snap.device_count, 1);
     cr_expect_eq(snap.devices[0].kinds[CUSHIM_KIND_DEVICE][CUSHIM_STAT_peak_bytes], 350);
     cr_expect_eq(snap.exited, 1);
@@ -66,7 +66,7 @@ Test(reader, a_record_left_mid_update_is_read_as_torn)
     atomic_fetch_add(&s->devices[0].seq_begin, 1);
     static struct cushim_snapshot snap;
     char err[200] = "";
-    cr_assert_eq(cushim_snapshot_read(s, sizeof *s, &snap, 10, err, sizeof err), 0, "%s", err);
+    cr_assert_eq(cushim_snapshot_read(s, sizeof *s, &snap, 10, 0, err, sizeof err), 0, "%s", err);
     cr_expect_eq(snap.torn, 1);
     cr_expect_eq(snap.device_count, 1);
     cr_expect_eq(snap.devices[0].kinds[CUSHIM_KIND_DEVICE][CUSHIM_STAT_peak_bytes], 350);

@@ -85,8 +85,9 @@ int cli_segment_dir_check(void)
     return 0;
 }
 
-/* Maps an open file at its size and snapshots it, surviving a concurrent truncation. */
-static int snapshot_fd(int fd, struct cushim_snapshot *out, char *err, size_t errlen)
+/* Maps an open file at its size and snapshots it, surviving a concurrent truncation; a busy
+ * record is waited for up to patience_ns (cushim_snapshot_read). */
+static int snapshot_fd(int fd, struct cushim_snapshot *out, char *err, size_t errlen, uint64_t patience_ns)
 {
     struct stat st;
     if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
@@ -94,7 +95,7 @@ static int snapshot_fd(int fd, struct cushim_snapshot *out, char *err, size_t er
         return -1;
     }
     if (st.st_size == 0)
-        return cushim_snapshot_read(NULL, 0, out, 0, err, errlen);
+        return cushim_snapshot_read(NULL, 0, out, 0, 0, err, errlen);
     size_t len = (size_t)st.st_size;
     void *m = mmap(NULL, len, PROT_READ, MAP_SHARED, fd, 0);
     if (m == MAP_FAILED) {
@@ -106,7 +107,7 @@ static int snapshot_fd(int fd, struct cushim_snapshot *out, char *err, size_t er
     int rc;
     if (sigsetjmp(jb, 1) == 0) {
         bus_jump = &jb;
-        rc = cushim_snapshot_read(m, len, out, 1000, err, errlen);
+        rc = cushim_snapshot_read(m, len, out, 1000, patience_ns, err, errlen);
     } else {
         snprintf(err, errlen, "truncated while being read");
         rc = -1;
@@ -116,6 +117,35 @@ static int snapshot_fd(int fd, struct cushim_snapshot *out, char *err, size_t er
     return rc;
 }
 
+/* How long one scan (or one lookup) may wait, over all its segments, for records a live writer
+ * keeps busy. Every reader waits only for live processes, and this caps what a user's own
+ * crafted segments of a live process of theirs can cost another reader (root's exporter). */
+#define SCAN_PATIENCE_NS 500000000ull
+static uint64_t patience_left;
+
+static uint64_t now_ns(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
+
+/* A torn copy of a live process's segment read again, waiting for its writers (out of the
+ * scan's patience); the new copy replaces *out when it could be made. */
+static void settle_live(int fd, struct cushim_snapshot *out)
+{
+    static struct cushim_snapshot again;
+    char err[160];
+    if (!out->torn || patience_left == 0)
+        return;
+    uint64_t t0 = now_ns();
+    uint64_t wait = patience_left < CUSHIM_COPY_PATIENCE_NS ? patience_left : CUSHIM_COPY_PATIENCE_NS;
+    if (snapshot_fd(fd, &again, err, sizeof err, wait) == 0)
+        memcpy(out, &again, sizeof again);
+    uint64_t spent = now_ns() - t0;
+    patience_left = spent < patience_left ? patience_left - spent : 0;
+}
+
 int seg_read_file(const char *path, struct cushim_snapshot *out, char *err, size_t errlen)
 {
     int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
@@ -123,7 +153,7 @@ int seg_read_file(const char *path, struct cushim_snapshot *out, char *err, size
         snprintf(err, errlen, "cannot open: %s", strerror(errno));
         return -1;
     }
-    int rc = snapshot_fd(fd, out, err, errlen);
+    int rc = snapshot_fd(fd, out, err, errlen, 0); /* a summary: its writers are done */
     close(fd);
     return rc;
 }
@@ -241,7 +271,7 @@ int seg_still_stale(const struct seg_entry *e)
     if (!e->ok || lstat(e->path, &st) != 0 || st.st_ino != e->ino)
         return 0;
     int fd = open(e->path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
-    int same = fd >= 0 && snapshot_fd(fd, &now, err, sizeof err) == 0 && now.created_ns == e->snap.created_ns &&
+    int same = fd >= 0 && snapshot_fd(fd, &now, err, sizeof err, 0) == 0 && now.created_ns == e->snap.created_ns &&
                now.pid == e->snap.pid && now.start_time == e->snap.start_time;
     if (fd >= 0)
         close(fd);
@@ -295,6 +325,7 @@ int seg_scan(const pid_t *pids, int npids, int (*fn)(struct seg_entry *, void *)
 {
     cushim_pidns_free(&ns_map); /* processes come and go between scans (top, serve) */
     ns_map_read = 0;
+    patience_left = SCAN_PATIENCE_NS;
     DIR *d = opendir(seg_dir());
     struct dirent *de;
     int visited = 0;
@@ -347,7 +378,7 @@ int seg_scan(const pid_t *pids, int npids, int (*fn)(struct seg_entry *, void *)
             close(fd); /* a process starting right now: not a bad segment, just not one yet */
             continue;
         }
-        if (snapshot_fd(fd, &e.snap, e.err, sizeof e.err) == 0) {
+        if (snapshot_fd(fd, &e.snap, e.err, sizeof e.err, 0) == 0) {
             /* A container with its own user namespace writes its own uids (0 inside is some
              * other uid here): for another pid namespace's segment, the name and the header
              * agree with each other, the file's owner is the host's view. */
@@ -359,6 +390,8 @@ int seg_scan(const pid_t *pids, int npids, int (*fn)(struct seg_entry *, void *)
                 pid_t here;
                 e.ok = 1;
                 e.stale = is_stale(&e.snap, &here);
+                if (!e.stale)
+                    settle_live(fd, &e.snap); /* a writer may be in the middle of an update */
                 e.snap.other_pidns = seg_other_namespace(&e.snap);
                 e.snap.host_pid = here;
             }
@@ -389,7 +422,7 @@ static struct cushim_segment *map_one(const char *path, pid_t pid, char *why, si
                  !snap ? strerror(ENOMEM) : errno == ELOOP ? "a symbolic link, not followed" : strerror(errno));
     else if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || (geteuid() != 0 && st.st_uid != geteuid()))
         snprintf(why, len, "%s is not a segment of yours (not a regular file you own)", path);
-    else if (snapshot_fd(fd, snap, err, sizeof err) != 0)
+    else if (snapshot_fd(fd, snap, err, sizeof err, 0) != 0)
         snprintf(why, len, "segment %s: %s", path, err);
     else if (snap->pid != pid)
         snprintf(why, len, "segment %s names pid %d, not %d: not a segment of process %d", path,

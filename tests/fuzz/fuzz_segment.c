@@ -18,7 +18,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (posix_memalign(&copy, 64, size ? size : 1) != 0)
         return 0;
     memcpy(copy, data, size);
-    if (cushim_snapshot_read(copy, size, &snap, 2, err, sizeof err) != 0 &&
+    if (cushim_snapshot_read(copy, size, &snap, 2, 0, err, sizeof err) != 0 &&
         memchr(err, '\0', sizeof err) == NULL)
         abort();
     free(copy);
