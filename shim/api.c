@@ -166,7 +166,7 @@ static void phase_fork_parent(void)
 static void phase_fork_child(void)
 {
     phase_depth = 0;
-    pthread_mutex_init(&phase_lock, NULL);
+    pthread_mutex_unlock(&phase_lock); /* taken by this thread in prepare */
 }
 
 __attribute__((constructor)) static void phase_fork_handlers(void)

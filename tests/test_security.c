@@ -204,6 +204,41 @@ Test(security, report_and_log_files_are_opened_safely)
 
 /* Another user took the name a process's segment would have (cushim-UID-PID in a shared
  * directory): the process uses a name with a random suffix, says so, and the CLI finds it. */
+/* The CLI's own outputs (--json, --output) follow the same rule: a link another user planted in
+ * a directory others may write is refused; the file it names is untouched. */
+Test(security, outputs_never_follow_a_planted_link)
+{
+    const char *dir = fresh_dir("planted-output"); /* 1777, like /tmp */
+    char victim[700], link[700];
+    snprintf(victim, sizeof victim, "%s/victim", dir);
+    snprintf(link, sizeof link, "%s/out.json", dir);
+    FILE *f = fopen(victim, "w");
+    cr_assert(f);
+    fputs("precious\n", f);
+    fclose(f);
+    cr_assert_eq(symlink(victim, link), 0);
+    if (geteuid() != 0 || lchown(link, 65534, 65534) != 0) {
+        printf("not run: a link planted by another user needs root to chown\n");
+        cr_skip_test("not run: needs root to plant a link as another user");
+    }
+    struct run_result r;
+    const char *argv[] = {cushim_bin(), "stat", "--json", "--output", link, NULL};
+    run_cmd(&r, argv, sim_env(NULL));
+    cr_expect_eq(r.status, 2);
+    char want[900];
+    snprintf(want, sizeof want, "cushim: cannot write --output \"%s\": a symbolic link someone else could have "
+             "put there, not followed\n", link);
+    cr_expect_str_eq(r.err, want);
+    run_free(&r);
+    const char *run[] = {cushim_bin(), "run", "--json", link, "--", "true", NULL};
+    run_cmd(&r, run, sim_env(NULL));
+    cr_expect_eq(r.status, 2);
+    run_free(&r);
+    char *text = slurp(victim);
+    cr_expect_str_eq(text, "precious\n");
+    free(text);
+}
+
 Test(security, a_taken_segment_name_is_worked_around)
 {
     if (geteuid() != 0) {

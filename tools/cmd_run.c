@@ -441,10 +441,15 @@ int cmd_run(int argc, char **argv)
     while ((got = read(exec_pipe[0], &exec_errno, sizeof exec_errno)) < 0 && errno == EINTR)
         ;
     close(exec_pipe[0]);
+    /* Ended, but not reaped yet: until it is, its pid is nobody else's, so a signal forwarded
+     * meanwhile cannot reach another process. */
+    siginfo_t ended;
+    while (waitid(P_PID, (id_t)pid, &ended, WEXITED | WNOWAIT) < 0 && errno == EINTR)
+        ;
+    run_signals_stopped(&sigs);
     int status = 0;
     while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
         ;
-    run_signals_stopped();
     int code = WIFEXITED(status) ? WEXITSTATUS(status) : WIFSIGNALED(status) ? 128 + WTERMSIG(status) : 1;
     if (got == (ssize_t)sizeof exec_errno) {
         /* The program never ran (the child said why). */

@@ -30,6 +30,10 @@ int cmd_stat(int argc, char **argv)
     int json = 0, prom = 0, npids = 0;
     const char *output = NULL;
     pid_t *pids = calloc((size_t)argc, sizeof *pids);
+    if (!pids) {
+        cli_error("out of memory");
+        return EXIT_USAGE;
+    }
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--json") == 0) {
             json = 1;
@@ -65,6 +69,14 @@ int cmd_stat(int argc, char **argv)
      * first; else the one of another pid namespace with that pid there; two are ambiguous. */
     unsigned char *keep = calloc((size_t)l.count + 1, 1);
     const struct cushim_snapshot **inner = calloc((size_t)l.count + 1, sizeof *inner);
+    if (!keep || !inner) {
+        cli_error("out of memory");
+        free(keep);
+        free(inner);
+        free(pids);
+        proc_list_free(&l);
+        return EXIT_USAGE;
+    }
     for (int i = 0; i < npids; i++) {
         int found = 0, ninner = 0;
         for (int k = 0; k < l.count; k++) {

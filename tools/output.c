@@ -7,6 +7,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/path.h"
+
 /* fd moved above 0, 1 and 2 (close-on-exec): with a standard stream closed, the file would
  * otherwise take its number, and cushim's messages, or a program's output, would land in it. */
 static int above_stdio(int fd)
@@ -31,6 +33,12 @@ int cli_output_open(struct cli_output *o, const char *path)
     }
     struct stat lst;
     int is_link = lstat(path, &lst) == 0 && S_ISLNK(lst.st_mode);
+    if (is_link && !cushim_trusted_link(path, &lst)) {
+        /* Another user's link where others can write (/tmp): they could aim it at any file of
+         * ours. Not followed (the shims' rule for reports and logs). */
+        errno = ELOOP;
+        return -1;
+    }
     int exists = stat(path, &st) == 0;
     if (strcmp(path, "-") == 0 || (exists && !S_ISREG(st.st_mode)) || (is_link && !exists)) {
         o->direct = 1;
@@ -125,5 +133,9 @@ void cli_output_abort(struct cli_output *o)
 
 const char *cli_output_strerror(int e)
 {
-    return e == ENXIO ? "a FIFO with no reader (start its reader first)" : strerror(e);
+    if (e == ENXIO)
+        return "a FIFO with no reader (start its reader first)";
+    if (e == ELOOP)
+        return "a symbolic link someone else could have put there, not followed";
+    return strerror(e);
 }

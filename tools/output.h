@@ -3,7 +3,8 @@
  * A regular file (or a new one) is written through a temporary file in the same directory and
  * renamed over the target once complete: a reader never sees a partial file, and a failed write
  * leaves the target as it was. "-" is standard output. A symbolic link is written through: the
- * regular file it names is replaced, never the link. An existing target that is not a regular
+ * regular file it names is replaced, never the link; a link another user could have planted (in
+ * a directory others may write: common/path.h cushim_trusted_link) is refused (ELOOP). An existing target that is not a regular
  * file (a FIFO, which must have a reader already, a terminal, /dev/stdout, a device), or a link
  * to nothing yet, is written in place and never replaced or removed. Not thread-safe; one struct
  * per output. */
@@ -30,7 +31,7 @@ int cli_output_commit(struct cli_output *o);
 /* Closes and removes the temporary file; the target is untouched. */
 void cli_output_abort(struct cli_output *o);
 
-/* strerror(e), in the words of an output: ENXIO is a FIFO with no reader. */
+/* strerror(e), in the words of an output: ENXIO is a FIFO with no reader, ELOOP a link refused. */
 const char *cli_output_strerror(int e);
 
 #endif

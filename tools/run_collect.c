@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "common/procinfo.h"
@@ -172,11 +173,14 @@ static int move_to_run_dir(const struct seg_entry *e, const char *dir)
 {
     static struct cushim_segment seg;
     char name[64], tmp[4400], to[4400];
+    struct stat st;
     int in = open(e->path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
-    ssize_t got = in >= 0 ? read(in, &seg, sizeof seg) : -1;
+    /* The same file as scanned (a process given the dead one's pid since may have moved it aside
+     * and put its own live segment under the name). */
+    ssize_t got = in >= 0 && fstat(in, &st) == 0 && st.st_ino == e->ino ? read(in, &seg, sizeof seg) : -1;
     if (in >= 0)
         close(in);
-    if (got != (ssize_t)sizeof seg)
+    if (got != (ssize_t)sizeof seg || seg.h.created_ns != e->snap.created_ns)
         return -1;
     snprintf(name, sizeof name, "%d-%llx.seg", (int)e->snap.pid, (unsigned long long)e->snap.created_ns);
     if ((size_t)snprintf(tmp, sizeof tmp, "%s/.%s.run.tmp", dir, name) >= sizeof tmp ||
@@ -228,7 +232,11 @@ static int add_live(struct seg_entry *e, void *argp)
         return 0;
     if (move_to_run_dir(e, a->dir) != 0 && !collected_already(c, &e->snap))
         add_summary(c, &e->snap);
-    unlink(e->path); /* ours to clean up: the process is gone */
+    /* Ours to clean up, the process being gone: the file scanned only (not a live segment put
+     * under the name since). */
+    struct stat st;
+    if (lstat(e->path, &st) == 0 && st.st_ino == e->ino)
+        unlink(e->path);
     return 0;
 }
 

@@ -68,7 +68,12 @@ void run_signals_started(const struct run_signals *s, pid_t pid)
     sigprocmask(SIG_SETMASK, &s->old_mask, NULL);
 }
 
-void run_signals_stopped(void)
+void run_signals_stopped(const struct run_signals *s)
 {
     child_pid = 0;
+    /* The program has ended: a signal to cushim now (^C while the summary is written) does
+     * what it would do to any program, instead of being swallowed. */
+    for (size_t k = 0; k < NFORWARDED; k++)
+        if (s->changed[k])
+            sigaction(forwarded[k], &s->old[k], NULL);
 }

@@ -29,7 +29,8 @@ void run_signals_prepare(struct run_signals *s);
 void run_signals_child(const struct run_signals *s);
 /* In the parent after fork: forwarding goes to pid from now on (held signals included). */
 void run_signals_started(const struct run_signals *s, pid_t pid);
-/* The program has been waited for: nothing more is forwarded. */
-void run_signals_stopped(void);
+/* The program has ended (waited for without being reaped, so its pid is not another's yet):
+ * nothing more is forwarded, and the forwarded signals get the dispositions cushim started with. */
+void run_signals_stopped(const struct run_signals *s);
 
 #endif
