@@ -14,6 +14,8 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "common/path.h"
+#include "common/procinfo.h"
 #include "shim/arena.h"
 #include "shim/budget.h"
 #include "shim/offload.h"
@@ -86,6 +88,13 @@ __attribute__((constructor)) static void shim_load(void)
     /* The process `cushim run` launched is the top level, whichever image of it uses CUDA (a
      * launcher may exec the real program); its children have other pids. */
     shim.top = shim.cfg.run_top[0] && strtol(shim.cfg.run_top, NULL, 10) == (long)getpid();
+    /* The pid is the run's pid namespace's (its directory's name says which): a process of a
+     * namespace inside it (a sandbox, a container) with that same number is not the program. */
+    int run_pid, done;
+    uint64_t run_start, run_ns;
+    if (shim.top && cushim_run_dir_owner(shim.cfg.run_dir, &run_pid, &run_start, &run_ns, &done) == 0 &&
+        run_ns != 0 && run_ns != cushim_pidns_inode())
+        shim.top = 0;
     shim.run_id = strtoull(shim.cfg.run_id, NULL, 16);
     for (unsigned i = 0; i < CUSHIM_MAX_DEVICES; i++)
         budget_any |= shim.cfg.device_limit[i] != 0;

@@ -342,3 +342,32 @@ Test(lifecycle, a_pid_reused_within_a_run_keeps_both_processes)
     cr_expect_eq(jpath_u64(j, "descendants.1.devices.0.device.peak_bytes"), 350);
     json_decref(j);
 }
+
+Test(lifecycle, a_process_of_an_inner_pid_namespace_is_not_the_launched_program)
+{
+    struct run_result r;
+    const char *probe[] = {"unshare", "-pf", "--mount-proc", "true", NULL};
+    run_cmd(&r, probe, NULL);
+    int can = r.status == 0;
+    run_free(&r);
+    if (!can) {
+        printf("not run: needs unshare -pf (root) to make pid namespaces\n");
+        cr_skip_test("not run: cannot make pid namespaces here");
+    }
+    /* cushim run is pid 1 of a namespace, its program (sh) pid 2; a sandbox inside runs a CUDA
+     * program that is pid 2 of its own namespace: a descendant, not the launched program. */
+    char json[700], inner[1200], body[3000];
+    snprintf(json, sizeof json, "%s/inner-ns.json", test_dir());
+    snprintf(inner, sizeof inner, "%s peaks >/dev/null; unshare -pf --mount-proc sh -c \"%s peaks >/dev/null; true\"",
+             program("rt_prog"), program("rt_prog"));
+    snprintf(body, sizeof body, "exec %s run --quiet --json %s -- sh -c '%s'", cushim_bin(), json, inner);
+    const char *argv[] = {"unshare", "-pf", "--mount-proc", "sh", "-c", body, NULL};
+    run_cmd(&r, argv, sim_env(NULL));
+    cr_expect_eq(r.status, 0, "%s", r.err);
+    run_free(&r);
+    json_t *j = json_load(json);
+    cr_expect_eq(jpath_u64(j, "pid"), 2, "the launched sh");
+    cr_expect_eq(json_array_size(jpath(j, "devices")), 0, "sh used no CUDA");
+    cr_expect_eq(json_array_size(jpath(j, "descendants")), 2, "both rt_prog, the inner one included");
+    json_decref(j);
+}
