@@ -371,3 +371,34 @@ Test(lifecycle, a_process_of_an_inner_pid_namespace_is_not_the_launched_program)
     cr_expect_eq(json_array_size(jpath(j, "descendants")), 2, "both rt_prog, the inner one included");
     json_decref(j);
 }
+
+Test(lifecycle, the_summaries_of_a_killed_nested_run_reach_the_outer_run)
+{
+    const char *tmp = fresh_dir("tmp-killed-nested");
+    char json[700], done[700], stop[700], inner[1500], body[4500], tmpenv[700];
+    snprintf(tmpenv, sizeof tmpenv, "TMPDIR=%s", tmp);
+    snprintf(json, sizeof json, "%s/killed-nested.json", test_dir());
+    snprintf(done, sizeof done, "%s/killed-nested.done", test_dir());
+    snprintf(stop, sizeof stop, "%s/killed-nested.stop", test_dir());
+    unlink(done);
+    unlink(stop);
+    /* The inner run's program ends normally (its summary waits in the inner run's directory), then
+     * the inner run is killed before it could say anything. */
+    snprintf(inner, sizeof inner, "%s peaks >/dev/null; touch %s; while [ ! -e %s ]; do sleep 0.05; done",
+             program("rt_prog"), done, stop);
+    snprintf(body, sizeof body,
+             "%s run --quiet -- sh -c '%s' & R=$!; while [ ! -e %s ]; do sleep 0.02; done; kill -9 $R; wait $R; "
+             "touch %s; true", cushim_bin(), inner, done, stop);
+    const char *argv[] = {cushim_bin(), "run", "--quiet", "--json", json, "--", "sh", "-c", body, NULL};
+    const char *extra[] = {tmpenv, NULL};
+    struct run_result r;
+    run_cmd(&r, argv, sim_env(extra));
+    cr_expect_eq(r.status, 0, "%s", r.err);
+    run_free(&r);
+    json_t *j = json_load(json);
+    cr_assert_eq(json_array_size(jpath(j, "descendants")), 1, "the inner run's process, from its directory");
+    cr_expect(json_is_true(jpath(j, "descendants.0.exited")));
+    cr_expect_eq(jpath_u64(j, "descendants.0.devices.0.device.peak_bytes"), 350);
+    json_decref(j);
+    cr_expect_eq(count_entries(tmp), 0, "no run directory left");
+}

@@ -96,6 +96,8 @@ static void sweep_run_dirs(struct gc_arg *a)
         if (cli_remove_run_dir(path) == 0) {
             printf("removed %s/%s (run directory of cushim pid %d, gone)\n", top, de->d_name, (int)pid);
             a->removed++;
+        } else if (errno == ENOENT) {
+            /* removed meanwhile (a run that had just ended cleaning up after itself) */
         } else {
             cli_error("cannot remove %s/%s: %s", top, de->d_name, strerror(errno));
             a->failed++;

@@ -391,7 +391,7 @@ int cmd_run(int argc, char **argv)
     setenv("CUSHIM_RUN_DIR", dir, 1);
     setenv("CUSHIM_RUN_ID", idbuf, 1);
     if (outer.id)
-        outer_run_register(&outer, id);
+        outer_run_register(&outer, id, dir);
 
     /* The JSON file is tried now: a bad path is a usage error before anything runs. A regular
      * file's temporary is made again at the end, so that a run killed meanwhile leaves none;

@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/path.h"
 #include "common/procinfo.h"
 #include "tools/cli.h"
 
@@ -18,14 +19,22 @@ static int by_created(const void *a, const void *b)
     return x->created_ns < y->created_ns ? -1 : x->created_ns > y->created_ns;
 }
 
-/* A run started inside this one (its run-ID file), once. */
-static void add_nested(struct collected *c, uint64_t id)
+/* A run started inside this one, from its run-ID file in `dfd` (named `name`, holding that run's
+ * directory), once. */
+static void add_nested(struct collected *c, uint64_t id, int dfd, const char *name)
 {
     for (int i = 0; i < c->nnested; i++)
         if (c->nested[i] == id)
             return;
-    if (c->nnested < (int)(sizeof c->nested / sizeof c->nested[0]))
-        c->nested[c->nnested++] = id;
+    if (c->nnested >= (int)(sizeof c->nested / sizeof c->nested[0]))
+        return;
+    char path[4096];
+    int fd = openat(dfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+    ssize_t got = fd >= 0 ? read(fd, path, sizeof path - 1) : -1;
+    if (fd >= 0)
+        close(fd);
+    c->nested_dir[c->nnested] = got > 0 ? strndup(path, (size_t)got) : NULL;
+    c->nested[c->nnested++] = id;
 }
 
 /* Adds one process's summary. The launched program's latest image is the top level; an image
@@ -86,7 +95,7 @@ static void read_closed_dir(const char *dir, struct collected *c)
         unsigned long long nested;
         char tail;
         if (sscanf(de->d_name, "run-%16llx%c", &nested, &tail) == 1) {
-            add_nested(c, nested); /* a run inside this one (outer_run_register) */
+            add_nested(c, nested, dirfd(d), de->d_name); /* a run inside this one (outer_run_register) */
             continue;
         }
         if (!is_summary_name(de->d_name))
@@ -154,10 +163,30 @@ static void read_nested(const char *dir, struct collected *c)
         unsigned long long nested;
         char tail;
         if (sscanf(de->d_name, "run-%16llx%c", &nested, &tail) == 1)
-            add_nested(c, nested);
+            add_nested(c, nested, dirfd(d), de->d_name);
     }
     if (d)
         closedir(d);
+}
+
+/* The directory of a run inside this one that was killed before it closed it (SIGKILL: nothing
+ * said): its summaries are this run's to read, like its dead processes (add_live). */
+static void read_killed_nested_runs(struct collected *c)
+{
+    for (int i = 0; i < c->nnested; i++) {
+        const char *dir = c->nested_dir[i];
+        int pid, done;
+        uint64_t start, ns;
+        if (!dir || cushim_run_dir_check(dir) != 0 || cushim_run_dir_owner(dir, &pid, &start, &ns, &done) != 0 ||
+            done || (ns != 0 && ns != cushim_pidns_inode()) || cushim_proc_is(pid, start))
+            continue;
+        char closed[4200];
+        snprintf(closed, sizeof closed, "%s.done", dir);
+        if (rename(dir, closed) != 0)
+            continue;
+        read_closed_dir(closed, c);
+        remove_closed_run_dir(closed);
+    }
 }
 
 struct live_arg {
@@ -256,6 +285,7 @@ void run_collect(const char *dir, uint64_t run_id, const struct outer_run *outer
     if (outer->id)
         outer_run_hand_over(outer, last, run_id);
     remove_closed_run_dir(last);
+    read_killed_nested_runs(c);
     for (int i = 0; i < c->nalive; i++) {
         struct cushim_snapshot s = {.pid = c->alive[i].pid, .created_ns = c->alive[i].created_ns};
         c->running += !collected_already(c, &s);
@@ -265,6 +295,8 @@ void run_collect(const char *dir, uint64_t run_id, const struct outer_run *outer
 
 void run_collected_free(struct collected *c)
 {
+    for (int i = 0; i < c->nnested; i++)
+        free(c->nested_dir[i]);
     free(c->top);
     free(c->desc);
     free(c->alive);

@@ -26,13 +26,16 @@ void outer_run_find(struct outer_run *o)
     o->id = v;
 }
 
-void outer_run_register(const struct outer_run *o, uint64_t inner_id)
+void outer_run_register(const struct outer_run *o, uint64_t inner_id, const char *inner_dir)
 {
     char path[4200];
     snprintf(path, sizeof path, "%s/run-%llx", o->dir, (unsigned long long)inner_id);
     int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-    if (fd >= 0)
-        close(fd);
+    if (fd < 0)
+        return;
+    ssize_t w = write(fd, inner_dir, strlen(inner_dir));
+    (void)w; /* without it, only this run's processes still running are said (no killed run) */
+    close(fd);
 }
 
 void outer_run_hand_over(const struct outer_run *o, const char *dir, uint64_t inner_id)

@@ -16,9 +16,11 @@ struct outer_run {
 /* Fills o from CUSHIM_RUN_DIR and CUSHIM_RUN_ID as this process inherited them. */
 void outer_run_find(struct outer_run *o);
 
-/* Tells the outer run that a run with id `inner_id` runs inside it (an empty file run-ID in its
- * directory), so that it counts that run's live processes as still running at its end. */
-void outer_run_register(const struct outer_run *o, uint64_t inner_id);
+/* Tells the outer run that a run with id `inner_id` and run directory `inner_dir` runs inside it
+ * (a file run-ID in its directory holding that path), so that it counts that run's live
+ * processes as still running at its end, and, if that run is killed before it reports, collects
+ * that run's summaries itself. */
+void outer_run_register(const struct outer_run *o, uint64_t inner_id, const char *inner_dir);
 
 /* Copies this run's summaries (dir/.taken-PID-CREATED.seg, as run_collect left them) into the
  * outer run's directory as its own: its id, and no process of ours is its launched program. The
