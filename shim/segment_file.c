@@ -149,17 +149,27 @@ static void remove_own_suffixed(const char *dir, const char *name)
         closedir(d);
 }
 
-struct cushim_segment *segment_create(const struct cushim_config *c, unsigned flags,
-                                      uint64_t run_id, char *path, size_t pathlen)
+/* Puts a file at `path`, never replacing one (O_EXCL): with tmpfd >= 0, that unnamed file,
+ * complete already (linked through /proc/self/fd); else a new empty one. Returns its fd (tmpfd,
+ * or the new one), or -1 with errno (EEXIST: the name is taken). */
+static int place(const char *path, int tmpfd)
 {
-    size_t size = sizeof(struct cushim_segment);
-    struct cushim_segment *s = MAP_FAILED;
-    int fd = -1;
+    if (tmpfd < 0)
+        return open(path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    char proc[64];
+    snprintf(proc, sizeof proc, "/proc/self/fd/%d", tmpfd);
+    return linkat(AT_FDCWD, proc, AT_FDCWD, path, AT_SYMLINK_FOLLOW) == 0 ? tmpfd : -1;
+}
 
+/* Puts the segment's file under our name, cushim-UID-PID, or a suffixed one (see below);
+ * path receives the name. Returns the fd or -1 (errno). */
+static int place_named(const struct cushim_config *c, char *path, size_t pathlen, int tmpfd)
+{
+    int fd = -1;
     snprintf(path, pathlen, "%s/%s%u-%d", c->segment_dir, CUSHIM_SEGMENT_PREFIX,
              (unsigned)getuid(), (int)getpid());
     for (int attempt = 0; attempt < 2 && fd < 0; attempt++) {
-        fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+        fd = place(path, tmpfd);
         if (fd < 0 && (errno != EEXIST || replace_stale(path) != 0))
             break;
     }
@@ -173,7 +183,7 @@ struct cushim_segment *segment_create(const struct cushim_config *c, unsigned fl
         for (int attempt = 0; attempt < 8 && fd < 0; attempt++) {
             if (suffixed_name(taken, path, pathlen) != 0)
                 break;
-            fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+            fd = place(path, tmpfd);
         }
         struct stat st;
         bool other_user = lstat(taken, &st) == 0 && st.st_uid != getuid();
@@ -185,6 +195,40 @@ struct cushim_segment *segment_create(const struct cushim_config *c, unsigned fl
         else
             snprintf(path, pathlen, "%s", taken);
     }
+    return fd;
+}
+
+struct cushim_segment *segment_create(const struct cushim_config *c, unsigned flags,
+                                      uint64_t run_id, char *path, size_t pathlen)
+{
+    size_t size = sizeof(struct cushim_segment);
+    struct cushim_segment *s = MAP_FAILED;
+    /* The segment is made complete in an unnamed file (O_TMPFILE), then given its name: a process
+     * killed while making it leaves nothing behind, and a reader never sees it half made. Where
+     * the directory's file system cannot (or /proc is missing), the file is named first and its
+     * header written last (readers wait for its magic). */
+    int tmpfd = open(c->segment_dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+    if (tmpfd >= 0) {
+        if (ftruncate(tmpfd, (off_t)size) == 0)
+            s = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, tmpfd, 0);
+        if (s != MAP_FAILED) {
+            fill_header(s, flags, run_id, c);
+            int fd = place_named(c, path, pathlen, tmpfd);
+            close(tmpfd);
+            if (fd >= 0)
+                return s;
+            if (errno == EEXIST) {
+                munmap(s, size);
+                s = MAP_FAILED;
+                goto private_memory;
+            }
+            munmap(s, size); /* no link through /proc: the other way below */
+            s = MAP_FAILED;
+        } else {
+            close(tmpfd);
+        }
+    }
+    int fd = place_named(c, path, pathlen, -1);
     if (fd >= 0) {
         if (fchmod(fd, 0600) == 0 && ftruncate(fd, (off_t)size) == 0)
             s = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
@@ -195,6 +239,7 @@ struct cushim_segment *segment_create(const struct cushim_config *c, unsigned fl
             errno = saved;
         }
     }
+private_memory:
     if (s == MAP_FAILED) {
         LOG_WARN("cannot create the live-stats segment %s (%s): counting in private memory; "
                  "`cushim stat` will not see this process", path, strerror(errno));
