@@ -66,6 +66,66 @@ int cushim_trusted_link(const char *path, const struct stat *l)
     return l->st_uid == geteuid() && (d.st_mode & S_ISVTX);
 }
 
+int cushim_path_links_trusted(const char *path)
+{
+    /* The walk the kernel makes: `done` is the part resolved so far (no link in it), `rest` what
+     * is left; each link met is judged where it stands, then its target takes its place. */
+    char done[2 * CUSHIM_PATH_MAX], rest[2 * CUSHIM_PATH_MAX], next[2 * CUSHIM_PATH_MAX];
+    int links = 0;
+    if (strlen(path) >= sizeof rest)
+        return -1;
+    snprintf(done, sizeof done, "%s", path[0] == '/' ? "" : ".");
+    snprintf(rest, sizeof rest, "%s", path);
+    while (rest[0]) {
+        char *p = rest;
+        while (*p == '/')
+            p++;
+        size_t n = strcspn(p, "/");
+        if (n == 0)
+            break;
+        char comp[256];
+        if (n >= sizeof comp)
+            return -1;
+        memcpy(comp, p, n);
+        comp[n] = '\0';
+        memmove(rest, p + n, strlen(p + n) + 1);
+        if (strcmp(comp, ".") == 0)
+            continue;
+        if (strcmp(comp, "..") == 0) {
+            char *slash = strrchr(done, '/');
+            if (slash)
+                *slash = '\0'; /* done holds no link: ".." is lexical here */
+            else
+                snprintf(done, sizeof done, "%s/..", done[0] ? done : ".");
+            continue;
+        }
+        char cand[2 * CUSHIM_PATH_MAX + 260];
+        snprintf(cand, sizeof cand, "%s/%s", done, comp);
+        struct stat l;
+        if (lstat(cand, &l) != 0)
+            return 1; /* the rest does not exist yet: no link further on */
+        if (!S_ISLNK(l.st_mode)) {
+            if (strlen(cand) >= sizeof done)
+                return -1;
+            snprintf(done, sizeof done, "%s", cand);
+            continue;
+        }
+        if (!cushim_trusted_link(cand, &l))
+            return 0;
+        char target[CUSHIM_PATH_MAX];
+        ssize_t t = readlink(cand, target, sizeof target - 1);
+        if (t <= 0 || ++links > 40)
+            return -1;
+        target[t] = '\0';
+        if ((size_t)snprintf(next, sizeof next, "%s%s", target, rest) >= sizeof next)
+            return -1;
+        snprintf(rest, sizeof rest, "%s", next);
+        if (target[0] == '/')
+            done[0] = '\0';
+    }
+    return 1;
+}
+
 const char *cushim_output_refusal(const struct stat *st)
 {
     if (S_ISREG(st->st_mode) && st->st_uid != geteuid())

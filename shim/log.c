@@ -47,13 +47,14 @@ int shim_open_output(const char *path, int append, const char **why)
 {
     struct stat l;
     int nofollow = O_NOFOLLOW;
-    if (lstat(path, &l) == 0 && S_ISLNK(l.st_mode)) {
-        if (!cushim_trusted_link(path, &l)) {
-            *why = "a symbolic link, not followed";
-            return -1;
-        }
-        nofollow = 0;
+    /* Every link on the way (the file's, its directories', and those they lead through) must be
+     * one nobody else could have planted. */
+    if (cushim_path_links_trusted(path) != 1) {
+        *why = "a symbolic link, not followed";
+        return -1;
     }
+    if (lstat(path, &l) == 0 && S_ISLNK(l.st_mode))
+        nofollow = 0;
     /* The program's own stdout or stderr (CUSHIM_REPORT=/dev/stderr; a pipe, a tty, a socket, a
      * file it was redirected to): written through its descriptor, so the text goes after what
      * the program wrote, never over it. */

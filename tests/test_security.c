@@ -234,7 +234,40 @@ Test(security, outputs_never_follow_a_planted_link)
     run_cmd(&r, run, sim_env(NULL));
     cr_expect_eq(r.status, 2);
     run_free(&r);
+    /* Through a chain (our own link to the planted one) and through a planted directory link:
+     * every link on the way is judged, by the CLI and by the shim alike. */
+    const char *vdir = fresh_dir("planted-output-victims");
+    chmod(vdir, 0755);
+    char chain[700], dlink[700], via_dir[800], inner_victim[800], rep[900];
+    snprintf(chain, sizeof chain, "%s/chain", dir);
+    snprintf(dlink, sizeof dlink, "%s/dirlink", dir);
+    snprintf(via_dir, sizeof via_dir, "%s/victim", dlink);
+    snprintf(inner_victim, sizeof inner_victim, "%s/victim", vdir);
+    f = fopen(inner_victim, "w");
+    cr_assert(f);
+    fputs("precious\n", f);
+    fclose(f);
+    cr_assert_eq(symlink(link, chain), 0);
+    cr_assert_eq(symlink(vdir, dlink), 0);
+    cr_assert_eq(lchown(dlink, 65534, 65534), 0);
+    const char *targets[] = {chain, via_dir};
+    for (int i = 0; i < 2; i++) {
+        const char *out[] = {cushim_bin(), "stat", "--prometheus", "--output", targets[i], NULL};
+        run_cmd(&r, out, sim_env(NULL));
+        cr_expect_eq(r.status, 2, "%s: %s", targets[i], r.err);
+        run_free(&r);
+        snprintf(rep, sizeof rep, "CUSHIM_REPORT=%s", targets[i]);
+        const char *extra[] = {preload_env(), rep, NULL};
+        const char *prog[] = {program("rt_prog"), "peaks", NULL};
+        run_cmd(&r, prog, sim_env(extra));
+        cr_expect_eq(r.status, 0, "the program runs all the same");
+        cr_expect(strstr(r.err, "a symbolic link, not followed") != NULL, "%s", r.err);
+        run_free(&r);
+    }
     char *text = slurp(victim);
+    cr_expect_str_eq(text, "precious\n");
+    free(text);
+    text = slurp(inner_victim);
     cr_expect_str_eq(text, "precious\n");
     free(text);
 }

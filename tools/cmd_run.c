@@ -203,7 +203,7 @@ static int check_paths(const struct cushim_config *cfg)
             fst = lst;
             if (S_ISLNK(lst.st_mode) && stat(v, &fst) != 0)
                 target_errno = errno;
-            if (S_ISLNK(lst.st_mode) && !cushim_trusted_link(v, &lst))
+            if (cushim_path_links_trusted(v) != 1)
                 why = "a symbolic link, not followed";
             else if (target_errno == ENOENT)
                 continue; /* a trusted link to a file the shims will create through it */

@@ -33,9 +33,10 @@ int cli_output_open(struct cli_output *o, const char *path)
     }
     struct stat lst;
     int is_link = lstat(path, &lst) == 0 && S_ISLNK(lst.st_mode);
-    if (is_link && !cushim_trusted_link(path, &lst)) {
-        /* Another user's link where others can write (/tmp): they could aim it at any file of
-         * ours. Not followed (the shims' rule for reports and logs). */
+    if (cushim_path_links_trusted(path) != 1) {
+        /* Another user's link where others can write (/tmp), the path's last part or one on the
+         * way: they could aim it at any file of ours. Not followed (the shims' rule for reports
+         * and logs). */
         errno = ELOOP;
         return -1;
     }
