@@ -198,6 +198,21 @@ static int place_named(const struct cushim_config *c, char *path, size_t pathlen
     return fd;
 }
 
+/* The file's size, and its space taken now: a segment on a full file system (a container's
+ * small /dev/shm) would otherwise fault (SIGBUS, killing the program) at the first touch of a
+ * page never written. 0, or -1 with errno (ENOSPC). */
+static int reserve(int fd, size_t size)
+{
+    if (ftruncate(fd, (off_t)size) != 0)
+        return -1;
+    int rc = posix_fallocate(fd, 0, (off_t)size);
+    if (rc != 0) {
+        errno = rc;
+        return -1;
+    }
+    return 0;
+}
+
 struct cushim_segment *segment_create(const struct cushim_config *c, unsigned flags,
                                       uint64_t run_id, char *path, size_t pathlen)
 {
@@ -209,7 +224,7 @@ struct cushim_segment *segment_create(const struct cushim_config *c, unsigned fl
      * header written last (readers wait for its magic). */
     int tmpfd = open(c->segment_dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
     if (tmpfd >= 0) {
-        if (ftruncate(tmpfd, (off_t)size) == 0)
+        if (fchmod(tmpfd, 0600) == 0 && reserve(tmpfd, size) == 0)
             s = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, tmpfd, 0);
         if (s != MAP_FAILED) {
             fill_header(s, flags, run_id, c);
@@ -225,12 +240,17 @@ struct cushim_segment *segment_create(const struct cushim_config *c, unsigned fl
             munmap(s, size); /* no link through /proc: the other way below */
             s = MAP_FAILED;
         } else {
+            int saved = errno;
             close(tmpfd);
+            if (saved == ENOSPC) {
+                errno = saved;
+                goto private_memory;
+            }
         }
     }
     int fd = place_named(c, path, pathlen, -1);
     if (fd >= 0) {
-        if (fchmod(fd, 0600) == 0 && ftruncate(fd, (off_t)size) == 0)
+        if (fchmod(fd, 0600) == 0 && reserve(fd, size) == 0)
             s = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
         int saved = errno;
         close(fd);
@@ -272,6 +292,8 @@ int segment_copy_to(const struct cushim_segment *s, const char *dir)
     if (dfd < 0)
         return errno == ENOENT ? SEGMENT_COPY_GONE : -1;
     int fd = openat(dfd, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd >= 0)
+        fchmod(fd, 0600); /* readable by the run whatever the umask */
     if (fd < 0) {
         int e = errno;
         close(dfd);

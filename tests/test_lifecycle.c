@@ -402,3 +402,31 @@ Test(lifecycle, the_summaries_of_a_killed_nested_run_reach_the_outer_run)
     json_decref(j);
     cr_expect_eq(count_entries(tmp), 0, "no run directory left");
 }
+
+Test(lifecycle, a_full_segment_directory_never_kills_the_program)
+{
+    /* A container's small /dev/shm, full: the segment's space is taken when it is made, or the
+     * shim counts in private memory and says so; the program never faults on a page later. */
+    struct run_result r;
+    const char *probe[] = {"unshare", "-m", "true", NULL};
+    run_cmd(&r, probe, NULL);
+    int can = r.status == 0;
+    run_free(&r);
+    if (!can) {
+        printf("not run: needs unshare -m (root) to mount a small file system\n");
+        cr_skip_test("not run: cannot make mount namespaces here");
+    }
+    const char *dir = fresh_dir("small-shm");
+    char body[2000];
+    snprintf(body, sizeof body,
+             "mount --make-rprivate / && mount -t tmpfs -o size=64k tmpfs %s && "
+             "dd if=/dev/zero of=%s/fill bs=1k count=56 2>/dev/null; "
+             "CUSHIM_SEGMENT_DIR=%s LD_PRELOAD=%s CUSHIM_REPORT=stderr %s peaks",
+             dir, dir, dir, shim_lib(), program("rt_prog"));
+    const char *argv[] = {"unshare", "-m", "sh", "-c", body, NULL};
+    run_cmd(&r, argv, sim_env(NULL));
+    cr_expect_eq(r.status, 0, "%s", r.err);
+    cr_expect(strstr(r.err, "No space left on device): counting in private memory") != NULL, "%s", r.err);
+    cr_expect(strstr(r.err, "device                  350 B        350 B") != NULL, "the report all the same: %s", r.err);
+    run_free(&r);
+}

@@ -376,6 +376,7 @@ int cmd_run(int argc, char **argv)
                   strerror(errno));
         return EXIT_USAGE;
     }
+    chmod(dir, 0700); /* whatever the umask: the run's processes write into it, the run reads it */
     if (strlen(dir) >= CUSHIM_PATH_MAX) {
         /* The shims would refuse CUSHIM_RUN_DIR (config.h) and every summary would be lost. */
         cli_error("TMPDIR=\"%s\" makes the run directory %zu bytes long, at most %d (set a shorter TMPDIR)",

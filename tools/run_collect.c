@@ -216,7 +216,7 @@ static int move_to_run_dir(const struct seg_entry *e, const char *dir)
         (size_t)snprintf(to, sizeof to, "%s/%s", dir, name) >= sizeof to)
         return -1;
     int out = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-    int ok = out >= 0 && write(out, &seg, sizeof seg) == (ssize_t)sizeof seg;
+    int ok = out >= 0 && fchmod(out, 0600) == 0 && write(out, &seg, sizeof seg) == (ssize_t)sizeof seg;
     if (out >= 0 && close(out) != 0)
         ok = 0;
     if (!ok || rename(tmp, to) != 0) {

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "common/path.h"
@@ -63,7 +64,7 @@ void outer_run_hand_over(const struct outer_run *o, const char *dir, uint64_t in
         seg->h.run_id = o->id;
         seg->h.flags &= ~(uint32_t)CUSHIM_SEG_F_TOP;
         int out = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-        int ok = out >= 0 && write(out, seg, sizeof *seg) == (ssize_t)sizeof *seg;
+        int ok = out >= 0 && fchmod(out, 0600) == 0 && write(out, seg, sizeof *seg) == (ssize_t)sizeof *seg;
         if (out >= 0 && close(out) != 0)
             ok = 0;
         if (!ok || rename(tmp, to) != 0) {
