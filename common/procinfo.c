@@ -3,6 +3,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -225,11 +226,22 @@ uint64_t cushim_proc_pidfs_ino(pid_t pid)
 #endif
 }
 
+int cushim_proc_alive(pid_t pid)
+{
+    if (cushim_proc_start_time(pid) != 0)
+        return 1;
+    /* No /proc to look in (hidden in a sandbox's mount namespace): only whether the pid exists
+     * can be told (EPERM: it does, another user's). */
+    if (access("/proc/self/stat", R_OK) != 0)
+        return kill(pid, 0) == 0 || errno == EPERM;
+    return 0; /* no such process, or only its zombie */
+}
+
 int cushim_proc_is(pid_t pid, uint64_t start_time)
 {
     uint64_t here = cushim_proc_start_time(pid);
     if (here == 0)
-        return 0; /* no such process */
+        return cushim_proc_alive(pid); /* no /proc: taken as the same process while its pid lives */
     return here == start_time || same_process(pid, start_time);
 }
 

@@ -23,10 +23,15 @@ int cushim_proc_cmdline(pid_t pid, char *buf, size_t len);
  * the kernel has no pidfs. Four system calls. */
 uint64_t cushim_proc_pidfs_ino(pid_t pid);
 
+/* Whether process `pid` of this pid namespace exists (not a zombie): by /proc/<pid>/stat; where
+ * /proc cannot be read (hidden in a sandbox), by kill(pid, 0). 1 or 0. */
+int cushim_proc_alive(pid_t pid);
+
 /* Whether process `pid` of this pid namespace is the one that read `start_time` as its own
  * /proc/<pid>/stat field 22 (in its own time namespace, whose boottime offset may differ from
  * this one's: both offsets are taken out, /proc/<pid>/timens_offsets). 1 yes (also when the
- * offsets cannot be read: taken as alive); 0 no: no such process, or the pid is another one's. */
+ * offsets, or /proc itself, cannot be read and the pid exists: taken as alive); 0 no: no such
+ * process, or the pid is another one's. */
 int cushim_proc_is(pid_t pid, uint64_t start_time);
 
 /* The inode of the initial (host) pid namespace, fixed by the kernel (include/linux/proc_ns.h:

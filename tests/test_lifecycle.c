@@ -430,3 +430,38 @@ Test(lifecycle, a_full_segment_directory_never_kills_the_program)
     cr_expect(strstr(r.err, "device                  350 B        350 B") != NULL, "the report all the same: %s", r.err);
     run_free(&r);
 }
+
+Test(lifecycle, without_proc_nothing_live_is_taken_for_dead)
+{
+    /* /proc hidden (a sandbox's mount namespace): pids are still told alive (kill 0, pidfs), so
+     * the run keeps its program's summary and gc removes nothing of a live process. (cushim run
+     * finds its library through /proc/self/exe: CUSHIM_LIBRARY names it here.) */
+    struct run_result r;
+    const char *probe[] = {"unshare", "-m", "true", NULL};
+    run_cmd(&r, probe, NULL);
+    int can = r.status == 0;
+    run_free(&r);
+    if (!can) {
+        printf("not run: needs unshare -m (root) to hide /proc\n");
+        cr_skip_test("not run: cannot make mount namespaces here");
+    }
+    const char *segdir = fresh_dir("seg-noproc"), *ready = fresh_dir("ready-noproc");
+    char json[700], hold[700], body[3000];
+    snprintf(json, sizeof json, "%s/noproc.json", test_dir());
+    snprintf(hold, sizeof hold, "%s/go-noproc", test_dir());
+    snprintf(body, sizeof body,
+             "mount --make-rprivate / && mount -t tmpfs none /proc && "
+             "CUSHIM_SEGMENT_DIR=%s CUSHIM_LIBRARY=%s %s run --quiet --json %s -- %s peaks >/dev/null && "
+             "(READY_DIR=%s HOLD_FILE=%s CUSHIM_SEGMENT_DIR=%s LD_PRELOAD=%s %s hold >/dev/null &) && "
+             "while [ -z \"$(ls %s)\" ]; do sleep 0.02; done; CUSHIM_SEGMENT_DIR=%s %s gc; touch %s",
+             segdir, shim_lib(), cushim_bin(), json, program("rt_prog"), ready, hold, segdir, shim_lib(), program("rt_prog"),
+             ready, segdir, cushim_bin(), hold);
+    const char *argv[] = {"unshare", "-m", "sh", "-c", body, NULL};
+    run_cmd(&r, argv, sim_env(NULL));
+    cr_expect_eq(r.status, 0, "%s", r.err);
+    cr_expect_str_eq(r.out, "", "gc removed nothing live: %s", r.out);
+    run_free(&r);
+    json_t *j = json_load(json);
+    cr_expect_eq(jpath_u64(j, "devices.0.device.peak_bytes"), 350, "the program's summary reached the run");
+    json_decref(j);
+}

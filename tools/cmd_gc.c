@@ -43,7 +43,7 @@ static int sweep(struct seg_entry *e, void *argp)
     if (geteuid() != 0 && e->uid != geteuid())
         return 0;
     int gone = e->ok ? e->stale && !run_collects(&e->snap) && seg_still_stale(e)
-                     : cushim_proc_start_time(e->pid) == 0 && could_be_ours(e->path);
+                     : !cushim_proc_alive(e->pid) && could_be_ours(e->path);
     if (!gone)
         return 0;
     if (unlink(e->path) == 0) {
@@ -52,7 +52,7 @@ static int sweep(struct seg_entry *e, void *argp)
                    (unsigned long long)e->snap.pidns_inode);
         else
             printf("removed %s (pid %d %s)\n", e->path, (int)e->pid,
-                   e->ok ? (cushim_proc_start_time(e->pid) ? "reused" : "dead") : "dead, invalid segment");
+                   e->ok ? (cushim_proc_alive(e->pid) ? "reused" : "dead") : "dead, invalid segment");
         a->removed++;
     } else {
         cli_error("cannot remove %s: %s", e->path, strerror(errno));

@@ -255,7 +255,7 @@ static int is_stale(const struct cushim_snapshot *s, pid_t *here)
      * and ours have one (exact, even for a pid reused within a clock tick); else by its start
      * time, both time namespaces' boottime offsets taken out (a process of ours in its own time
      * namespace is still live). */
-    if (cushim_proc_start_time(s->pid) == 0)
+    if (!cushim_proc_alive(s->pid))
         return 1; /* no such process (or only its zombie) */
     uint64_t ino = s->pidfs_ino ? cushim_proc_pidfs_ino(s->pid) : 0;
     if (ino)
