@@ -222,6 +222,8 @@ struct cushim_segment *segment_create(const struct cushim_config *c, unsigned fl
      * killed while making it leaves nothing behind, and a reader never sees it half made. Where
      * the directory's file system cannot (or /proc is missing), the file is named first and its
      * header written last (readers wait for its magic). */
+    snprintf(path, pathlen, "%s/%s%u-%d", c->segment_dir, CUSHIM_SEGMENT_PREFIX, (unsigned)getuid(),
+             (int)getpid()); /* for the message, if no name is taken */
     int tmpfd = open(c->segment_dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
     if (tmpfd >= 0) {
         if (fchmod(tmpfd, 0600) == 0 && reserve(tmpfd, size) == 0)
