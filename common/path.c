@@ -74,7 +74,14 @@ int cushim_path_links_trusted(const char *path)
     int links = 0;
     if (strlen(path) >= sizeof rest)
         return -1;
-    snprintf(done, sizeof done, "%s", path[0] == '/' ? "" : ".");
+    /* done is absolute and free of links ("" for /): a relative path starts at the (physical)
+     * working directory, so that ".." is lexical on it. */
+    if (path[0] == '/')
+        done[0] = '\0';
+    else if (!getcwd(done, sizeof done))
+        return -1;
+    if (strcmp(done, "/") == 0)
+        done[0] = '\0';
     snprintf(rest, sizeof rest, "%s", path);
     while (rest[0]) {
         char *p = rest;
@@ -94,9 +101,7 @@ int cushim_path_links_trusted(const char *path)
         if (strcmp(comp, "..") == 0) {
             char *slash = strrchr(done, '/');
             if (slash)
-                *slash = '\0'; /* done holds no link: ".." is lexical here */
-            else
-                snprintf(done, sizeof done, "%s/..", done[0] ? done : ".");
+                *slash = '\0'; /* done holds no link: ".." is lexical here ("/.." is "/") */
             continue;
         }
         char cand[2 * CUSHIM_PATH_MAX + 260];

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <sys/syscall.h>
@@ -98,7 +99,24 @@ int cushim_proc_cmdline(pid_t pid, char *buf, size_t len)
 uint64_t cushim_pidns_inode(void)
 {
     struct stat st;
-    return stat("/proc/self/ns/pid", &st) == 0 ? (uint64_t)st.st_ino : 0;
+    if (stat("/proc/self/ns/pid", &st) == 0)
+        return (uint64_t)st.st_ino;
+#ifdef SYS_pidfd_open
+    /* No /proc (hidden in a sandbox): ask pidfs for our pid namespace (PIDFD_GET_PID_NAMESPACE,
+     * _IO(PIDFS_IOCTL_MAGIC 0xFF, 5), Linux 6.11+: include/uapi/linux/pidfd.h). */
+    uint64_t ino = 0;
+    int fd = (int)syscall(SYS_pidfd_open, getpid(), 0);
+    int ns = fd >= 0 ? ioctl(fd, 0xff05, 0) : -1;
+    if (ns >= 0 && fstat(ns, &st) == 0)
+        ino = (uint64_t)st.st_ino;
+    if (ns >= 0)
+        close(ns);
+    if (fd >= 0)
+        close(fd);
+    return ino;
+#else
+    return 0;
+#endif
 }
 
 /* The last NSpid field of /proc/<pid>/status: the process's pid in its own namespace; *depth:
@@ -194,6 +212,8 @@ static int boottime_offset_ns(const char *who, int64_t *ns)
  * rounding may add. 1 also when an offset cannot be read: never judged gone on a guess. */
 static int same_process(pid_t pid, uint64_t start_time)
 {
+    if (start_time == 0)
+        return 1; /* the writer could not read its own (no /proc there): the pid is all there is */
     char who[32];
     int64_t theirs, mine;
     snprintf(who, sizeof who, "%d", (int)pid);
@@ -240,8 +260,8 @@ int cushim_proc_alive(pid_t pid)
 int cushim_proc_is(pid_t pid, uint64_t start_time)
 {
     uint64_t here = cushim_proc_start_time(pid);
-    if (here == 0)
-        return cushim_proc_alive(pid); /* no /proc: taken as the same process while its pid lives */
+    if (here == 0 || start_time == 0) /* no /proc here, or none where it was read */
+        return cushim_proc_alive(pid); /* taken as the same process while its pid lives */
     return here == start_time || same_process(pid, start_time);
 }
 

@@ -109,10 +109,11 @@ static void write_report(const struct cushim_snapshot *snap, const char *report,
 
 /* A finished segment's summary: the copy for `cushim run` (CUSHIM_RUN_DIR) and the report
  * (CUSHIM_REPORT), unless the run says the same text on stderr itself; read with patience_ns
- * for writers still running (cushim_snapshot_read). A process that finishes
+ * for writers still running (cushim_snapshot_read). Returns true when the segment must stay for
+ * the run to read (the copy could not be written). A process that finishes
  * after its run has closed says its text summary on stderr itself when the run was to say it
  * (CUSHIM_RUN_SUMMARY): it is never lost without a word. */
-static void hand_over_and_report(const struct cushim_segment *seg, uint64_t patience_ns)
+static bool hand_over_and_report(const struct cushim_segment *seg, uint64_t patience_ns)
 {
     int rc = -1;
     /* The run of this segment only (an image before an exec may have had another). */
@@ -125,9 +126,13 @@ static void hand_over_and_report(const struct cushim_segment *seg, uint64_t pati
             LOG_ERROR("CUSHIM_RUN_DIR=\"%s\" is not a directory made by `cushim run` (cushim-run.*, "
                       "yours, mode 0700): summary not written there", shim.cfg.run_dir);
         else if (rc != 0)
-            LOG_ERROR("cannot write the summary for `cushim run` into %s: %s", shim.cfg.run_dir,
-                      strerror(errno));
+            LOG_ERROR("cannot write the summary for `cushim run` into %s: %s; the run reads it from "
+                      "the live segment instead", shim.cfg.run_dir, strerror(errno));
     }
+    /* A run that could not be handed the copy (its directory full) reads the live segment as
+     * that of a process that ended: it stays. */
+    bool keep_segment = shim.cfg.run_dir[0] && seg->h.run_id == shim.run_id && rc != 0 &&
+                        rc != SEGMENT_COPY_GONE && rc != SEGMENT_COPY_NOT_RUN_DIR;
     /* The report as text on stderr (named `stderr`, or as a path to the same file: /dev/stderr,
      * /proc/self/fd/2): what `cushim run` says itself (CUSHIM_RUN_SUMMARY), once. */
     bool text_to_stderr = false;
@@ -143,13 +148,14 @@ static void hand_over_and_report(const struct cushim_segment *seg, uint64_t pati
         char err[160];
         if (cushim_snapshot_read(seg, sizeof *seg, &snap, 1000, patience_ns, err, sizeof err) != 0) {
             LOG_ERROR("cannot read back the counters: %s", err);
-            return;
+            return keep_segment;
         }
         if (shim.cfg.report[0] && !said_by_run)
             write_report(&snap, shim.cfg.report, shim.cfg.report_format);
         if (say_for_run)
             write_report(&snap, "stderr", CUSHIM_REPORT_TEXT);
     }
+    return keep_segment;
 }
 
 static _Atomic int exit_done;
@@ -182,9 +188,10 @@ void shim_exit_finish(bool driver_alive)
     }
     atomic_store(&seg->h.exited, 1);
     /* Other threads of ours may still be counting: worth waiting for. */
-    hand_over_and_report(seg, CUSHIM_COPY_PATIENCE_NS);
+    bool keep = hand_over_and_report(seg, CUSHIM_COPY_PATIENCE_NS);
     /* The mapping stays: other threads and later exit handlers may still count into it. */
-    segment_unlink(shim.seg_path);
+    if (!keep)
+        segment_unlink(shim.seg_path);
     shim_depth = 0;
 }
 
@@ -220,8 +227,8 @@ void shim_exit_previous_image(void)
          * for that run to collect. */
         if (seg->h.run_id == 0 || seg->h.run_id == shim.run_id) {
             /* Its threads went with the exec: a record they left mid-update never settles. */
-            hand_over_and_report(seg, 0);
-            unlink(path);
+            if (!hand_over_and_report(seg, 0))
+                unlink(path);
         }
     }
     munmap(seg, sizeof *seg);

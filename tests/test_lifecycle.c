@@ -465,3 +465,34 @@ Test(lifecycle, without_proc_nothing_live_is_taken_for_dead)
     cr_expect_eq(jpath_u64(j, "devices.0.device.peak_bytes"), 350, "the program's summary reached the run");
     json_decref(j);
 }
+
+Test(lifecycle, a_full_run_directory_still_gets_the_summary)
+{
+    /* The run's directory (TMPDIR) full: the copy cannot be written, so the process leaves its
+     * live segment, and the run reads the summary from it. */
+    struct run_result r;
+    const char *probe[] = {"unshare", "-m", "true", NULL};
+    run_cmd(&r, probe, NULL);
+    int can = r.status == 0;
+    run_free(&r);
+    if (!can) {
+        printf("not run: needs unshare -m (root) to mount a small file system\n");
+        cr_skip_test("not run: cannot make mount namespaces here");
+    }
+    const char *tmp = fresh_dir("small-tmp"), *segdir = fresh_dir("seg-small-tmp");
+    char json[700], body[2000];
+    snprintf(json, sizeof json, "%s/full-run-dir.json", test_dir());
+    snprintf(body, sizeof body,
+             "mount --make-rprivate / && mount -t tmpfs -o size=64k tmpfs %s && "
+             "dd if=/dev/zero of=%s/fill bs=1k count=56 2>/dev/null; "
+             "TMPDIR=%s CUSHIM_SEGMENT_DIR=%s %s run --quiet --json %s -- %s peaks >/dev/null",
+             tmp, tmp, tmp, segdir, cushim_bin(), json, program("rt_prog"));
+    const char *argv[] = {"unshare", "-m", "sh", "-c", body, NULL};
+    run_cmd(&r, argv, sim_env(NULL));
+    cr_expect_eq(r.status, 0, "%s", r.err);
+    run_free(&r);
+    json_t *j = json_load(json);
+    cr_expect_eq(jpath_u64(j, "devices.0.device.peak_bytes"), 350);
+    json_decref(j);
+    cr_expect_eq(count_entries(segdir), 0, "the live segment was the run's to remove");
+}

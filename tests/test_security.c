@@ -250,8 +250,19 @@ Test(security, outputs_never_follow_a_planted_link)
     cr_assert_eq(symlink(link, chain), 0);
     cr_assert_eq(symlink(vdir, dlink), 0);
     cr_assert_eq(lchown(dlink, 65534, 65534), 0);
-    const char *targets[] = {chain, via_dir};
-    for (int i = 0; i < 2; i++) {
+    /* The same planted link named through "..": at the root ("/../dir/link") and from a
+     * directory beside it ("../planted-output/out.json"). */
+    char rooted[800], beside[900];
+    snprintf(rooted, sizeof rooted, "/..%s", link);
+    snprintf(beside, sizeof beside, "cd %s && %s stat --prometheus --output ../%s", vdir, cushim_bin(),
+             strrchr(dir, '/') + 1);
+    strncat(beside, "/out.json", sizeof beside - strlen(beside) - 1);
+    const char *rel[] = {"sh", "-c", beside, NULL};
+    run_cmd(&r, rel, sim_env(NULL));
+    cr_expect_eq(r.status, 2, "%s", r.err);
+    run_free(&r);
+    const char *targets[] = {chain, via_dir, rooted};
+    for (int i = 0; i < 3; i++) {
         const char *out[] = {cushim_bin(), "stat", "--prometheus", "--output", targets[i], NULL};
         run_cmd(&r, out, sim_env(NULL));
         cr_expect_eq(r.status, 2, "%s: %s", targets[i], r.err);
