@@ -496,3 +496,40 @@ Test(lifecycle, a_full_run_directory_still_gets_the_summary)
     json_decref(j);
     cr_expect_eq(count_entries(segdir), 0, "the live segment was the run's to remove");
 }
+
+Test(lifecycle, a_sandbox_without_proc_is_live_from_the_host)
+{
+    /* A process in its own pid namespace that cannot see /proc: it finds its namespace through
+     * pidfs, and the host sees it live (its start time unknown), so gc keeps its segment. */
+    struct run_result r;
+    const char *probe[] = {"unshare", "-pfm", "--mount-proc", "true", NULL};
+    run_cmd(&r, probe, NULL);
+    int can = r.status == 0;
+    run_free(&r);
+    if (!can) {
+        printf("not run: needs unshare -pfm (root)\n");
+        cr_skip_test("not run: cannot make pid and mount namespaces here");
+    }
+    const char *segdir = fresh_dir("seg-sandbox"), *ready = fresh_dir("ready-sandbox");
+    char hold[700], body[2000], seg[700];
+    snprintf(hold, sizeof hold, "%s/go-sandbox", test_dir());
+    snprintf(seg, sizeof seg, "CUSHIM_SEGMENT_DIR=%s", segdir);
+    snprintf(body, sizeof body,
+             "mount --make-rprivate / && mount -t tmpfs none /proc && READY_DIR=%s HOLD_FILE=%s "
+             "CUSHIM_SEGMENT_DIR=%s LD_PRELOAD=%s exec %s hold >/dev/null",
+             ready, hold, segdir, shim_lib(), program("rt_prog"));
+    const char *argv[] = {"unshare", "-pfm", "--mount-proc", "sh", "-c", body, NULL};
+    pid_t bg = spawn_bg(argv, sim_env(NULL)), inner;
+    wait_ready(ready, 1, &inner);
+    const char *ps[] = {cushim_bin(), "ps", NULL};
+    const char *cenv[] = {seg, NULL};
+    run_cmd(&r, ps, cenv);
+    cr_expect(strstr(r.out, " live ") != NULL && strstr(r.out, " stale ") == NULL, "%s%s", r.out, r.err);
+    run_free(&r);
+    const char *gc[] = {cushim_bin(), "gc", NULL};
+    run_cmd(&r, gc, cenv);
+    cr_expect_str_eq(r.out, "", "nothing live removed");
+    run_free(&r);
+    touch(hold);
+    wait_bg(bg);
+}
