@@ -26,6 +26,19 @@ static int count_entries(const char *dir)
     return n;
 }
 
+/* Whether argv runs here (what a test needs: namespaces, mounts, root); if not, says
+ * "not run: WHY" (the test then skips itself). */
+static int probe_runs(const char *const *argv, const char *why)
+{
+    struct run_result r;
+    run_cmd(&r, argv, NULL);
+    int ok = r.status == 0;
+    run_free(&r);
+    if (!ok)
+        printf("not run: %s\n", why);
+    return ok;
+}
+
 static int count_lines_starting(const char *text, const char *prefix)
 {
     int n = 0;
@@ -307,13 +320,8 @@ Test(lifecycle, a_pid_reused_within_a_run_keeps_both_processes)
 {
     struct run_result r;
     const char *probe[] = {"unshare", "-pf", "--mount-proc", "sh", "-c", "echo 50 > /proc/sys/kernel/ns_last_pid", NULL};
-    run_cmd(&r, probe, NULL);
-    int can = r.status == 0;
-    run_free(&r);
-    if (!can) {
-        printf("not run: needs unshare -pf and ns_last_pid (root) to reuse a pid on purpose\n");
+    if (!probe_runs(probe, "needs unshare -pf and ns_last_pid (root) to reuse a pid on purpose"))
         cr_skip_test("not run: cannot choose pids here");
-    }
     const char *ready = fresh_dir("ready-reuse");
     char json[700], body[4000], inner[1600], rd[700];
     snprintf(json, sizeof json, "%s/reuse.json", test_dir());
@@ -347,13 +355,8 @@ Test(lifecycle, a_process_of_an_inner_pid_namespace_is_not_the_launched_program)
 {
     struct run_result r;
     const char *probe[] = {"unshare", "-pf", "--mount-proc", "true", NULL};
-    run_cmd(&r, probe, NULL);
-    int can = r.status == 0;
-    run_free(&r);
-    if (!can) {
-        printf("not run: needs unshare -pf (root) to make pid namespaces\n");
+    if (!probe_runs(probe, "needs unshare -pf (root) to make pid namespaces"))
         cr_skip_test("not run: cannot make pid namespaces here");
-    }
     /* cushim run is pid 1 of a namespace, its program (sh) pid 2; a sandbox inside runs a CUDA
      * program that is pid 2 of its own namespace: a descendant, not the launched program. */
     char json[700], inner[1200], body[3000];
@@ -409,13 +412,8 @@ Test(lifecycle, a_full_segment_directory_never_kills_the_program)
      * shim counts in private memory and says so; the program never faults on a page later. */
     struct run_result r;
     const char *probe[] = {"unshare", "-m", "true", NULL};
-    run_cmd(&r, probe, NULL);
-    int can = r.status == 0;
-    run_free(&r);
-    if (!can) {
-        printf("not run: needs unshare -m (root) to mount a small file system\n");
+    if (!probe_runs(probe, "needs unshare -m (root) to mount a small file system"))
         cr_skip_test("not run: cannot make mount namespaces here");
-    }
     const char *dir = fresh_dir("small-shm");
     char body[2000];
     snprintf(body, sizeof body,
@@ -438,13 +436,8 @@ Test(lifecycle, without_proc_nothing_live_is_taken_for_dead)
      * finds its library through /proc/self/exe: CUSHIM_LIBRARY names it here.) */
     struct run_result r;
     const char *probe[] = {"unshare", "-m", "true", NULL};
-    run_cmd(&r, probe, NULL);
-    int can = r.status == 0;
-    run_free(&r);
-    if (!can) {
-        printf("not run: needs unshare -m (root) to hide /proc\n");
+    if (!probe_runs(probe, "needs unshare -m (root) to hide /proc"))
         cr_skip_test("not run: cannot make mount namespaces here");
-    }
     const char *segdir = fresh_dir("seg-noproc"), *ready = fresh_dir("ready-noproc");
     char json[700], hold[700], body[3000];
     snprintf(json, sizeof json, "%s/noproc.json", test_dir());
@@ -472,13 +465,8 @@ Test(lifecycle, a_full_run_directory_still_gets_the_summary)
      * live segment, and the run reads the summary from it. */
     struct run_result r;
     const char *probe[] = {"unshare", "-m", "true", NULL};
-    run_cmd(&r, probe, NULL);
-    int can = r.status == 0;
-    run_free(&r);
-    if (!can) {
-        printf("not run: needs unshare -m (root) to mount a small file system\n");
+    if (!probe_runs(probe, "needs unshare -m (root) to mount a small file system"))
         cr_skip_test("not run: cannot make mount namespaces here");
-    }
     const char *tmp = fresh_dir("small-tmp"), *segdir = fresh_dir("seg-small-tmp");
     char json[700], body[2000];
     snprintf(json, sizeof json, "%s/full-run-dir.json", test_dir());
@@ -503,13 +491,8 @@ Test(lifecycle, a_sandbox_without_proc_is_live_from_the_host)
      * pidfs, and the host sees it live (its start time unknown), so gc keeps its segment. */
     struct run_result r;
     const char *probe[] = {"unshare", "-pfm", "--mount-proc", "true", NULL};
-    run_cmd(&r, probe, NULL);
-    int can = r.status == 0;
-    run_free(&r);
-    if (!can) {
-        printf("not run: needs unshare -pfm (root)\n");
+    if (!probe_runs(probe, "needs unshare -pfm (root)"))
         cr_skip_test("not run: cannot make pid and mount namespaces here");
-    }
     const char *segdir = fresh_dir("seg-sandbox"), *ready = fresh_dir("ready-sandbox");
     char hold[700], body[2000], seg[700];
     snprintf(hold, sizeof hold, "%s/go-sandbox", test_dir());
