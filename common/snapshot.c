@@ -105,28 +105,39 @@ static uint64_t monotonic_ns(void)
     return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
 }
 
-int cushim_record_copy(const struct cushim_device_record *rc, struct cushim_device_snapshot *d,
-                       unsigned spin_limit, uint64_t patience_ns)
+/* cushim_record_copy, its patience a budget: *left (ns) is what may still be spent, and is
+ * lowered by what this copy spent waiting. */
+static int record_copy_budget(struct cushim_device_record *r, struct cushim_device_snapshot *d,
+                              unsigned spin_limit, uint64_t *left)
 {
-    /* The counters are atomics in shared memory: read them as such. */
-    struct cushim_device_record *r = (struct cushim_device_record *)rc;
     for (unsigned attempt = 0; attempt <= spin_limit; attempt++)
         if (record_copy_once(r, d))
             return 0;
     /* Still busy: a writer the scheduler preempted inside its bracket holds every reader off
      * until it runs again (many allocating threads on few cores). Give up the CPU between
-     * rounds, for up to patience_ns. */
-    if (patience_ns == 0)
+     * rounds, while the budget lasts. */
+    if (*left == 0)
         return -1;
-    uint64_t start = monotonic_ns();
+    uint64_t start = monotonic_ns(), spent = 0;
+    int rc = -1;
     do {
         struct timespec pause = {0, 20000};
         nanosleep(&pause, NULL);
-        for (unsigned attempt = 0; attempt < 64; attempt++)
+        for (unsigned attempt = 0; attempt < 64 && rc != 0; attempt++)
             if (record_copy_once(r, d))
-                return 0;
-    } while (monotonic_ns() - start < patience_ns);
-    return -1;
+                rc = 0;
+        spent = monotonic_ns() - start;
+    } while (rc != 0 && spent < *left);
+    *left = spent < *left ? *left - spent : 0;
+    return rc;
+}
+
+int cushim_record_copy(const struct cushim_device_record *rc, struct cushim_device_snapshot *d,
+                       unsigned spin_limit, uint64_t patience_ns)
+{
+    /* The counters are atomics in shared memory: read them as such. */
+    uint64_t left = patience_ns;
+    return record_copy_budget((struct cushim_device_record *)rc, d, spin_limit, &left);
 }
 
 static int by_id(const void *a, const void *b)
@@ -185,6 +196,7 @@ int cushim_snapshot_read(const void *mem, size_t len, struct cushim_snapshot *ou
         FAIL("layout sizes do not match version %u", CUSHIM_LAYOUT_VERSION);
     if (len < sizeof *s)
         FAIL("truncated: %zu of %zu bytes", len, sizeof *s);
+    uint64_t patience_left = patience_ns; /* for all the records together */
     uint32_t count = atomic_load_explicit(&((struct cushim_segment_header *)h)->device_count,
                                           memory_order_acquire);
     if (count > CUSHIM_MAX_DEVICES)
@@ -230,7 +242,7 @@ int cushim_snapshot_read(const void *mem, size_t len, struct cushim_snapshot *ou
             FAIL("device record %u is corrupt", i);
         struct cushim_device_snapshot *d = &out->devices[out->device_count];
         memset(d, 0, sizeof *d);
-        if (cushim_record_copy(r, d, spin_limit, patience_ns) != 0)
+        if (record_copy_budget((struct cushim_device_record *)r, d, spin_limit, &patience_left) != 0)
             out->torn++; /* taken as it is: its writer may never come back */
         out->device_count++;
     }

@@ -65,8 +65,9 @@ struct cushim_snapshot {
 #define CUSHIM_COPY_PATIENCE_NS 200000000ull
 
 /* Validates `len` bytes at `mem` (a live mapping or a file's contents: untrusted) and copies them
- * into *out, each device record under its seqlock (cushim_record_copy with spin_limit and
- * patience_ns; one that never holds still is taken as it is and counted in out->torn: a segment
+ * into *out, each device record under its seqlock (cushim_record_copy with spin_limit, and
+ * patience_ns for all the records together; one that never holds still is taken as it is and
+ * counted in out->torn: a segment
  * whose writer was killed in the middle of an update never settles, so a reader that knows the
  * writers are gone passes patience_ns 0). Returns 0, or -1 with a one-line reason in err (e.g.
  * "truncated: 100 of 50432 bytes", "bad magic", "layout version 7, this cushim reads 1").
