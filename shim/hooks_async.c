@@ -34,7 +34,7 @@ struct async_req {
 };
 
 /* Before the real call: classify, reserve the budget. False when over the budget. */
-static inline __attribute__((always_inline)) bool async_begin(struct async_req *q, size_t bytes, CUmemoryPool pool, CUstream stream, bool pt)
+static inline __attribute__((always_inline)) void async_begin(struct async_req *q, CUmemoryPool pool, CUstream stream, bool pt)
 {
     if (unlikely(shim_policy_active())) {
         phase_poll();
@@ -44,6 +44,13 @@ static inline __attribute__((always_inline)) bool async_begin(struct async_req *
     q->kind = pool_kind(pool, &q->device);
     q->capturing = capture_stream_is_capturing(stream, pt);
     q->reserved = false;
+}
+
+/* The request's bytes against the device budget (device memory from a device pool, not while
+ * capturing): false when over it. After the offload decision: offloaded memory is host memory
+ * and never uses the budget. */
+static inline __attribute__((always_inline)) bool async_reserve(struct async_req *q, size_t bytes)
+{
     if (q->capturing || q->kind != CUSHIM_KIND_ASYNC)
         return true;
     if (!budget_reserve(q->device, bytes))
@@ -85,15 +92,14 @@ static inline __attribute__((always_inline)) CUresult async_end(const struct asy
         struct async_req q;                                                                  \
         if (!shim_enter())                                                                   \
             return real_(dptr, bytesize, hStream);                                           \
-        if (!async_begin(&q, bytesize, NULL, hStream, pt))                                   \
-            return async_end(&q, CUDA_ERROR_OUT_OF_MEMORY, dptr, bytesize);                  \
+        async_begin(&q, NULL, hStream, pt);                                                  \
         if (unlikely(!q.capturing && offload_wanted(bytesize)) && dptr &&                    \
             offload_alloc(dptr, bytesize, 0) == CUDA_SUCCESS) {                              \
-            if (q.reserved) /* host memory: the device budget was not used */                \
-                budget_release(q.device, bytesize);                                          \
             shim_leave();                                                                    \
             return CUDA_SUCCESS;                                                             \
         }                                                                                    \
+        if (!async_reserve(&q, bytesize))                                                    \
+            return async_end(&q, CUDA_ERROR_OUT_OF_MEMORY, dptr, bytesize);                  \
         return async_end(&q, real_(dptr, bytesize, hStream), dptr, bytesize);                \
     }                                                                                        \
     SHIM_EXPORT CUresult CUDAAPI sym(CUdeviceptr *dptr, size_t bytesize, CUstream hStream)  \
@@ -123,7 +129,8 @@ ALLOC_ASYNC(cuMemAllocAsync_ptsz, true)
         struct async_req q;                                                                  \
         if (!shim_enter())                                                                   \
             return real_(dptr, bytesize, pool, hStream);                                     \
-        if (!async_begin(&q, bytesize, pool, hStream, pt))                                   \
+        async_begin(&q, pool, hStream, pt);                                                  \
+        if (!async_reserve(&q, bytesize))                                                    \
             return async_end(&q, CUDA_ERROR_OUT_OF_MEMORY, dptr, bytesize);                  \
         return async_end(&q, real_(dptr, bytesize, pool, hStream), dptr, bytesize);          \
     }

@@ -429,6 +429,19 @@ Test(offload, a_forked_child_that_only_reads_leaves_no_segment)
     run_free(&r);
 }
 
+Test(offload, a_stream_ordered_request_is_offloaded_before_the_budget_is_asked)
+{
+    struct run_result r;
+    const char *extra[] = {"CUSHIM_OFFLOAD=always", "CUSHIM_OFFLOAD_MIN=3000000", "CUSHIM_DEVICE_LIMIT=5M", NULL};
+    json_t *j = offload_run(&r, "async_budget", extra);
+    cr_expect_eq(kv_u64(r.out, "rc_async"), 0, "offloaded, not refused for a budget it does not use");
+    cr_expect_eq(jpath_u64(j, "devices.0.offloaded.alloc_count"), 1);
+    cr_expect_eq(jpath_u64(j, "devices.0.offloaded.spill_count"), 0);
+    cr_expect_eq(jpath_u64(j, "devices.0.async.failed_count"), 0);
+    json_decref(j);
+    run_free(&r);
+}
+
 Test(offload, a_stream_destroyed_while_capturing_ends_its_capture)
 {
     struct run_result r;

@@ -395,6 +395,16 @@ static int scenario_phase_fork(void)
     return 0;
 }
 
+/* Near the device budget, a stream-ordered request the policy offloads: host memory, which the
+ * budget does not count, so it succeeds (and is not a spill). */
+static int scenario_async_budget(void)
+{
+    void *d, *a;
+    CHECK(cudaMalloc(&d, 2999999));
+    printf("rc_async=%d\n", (int)cudaMallocAsync(&a, 3000000, NULL));
+    return 0;
+}
+
 /* A forked child that only reads (getters, the phase) and ends with _exit leaves no segment:
  * reading does not start the shim in it. */
 static int scenario_fork_reader(void)
@@ -551,7 +561,7 @@ static const struct scenario scenarios[] = {
     {"reset", scenario_reset, 1},                 {"vmm_budget", scenario_vmm_budget, 1},
     {"phase_stack", scenario_phase_stack, 1},     {"capture_destroyed", scenario_capture_destroyed, 1},
     {"phase_fork", scenario_phase_fork, 1},       {"phase_stale", scenario_phase_stale, 1},
-    {"fork_reader", scenario_fork_reader, 1},
+    {"fork_reader", scenario_fork_reader, 1},     {"async_budget", scenario_async_budget, 1},
     {"pitched", scenario_pitched, 1},             {"peer", scenario_peer, 1},
     {"phase_idle", scenario_phase_idle, 1},
 };
