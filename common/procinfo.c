@@ -87,6 +87,19 @@ int cushim_proc_cmdline(pid_t pid, char *buf, size_t len)
     ssize_t n = read_file(path, buf, len - 1);
     if (n <= 0)
         return -1;
+    if ((size_t)n == len - 1) {
+        /* Cut: not in the middle of a UTF-8 character (its lead byte and the continuation
+         * bytes that fit are dropped together). */
+        ssize_t k = n;
+        while (k > 0 && ((unsigned char)buf[k - 1] & 0xC0) == 0x80)
+            k--;
+        if (k > 0 && ((unsigned char)buf[k - 1] & 0xC0) == 0xC0) {
+            unsigned char lead = (unsigned char)buf[k - 1];
+            ssize_t need = lead >= 0xF0 ? 4 : lead >= 0xE0 ? 3 : 2;
+            if (n - (k - 1) < need)
+                n = k - 1;
+        }
+    }
     while (n > 0 && buf[n - 1] == '\0')
         n--;
     for (ssize_t i = 0; i < n; i++)

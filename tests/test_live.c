@@ -173,7 +173,8 @@ Test(live, stat_reset_peak_and_exit)
     char head[64], want[700];
     snprintf(head, sizeof head, "pid %d", (int)pid);
     cr_expect(strstr(r.out, head) != NULL, "the live process is shown:\n%s", r.out);
-    snprintf(want, sizeof want, "cushim: no cushim process 2147483646 of yours (no segment in %s)\n", segdir);
+    snprintf(want, sizeof want, "cushim: no cushim process 2147483646%s (no segment in %s)\n",
+             geteuid() == 0 ? "" : " of yours", segdir);
     cr_expect_str_eq(r.err, want);
     run_free(&r);
 
@@ -265,6 +266,23 @@ Test(live, a_segment_of_yours_that_cannot_be_read_is_said)
     run_free(&r);
 }
 
+Test(live, stat_with_nothing_to_show_leaves_its_output_file)
+{
+    const char *segdir = fresh_dir("seg-empty-output");
+    char out[700];
+    snprintf(out, sizeof out, "%s/keep.txt", test_dir());
+    FILE *f = fopen(out, "w");
+    cr_assert(f);
+    fputs("keep\n", f);
+    fclose(f);
+    struct run_result r;
+    cr_expect_eq(cli(segdir, &r, "stat", "--output", out), 1);
+    run_free(&r);
+    char *text = slurp(out);
+    cr_expect_str_eq(text, "keep\n", "nothing shown: the file as it was");
+    free(text);
+}
+
 Test(live, a_process_whose_main_thread_ended_is_alive)
 {
     const char *segdir;
@@ -317,7 +335,8 @@ Test(live, sigkill_leaves_a_stale_segment_that_gc_removes)
     cr_expect_neq(stat(seg_path(segdir, pid), &st), 0);
     cr_expect_eq(cli(segdir, &r, "ps", NULL, NULL), 1, "nothing left:\n%s", r.out);
     run_free(&r);
-    snprintf(want, sizeof want, "cushim: no cushim process %d of yours (no segment in %s)\n", (int)pid, segdir);
+    snprintf(want, sizeof want, "cushim: no cushim process %d%s (no segment in %s)\n", (int)pid,
+             geteuid() == 0 ? "" : " of yours", segdir);
     expect_same_words(segdir, p, want);
 }
 

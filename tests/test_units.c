@@ -1,6 +1,8 @@
 /* Units, options table and configuration parsing (common/). */
 #include <criterion/criterion.h>
 #include <stdio.h>
+#include <sys/wait.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -97,6 +99,26 @@ Test(units, pidfs_inodes_tell_processes_apart)
     cr_expect_eq(cushim_proc_pidfs_ino(getpid()), me, "the same process, the same inode");
     cr_expect_neq(cushim_proc_pidfs_ino(getppid()), me, "another process, another inode");
     cr_expect_eq(cushim_proc_pidfs_ino(0x7ffffff0), 0, "no such process");
+}
+
+Test(units, a_cut_command_line_keeps_whole_characters)
+{
+    /* 250 ASCII bytes and two 3-byte characters: cut at 255 bytes, the second is dropped whole. */
+    char argv0[300];
+    memset(argv0, 'a', 250);
+    strcpy(argv0 + 250, "\xe2\x82\xac\xe2\x82\xac");
+    pid_t child = fork();
+    if (child == 0) {
+        execl("/bin/sleep", argv0, "5", (char *)NULL);
+        _exit(127);
+    }
+    char buf[256] = "";
+    for (int i = 0; i < 200 && (cushim_proc_cmdline(child, buf, sizeof buf) != 0 || buf[0] != 'a'); i++)
+        usleep(10000);
+    kill(child, SIGKILL);
+    waitpid(child, NULL, 0);
+    cr_expect_eq(strlen(buf), 253, "%zu bytes", strlen(buf));
+    cr_expect_str_eq(buf + 250, "\xe2\x82\xac");
 }
 
 Test(units, device_limits)

@@ -148,7 +148,9 @@ int cmd_stat(int argc, char **argv)
     /* Prometheus text with no process is an answer too (the families, no samples): a scrape
      * file refreshed from cron stays quiet while nothing runs. */
     int rc = (l.count || (prom && !npids)) && !missing ? 0 : EXIT_NOTHING;
-    if (output && cli_output_commit(&out) != 0) {
+    if (output && !l.count && !prom && !json) {
+        cli_output_abort(&out); /* nothing to write: the file is left as it was */
+    } else if (output && cli_output_commit(&out) != 0) {
         cli_error("cannot write --output \"%s\": %s", output, cli_output_strerror(errno));
         rc = EXIT_USAGE;
     }

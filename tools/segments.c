@@ -465,7 +465,8 @@ void seg_say_missing(pid_t pid)
         cli_error("no cushim process %d of yours: its segment in %s is uid %ld's (root, or "
                   "CAP_DAC_READ_SEARCH to read it, sees every user's)", (int)pid, seg_dir(), owner);
     else
-        cli_error("no cushim process %d of yours (no segment in %s)", (int)pid, seg_dir());
+        cli_error("no cushim process %d%s (no segment in %s)", (int)pid, reads_everyones() ? "" : " of yours",
+                  seg_dir());
 }
 
 /* The live processes a pid argument may name (seg_names): `direct` ones by their pid here,
