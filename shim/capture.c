@@ -2,27 +2,44 @@
 
 #include "shim/shim.h"
 
+/* The calling thread's view. Only its own thread reads or writes it: a capture ended on another
+ * thread (relaxed mode), by stream destruction or by context teardown leaves own_key stale, which
+ * the begin number (own_seq) detects. */
 struct thread_capture {
-    uint64_t own_key;             /* the live capture this thread began last, 0 if none */
-    int mode_set;                 /* 0: the default mode (GLOBAL) */
-    CUstreamCaptureMode mode;
-    _Atomic int own_strict;       /* live captures begun here not in RELAXED mode */
-    _Atomic int own_global;       /* live captures begun here in GLOBAL mode */
+    uint64_t id;      /* this thread's number, 1, 2, ... (0: none given yet) */
+    uint64_t own_key; /* the capture this thread began last, 0 if none */
+    uint64_t own_seq; /* its begin number */
 };
 
 static SHIM_TLS struct thread_capture tc;
-_Atomic int capture_live;         /* captures begun and not ended, process-wide */
-static _Atomic int live_global;   /* of which begun in GLOBAL mode */
-static _Atomic uint64_t last_key;  /* the capture begun last, process-wide */
+_Atomic int capture_live;              /* captures begun and not ended, process-wide */
+static _Atomic uint64_t next_thread;   /* thread numbers given */
+static _Atomic uint64_t next_seq;      /* captures begun, process-wide: the begin number */
 
-/* Live captures are in shim.captures: stream key -> begin mode (aux), beginning thread's record
- * (ctx). */
+/* Live captures are in shim.captures: stream key -> bytes allocated while live (size), the
+ * beginning thread's number (ctx), the stream's CUDA context (aux) and device, the begin mode
+ * (kind) and the begin number (refs: low half, maps: high half). Nothing in an entry points into
+ * a thread's storage, so ending a capture never touches another thread's TLS (the beginning thread
+ * may have exited). */
+static uint64_t entry_seq(const struct shim_entry *e)
+{
+    return (uint64_t)e->refs | (uint64_t)e->maps << 32;
+}
+
+static uint64_t thread_number(void)
+{
+    if (!tc.id)
+        tc.id = atomic_fetch_add_explicit(&next_thread, 1, memory_order_relaxed) + 1;
+    return tc.id;
+}
 
 static uint64_t stream_key(CUstream stream, bool per_thread)
 {
-    /* Every thread's per-thread default stream has the same handle: key it by thread. */
+    /* Every thread's per-thread default stream has the same handle: key it by thread (odd, so no
+     * stream handle, an aligned pointer, and not CU_STREAM_LEGACY (0x1), since numbers start
+     * at 1). */
     if (stream == CU_STREAM_PER_THREAD || (per_thread && stream == NULL))
-        return (uint64_t)(uintptr_t)&tc | 1u;
+        return thread_number() << 1 | 1u;
     return (uint64_t)(uintptr_t)stream;
 }
 
@@ -41,90 +58,134 @@ bool capture_stream_query(CUstream stream, bool per_thread)
     return status != CU_STREAM_CAPTURE_STATUS_NONE;
 }
 
-bool capture_thread_prohibited(void)
+/* The context a capture on `stream` belongs to. cuda.h, cuStreamGetCtx: "Returns the CUDA context
+ * that the stream is associated with"; for "any of the special streams such as the NULL stream,
+ * CU_STREAM_LEGACY and CU_STREAM_PER_THREAD ... Specifying any of the special handles will return
+ * the context current to the calling thread" (so the per-thread stream of a _ptsz call needs no
+ * _ptsz query). Neither call is one a capture prohibits. */
+static CUcontext stream_context(CUstream stream)
 {
-    CUstreamCaptureMode mode = tc.mode_set ? tc.mode : CU_STREAM_CAPTURE_MODE_GLOBAL;
-    if (mode == CU_STREAM_CAPTURE_MODE_RELAXED)
-        return false;
-    if (atomic_load_explicit(&tc.own_strict, memory_order_relaxed) > 0)
-        return true;
-    if (mode == CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)
-        return false;
-    return atomic_load_explicit(&live_global, memory_order_relaxed) -
-               atomic_load_explicit(&tc.own_global, memory_order_relaxed) > 0;
+    CUcontext ctx = NULL;
+    __typeof__(&cuStreamGetCtx) get = REAL(cuStreamGetCtx);
+    if (get && get(stream, &ctx) == CUDA_SUCCESS && ctx)
+        return ctx;
+    __typeof__(&cuCtxGetCurrent) getcur = REAL(cuCtxGetCurrent);
+    ctx = NULL;
+    if (getcur)
+        getcur(&ctx);
+    return ctx;
 }
 
 void capture_begun(CUstream stream, bool per_thread, CUstreamCaptureMode mode)
 {
-    CUcontext ctx = NULL;
-    __typeof__(&cuCtxGetCurrent) getcur = REAL(cuCtxGetCurrent);
-    if (getcur)
-        getcur(&ctx);
-    /* kind: the begin mode; ctx: the beginning thread's record; aux: the CUDA context. */
+    CUcontext ctx = stream_context(stream);
+    uint64_t seq = atomic_fetch_add_explicit(&next_seq, 1, memory_order_relaxed) + 1;
     struct shim_entry e = {
         .key = stream_key(stream, per_thread),
         .kind = (uint16_t)mode,
-        .ctx = (uint64_t)(uintptr_t)&tc,
+        .ctx = thread_number(),
         .aux = (uint64_t)(uintptr_t)ctx,
-        .device = -1,
+        .device = ctx ? shim_context_device(ctx) : -1,
+        .refs = (uint32_t)seq,
+        .maps = (uint32_t)(seq >> 32),
     };
     struct shim_entry old;
-    if (table_put(&shim.captures, &e, &old) == 1)
-        LOG_DEBUG("capture begun on stream %p twice", (void *)stream);
+    int rc = table_put(&shim.captures, &e, &old);
+    if (rc < 0)
+        return; /* no memory: the capture goes unseen */
     tc.own_key = e.key;
-    atomic_store_explicit(&last_key, e.key, memory_order_relaxed);
-    atomic_fetch_add(&capture_live, 1);
-    if (mode != CU_STREAM_CAPTURE_MODE_RELAXED)
-        atomic_fetch_add(&tc.own_strict, 1);
-    if (mode == CU_STREAM_CAPTURE_MODE_GLOBAL) {
-        atomic_fetch_add(&live_global, 1);
-        atomic_fetch_add(&tc.own_global, 1);
-    }
+    tc.own_seq = seq;
+    /* A stream cannot begin a capture while capturing (cuda.h, cuStreamBeginCaptureToGraph: "it may
+     * only be initiated if the stream is not already in capture mode"): an entry already there is
+     * one whose end the shim missed; it is replaced and still counts once. */
+    if (rc == 1)
+        LOG_DEBUG("capture begun on stream %p twice", (void *)stream);
+    else
+        atomic_fetch_add(&capture_live, 1);
 }
 
-static bool add_bytes(struct shim_entry *e, void *arg)
+struct credit {
+    uint64_t seq, bytes;
+    bool done;
+};
+
+static bool credit_fn(struct shim_entry *e, void *arg)
 {
-    e->size += *(uint64_t *)arg;
+    struct credit *c = arg;
+    if (entry_seq(e) == c->seq) { /* the same capture, not a later one on the same stream */
+        e->size += c->bytes;
+        c->done = true;
+    }
     return true;
+}
+
+static bool credit(uint64_t key, uint64_t seq, uint64_t bytes)
+{
+    struct credit c = {seq, bytes, false};
+    table_update(&shim.captures, key, credit_fn, &c, NULL);
+    return c.done;
+}
+
+struct pick {
+    uint64_t me;
+    uint64_t mine_key, mine_seq; /* this thread's live capture begun last */
+    uint64_t any_key, any_seq;   /* the process's live capture begun last */
+};
+
+static bool pick_fn(struct shim_entry *e, void *arg)
+{
+    struct pick *p = arg;
+    uint64_t seq = entry_seq(e);
+    if (e->ctx == p->me && seq > p->mine_seq) {
+        p->mine_seq = seq;
+        p->mine_key = e->key;
+    }
+    if (seq > p->any_seq) {
+        p->any_seq = seq;
+        p->any_key = e->key;
+    }
+    return false;
 }
 
 void capture_note_bytes(uint64_t bytes)
 {
-    /* The calling thread's own capture, else the one begun last (PyTorch allocates on another
-     * thread in relaxed mode while one thread captures). */
-    if (tc.own_key && table_update(&shim.captures, tc.own_key, add_bytes, &bytes, NULL))
+    /* The calling thread's own innermost live capture, else the one begun last in the process
+     * (PyTorch allocates on another thread in relaxed mode while one thread captures). The
+     * thread's last-begun capture, when still live, is its innermost: no scan. */
+    if (tc.own_key && credit(tc.own_key, tc.own_seq, bytes))
         return;
-    uint64_t key = atomic_load_explicit(&last_key, memory_order_relaxed);
-    if (key)
-        table_update(&shim.captures, key, add_bytes, &bytes, NULL);
+    /* A capture that ends between the scan and the credit: scan again. */
+    for (int tries = 0; tries < 4; tries++) {
+        struct pick p = {.me = tc.id};
+        table_for_each(&shim.captures, pick_fn, &p);
+        uint64_t key = p.mine_key ? p.mine_key : p.any_key;
+        uint64_t seq = p.mine_key ? p.mine_seq : p.any_seq;
+        if (!key || credit(key, seq, bytes))
+            return;
+    }
 }
 
 /* The counters of a capture that is over (its entry already out of the table). */
 static void forget(const struct shim_entry *e, void *arg)
 {
+    (void)e;
     (void)arg;
-    uint64_t expected = e->key;
-    atomic_compare_exchange_strong(&last_key, &expected, 0);
-    struct thread_capture *owner = (struct thread_capture *)(uintptr_t)e->ctx;
-    CUstreamCaptureMode mode = (CUstreamCaptureMode)e->kind;
     atomic_fetch_sub(&capture_live, 1);
-    if (mode != CU_STREAM_CAPTURE_MODE_RELAXED)
-        atomic_fetch_sub(&owner->own_strict, 1);
-    if (mode == CU_STREAM_CAPTURE_MODE_GLOBAL) {
-        atomic_fetch_sub(&live_global, 1);
-        atomic_fetch_sub(&owner->own_global, 1);
-    }
 }
 
-uint64_t capture_ended(CUstream stream, bool per_thread)
+uint64_t capture_ended(CUstream stream, bool per_thread, int *device)
 {
     struct shim_entry e;
     uint64_t key = stream_key(stream, per_thread);
+    if (device)
+        *device = -1;
     if (!table_take(&shim.captures, key, &e))
         return 0;
     if (tc.own_key == key)
         tc.own_key = 0;
     forget(&e, NULL);
+    if (device)
+        *device = e.device;
     return e.size;
 }
 
@@ -139,8 +200,9 @@ void capture_context_gone(uint64_t ctx)
     table_drain_if(&shim.captures, in_context, forget, &ctx);
 }
 
-void capture_thread_mode_set(CUstreamCaptureMode mode)
+void capture_after_fork_child(void)
 {
-    tc.mode = mode;
-    tc.mode_set = 1;
+    atomic_store(&capture_live, 0);
+    tc.own_key = 0;
+    tc.own_seq = 0;
 }

@@ -1,6 +1,7 @@
 /* Stream capture as the shim sees it (DESIGN.md "Stream capture and graphs"): which captures are
- * live, in which mode, and each thread's capture interaction mode, following cuda.h's doc of
- * cuThreadExchangeStreamCaptureMode. Thread-safe; atomics and one table. */
+ * live, on which context, and which live capture an allocation made meanwhile is credited to.
+ * Thread-safe; atomics and one table. The shim never refuses or redirects on the strength of a
+ * capture's mode: while any capture is live it adds no potentially unsafe call at all. */
 #ifndef CUSHIM_CAPTURE_H
 #define CUSHIM_CAPTURE_H
 
@@ -27,20 +28,19 @@ static inline bool capture_stream_is_capturing(CUstream stream, bool per_thread)
     return capture_any_live() && capture_stream_query(stream, per_thread);
 }
 
-/* cuda.h, cuThreadExchangeStreamCaptureMode: true if the calling thread is prohibited from
- * potentially unsafe API calls (cuMemAlloc, cuMemHostAlloc, ...) right now. */
-bool capture_thread_prohibited(void);
-
-/* Book-keeping after a successful begin / end of capture on `stream`. capture_ended returns the
- * bytes allocated (outside graph nodes) while that capture was live. */
+/* Book-keeping after a successful begin / end of capture on `stream`. The capture belongs to the
+ * stream's context (cuStreamGetCtx), whichever context is current. capture_ended returns the bytes
+ * allocated (outside graph nodes) while that capture was live, and the device of its stream in
+ * *device (-1 if unknown). */
 void capture_begun(CUstream stream, bool per_thread, CUstreamCaptureMode mode);
-uint64_t capture_ended(CUstream stream, bool per_thread);
+uint64_t capture_ended(CUstream stream, bool per_thread, int *device);
 /* Every capture of a context that was torn down (cuCtxDestroy, primary context reset) is over. */
 void capture_context_gone(uint64_t ctx);
-/* An allocation of `bytes` made while a capture is live: credited to the calling thread's own
- * capture, else to the one begun last. */
+/* An allocation of `bytes` made while a capture is live: credited to one live capture, the calling
+ * thread's own innermost (the live one it began last), else the live one begun last in the
+ * process. */
 void capture_note_bytes(uint64_t bytes);
-/* After a successful cuThreadExchangeStreamCaptureMode: the thread's mode is now `mode`. */
-void capture_thread_mode_set(CUstreamCaptureMode mode);
+/* In a child after fork(): no capture is live there (the table itself is emptied by the caller). */
+void capture_after_fork_child(void);
 
 #endif

@@ -67,7 +67,6 @@
     X(cuStreamBeginCaptureToGraph_ptsz, cuStreamBeginCaptureToGraph, 12030, 1) \
     X(cuStreamEndCapture, cuStreamEndCapture, 10000, 0)                \
     X(cuStreamEndCapture_ptsz, cuStreamEndCapture, 10000, 1)           \
-    X(cuThreadExchangeStreamCaptureMode, cuThreadExchangeStreamCaptureMode, 10010, 0) \
     X(cuStreamDestroy, cuStreamDestroy, 2000, 0)                       \
     X(cuStreamDestroy_v2, cuStreamDestroy, 4000, 0)                    \
     X(cuMemGetAddressRange_v2, cuMemGetAddressRange, 3020, 0)          \

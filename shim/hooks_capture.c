@@ -1,6 +1,5 @@
-/* Stream capture: begin/end and the thread's capture mode, so allocation hooks know when a
- * stream is capturing and what a potentially unsafe call would do (capture.h). Results are
- * returned unchanged. */
+/* Stream capture: begin and end, so allocation hooks know when a stream is capturing and which
+ * capture to credit (capture.h). Results are returned unchanged. */
 #include "shim/capture.h"
 #include "shim/graph.h"
 #include "shim/shim.h"
@@ -65,10 +64,12 @@ static CUresult ended(CUresult r, CUstream s, bool pt, CUgraph *graph)
     /* cuda.h (cuStreamEndCapture): an invalidated capture also ends, returning
      * CUDA_ERROR_STREAM_CAPTURE_INVALIDATED; other errors (wrong thread, not capturing) leave it. */
     uint64_t bytes = 0;
+    int device = -1;
     if (r == CUDA_SUCCESS || r == CUDA_ERROR_STREAM_CAPTURE_INVALIDATED)
-        bytes = capture_ended(s, pt);
+        bytes = capture_ended(s, pt, &device);
     if (r == CUDA_SUCCESS && graph && *graph && shim_enter()) {
-        graph_captured(*graph, shim_current_device(NULL), bytes);
+        /* Counted on the device of the stream that captured. */
+        graph_captured(*graph, device >= 0 ? device : shim_current_device(NULL), bytes);
         shim_leave();
     }
     return r;
@@ -86,22 +87,12 @@ SHIM_EXPORT CUresult CUDAAPI cuStreamEndCapture_ptsz(CUstream hStream, CUgraph *
     return ended(real_(hStream, phGraph), hStream, true, phGraph);
 }
 
-SHIM_EXPORT CUresult CUDAAPI cuThreadExchangeStreamCaptureMode(CUstreamCaptureMode *mode)
-{
-    REAL_OR_FAIL(cuThreadExchangeStreamCaptureMode);
-    CUstreamCaptureMode wanted = mode ? *mode : CU_STREAM_CAPTURE_MODE_GLOBAL;
-    CUresult r = real_(mode);
-    if (r == CUDA_SUCCESS && mode)
-        capture_thread_mode_set(wanted);
-    return r;
-}
-
 /* A stream destroyed while capturing abandons its capture (cuda.h, cuStreamDestroy: the stream's
  * work is done; a capture cannot outlive its stream). */
 static CUresult stream_destroyed(CUresult r, CUstream s)
 {
     if (r == CUDA_SUCCESS && capture_any_live())
-        capture_ended(s, false);
+        capture_ended(s, false, NULL);
     return r;
 }
 

@@ -18,6 +18,7 @@
 #include "common/procinfo.h"
 #include "shim/arena.h"
 #include "shim/budget.h"
+#include "shim/capture.h"
 #include "shim/offload.h"
 #include "shim/segment_file.h"
 #include "shim/shim.h"
@@ -61,6 +62,7 @@ static void after_fork_child(void)
     table_after_fork_child(&shim.captures);
     table_after_fork_child(&shim.execs);
     table_after_fork_child(&shim.graph_caps);
+    capture_after_fork_child(); /* no capture of the parent's is live here */
     offload_after_fork_child();
     for (unsigned i = 0; i < CUSHIM_MAX_DEVICES; i++)
         atomic_store(&budget_used[i], 0);

@@ -9,12 +9,35 @@
 #define KiB 1024ull
 #define MiB (1024ull * KiB)
 
-static json_t *graph_run(struct run_result *r, const char *scenario)
+static json_t *graph_run_env(struct run_result *r, const char *scenario, const char *const *extra)
 {
     const char *argv[] = {program("graph_prog"), scenario, NULL};
-    json_t *j = run_under_cushim(r, argv, sim_env(NULL));
+    json_t *j = run_under_cushim(r, argv, sim_env(extra));
     cr_assert_eq(r->status, 0, "graph_prog %s exited %d\n%s\n%s", scenario, r->status, r->out, r->err);
     return j;
+}
+
+static json_t *graph_run(struct run_result *r, const char *scenario)
+{
+    return graph_run_env(r, scenario, NULL);
+}
+
+/* Two simulated devices. */
+static json_t *graph_run2(struct run_result *r, const char *scenario)
+{
+    const char *extra[] = {"SIMCUDA_DEVICE_COUNT=2", NULL};
+    return graph_run_env(r, scenario, extra);
+}
+
+/* The `devices` object of ordinal `ordinal`; fails the test if absent. */
+static json_t *device_of(json_t *j, int ordinal)
+{
+    json_t *devs = jpath(j, "devices");
+    for (size_t i = 0; i < json_array_size(devs); i++)
+        if (json_integer_value(json_object_get(json_array_get(devs, i), "ordinal")) == ordinal)
+            return json_array_get(devs, i);
+    cr_assert_fail("no device %d in the summary", ordinal);
+    return NULL;
 }
 
 Test(graphs, allocation_nodes_launches_and_the_pool)
@@ -124,6 +147,78 @@ Test(graphs, graph_memory_is_never_untracked_at_meminfo)
     cr_expect_eq(kv_u64(r.out, "api.graph_reserved"), kv_u64(r.out, "sim.graph_reserved.0"));
     cr_expect_eq(kv_u64(r.out, "api.graph_sampled"), 1);
     cr_expect_eq(kv_u64(r.out, "api.untracked"), 0, "the 64 MiB attached by the second launch is the pool's");
+    json_decref(j);
+    run_free(&r);
+}
+
+/* A capture belongs to its stream's context (cuStreamGetCtx), not to the context current when it
+ * began: resetting the stream's device ends it, so later allocations are not `capture`. */
+Test(graphs, capture_on_another_devices_stream_ends_with_that_device)
+{
+    struct run_result r;
+    json_t *j = graph_run2(&r, "capture_other_device_reset");
+    json_t *d0 = device_of(j, 0);
+    cr_expect_eq(jpath_u64(d0, "device.current_bytes"), MiB);
+    cr_expect_eq(jpath_u64(d0, "capture.current_bytes"), 0, "no capture was live any more");
+    json_decref(j);
+    run_free(&r);
+}
+
+/* ... and resetting the device current when it began does not end it. */
+Test(graphs, capture_outlives_reset_of_the_current_device)
+{
+    struct run_result r;
+    json_t *j = graph_run2(&r, "capture_current_device_reset");
+    json_t *d1 = device_of(j, 1);
+    cr_expect_eq(jpath_u64(d1, "device.current_bytes"), 2 * MiB + 4096);
+    cr_expect_eq(jpath_u64(d1, "capture.current_bytes"), 2 * MiB, "made while s1 captured");
+    cr_expect_eq(jpath_u64(d1, "graphs.captured"), 1, "the stream's device, though device 0 was current at the end");
+    cr_assert_eq(json_array_size(jpath(j, "executable_graphs")), 1);
+    cr_expect_eq(jpath_u64(j, "executable_graphs.0.device"), 1);
+    cr_expect_eq(jpath_u64(j, "executable_graphs.0.capture_bytes"), 2 * MiB);
+    json_decref(j);
+    run_free(&r);
+}
+
+/* Overlapping captures (two live on one thread, one on another): every allocation is credited to
+ * a live capture, the allocating thread's own innermost, else the one begun last. */
+Test(graphs, overlapping_captures_lose_no_bytes)
+{
+    struct run_result r;
+    json_t *j = graph_run(&r, "overlapping_captures");
+    cr_assert_eq(json_array_size(jpath(j, "executable_graphs")), 3);
+    cr_expect_eq(jpath_u64(j, "executable_graphs.0.capture_bytes"), (2 + 64) * 64 * KiB, "s1 (id 1)");
+    cr_expect_eq(jpath_u64(j, "executable_graphs.1.capture_bytes"), (1 + 16) * 64 * KiB, "s2 (id 2)");
+    cr_expect_eq(jpath_u64(j, "executable_graphs.2.capture_bytes"), (4 + 32) * 64 * KiB, "s3 (id 3)");
+    cr_expect_eq(jpath_u64(j, "devices.0.capture.current_bytes"), 119 * 64 * KiB);
+    cr_expect_eq(jpath_u64(j, "devices.0.graphs.captured"), 3);
+    json_decref(j);
+    run_free(&r);
+}
+
+/* A child forked during a capture has none live: its allocation is not `capture`. */
+Test(graphs, forked_child_has_no_live_capture)
+{
+    struct run_result r;
+    json_t *j = graph_run(&r, "fork_during_capture");
+    cr_expect_eq(kv_u64(r.out, "child_status"), 0);
+    cr_assert_eq(json_array_size(jpath(j, "descendants")), 1);
+    cr_expect_eq(jpath_u64(j, "descendants.0.devices.0.device.current_bytes"), 5 * MiB);
+    cr_expect_eq(jpath_u64(j, "descendants.0.devices.0.capture.current_bytes"), 0);
+    cr_expect_eq(jpath_u64(j, "devices.0.graphs.captured"), 1, "the parent's capture still ends");
+    json_decref(j);
+    run_free(&r);
+}
+
+/* A capture whose beginning thread has exited ends at a device reset without the shim touching
+ * that thread's storage. */
+Test(graphs, capture_of_an_exited_thread_ends_at_reset)
+{
+    struct run_result r;
+    json_t *j = graph_run(&r, "capture_of_exited_thread_reset");
+    cr_expect_eq(kv_u64(r.out, "reset_done"), 1);
+    cr_expect_eq(jpath_u64(j, "devices.0.device.current_bytes"), MiB);
+    cr_expect_eq(jpath_u64(j, "devices.0.capture.current_bytes"), 0);
     json_decref(j);
     run_free(&r);
 }

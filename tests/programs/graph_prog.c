@@ -1,6 +1,9 @@
 /* graph_prog SCENARIO: CUDA graph programs for tests/test_graphs.c (runtime API only).
  * Prints "key=value" lines, ending with the simulated device's own counters. */
+#include <pthread.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "common.h"
 
@@ -140,12 +143,219 @@ static int scenario_meminfo_after_launch(void)
     return 0;
 }
 
+/* A capture on a stream of device 1 begun while device 0 is current belongs to device 1's context
+ * (cuStreamGetCtx): resetting device 1 ends it, so a later allocation is not `capture`. */
+static int scenario_capture_other_device_reset(void)
+{
+    cudaStream_t s1;
+    void *p;
+    CHECK(cudaSetDevice(1));
+    CHECK(cudaStreamCreate(&s1));
+    CHECK(cudaSetDevice(0));
+    CHECK(cudaFree(0));
+    CHECK(cudaStreamBeginCapture(s1, cudaStreamCaptureModeRelaxed));
+    CHECK(cudaSetDevice(1));
+    CHECK(cudaDeviceReset()); /* destroys s1 and its capture */
+    CHECK(cudaSetDevice(0));
+    CHECK(cudaMalloc(&p, MiB));
+    return 0;
+}
+
+/* The converse: resetting device 0 leaves the capture on device 1's stream live; what is allocated
+ * meanwhile is its capture's. */
+static int scenario_capture_current_device_reset(void)
+{
+    cudaStream_t s1;
+    cudaGraph_t g;
+    cudaGraphExec_t x;
+    void *p, *buf;
+    CHECK(cudaSetDevice(1));
+    CHECK(cudaStreamCreate(&s1));
+    CHECK(cudaMalloc(&buf, 4096));
+    CHECK(cudaSetDevice(0));
+    CHECK(cudaFree(0));
+    CHECK(cudaStreamBeginCapture(s1, cudaStreamCaptureModeRelaxed));
+    CHECK(cudaDeviceReset()); /* device 0 only */
+    CHECK(cudaSetDevice(1));
+    CHECK(cudaMalloc(&p, 2 * MiB));
+    CHECK(cudaMemsetAsync(buf, 0, 64, s1));
+    CHECK(cudaSetDevice(0)); /* ended with device 0 current: still device 1's capture */
+    CHECK(cudaStreamEndCapture(s1, &g));
+    CHECK(cudaSetDevice(1));
+    CHECK(cudaGraphInstantiate(&x, g, 0));
+    return 0;
+}
+
+/* A worker thread that runs jobs on request, so that one thread can act several times. */
+static void (*job)(void);
+static pthread_barrier_t job_go, job_done;
+
+static void *worker(void *arg)
+{
+    CHECK(cudaSetDevice(0));
+    for (;;) {
+        pthread_barrier_wait(&job_go);
+        if (!job)
+            return arg;
+        job();
+        pthread_barrier_wait(&job_done);
+    }
+}
+
+static void on_worker(void (*fn)(void))
+{
+    job = fn;
+    pthread_barrier_wait(&job_go);
+    if (fn)
+        pthread_barrier_wait(&job_done);
+}
+
+static size_t outsider_bytes;
+static void *outsider(void *arg)
+{
+    void *p;
+    CHECK(cudaSetDevice(0));
+    CHECK(cudaMalloc(&p, outsider_bytes));
+    return arg;
+}
+
+/* An allocation by a thread that began no live capture. */
+static void outsider_malloc(size_t bytes)
+{
+    pthread_t t;
+    outsider_bytes = bytes;
+    pthread_create(&t, NULL, outsider, NULL);
+    pthread_join(t, NULL);
+}
+
+static cudaStream_t ov_s3;
+static cudaGraph_t ov_g3;
+static void *ov_buf;
+static void ov_begin(void) { CHECK(cudaStreamBeginCapture(ov_s3, cudaStreamCaptureModeRelaxed)); }
+static void ov_malloc(void)
+{
+    void *p;
+    CHECK(cudaMalloc(&p, 4 * 64 * KiB));
+}
+static void ov_end(void)
+{
+    CHECK(cudaMemsetAsync(ov_buf, 0, 64, ov_s3));
+    CHECK(cudaStreamEndCapture(ov_s3, &ov_g3));
+}
+
+/* Overlapping relaxed captures on two threads: an allocation is credited to the allocating
+ * thread's own innermost live capture, else to the live one begun last. Sizes in 64 KiB units:
+ * s1 gets 2 + 64, s2 1 + 16, s3 4 + 32. */
+static int scenario_overlapping_captures(void)
+{
+    cudaStream_t s1, s2;
+    cudaGraph_t g1, g2;
+    cudaGraphExec_t x1, x2, x3;
+    void *a, *d;
+    pthread_t w;
+    CHECK(cudaStreamCreate(&s1));
+    CHECK(cudaStreamCreate(&s2));
+    CHECK(cudaStreamCreate(&ov_s3));
+    CHECK(cudaMalloc(&ov_buf, 4096));
+    pthread_barrier_init(&job_go, NULL, 2);
+    pthread_barrier_init(&job_done, NULL, 2);
+    pthread_create(&w, NULL, worker, NULL);
+    CHECK(cudaStreamBeginCapture(s1, cudaStreamCaptureModeRelaxed));
+    on_worker(ov_begin);
+    CHECK(cudaStreamBeginCapture(s2, cudaStreamCaptureModeRelaxed));
+    CHECK(cudaMalloc(&a, 1 * 64 * KiB));  /* main's innermost: s2 */
+    on_worker(ov_malloc);                 /* the worker's own: s3, not s2 begun after it */
+    outsider_malloc(16 * 64 * KiB);       /* the live one begun last: s2 */
+    CHECK(cudaMemsetAsync(ov_buf, 0, 64, s2));
+    CHECK(cudaStreamEndCapture(s2, &g2));
+    CHECK(cudaMalloc(&d, 2 * 64 * KiB));  /* main's innermost live one now: s1 */
+    outsider_malloc(32 * 64 * KiB);       /* s3 (begun after s1) */
+    on_worker(ov_end);
+    outsider_malloc(64 * 64 * KiB);       /* s1, the only one live */
+    CHECK(cudaMemsetAsync(ov_buf, 0, 64, s1));
+    CHECK(cudaStreamEndCapture(s1, &g1));
+    on_worker(NULL);
+    pthread_join(w, NULL);
+    CHECK(cudaGraphInstantiate(&x1, g1, 0));
+    CHECK(cudaGraphInstantiate(&x2, g2, 0));
+    CHECK(cudaGraphInstantiate(&x3, ov_g3, 0));
+    return 0;
+}
+
+/* A child forked while the parent captures has no live capture: its allocation is plain device
+ * memory. */
+static int scenario_fork_during_capture(void)
+{
+    cudaStream_t s;
+    cudaGraph_t g;
+    void *buf;
+    CHECK(cudaStreamCreate(&s));
+    CHECK(cudaMalloc(&buf, 4096));
+    CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeRelaxed));
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) {
+        void *p;
+        CHECK(cudaMalloc(&p, 5 * MiB));
+        exit(0);
+    }
+    int st = 0;
+    waitpid(pid, &st, 0);
+    printf("child_status=%d\n", st);
+    CHECK(cudaMemsetAsync(buf, 0, 64, s));
+    CHECK(cudaStreamEndCapture(s, &g));
+    return 0;
+}
+
+/* A capture begun on a thread that exited (thread-local mode: only that thread could end it),
+ * then a device reset ends it: the shim must not write into the dead thread's storage. Threads
+ * with large stacks are started and joined first so that glibc unmaps the dead thread's stack. */
+static cudaStream_t dead_s;
+static void *dead_begin(void *arg)
+{
+    CHECK(cudaSetDevice(0));
+    CHECK(cudaStreamBeginCapture(dead_s, cudaStreamCaptureModeThreadLocal));
+    return arg;
+}
+static void *big_stack(void *arg)
+{
+    char buf[1 << 16];
+    memset(buf, 1, sizeof buf);
+    __asm__ volatile("" : : "r"(buf) : "memory");
+    return arg;
+}
+static int scenario_capture_of_exited_thread_reset(void)
+{
+    pthread_t t;
+    void *p;
+    CHECK(cudaStreamCreate(&dead_s));
+    pthread_create(&t, NULL, dead_begin, NULL);
+    pthread_join(t, NULL);
+    for (int i = 0; i < 16; i++) {
+        pthread_attr_t at;
+        pthread_attr_init(&at);
+        pthread_attr_setstacksize(&at, (size_t)(16 + i) << 20);
+        pthread_create(&t, &at, big_stack, NULL);
+        pthread_join(t, NULL);
+        pthread_attr_destroy(&at);
+    }
+    CHECK(cudaDeviceReset());
+    CHECK(cudaMalloc(&p, MiB)); /* no capture live: plain device memory */
+    printf("reset_done=1\n");
+    return 0;
+}
+
 static const struct scenario scenarios[] = {
     {"nodes", scenario_nodes, 1},
     {"capture_malloc", scenario_capture_malloc, 1},
     {"decoder_new", scenario_decoder_new, 1},
     {"decoder_pool", scenario_decoder_pool, 1},
     {"meminfo_after_launch", scenario_meminfo_after_launch, 1},
+    {"capture_other_device_reset", scenario_capture_other_device_reset, 2},
+    {"capture_current_device_reset", scenario_capture_current_device_reset, 2},
+    {"overlapping_captures", scenario_overlapping_captures, 1},
+    {"fork_during_capture", scenario_fork_during_capture, 1},
+    {"capture_of_exited_thread_reset", scenario_capture_of_exited_thread_reset, 1},
 };
 
 int main(int argc, char **argv)
