@@ -9,10 +9,13 @@
 
 static _Atomic uint64_t next_id;
 
-/* Launch cache: exec -> (per-graph slot, device) without a lock, direct-mapped by the handle.
- * Written at instantiation and destruction; a launch whose exec is not here (collision) takes
- * the table. info = (slot + 1) | (device + 1) << 32. */
+/* Launch cache: exec -> (per-graph slot, device, pool device) without a lock, direct-mapped by
+ * the handle. Written at instantiation and destruction; a launch whose exec is not here
+ * (collision) takes the table. info = (slot + 1) | (device + 1) << 32 | pool << 48, where pool is
+ * the device whose graph pool its allocation nodes draw on, plus one, or POOL_MANY when they are on
+ * several devices (the table's entry then lists them). */
 #define LAUNCH_CACHE 1024
+#define POOL_MANY 0xFFFFu
 static struct {
     _Atomic uint64_t exec;
     _Atomic uint64_t info;
@@ -25,20 +28,29 @@ static inline unsigned launch_index(uint64_t exec)
 static _Atomic uint64_t last_sample_ns[CUSHIM_MAX_DEVICES];
 static SHIM_TLS unsigned launches_here;
 
-/* Bytes of the memory-allocation nodes of g and of its child graphs. */
-static uint64_t alloc_node_bytes(CUgraph g, int depth)
+/* Bytes of the memory-allocation nodes of a graph, per device. */
+struct node_bytes {
+    uint64_t total;
+    uint64_t mask; /* devices with bytes */
+    uint64_t bytes[CUSHIM_MAX_DEVICES];
+};
+
+/* Adds the memory-allocation nodes of g and of its child graphs to *nb, each on the device of its
+ * pool: cuda.h, CUDA_MEM_ALLOC_NODE_PARAMS.poolProps: "location where the allocation should
+ * reside (specified in ::location)"; a location that is not a device counts on `fallback` (the
+ * device the graph is instantiated on). */
+static void alloc_node_bytes(CUgraph g, int depth, int fallback, struct node_bytes *nb)
 {
     __typeof__(&cuGraphGetNodes) get_nodes = REAL(cuGraphGetNodes);
     __typeof__(&cuGraphNodeGetType) get_type = REAL(cuGraphNodeGetType);
     __typeof__(&cuGraphMemAllocNodeGetParams) get_alloc = REAL(cuGraphMemAllocNodeGetParams);
     __typeof__(&cuGraphChildGraphNodeGetGraph) get_child = REAL(cuGraphChildGraphNodeGetGraph);
     size_t n = 0;
-    uint64_t bytes = 0;
     if (!g || !get_nodes || !get_type || depth > 8 || get_nodes(g, NULL, &n) != CUDA_SUCCESS || !n)
-        return 0;
+        return;
     CUgraphNode *nodes = arena_alloc(n * sizeof *nodes);
     if (!nodes)
-        return 0;
+        return;
     size_t got = n;
     if (get_nodes(g, nodes, &got) == CUDA_SUCCESS) {
         for (size_t i = 0; i < got && i < n; i++) {
@@ -47,17 +59,49 @@ static uint64_t alloc_node_bytes(CUgraph g, int depth)
                 continue;
             if (type == CU_GRAPH_NODE_TYPE_MEM_ALLOC && get_alloc) {
                 CUDA_MEM_ALLOC_NODE_PARAMS p;
-                if (get_alloc(nodes[i], &p) == CUDA_SUCCESS)
-                    bytes += p.bytesize;
+                if (get_alloc(nodes[i], &p) != CUDA_SUCCESS || !p.bytesize)
+                    continue;
+                int d = p.poolProps.location.type == CU_MEM_LOCATION_TYPE_DEVICE &&
+                                p.poolProps.location.id >= 0 &&
+                                p.poolProps.location.id < (int)CUSHIM_MAX_DEVICES
+                            ? p.poolProps.location.id
+                            : fallback;
+                if ((unsigned)d >= CUSHIM_MAX_DEVICES)
+                    continue;
+                nb->bytes[d] += p.bytesize;
+                nb->mask |= 1ull << d;
+                nb->total += p.bytesize;
             } else if (type == CU_GRAPH_NODE_TYPE_GRAPH && get_child) {
                 CUgraph child;
                 if (get_child(nodes[i], &child) == CUDA_SUCCESS)
-                    bytes += alloc_node_bytes(child, depth + 1);
+                    alloc_node_bytes(child, depth + 1, fallback, nb);
             }
         }
     }
     arena_free(nodes, n * sizeof *nodes);
-    return bytes;
+}
+
+/* shim.graph_nodes key of an executable graph's bytes on `device` (handles are pointers, far below
+ * 2^58; device < 64). */
+static inline uint64_t node_key(uint64_t exec, int device)
+{
+    return exec << 6 | (uint64_t)device;
+}
+
+/* The device an executable graph's launches and uploads read the pool of: the one its allocation
+ * nodes are on, the instantiation device when it has none, or POOL_MANY - 1 for several. */
+static int pool_device(uint64_t mask, int device)
+{
+    if (!mask)
+        return device;
+    if (mask & (mask - 1))
+        return (int)POOL_MANY - 1;
+    return __builtin_ctzll(mask);
+}
+
+static uint64_t entry_mask(const struct shim_entry *e)
+{
+    return (uint64_t)e->refs | (uint64_t)e->maps << 32;
 }
 
 /* A free slot of the per-graph table, else the one destroyed longest ago; -1 if all are alive. */
@@ -81,10 +125,21 @@ static int claim_slot(struct cushim_segment *seg)
     return -1;
 }
 
+static bool add_size(struct shim_entry *e, void *arg)
+{
+    e->size += *(uint64_t *)arg;
+    return true;
+}
+
 void graph_captured(CUgraph graph, int device, uint64_t bytes)
 {
-    struct shim_entry e = {.key = (uint64_t)(uintptr_t)graph, .size = bytes, .device = device};
-    table_put(&shim.graph_caps, &e, NULL);
+    /* Several captures can go into one graph (cuStreamBeginCaptureToGraph): their bytes add up. */
+    uint64_t key = (uint64_t)(uintptr_t)graph;
+    if (!table_update(&shim.graph_caps, key, add_size, &bytes, NULL)) {
+        struct shim_entry e = {.key = key, .size = bytes, .device = device}, old;
+        if (table_put(&shim.graph_caps, &e, &old) == 1 && old.size) /* another capture's, meanwhile */
+            table_update(&shim.graph_caps, key, add_size, &old.size, NULL);
+    }
     account_device_stat_add(device, CUSHIM_DEV_graphs_captured, 1);
 }
 
@@ -97,18 +152,22 @@ void graph_instantiated(CUgraphExec exec, CUgraph graph, int device, CUcontext c
 {
     struct cushim_segment *seg = shim.seg;
     struct shim_entry cap;
-    uint64_t bytes = alloc_node_bytes(graph, 0);
+    struct node_bytes nb = {0};
+    alloc_node_bytes(graph, 0, device, &nb);
     uint64_t capture = table_get(&shim.graph_caps, (uint64_t)(uintptr_t)graph, &cap) ? cap.size : 0;
+    uint64_t key = (uint64_t)(uintptr_t)exec;
+    /* Ids follow instantiation order, rows or not (docs/SUMMARY-JSON.md). */
+    uint64_t id = atomic_fetch_add(&next_id, 1) + 1;
     int slot = claim_slot(seg);
     if (slot >= 0) {
         struct cushim_graph_record *g = &seg->graphs[slot];
         g->device = device;
-        g->id = atomic_fetch_add(&next_id, 1) + 1;
-        g->exec = (uint64_t)(uintptr_t)exec;
+        g->id = id;
+        g->exec = key;
         g->instantiated_ns = shim_clock_ns(CLOCK_REALTIME);
         g->destroyed_ns = 0;
         atomic_store_explicit(&g->launches, 0, memory_order_relaxed);
-        g->alloc_node_bytes = bytes;
+        g->alloc_node_bytes = nb.total;
         g->capture_bytes = capture;
         atomic_store_explicit(&g->state, 2, memory_order_release);
         uint32_t n = atomic_load(&seg->h.graph_count);
@@ -118,19 +177,32 @@ void graph_instantiated(CUgraphExec exec, CUgraph graph, int device, CUcontext c
         LOG_ONCE(CUSHIM_LOG_WARN, "more than %u executable graphs alive: the per-graph table "
                  "lists the first ones (device totals stay exact)", CUSHIM_MAX_GRAPHS);
     }
-    struct shim_entry e = {.key = (uint64_t)(uintptr_t)exec, .size = bytes, .aux = (uint64_t)(int64_t)slot,
-                           .ctx = (uint64_t)(uintptr_t)ctx, .device = device};
+    /* Allocation-node bytes count on the device of each node's pool, one entry per device. */
+    for (uint64_t m = nb.mask; m; m &= m - 1) {
+        int d = __builtin_ctzll(m);
+        struct shim_entry ne = {.key = node_key(key, d), .size = nb.bytes[d],
+                                .ctx = (uint64_t)(uintptr_t)ctx, .device = d};
+        struct shim_entry old;
+        int rc = table_put(&shim.graph_nodes, &ne, &old);
+        if (rc == 1) /* a destroyed exec's handle reused without its destruction seen */
+            account_device_stat_add(d, CUSHIM_DEV_graph_alloc_node_bytes, -(int64_t)old.size);
+        if (rc >= 0)
+            account_device_stat_add(d, CUSHIM_DEV_graph_alloc_node_bytes, (int64_t)nb.bytes[d]);
+    }
+    int pool = pool_device(nb.mask, device);
+    struct shim_entry e = {.key = key, .size = nb.total, .aux = (uint64_t)(int64_t)slot,
+                           .ctx = (uint64_t)(uintptr_t)ctx, .device = device,
+                           .refs = (uint32_t)nb.mask, .maps = (uint32_t)(nb.mask >> 32)};
     table_put(&shim.execs, &e, NULL);
     unsigned li = launch_index(e.key);
     atomic_store_explicit(&launch_cache[li].exec, 0, memory_order_release);
     atomic_store_explicit(&launch_cache[li].info,
-                          (uint64_t)(uint32_t)(slot + 1) | (uint64_t)(uint32_t)(device + 1) << 32,
+                          (uint64_t)(uint32_t)(slot + 1) | (uint64_t)(uint16_t)(device + 1) << 32 |
+                              (uint64_t)(uint16_t)(pool + 1) << 48,
                           memory_order_release);
     atomic_store_explicit(&launch_cache[li].exec, e.key, memory_order_release);
     account_device_stat_add(device, CUSHIM_DEV_graphs_instantiated, 1);
     account_device_stat_add(device, CUSHIM_DEV_graph_execs_alive, 1);
-    if (bytes)
-        account_device_stat_add(device, CUSHIM_DEV_graph_alloc_node_bytes, (int64_t)bytes);
 }
 
 /* An executable graph is gone (its entry already out of the table). */
@@ -146,15 +218,24 @@ static void exec_gone(const struct shim_entry *e, void *arg)
         atomic_store_explicit(&g->state, 3, memory_order_release);
     }
     account_device_stat_add(e->device, CUSHIM_DEV_graph_execs_alive, -1);
-    if (e->size)
-        account_device_stat_add(e->device, CUSHIM_DEV_graph_alloc_node_bytes, -(int64_t)e->size);
+}
+
+/* An executable graph's allocation-node bytes on one device are gone (entry out of the table). */
+static void nodes_gone(const struct shim_entry *e, void *arg)
+{
+    (void)arg;
+    account_device_stat_add(e->device, CUSHIM_DEV_graph_alloc_node_bytes, -(int64_t)e->size);
 }
 
 void graph_exec_destroyed(CUgraphExec exec)
 {
-    struct shim_entry e;
-    if (table_take(&shim.execs, (uint64_t)(uintptr_t)exec, &e))
-        exec_gone(&e, NULL);
+    struct shim_entry e, ne;
+    if (!table_take(&shim.execs, (uint64_t)(uintptr_t)exec, &e))
+        return;
+    exec_gone(&e, NULL);
+    for (uint64_t m = entry_mask(&e); m; m &= m - 1)
+        if (table_take(&shim.graph_nodes, node_key(e.key, __builtin_ctzll(m)), &ne))
+            nodes_gone(&ne, NULL);
 }
 
 static bool in_context(const struct shim_entry *e, void *arg)
@@ -165,6 +246,29 @@ static bool in_context(const struct shim_entry *e, void *arg)
 void graph_context_gone(uint64_t ctx)
 {
     table_drain_if(&shim.execs, in_context, exec_gone, &ctx);
+    table_drain_if(&shim.graph_nodes, in_context, nodes_gone, &ctx);
+}
+
+/* Reads the pool of each device whose graph memory `mask` names (every 100 ms at most unless
+ * force). */
+static void sample_mask(uint64_t mask, bool force)
+{
+    for (; mask; mask &= mask - 1)
+        graph_pool_sample(__builtin_ctzll(mask), force);
+}
+
+void graph_exec_pool_sample(CUgraphExec exec, bool force)
+{
+    struct shim_entry e;
+    if (!table_get(&shim.execs, (uint64_t)(uintptr_t)exec, &e)) {
+        graph_pool_sample(shim_current_device(NULL), force);
+        return;
+    }
+    uint64_t mask = entry_mask(&e);
+    if (mask)
+        sample_mask(mask, force);
+    else
+        graph_pool_sample(e.device, force);
 }
 
 void graph_launched(CUgraphExec exec)
@@ -177,13 +281,15 @@ void graph_launched(CUgraphExec exec)
     if (likely(atomic_load_explicit(&launch_cache[li].exec, memory_order_acquire) == key &&
                atomic_load_explicit(&launch_cache[li].info, memory_order_acquire) == info && info)) {
         slot = (int)(uint32_t)info - 1;
-        device = (int)(uint32_t)(info >> 32) - 1;
+        device = (int)(uint16_t)(info >> 32) - 1;
     } else if (table_get(&shim.execs, key, &e)) {
         slot = (int)(int64_t)e.aux;
         device = e.device;
+        info = (uint64_t)(uint16_t)(pool_device(entry_mask(&e), device) + 1) << 48;
     } else {
         slot = -1;
         device = shim_current_device(NULL);
+        info = (uint64_t)(uint16_t)(device + 1) << 48;
     }
     if (likely((unsigned)slot < CUSHIM_MAX_GRAPHS))
         atomic_fetch_add_explicit(&shim.seg->graphs[slot].launches, 1, memory_order_relaxed);
@@ -192,12 +298,18 @@ void graph_launched(CUgraphExec exec)
     if (unlikely(shim.cfg.compile_end == CUSHIM_COMPILE_END_GRAPH_LAUNCH) &&
         atomic_load_explicit(&shim.seg->h.phase, memory_order_relaxed) == CUSHIM_PHASE_COMPILE)
         phase_set(CUSHIM_PHASE_RUN);
-    /* The clock is read on every 16th launch of a thread, the pool at most every 100 ms. */
-    if (unlikely((++launches_here & 15) == 1))
-        graph_pool_sample(device, false);
+    /* The clock is read on every 16th launch of a thread, the pool (of the device the graph's
+     * allocation nodes are on) at most every 100 ms. */
+    if (unlikely((++launches_here & 15) == 1)) {
+        unsigned pool = (unsigned)(info >> 48);
+        if (likely(pool != POOL_MANY))
+            graph_pool_sample((int)pool - 1, false);
+        else
+            graph_exec_pool_sample(exec, false);
+    }
 }
 
-void graph_pool_sample(int device, bool force)
+bool graph_pool_sample(int device, bool force)
 {
     static const struct {
         CUgraphMem_attribute attr;
@@ -209,24 +321,29 @@ void graph_pool_sample(int device, bool force)
         {CU_GRAPH_MEM_ATTR_RESERVED_MEM_HIGH, CUSHIM_DEV_graph_pool_reserved_high},
     };
     __typeof__(&cuDeviceGetGraphMemAttribute) get = REAL(cuDeviceGetGraphMemAttribute);
-    if (!get || (unsigned)device >= CUSHIM_MAX_DEVICES)
-        return;
+    if ((unsigned)device >= CUSHIM_MAX_DEVICES)
+        return false;
+    if (!get)
+        return true; /* a driver without graph memory: nothing to read */
     uint64_t now = shim_clock_ns(CLOCK_MONOTONIC_COARSE);
     uint64_t last = atomic_load_explicit(&last_sample_ns[device], memory_order_relaxed);
     if (!force && last && now - last < 100000000ull)
-        return;
+        return false;
     if (!atomic_compare_exchange_strong(&last_sample_ns[device], &last, now) && !force)
-        return; /* another thread is sampling */
-    bool read = false;
+        return false; /* another thread is sampling */
+    bool read = false, unsupported = true;
     for (unsigned i = 0; i < sizeof attrs / sizeof attrs[0]; i++) {
         cuuint64_t v = 0;
-        if (get(device, attrs[i].attr, &v) == CUDA_SUCCESS) {
+        CUresult r = get(device, attrs[i].attr, &v);
+        if (r == CUDA_SUCCESS) {
             account_device_stat_set(device, attrs[i].stat, v);
             read = true;
         }
+        unsupported &= r == CUDA_ERROR_NOT_SUPPORTED;
     }
     if (read)
         account_device_stat_set(device, CUSHIM_DEV_graph_pool_sampled_ns, shim_clock_ns(CLOCK_REALTIME));
+    return read || unsupported; /* a device without graph memory has no reserve to read */
 }
 
 void graph_pool_sample_all(void)
@@ -236,4 +353,16 @@ void graph_pool_sample_all(void)
     for (uint32_t d = 0; d < n; d++)
         if (atomic_load(&seg->devices[d].state) != 0)
             graph_pool_sample((int)d, true);
+}
+
+void graph_after_fork_child(void)
+{
+    /* The parent's executable graphs are not the child's (shim.execs is emptied by the caller). */
+    for (unsigned i = 0; i < LAUNCH_CACHE; i++) {
+        atomic_store_explicit(&launch_cache[i].exec, 0, memory_order_relaxed);
+        atomic_store_explicit(&launch_cache[i].info, 0, memory_order_relaxed);
+    }
+    for (unsigned i = 0; i < CUSHIM_MAX_DEVICES; i++)
+        atomic_store_explicit(&last_sample_ns[i], 0, memory_order_relaxed);
+    atomic_store(&next_id, 0); /* the child's own segment numbers its own graphs */
 }

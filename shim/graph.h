@@ -7,7 +7,8 @@
 #include "shim/shim.h"
 
 /* An executable graph was made from `graph` on `device`: records it (alloc-node bytes by walking
- * the graph, capture bytes from the capture that made `graph`, if any). */
+ * the graph, each counted on the device of its node's pool; capture bytes from the captures that
+ * made `graph`, if any). */
 void graph_instantiated(CUgraphExec exec, CUgraph graph, int device, CUcontext ctx);
 /* cuGraphExecDestroy succeeded. */
 void graph_exec_destroyed(CUgraphExec exec);
@@ -15,12 +16,19 @@ void graph_exec_destroyed(CUgraphExec exec);
 void graph_context_gone(uint64_t ctx);
 /* cuGraphDestroy succeeded: forget its capture bytes. */
 void graph_destroyed(CUgraph graph);
-/* A capture ended into `graph` having allocated `bytes` (non-node allocations) while live. */
+/* A capture ended into `graph` having allocated `bytes` (non-node allocations) while live; the
+ * bytes of several captures into one graph add up. */
 void graph_captured(CUgraph graph, int device, uint64_t bytes);
 /* cuGraphLaunch succeeded on exec: launch counters, CUSHIM_COMPILE_END, pool sampling. */
 void graph_launched(CUgraphExec exec);
-/* Reads the graph memory pool of `device` now if the last read is 100 ms old (force: now). */
-void graph_pool_sample(int device, bool force);
+/* Reads the graph memory pool of `device` now if the last read is 100 ms old (force: now).
+ * Returns true if the figures are current: read now, or a driver without graph memory. */
+bool graph_pool_sample(int device, bool force);
+/* Reads the pool of the device(s) exec's allocation nodes are on (its device if it has none), as
+ * graph_pool_sample: after an upload. */
+void graph_exec_pool_sample(CUgraphExec exec, bool force);
+/* In a child after fork(): forget the parent's executable graphs. */
+void graph_after_fork_child(void);
 /* At exit: every device's pool. */
 void graph_pool_sample_all(void);
 

@@ -40,18 +40,39 @@ SHIM_EXPORT CUresult CUDAAPI cuGraphInstantiateWithFlags(CUgraphExec *phGraphExe
     return instantiated(real_(phGraphExec, hGraph, flags), phGraphExec, hGraph);
 }
 
+/* cuda.h, cuGraphInstantiateWithParams: CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD "will perform an
+ * upload of the graph into hUploadStream once the graph has been instantiated": an upload, so
+ * the pool is read as after cuGraphUpload. The flags are read before the call (the driver writes
+ * only the _out fields). */
+static CUresult instantiated_with_params(CUresult r, CUgraphExec *exec, CUgraph graph, bool upload)
+{
+    r = instantiated(r, exec, graph);
+    if (r == CUDA_SUCCESS && upload && exec && shim_enter()) {
+        graph_exec_pool_sample(*exec, false);
+        shim_leave();
+    }
+    return r;
+}
+
+static bool upload_flag(const CUDA_GRAPH_INSTANTIATE_PARAMS *params)
+{
+    return params && (params->flags & CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD);
+}
+
 SHIM_EXPORT CUresult CUDAAPI cuGraphInstantiateWithParams(CUgraphExec *phGraphExec, CUgraph hGraph,
                                                           CUDA_GRAPH_INSTANTIATE_PARAMS *params)
 {
     REAL_OR_FAIL(cuGraphInstantiateWithParams);
-    return instantiated(real_(phGraphExec, hGraph, params), phGraphExec, hGraph);
+    bool upload = upload_flag(params);
+    return instantiated_with_params(real_(phGraphExec, hGraph, params), phGraphExec, hGraph, upload);
 }
 
 SHIM_EXPORT CUresult CUDAAPI cuGraphInstantiateWithParams_ptsz(CUgraphExec *phGraphExec, CUgraph hGraph,
                                                                CUDA_GRAPH_INSTANTIATE_PARAMS *params)
 {
     REAL_OR_FAIL(cuGraphInstantiateWithParams_ptsz);
-    return instantiated(real_(phGraphExec, hGraph, params), phGraphExec, hGraph);
+    bool upload = upload_flag(params);
+    return instantiated_with_params(real_(phGraphExec, hGraph, params), phGraphExec, hGraph, upload);
 }
 
 SHIM_EXPORT CUresult CUDAAPI cuGraphExecDestroy(CUgraphExec hGraphExec)
@@ -90,14 +111,15 @@ SHIM_EXPORT CUresult CUDAAPI cuGraphDestroy(CUgraph hGraph)
 LAUNCH(cuGraphLaunch)
 LAUNCH(cuGraphLaunch_ptsz)
 
-/* Upload attaches graph memory (cuda.h, cuGraphUpload): a moment to read the pool. */
+/* Upload attaches graph memory (cuda.h, cuGraphUpload): a moment to read the pool, of the
+ * device(s) the graph's allocation nodes are on. */
 #define UPLOAD(sym)                                                              \
     SHIM_EXPORT CUresult CUDAAPI sym(CUgraphExec hGraphExec, CUstream hStream)   \
     {                                                                            \
         REAL_OR_FAIL(sym);                                                       \
         CUresult r = real_(hGraphExec, hStream);                                 \
         if (r == CUDA_SUCCESS && shim_enter()) {                                 \
-            graph_pool_sample(shim_current_device(NULL), false);                 \
+            graph_exec_pool_sample(hGraphExec, false);                           \
             shim_leave();                                                        \
         }                                                                        \
         return r;                                                                \

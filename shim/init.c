@@ -19,6 +19,7 @@
 #include "shim/arena.h"
 #include "shim/budget.h"
 #include "shim/capture.h"
+#include "shim/graph.h"
 #include "shim/offload.h"
 #include "shim/segment_file.h"
 #include "shim/shim.h"
@@ -61,8 +62,10 @@ static void after_fork_child(void)
     table_after_fork_child(&shim.pools);
     table_after_fork_child(&shim.captures);
     table_after_fork_child(&shim.execs);
+    table_after_fork_child(&shim.graph_nodes);
     table_after_fork_child(&shim.graph_caps);
     capture_after_fork_child(); /* no capture of the parent's is live here */
+    graph_after_fork_child();
     offload_after_fork_child();
     for (unsigned i = 0; i < CUSHIM_MAX_DEVICES; i++)
         atomic_store(&budget_used[i], 0);

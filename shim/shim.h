@@ -103,8 +103,9 @@ struct shim_state {
     struct shim_table vmm_handles;   /* CUmemGenericAllocationHandle -> physical allocation */
     struct shim_table vmm_maps;      /* mapped virtual address -> handle (aux) */
     struct shim_table pools;         /* CUmemoryPool -> kind its allocations count as (aux) */
-    struct shim_table captures;      /* capturing stream -> capture mode (capture.c) */
+    struct shim_table captures;      /* capturing stream -> its capture (capture.c) */
     struct shim_table execs;         /* CUgraphExec -> per-graph slot (aux), alloc-node bytes */
+    struct shim_table graph_nodes;   /* (CUgraphExec, device) -> its alloc-node bytes there */
     struct shim_table graph_caps;    /* CUgraph made by a capture -> bytes allocated during it */
 };
 extern struct shim_state shim;

@@ -196,6 +196,54 @@ Test(graphs, overlapping_captures_lose_no_bytes)
     run_free(&r);
 }
 
+/* Two captures into one graph (cuStreamBeginCaptureToGraph): the graph's capture bytes add up. */
+Test(graphs, captures_into_one_graph_add_up)
+{
+    struct run_result r;
+    json_t *j = graph_run(&r, "capture_twice_to_graph");
+    cr_expect_eq(kv_u64(r.out, "same_graph.1"), 1);
+    cr_expect_eq(jpath_u64(j, "devices.0.graphs.captured"), 2);
+    cr_assert_eq(json_array_size(jpath(j, "executable_graphs")), 1);
+    cr_expect_eq(jpath_u64(j, "executable_graphs.0.capture_bytes"), 3 * MiB);
+    json_decref(j);
+    run_free(&r);
+}
+
+/* Allocation nodes count on the device of their pool (poolProps.location), and that device's pool
+ * is read after launches and uploads. */
+Test(graphs, allocation_nodes_count_on_their_pools_device)
+{
+    struct run_result r;
+    json_t *j = graph_run2(&r, "nodes_on_other_device");
+    cr_expect_eq(kv_u64(r.out, "api.launch.dev1.graph_sampled"), 1, "device 1's pool read at the launch");
+    cr_expect_eq(kv_u64(r.out, "api.launch.dev1.graph_used"), 7 * MiB);
+    cr_expect_eq(kv_u64(r.out, "api.upload.dev0.graph_used"), MiB, "both pools read at the upload");
+    cr_expect_eq(kv_u64(r.out, "api.upload.dev1.graph_used"), 9 * MiB);
+    cr_expect_eq(kv_u64(r.out, "api.upload.dev1.graph_reserved"), kv_u64(r.out, "sim.graph_reserved.1"));
+    json_t *d0 = device_of(j, 0), *d1 = device_of(j, 1);
+    cr_expect_eq(jpath_u64(d0, "graphs.alloc_node_bytes"), MiB);
+    cr_expect_eq(jpath_u64(d1, "graphs.alloc_node_bytes"), 2 * MiB, "7 MiB went with the destroyed graph");
+    cr_expect_eq(jpath_u64(d0, "graphs.instantiated"), 2, "instantiated on device 0");
+    cr_expect_eq(jpath_u64(d1, "graph_pool.used_current_bytes"), 9 * MiB);
+    cr_expect_eq(jpath_u64(j, "executable_graphs.0.alloc_node_bytes"), 7 * MiB);
+    cr_expect_eq(jpath_u64(j, "executable_graphs.1.alloc_node_bytes"), 3 * MiB);
+    json_decref(j);
+    run_free(&r);
+}
+
+/* cudaGraphInstantiateWithParams(cudaGraphInstantiateFlagUpload) uploads: the pool is read. */
+Test(graphs, instantiate_with_upload_reads_the_pool)
+{
+    struct run_result r;
+    json_t *j = graph_run(&r, "instantiate_with_upload");
+    cr_expect_eq(kv_u64(r.out, "sim_graph_used"), 9 * MiB);
+    cr_expect_eq(kv_u64(r.out, "api.upload.graph_sampled"), 1);
+    cr_expect_eq(kv_u64(r.out, "api.upload.graph_used"), 9 * MiB);
+    cr_expect_eq(kv_u64(r.out, "api.upload.graph_reserved"), 9 * MiB);
+    json_decref(j);
+    run_free(&r);
+}
+
 /* A child forked during a capture has none live: its allocation is not `capture`. */
 Test(graphs, forked_child_has_no_live_capture)
 {
@@ -206,6 +254,32 @@ Test(graphs, forked_child_has_no_live_capture)
     cr_expect_eq(jpath_u64(j, "descendants.0.devices.0.device.current_bytes"), 5 * MiB);
     cr_expect_eq(jpath_u64(j, "descendants.0.devices.0.capture.current_bytes"), 0);
     cr_expect_eq(jpath_u64(j, "devices.0.graphs.captured"), 1, "the parent's capture still ends");
+    json_decref(j);
+    run_free(&r);
+}
+
+/* Ids follow instantiation order, whether or not an executable graph got a row. */
+Test(graphs, exec_ids_follow_instantiation_order)
+{
+    struct run_result r;
+    json_t *j = graph_run(&r, "many_execs");
+    json_t *rows = jpath(j, "executable_graphs");
+    cr_assert_eq(json_array_size(rows), 256);
+    uint64_t max = 0, alive = 0, min_alive = UINT64_MAX;
+    for (size_t i = 0; i < json_array_size(rows); i++) {
+        json_t *row = json_array_get(rows, i);
+        uint64_t id = (uint64_t)json_integer_value(json_object_get(row, "id"));
+        cr_expect(id <= 256 || id > 300, "id %llu: graphs 257..300 had no row", (unsigned long long)id);
+        max = id > max ? id : max;
+        if (json_is_true(json_object_get(row, "alive"))) {
+            alive++;
+            min_alive = id < min_alive ? id : min_alive;
+        }
+    }
+    cr_expect_eq(alive, 10);
+    cr_expect_eq(min_alive, 301);
+    cr_expect_eq(max, 310);
+    cr_expect_eq(jpath_u64(j, "devices.0.graphs.instantiated"), 310);
     json_decref(j);
     run_free(&r);
 }

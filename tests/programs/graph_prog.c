@@ -143,6 +143,40 @@ static int scenario_meminfo_after_launch(void)
     return 0;
 }
 
+/* The device's counters through the cushim API, printed as api.TAG.FIELD=value. */
+static int print_stats(const char *tag, int device)
+{
+    int (*get)(int, struct cushim_device_stats *) =
+        (int (*)(int, struct cushim_device_stats *))cushim_fn("cushim_get_device_stats");
+    struct cushim_device_stats st;
+    memset(&st, 0, sizeof st);
+    st.size = sizeof st;
+    if (!get || get(device, &st) != 0)
+        return 2;
+    printf("api.%s.untracked=%llu\napi.%s.untracked_sampled=%d\napi.%s.graph_used=%llu\n"
+           "api.%s.graph_reserved=%llu\napi.%s.graph_sampled=%d\n",
+           tag, (unsigned long long)st.untracked_bytes, tag, st.untracked_sampled_ns != 0, tag,
+           (unsigned long long)st.graph_pool_used_current_bytes, tag,
+           (unsigned long long)st.graph_pool_reserved_current_bytes, tag, st.graph_pool_sampled_ns != 0);
+    return 0;
+}
+
+/* A graph of one allocation node of `bytes` whose pool is on `device`. */
+static cudaGraph_t node_graph(size_t bytes, int device)
+{
+    struct cudaMemAllocNodeParams params;
+    memset(&params, 0, sizeof params);
+    params.poolProps.allocType = cudaMemAllocationTypePinned;
+    params.poolProps.location.type = cudaMemLocationTypeDevice;
+    params.poolProps.location.id = device;
+    params.bytesize = bytes;
+    cudaGraph_t g;
+    cudaGraphNode_t node;
+    CHECK(cudaGraphCreate(&g, 0));
+    CHECK(cudaGraphAddMemAllocNode(&node, g, NULL, 0, &params));
+    return g;
+}
+
 /* A capture on a stream of device 1 begun while device 0 is current belongs to device 1's context
  * (cuStreamGetCtx): resetting device 1 ends it, so a later allocation is not `capture`. */
 static int scenario_capture_other_device_reset(void)
@@ -282,6 +316,77 @@ static int scenario_overlapping_captures(void)
     return 0;
 }
 
+/* Two captures into one graph (cuStreamBeginCaptureToGraph): its capture bytes are both's. */
+static int scenario_capture_twice_to_graph(void)
+{
+    cudaStream_t s;
+    cudaGraph_t g, out;
+    cudaGraphExec_t x;
+    void *a, *b;
+    PFN_cuStreamBeginCaptureToGraph_v12030 to_graph = entry("cuStreamBeginCaptureToGraph", 12030);
+    CHECK(cudaStreamCreate(&s));
+    CHECK(cudaGraphCreate(&g, 0));
+    for (int i = 0; i < 2; i++) {
+        if (to_graph(s, g, NULL, NULL, 0, CU_STREAM_CAPTURE_MODE_RELAXED) != CUDA_SUCCESS)
+            return 3;
+        CHECK(cudaMalloc(i ? &b : &a, (i + 1) * MiB));
+        CHECK(cudaMemsetAsync(i ? b : a, 0, 4096, s));
+        CHECK(cudaStreamEndCapture(s, &out));
+        printf("same_graph.%d=%d\n", i, out == g);
+    }
+    CHECK(cudaGraphInstantiate(&x, g, 0));
+    return 0;
+}
+
+/* Allocation nodes whose pool is on device 1 while device 0 is current: their bytes are device
+ * 1's, and device 1's pool is read after the launch and the upload. */
+static int scenario_nodes_on_other_device(void)
+{
+    cudaStream_t s;
+    cudaGraphExec_t x1, x2;
+    CHECK(cudaSetDevice(0));
+    CHECK(cudaStreamCreate(&s));
+    CHECK(cudaGraphInstantiate(&x1, node_graph(7 * MiB, 1), 0));
+    CHECK(cudaGraphLaunch(x1, s));
+    CHECK(cudaStreamSynchronize(s));
+    if (print_stats("launch.dev0", 0) || print_stats("launch.dev1", 1))
+        return 2;
+    /* One graph, nodes on both devices: 1 MiB on device 0, 2 MiB on device 1. */
+    cudaGraph_t g = node_graph(MiB, 0);
+    struct cudaMemAllocNodeParams params;
+    memset(&params, 0, sizeof params);
+    params.poolProps.allocType = cudaMemAllocationTypePinned;
+    params.poolProps.location.type = cudaMemLocationTypeDevice;
+    params.poolProps.location.id = 1;
+    params.bytesize = 2 * MiB;
+    cudaGraphNode_t node;
+    CHECK(cudaGraphAddMemAllocNode(&node, g, NULL, 0, &params));
+    CHECK(cudaGraphInstantiate(&x2, g, 0));
+    usleep(150000); /* past the 100 ms between two reads of a pool */
+    CHECK(cudaGraphUpload(x2, s));
+    CHECK(cudaStreamSynchronize(s));
+    if (print_stats("upload.dev0", 0) || print_stats("upload.dev1", 1))
+        return 2;
+    CHECK(cudaGraphExecDestroy(x1));
+    return 0;
+}
+
+/* cudaGraphInstantiateWithParams with cudaGraphInstantiateFlagUpload uploads: the pool is read. */
+static int scenario_instantiate_with_upload(void)
+{
+    cudaStream_t s;
+    cudaGraphExec_t x;
+    CHECK(cudaStreamCreate(&s));
+    cudaGraphInstantiateParams ip;
+    memset(&ip, 0, sizeof ip);
+    ip.flags = cudaGraphInstantiateFlagUpload;
+    ip.uploadStream = s;
+    CHECK(cudaGraphInstantiateWithParams(&x, node_graph(9 * MiB, 0), &ip));
+    CHECK(cudaStreamSynchronize(s));
+    printf("sim_graph_used=%llu\n", (unsigned long long)sim_api().live(0, 7));
+    return print_stats("upload", 0);
+}
+
 /* A child forked while the parent captures has no live capture: its allocation is plain device
  * memory. */
 static int scenario_fork_during_capture(void)
@@ -304,6 +409,22 @@ static int scenario_fork_during_capture(void)
     printf("child_status=%d\n", st);
     CHECK(cudaMemsetAsync(buf, 0, 64, s));
     CHECK(cudaStreamEndCapture(s, &g));
+    return 0;
+}
+
+/* 300 executable graphs alive (the table keeps rows for 256), destroyed, then 10 more: ids follow
+ * instantiation order, rows or not (the last ten are 301..310). */
+static int scenario_many_execs(void)
+{
+    cudaGraph_t g;
+    static cudaGraphExec_t x[300];
+    CHECK(cudaGraphCreate(&g, 0));
+    for (int i = 0; i < 300; i++)
+        CHECK(cudaGraphInstantiate(&x[i], g, 0));
+    for (int i = 0; i < 300; i++)
+        CHECK(cudaGraphExecDestroy(x[i]));
+    for (int i = 0; i < 10; i++)
+        CHECK(cudaGraphInstantiate(&x[i], g, 0));
     return 0;
 }
 
@@ -354,7 +475,11 @@ static const struct scenario scenarios[] = {
     {"capture_other_device_reset", scenario_capture_other_device_reset, 2},
     {"capture_current_device_reset", scenario_capture_current_device_reset, 2},
     {"overlapping_captures", scenario_overlapping_captures, 1},
+    {"capture_twice_to_graph", scenario_capture_twice_to_graph, 1},
+    {"nodes_on_other_device", scenario_nodes_on_other_device, 2},
+    {"instantiate_with_upload", scenario_instantiate_with_upload, 1},
     {"fork_during_capture", scenario_fork_during_capture, 1},
+    {"many_execs", scenario_many_execs, 1},
     {"capture_of_exited_thread_reset", scenario_capture_of_exited_thread_reset, 1},
 };
 
