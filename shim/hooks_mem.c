@@ -191,18 +191,20 @@ SHIM_EXPORT CUresult CUDAAPI cuMemGetInfo_v2(size_t *free, size_t *total)
     CUresult r = limited ? real_(&f, &t) : real_(free, total);
     /* The program is looking at its memory (vLLM after profiling, torch.cuda.mem_get_info): the
      * pools are worth reading now, the graph pool first, since the untracked bytes below leave
-     * its reserve out (not while a capture is live: no call the shim adds may be one the
-     * capture prohibits). */
-    if (r == CUDA_SUCCESS && device >= 0 && !capture_any_live())
-        graph_pool_sample(device, true);
+     * its reserve out. Not while a capture is live (no call the shim adds may be one the capture
+     * prohibits), and then the untracked bytes are not sampled either: with a stale reserve,
+     * graph memory attached since the last read would count as untracked. */
+    bool pool_read = r == CUDA_SUCCESS && device >= 0 && !capture_any_live() &&
+                     graph_pool_sample(device, true);
     if (r == CUDA_SUCCESS && limited) {
-        shim_sample_untracked(device, f, t);
+        if (pool_read)
+            shim_sample_untracked(device, f, t);
         budget_mem_info(device, &f, &t);
         if (free)
             *free = f;
         if (total)
             *total = t;
-    } else if (r == CUDA_SUCCESS && free && total && device >= 0) {
+    } else if (pool_read && free && total) {
         /* A free sample of untracked memory for the live view. */
         shim_sample_untracked(device, *free, *total);
     }

@@ -209,6 +209,23 @@ Test(graphs, captures_into_one_graph_add_up)
     run_free(&r);
 }
 
+/* cudaMemGetInfo during a live capture cannot read the graph pool: the untracked bytes are left
+ * as they were (never sampled here) instead of counting 64 MiB of graph memory as untracked. */
+Test(graphs, meminfo_during_capture_leaves_untracked_alone)
+{
+    struct run_result r;
+    json_t *j = graph_run(&r, "meminfo_during_capture");
+    cr_expect_eq(kv_u64(r.out, "used_during"), 65 * MiB);
+    cr_expect_eq(kv_u64(r.out, "api.during.graph_reserved"), MiB, "read at the first launch only");
+    cr_expect_eq(kv_u64(r.out, "api.during.untracked_sampled"), 0);
+    cr_expect_eq(kv_u64(r.out, "api.during.untracked"), 0);
+    cr_expect_eq(kv_u64(r.out, "api.after.untracked_sampled"), 1);
+    cr_expect_eq(kv_u64(r.out, "api.after.graph_reserved"), 65 * MiB);
+    cr_expect_eq(kv_u64(r.out, "api.after.untracked"), 0);
+    json_decref(j);
+    run_free(&r);
+}
+
 /* Allocation nodes count on the device of their pool (poolProps.location), and that device's pool
  * is read after launches and uploads. */
 Test(graphs, allocation_nodes_count_on_their_pools_device)
