@@ -240,6 +240,10 @@ CUresult CUDAAPI cuStreamQuery_ptsz(CUstream hStream)
     return query(hStream, true);
 }
 
+/* cuda.h, cuStreamGetCtx: a created stream gives "the context that was active in the calling thread
+ * when the stream was created"; "Specifying any of the special handles will return the context
+ * current to the calling thread. If no context is current to the calling thread,
+ * CUDA_ERROR_INVALID_CONTEXT is returned" (sim_ctx_current's error). */
 static CUresult get_ctx(CUstream h, CUcontext *pctx, bool per_thread_api)
 {
     struct CUstream_st *s;
