@@ -271,26 +271,44 @@ void graph_exec_pool_sample(CUgraphExec exec, bool force)
         graph_pool_sample(e.device, force);
 }
 
-void graph_launched(CUgraphExec exec)
+/* Launch cache info of an executable graph the cache does not hold (a collision, or one the shim
+ * never saw instantiated). */
+static __attribute__((noinline, cold)) uint64_t launch_info_slow(uint64_t key)
 {
     struct shim_entry e;
-    uint64_t key = (uint64_t)(uintptr_t)exec;
+    if (table_get(&shim.execs, key, &e))
+        return (uint64_t)(uint32_t)((int)(int64_t)e.aux + 1) | (uint64_t)(uint16_t)(e.device + 1) << 32 |
+               (uint64_t)(uint16_t)(pool_device(entry_mask(&e), e.device) + 1) << 48;
+    int device = shim_current_device(NULL);
+    return (uint64_t)(uint16_t)(device + 1) << 32 | (uint64_t)(uint16_t)(device + 1) << 48;
+}
+
+static inline uint64_t launch_info(uint64_t key)
+{
     unsigned li = launch_index(key);
-    int device, slot;
     uint64_t info = atomic_load_explicit(&launch_cache[li].info, memory_order_acquire);
     if (likely(atomic_load_explicit(&launch_cache[li].exec, memory_order_acquire) == key &&
-               atomic_load_explicit(&launch_cache[li].info, memory_order_acquire) == info && info)) {
-        slot = (int)(uint32_t)info - 1;
-        device = (int)(uint16_t)(info >> 32) - 1;
-    } else if (table_get(&shim.execs, key, &e)) {
-        slot = (int)(int64_t)e.aux;
-        device = e.device;
-        info = (uint64_t)(uint16_t)(pool_device(entry_mask(&e), device) + 1) << 48;
-    } else {
-        slot = -1;
-        device = shim_current_device(NULL);
-        info = (uint64_t)(uint16_t)(device + 1) << 48;
-    }
+               atomic_load_explicit(&launch_cache[li].info, memory_order_acquire) == info && info))
+        return info;
+    return launch_info_slow(key);
+}
+
+/* A sampling launch: the pool of the device the graph's allocation nodes are on (of each, for
+ * nodes on several devices). */
+static __attribute__((noinline)) void launch_sample(CUgraphExec exec)
+{
+    unsigned pool = (unsigned)(launch_info((uint64_t)(uintptr_t)exec) >> 48);
+    if (likely(pool != POOL_MANY))
+        graph_pool_sample((int)pool - 1, false);
+    else
+        graph_exec_pool_sample(exec, false);
+}
+
+void graph_launched(CUgraphExec exec)
+{
+    uint64_t info = launch_info((uint64_t)(uintptr_t)exec);
+    int slot = (int)(uint32_t)info - 1;
+    int device = (int)(uint16_t)(info >> 32) - 1;
     if (likely((unsigned)slot < CUSHIM_MAX_GRAPHS))
         atomic_fetch_add_explicit(&shim.seg->graphs[slot].launches, 1, memory_order_relaxed);
     account_dev_inc(device, CUSHIM_DEV_graph_launches, 1);
@@ -298,15 +316,9 @@ void graph_launched(CUgraphExec exec)
     if (unlikely(shim.cfg.compile_end == CUSHIM_COMPILE_END_GRAPH_LAUNCH) &&
         atomic_load_explicit(&shim.seg->h.phase, memory_order_relaxed) == CUSHIM_PHASE_COMPILE)
         phase_set(CUSHIM_PHASE_RUN);
-    /* The clock is read on every 16th launch of a thread, the pool (of the device the graph's
-     * allocation nodes are on) at most every 100 ms. */
-    if (unlikely((++launches_here & 15) == 1)) {
-        unsigned pool = (unsigned)(info >> 48);
-        if (likely(pool != POOL_MANY))
-            graph_pool_sample((int)pool - 1, false);
-        else
-            graph_exec_pool_sample(exec, false);
-    }
+    /* The clock is read on every 16th launch of a thread, the pool at most every 100 ms. */
+    if (unlikely((++launches_here & 15) == 1))
+        launch_sample(exec);
 }
 
 bool graph_pool_sample(int device, bool force)
