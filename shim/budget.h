@@ -10,17 +10,24 @@
 extern int budget_any;                                  /* some device has a limit */
 extern _Atomic uint64_t budget_used[CUSHIM_MAX_DEVICES]; /* device bytes counted plus reserved */
 
-/* Reserves `bytes` on `device`: false when that would pass its limit (nothing reserved). */
+/* Reserves `bytes` on `device`: false when that would pass its limit (nothing reserved). The test
+ * is `bytes <= limit - used`, never `used + bytes <= limit`: a request near SIZE_MAX (which the
+ * driver then refuses) would wrap the sum, pass, and its release would leave the count wrong. */
 static inline bool budget_reserve(int device, uint64_t bytes)
 {
     if (likely(!budget_any) || (unsigned)device >= CUSHIM_MAX_DEVICES)
         return true;
     uint64_t limit = shim.cfg.device_limit[device];
-    uint64_t used = atomic_fetch_add_explicit(&budget_used[device], bytes, memory_order_relaxed) + bytes;
-    if (limit && used > limit) {
-        atomic_fetch_sub_explicit(&budget_used[device], bytes, memory_order_relaxed);
-        return false;
+    if (!limit) {
+        atomic_fetch_add_explicit(&budget_used[device], bytes, memory_order_relaxed);
+        return true;
     }
+    uint64_t used = atomic_load_explicit(&budget_used[device], memory_order_relaxed);
+    do {
+        if (used > limit || bytes > limit - used)
+            return false;
+    } while (!atomic_compare_exchange_weak_explicit(&budget_used[device], &used, used + bytes,
+                                                    memory_order_relaxed, memory_order_relaxed));
     return true;
 }
 

@@ -40,7 +40,9 @@ static inline __attribute__((always_inline)) void async_begin(struct async_req *
         phase_poll();
         offload_poll();
     }
-    q->device = shim_current_device(&q->ctx);
+    /* cuda.h cuMemAllocAsync: "The allocation comes from the memory pool current to the stream's
+     * device"; a pool names its own (pool_kind). */
+    q->device = pool ? shim_current_device(&q->ctx) : shim_stream_device(stream, &q->ctx);
     q->kind = pool_kind(pool, &q->device);
     q->capturing = capture_stream_is_capturing(stream, pt);
     q->reserved = false;
@@ -90,10 +92,10 @@ static inline __attribute__((always_inline)) CUresult async_end(const struct asy
     {                                                                                        \
         REAL_OR_FAIL(sym);                                                                   \
         struct async_req q;                                                                  \
-        if (!shim_enter())                                                                   \
+        if (!dptr || !shim_enter()) /* a NULL output is the driver's to refuse */            \
             return real_(dptr, bytesize, hStream);                                           \
         async_begin(&q, NULL, hStream, pt);                                                  \
-        if (unlikely(!q.capturing && offload_wanted(bytesize)) && dptr &&                    \
+        if (unlikely(!q.capturing && offload_wanted(bytesize)) &&                            \
             offload_alloc(dptr, bytesize, 0) == CUDA_SUCCESS) {                              \
             shim_leave();                                                                    \
             return CUDA_SUCCESS;                                                             \
@@ -108,10 +110,12 @@ static inline __attribute__((always_inline)) CUresult async_end(const struct asy
                                                       memory_order_relaxed);                 \
         if (unlikely(real_ == NULL) || !shim_enter_plain_alloc())                            \
             return sym##_full(dptr, bytesize, hStream);                                      \
-        CUcontext ctx;                                                                       \
-        struct cushim_device_record *rec;                                                    \
-        int device = shim_current_device_rec(&ctx, &rec);                                    \
         CUresult r = real_(dptr, bytesize, hStream);                                         \
+        /* The stream's device, asked once the driver has accepted the stream. */            \
+        CUcontext ctx = NULL;                                                                \
+        int device = r == CUDA_SUCCESS || r == CUDA_ERROR_OUT_OF_MEMORY                      \
+                         ? shim_stream_device(hStream, &ctx) : shim_current_device(&ctx);   \
+        struct cushim_device_record *rec = device >= 0 ? account_record(device) : NULL;      \
         track_plain_result(r, dptr, bytesize, CUSHIM_KIND_ASYNC, device, ctx, rec);          \
         if (likely(r == CUDA_SUCCESS))                                                       \
             async_pool_tick(device);                                                         \
@@ -127,7 +131,7 @@ ALLOC_ASYNC(cuMemAllocAsync_ptsz, true)
     {                                                                                        \
         REAL_OR_FAIL(sym);                                                                   \
         struct async_req q;                                                                  \
-        if (!shim_enter())                                                                   \
+        if (!dptr || !shim_enter()) /* a NULL output is the driver's to refuse */            \
             return real_(dptr, bytesize, pool, hStream);                                     \
         async_begin(&q, pool, hStream, pt);                                                  \
         if (!async_reserve(&q, bytesize))                                                    \

@@ -17,7 +17,10 @@
     SHIM_EXPORT CUresult CUDAAPI sym(dst_t dst, src_t src, size_t ByteCount)                  \
     {                                                                                         \
         REAL_OR_FAIL(sym);                                                                    \
-        if (unlikely(offload_touches(ADDR(dst)) || offload_touches(ADDR(src)))) {             \
+        int d_ = offload_span(ADDR(dst), ByteCount), s_ = offload_span(ADDR(src), ByteCount); \
+        if (unlikely(d_ | s_)) {                                                              \
+            if (d_ < 0 || s_ < 0)                                                             \
+                return CUDA_ERROR_INVALID_VALUE;                                              \
             __typeof__(&unified) u = REAL(unified);                                           \
             if (u)                                                                            \
                 return u((CUdeviceptr)ADDR(dst), (CUdeviceptr)ADDR(src), ByteCount);          \
@@ -29,7 +32,10 @@
     SHIM_EXPORT CUresult CUDAAPI sym(dst_t dst, src_t src, size_t ByteCount, CUstream hStream) \
     {                                                                                         \
         REAL_OR_FAIL(sym);                                                                    \
-        if (unlikely(offload_touches(ADDR(dst)) || offload_touches(ADDR(src)))) {             \
+        int d_ = offload_span(ADDR(dst), ByteCount), s_ = offload_span(ADDR(src), ByteCount); \
+        if (unlikely(d_ | s_)) {                                                              \
+            if (d_ < 0 || s_ < 0)                                                             \
+                return CUDA_ERROR_INVALID_VALUE;                                              \
             __typeof__(&unified) u = REAL(unified);                                           \
             if (u)                                                                            \
                 return u((CUdeviceptr)ADDR(dst), (CUdeviceptr)ADDR(src), ByteCount, hStream); \
@@ -59,7 +65,10 @@ COPY_ASYNC(cuMemcpyDtoDAsync_v2_ptsz, cuMemcpyAsync_ptsz, CUdeviceptr, CUdevicep
     SHIM_EXPORT CUresult CUDAAPI sym params                                                   \
     {                                                                                         \
         REAL_OR_FAIL(sym);                                                                    \
-        if (unlikely(offload_touches(dstDevice) || offload_touches(srcDevice))) {             \
+        int d_ = offload_span(dstDevice, ByteCount), s_ = offload_span(srcDevice, ByteCount); \
+        if (unlikely(d_ | s_)) {                                                              \
+            if (d_ < 0 || s_ < 0)                                                             \
+                return CUDA_ERROR_INVALID_VALUE;                                              \
             __typeof__(&unified) u = REAL(unified);                                           \
             if (u)                                                                            \
                 return u uargs;                                                               \
@@ -81,41 +90,79 @@ COPY_PEER(cuMemcpyPeerAsync_ptsz, cuMemcpyAsync_ptsz, (PEER_PARAMS, CUstream hSt
 /* Pitched copies (cuda.h, cuMemcpy2D / cuMemcpy3D): a side that names an offloaded range as
  * CU_MEMORYTYPE_DEVICE is passed as CU_MEMORYTYPE_UNIFIED, "the (unified virtual address space)
  * base address", with the same address and pitch: the copy is the same, and defined for host
- * memory. The caller's descriptor is copied, never changed. */
-#define UNIFIED_IF_OFFLOADED(d, side)                                                          \
-    do {                                                                                       \
-        if ((d).side##MemoryType == CU_MEMORYTYPE_DEVICE && offload_touches((d).side##Device)) \
-            (d).side##MemoryType = CU_MEMORYTYPE_UNIFIED;                                      \
-    } while (0)
+ * memory. The caller's descriptor is copied, never changed. A device or unified side that reaches
+ * past the offloaded range's requested size is refused (CUDA_ERROR_INVALID_VALUE), as the driver
+ * refuses one past a device allocation, instead of copying past the pinned block. */
 
-#define COPY_PITCHED(sym, desc_t, params, args)                                                \
+/* offload_span for one side of a pitched copy, from its base address. cuda.h CUDA_MEMCPY2D: the
+ * copy starts srcY rows of srcPitch bytes and srcXInBytes bytes into the side and covers Height
+ * rows of WidthInBytes bytes, srcPitch apart; CUDA_MEMCPY3D adds srcZ and Depth slices of
+ * srcHeight rows each. An extent that overflows 64 bits runs past any range. */
+static int pitched_span(uint64_t base, uint64_t x, uint64_t y, uint64_t z, uint64_t pitch,
+                        uint64_t slice_rows, uint64_t width, uint64_t rows, uint64_t depth)
+{
+    if (likely(atomic_load_explicit(&offload_live, memory_order_relaxed) == 0))
+        return 0;
+    uint64_t b, size;
+    if (!offload_find(base, &b, &size))
+        return 0;
+    if (!width || !rows || !depth)
+        return 1;
+    /* One past the last byte: ((z + depth - 1) * slice_rows + y + rows - 1) * pitch + x + width. */
+    uint64_t last_row, end;
+    if (__builtin_mul_overflow(z + depth - 1, slice_rows, &last_row) ||
+        __builtin_add_overflow(last_row, y + rows - 1, &last_row) || z + depth - 1 < z ||
+        y + rows - 1 < y || __builtin_mul_overflow(last_row, pitch, &end) ||
+        __builtin_add_overflow(end, x, &end) || __builtin_add_overflow(end, width, &end))
+        return -1;
+    return end <= size - (base - b) ? 1 : -1;
+}
+
+#define SPAN_2D(d, side)                                                                      \
+    pitched_span((d).side##Device, (d).side##XInBytes, (d).side##Y, 0, (d).side##Pitch, 0,   \
+                 (d).WidthInBytes, (d).Height, 1)
+#define SPAN_3D(d, side)                                                                      \
+    pitched_span((d).side##Device, (d).side##XInBytes, (d).side##Y, (d).side##Z,             \
+                 (d).side##Pitch, (d).side##Height, (d).WidthInBytes, (d).Height, (d).Depth)
+
+/* The side's span when it names memory by address (device or unified), else 0. */
+#define SIDE_SPAN(d, side, span)                                                              \
+    ((d).side##MemoryType == CU_MEMORYTYPE_DEVICE || (d).side##MemoryType == CU_MEMORYTYPE_UNIFIED \
+         ? span(d, side) : 0)
+
+#define COPY_PITCHED(sym, desc_t, span, params, args)                                          \
     SHIM_EXPORT CUresult CUDAAPI sym params                                                    \
     {                                                                                          \
         REAL_OR_FAIL(sym);                                                                     \
         desc_t d;                                                                              \
         if (unlikely(atomic_load_explicit(&offload_live, memory_order_relaxed) != 0) && pCopy) { \
             d = *pCopy;                                                                        \
-            UNIFIED_IF_OFFLOADED(d, src);                                                      \
-            UNIFIED_IF_OFFLOADED(d, dst);                                                      \
+            int s_ = SIDE_SPAN(d, src, span), d_ = SIDE_SPAN(d, dst, span);                    \
+            if (s_ < 0 || d_ < 0)                                                              \
+                return CUDA_ERROR_INVALID_VALUE;                                               \
+            if (s_ && d.srcMemoryType == CU_MEMORYTYPE_DEVICE)                                 \
+                d.srcMemoryType = CU_MEMORYTYPE_UNIFIED;                                       \
+            if (d_ && d.dstMemoryType == CU_MEMORYTYPE_DEVICE)                                 \
+                d.dstMemoryType = CU_MEMORYTYPE_UNIFIED;                                       \
             pCopy = &d;                                                                        \
         }                                                                                      \
         return real_ args;                                                                     \
     }
-COPY_PITCHED(cuMemcpy2D_v2, CUDA_MEMCPY2D, (const CUDA_MEMCPY2D *pCopy), (pCopy))
-COPY_PITCHED(cuMemcpy2D_v2_ptds, CUDA_MEMCPY2D, (const CUDA_MEMCPY2D *pCopy), (pCopy))
-COPY_PITCHED(cuMemcpy2DUnaligned_v2, CUDA_MEMCPY2D, (const CUDA_MEMCPY2D *pCopy), (pCopy))
-COPY_PITCHED(cuMemcpy2DUnaligned_v2_ptds, CUDA_MEMCPY2D, (const CUDA_MEMCPY2D *pCopy), (pCopy))
-COPY_PITCHED(cuMemcpy2DAsync_v2, CUDA_MEMCPY2D, (const CUDA_MEMCPY2D *pCopy, CUstream hStream), (pCopy, hStream))
-COPY_PITCHED(cuMemcpy2DAsync_v2_ptsz, CUDA_MEMCPY2D, (const CUDA_MEMCPY2D *pCopy, CUstream hStream), (pCopy, hStream))
-COPY_PITCHED(cuMemcpy3D_v2, CUDA_MEMCPY3D, (const CUDA_MEMCPY3D *pCopy), (pCopy))
-COPY_PITCHED(cuMemcpy3D_v2_ptds, CUDA_MEMCPY3D, (const CUDA_MEMCPY3D *pCopy), (pCopy))
-COPY_PITCHED(cuMemcpy3DAsync_v2, CUDA_MEMCPY3D, (const CUDA_MEMCPY3D *pCopy, CUstream hStream), (pCopy, hStream))
-COPY_PITCHED(cuMemcpy3DAsync_v2_ptsz, CUDA_MEMCPY3D, (const CUDA_MEMCPY3D *pCopy, CUstream hStream), (pCopy, hStream))
+COPY_PITCHED(cuMemcpy2D_v2, CUDA_MEMCPY2D, SPAN_2D, (const CUDA_MEMCPY2D *pCopy), (pCopy))
+COPY_PITCHED(cuMemcpy2D_v2_ptds, CUDA_MEMCPY2D, SPAN_2D, (const CUDA_MEMCPY2D *pCopy), (pCopy))
+COPY_PITCHED(cuMemcpy2DUnaligned_v2, CUDA_MEMCPY2D, SPAN_2D, (const CUDA_MEMCPY2D *pCopy), (pCopy))
+COPY_PITCHED(cuMemcpy2DUnaligned_v2_ptds, CUDA_MEMCPY2D, SPAN_2D, (const CUDA_MEMCPY2D *pCopy), (pCopy))
+COPY_PITCHED(cuMemcpy2DAsync_v2, CUDA_MEMCPY2D, SPAN_2D, (const CUDA_MEMCPY2D *pCopy, CUstream hStream), (pCopy, hStream))
+COPY_PITCHED(cuMemcpy2DAsync_v2_ptsz, CUDA_MEMCPY2D, SPAN_2D, (const CUDA_MEMCPY2D *pCopy, CUstream hStream), (pCopy, hStream))
+COPY_PITCHED(cuMemcpy3D_v2, CUDA_MEMCPY3D, SPAN_3D, (const CUDA_MEMCPY3D *pCopy), (pCopy))
+COPY_PITCHED(cuMemcpy3D_v2_ptds, CUDA_MEMCPY3D, SPAN_3D, (const CUDA_MEMCPY3D *pCopy), (pCopy))
+COPY_PITCHED(cuMemcpy3DAsync_v2, CUDA_MEMCPY3D, SPAN_3D, (const CUDA_MEMCPY3D *pCopy, CUstream hStream), (pCopy, hStream))
+COPY_PITCHED(cuMemcpy3DAsync_v2_ptsz, CUDA_MEMCPY3D, SPAN_3D, (const CUDA_MEMCPY3D *pCopy, CUstream hStream), (pCopy, hStream))
 /* CUDA_MEMCPY3D_PEER: the same sides plus srcContext/dstContext, passed unchanged. */
-COPY_PITCHED(cuMemcpy3DPeer, CUDA_MEMCPY3D_PEER, (const CUDA_MEMCPY3D_PEER *pCopy), (pCopy))
-COPY_PITCHED(cuMemcpy3DPeer_ptds, CUDA_MEMCPY3D_PEER, (const CUDA_MEMCPY3D_PEER *pCopy), (pCopy))
-COPY_PITCHED(cuMemcpy3DPeerAsync, CUDA_MEMCPY3D_PEER, (const CUDA_MEMCPY3D_PEER *pCopy, CUstream hStream), (pCopy, hStream))
-COPY_PITCHED(cuMemcpy3DPeerAsync_ptsz, CUDA_MEMCPY3D_PEER, (const CUDA_MEMCPY3D_PEER *pCopy, CUstream hStream), (pCopy, hStream))
+COPY_PITCHED(cuMemcpy3DPeer, CUDA_MEMCPY3D_PEER, SPAN_3D, (const CUDA_MEMCPY3D_PEER *pCopy), (pCopy))
+COPY_PITCHED(cuMemcpy3DPeer_ptds, CUDA_MEMCPY3D_PEER, SPAN_3D, (const CUDA_MEMCPY3D_PEER *pCopy), (pCopy))
+COPY_PITCHED(cuMemcpy3DPeerAsync, CUDA_MEMCPY3D_PEER, SPAN_3D, (const CUDA_MEMCPY3D_PEER *pCopy, CUstream hStream), (pCopy, hStream))
+COPY_PITCHED(cuMemcpy3DPeerAsync_ptsz, CUDA_MEMCPY3D_PEER, SPAN_3D, (const CUDA_MEMCPY3D_PEER *pCopy, CUstream hStream), (pCopy, hStream))
 
 SHIM_EXPORT CUresult CUDAAPI cuMemGetAddressRange_v2(CUdeviceptr *pbase, size_t *psize,
                                                      CUdeviceptr dptr)

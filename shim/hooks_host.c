@@ -37,7 +37,24 @@ SHIM_EXPORT CUresult CUDAAPI cuMemFreeHost(void *p)
     REAL_OR_FAIL(cuMemFreeHost);
     if (!shim_enter())
         return real_(p);
-    FREE_TRACKED(&shim.ptrs, (uint64_t)(uintptr_t)p, real_(p));
+    struct shim_entry e;
+    if (!track_take(&shim.ptrs, (uint64_t)(uintptr_t)p, &e)) {
+        shim_leave();
+        return real_(p);
+    }
+    if (unlikely(e.kind == CUSHIM_KIND_OFFLOADED)) {
+        /* The program holds device memory (the shim served it from pinned memory): refused as
+         * the driver refuses device memory here (cuda.h cuMemFreeHost: p "must have been
+         * returned by a previous call to cuMemAllocHost()"), and the entry is kept. */
+        if (table_put(&shim.ptrs, &e, NULL) < 0)
+            track_table_full();
+        shim_leave();
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    CUresult r = real_(p);
+    track_free_done(&shim.ptrs, &e, r == CUDA_SUCCESS);
+    shim_leave();
+    return r;
 }
 
 static CUresult register_done(CUresult r, void *p, size_t bytesize)

@@ -23,7 +23,11 @@ static CUresult alloc_with_policy(__typeof__(&cuMemAlloc_v2) real_, CUdeviceptr 
 {
     phase_poll();
     offload_poll();
-    if (unlikely(offload_wanted(bytesize)) && dptr && offload_alloc(dptr, bytesize, 0) == CUDA_SUCCESS)
+    /* A NULL output is the driver's to refuse (CUDA_ERROR_INVALID_VALUE), before any budget or
+     * offload decision: nothing is reserved, offloaded or spilled for it. */
+    if (unlikely(!dptr))
+        return real_(dptr, bytesize);
+    if (unlikely(offload_wanted(bytesize)) && offload_alloc(dptr, bytesize, 0) == CUDA_SUCCESS)
         return CUDA_SUCCESS;
     CUcontext ctx;
     int device = shim_current_device(&ctx);
@@ -144,17 +148,26 @@ static __attribute__((noinline)) CUresult free_full(CUdeviceptr dptr)
         shim_leave();
         return real_(dptr);
     }
-    CUresult r = unlikely(e.kind == CUSHIM_KIND_OFFLOADED) ? offload_free(&e) : real_(dptr);
-    if (likely(e.kind != CUSHIM_KIND_OFFLOADED))
+    CUresult r;
+    if (unlikely(e.kind == CUSHIM_KIND_OFFLOADED)) {
+        r = offload_free(&e);
+        if (r != CUDA_SUCCESS && table_put(&shim.ptrs, &e, NULL) < 0)
+            track_table_full();
+    } else {
+        r = real_(dptr);
         track_free_done(&shim.ptrs, &e, r == CUDA_SUCCESS);
+    }
     shim_leave();
     return r;
 }
 
-/* An offloaded entry taken out by the plain path: its free goes to the pinned memory. */
+/* An offloaded entry taken out by the plain path: its free goes to the pinned memory; a failed
+ * one keeps the entry, as for device memory. */
 static __attribute__((noinline)) CUresult free_offloaded(const struct shim_entry *e)
 {
     CUresult r = offload_free(e);
+    if (r != CUDA_SUCCESS && table_put(&shim.ptrs, e, NULL) < 0)
+        track_table_full();
     shim_leave();
     return r;
 }

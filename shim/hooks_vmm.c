@@ -66,7 +66,8 @@ SHIM_EXPORT CUresult CUDAAPI cuMemCreate(CUmemGenericAllocationHandle *handle, s
                                          const CUmemAllocationProp *prop, unsigned long long flags)
 {
     REAL_OR_FAIL(cuMemCreate);
-    if (!shim_enter())
+    /* A NULL output or property struct is the driver's to refuse, before any budget decision. */
+    if (!handle || !prop || !shim_enter())
         return real_(handle, size, prop, flags);
     CUcontext ctx;
     int device = shim_current_device(&ctx);

@@ -184,6 +184,8 @@ CUresult offload_alloc(CUdeviceptr *dptr, uint64_t bytes, unsigned flags)
     __typeof__(&cuMemHostAlloc) host_alloc = REAL(cuMemHostAlloc);
     __typeof__(&cuMemHostGetDevicePointer_v2) devptr = REAL(cuMemHostGetDevicePointer_v2);
     __typeof__(&cuMemFreeHost) free_host = REAL(cuMemFreeHost);
+    if (!dptr) /* the callers forward a NULL output to the driver; never written through */
+        return CUDA_ERROR_INVALID_VALUE;
     CUcontext ctx;
     int device = shim_current_device(&ctx);
     if (!host_alloc || !devptr || !free_host || device < 0)
@@ -226,21 +228,32 @@ CUresult offload_alloc(CUdeviceptr *dptr, uint64_t bytes, unsigned flags)
     return CUDA_SUCCESS;
 }
 
-/* Host memory (at the entry's address: unified addressing) back to the cache or the driver. */
+/* Host memory (at the entry's address: unified addressing) back to the cache or the driver. While
+ * a capture is live the driver decides: a free is one of the "potentially unsafe API calls" a
+ * global- or thread-local-mode capture prohibits (cuda.h cuThreadExchangeStreamCaptureMode), and
+ * the cache would let it pass where a device free fails and invalidates the capture. */
 static CUresult release_host(const struct shim_entry *e)
 {
     __typeof__(&cuMemFreeHost) free_host = REAL(cuMemFreeHost);
     void *host = (void *)(uintptr_t)e->key;
-    if (cache_put(host, e->aux, e->ctx, e->device))
+    if (!capture_any_live() && cache_put(host, e->aux, e->ctx, e->device))
         return CUDA_SUCCESS;
     return free_host ? free_host(host) : CUDA_ERROR_NOT_INITIALIZED;
 }
 
 CUresult offload_free(const struct shim_entry *e)
 {
+    /* The range goes first (the driver may hand the address out again as soon as it is freed)
+     * and comes back if the free fails: the block is still the program's then, and so is the
+     * entry, which the caller puts back. */
     ranges_remove(e->key);
-    account_free(e->device, CUSHIM_KIND_OFFLOADED, e->size, e->flags);
-    return release_host(e);
+    CUresult r = release_host(e);
+    if (r == CUDA_SUCCESS)
+        account_free(e->device, CUSHIM_KIND_OFFLOADED, e->size, e->flags);
+    else if (!ranges_add(e->key, e->size))
+        LOG_ONCE(CUSHIM_LOG_WARN, "offloaded range table full: a range whose free failed is not "
+                 "rerouted any more");
+    return r;
 }
 
 /* ---- deferred frees: an event per cuMemFreeAsync of an offloaded range ---- */
@@ -269,11 +282,20 @@ CUresult offload_free_async(const struct shim_entry *e, CUstream stream, bool pt
     __typeof__(&cuEventRecord) record = pt ? REAL(cuEventRecord_ptsz) : REAL(cuEventRecord);
     __typeof__(&cuEventDestroy_v2) destroy = REAL(cuEventDestroy_v2);
     CUevent ev = NULL;
-    if (capture_stream_is_capturing(stream, pt)) {
-        /* A free node cannot release host memory: keep it live rather than guess. */
-        LOG_ONCE(CUSHIM_LOG_WARN, "cuMemFreeAsync of offloaded memory on a capturing stream: "
-                 "refused (CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED)");
-        return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+    if (capture_any_live()) {
+        CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
+        __typeof__(&cuStreamIsCapturing) is = pt ? REAL(cuStreamIsCapturing_ptsz) : REAL(cuStreamIsCapturing);
+        if (is && is(stream, &st) == CUDA_SUCCESS && st == CU_STREAM_CAPTURE_STATUS_INVALIDATED)
+            /* cuda.h: CUDA_ERROR_STREAM_CAPTURE_INVALIDATED, "the current capture sequence on
+             * the stream has been invalidated due to a previous error": what any stream-ordered
+             * call on it gets. */
+            return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+        if (st == CU_STREAM_CAPTURE_STATUS_ACTIVE) {
+            /* A free node cannot release host memory: keep it live rather than guess. */
+            LOG_ONCE(CUSHIM_LOG_WARN, "cuMemFreeAsync of offloaded memory on a capturing stream: "
+                     "refused (CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED)");
+            return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+        }
     }
     ranges_remove(e->key);
     account_free(e->device, CUSHIM_KIND_OFFLOADED, e->size, e->flags);

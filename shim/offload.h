@@ -57,6 +57,20 @@ static inline bool offload_touches(uint64_t addr)
            offload_find(addr, &b, &s);
 }
 
+/* How the n bytes from addr lie against the offloaded ranges: 0 when addr is in none, 1 when it
+ * is in one and the bytes fit inside its requested size, -1 when they run past its end. A copy
+ * past the end of a device allocation is refused by the driver; the same copy rerouted to the
+ * pinned block would read or write past it, so the callers refuse it (CUDA_ERROR_INVALID_VALUE)
+ * instead. With no offloaded range alive, one load. */
+static inline int offload_span(uint64_t addr, uint64_t n)
+{
+    uint64_t b, s;
+    if (likely(atomic_load_explicit(&offload_live, memory_order_relaxed) == 0) ||
+        !offload_find(addr, &b, &s))
+        return 0;
+    return n <= s - (addr - b) ? 1 : -1;
+}
+
 /* Phase changes (phase.c): the process-wide phase, from the API, the CLI's control area
  * (checked at each allocation) or CUSHIM_COMPILE_END. Returns the previous phase. */
 int phase_set(int phase);

@@ -455,3 +455,110 @@ Test(offload, a_stream_destroyed_while_capturing_ends_its_capture)
     json_decref(j);
     run_free(&r);
 }
+
+Test(offload, the_budget_survives_a_request_near_size_max)
+{
+    /* used + SIZE_MAX wrapped: the request passed the budget, its release then zeroed the count,
+     * and the next 8 MiB went over the 10 MiB budget. */
+    struct run_result r;
+    const char *extra[] = {"CUSHIM_DEVICE_LIMIT=10MiB", NULL};
+    json_t *j = offload_run(&r, "budget_edges", extra);
+    cr_expect_eq(kv_u64(r.out, "rc_first"), 0);
+    cr_expect_eq(kv_u64(r.out, "rc_huge"), 2 /* cudaErrorMemoryAllocation */);
+    cr_expect_eq(kv_u64(r.out, "free_after_huge"), 2 * MiB, "8 of the 10 MiB still in use");
+    cr_expect_eq(kv_u64(r.out, "rc_again"), 2, "8 MiB more is over the budget");
+    cr_expect_eq(kv_u64(r.out, "rc_null"), 1 /* CUDA_ERROR_INVALID_VALUE, the driver's */);
+    cr_expect_eq(kv_u64(r.out, "rc_null_async"), 1);
+    cr_expect_eq(jpath_u64(j, "devices.0.device_total.peak_bytes"), 8 * MiB);
+    json_decref(j);
+    run_free(&r);
+}
+
+Test(offload, spill_never_writes_through_a_null_output)
+{
+    /* It did: a NULL dptr over the budget crashed the program (SIGSEGV) with spill on. */
+    struct run_result r;
+    const char *extra[] = {"CUSHIM_DEVICE_LIMIT=10MiB", "CUSHIM_SPILL=on", NULL};
+    json_t *j = offload_run(&r, "budget_edges", extra);
+    cr_expect_eq(kv_u64(r.out, "rc_null"), 1);
+    cr_expect_eq(kv_u64(r.out, "rc_null_async"), 1);
+    cr_expect_eq(kv_u64(r.out, "rc_again"), 0, "spilled");
+    cr_expect_eq(kv_u64(r.out, "host_live"), 8 * MiB, "only the spilled request is pinned");
+    cr_expect_eq(jpath_u64(j, "devices.0.offloaded.spill_count"), 1);
+    json_decref(j);
+    run_free(&r);
+}
+
+static void expect_misuse_answers(const char *out)
+{
+    cr_expect_eq(kv_u64(out, "rc_htod_last"), 0, "the last 16 bytes are the program's");
+    cr_expect_eq(kv_u64(out, "rc_htod_over"), 1 /* CUDA_ERROR_INVALID_VALUE */);
+    cr_expect_eq(kv_u64(out, "rc_dtoh_over"), 1);
+    cr_expect_eq(kv_u64(out, "rc_dtod_over"), 1);
+    cr_expect_eq(kv_u64(out, "rc_async_over"), 1 /* cudaErrorInvalidValue */);
+    cr_expect_eq(kv_u64(out, "rc_2d_last"), 0);
+    cr_expect_eq(kv_u64(out, "rc_2d_over"), 1);
+    cr_expect_eq(kv_u64(out, "rc_2d_unified_over"), 1);
+    cr_expect_eq(kv_u64(out, "rc_3d_last"), 0);
+    cr_expect_eq(kv_u64(out, "rc_3d_over"), 1);
+    cr_expect_eq(kv_u64(out, "rc_freehost"), 1, "cudaFreeHost of device memory is refused");
+    cr_expect_eq(kv_u64(out, "rc_free_after_freehost"), 0, "and the memory is still the program's");
+    cr_expect_eq(kv_u64(out, "rc_smaller_over"), 1, "a 3 MiB block ends at 3 MiB");
+    cr_expect_eq(kv_u64(out, "rc_free_in_capture"), 900 /* cudaErrorStreamCaptureUnsupported */);
+    cr_expect_eq(kv_u64(out, "rc_free_async_invalidated"), 901 /* cudaErrorStreamCaptureInvalidated */);
+    cr_expect_eq(kv_u64(out, "rc_end"), 901);
+    cr_expect_eq(kv_u64(out, "rc_free_after_capture"), 0, "the failed free kept it");
+}
+
+Test(offload, misused_offloaded_memory_gets_the_answers_device_memory_gets)
+{
+    /* Copies past the end crashed the program (the rerouted copy ran past the pinned block),
+     * cudaFreeHost freed it, and a free a capture refused lost it (the second free failed). */
+    struct run_result r;
+    const char *extra[] = {"CUSHIM_OFFLOAD=always", "CUSHIM_OFFLOAD_MIN=1MiB", NULL};
+    json_t *j = offload_run(&r, "offload_misuse", extra);
+    expect_misuse_answers(r.out);
+    cr_expect_eq(kv_u64(r.out, "host_live_before"), 3 * MiB);
+    cr_expect_eq(kv_u64(r.out, "host_live_after"), 0);
+    cr_expect_eq(jpath_u64(j, "devices.0.offloaded.alloc_count"), 2);
+    cr_expect_eq(jpath_u64(j, "devices.0.offloaded.free_count"), 2);
+    cr_expect_eq(jpath_u64(j, "devices.0.offloaded.current_bytes"), 0);
+    json_decref(j);
+    run_free(&r);
+}
+
+Test(offload, a_cached_block_is_not_a_way_around_a_capture)
+{
+    /* With the cache, the free in a global-mode capture returned 0 and left the capture valid. */
+    struct run_result r;
+    const char *extra[] = {"CUSHIM_OFFLOAD=always", "CUSHIM_OFFLOAD_MIN=1MiB", "CUSHIM_OFFLOAD_CACHE=64MiB", NULL};
+    json_t *j = offload_run(&r, "offload_misuse", extra);
+    expect_misuse_answers(r.out);
+    cr_expect_eq(kv_u64(r.out, "host_live_before"), 4 * MiB, "the 3 MiB came from the cached 4 MiB block");
+    cr_expect_eq(kv_u64(r.out, "host_live_after"), 4 * MiB, "back in the cache");
+    cr_expect_eq(jpath_u64(j, "devices.0.offloaded.free_count"), 2);
+    cr_expect_eq(jpath_u64(j, "devices.0.offloaded.current_bytes"), 0);
+    json_decref(j);
+    run_free(&r);
+}
+
+Test(offload, a_stream_ordered_allocation_counts_on_the_streams_device)
+{
+    /* It counted on the current device (0), and under a budget of 4 MiB there was refused. */
+    struct run_result r;
+    const char *extra[] = {"SIMCUDA_DEVICE_COUNT=2", "CUSHIM_DEVICE_LIMIT=0:4MiB,1:8MiB", NULL};
+    json_t *j = offload_run(&r, "async_other_device", extra);
+    cr_expect_eq(kv_u64(r.out, "rc_async"), 0, "device 1 has 8 MiB of budget");
+    cr_expect_eq(kv_u64(r.out, "sim.async.1"), 6 * MiB);
+    cr_expect_eq(jpath_u64(j, "devices.1.async.current_bytes"), 6 * MiB);
+    cr_expect_eq(jpath_u64(j, "devices.0.async.alloc_count"), 0);
+    json_decref(j);
+    run_free(&r);
+    /* Without a budget: the plain path asks the stream too. */
+    const char *plain[] = {"SIMCUDA_DEVICE_COUNT=2", NULL};
+    j = offload_run(&r, "async_other_device", plain);
+    cr_expect_eq(jpath_u64(j, "devices.1.async.current_bytes"), 6 * MiB);
+    cr_expect_eq(jpath_u64(j, "devices.0.async.alloc_count"), 0);
+    json_decref(j);
+    run_free(&r);
+}

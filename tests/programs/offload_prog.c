@@ -553,6 +553,103 @@ static int scenario_phase_idle(void)
     return 0;
 }
 
+/* The budget's edges: a request near SIZE_MAX (the budget must not wrap), and NULL outputs, which
+ * are the driver's to refuse (CUDA_ERROR_INVALID_VALUE) before any budget or spill decision. Run
+ * with CUSHIM_DEVICE_LIMIT=10MiB (and CUSHIM_SPILL=on). */
+static int scenario_budget_edges(void)
+{
+    PFN_cuMemAlloc_v3020 alloc = entry("cuMemAlloc", 3020);
+    PFN_cuMemAllocAsync_v11020 alloc_async = entry("cuMemAllocAsync", 11020);
+    void *a, *b, *c;
+    size_t free_b, total_b;
+    printf("rc_first=%d\n", (int)cudaMalloc(&a, 8 * MiB));
+    printf("rc_huge=%d\n", (int)cudaMalloc(&b, (size_t)-1));
+    CHECK(cudaMemGetInfo(&free_b, &total_b));
+    printf("free_after_huge=%llu\n", (unsigned long long)free_b);
+    printf("rc_again=%d\n", (int)cudaMalloc(&c, 8 * MiB));
+    printf("rc_null=%d\n", (int)alloc(NULL, 20 * MiB));
+    printf("rc_null_async=%d\n", (int)alloc_async(NULL, 20 * MiB, NULL));
+    struct sim_api sim = sim_api();
+    printf("host_live=%llu\n", (unsigned long long)sim.live(0, 5));
+    return 0;
+}
+
+/* Misuse of offloaded memory (CUSHIM_OFFLOAD=always, CUSHIM_OFFLOAD_MIN=1MiB): copies that run
+ * past its end get the driver's answer for device memory instead of reaching past the pinned
+ * block; cudaFreeHost is refused as for device memory; a free a global-mode capture prohibits
+ * fails and keeps the memory the program's. */
+static int scenario_offload_misuse(void)
+{
+    PFN_cuMemcpyHtoD_v3020 htod = entry("cuMemcpyHtoD", 3020);
+    PFN_cuMemcpyDtoH_v3020 dtoh = entry("cuMemcpyDtoH", 3020);
+    PFN_cuMemcpyDtoD_v3020 dtod = entry("cuMemcpyDtoD", 3020);
+    PFN_cuMemcpy2D_v3020 copy2d = entry("cuMemcpy2D", 3020);
+    PFN_cuMemcpy3D_v3020 copy3d = entry("cuMemcpy3D", 3020);
+    struct sim_api sim = sim_api();
+    static unsigned char h[16384];
+    memset(h, 7, sizeof h);
+    unsigned char *p = dev(4 * MiB);   /* offloaded */
+    unsigned char *small = dev(64 * KiB); /* device */
+    CUdeviceptr end = (CUdeviceptr)p + 4 * MiB;
+    printf("rc_htod_last=%d\n", (int)htod(end - 16, h, 16));
+    printf("rc_htod_over=%d\n", (int)htod(end - 16, h, 8192));
+    printf("rc_dtoh_over=%d\n", (int)dtoh(h, end - 16, 8192));
+    printf("rc_dtod_over=%d\n", (int)dtod(end - 16, (CUdeviceptr)small, 8192));
+    printf("rc_async_over=%d\n", (int)cudaMemcpyAsync((void *)(end - 16), h, 8192, cudaMemcpyHostToDevice, 0));
+    CUDA_MEMCPY2D c;
+    memset(&c, 0, sizeof c);
+    c.srcMemoryType = CU_MEMORYTYPE_HOST, c.srcHost = h, c.srcPitch = 1024;
+    c.dstMemoryType = CU_MEMORYTYPE_DEVICE, c.dstDevice = end - 4096, c.dstPitch = 1024;
+    c.WidthInBytes = 1024, c.Height = 4;
+    printf("rc_2d_last=%d\n", (int)copy2d(&c));
+    c.Height = 8;
+    printf("rc_2d_over=%d\n", (int)copy2d(&c));
+    c.dstMemoryType = CU_MEMORYTYPE_UNIFIED;
+    printf("rc_2d_unified_over=%d\n", (int)copy2d(&c));
+    CUDA_MEMCPY3D d;
+    memset(&d, 0, sizeof d);
+    d.srcMemoryType = CU_MEMORYTYPE_DEVICE, d.srcDevice = end - 8192, d.srcPitch = 1024, d.srcHeight = 4;
+    d.dstMemoryType = CU_MEMORYTYPE_HOST, d.dstHost = h, d.dstPitch = 1024, d.dstHeight = 4;
+    d.WidthInBytes = 1024, d.Height = 4, d.Depth = 2;
+    printf("rc_3d_last=%d\n", (int)copy3d(&d));
+    d.Depth = 3;
+    printf("rc_3d_over=%d\n", (int)copy3d(&d));
+
+    printf("rc_freehost=%d\n", (int)cudaFreeHost(p));
+    printf("rc_free_after_freehost=%d\n", (int)cudaFree(p));
+
+    /* A block smaller than the cached one it may be served from: its own size is the limit. */
+    unsigned char *q = dev(3 * MiB);
+    printf("rc_smaller_over=%d\n", (int)htod((CUdeviceptr)q + 3 * MiB - 16, h, 8192));
+
+    cudaStream_t s;
+    cudaGraph_t g;
+    CHECK(cudaStreamCreate(&s));
+    CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+    printf("rc_free_in_capture=%d\n", (int)cudaFree(q));
+    printf("rc_free_async_invalidated=%d\n", (int)cudaFreeAsync(q, s));
+    printf("rc_end=%d\n", (int)cudaStreamEndCapture(s, &g));
+    printf("host_live_before=%llu\n", (unsigned long long)sim.live(0, 5));
+    printf("rc_free_after_capture=%d\n", (int)cudaFree(q));
+    printf("host_live_after=%llu\n", (unsigned long long)sim.live(0, 5));
+    return 0;
+}
+
+/* cudaMallocAsync on a stream of device 1 while device 0 is current: the memory is device 1's
+ * (run with SIMCUDA_DEVICE_COUNT=2). */
+static int scenario_async_other_device(void)
+{
+    cudaStream_t s1;
+    void *a;
+    CHECK(cudaSetDevice(1));
+    CHECK(cudaStreamCreate(&s1));
+    CHECK(cudaSetDevice(0));
+    printf("rc_async=%d\n", (int)cudaMallocAsync(&a, 6 * MiB, s1));
+    CHECK(cudaStreamSynchronize(s1));
+    print_sim(2);
+    return 0;
+}
+
 static const struct scenario scenarios[] = {
     {"cache", scenario_cache, 1},                 {"phase_first", scenario_phase_first, 1},
     {"compile_run", scenario_compile_run, 1},     {"budget", scenario_budget, 1},
@@ -563,7 +660,8 @@ static const struct scenario scenarios[] = {
     {"phase_fork", scenario_phase_fork, 1},       {"phase_stale", scenario_phase_stale, 1},
     {"fork_reader", scenario_fork_reader, 1},     {"async_budget", scenario_async_budget, 1},
     {"pitched", scenario_pitched, 1},             {"peer", scenario_peer, 1},
-    {"phase_idle", scenario_phase_idle, 1},
+    {"phase_idle", scenario_phase_idle, 1},       {"budget_edges", scenario_budget_edges, 1},
+    {"offload_misuse", scenario_offload_misuse, 1}, {"async_other_device", scenario_async_other_device, 1},
 };
 
 int main(int argc, char **argv)
