@@ -73,7 +73,7 @@ static inline __attribute__((always_inline)) CUresult async_end(const struct asy
         if (q->reserved)
             budget_release(q->device, bytes);
         if (r == CUDA_ERROR_OUT_OF_MEMORY && shim.cfg.spill && !q->capturing && !capture_any_live() &&
-            q->kind == CUSHIM_KIND_ASYNC && offload_alloc(dptr, bytes, SHIM_F_SPILLED) == CUDA_SUCCESS)
+            q->kind == CUSHIM_KIND_ASYNC && offload_alloc(dptr, bytes, SHIM_F_SPILLED, q->device) == CUDA_SUCCESS)
             r = CUDA_SUCCESS;
         else
             account_fail(q->device, q->kind);
@@ -96,7 +96,7 @@ static inline __attribute__((always_inline)) CUresult async_end(const struct asy
             return real_(dptr, bytesize, hStream);                                           \
         async_begin(&q, NULL, hStream, pt);                                                  \
         if (unlikely(!q.capturing && offload_wanted(bytesize)) &&                            \
-            offload_alloc(dptr, bytesize, 0) == CUDA_SUCCESS) {                              \
+            offload_alloc(dptr, bytesize, 0, q.device) == CUDA_SUCCESS) {                    \
             shim_leave();                                                                    \
             return CUDA_SUCCESS;                                                             \
         }                                                                                    \

@@ -14,7 +14,7 @@
 static bool spill(CUresult r, CUdeviceptr *dptr, uint64_t bytes)
 {
     return r == CUDA_ERROR_OUT_OF_MEMORY && shim.cfg.spill && !capture_any_live() &&
-           offload_alloc(dptr, bytes, SHIM_F_SPILLED) == CUDA_SUCCESS;
+           offload_alloc(dptr, bytes, SHIM_F_SPILLED, -1) == CUDA_SUCCESS;
 }
 
 /* cuMemAlloc_v2 with a policy at work (offload, budget, spill) or something to apply first
@@ -27,7 +27,7 @@ static CUresult alloc_with_policy(__typeof__(&cuMemAlloc_v2) real_, CUdeviceptr 
      * offload decision: nothing is reserved, offloaded or spilled for it. */
     if (unlikely(!dptr))
         return real_(dptr, bytesize);
-    if (unlikely(offload_wanted(bytesize)) && offload_alloc(dptr, bytesize, 0) == CUDA_SUCCESS)
+    if (unlikely(offload_wanted(bytesize)) && offload_alloc(dptr, bytesize, 0, -1) == CUDA_SUCCESS)
         return CUDA_SUCCESS;
     CUcontext ctx;
     int device = shim_current_device(&ctx);

@@ -179,7 +179,7 @@ bool offload_wanted_slow(uint64_t bytes)
     return !capture_any_live();
 }
 
-CUresult offload_alloc(CUdeviceptr *dptr, uint64_t bytes, unsigned flags)
+CUresult offload_alloc(CUdeviceptr *dptr, uint64_t bytes, unsigned flags, int for_device)
 {
     __typeof__(&cuMemHostAlloc) host_alloc = REAL(cuMemHostAlloc);
     __typeof__(&cuMemHostGetDevicePointer_v2) devptr = REAL(cuMemHostGetDevicePointer_v2);
@@ -188,6 +188,8 @@ CUresult offload_alloc(CUdeviceptr *dptr, uint64_t bytes, unsigned flags)
         return CUDA_ERROR_INVALID_VALUE;
     CUcontext ctx;
     int device = shim_current_device(&ctx);
+    if (for_device >= 0 && device >= 0)
+        device = for_device;
     if (!host_alloc || !devptr || !free_host || device < 0)
         return CUDA_ERROR_NOT_SUPPORTED;
     uint64_t size = bytes;

@@ -561,4 +561,12 @@ Test(offload, a_stream_ordered_allocation_counts_on_the_streams_device)
     cr_expect_eq(jpath_u64(j, "devices.0.async.alloc_count"), 0);
     json_decref(j);
     run_free(&r);
+    /* Offloaded, it is device 1's request still. */
+    const char *off[] = {"SIMCUDA_DEVICE_COUNT=2", "CUSHIM_OFFLOAD=always", "CUSHIM_OFFLOAD_MIN=1MiB", NULL};
+    j = offload_run(&r, "async_other_device", off);
+    cr_expect_eq(jpath_u64(j, "devices.1.offloaded.current_bytes"), 6 * MiB);
+    cr_expect_eq(jpath_u64(j, "devices.1.async.alloc_count"), 0);
+    cr_expect_eq(jpath_u64(j, "devices.0.offloaded.alloc_count"), 0);
+    json_decref(j);
+    run_free(&r);
 }
