@@ -1,20 +1,41 @@
 /* CUDA arrays (kind `array`): cuArrayCreate_v2, cuArray3DCreate_v2, cuMipmappedArrayCreate and
- * their destroys. Requested bytes = texels x channels x element size (levels summed for mipmaps)
- * for the plain formats of cuda.h's CUarray_format; for packed, planar and block-compressed
- * formats the driver's own figure (cu[Mipmapped]ArrayGetMemoryRequirements) is used. */
+ * their destroys. Requested bytes = texels x texel size (levels summed for mipmaps) for the
+ * formats of cuda.h's CUarray_format whose texel size the header gives: the per-channel ones
+ * (times NumChannels) and the packed R10G10B10A2; for planar and block-compressed formats the
+ * driver's own figure (cu[Mipmapped]ArrayGetMemoryRequirements), which it gives only for
+ * deferred-mapping arrays (cuda.h), else 0 bytes, logged once. Sparse and deferred-mapping arrays
+ * have no memory of their own (cuda.h: their memory is mapped later with cuMemMapArrayAsync, from
+ * cuMemCreate handles counted as `vmm`): counted with 0 bytes. */
 #include "shim/budget.h"
 #include "shim/shim.h"
 #include "shim/track.h"
 
+/* array_bytes' answer for a format whose texel size the shim does not know. */
+#define ARRAY_BYTES_UNKNOWN UINT64_MAX
+
+/* Bytes of one channel of per-channel format f, 0 if f is not one (cuda.h CUarray_format: the
+ * UNORM/SNORM_INTnXc formats are c channels of n bits). */
 static unsigned element_bytes(CUarray_format f)
 {
     switch (f) {
     case CU_AD_FORMAT_UNSIGNED_INT8:
     case CU_AD_FORMAT_SIGNED_INT8:
+    case CU_AD_FORMAT_UNORM_INT8X1:
+    case CU_AD_FORMAT_UNORM_INT8X2:
+    case CU_AD_FORMAT_UNORM_INT8X4:
+    case CU_AD_FORMAT_SNORM_INT8X1:
+    case CU_AD_FORMAT_SNORM_INT8X2:
+    case CU_AD_FORMAT_SNORM_INT8X4:
         return 1;
     case CU_AD_FORMAT_UNSIGNED_INT16:
     case CU_AD_FORMAT_SIGNED_INT16:
     case CU_AD_FORMAT_HALF:
+    case CU_AD_FORMAT_UNORM_INT16X1:
+    case CU_AD_FORMAT_UNORM_INT16X2:
+    case CU_AD_FORMAT_UNORM_INT16X4:
+    case CU_AD_FORMAT_SNORM_INT16X1:
+    case CU_AD_FORMAT_SNORM_INT16X2:
+    case CU_AD_FORMAT_SNORM_INT16X4:
         return 2;
     case CU_AD_FORMAT_UNSIGNED_INT32:
     case CU_AD_FORMAT_SIGNED_INT32:
@@ -25,24 +46,35 @@ static unsigned element_bytes(CUarray_format f)
     }
 }
 
+/* Bytes of one texel of descriptor d, 0 if unknown. */
+static uint64_t texel_bytes(const CUDA_ARRAY3D_DESCRIPTOR *d)
+{
+    if (d->Format == CU_AD_FORMAT_UNORM_INT_101010_2)
+        return 4; /* cuda.h: "4 channel unorm R10G10B10A2", 32 bits */
+    return (uint64_t)element_bytes(d->Format) * d->NumChannels;
+}
+
 static uint64_t dim(size_t d, unsigned level)
 {
     uint64_t v = (d ? d : 1) >> level;
     return v ? v : 1;
 }
 
-/* Texel bytes of a 3D descriptor with `levels` mip levels; 0 if the format is not plain. */
+/* Texel bytes of a 3D descriptor with `levels` mip levels; 0 for a sparse or deferred-mapping
+ * array, ARRAY_BYTES_UNKNOWN if the format's texel size is not known. */
 static uint64_t array_bytes(const CUDA_ARRAY3D_DESCRIPTOR *d, unsigned levels)
 {
-    unsigned e = element_bytes(d->Format);
+    if (d->Flags & (CUDA_ARRAY3D_SPARSE | CUDA_ARRAY3D_DEFERRED_MAPPING))
+        return 0;
+    uint64_t e = texel_bytes(d);
     uint64_t total = 0;
     if (!e)
-        return 0;
+        return ARRAY_BYTES_UNKNOWN;
     for (unsigned l = 0; l < (levels ? levels : 1); l++) {
         /* Layered arrays keep every layer at each level: Depth is the layer count. */
         uint64_t depth = (d->Flags & (CUDA_ARRAY3D_LAYERED | CUDA_ARRAY3D_CUBEMAP)) ? (d->Depth ? d->Depth : 1)
                                                                                    : dim(d->Depth, l);
-        total += dim(d->Width, l) * (d->Height ? dim(d->Height, l) : 1) * depth * d->NumChannels * e;
+        total += dim(d->Width, l) * (d->Height ? dim(d->Height, l) : 1) * depth * e;
     }
     return total;
 }
@@ -54,8 +86,9 @@ static CUresult array_done(CUresult r, uint64_t handle, uint64_t bytes, bool mip
 {
     CUcontext ctx;
     int device = shim_current_device(&ctx);
-    if (r == CUDA_SUCCESS && !bytes) {
+    if (r == CUDA_SUCCESS && bytes == ARRAY_BYTES_UNKNOWN) {
         CUDA_ARRAY_MEMORY_REQUIREMENTS req = {0};
+        bytes = 0;
         if (mipmapped) {
             __typeof__(&cuMipmappedArrayGetMemoryRequirements) get = REAL(cuMipmappedArrayGetMemoryRequirements);
             if (get && get(&req, (CUmipmappedArray)(uintptr_t)handle, device) == CUDA_SUCCESS)
@@ -65,6 +98,9 @@ static CUresult array_done(CUresult r, uint64_t handle, uint64_t bytes, bool mip
             if (get && get(&req, (CUarray)(uintptr_t)handle, device) == CUDA_SUCCESS)
                 bytes = req.size;
         }
+        if (!bytes)
+            LOG_ONCE(CUSHIM_LOG_WARN, "a CUDA array of a planar or block-compressed format: its size "
+                     "is not known to cushim nor given by the driver; counted as 0 bytes");
     }
     if (r == CUDA_SUCCESS && !budget_reserve(device, bytes)) {
         if (mipmapped) {

@@ -181,6 +181,20 @@ RT_TEST(arrays)
     run_free(&r);
 }
 
+RT_TEST(arrays_of_packed_layered_and_unbacked_kinds)
+{
+    /* Packed formats counted 0 bytes, sparse and deferred-mapping arrays (whose memory comes from
+     * cuMemCreate handles, counted as vmm) counted their texels. */
+    struct run_result r;
+    json_t *j = scenario(&r, p->static_rt, "array_formats", NULL);
+    uint64_t layered = (64ull * 64 + 32 * 32 + 16 * 16) * 4 /* layers */ * 4 /* float */;
+    uint64_t all = 100 * 4 + 100 * 10 * 2 * 2 + 16 * 16 * 4 + layered;
+    expect_kind(j, 0, "array", all, all, 6, 0, 0);
+    cr_expect_eq(jpath_u64(j, "devices.0.array.current_bytes"), kv_u64(r.out, "sim.array.0"));
+    json_decref(j);
+    run_free(&r);
+}
+
 RT_TEST(device_reset_drops_and_recounts)
 {
     struct run_result r;

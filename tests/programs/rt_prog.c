@@ -154,6 +154,33 @@ static int scenario_array(void)
     return 0;
 }
 
+/* Arrays of packed formats, a layered mipmapped array, and sparse / deferred-mapping arrays
+ * (no memory of their own). */
+static int scenario_array_formats(void)
+{
+    PFN_cuArray3DCreate_v3020 create = entry("cuArray3DCreate", 3020);
+    PFN_cuMipmappedArrayCreate_v5000 create_mipmapped = entry("cuMipmappedArrayCreate", 5000);
+    CUDA_ARRAY3D_DESCRIPTOR d[] = {
+        {.Width = 100, .Format = CU_AD_FORMAT_UNORM_INT8X4, .NumChannels = 4},
+        {.Width = 100, .Height = 10, .Format = CU_AD_FORMAT_SNORM_INT16X2, .NumChannels = 2},
+        {.Width = 16, .Height = 16, .Format = CU_AD_FORMAT_UNORM_INT_101010_2, .NumChannels = 4},
+        {.Width = 64, .Height = 64, .Format = CU_AD_FORMAT_FLOAT, .NumChannels = 1, .Flags = CUDA_ARRAY3D_SPARSE},
+        {.Width = 64, .Height = 64, .Format = CU_AD_FORMAT_FLOAT, .NumChannels = 1, .Flags = CUDA_ARRAY3D_DEFERRED_MAPPING},
+    };
+    CUarray a;
+    CUmipmappedArray m;
+    CHECK(cudaFree(NULL));
+    for (unsigned i = 0; i < sizeof d / sizeof d[0]; i++)
+        if (create(&a, &d[i]))
+            return 13;
+    CUDA_ARRAY3D_DESCRIPTOR layered = {.Width = 64, .Height = 64, .Depth = 4, .Format = CU_AD_FORMAT_FLOAT,
+                                       .NumChannels = 1, .Flags = CUDA_ARRAY3D_LAYERED};
+    if (create_mipmapped(&m, &layered, 3))
+        return 14;
+    print_sim(1);
+    return 0;
+}
+
 static int scenario_reset(void)
 {
     void *a, *b, *c;
@@ -467,7 +494,7 @@ static const struct scenario scenarios[] = {
     {"malloc", scenario_malloc, 1},         {"pitch", scenario_pitch, 1},
     {"host", scenario_host, 1},             {"managed", scenario_managed, 1},
     {"async", scenario_async, 1},           {"vmm", scenario_vmm, 1},
-    {"array", scenario_array, 1},           {"reset", scenario_reset, 1},
+    {"array", scenario_array, 1},           {"array_formats", scenario_array_formats, 1},           {"reset", scenario_reset, 1},
     {"peaks", scenario_peaks, 1},           {"reset_peak", scenario_reset_peak, 1},
     {"two_devices", scenario_two_devices, 2}, {"oom", scenario_oom, 1},
     {"pool_locations", scenario_pool_locations, 2},

@@ -2,7 +2,8 @@
  * cuArray3DGetDescriptor_v2, cuMipmappedArrayCreate, cuMipmappedArrayDestroy. Arrays have no
  * address; they count SIMCUDA_ARRAY texel bytes, Width x max(Height,1) x max(Depth,1) x
  * NumChannels x element size (a mipmapped array: the sum over its levels, each dimension
- * max(1, dim >> level)), on the device of the current context and against its capacity.
+ * max(1, dim >> level), but a layered array's layer count), on the device of the current context
+ * and against its capacity; sparse and deferred-mapping arrays count nothing.
  * Block-compressed and YUV formats are not modelled (CUDA_ERROR_NOT_SUPPORTED). */
 #include <pthread.h>
 #include <stdlib.h>
@@ -67,6 +68,8 @@ static size_t at_least_1(size_t n)
 static CUresult create(struct CUarray_st *a, const CUDA_ARRAY3D_DESCRIPTOR *d, unsigned levels, uint32_t magic)
 {
     unsigned size = channel_size(d->Format);
+    if (d->Format == CU_AD_FORMAT_UNORM_INT_101010_2 && d->NumChannels == 4)
+        size = 1; /* cuda.h: "4 channel unorm R10G10B10A2 RGB format", 4 bytes a texel */
     if (d->Width == 0 || (d->NumChannels != 1 && d->NumChannels != 2 && d->NumChannels != 4) || levels == 0)
         return CUDA_ERROR_INVALID_VALUE;
     if (size == 0)
@@ -76,9 +79,15 @@ static CUresult create(struct CUarray_st *a, const CUDA_ARRAY3D_DESCRIPTOR *d, u
     if (rc != CUDA_SUCCESS)
         return rc;
     uint64_t bytes = 0;
-    for (unsigned l = 0; l < levels; l++)
-        bytes += (uint64_t)at_least_1(d->Width >> l) * at_least_1(d->Height >> l) * at_least_1(d->Depth >> l) *
-                 d->NumChannels * size;
+    /* cuda.h CUDA_ARRAY3D_DESCRIPTOR: with CUDA_ARRAY3D_LAYERED (or CUBEMAP) "Depth specifies the
+     * number of layers", which every mip level keeps. A sparse or deferred-mapping array has no
+     * memory until cuMemMapArrayAsync maps some into it (cuda.h CUDA_ARRAY3D_SPARSE,
+     * CUDA_ARRAY3D_DEFERRED_MAPPING): nothing is charged for it. */
+    bool layered = (d->Flags & (CUDA_ARRAY3D_LAYERED | CUDA_ARRAY3D_CUBEMAP)) != 0;
+    if (!(d->Flags & (CUDA_ARRAY3D_SPARSE | CUDA_ARRAY3D_DEFERRED_MAPPING)))
+        for (unsigned l = 0; l < levels; l++)
+            bytes += (uint64_t)at_least_1(d->Width >> l) * at_least_1(d->Height >> l) *
+                     (layered ? at_least_1(d->Depth) : at_least_1(d->Depth >> l)) * d->NumChannels * size;
     rc = sim_account(ctx->dev, SIMCUDA_ARRAY, (int64_t)bytes, (int64_t)sim_round(bytes));
     if (rc != CUDA_SUCCESS)
         return rc;
