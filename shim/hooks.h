@@ -138,6 +138,7 @@
     X(cuDevicePrimaryCtxGetState, cuDevicePrimaryCtxGetState, 7000, 0) \
     X(cuDevicePrimaryCtxRetain, cuDevicePrimaryCtxRetain, 7000, 0)     \
     X(cuMemPoolGetAttribute, cuMemPoolGetAttribute, 11020, 0)         \
+    X(cuMemGetAllocationPropertiesFromHandle, cuMemGetAllocationPropertiesFromHandle, 10020, 0) \
     X(cuStreamIsCapturing, cuStreamIsCapturing, 10000, 0)              \
     X(cuStreamIsCapturing_ptsz, cuStreamIsCapturing, 10000, 1)        \
     X(cuArrayGetMemoryRequirements, cuArrayGetMemoryRequirements, 11060, 0) \

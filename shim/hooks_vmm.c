@@ -4,6 +4,8 @@
  * doc of cuMemRelease and cuMemUnmap), so the shim counts it from creation until both hold.
  * Handles imported from another process (cuMemImportFromShareableHandle) count as `imported`,
  * sized by their first mapping. */
+#include <string.h>
+
 #include "shim/account.h"
 #include "shim/budget.h"
 #include "shim/shim.h"
@@ -139,8 +141,17 @@ SHIM_EXPORT CUresult CUDAAPI cuMemImportFromShareableHandle(CUmemGenericAllocati
         return real_(handle, osHandle, shHandleType);
     CUresult r = real_(handle, osHandle, shHandleType);
     if (r == CUDA_SUCCESS) {
-        CUcontext ctx;
-        int device = shim_current_device(&ctx);
+        /* The device the memory is on is the handle's (cuda.h
+         * cuMemGetAllocationPropertiesFromHandle: "the properties used to create the handle"),
+         * which need not be the current one, and the import needs no context; host memory
+         * counts on the current context's device. */
+        CUmemAllocationProp prop;
+        memset(&prop, 0, sizeof prop);
+        __typeof__(&cuMemGetAllocationPropertiesFromHandle) props = REAL(cuMemGetAllocationPropertiesFromHandle);
+        int device = props && props(&prop, *handle) == CUDA_SUCCESS &&
+                             prop.location.type == CU_MEM_LOCATION_TYPE_DEVICE
+                         ? prop.location.id
+                         : shim_current_device(NULL);
         struct shim_entry e = {.key = *handle, .size = 0, .device = device,
                                .kind = CUSHIM_KIND_IMPORTED, .refs = 1};
         table_put(&shim.vmm_handles, &e, NULL);

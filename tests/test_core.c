@@ -195,6 +195,27 @@ RT_TEST(arrays_of_packed_layered_and_unbacked_kinds)
     run_free(&r);
 }
 
+RT_TEST(vmm_handles_count_on_their_own_device)
+{
+    /* An imported handle counted on the current device (0) instead of its own (1); a create
+     * naming device 5 of 2 put a device 5 in the summary. */
+    struct run_result r;
+    const char *extra[] = {"SIMCUDA_DEVICE_COUNT=2", NULL};
+    json_t *j = scenario(&r, p->static_rt, "vmm_devices", extra);
+    uint64_t g = kv_u64(r.out, "granularity");
+    cr_expect_eq(kv_u64(r.out, "rc_create_device_5"), 101 /* CUDA_ERROR_INVALID_DEVICE */);
+    /* Device 0 is listed (current while the handles were made), with nothing counted. */
+    cr_assert_eq(json_array_size(jpath(j, "devices")), 2, "devices 0 and 1, no device 5");
+    cr_expect_eq(jpath_u64(j, "devices.0.ordinal"), 0);
+    cr_expect_eq(jpath_u64(j, "devices.0.imported.current_bytes"), 0);
+    cr_expect_eq(jpath_u64(j, "devices.0.vmm.failed_count"), 0);
+    cr_expect_eq(jpath_u64(j, "devices.1.ordinal"), 1);
+    cr_expect_eq(jpath_u64(j, "devices.1.vmm.current_bytes"), g);
+    cr_expect_eq(jpath_u64(j, "devices.1.imported.current_bytes"), g, "mapped once");
+    json_decref(j);
+    run_free(&r);
+}
+
 RT_TEST(device_reset_drops_and_recounts)
 {
     struct run_result r;

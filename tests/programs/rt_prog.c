@@ -181,6 +181,33 @@ static int scenario_array_formats(void)
     return 0;
 }
 
+/* VMM across devices (run with SIMCUDA_DEVICE_COUNT=2): a handle made on device 1, exported and
+ * imported again while device 0 is current, and mapped; a create naming a device that does not
+ * exist. */
+static int scenario_vmm_devices(void)
+{
+    struct vmm_api v = vmm_api();
+    PFN_cuMemExportToShareableHandle_v10020 export_ = entry("cuMemExportToShareableHandle", 10020);
+    PFN_cuMemImportFromShareableHandle_v10020 import_ = entry("cuMemImportFromShareableHandle", 10020);
+    CHECK(cudaSetDevice(0));
+    CHECK(cudaFree(NULL));
+    CUmemAllocationProp prop = vmm_prop(1);
+    prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+    size_t g;
+    CUmemGenericAllocationHandle h, imported, none;
+    CUdeviceptr va;
+    int fd = -1;
+    if (v.granularity(&g, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM) || v.create(&h, g, &prop, 0) ||
+        export_(&fd, h, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0) ||
+        import_(&imported, (void *)(intptr_t)fd, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) ||
+        v.reserve(&va, g, 0, 0, 0) || v.map(va, g, 0, imported, 0))
+        return 13;
+    CUmemAllocationProp nowhere = vmm_prop(5);
+    printf("rc_create_device_5=%d\n", (int)v.create(&none, g, &nowhere, 0));
+    printf("granularity=%zu\n", g);
+    return 0;
+}
+
 static int scenario_reset(void)
 {
     void *a, *b, *c;
@@ -494,7 +521,8 @@ static const struct scenario scenarios[] = {
     {"malloc", scenario_malloc, 1},         {"pitch", scenario_pitch, 1},
     {"host", scenario_host, 1},             {"managed", scenario_managed, 1},
     {"async", scenario_async, 1},           {"vmm", scenario_vmm, 1},
-    {"array", scenario_array, 1},           {"array_formats", scenario_array_formats, 1},           {"reset", scenario_reset, 1},
+    {"array", scenario_array, 1},           {"array_formats", scenario_array_formats, 1},
+    {"vmm_devices", scenario_vmm_devices, 1},           {"reset", scenario_reset, 1},
     {"peaks", scenario_peaks, 1},           {"reset_peak", scenario_reset_peak, 1},
     {"two_devices", scenario_two_devices, 2}, {"oom", scenario_oom, 1},
     {"pool_locations", scenario_pool_locations, 2},
