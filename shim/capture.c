@@ -1,6 +1,7 @@
 #include "shim/capture.h"
 
 #include "shim/shim.h"
+#include "shim/track.h"
 
 /* The calling thread's view. Only its own thread reads or writes it: a capture ended on another
  * thread (relaxed mode), by stream destruction or by context teardown leaves own_key stale, which
@@ -58,27 +59,9 @@ bool capture_stream_query(CUstream stream, bool per_thread)
     return status != CU_STREAM_CAPTURE_STATUS_NONE;
 }
 
-/* The context a capture on `stream` belongs to. cuda.h, cuStreamGetCtx: "Returns the CUDA context
- * that the stream is associated with"; for "any of the special streams such as the NULL stream,
- * CU_STREAM_LEGACY and CU_STREAM_PER_THREAD ... Specifying any of the special handles will return
- * the context current to the calling thread" (so the per-thread stream of a _ptsz call needs no
- * _ptsz query). Neither call is one a capture prohibits. */
-static CUcontext stream_context(CUstream stream)
-{
-    CUcontext ctx = NULL;
-    __typeof__(&cuStreamGetCtx) get = REAL(cuStreamGetCtx);
-    if (get && get(stream, &ctx) == CUDA_SUCCESS && ctx)
-        return ctx;
-    __typeof__(&cuCtxGetCurrent) getcur = REAL(cuCtxGetCurrent);
-    ctx = NULL;
-    if (getcur)
-        getcur(&ctx);
-    return ctx;
-}
-
 void capture_begun(CUstream stream, bool per_thread, CUstreamCaptureMode mode)
 {
-    CUcontext ctx = stream_context(stream);
+    CUcontext ctx = shim_stream_context(stream);
     uint64_t seq = atomic_fetch_add_explicit(&next_seq, 1, memory_order_relaxed) + 1;
     struct shim_entry e = {
         .key = stream_key(stream, per_thread),

@@ -61,28 +61,42 @@ static inline __attribute__((always_inline)) int shim_current_device_rec(CUconte
     return shim_tls_ctx.device;
 }
 
-/* Device of the context stream s belongs to, -1 if none; *ctx_out = that context. cuda.h
- * cuStreamGetCtx: a stream "returns the context that was active in the calling thread when the
- * stream was created"; the special handles (NULL, CU_STREAM_LEGACY, CU_STREAM_PER_THREAD) stand for
- * the calling thread's current context. An invalid handle is undefined behaviour there, so callers
- * ask only about a stream the driver has just accepted (an allocation on it succeeded or ran out of
- * memory), or one the program is about to use anyway (the policy path). */
+/* The context stream s belongs to (cuda.h cuStreamGetCtx: the context "that was active in the
+ * calling thread when the stream was created"; the special handles NULL, CU_STREAM_LEGACY and
+ * CU_STREAM_PER_THREAD stand for the calling thread's current context, so a _ptsz call's stream
+ * needs no _ptsz query); the current context when the driver does not say. An invalid handle is
+ * undefined behaviour there, so callers ask only about a stream the driver has just accepted (an
+ * allocation on it succeeded or ran out of memory, a capture on it began), or one the program is
+ * about to use anyway (the policy path). Not a call a capture prohibits. */
+static inline CUcontext shim_stream_context(CUstream s)
+{
+    CUcontext ctx = NULL;
+    __typeof__(&cuStreamGetCtx) getctx = REAL(cuStreamGetCtx);
+    if ((uintptr_t)s > (uintptr_t)CU_STREAM_PER_THREAD && likely(getctx != NULL) &&
+        getctx(s, &ctx) == CUDA_SUCCESS && ctx)
+        return ctx;
+    __typeof__(&cuCtxGetCurrent) getcur = REAL(cuCtxGetCurrent);
+    ctx = NULL;
+    if (unlikely(!getcur || getcur(&ctx) != CUDA_SUCCESS))
+        ctx = NULL;
+    return ctx;
+}
+
+/* Device of the context stream s belongs to (shim_stream_context), -1 if none; *ctx_out = that
+ * context. */
 static inline int shim_stream_device(CUstream s, CUcontext *ctx_out)
 {
-    if ((uintptr_t)s > (uintptr_t)CU_STREAM_PER_THREAD) {
-        CUcontext ctx = NULL;
-        __typeof__(&cuStreamGetCtx) getctx = REAL(cuStreamGetCtx);
-        if (likely(getctx != NULL) && getctx(s, &ctx) == CUDA_SUCCESS && ctx) {
-            if (ctx_out)
-                *ctx_out = ctx;
-            if (likely((uint64_t)(uintptr_t)ctx == shim_tls_ctx.ctx &&
-                       atomic_load_explicit(&shim_ctx_generation, memory_order_relaxed) ==
-                           shim_tls_ctx.generation))
-                return shim_tls_ctx.device;
-            return shim_context_device(ctx);
-        }
-    }
-    return shim_current_device(ctx_out);
+    if ((uintptr_t)s <= (uintptr_t)CU_STREAM_PER_THREAD)
+        return shim_current_device(ctx_out);
+    CUcontext ctx = shim_stream_context(s);
+    if (ctx_out)
+        *ctx_out = ctx;
+    if (unlikely(!ctx))
+        return -1;
+    if (likely((uint64_t)(uintptr_t)ctx == shim_tls_ctx.ctx &&
+               atomic_load_explicit(&shim_ctx_generation, memory_order_relaxed) == shim_tls_ctx.generation))
+        return shim_tls_ctx.device;
+    return shim_context_device(ctx);
 }
 
 /* A replaced live entry: the driver handed out an address again whose free the shim did not see. */
