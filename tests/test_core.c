@@ -216,6 +216,23 @@ RT_TEST(vmm_handles_count_on_their_own_device)
     run_free(&r);
 }
 
+RT_TEST(an_ipc_handle_opened_twice_is_one_mapping_until_its_last_close)
+{
+    /* The second open replaced the entry (counted as a free) and the first close counted a second
+     * free: imported showed 0 while the mapping was still open. */
+    struct run_result r;
+    json_t *j = scenario(&r, p->static_rt, "ipc_parent", NULL);
+    cr_expect_eq(kv_u64(r.out, "rc_open2"), 0);
+    cr_expect_eq(kv_u64(r.out, "same"), 1, "cuda.h: the existing device pointer is returned");
+    cr_expect_eq(kv_u64(r.out, "rc_close1"), 0);
+    cr_assert_eq(json_array_size(jpath(j, "descendants")), 1);
+    json_t *child = json_array_get(jpath(j, "descendants"), 0);
+    expect_kind(child, 0, "imported", 1000000, 1000000, 1, 0, 0);
+    expect_kind(j, 0, "device", 1000000, 1000000, 1, 0, 0);
+    json_decref(j);
+    run_free(&r);
+}
+
 RT_TEST(device_reset_drops_and_recounts)
 {
     struct run_result r;

@@ -208,6 +208,55 @@ static int scenario_vmm_devices(void)
     return 0;
 }
 
+/* CUDA IPC: the parent exports 1,000,000 bytes of device memory; its child (this program again,
+ * the handle in CUDA_IPC_HANDLE as hex) opens the handle twice (the same mapping, cuda.h: a
+ * reference count) and closes it once, leaving it open at exit. */
+static int scenario_ipc_parent(void)
+{
+    CUdeviceptr d;
+    CUipcMemHandle h;
+    PFN_cuMemAlloc_v3020 alloc = entry("cuMemAlloc", 3020);
+    PFN_cuIpcGetMemHandle_v4010 get = entry("cuIpcGetMemHandle", 4010);
+    CHECK(cudaFree(NULL));
+    if (alloc(&d, 1000000) || get(&h, d))
+        return 13;
+    char hex[2 * sizeof h.reserved + 1];
+    for (size_t i = 0; i < sizeof h.reserved; i++)
+        snprintf(hex + 2 * i, 3, "%02x", (unsigned char)h.reserved[i]);
+    setenv("CUDA_IPC_HANDLE", hex, 1);
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) {
+        execl("/proc/self/exe", "rt_prog", "ipc_child", (char *)NULL);
+        _exit(127);
+    }
+    int status;
+    waitpid(pid, &status, 0);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128;
+}
+
+static int scenario_ipc_child(void)
+{
+    PFN_cuIpcOpenMemHandle_v11000 open_ = entry("cuIpcOpenMemHandle", 11000);
+    PFN_cuIpcCloseMemHandle_v4010 close_ = entry("cuIpcCloseMemHandle", 4010);
+    const char *hex = getenv("CUDA_IPC_HANDLE");
+    CUipcMemHandle h;
+    if (!hex || strlen(hex) != 2 * sizeof h.reserved)
+        return 14;
+    for (size_t i = 0; i < sizeof h.reserved; i++) {
+        unsigned v;
+        sscanf(hex + 2 * i, "%2x", &v);
+        h.reserved[i] = (char)v;
+    }
+    CUdeviceptr a, b;
+    CHECK(cudaFree(NULL));
+    printf("rc_open1=%d\n", (int)open_(&a, h, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS));
+    printf("rc_open2=%d\n", (int)open_(&b, h, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS));
+    printf("same=%d\n", a == b);
+    printf("rc_close1=%d\n", (int)close_(a));
+    return 0;
+}
+
 static int scenario_reset(void)
 {
     void *a, *b, *c;
@@ -522,7 +571,8 @@ static const struct scenario scenarios[] = {
     {"host", scenario_host, 1},             {"managed", scenario_managed, 1},
     {"async", scenario_async, 1},           {"vmm", scenario_vmm, 1},
     {"array", scenario_array, 1},           {"array_formats", scenario_array_formats, 1},
-    {"vmm_devices", scenario_vmm_devices, 1},           {"reset", scenario_reset, 1},
+    {"vmm_devices", scenario_vmm_devices, 1}, {"ipc_parent", scenario_ipc_parent, 1},
+    {"ipc_child", scenario_ipc_child, 1},           {"reset", scenario_reset, 1},
     {"peaks", scenario_peaks, 1},           {"reset_peak", scenario_reset_peak, 1},
     {"two_devices", scenario_two_devices, 2}, {"oom", scenario_oom, 1},
     {"pool_locations", scenario_pool_locations, 2},
