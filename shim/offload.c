@@ -128,6 +128,7 @@ static void cache_release(void)
 static void *cache_take(uint64_t bytes, uint64_t ctx, int device, uint64_t *size)
 {
     void *p = NULL;
+    int cached_on = device;
     if (!shim.cfg.offload_cache)
         return NULL;
     cache_acquire();
@@ -135,13 +136,16 @@ static void *cache_take(uint64_t bytes, uint64_t ctx, int device, uint64_t *size
         if (cache[i].host && cache[i].ctx == ctx && cache[i].size >= bytes && cache[i].size / 2 <= bytes) {
             p = cache[i].host;
             *size = cache[i].size;
+            cached_on = cache[i].device;
             cache_bytes -= cache[i].size;
             cache[i].host = NULL;
         }
     }
     cache_release();
+    /* Taken off the device it was counted on when cached (a block is reused by context, and a
+     * stream-ordered request of another device's stream may have cached it). */
     if (p)
-        account_device_stat_add(device, CUSHIM_DEV_offload_cached_bytes, -(int64_t)*size);
+        account_device_stat_add(cached_on, CUSHIM_DEV_offload_cached_bytes, -(int64_t)*size);
     return p;
 }
 
@@ -301,8 +305,19 @@ CUresult offload_free_async(const struct shim_entry *e, CUstream stream, bool pt
     }
     ranges_remove(e->key);
     account_free(e->device, CUSHIM_KIND_OFFLOADED, e->size, e->flags);
+    /* The event is made in the stream's context: cuda.h cuEventRecord, "hEvent and hStream
+     * must be from the same context otherwise CUDA_ERROR_INVALID_HANDLE is returned" (a stream
+     * of another device than the current one). */
+    CUcontext sctx = shim_stream_context(stream), cur = NULL, popped;
+    __typeof__(&cuCtxGetCurrent) getcur = REAL(cuCtxGetCurrent);
+    __typeof__(&cuCtxPushCurrent_v2) push = REAL(cuCtxPushCurrent_v2);
+    __typeof__(&cuCtxPopCurrent_v2) pop = REAL(cuCtxPopCurrent_v2);
+    bool pushed = sctx && getcur && push && pop && getcur(&cur) == CUDA_SUCCESS && cur != sctx &&
+                  push(sctx) == CUDA_SUCCESS;
     if (!create || !record || !destroy || create(&ev, CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS)
         ev = NULL;
+    if (pushed)
+        pop(&popped);
     if (ev && record(ev, stream) != CUDA_SUCCESS) {
         destroy(ev);
         ev = NULL;
@@ -382,7 +397,10 @@ static void poll(bool wait)
 
 void offload_poll_slow(void)
 {
-    poll(false);
+    /* Not while a capture is live: the event queries and cuMemFreeHost are calls a global-mode
+     * capture prohibits, and would invalidate the program's capture (capture.h). */
+    if (!capture_any_live())
+        poll(false);
 }
 
 void offload_drain(void)

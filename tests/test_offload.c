@@ -570,3 +570,42 @@ Test(offload, a_stream_ordered_allocation_counts_on_the_streams_device)
     json_decref(j);
     run_free(&r);
 }
+
+Test(offload, another_devices_stream_frees_without_blocking_and_caches_on_the_right_device)
+{
+    /* The event was made in the current context and could not be recorded on the stream of
+     * another one: the free fell back to a blocking cuStreamSynchronize. The cached block was
+     * counted on device 1 and taken off device 0 (underflow logged, device 1 kept 1 MiB). */
+    struct run_result r;
+    const char *extra[] = {"SIMCUDA_DEVICE_COUNT=2", "CUSHIM_OFFLOAD=always", "CUSHIM_OFFLOAD_MIN=1",
+                           "CUSHIM_OFFLOAD_CACHE=4MiB", NULL};
+    json_t *j = offload_run(&r, "offload_other_device", extra);
+    cr_expect_eq(kv_u64(r.out, "rc_async"), 0);
+    cr_expect_eq(kv_u64(r.out, "rc_free_async"), 0);
+    cr_expect_eq(kv_u64(r.out, "stream_syncs"), 0, "an event, not a blocking synchronize");
+    cr_expect_eq(kv_u64(r.out, "rc_malloc"), 0);
+    cr_expect_eq(jpath_u64(j, "devices.0.offload_host.cached_bytes"), 0, "the block is in use again");
+    cr_expect_eq(jpath_u64(j, "devices.1.offload_host.cached_bytes"), 0);
+    cr_expect_eq(jpath_u64(j, "devices.0.offloaded.current_bytes"), MiB);
+    cr_expect_eq(jpath_u64(j, "devices.1.offloaded.free_count"), 1);
+    cr_expect(strstr(r.err, "underflow") == NULL, "%s", r.err);
+    json_decref(j);
+    run_free(&r);
+}
+
+Test(offload, a_pending_free_waits_for_the_end_of_a_capture)
+{
+    /* The shim released the block (cuMemFreeHost) at the capture's first allocation, which
+     * invalidated the program's global-mode capture (900/901) and leaked the block. */
+    struct run_result r;
+    const char *extra[] = {"CUSHIM_OFFLOAD=always", "CUSHIM_OFFLOAD_MIN=64KiB", NULL};
+    json_t *j = offload_run(&r, "poll_during_capture", extra);
+    cr_expect_eq(kv_u64(r.out, "rc_malloc_in_capture"), 0);
+    cr_expect_eq(kv_u64(r.out, "rc_free_in_capture"), 0);
+    cr_expect_eq(kv_u64(r.out, "rc_end"), 0);
+    cr_expect_eq(kv_u64(r.out, "host_live_after_capture"), MiB, "still pending");
+    cr_expect_eq(kv_u64(r.out, "host_live_later"), 0, "released after the capture");
+    cr_expect_eq(jpath_u64(j, "devices.0.offloaded.free_count"), 1);
+    json_decref(j);
+    run_free(&r);
+}

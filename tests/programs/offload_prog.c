@@ -650,6 +650,50 @@ static int scenario_async_other_device(void)
     return 0;
 }
 
+/* Offloaded stream-ordered memory of device 1's stream while device 0 is current (run with
+ * SIMCUDA_DEVICE_COUNT=2): its asynchronous free waits on an event of the stream's context (no
+ * blocking stream synchronize), and a block cached from it and reused by device 0 leaves no
+ * cached bytes behind on either device. */
+static int scenario_offload_other_device(void)
+{
+    cudaStream_t s1;
+    void *a, *b;
+    CHECK(cudaSetDevice(1));
+    CHECK(cudaStreamCreate(&s1));
+    struct sim_api sim = sim_api(); /* once the runtime has loaded the driver */
+    CHECK(cudaSetDevice(0));
+    printf("rc_async=%d\n", (int)cudaMallocAsync(&a, MiB, s1));
+    uint64_t syncs = sim.calls("cuStreamSynchronize");
+    printf("rc_free_async=%d\n", (int)cudaFreeAsync(a, s1));
+    printf("stream_syncs=%llu\n", (unsigned long long)(sim.calls("cuStreamSynchronize") - syncs));
+    CHECK(cudaStreamSynchronize(s1));
+    printf("rc_malloc=%d\n", (int)cudaMalloc(&b, MiB));
+    return 0;
+}
+
+/* An asynchronous free of offloaded memory pending while another stream captures in global
+ * mode: the shim must not release it (cuMemFreeHost, a prohibited call) inside the capture. */
+static int scenario_poll_during_capture(void)
+{
+    cudaStream_t s1, s2;
+    cudaGraph_t g;
+    void *a, *b;
+    CHECK(cudaStreamCreate(&s1));
+    CHECK(cudaStreamCreate(&s2));
+    struct sim_api sim = sim_api();
+    CHECK(cudaMallocAsync(&a, MiB, s1)); /* offloaded */
+    CHECK(cudaFreeAsync(a, s1));         /* pending until a later allocation sees s1 done */
+    CHECK(cudaStreamSynchronize(s1));
+    CHECK(cudaStreamBeginCapture(s2, cudaStreamCaptureModeGlobal));
+    printf("rc_malloc_in_capture=%d\n", (int)cudaMallocAsync(&b, MiB, s2));
+    printf("rc_free_in_capture=%d\n", (int)cudaFreeAsync(b, s2));
+    printf("rc_end=%d\n", (int)cudaStreamEndCapture(s2, &g));
+    printf("host_live_after_capture=%llu\n", (unsigned long long)sim.live(0, 5));
+    CHECK(cudaMalloc(&b, 4096)); /* below the offload minimum: device memory; releases a */
+    printf("host_live_later=%llu\n", (unsigned long long)sim.live(0, 5));
+    return 0;
+}
+
 static const struct scenario scenarios[] = {
     {"cache", scenario_cache, 1},                 {"phase_first", scenario_phase_first, 1},
     {"compile_run", scenario_compile_run, 1},     {"budget", scenario_budget, 1},
@@ -662,6 +706,8 @@ static const struct scenario scenarios[] = {
     {"pitched", scenario_pitched, 1},             {"peer", scenario_peer, 1},
     {"phase_idle", scenario_phase_idle, 1},       {"budget_edges", scenario_budget_edges, 1},
     {"offload_misuse", scenario_offload_misuse, 1}, {"async_other_device", scenario_async_other_device, 1},
+    {"offload_other_device", scenario_offload_other_device, 2},
+    {"poll_during_capture", scenario_poll_during_capture, 1},
 };
 
 int main(int argc, char **argv)
