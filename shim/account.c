@@ -38,13 +38,13 @@ struct cushim_device_record *account_record_slow(int device)
         return NULL;
     struct cushim_device_record *r = &shim.seg->devices[device];
     uint32_t expected = 0;
-    /* An ordinal the driver does not know (a cuMemCreate location naming device 5 of 2, which
-     * the driver refuses with CUDA_ERROR_INVALID_DEVICE) gets no record: the summary lists only
-     * devices that exist. */
+    /* A device the driver cannot describe (an ordinal it does not know, such as a cuMemCreate
+     * location naming device 5 of 2, or any call before cuInit) gets no record: the summary
+     * lists only devices that exist. */
     __typeof__(&cuDeviceTotalMem_v2) get_total = REAL(cuDeviceTotalMem_v2);
     size_t total;
     if (atomic_load_explicit(&r->state, memory_order_acquire) == 0 && get_total &&
-        get_total(&total, device) == CUDA_ERROR_INVALID_DEVICE)
+        get_total(&total, device) != CUDA_SUCCESS)
         return NULL;
     if (atomic_compare_exchange_strong_explicit(&r->state, &expected, 1, memory_order_acq_rel,
                                                 memory_order_acquire)) {

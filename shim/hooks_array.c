@@ -56,8 +56,23 @@ static uint64_t texel_bytes(const CUDA_ARRAY3D_DESCRIPTOR *d)
 
 static uint64_t dim(size_t d, unsigned level)
 {
-    uint64_t v = (d ? d : 1) >> level;
+    uint64_t v = level < 64 ? (uint64_t)(d ? d : 1) >> level : 0;
     return v ? v : 1;
+}
+
+/* cuda.h cuMipmappedArrayCreate: numMipmapLevels "is clamped to the range [1, 1 +
+ * floor(log2(max(width, height, depth)))]". */
+static unsigned mip_levels(const CUDA_ARRAY3D_DESCRIPTOR *d, unsigned levels)
+{
+    uint64_t m = d->Width;
+    if (d->Height > m)
+        m = d->Height;
+    if (d->Depth > m)
+        m = d->Depth;
+    unsigned most = 1;
+    while (m >>= 1)
+        most++;
+    return levels < 1 ? 1 : levels > most ? most : levels;
 }
 
 /* Texel bytes of a 3D descriptor with `levels` mip levels; 0 for a sparse or deferred-mapping
@@ -70,7 +85,8 @@ static uint64_t array_bytes(const CUDA_ARRAY3D_DESCRIPTOR *d, unsigned levels)
     uint64_t total = 0;
     if (!e)
         return ARRAY_BYTES_UNKNOWN;
-    for (unsigned l = 0; l < (levels ? levels : 1); l++) {
+    levels = mip_levels(d, levels);
+    for (unsigned l = 0; l < levels; l++) {
         /* Layered arrays keep every layer at each level: Depth is the layer count. */
         uint64_t depth = (d->Flags & (CUDA_ARRAY3D_LAYERED | CUDA_ARRAY3D_CUBEMAP)) ? (d->Depth ? d->Depth : 1)
                                                                                    : dim(d->Depth, l);
@@ -136,7 +152,8 @@ SHIM_EXPORT CUresult CUDAAPI cuArrayCreate_v2(CUarray *pHandle, const CUDA_ARRAY
         d3.Format = d->Format;
         d3.NumChannels = d->NumChannels;
     }
-    r = array_done(r, r == CUDA_SUCCESS ? (uint64_t)(uintptr_t)*pHandle : 0, d ? array_bytes(&d3, 1) : 0, false);
+    r = array_done(r, r == CUDA_SUCCESS ? (uint64_t)(uintptr_t)*pHandle : 0,
+                   r == CUDA_SUCCESS && d ? array_bytes(&d3, 1) : 0, false);
     if (r != CUDA_SUCCESS && pHandle)
         *pHandle = NULL;
     return r;
@@ -148,7 +165,8 @@ SHIM_EXPORT CUresult CUDAAPI cuArray3DCreate_v2(CUarray *pHandle, const CUDA_ARR
     if (!shim_enter())
         return real_(pHandle, d);
     CUresult r = real_(pHandle, d);
-    r = array_done(r, r == CUDA_SUCCESS ? (uint64_t)(uintptr_t)*pHandle : 0, d ? array_bytes(d, 1) : 0, false);
+    r = array_done(r, r == CUDA_SUCCESS ? (uint64_t)(uintptr_t)*pHandle : 0,
+                   r == CUDA_SUCCESS && d ? array_bytes(d, 1) : 0, false);
     if (r != CUDA_SUCCESS && pHandle)
         *pHandle = NULL;
     return r;
@@ -171,7 +189,7 @@ SHIM_EXPORT CUresult CUDAAPI cuMipmappedArrayCreate(CUmipmappedArray *pHandle,
         return real_(pHandle, d, numMipmapLevels);
     CUresult r = real_(pHandle, d, numMipmapLevels);
     r = array_done(r, r == CUDA_SUCCESS ? (uint64_t)(uintptr_t)*pHandle : 0,
-                   d ? array_bytes(d, numMipmapLevels) : 0, true);
+                   r == CUDA_SUCCESS && d ? array_bytes(d, numMipmapLevels) : 0, true);
     if (r != CUDA_SUCCESS && pHandle)
         *pHandle = NULL;
     return r;

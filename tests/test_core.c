@@ -188,8 +188,12 @@ RT_TEST(arrays_of_packed_layered_and_unbacked_kinds)
     struct run_result r;
     json_t *j = scenario(&r, p->static_rt, "array_formats", NULL);
     uint64_t layered = (64ull * 64 + 32 * 32 + 16 * 16) * 4 /* layers */ * 4 /* float */;
-    uint64_t all = 100 * 4 + 100 * 10 * 2 * 2 + 16 * 16 * 4 + layered;
-    expect_kind(j, 0, "array", all, all, 6, 0, 0);
+    uint64_t clamped = 0; /* 11 levels of 1024 x 1024 float4 (cuda.h: clamped to 1 + log2(1024)) */
+    for (unsigned l = 0; l <= 10; l++)
+        clamped += (1024ull >> l) * (1024ull >> l) * 16;
+    uint64_t all = 100 * 4 + 100 * 10 * 2 * 2 + 16 * 16 * 4 + layered + clamped;
+    cr_expect_eq(clamped, 22369616);
+    expect_kind(j, 0, "array", all, all, 7, 0, 0);
     cr_expect_eq(jpath_u64(j, "devices.0.array.current_bytes"), kv_u64(r.out, "sim.array.0"));
     json_decref(j);
     run_free(&r);

@@ -177,6 +177,10 @@ static int scenario_array_formats(void)
                                        .NumChannels = 1, .Flags = CUDA_ARRAY3D_LAYERED};
     if (create_mipmapped(&m, &layered, 3))
         return 14;
+    /* 20 levels asked of a 1024 x 1024 array: clamped to 11. */
+    CUDA_ARRAY3D_DESCRIPTOR big = {.Width = 1024, .Height = 1024, .Format = CU_AD_FORMAT_FLOAT, .NumChannels = 4};
+    if (create_mipmapped(&m, &big, 20))
+        return 15;
     print_sim(1);
     return 0;
 }

@@ -70,8 +70,17 @@ static CUresult create(struct CUarray_st *a, const CUDA_ARRAY3D_DESCRIPTOR *d, u
     unsigned size = channel_size(d->Format);
     if (d->Format == CU_AD_FORMAT_UNORM_INT_101010_2 && d->NumChannels == 4)
         size = 1; /* cuda.h: "4 channel unorm R10G10B10A2 RGB format", 4 bytes a texel */
-    if (d->Width == 0 || (d->NumChannels != 1 && d->NumChannels != 2 && d->NumChannels != 4) || levels == 0)
+    if (d->Width == 0 || (d->NumChannels != 1 && d->NumChannels != 2 && d->NumChannels != 4))
         return CUDA_ERROR_INVALID_VALUE;
+    /* cuda.h cuMipmappedArrayCreate: numMipmapLevels "is clamped to the range [1, 1 +
+     * floor(log2(max(width, height, depth)))]". */
+    size_t most_dim = d->Width > d->Height ? d->Width : d->Height;
+    if (d->Depth > most_dim)
+        most_dim = d->Depth;
+    unsigned most = 1;
+    while (most_dim >>= 1)
+        most++;
+    levels = levels < 1 ? 1 : levels > most ? most : levels;
     if (size == 0)
         return CUDA_ERROR_NOT_SUPPORTED;
     CUcontext ctx;
