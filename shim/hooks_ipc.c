@@ -7,38 +7,71 @@
 #include "shim/shim.h"
 #include "shim/track.h"
 
-static bool ref_add(struct shim_entry *e, void *arg)
-{
-    (void)arg;
-    if (e->kind == CUSHIM_KIND_IMPORTED)
-        e->refs = (e->refs ? e->refs : 1) + 1;
-    return true;
-}
+/* An open, under the entry's lock (table_upsert): the address already open is one more
+ * reference; an entry of another kind there was freed without the shim seeing it (the driver
+ * handed the address out again) and is replaced. */
+struct open_arg {
+    const struct shim_entry *fresh;
+    struct shim_entry old;
+    bool replaced;
+};
 
-static bool ref_drop(struct shim_entry *e, void *arg)
+static void open_ref(struct shim_entry *e, void *arg)
 {
-    (void)arg;
-    if (e->refs > 1)
-        e->refs--;
-    return true;
+    struct open_arg *a = arg;
+    if (e->kind == CUSHIM_KIND_IMPORTED) {
+        e->refs = (e->refs ? e->refs : 1) + 1;
+        return;
+    }
+    a->old = *e;
+    *e = *a->fresh;
+    a->replaced = true;
 }
 
 static void opened(CUresult r, CUdeviceptr p)
 {
-    struct shim_entry e;
-    if (r == CUDA_SUCCESS && table_update(&shim.ptrs, p, ref_add, NULL, &e) &&
-        e.kind == CUSHIM_KIND_IMPORTED) {
-        /* Opened again: the same mapping, one more reference. */
-    } else if (r == CUDA_SUCCESS) {
-        CUdeviceptr base = 0;
-        size_t size = 0;
-        __typeof__(&cuMemGetAddressRange_v2) range = REAL(cuMemGetAddressRange_v2);
-        if (range && range(&base, &size, p) == CUDA_SUCCESS)
-            track_alloc(&shim.ptrs, CUSHIM_KIND_IMPORTED, p, size, 0);
-    } else {
+    if (r != CUDA_SUCCESS) {
         track_fail(CUSHIM_KIND_IMPORTED);
+        shim_leave();
+        return;
+    }
+    CUdeviceptr base = 0;
+    size_t size = 0;
+    CUcontext ctx;
+    __typeof__(&cuMemGetAddressRange_v2) range = REAL(cuMemGetAddressRange_v2);
+    int device = shim_current_device(&ctx);
+    if (p && device >= 0 && range && range(&base, &size, p) == CUDA_SUCCESS) {
+        struct shim_entry fresh = {.key = p, .size = size, .ctx = (uint64_t)(uintptr_t)ctx,
+                                   .device = device, .kind = CUSHIM_KIND_IMPORTED, .refs = 1};
+        struct open_arg a = {.fresh = &fresh};
+        int rc = table_upsert(&shim.ptrs, &fresh, open_ref, &a);
+        if (rc < 0)
+            track_table_full();
+        if (a.replaced)
+            track_replaced(&a.old);
+        if (rc == 0 || a.replaced)
+            account_alloc(device, CUSHIM_KIND_IMPORTED, size, 0);
     }
     shim_leave();
+}
+
+/* A close, under the entry's lock: not the last reference, one fewer (the mapping stays), else
+ * the entry comes out (the real close then counts as the free, or puts it back). */
+static bool close_ref(struct shim_entry *e, void *arg)
+{
+    if (e->kind == CUSHIM_KIND_IMPORTED && e->refs > 1) {
+        e->refs--;
+        *(bool *)arg = true;
+        return true;
+    }
+    return false;
+}
+
+static bool ref_restore(struct shim_entry *e, void *arg)
+{
+    (void)arg;
+    e->refs++;
+    return true;
 }
 
 SHIM_EXPORT CUresult CUDAAPI cuIpcOpenMemHandle_v2(CUdeviceptr *pdptr, CUipcMemHandle handle,
@@ -69,13 +102,19 @@ SHIM_EXPORT CUresult CUDAAPI cuIpcCloseMemHandle(CUdeviceptr dptr)
     if (!shim_enter())
         return real_(dptr);
     struct shim_entry e;
-    if (table_get(&shim.ptrs, dptr, &e) && e.kind == CUSHIM_KIND_IMPORTED && e.refs > 1) {
-        /* Not the last close: the mapping stays, one reference fewer. */
-        CUresult r = real_(dptr);
-        if (r == CUDA_SUCCESS)
-            table_update(&shim.ptrs, dptr, ref_drop, NULL, NULL);
+    bool dropped = false;
+    if (!dptr || !table_update(&shim.ptrs, dptr, close_ref, &dropped, &e)) {
+        /* Never seen: forwarded, result returned unchanged. */
         shim_leave();
-        return r;
+        return real_(dptr);
     }
-    FREE_TRACKED(&shim.ptrs, dptr, real_(dptr));
+    CUresult r = real_(dptr);
+    if (dropped) {
+        if (r != CUDA_SUCCESS)
+            table_update(&shim.ptrs, dptr, ref_restore, NULL, NULL);
+    } else {
+        track_free_done(&shim.ptrs, &e, r == CUDA_SUCCESS);
+    }
+    shim_leave();
+    return r;
 }

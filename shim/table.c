@@ -94,6 +94,32 @@ bool table_update(struct shim_table *t, uint64_t key, bool (*fn)(struct shim_ent
     return found;
 }
 
+int table_upsert(struct shim_table *t, const struct shim_entry *e,
+                 void (*fn)(struct shim_entry *, void *), void *arg)
+{
+    uint64_t h = table_mix(e->key);
+    struct shim_shard *s = table_shard(t, h);
+    int rc = 0;
+    table_lock(s);
+    if (s->cap) {
+        uint32_t i = table_probe(s, e->key, h);
+        if (s->slots[i].key == e->key) {
+            fn(&s->slots[i], arg);
+            s->slots[i].key = e->key;
+            table_unlock(s);
+            return 1;
+        }
+    }
+    if ((s->count + 1) * 2 > s->cap && table_grow(s) != 0) {
+        rc = -1;
+    } else {
+        s->slots[table_probe(s, e->key, h)] = *e;
+        s->count++;
+    }
+    table_unlock(s);
+    return rc;
+}
+
 unsigned table_drain_if(struct shim_table *t, bool (*pred)(const struct shim_entry *, void *),
                         void (*done)(const struct shim_entry *, void *), void *arg)
 {

@@ -66,6 +66,12 @@ bool table_get(struct shim_table *t, uint64_t key, struct shim_entry *out);
 bool table_update(struct shim_table *t, uint64_t key, bool (*fn)(struct shim_entry *, void *),
                   void *arg, struct shim_entry *out);
 
+/* Under one lock: calls fn on the entry of e->key if present (as table_update, but the entry is
+ * always kept), else inserts *e. Returns 1 when fn ran, 0 when e was inserted, -1 when out of
+ * memory. fn must not call into CUDA or the table. */
+int table_upsert(struct shim_table *t, const struct shim_entry *e,
+                 void (*fn)(struct shim_entry *, void *), void *arg);
+
 /* Removes every entry for which pred returns true, calling done(entry) for each after its
  * removal (under the shard lock: done must only do arithmetic/atomics). Returns how many. */
 unsigned table_drain_if(struct shim_table *t, bool (*pred)(const struct shim_entry *, void *),

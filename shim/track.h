@@ -72,9 +72,12 @@ static inline CUcontext shim_stream_context(CUstream s)
 {
     CUcontext ctx = NULL;
     __typeof__(&cuStreamGetCtx) getctx = REAL(cuStreamGetCtx);
-    if ((uintptr_t)s > (uintptr_t)CU_STREAM_PER_THREAD && likely(getctx != NULL) &&
-        getctx(s, &ctx) == CUDA_SUCCESS && ctx)
-        return ctx;
+    if ((uintptr_t)s > (uintptr_t)CU_STREAM_PER_THREAD) {
+        if (likely(getctx != NULL) && getctx(s, &ctx) == CUDA_SUCCESS && ctx)
+            return ctx;
+        LOG_ONCE(CUSHIM_LOG_WARN, "cuStreamGetCtx failed for a stream: its allocations count on "
+                 "the current context's device, which may not be the stream's");
+    }
     __typeof__(&cuCtxGetCurrent) getcur = REAL(cuCtxGetCurrent);
     ctx = NULL;
     if (unlikely(!getcur || getcur(&ctx) != CUDA_SUCCESS))

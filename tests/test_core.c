@@ -237,6 +237,21 @@ RT_TEST(an_ipc_handle_opened_twice_is_one_mapping_until_its_last_close)
     run_free(&r);
 }
 
+RT_TEST(ipc_opens_and_closes_from_threads_keep_one_count)
+{
+    /* Concurrent closes each saw another reference and none counted the free (stuck at 1 MB);
+     * concurrent first opens both inserted, one replacing the other (a reference lost). */
+    struct run_result r;
+    json_t *j = scenario(&r, p->static_rt, "ipc_parent_threads", NULL);
+    cr_expect_eq(kv_u64(r.out, "ipc_bad"), 0, "every open and close succeeded");
+    cr_assert_eq(json_array_size(jpath(j, "descendants")), 1);
+    json_t *child = json_array_get(jpath(j, "descendants"), 0);
+    /* 200 rounds mapped and unmapped, the 201st still mapped by thread 0's reference. */
+    expect_kind(child, 0, "imported", 1000000, 1000000, 201, 200, 0);
+    json_decref(j);
+    run_free(&r);
+}
+
 RT_TEST(device_reset_drops_and_recounts)
 {
     struct run_result r;

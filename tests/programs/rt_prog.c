@@ -239,6 +239,51 @@ static int scenario_ipc_parent(void)
     return WIFEXITED(status) ? WEXITSTATUS(status) : 128;
 }
 
+static int scenario_ipc_parent_threads(void)
+{
+    setenv("IPC_THREADS", "1", 1);
+    return scenario_ipc_parent();
+}
+
+/* The child's threaded form: 8 threads open the handle at once, then close it at once, 200
+ * rounds; then 8 open and 7 close. */
+static CUipcMemHandle ipc_handle;
+static PFN_cuIpcOpenMemHandle_v11000 ipc_open;
+static PFN_cuIpcCloseMemHandle_v4010 ipc_close;
+static pthread_barrier_t ipc_barrier;
+static atomic_int ipc_bad;
+
+static void *ipc_thread(void *arg)
+{
+    const int rounds = 200;
+    if (cudaSetDevice(0) != cudaSuccess || cudaFree(NULL) != cudaSuccess) /* the primary context current here */
+        atomic_fetch_add(&ipc_bad, 1);
+    for (int i = 0; i <= rounds; i++) {
+        CUdeviceptr p;
+        pthread_barrier_wait(&ipc_barrier);
+        if (ipc_open(&p, ipc_handle, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS) != CUDA_SUCCESS)
+            atomic_fetch_add(&ipc_bad, 1);
+        pthread_barrier_wait(&ipc_barrier);
+        /* In the last round thread 0 keeps its reference. */
+        if ((i < rounds || arg != NULL) && ipc_close(p) != CUDA_SUCCESS)
+            atomic_fetch_add(&ipc_bad, 1);
+    }
+    return NULL;
+}
+
+static int ipc_threads(void)
+{
+    pthread_t t[8];
+    pthread_barrier_init(&ipc_barrier, NULL, 8);
+    CHECK(cudaFree(NULL));
+    for (int i = 0; i < 8; i++)
+        pthread_create(&t[i], NULL, ipc_thread, (void *)(intptr_t)i);
+    for (int i = 0; i < 8; i++)
+        pthread_join(t[i], NULL);
+    printf("ipc_bad=%d\n", atomic_load(&ipc_bad));
+    return 0;
+}
+
 static int scenario_ipc_child(void)
 {
     PFN_cuIpcOpenMemHandle_v11000 open_ = entry("cuIpcOpenMemHandle", 11000);
@@ -251,6 +296,10 @@ static int scenario_ipc_child(void)
         unsigned v;
         sscanf(hex + 2 * i, "%2x", &v);
         h.reserved[i] = (char)v;
+    }
+    if (getenv("IPC_THREADS")) {
+        ipc_handle = h, ipc_open = open_, ipc_close = close_;
+        return ipc_threads();
     }
     CUdeviceptr a, b;
     CHECK(cudaFree(NULL));
@@ -576,7 +625,7 @@ static const struct scenario scenarios[] = {
     {"async", scenario_async, 1},           {"vmm", scenario_vmm, 1},
     {"array", scenario_array, 1},           {"array_formats", scenario_array_formats, 1},
     {"vmm_devices", scenario_vmm_devices, 1}, {"ipc_parent", scenario_ipc_parent, 1},
-    {"ipc_child", scenario_ipc_child, 1},           {"reset", scenario_reset, 1},
+    {"ipc_child", scenario_ipc_child, 1},   {"ipc_parent_threads", scenario_ipc_parent_threads, 1},           {"reset", scenario_reset, 1},
     {"peaks", scenario_peaks, 1},           {"reset_peak", scenario_reset_peak, 1},
     {"two_devices", scenario_two_devices, 2}, {"oom", scenario_oom, 1},
     {"pool_locations", scenario_pool_locations, 2},
