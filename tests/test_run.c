@@ -410,6 +410,19 @@ Test(run, an_unwritable_json_path_stops_before_running)
     cr_expect_eq(r.status, 127);
     cr_expect_str_eq(r.err, "cushim: cannot run \"/nonexistent/program\": No such file or directory\n");
     run_free(&r);
+    /* A value given to a switch with a space is taken as the program: the message says why. */
+    const char *stray[] = {cushim_bin(), "run", "--spill", "on", "--", "true", NULL};
+    run_cmd(&r, stray, sim_env(NULL));
+    cr_expect_eq(r.status, 127);
+    cr_expect_str_eq(r.err, "cushim: cannot run \"on\": No such file or directory (the options end at the "
+                            "\"--\" after it, so it was taken as the program; a switch takes its value "
+                            "with '=', e.g. --spill=on)\n");
+    run_free(&r);
+    const char *dir[] = {cushim_bin(), "run", "--", "/tmp", NULL};
+    run_cmd(&r, dir, sim_env(NULL));
+    cr_expect_eq(r.status, 126);
+    cr_expect_str_eq(r.err, "cushim: cannot run \"/tmp\": it is a directory\n");
+    run_free(&r);
 }
 
 Test(run, a_child_that_sets_its_own_bad_value_reports_it)
@@ -569,8 +582,18 @@ Test(run, cushim_library_names_the_preloaded_library)
     run_cmd(&r, bad, NULL);
     cr_expect_eq(r.status, 2);
     cr_expect_str_eq(r.out, "");
-    cr_expect_str_eq(r.err, "cushim: --library \"/nonexistent/libcushim.so\" is not libcushim.so (No such file "
-                            "or directory); expected the path of the shim library, e.g. build/shim/libcushim.so\n");
+    cr_expect_str_eq(r.err, "cushim: --library \"/nonexistent/libcushim.so\": No such file or directory; "
+                            "expected the path of the shim library, libcushim.so\n");
+    run_free(&r);
+    /* A relative path is taken from the current directory, and the message says which. */
+    const char *rel[] = {cushim_bin(), "run", "--library", "no/such/libcushim.so", "--", "/bin/echo", "ran", NULL};
+    run_cmd(&r, rel, NULL);
+    char cwd[1024], want_rel[1400];
+    cr_assert(getcwd(cwd, sizeof cwd));
+    snprintf(want_rel, sizeof want_rel, "cushim: --library \"no/such/libcushim.so\": No such file or directory "
+             "(relative to %s); expected the path of the shim library, libcushim.so\n", cwd);
+    cr_expect_eq(r.status, 2);
+    cr_expect_str_eq(r.err, want_rel);
     run_free(&r);
     /* Another library, or a file that is none, would run the program uncounted: refused. */
     char other_lib[1200], want_other[1600];

@@ -278,10 +278,11 @@ static int write_json(struct cli_output *out, const struct cushim_snapshot *top,
 int cmd_run(int argc, char **argv)
 {
     const char *json = NULL;
-    int quiet = 0, i = 1;
+    int quiet = 0, i = 1, dashdash = 0;
     for (; i < argc; i++) {
         if (strcmp(argv[i], "--") == 0) {
             i++;
+            dashdash = 1;
             break;
         }
         if (argv[i][0] != '-')
@@ -428,7 +429,18 @@ int cmd_run(int argc, char **argv)
         setenv("CUSHIM_RUN_TOP", me, 1);
         execvp(prog[0], prog);
         int e = errno;
-        cli_error("cannot run \"%s\": %s", prog[0], strerror(e));
+        struct stat st;
+        int stray = 0; /* a word before a "--" that ends the options: a value given to a switch? */
+        for (int k = 1; !dashdash && prog[k]; k++)
+            stray |= strcmp(prog[k], "--") == 0;
+        if (e == EACCES && stat(prog[0], &st) == 0 && S_ISDIR(st.st_mode))
+            cli_error("cannot run \"%s\": it is a directory", prog[0]);
+        else if (e == ENOENT && stray)
+            cli_error("cannot run \"%s\": %s (the options end at the \"--\" after it, so it was "
+                      "taken as the program; a switch takes its value with '=', e.g. --spill=on)",
+                      prog[0], strerror(e));
+        else
+            cli_error("cannot run \"%s\": %s", prog[0], strerror(e));
         ssize_t w = write(exec_pipe[1], &e, sizeof e);
         (void)w;
         _exit(e == ENOENT ? 127 : 126);

@@ -113,6 +113,16 @@ int cli_library_path(const char *shown_as, char *buf, size_t len)
             why = "path too long";
         else
             is_cushim(real, &why);
+        if (why && !real) {
+            char cwd[PATH_MAX];
+            if (env[0] != '/' && getcwd(cwd, sizeof cwd))
+                cli_error("%s\"%s\": %s (relative to %s); expected the path of the shim library, "
+                          "libcushim.so", shown_as, env, why, cwd);
+            else
+                cli_error("%s\"%s\": %s; expected the path of the shim library, libcushim.so",
+                          shown_as, env, why);
+            return -1;
+        }
         if (why) {
             cli_error("%s\"%s\" is not libcushim.so (%s); expected the path of the shim library, "
                       "e.g. build/shim/libcushim.so", shown_as, env, why);
