@@ -188,9 +188,11 @@ static int parse_into(struct cushim_config *c, enum cushim_option id, const char
     case CUSHIM_OT_BOOL:
         *expected = "a boolean (1/0/true/false/yes/no/on/off)";
         return cushim_parse_bool(v, ival);
-    case CUSHIM_OT_SIZE:
-        *expected = "a size (e.g. 512M, 64MiB, 1g, 4096)";
-        return cushim_parse_size(v, sval);
+    case CUSHIM_OT_SIZE: {
+        int rc = cushim_parse_size(v, sval);
+        *expected = rc == -2 ? "a size below 16 EiB (2^64 bytes)" : "a size (e.g. 512M, 64MiB, 1g, 4096)";
+        return rc < 0 ? -1 : 0;
+    }
     case CUSHIM_OT_ENUM: {
         static char expect[128];
         int k = cushim_parse_enum(o->choices, v);

@@ -43,7 +43,7 @@ int cushim_parse_size(const char *s, uint64_t *out)
             continue;
         uint64_t v;
         if (cushim_parse_u64(digits, UINT64_MAX >> units[i].shift, &v) != 0)
-            return -1;
+            return -2; /* digits and a unit, but 2^64 bytes or more */
         *out = v << units[i].shift;
         return 0;
     }
