@@ -198,7 +198,8 @@ int cmd_serve(int argc, char **argv)
         if (got < 0)
             return EXIT_USAGE;
         if (!got) {
-            cli_error("bad argument \"%s\" for serve (usage: cushim serve --listen ADDR:PORT)", argv[i]);
+            cli_error("%s \"%s\" for serve (usage: cushim serve --listen ADDR:PORT)",
+                      argv[i][0] == '-' ? "unknown option" : "unexpected argument", argv[i]);
             return EXIT_USAGE;
         }
     }
