@@ -202,7 +202,9 @@ void cushim_text_process(FILE *f, const struct cushim_snapshot *s, const char *t
         fprintf(f, "    %-16s %12s %12s\n", "device_total",
                 fmt(d->dev[CUSHIM_DEV_total_current], a, sizeof a),
                 fmt(d->dev[CUSHIM_DEV_total_peak], b, sizeof b));
-        if (d->dev[CUSHIM_DEV_compile_peak] || d->kinds[CUSHIM_KIND_OFFLOADED][CUSHIM_STAT_alloc_count])
+        /* Only where a compile phase held memory: a run that never compiled (spill, offload
+         * always) has one phase, and its peaks are the lines above. */
+        if (d->dev[CUSHIM_DEV_compile_peak] || d->dev[CUSHIM_DEV_compile_offloaded_peak])
             fprintf(f, "    phase peaks: compile device %s offloaded %s; run device %s offloaded %s\n",
                     fmt(d->dev[CUSHIM_DEV_compile_peak], a, sizeof a),
                     fmt(d->dev[CUSHIM_DEV_compile_offloaded_peak], b, sizeof b),

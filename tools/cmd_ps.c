@@ -45,9 +45,10 @@ int cmd_ps(int argc, char **argv)
     if (argc > 1) {
         if (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0) {
             printf("usage: cushim ps\n\nLists processes under cushim (yours; everyone's as root):\n"
-                   "pid (as seen here, also for a container's process), user, state (live, or stale: the process is gone), devices used, device\n"
-                   "bytes current and peak (summed over its devices), phase (run>compile while a\n"
-                   "`cushim phase` request waits for the process's next allocation), command.\n");
+                   "pid (as seen here, also for a container's process), user, state (live, or\n"
+                   "stale: the process is gone), devices used, device bytes current and peak\n"
+                   "(summed over its devices), phase (run>compile while a `cushim phase` request\n"
+                   "waits for the process's next allocation), command.\n");
             return 0;
         }
         cli_error("ps takes no arguments (got \"%s\")", argv[1]);
