@@ -1,5 +1,7 @@
 #include "common/peaks.h"
 
+#include <time.h>
+
 #include "common/seqlock.h"
 
 static void reset_one(_Atomic uint64_t *peak, _Atomic uint64_t *current)
@@ -35,5 +37,10 @@ void cushim_reset_record_peaks(struct cushim_device_record *r, uint32_t phase)
         reset_one(&r->dev[CUSHIM_DEV_run_peak], &r->dev[CUSHIM_DEV_total_current]);
         reset_one(&r->dev[CUSHIM_DEV_run_offloaded_peak], off);
     }
+    atomic_fetch_add_explicit(&r->dev[CUSHIM_DEV_peak_reset_count], 1, memory_order_relaxed);
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    atomic_store_explicit(&r->dev[CUSHIM_DEV_peak_reset_ns],
+                          (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec, memory_order_relaxed);
     cushim_seq_write_end(&r->seq_end);
 }

@@ -177,12 +177,15 @@ void cushim_text_process(FILE *f, const struct cushim_snapshot *s, const char *t
             strchr(phase, '>') ? " (requested, at the next allocation)" : "");
     for (uint32_t i = 0; i < s->device_count; i++) {
         const struct cushim_device_snapshot *d = &s->devices[i];
-        fprintf(f, "  device %d  %s  total %s  untracked %s\n", d->ordinal,
+        fprintf(f, "  device %d  %s  total %s  untracked %s", d->ordinal,
                 d->identified ? cushim_format_uuid(d->uuid, u, sizeof u) : "(uuid unknown)",
                 fmt(d->total_bytes, a, sizeof a),
                 d->untracked_sampled_ns ? fmt(d->untracked_bytes, b, sizeof b)
                 : s->exited             ? "never sampled"
                                         : "not sampled yet");
+        if (d->dev[CUSHIM_DEV_limit])
+            fprintf(f, "  limit %s", fmt(d->dev[CUSHIM_DEV_limit], a, sizeof a));
+        fputc('\n', f);
         fprintf(f, "    %-16s %12s %12s %10s %10s %8s\n", "kind", "current", "peak", "allocs",
                 "frees", "failed");
         for (unsigned k = 0; k < CUSHIM_KIND_COUNT; k++) {
@@ -202,6 +205,10 @@ void cushim_text_process(FILE *f, const struct cushim_snapshot *s, const char *t
         fprintf(f, "    %-16s %12s %12s\n", "device_total",
                 fmt(d->dev[CUSHIM_DEV_total_current], a, sizeof a),
                 fmt(d->dev[CUSHIM_DEV_total_peak], b, sizeof b));
+        if (d->dev[CUSHIM_DEV_peak_reset_count])
+            fprintf(f, "    peaks are since the last peak reset (%llu reset%s)\n",
+                    (unsigned long long)d->dev[CUSHIM_DEV_peak_reset_count],
+                    d->dev[CUSHIM_DEV_peak_reset_count] == 1 ? "" : "s");
         /* Only where a compile phase held memory: a run that never compiled (spill, offload
          * always) has one phase, and its peaks are the lines above. */
         if (d->dev[CUSHIM_DEV_compile_peak] || d->dev[CUSHIM_DEV_compile_offloaded_peak])

@@ -112,7 +112,13 @@ enum cushim_phase {
     X(async_pool_sampled_ns, async_pool, sampled_ns, "", "", gauge,                               \
       "when the pools were last read (CLOCK_REALTIME ns; 0 = never); not a Prometheus metric")     \
     X(graph_pool_sampled_ns, graph_pool, sampled_ns, "", "", gauge,                               \
-      "when the graph pool was last read (CLOCK_REALTIME ns; 0 = never); not a Prometheus metric")
+      "when the graph pool was last read (CLOCK_REALTIME ns; 0 = never); not a Prometheus metric") \
+    X(limit, device_total, limit_bytes, "device_limit_bytes", "", gauge,                          \
+      "the process's budget for the device total (CUSHIM_DEVICE_LIMIT; 0 = none)")                 \
+    X(peak_reset_count, peak_reset, count, "peak_resets_total", "", counter,                      \
+      "peak resets (cushim_reset_peak or `cushim reset-peak`): the peaks are since the last one")  \
+    X(peak_reset_ns, peak_reset, last_ns, "", "", gauge,                                          \
+      "when the peaks were last reset (CLOCK_REALTIME ns; 0 = never); not a Prometheus metric")
 
 enum cushim_device_stat {
 #define CUSHIM_X_ENUM(f, g, n, p, l, t, h) CUSHIM_DEV_##f,

@@ -18,6 +18,9 @@ void account_underflow(uint64_t have, uint64_t bytes)
 
 static void identify(struct cushim_device_record *r, int device)
 {
+    /* The budget the process runs under on this device (budget.h), for readers. */
+    if (budget_any)
+        atomic_store_explicit(&r->dev[CUSHIM_DEV_limit], shim.cfg.device_limit[device], memory_order_relaxed);
     CUuuid uuid;
     size_t total = 0;
     __typeof__(&cuDeviceGetUuid_v2) get_uuid = REAL(cuDeviceGetUuid_v2);

@@ -280,6 +280,10 @@ RT_TEST(peak_reset_through_api)
     cr_expect_eq(kv_u64(r.out, "peak_after_reset"), 1000);
     cr_expect_eq(kv_u64(r.out, "peak_after_alloc"), 1500);
     expect_kind(j, 0, "device", 1500, 1500, 3, 1, 0);
+    /* The summary says its peaks are since a reset (the JSON: when). */
+    cr_expect_eq(jpath_u64(j, "devices.0.peak_reset.count"), 1);
+    cr_expect_neq(jpath_u64(j, "devices.0.peak_reset.last_ns"), 0);
+    cr_expect(strstr(r.err, "\n    peaks are since the last peak reset (1 reset)\n") != NULL, "%s", r.err);
     json_decref(j);
     run_free(&r);
 }

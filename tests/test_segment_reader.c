@@ -115,10 +115,10 @@ Test(reader, crafted_headers_are_rejected_with_a_reason)
         void (*mutate)(struct cushim_segment *);
     } cases[] = {
         {"magic", "bad magic: not a cushim segment", NULL},
-        {"version", "layout version 7, this cushim reads 3", NULL},
+        {"version", "layout version 7, this cushim reads 4", NULL},
         {"count", "device count 65 past the end (at most 64)", NULL},
         {"command", "unterminated string in header", NULL},
-        {"sizes", "layout sizes do not match version 3", NULL},
+        {"sizes", "layout sizes do not match version 4", NULL},
         {"phase", "phase 9 out of range", NULL},
         {"record", "device record 0 is corrupt", NULL},
     };
