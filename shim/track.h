@@ -22,6 +22,13 @@ extern SHIM_TLS struct shim_ctx_cache shim_tls_ctx;
 extern _Atomic uint32_t shim_ctx_generation;
 int shim_current_device_slow(CUcontext ctx);
 
+/* Whether the calling thread's cached context is ctx, still valid (no context forgotten since). */
+static inline __attribute__((always_inline)) bool shim_ctx_cached(CUcontext ctx)
+{
+    return (uint64_t)(uintptr_t)ctx == shim_tls_ctx.ctx &&
+           atomic_load_explicit(&shim_ctx_generation, memory_order_relaxed) == shim_tls_ctx.generation;
+}
+
 /* Device ordinal of the calling thread's current context, -1 if none; *ctx_out = the context. */
 static inline __attribute__((always_inline)) int shim_current_device(CUcontext *ctx_out)
 {
@@ -33,8 +40,7 @@ static inline __attribute__((always_inline)) int shim_current_device(CUcontext *
         *ctx_out = ctx;
     if (unlikely(!ctx))
         return -1;
-    if (likely((uint64_t)(uintptr_t)ctx == shim_tls_ctx.ctx &&
-               atomic_load_explicit(&shim_ctx_generation, memory_order_relaxed) == shim_tls_ctx.generation))
+    if (likely(shim_ctx_cached(ctx)))
         return shim_tls_ctx.device;
     return shim_current_device_slow(ctx);
 }
@@ -51,8 +57,7 @@ static inline __attribute__((always_inline)) int shim_current_device_rec(CUconte
     *ctx_out = ctx;
     if (unlikely(!ctx))
         return -1;
-    if (unlikely((uint64_t)(uintptr_t)ctx != shim_tls_ctx.ctx ||
-                 atomic_load_explicit(&shim_ctx_generation, memory_order_relaxed) != shim_tls_ctx.generation)) {
+    if (unlikely(!shim_ctx_cached(ctx))) {
         int d = shim_current_device_slow(ctx);
         if (d < 0 || (uint64_t)(uintptr_t)ctx != shim_tls_ctx.ctx)
             return d;
@@ -96,8 +101,7 @@ static inline int shim_stream_device(CUstream s, CUcontext *ctx_out)
         *ctx_out = ctx;
     if (unlikely(!ctx))
         return -1;
-    if (likely((uint64_t)(uintptr_t)ctx == shim_tls_ctx.ctx &&
-               atomic_load_explicit(&shim_ctx_generation, memory_order_relaxed) == shim_tls_ctx.generation))
+    if (likely(shim_ctx_cached(ctx)))
         return shim_tls_ctx.device;
     return shim_context_device(ctx);
 }
