@@ -154,6 +154,9 @@ static bool cache_put(void *host, uint64_t size, uint64_t ctx, int device)
     bool kept = false;
     if (!shim.cfg.offload_cache || size > shim.cfg.offload_cache)
         return false;
+    /* Counted before the block is published: cache_take may take it (and count it off) as soon
+     * as the lock is released. */
+    account_device_stat_add(device, CUSHIM_DEV_offload_cached_bytes, (int64_t)size);
     cache_acquire();
     if (cache_bytes + size <= shim.cfg.offload_cache) {
         for (unsigned i = 0; i < CACHE_SLOTS && !kept; i++) {
@@ -165,8 +168,8 @@ static bool cache_put(void *host, uint64_t size, uint64_t ctx, int device)
         }
     }
     cache_release();
-    if (kept)
-        account_device_stat_add(device, CUSHIM_DEV_offload_cached_bytes, (int64_t)size);
+    if (!kept)
+        account_device_stat_add(device, CUSHIM_DEV_offload_cached_bytes, -(int64_t)size);
     return kept;
 }
 
@@ -263,9 +266,15 @@ CUresult offload_free(const struct shim_entry *e)
 }
 
 /* ---- deferred frees: an event per cuMemFreeAsync of an offloaded range ---- */
+/* A slot's event: NULL free; SLOT_CLAIMED being filled by offload_free_async; SLOT_NO_EVENT the
+ * event's context went (the driver destroyed the event with it, and the stream's work with it):
+ * the block is released at the next poll with no event call. */
+#define SLOT_CLAIMED ((CUevent)(uintptr_t)1)
+#define SLOT_NO_EVENT ((CUevent)(uintptr_t)2)
 struct deferred {
-    struct shim_entry e;
+    struct shim_entry e;  /* e.ctx: the context the pinned block belongs to */
     CUevent event;
+    uint64_t event_ctx;   /* the context the event was made in (the stream's) */
 };
 #define DEFERRED_MAX 1024
 static struct deferred deferred[DEFERRED_MAX];
@@ -282,16 +291,73 @@ static void deferred_release(void)
     atomic_flag_clear_explicit(&deferred_lock, memory_order_release);
 }
 
-CUresult offload_free_async(const struct shim_entry *e, CUstream stream, bool pt)
+static bool slot_taken(CUevent ev)
+{
+    return ev != NULL && ev != SLOT_CLAIMED;
+}
+
+/* A free slot, claimed (SLOT_CLAIMED), or -1 when all are in use. */
+static int slot_claim(void)
+{
+    int k = -1;
+    deferred_acquire();
+    for (unsigned i = 0; i < DEFERRED_MAX && k < 0; i++)
+        if (!deferred[i].event) {
+            deferred[i].event = SLOT_CLAIMED;
+            k = (int)i;
+        }
+    deferred_release();
+    return k;
+}
+
+static void slot_unclaim(int k)
+{
+    deferred_acquire();
+    deferred[k].event = NULL;
+    deferred_release();
+}
+
+/* An event recorded on `stream`, made in the stream's context (cuda.h cuEventRecord: "hEvent and
+ * hStream must be from the same context otherwise CUDA_ERROR_INVALID_HANDLE is returned"; a stream
+ * of another device than the current one); NULL if none could be. *ctx_out: that context. */
+static CUevent stream_event(CUstream stream, bool pt, uint64_t *ctx_out)
 {
     __typeof__(&cuEventCreate) create = REAL(cuEventCreate);
     __typeof__(&cuEventRecord) record = pt ? REAL(cuEventRecord_ptsz) : REAL(cuEventRecord);
     __typeof__(&cuEventDestroy_v2) destroy = REAL(cuEventDestroy_v2);
+    __typeof__(&cuCtxGetCurrent) getcur = REAL(cuCtxGetCurrent);
+    __typeof__(&cuCtxPushCurrent_v2) push = REAL(cuCtxPushCurrent_v2);
+    __typeof__(&cuCtxPopCurrent_v2) pop = REAL(cuCtxPopCurrent_v2);
+    CUcontext sctx = shim_stream_context(stream), cur = NULL, popped;
     CUevent ev = NULL;
+    if (!create || !record || !destroy || !sctx)
+        return NULL;
+    bool pushed = getcur && push && pop && getcur(&cur) == CUDA_SUCCESS && cur != sctx &&
+                  push(sctx) == CUDA_SUCCESS;
+    if (create(&ev, CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS)
+        ev = NULL;
+    if (pushed)
+        pop(&popped);
+    if (ev && record(ev, stream) != CUDA_SUCCESS) {
+        destroy(ev);
+        ev = NULL;
+    }
+    *ctx_out = (uint64_t)(uintptr_t)sctx;
+    return ev;
+}
+
+CUresult offload_free_async(const struct shim_entry *e, CUstream stream, bool pt)
+{
     if (capture_any_live()) {
         CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
         __typeof__(&cuStreamIsCapturing) is = pt ? REAL(cuStreamIsCapturing_ptsz) : REAL(cuStreamIsCapturing);
-        if (is && is(stream, &st) == CUDA_SUCCESS && st == CU_STREAM_CAPTURE_STATUS_INVALIDATED)
+        CUresult q = is ? is(stream, &st) : CUDA_ERROR_NOT_SUPPORTED;
+        /* The driver's own answer about this stream (cuda.h cuStreamIsCapturing: e.g.
+         * CUDA_ERROR_STREAM_CAPTURE_IMPLICIT for the legacy stream while a blocking stream of its
+         * context captures, when the status is not set) is what the program gets, nothing done. */
+        if (q != CUDA_SUCCESS)
+            return q;
+        if (st == CU_STREAM_CAPTURE_STATUS_INVALIDATED)
             /* cuda.h: CUDA_ERROR_STREAM_CAPTURE_INVALIDATED, "the current capture sequence on
              * the stream has been invalidated due to a previous error": what any stream-ordered
              * call on it gets. */
@@ -303,53 +369,46 @@ CUresult offload_free_async(const struct shim_entry *e, CUstream stream, bool pt
             return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
         }
     }
-    ranges_remove(e->key);
-    account_free(e->device, CUSHIM_KIND_OFFLOADED, e->size, e->flags);
-    /* The event is made in the stream's context: cuda.h cuEventRecord, "hEvent and hStream
-     * must be from the same context otherwise CUDA_ERROR_INVALID_HANDLE is returned" (a stream
-     * of another device than the current one). */
-    CUcontext sctx = shim_stream_context(stream), cur = NULL, popped;
-    __typeof__(&cuCtxGetCurrent) getcur = REAL(cuCtxGetCurrent);
-    __typeof__(&cuCtxPushCurrent_v2) push = REAL(cuCtxPushCurrent_v2);
-    __typeof__(&cuCtxPopCurrent_v2) pop = REAL(cuCtxPopCurrent_v2);
-    bool pushed = sctx && getcur && push && pop && getcur(&cur) == CUDA_SUCCESS && cur != sctx &&
-                  push(sctx) == CUDA_SUCCESS;
-    if (!create || !record || !destroy || create(&ev, CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS)
-        ev = NULL;
-    if (pushed)
-        pop(&popped);
-    if (ev && record(ev, stream) != CUDA_SUCCESS) {
-        destroy(ev);
-        ev = NULL;
-    }
+    /* A slot and an event first: nothing is changed until the free is sure to be deferred. */
+    uint64_t event_ctx = 0;
+    int k = slot_claim();
+    CUevent ev = k >= 0 ? stream_event(stream, pt, &event_ctx) : NULL;
     if (!ev) {
-        /* No event: wait for the stream's work the slow way, then free. */
+        if (k >= 0)
+            slot_unclaim(k);
+        if (capture_any_live()) {
+            /* Waiting and freeing now would be calls a global-mode capture prohibits: the memory
+             * stays the program's, the free refused (rare: no event, or 1024 frees pending). */
+            LOG_ONCE(CUSHIM_LOG_WARN, "cuMemFreeAsync of offloaded memory could not be deferred "
+                     "while a capture is live: refused (CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED)");
+            return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+        }
+        /* Wait for the stream's work the slow way, then free as cuMemFree does. */
         __typeof__(&cuStreamSynchronize) sync = REAL(cuStreamSynchronize);
         if (sync)
             sync(stream);
-        return release_host(e);
+        return offload_free(e);
     }
+    /* Counted as freed, and as pending, before the slot is published for poll to take. */
+    ranges_remove(e->key);
+    account_free(e->device, CUSHIM_KIND_OFFLOADED, e->size, e->flags);
+    account_device_stat_add(e->device, CUSHIM_DEV_offload_pending_bytes, (int64_t)e->aux);
+    atomic_fetch_add_explicit(&offload_pending, 1, memory_order_relaxed);
     deferred_acquire();
-    for (unsigned i = 0; i < DEFERRED_MAX; i++) {
-        if (!deferred[i].event) {
-            deferred[i] = (struct deferred){*e, ev};
-            atomic_fetch_add_explicit(&offload_pending, 1, memory_order_relaxed);
-            ev = NULL;
-            break;
-        }
-    }
+    deferred[k] = (struct deferred){*e, ev, event_ctx};
     deferred_release();
-    if (!ev)
-        account_device_stat_add(e->device, CUSHIM_DEV_offload_pending_bytes, (int64_t)e->aux);
-    if (ev) {
-        /* Table full: wait for this one now. */
-        __typeof__(&cuEventSynchronize) wait = REAL(cuEventSynchronize);
-        if (wait)
-            wait(ev);
-        destroy(ev);
-        return release_host(e);
-    }
     return CUDA_SUCCESS;
+}
+
+/* A deferred free whose event completed (or whose context went): the block released. */
+static void deferred_done(const struct deferred *d)
+{
+    __typeof__(&cuEventDestroy_v2) destroy = REAL(cuEventDestroy_v2);
+    if (d->event != SLOT_NO_EVENT && destroy)
+        destroy(d->event);
+    account_device_stat_add(d->e.device, CUSHIM_DEV_offload_pending_bytes, -(int64_t)d->e.aux);
+    release_host(&d->e);
+    atomic_fetch_sub_explicit(&offload_pending, 1, memory_order_relaxed);
 }
 
 /* Takes the deferred frees whose event has completed (or all when `wait`), then releases them
@@ -358,40 +417,43 @@ static void poll(bool wait)
 {
     __typeof__(&cuEventQuery) query = REAL(cuEventQuery);
     __typeof__(&cuEventSynchronize) sync = REAL(cuEventSynchronize);
-    __typeof__(&cuEventDestroy_v2) destroy = REAL(cuEventDestroy_v2);
     struct deferred done[32];
     unsigned n;
-    if (!query || !sync || !destroy)
+    if (!query || !sync)
         return;
     do {
         n = 0;
         deferred_acquire();
         for (unsigned i = 0; i < DEFERRED_MAX && n < 32; i++) {
-            if (deferred[i].event) {
+            if (slot_taken(deferred[i].event)) {
                 done[n++] = deferred[i];
                 deferred[i].event = NULL;
             }
         }
         deferred_release();
         for (unsigned i = 0; i < n; i++) {
-            CUresult q = wait ? sync(done[i].event) : query(done[i].event);
+            CUresult q = done[i].event == SLOT_NO_EVENT ? CUDA_SUCCESS
+                         : wait                          ? sync(done[i].event)
+                                                         : query(done[i].event);
             if (q == CUDA_ERROR_NOT_READY) {
-                /* Not yet: put it back. */
+                /* Not yet: put it back (in its own slot if free, else any; none free, since
+                 * offload_free_async filled them meanwhile: wait for it now). */
+                bool back = false;
                 deferred_acquire();
-                for (unsigned k = 0; k < DEFERRED_MAX; k++)
+                for (unsigned k = 0; k < DEFERRED_MAX && !back; k++)
                     if (!deferred[k].event) {
                         deferred[k] = done[i];
-                        break;
+                        back = true;
                     }
                 deferred_release();
-                continue;
+                if (back)
+                    continue;
+                sync(done[i].event);
             }
-            destroy(done[i].event);
-            account_device_stat_add(done[i].e.device, CUSHIM_DEV_offload_pending_bytes,
-                                    -(int64_t)done[i].e.aux);
-            release_host(&done[i].e);
-            atomic_fetch_sub_explicit(&offload_pending, 1, memory_order_relaxed);
+            deferred_done(&done[i]);
         }
+        /* Only claimed slots left (being filled): they are counted in offload_pending once
+         * published, so this loop ends. */
     } while (wait && atomic_load_explicit(&offload_pending, memory_order_relaxed) != 0);
 }
 
@@ -427,15 +489,31 @@ void offload_context_gone(uint64_t ctx)
                                     -(int64_t)cache[i].size);
         }
     cache_release();
+    /* A deferred free whose block was the context's: gone with it (its event, in another
+     * context, is destroyed here, after the lock). One whose event was the context's (a stream
+     * of that context): the event and the stream's work are gone, the block is still ours: it is
+     * released at the next poll, with no event call. */
+    CUevent orphans[64];
+    unsigned n_orphans = 0;
     deferred_acquire();
-    for (unsigned i = 0; i < DEFERRED_MAX; i++)
-        if (deferred[i].event && deferred[i].e.ctx == ctx) {
+    for (unsigned i = 0; i < DEFERRED_MAX; i++) {
+        if (!slot_taken(deferred[i].event))
+            continue;
+        if (deferred[i].e.ctx == ctx) {
+            if (deferred[i].event != SLOT_NO_EVENT && deferred[i].event_ctx != ctx && n_orphans < 64)
+                orphans[n_orphans++] = deferred[i].event;
             deferred[i].event = NULL;
             atomic_fetch_sub_explicit(&offload_pending, 1, memory_order_relaxed);
             account_device_stat_add(deferred[i].e.device, CUSHIM_DEV_offload_pending_bytes,
                                     -(int64_t)deferred[i].e.aux);
+        } else if (deferred[i].event_ctx == ctx) {
+            deferred[i].event = SLOT_NO_EVENT;
         }
+    }
     deferred_release();
+    __typeof__(&cuEventDestroy_v2) destroy = REAL(cuEventDestroy_v2);
+    for (unsigned i = 0; destroy && i < n_orphans; i++)
+        destroy(orphans[i]);
 }
 
 void offload_after_fork_child(void)

@@ -615,3 +615,23 @@ Test(offload, a_pending_free_waits_for_the_end_of_a_capture)
     json_decref(j);
     run_free(&r);
 }
+
+Test(offload, frees_that_cannot_be_deferred_during_a_capture_keep_the_memory_and_the_capture)
+{
+    /* Past 1024 pending frees the shim waited and freed at once: cuMemFreeHost invalidated the
+     * other stream's global capture (901), and the failed free was counted and put back, so the
+     * later cudaFree counted it again (1036 frees of 1030 allocations, an underflow logged). */
+    struct run_result r;
+    const char *extra[] = {"CUSHIM_OFFLOAD=always", "CUSHIM_OFFLOAD_MIN=1", NULL};
+    json_t *j = offload_run(&r, "many_frees_during_capture", extra);
+    cr_expect_eq(kv_u64(r.out, "refused"), 6, "1024 deferred, 6 refused");
+    cr_expect_eq(kv_u64(r.out, "first_refusal"), 900 /* cudaErrorStreamCaptureUnsupported */);
+    cr_expect_eq(kv_u64(r.out, "rc_end"), 0, "the capture is still valid");
+    cr_expect_eq(kv_u64(r.out, "freed_after"), 6);
+    cr_expect_eq(jpath_u64(j, "devices.0.offloaded.alloc_count"), 1030);
+    cr_expect_eq(jpath_u64(j, "devices.0.offloaded.free_count"), 1030);
+    cr_expect_eq(jpath_u64(j, "devices.0.offloaded.current_bytes"), 0);
+    cr_expect(strstr(r.err, "underflow") == NULL, "%s", r.err);
+    json_decref(j);
+    run_free(&r);
+}

@@ -694,6 +694,40 @@ static int scenario_poll_during_capture(void)
     return 0;
 }
 
+/* 1030 asynchronous frees of offloaded memory on a stream that is not capturing while another
+ * stream captures in global mode: 1024 are deferred; the rest cannot be without a call the capture
+ * prohibits, so they are refused and the memory stays the program's (freed again after). */
+static int scenario_many_frees_during_capture(void)
+{
+    enum { N = 1030 };
+    static void *p[N];
+    cudaStream_t s, s2;
+    cudaGraph_t g;
+    for (int i = 0; i < N; i++)
+        CHECK(cudaMalloc(&p[i], 4096));
+    CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    CHECK(cudaStreamCreateWithFlags(&s2, cudaStreamNonBlocking));
+    CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+    int refused = 0, first_refusal = 0;
+    for (int i = 0; i < N; i++) {
+        cudaError_t r = cudaFreeAsync(p[i], s2);
+        if (r != cudaSuccess && !refused++)
+            first_refusal = (int)r;
+        if (r == cudaSuccess)
+            p[i] = NULL;
+    }
+    cudaGetLastError();
+    printf("refused=%d\nfirst_refusal=%d\n", refused, first_refusal);
+    printf("rc_end=%d\n", (int)cudaStreamEndCapture(s, &g));
+    CHECK(cudaStreamSynchronize(s2));
+    int again = 0;
+    for (int i = 0; i < N; i++)
+        if (p[i] && cudaFree(p[i]) == cudaSuccess)
+            again++;
+    printf("freed_after=%d\n", again);
+    return 0;
+}
+
 static const struct scenario scenarios[] = {
     {"cache", scenario_cache, 1},                 {"phase_first", scenario_phase_first, 1},
     {"compile_run", scenario_compile_run, 1},     {"budget", scenario_budget, 1},
@@ -708,6 +742,7 @@ static const struct scenario scenarios[] = {
     {"offload_misuse", scenario_offload_misuse, 1}, {"async_other_device", scenario_async_other_device, 1},
     {"offload_other_device", scenario_offload_other_device, 2},
     {"poll_during_capture", scenario_poll_during_capture, 1},
+    {"many_frees_during_capture", scenario_many_frees_during_capture, 1},
 };
 
 int main(int argc, char **argv)
