@@ -67,11 +67,28 @@ static bool close_ref(struct shim_entry *e, void *arg)
     return false;
 }
 
-static bool ref_restore(struct shim_entry *e, void *arg)
+/* A reference a failed close still holds, put back (under the entry's lock): onto the entry if
+ * one is there (a concurrent open may have made it, and counted it), else as the entry again. */
+static void ref_merge(struct shim_entry *e, void *arg)
 {
-    (void)arg;
-    e->refs++;
-    return true;
+    const struct shim_entry *back = arg;
+    if (e->kind == CUSHIM_KIND_IMPORTED)
+        e->refs = (e->refs ? e->refs : 1) + (back->refs ? back->refs : 1);
+}
+
+/* `counted`: its bytes are still in the counters (the last reference's entry, taken out); else
+ * another close took the entry out and counted the free. */
+static void put_back(const struct shim_entry *back, bool counted)
+{
+    struct shim_entry cur;
+    bool there = table_get(&shim.ptrs, back->key, &cur) && cur.kind == CUSHIM_KIND_IMPORTED;
+    int rc = table_upsert(&shim.ptrs, back, ref_merge, (void *)back);
+    if (rc < 0)
+        track_table_full();
+    else if (rc == 1 && there && counted) /* counted by us and by the concurrent open: once */
+        account_free(back->device, CUSHIM_KIND_IMPORTED, back->size, back->flags);
+    else if (rc == 0 && !counted)
+        account_alloc(back->device, CUSHIM_KIND_IMPORTED, back->size, back->flags);
 }
 
 SHIM_EXPORT CUresult CUDAAPI cuIpcOpenMemHandle_v2(CUdeviceptr *pdptr, CUipcMemHandle handle,
@@ -109,11 +126,14 @@ SHIM_EXPORT CUresult CUDAAPI cuIpcCloseMemHandle(CUdeviceptr dptr)
         return real_(dptr);
     }
     CUresult r = real_(dptr);
-    if (dropped) {
-        if (r != CUDA_SUCCESS)
-            table_update(&shim.ptrs, dptr, ref_restore, NULL, NULL);
-    } else {
-        track_free_done(&shim.ptrs, &e, r == CUDA_SUCCESS);
+    if (r == CUDA_SUCCESS && !dropped) {
+        track_free_done(&shim.ptrs, &e, true);
+    } else if (r != CUDA_SUCCESS && e.kind != CUSHIM_KIND_IMPORTED) {
+        track_free_done(&shim.ptrs, &e, false); /* not an IPC mapping: as it was */
+    } else if (r != CUDA_SUCCESS) {
+        struct shim_entry back = e;
+        back.refs = dropped ? 1 : (e.refs ? e.refs : 1);
+        put_back(&back, !dropped);
     }
     shim_leave();
     return r;

@@ -252,6 +252,22 @@ RT_TEST(ipc_opens_and_closes_from_threads_keep_one_count)
     run_free(&r);
 }
 
+RT_TEST(a_failed_ipc_close_keeps_its_reference)
+{
+    struct run_result r;
+    json_t *j = scenario(&r, p->static_rt, "ipc_parent_fails", NULL);
+    cr_expect_eq(kv_u64(r.out, "rc_close_fails"), 201 /* CUDA_ERROR_INVALID_CONTEXT, injected */);
+    cr_expect_eq(kv_u64(r.out, "rc_last_close_fails"), 201);
+    cr_expect_eq(kv_u64(r.out, "mapped_before_last"), 1);
+    cr_expect_eq(kv_u64(r.out, "rc_last_close"), 0);
+    cr_assert_eq(json_array_size(jpath(j, "descendants")), 1);
+    json_t *child = json_array_get(jpath(j, "descendants"), 0);
+    /* Two mappings, one after the other, each counted until its last close that worked. */
+    expect_kind(child, 0, "imported", 0, 1000000, 2, 2, 0);
+    json_decref(j);
+    run_free(&r);
+}
+
 RT_TEST(device_reset_drops_and_recounts)
 {
     struct run_result r;

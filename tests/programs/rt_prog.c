@@ -245,6 +245,13 @@ static int scenario_ipc_parent_threads(void)
     return scenario_ipc_parent();
 }
 
+static int scenario_ipc_parent_fails(void)
+{
+    setenv("IPC_FAILS", "1", 1);
+    setenv("SIMCUDA_INJECT", "cuIpcCloseMemHandle:1:CUDA_ERROR_INVALID_CONTEXT,cuIpcCloseMemHandle:4:CUDA_ERROR_INVALID_CONTEXT", 1);
+    return scenario_ipc_parent();
+}
+
 /* The child's threaded form: 8 threads open the handle at once, then close it at once, 200
  * rounds; then 8 open and 7 close. */
 static CUipcMemHandle ipc_handle;
@@ -300,6 +307,19 @@ static int scenario_ipc_child(void)
     if (getenv("IPC_THREADS")) {
         ipc_handle = h, ipc_open = open_, ipc_close = close_;
         return ipc_threads();
+    }
+    if (getenv("IPC_FAILS")) {
+        /* Run with the 1st and 4th closes failing (SIMCUDA_INJECT): a failed close keeps its
+         * reference, the last one or not. */
+        CUdeviceptr a, b, c;
+        CHECK(cudaFree(NULL));
+        int rc = open_(&a, h, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS) | open_(&b, h, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS);
+        printf("rc_close_fails=%d\n", (int)close_(a));
+        rc |= close_(a) | close_(b) | open_(&c, h, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS);
+        printf("rc_last_close_fails=%d\n", (int)close_(c));
+        printf("mapped_before_last=%d\n", rc == 0);
+        printf("rc_last_close=%d\n", (int)close_(c));
+        return 0;
     }
     CUdeviceptr a, b;
     CHECK(cudaFree(NULL));
@@ -625,7 +645,8 @@ static const struct scenario scenarios[] = {
     {"async", scenario_async, 1},           {"vmm", scenario_vmm, 1},
     {"array", scenario_array, 1},           {"array_formats", scenario_array_formats, 1},
     {"vmm_devices", scenario_vmm_devices, 1}, {"ipc_parent", scenario_ipc_parent, 1},
-    {"ipc_child", scenario_ipc_child, 1},   {"ipc_parent_threads", scenario_ipc_parent_threads, 1},           {"reset", scenario_reset, 1},
+    {"ipc_child", scenario_ipc_child, 1},   {"ipc_parent_threads", scenario_ipc_parent_threads, 1},
+    {"ipc_parent_fails", scenario_ipc_parent_fails, 1},           {"reset", scenario_reset, 1},
     {"peaks", scenario_peaks, 1},           {"reset_peak", scenario_reset_peak, 1},
     {"two_devices", scenario_two_devices, 2}, {"oom", scenario_oom, 1},
     {"pool_locations", scenario_pool_locations, 2},
