@@ -206,7 +206,7 @@ void cushim_text_process(FILE *f, const struct cushim_snapshot *s, const char *t
                 fmt(d->dev[CUSHIM_DEV_total_current], a, sizeof a),
                 fmt(d->dev[CUSHIM_DEV_total_peak], b, sizeof b));
         if (d->dev[CUSHIM_DEV_peak_reset_count])
-            fprintf(f, "    peaks are since the last peak reset (%llu reset%s)\n",
+            fprintf(f, "    the peaks above are since the last peak reset (%llu reset%s)\n",
                     (unsigned long long)d->dev[CUSHIM_DEV_peak_reset_count],
                     d->dev[CUSHIM_DEV_peak_reset_count] == 1 ? "" : "s");
         /* Only where a compile phase held memory: a run that never compiled (spill, offload

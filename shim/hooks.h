@@ -141,8 +141,6 @@
     X(cuMemGetAllocationPropertiesFromHandle, cuMemGetAllocationPropertiesFromHandle, 10020, 0) \
     X(cuStreamIsCapturing, cuStreamIsCapturing, 10000, 0)              \
     X(cuStreamIsCapturing_ptsz, cuStreamIsCapturing, 10000, 1)        \
-    X(cuArrayGetMemoryRequirements, cuArrayGetMemoryRequirements, 11060, 0) \
-    X(cuMipmappedArrayGetMemoryRequirements, cuMipmappedArrayGetMemoryRequirements, 11060, 0) \
     X(cuMemcpy, cuMemcpy, 4000, 0)                                     \
     X(cuMemcpy_ptds, cuMemcpy, 7000, 1)                                \
     X(cuMemcpyAsync, cuMemcpyAsync, 4000, 0)                           \

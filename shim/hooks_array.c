@@ -1,11 +1,11 @@
 /* CUDA arrays (kind `array`): cuArrayCreate_v2, cuArray3DCreate_v2, cuMipmappedArrayCreate and
- * their destroys. Requested bytes = texels x texel size (levels summed for mipmaps) for the
- * formats of cuda.h's CUarray_format whose texel size the header gives: the per-channel ones
- * (times NumChannels) and the packed R10G10B10A2; for planar and block-compressed formats the
- * driver's own figure (cu[Mipmapped]ArrayGetMemoryRequirements), which it gives only for
- * deferred-mapping arrays (cuda.h), else 0 bytes, logged once. Sparse and deferred-mapping arrays
- * have no memory of their own (cuda.h: their memory is mapped later with cuMemMapArrayAsync, from
- * cuMemCreate handles counted as `vmm`): counted with 0 bytes. */
+ * their destroys. Requested bytes = texels x texel size (levels summed for mipmaps, the level
+ * count clamped as cuda.h says) for the formats of cuda.h's CUarray_format whose texel size the
+ * header gives: the per-channel ones (times NumChannels) and the packed R10G10B10A2. Planar and
+ * block-compressed formats count 0 bytes, logged once (the driver gives an array's size only for
+ * deferred-mapping arrays). Sparse and deferred-mapping arrays have no memory of their own
+ * (cuda.h: their memory is mapped later with cuMemMapArrayAsync, from cuMemCreate handles counted
+ * as `vmm`): counted with 0 bytes. */
 #include "shim/budget.h"
 #include "shim/shim.h"
 #include "shim/track.h"
@@ -61,13 +61,14 @@ static uint64_t dim(size_t d, unsigned level)
 }
 
 /* cuda.h cuMipmappedArrayCreate: numMipmapLevels "is clamped to the range [1, 1 +
- * floor(log2(max(width, height, depth)))]". */
+ * floor(log2(max(width, height, depth)))]"; a layered or cubemap array's Depth is its layer count
+ * (cuda.h CUDA_ARRAY3D_DESCRIPTOR), not a dimension that levels halve. */
 static unsigned mip_levels(const CUDA_ARRAY3D_DESCRIPTOR *d, unsigned levels)
 {
     uint64_t m = d->Width;
     if (d->Height > m)
         m = d->Height;
-    if (d->Depth > m)
+    if (d->Depth > m && !(d->Flags & (CUDA_ARRAY3D_LAYERED | CUDA_ARRAY3D_CUBEMAP)))
         m = d->Depth;
     unsigned most = 1;
     while (m >>= 1)
@@ -103,20 +104,13 @@ static CUresult array_done(CUresult r, uint64_t handle, uint64_t bytes, bool mip
     CUcontext ctx;
     int device = shim_current_device(&ctx);
     if (r == CUDA_SUCCESS && bytes == ARRAY_BYTES_UNKNOWN) {
-        CUDA_ARRAY_MEMORY_REQUIREMENTS req = {0};
+        /* cu[Mipmapped]ArrayGetMemoryRequirements would say, but only for deferred-mapping
+         * arrays (cuda.h: "If the CUDA array is not allocated with flag
+         * CUDA_ARRAY3D_DEFERRED_MAPPING CUDA_ERROR_INVALID_VALUE will be returned"), which have
+         * no memory of their own anyway. */
         bytes = 0;
-        if (mipmapped) {
-            __typeof__(&cuMipmappedArrayGetMemoryRequirements) get = REAL(cuMipmappedArrayGetMemoryRequirements);
-            if (get && get(&req, (CUmipmappedArray)(uintptr_t)handle, device) == CUDA_SUCCESS)
-                bytes = req.size;
-        } else {
-            __typeof__(&cuArrayGetMemoryRequirements) get = REAL(cuArrayGetMemoryRequirements);
-            if (get && get(&req, (CUarray)(uintptr_t)handle, device) == CUDA_SUCCESS)
-                bytes = req.size;
-        }
-        if (!bytes)
-            LOG_ONCE(CUSHIM_LOG_WARN, "a CUDA array of a planar or block-compressed format: its size "
-                     "is not known to cushim nor given by the driver; counted as 0 bytes");
+        LOG_ONCE(CUSHIM_LOG_WARN, "a CUDA array of a planar or block-compressed format: its size "
+                 "is not known to cushim; counted as 0 bytes");
     }
     if (r == CUDA_SUCCESS && !budget_reserve(device, bytes)) {
         if (mipmapped) {

@@ -41,16 +41,22 @@ static void opened(CUresult r, CUdeviceptr p)
     __typeof__(&cuMemGetAddressRange_v2) range = REAL(cuMemGetAddressRange_v2);
     int device = shim_current_device(&ctx);
     if (p && device >= 0 && range && range(&base, &size, p) == CUDA_SUCCESS) {
+        /* Opened while a stream of the process was capturing: also counted as `capture`. */
+        unsigned flags = capture_any_live() ? SHIM_F_CAPTURE : 0;
         struct shim_entry fresh = {.key = p, .size = size, .ctx = (uint64_t)(uintptr_t)ctx,
-                                   .device = device, .kind = CUSHIM_KIND_IMPORTED, .refs = 1};
+                                   .device = device, .kind = CUSHIM_KIND_IMPORTED, .refs = 1,
+                                   .flags = (uint16_t)flags};
         struct open_arg a = {.fresh = &fresh};
         int rc = table_upsert(&shim.ptrs, &fresh, open_ref, &a);
         if (rc < 0)
             track_table_full();
         if (a.replaced)
             track_replaced(&a.old);
-        if (rc == 0 || a.replaced)
-            account_alloc(device, CUSHIM_KIND_IMPORTED, size, 0);
+        if (rc == 0 || a.replaced) {
+            if (flags)
+                capture_note_bytes(size);
+            account_alloc(device, CUSHIM_KIND_IMPORTED, size, flags);
+        }
     }
     shim_leave();
 }

@@ -191,9 +191,10 @@ RT_TEST(arrays_of_packed_layered_and_unbacked_kinds)
     uint64_t clamped = 0; /* 11 levels of 1024 x 1024 float4 (cuda.h: clamped to 1 + log2(1024)) */
     for (unsigned l = 0; l <= 10; l++)
         clamped += (1024ull >> l) * (1024ull >> l) * 16;
-    uint64_t all = 100 * 4 + 100 * 10 * 2 * 2 + 16 * 16 * 4 + layered + clamped;
+    uint64_t deep = (16 * 16 + 8 * 8 + 4 * 4 + 2 * 2 + 1) * 2048ull * 4; /* 5 levels, 2048 layers */
+    uint64_t all = 100 * 4 + 100 * 10 * 2 * 2 + 16 * 16 * 4 + layered + clamped + deep;
     cr_expect_eq(clamped, 22369616);
-    expect_kind(j, 0, "array", all, all, 7, 0, 0);
+    expect_kind(j, 0, "array", all, all, 8, 0, 0);
     cr_expect_eq(jpath_u64(j, "devices.0.array.current_bytes"), kv_u64(r.out, "sim.array.0"));
     json_decref(j);
     run_free(&r);
@@ -268,6 +269,20 @@ RT_TEST(a_failed_ipc_close_keeps_its_reference)
     run_free(&r);
 }
 
+RT_TEST(an_ipc_handle_opened_during_a_capture_counts_as_capture)
+{
+    struct run_result r;
+    json_t *j = scenario(&r, p->static_rt, "ipc_parent_capture", NULL);
+    cr_expect_eq(kv_u64(r.out, "rc_open_in_capture"), 0);
+    cr_expect_eq(kv_u64(r.out, "rc_end"), 0);
+    cr_assert_eq(json_array_size(jpath(j, "descendants")), 1);
+    json_t *child = json_array_get(jpath(j, "descendants"), 0);
+    expect_kind(child, 0, "imported", 1000000, 1000000, 1, 0, 0);
+    expect_kind(child, 0, "capture", 1000000, 1000000, 1, 0, 0);
+    json_decref(j);
+    run_free(&r);
+}
+
 RT_TEST(device_reset_drops_and_recounts)
 {
     struct run_result r;
@@ -299,7 +314,7 @@ RT_TEST(peak_reset_through_api)
     /* The summary says its peaks are since a reset (the JSON: when). */
     cr_expect_eq(jpath_u64(j, "devices.0.peak_reset.count"), 1);
     cr_expect_neq(jpath_u64(j, "devices.0.peak_reset.last_ns"), 0);
-    cr_expect(strstr(r.err, "\n    peaks are since the last peak reset (1 reset)\n") != NULL, "%s", r.err);
+    cr_expect(strstr(r.err, "\n    the peaks above are since the last peak reset (1 reset)\n") != NULL, "%s", r.err);
     json_decref(j);
     run_free(&r);
 }

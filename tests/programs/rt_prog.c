@@ -181,6 +181,11 @@ static int scenario_array_formats(void)
     CUDA_ARRAY3D_DESCRIPTOR big = {.Width = 1024, .Height = 1024, .Format = CU_AD_FORMAT_FLOAT, .NumChannels = 4};
     if (create_mipmapped(&m, &big, 20))
         return 15;
+    /* 12 levels of 16 x 16 with 2048 layers: 5 (the layer count is not a dimension). */
+    CUDA_ARRAY3D_DESCRIPTOR deep = {.Width = 16, .Height = 16, .Depth = 2048, .Format = CU_AD_FORMAT_FLOAT,
+                                    .NumChannels = 1, .Flags = CUDA_ARRAY3D_LAYERED};
+    if (create_mipmapped(&m, &deep, 12))
+        return 16;
     print_sim(1);
     return 0;
 }
@@ -242,6 +247,12 @@ static int scenario_ipc_parent(void)
 static int scenario_ipc_parent_threads(void)
 {
     setenv("IPC_THREADS", "1", 1);
+    return scenario_ipc_parent();
+}
+
+static int scenario_ipc_parent_capture(void)
+{
+    setenv("IPC_CAPTURE", "1", 1);
     return scenario_ipc_parent();
 }
 
@@ -307,6 +318,17 @@ static int scenario_ipc_child(void)
     if (getenv("IPC_THREADS")) {
         ipc_handle = h, ipc_open = open_, ipc_close = close_;
         return ipc_threads();
+    }
+    if (getenv("IPC_CAPTURE")) {
+        /* Opened while a stream captures (relaxed): counted as capture bytes too. */
+        CUdeviceptr a;
+        cudaStream_t st;
+        cudaGraph_t g;
+        CHECK(cudaStreamCreate(&st));
+        CHECK(cudaStreamBeginCapture(st, cudaStreamCaptureModeRelaxed));
+        printf("rc_open_in_capture=%d\n", (int)open_(&a, h, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS));
+        printf("rc_end=%d\n", (int)cudaStreamEndCapture(st, &g));
+        return 0;
     }
     if (getenv("IPC_FAILS")) {
         /* Run with the 1st and 4th closes failing (SIMCUDA_INJECT): a failed close keeps its
@@ -646,7 +668,8 @@ static const struct scenario scenarios[] = {
     {"array", scenario_array, 1},           {"array_formats", scenario_array_formats, 1},
     {"vmm_devices", scenario_vmm_devices, 1}, {"ipc_parent", scenario_ipc_parent, 1},
     {"ipc_child", scenario_ipc_child, 1},   {"ipc_parent_threads", scenario_ipc_parent_threads, 1},
-    {"ipc_parent_fails", scenario_ipc_parent_fails, 1},           {"reset", scenario_reset, 1},
+    {"ipc_parent_fails", scenario_ipc_parent_fails, 1},
+    {"ipc_parent_capture", scenario_ipc_parent_capture, 1},           {"reset", scenario_reset, 1},
     {"peaks", scenario_peaks, 1},           {"reset_peak", scenario_reset_peak, 1},
     {"two_devices", scenario_two_devices, 2}, {"oom", scenario_oom, 1},
     {"pool_locations", scenario_pool_locations, 2},

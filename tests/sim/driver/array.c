@@ -75,7 +75,8 @@ static CUresult create(struct CUarray_st *a, const CUDA_ARRAY3D_DESCRIPTOR *d, u
     /* cuda.h cuMipmappedArrayCreate: numMipmapLevels "is clamped to the range [1, 1 +
      * floor(log2(max(width, height, depth)))]". */
     size_t most_dim = d->Width > d->Height ? d->Width : d->Height;
-    if (d->Depth > most_dim)
+    bool layered = (d->Flags & (CUDA_ARRAY3D_LAYERED | CUDA_ARRAY3D_CUBEMAP)) != 0;
+    if (d->Depth > most_dim && !layered) /* a layered array's Depth is its layer count */
         most_dim = d->Depth;
     unsigned most = 1;
     while (most_dim >>= 1)
@@ -92,7 +93,6 @@ static CUresult create(struct CUarray_st *a, const CUDA_ARRAY3D_DESCRIPTOR *d, u
      * number of layers", which every mip level keeps. A sparse or deferred-mapping array has no
      * memory until cuMemMapArrayAsync maps some into it (cuda.h CUDA_ARRAY3D_SPARSE,
      * CUDA_ARRAY3D_DEFERRED_MAPPING): nothing is charged for it. */
-    bool layered = (d->Flags & (CUDA_ARRAY3D_LAYERED | CUDA_ARRAY3D_CUBEMAP)) != 0;
     if (!(d->Flags & (CUDA_ARRAY3D_SPARSE | CUDA_ARRAY3D_DEFERRED_MAPPING)))
         for (unsigned l = 0; l < levels; l++)
             bytes += (uint64_t)at_least_1(d->Width >> l) * at_least_1(d->Height >> l) *
