@@ -16,19 +16,17 @@ void account_underflow(uint64_t have, uint64_t bytes)
              (unsigned long long)have, (unsigned long long)bytes);
 }
 
-static void identify(struct cushim_device_record *r, int device)
+/* total: cuDeviceTotalMem_v2's answer, asked by the caller. */
+static void identify(struct cushim_device_record *r, int device, size_t total)
 {
     /* The budget the process runs under on this device (budget.h), for readers. */
     if (budget_any)
         atomic_store_explicit(&r->dev[CUSHIM_DEV_limit], shim.cfg.device_limit[device], memory_order_relaxed);
     CUuuid uuid;
-    size_t total = 0;
     __typeof__(&cuDeviceGetUuid_v2) get_uuid = REAL(cuDeviceGetUuid_v2);
-    __typeof__(&cuDeviceTotalMem_v2) get_total = REAL(cuDeviceTotalMem_v2);
     if (!get_uuid)
         get_uuid = REAL(cuDeviceGetUuid);
-    if (get_total && get_total(&total, device) == CUDA_SUCCESS)
-        atomic_store_explicit(&r->total_bytes, total, memory_order_relaxed);
+    atomic_store_explicit(&r->total_bytes, total, memory_order_relaxed);
     if (get_uuid && get_uuid(&uuid, device) == CUDA_SUCCESS) {
         memcpy(r->uuid, uuid.bytes, sizeof r->uuid);
         atomic_store_explicit(&r->state, 2, memory_order_release);
@@ -45,7 +43,7 @@ struct cushim_device_record *account_record_slow(int device)
      * location naming device 5 of 2, or any call before cuInit) gets no record: the summary
      * lists only devices that exist. */
     __typeof__(&cuDeviceTotalMem_v2) get_total = REAL(cuDeviceTotalMem_v2);
-    size_t total;
+    size_t total = 0;
     if (atomic_load_explicit(&r->state, memory_order_acquire) == 0 && get_total &&
         get_total(&total, device) != CUDA_SUCCESS)
         return NULL;
@@ -57,7 +55,7 @@ struct cushim_device_record *account_record_slow(int device)
                                                       (uint32_t)device + 1, memory_order_release,
                                                       memory_order_relaxed))
             ;
-        identify(r, device);
+        identify(r, device, total);
     }
     return r;
 }

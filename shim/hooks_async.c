@@ -151,7 +151,8 @@ ALLOC_FROM_POOL(cuMemAllocFromPoolAsync_ptsz, true)
         if (unlikely(e->kind == CUSHIM_KIND_OFFLOADED)) {                                    \
             r = offload_free_async(e, hStream, pt);                                          \
             if (r != CUDA_SUCCESS)                                                           \
-                table_put(&shim.ptrs, e, NULL);                                              \
+                if (table_put(&shim.ptrs, e, NULL) < 0)                                      \
+                    track_table_full();                                                      \
         } else {                                                                             \
             r = real_(dptr, hStream);                                                        \
             track_free_done(&shim.ptrs, e, r == CUDA_SUCCESS);                               \
