@@ -25,8 +25,12 @@ static CUresult alloc_with_policy(__typeof__(&cuMemAlloc_v2) real_, CUdeviceptr 
     offload_poll();
     /* A NULL output is the driver's to refuse (CUDA_ERROR_INVALID_VALUE), before any budget or
      * offload decision: nothing is reserved, offloaded or spilled for it. */
-    if (unlikely(!dptr))
-        return real_(dptr, bytesize);
+    if (unlikely(!dptr)) {
+        CUresult r = real_(dptr, bytesize);
+        if (r != CUDA_SUCCESS) /* counted as the plain path counts it */
+            account_fail(shim_current_device(NULL), CUSHIM_KIND_DEVICE);
+        return r;
+    }
     if (unlikely(offload_wanted(bytesize)) && offload_alloc(dptr, bytesize, 0, -1) == CUDA_SUCCESS)
         return CUDA_SUCCESS;
     CUcontext ctx;

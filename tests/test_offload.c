@@ -476,6 +476,8 @@ Test(offload, the_budget_survives_a_request_near_size_max)
     cr_expect_eq(kv_u64(r.out, "rc_null"), 1 /* CUDA_ERROR_INVALID_VALUE, the driver's */);
     cr_expect_eq(kv_u64(r.out, "rc_null_async"), 1);
     cr_expect_eq(jpath_u64(j, "devices.0.device_total.peak_bytes"), 8 * MiB);
+    /* The huge request, the second 8 MiB and the NULL output: failures, as without a budget. */
+    cr_expect_eq(jpath_u64(j, "devices.0.device.failed_count"), 3);
     json_decref(j);
     run_free(&r);
 }
