@@ -13,11 +13,14 @@ int cushim_parse_device_limits(const char *s, uint64_t limits[CUSHIM_MAX_DEVICES
 {
     uint64_t out[CUSHIM_MAX_DEVICES] = {0};
     uint64_t all;
-    if (cushim_parse_size(s, &all) == 0) {
+    int rc = cushim_parse_size(s, &all);
+    if (rc == 0) {
         for (unsigned i = 0; i < CUSHIM_MAX_DEVICES; i++)
             limits[i] = all;
         return 0;
     }
+    if (rc == -2)
+        return -2;
     char buf[512];
     int seen[CUSHIM_MAX_DEVICES] = {0};
     /* strtok_r would skip empty items: an empty item anywhere is an error. */
@@ -32,9 +35,10 @@ int cushim_parse_device_limits(const char *s, uint64_t limits[CUSHIM_MAX_DEVICES
             return -1;
         *colon = '\0';
         /* Ordinals 0..63, each at most once. */
-        if (cushim_parse_u64(item, CUSHIM_MAX_DEVICES - 1, &ordinal) != 0 || seen[ordinal]++ ||
-            cushim_parse_size(colon + 1, &size) != 0)
+        if (cushim_parse_u64(item, CUSHIM_MAX_DEVICES - 1, &ordinal) != 0 || seen[ordinal]++)
             return -1;
+        if ((rc = cushim_parse_size(colon + 1, &size)) != 0)
+            return rc;
         out[ordinal] = size;
     }
     memcpy(limits, out, sizeof out);
@@ -216,9 +220,13 @@ static int parse_into(struct cushim_config *c, enum cushim_option id, const char
         return 0;
     }
     case CUSHIM_OT_DEVSIZES:
-        *expected = "a size for every device or ORDINAL:SIZE,... with ordinals 0..63, each once "
-                    "(e.g. 20GiB or 0:20GiB,1:10GiB)";
-        return *v ? cushim_parse_device_limits(v, c->device_limit) : 0;
+    {
+        int rc = *v ? cushim_parse_device_limits(v, c->device_limit) : 0;
+        *expected = rc == -2 ? "a size below 16 EiB (2^64 bytes) for every device or ORDINAL:SIZE,..."
+                             : "a size for every device or ORDINAL:SIZE,... with ordinals 0..63, each once "
+                               "(e.g. 20GiB or 0:20GiB,1:10GiB)";
+        return rc < 0 ? -1 : 0;
+    }
     }
     return -1;
 }

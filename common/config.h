@@ -70,7 +70,8 @@ int cushim_option_internal(enum cushim_option id);
 
 /* Parses a CUSHIM_DEVICE_LIMIT value into limits[CUSHIM_MAX_DEVICES]: a size for every device,
  * or "ORDINAL:SIZE[,ORDINAL:SIZE...]" with ordinals 0..63 each at most once; a size of 0 means no
- * limit. Returns 0, or -1 with limits untouched. */
+ * limit. Returns 0, or -1 with limits untouched (-2 when the only fault is a size of 2^64 bytes
+ * or more). */
 int cushim_parse_device_limits(const char *s, uint64_t limits[CUSHIM_MAX_DEVICES]);
 
 #endif

@@ -32,17 +32,21 @@ int cushim_parse_size(const char *s, uint64_t *out)
     size_t n = 0;
     if (!s)
         return -1;
+    /* Leading zeros say nothing (but "0" is a size). */
+    while (s[0] == '0' && s[1] >= '0' && s[1] <= '9')
+        s++;
     while (s[n] >= '0' && s[n] <= '9')
         n++;
-    if (n == 0 || n >= sizeof digits)
+    if (n == 0)
         return -1;
-    memcpy(digits, s, n);
-    digits[n] = '\0';
+    /* 32 digits or more (no leading zero): 2^64 or more, when a unit follows. */
+    memcpy(digits, s, n < sizeof digits ? n : sizeof digits - 1);
+    digits[n < sizeof digits ? n : sizeof digits - 1] = '\0';
     for (size_t i = 0; i < sizeof units / sizeof units[0]; i++) {
         if (strcasecmp(s + n, units[i].suffix) != 0)
             continue;
         uint64_t v;
-        if (cushim_parse_u64(digits, UINT64_MAX >> units[i].shift, &v) != 0)
+        if (n >= sizeof digits || cushim_parse_u64(digits, UINT64_MAX >> units[i].shift, &v) != 0)
             return -2; /* digits and a unit, but 2^64 bytes or more */
         *out = v << units[i].shift;
         return 0;

@@ -39,6 +39,16 @@ Test(units, sizes)
         cr_expect_eq(cushim_parse_size(huge[i], &v), -2, "\"%s\"", huge[i]);
     cr_expect_eq(cushim_parse_size("16777215T", &v), 0);
     cr_expect_eq(v, 16777215ull << 40);
+    cr_expect_eq(cushim_parse_size("99999999999999999999999999999999999G", &v), -2, "35 digits");
+    cr_expect_eq(cushim_parse_size("99999999999999999999999999999999999X", &v), -1, "not a unit");
+    cr_expect_eq(cushim_parse_size("000000000000000000000000000000000064MiB", &v), 0, "leading zeros");
+    cr_expect_eq(v, 64ull << 20);
+    cr_expect_eq(cushim_parse_size("00", &v), 0);
+    cr_expect_eq(v, 0);
+    uint64_t limits[CUSHIM_MAX_DEVICES];
+    cr_expect_eq(cushim_parse_device_limits("99999999T", limits), -2);
+    cr_expect_eq(cushim_parse_device_limits("0:1G,1:99999999T", limits), -2);
+    cr_expect_eq(cushim_parse_device_limits("0:1G,1:1X", limits), -1);
 }
 
 Test(units, booleans_and_enums)
