@@ -1,5 +1,7 @@
 #include "shim/capture.h"
 
+#include <sched.h>
+
 #include "shim/shim.h"
 #include "shim/track.h"
 
@@ -14,6 +16,9 @@ struct thread_capture {
 
 static SHIM_TLS struct thread_capture tc;
 _Atomic int capture_live;              /* captures begun and not ended, process-wide */
+_Atomic int capture_global;            /* of which (or being begun) GLOBAL */
+_Atomic int capture_thread_local;      /* of which THREAD_LOCAL */
+_Atomic int capture_unsafe_inflight;
 static _Atomic uint64_t next_thread;   /* thread numbers given */
 static _Atomic uint64_t next_seq;      /* captures begun, process-wide: the begin number */
 
@@ -59,7 +64,50 @@ bool capture_stream_query(CUstream stream, bool per_thread)
     return status != CU_STREAM_CAPTURE_STATUS_NONE;
 }
 
-void capture_begun(CUstream stream, bool per_thread, CUstreamCaptureMode mode)
+/* The counter a capture of `mode` is in (NULL: none). */
+static _Atomic int *mode_counter(unsigned mode)
+{
+    return mode == CU_STREAM_CAPTURE_MODE_GLOBAL         ? &capture_global
+           : mode == CU_STREAM_CAPTURE_MODE_THREAD_LOCAL ? &capture_thread_local
+                                                         : NULL;
+}
+
+void capture_begin_announce(CUstreamCaptureMode mode)
+{
+    /* A THREAD_LOCAL capture prohibits only its own thread's calls, and this thread is not in
+     * one of the shim's now: counted once recorded. */
+    if (mode != CU_STREAM_CAPTURE_MODE_GLOBAL)
+        return;
+    atomic_fetch_add_explicit(&capture_global, 1, memory_order_seq_cst);
+    while (atomic_load_explicit(&capture_unsafe_inflight, memory_order_seq_cst) != 0)
+        sched_yield();
+}
+
+static bool own_strict_fn(struct shim_entry *e, void *arg)
+{
+    return e->ctx == *(uint64_t *)arg && e->kind == CU_STREAM_CAPTURE_MODE_THREAD_LOCAL;
+}
+
+bool capture_own_strict_live(void)
+{
+    uint64_t me = tc.id;
+    return me && table_for_each(&shim.captures, own_strict_fn, &me) != 0;
+}
+
+static bool capture_begun(CUstream stream, bool per_thread, CUstreamCaptureMode mode);
+
+void capture_begin_done(CUresult r, CUstream stream, bool per_thread, CUstreamCaptureMode mode)
+{
+    bool recorded = r == CUDA_SUCCESS && atomic_load_explicit(&shim.run, memory_order_relaxed) != SHIM_OFF &&
+                    capture_begun(stream, per_thread, mode);
+    if (!recorded && mode == CU_STREAM_CAPTURE_MODE_GLOBAL)
+        atomic_fetch_sub_explicit(&capture_global, 1, memory_order_seq_cst);
+    else if (recorded && mode == CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)
+        atomic_fetch_add_explicit(&capture_thread_local, 1, memory_order_seq_cst);
+}
+
+/* Records a capture begun (its strict count already taken); false if it could not be. */
+static bool capture_begun(CUstream stream, bool per_thread, CUstreamCaptureMode mode)
 {
     CUcontext ctx = shim_stream_context(stream);
     uint64_t seq = atomic_fetch_add_explicit(&next_seq, 1, memory_order_relaxed) + 1;
@@ -75,16 +123,21 @@ void capture_begun(CUstream stream, bool per_thread, CUstreamCaptureMode mode)
     struct shim_entry old;
     int rc = table_put(&shim.captures, &e, &old);
     if (rc < 0)
-        return; /* no memory: the capture goes unseen */
+        return false; /* no memory: the capture goes unseen */
     tc.own_key = e.key;
     tc.own_seq = seq;
     /* A stream cannot begin a capture while capturing (cuda.h, cuStreamBeginCaptureToGraph: "it may
      * only be initiated if the stream is not already in capture mode"): an entry already there is
      * one whose end the shim missed; it is replaced and still counts once. */
-    if (rc == 1)
+    if (rc == 1) {
         LOG_DEBUG("capture begun on stream %p twice", (void *)stream);
-    else
+        _Atomic int *c = mode_counter(old.kind);
+        if (c)
+            atomic_fetch_sub_explicit(c, 1, memory_order_seq_cst);
+    } else {
         atomic_fetch_add(&capture_live, 1);
+    }
+    return true;
 }
 
 struct credit {
@@ -151,8 +204,10 @@ void capture_note_bytes(uint64_t bytes)
 /* The counters of a capture that is over (its entry already out of the table). */
 static void forget(const struct shim_entry *e, void *arg)
 {
-    (void)e;
     (void)arg;
+    _Atomic int *c = mode_counter(e->kind);
+    if (c)
+        atomic_fetch_sub_explicit(c, 1, memory_order_seq_cst);
     atomic_fetch_sub(&capture_live, 1);
 }
 
@@ -186,6 +241,9 @@ void capture_context_gone(uint64_t ctx)
 void capture_after_fork_child(void)
 {
     atomic_store(&capture_live, 0);
+    atomic_store(&capture_global, 0);
+    atomic_store(&capture_thread_local, 0);
+    atomic_store(&capture_unsafe_inflight, 0);
     tc.own_key = 0;
     tc.own_seq = 0;
 }

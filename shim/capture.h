@@ -1,7 +1,8 @@
 /* Stream capture as the shim sees it (DESIGN.md "Stream capture and graphs"): which captures are
  * live, on which context, and which live capture an allocation made meanwhile is credited to.
- * Thread-safe; atomics and one table. The shim never refuses or redirects on the strength of a
- * capture's mode: while any capture is live it adds no potentially unsafe call at all. */
+ * Thread-safe; atomics and one table. While any capture is live the shim moves no allocation to
+ * host memory; while a capture that prohibits potentially unsafe calls is live or beginning it
+ * makes none of its own (capture_unsafe_begin). */
 #ifndef CUSHIM_CAPTURE_H
 #define CUSHIM_CAPTURE_H
 
@@ -19,6 +20,53 @@ static inline bool capture_any_live(void)
     return __builtin_expect(atomic_load_explicit(&capture_live, memory_order_relaxed) > 0, 0);
 }
 
+/* Live GLOBAL-mode captures, counted from just before their begin (capture_begin_announce) until
+ * they end, and live THREAD_LOCAL-mode ones. cuda.h cuThreadExchangeStreamCaptureMode: a GLOBAL
+ * capture prohibits potentially unsafe calls in every thread (of the default mode, which the shim
+ * assumes), a THREAD_LOCAL one in the thread that began it; a RELAXED one prohibits nothing. */
+extern _Atomic int capture_global;
+extern _Atomic int capture_thread_local;
+/* The shim's own potentially unsafe calls in flight (capture_unsafe_begin/end). */
+extern _Atomic int capture_unsafe_inflight;
+
+/* Whether the calling thread began a THREAD_LOCAL capture that is still live (a table scan). */
+bool capture_own_strict_live(void);
+
+/* Whether a potentially unsafe call made by the calling thread now would be one a live capture
+ * prohibits. One load when no capture is live. */
+static inline bool capture_prohibits_here(void)
+{
+    return atomic_load_explicit(&capture_global, memory_order_seq_cst) != 0 ||
+           (atomic_load_explicit(&capture_thread_local, memory_order_relaxed) != 0 &&
+            capture_own_strict_live());
+}
+
+/* Around a call the shim makes on its own account that a capture may prohibit (cuMemHostAlloc or
+ * cuMemFreeHost of offload's pinned blocks): false, and nothing to end, while such a capture is
+ * live or a GLOBAL one is beginning; else the call may be made, then capture_unsafe_end. A GLOBAL
+ * capture's begin waits for those in flight (capture_begin_announce), so none overlaps it: the
+ * check and the call are one step as the capture sees it. Lock-free: seq_cst increment, then
+ * load, on both sides. */
+static inline bool capture_unsafe_begin(void)
+{
+    atomic_fetch_add_explicit(&capture_unsafe_inflight, 1, memory_order_seq_cst);
+    if (__builtin_expect(!capture_prohibits_here(), 1))
+        return true;
+    atomic_fetch_sub_explicit(&capture_unsafe_inflight, 1, memory_order_release);
+    return false;
+}
+
+static inline void capture_unsafe_end(void)
+{
+    atomic_fetch_sub_explicit(&capture_unsafe_inflight, 1, memory_order_release);
+}
+
+/* Just before the program begins a capture in `mode`: a GLOBAL one is counted, then the shim's
+ * unsafe calls in flight are waited out (they are single driver calls). capture_begin_done after
+ * the begin, with its result, records it (or takes the count back). */
+void capture_begin_announce(CUstreamCaptureMode mode);
+void capture_begin_done(CUresult r, CUstream stream, bool per_thread, CUstreamCaptureMode mode);
+
 /* True if `stream` is capturing. `per_thread`: the call came through a _ptsz variant (a NULL
  * stream then means the per-thread default stream). One driver query at most, and none when no
  * capture is live. */
@@ -28,11 +76,10 @@ static inline bool capture_stream_is_capturing(CUstream stream, bool per_thread)
     return capture_any_live() && capture_stream_query(stream, per_thread);
 }
 
-/* Book-keeping after a successful begin / end of capture on `stream`. The capture belongs to the
- * stream's context (cuStreamGetCtx), whichever context is current. capture_ended returns the bytes
- * allocated (outside graph nodes) while that capture was live, and the device of its stream in
- * *device (-1 if unknown). */
-void capture_begun(CUstream stream, bool per_thread, CUstreamCaptureMode mode);
+/* Book-keeping after a successful end of capture on `stream` (a begin: capture_begin_done). The
+ * capture belongs to the stream's context (cuStreamGetCtx), whichever context is current.
+ * capture_ended returns the bytes allocated (outside graph nodes) while that capture was live, and
+ * the device of its stream in *device (-1 if unknown). */
 uint64_t capture_ended(CUstream stream, bool per_thread, int *device);
 /* Every capture of a context that was torn down (cuCtxDestroy, primary context reset) is over. */
 void capture_context_gone(uint64_t ctx);

@@ -7,8 +7,7 @@
 
 static CUresult begun(CUresult r, CUstream s, bool pt, CUstreamCaptureMode mode)
 {
-    if (r == CUDA_SUCCESS && atomic_load_explicit(&shim.run, memory_order_relaxed) != SHIM_OFF)
-        capture_begun(s, pt, mode);
+    capture_begin_done(r, s, pt, mode);
     return r;
 }
 
@@ -16,24 +15,28 @@ static CUresult begun(CUresult r, CUstream s, bool pt, CUstreamCaptureMode mode)
 SHIM_EXPORT CUresult CUDAAPI cuStreamBeginCapture(CUstream hStream)
 {
     REAL_OR_FAIL(cuStreamBeginCapture);
+    capture_begin_announce(CU_STREAM_CAPTURE_MODE_GLOBAL);
     return begun(real_(hStream), hStream, false, CU_STREAM_CAPTURE_MODE_GLOBAL);
 }
 
 SHIM_EXPORT CUresult CUDAAPI cuStreamBeginCapture_ptsz(CUstream hStream)
 {
     REAL_OR_FAIL(cuStreamBeginCapture_ptsz);
+    capture_begin_announce(CU_STREAM_CAPTURE_MODE_GLOBAL);
     return begun(real_(hStream), hStream, true, CU_STREAM_CAPTURE_MODE_GLOBAL);
 }
 
 SHIM_EXPORT CUresult CUDAAPI cuStreamBeginCapture_v2(CUstream hStream, CUstreamCaptureMode mode)
 {
     REAL_OR_FAIL(cuStreamBeginCapture_v2);
+    capture_begin_announce(mode);
     return begun(real_(hStream, mode), hStream, false, mode);
 }
 
 SHIM_EXPORT CUresult CUDAAPI cuStreamBeginCapture_v2_ptsz(CUstream hStream, CUstreamCaptureMode mode)
 {
     REAL_OR_FAIL(cuStreamBeginCapture_v2_ptsz);
+    capture_begin_announce(mode);
     return begun(real_(hStream, mode), hStream, true, mode);
 }
 
@@ -44,6 +47,7 @@ SHIM_EXPORT CUresult CUDAAPI cuStreamBeginCaptureToGraph(CUstream hStream, CUgra
                                                          CUstreamCaptureMode mode)
 {
     REAL_OR_FAIL(cuStreamBeginCaptureToGraph);
+    capture_begin_announce(mode);
     return begun(real_(hStream, hGraph, dependencies, dependencyData, numDependencies, mode),
                  hStream, false, mode);
 }
@@ -55,6 +59,7 @@ SHIM_EXPORT CUresult CUDAAPI cuStreamBeginCaptureToGraph_ptsz(CUstream hStream, 
                                                               CUstreamCaptureMode mode)
 {
     REAL_OR_FAIL(cuStreamBeginCaptureToGraph_ptsz);
+    capture_begin_announce(mode);
     return begun(real_(hStream, hGraph, dependencies, dependencyData, numDependencies, mode),
                  hStream, true, mode);
 }

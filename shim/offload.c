@@ -1,6 +1,7 @@
 /* Offload: pinned device-mapped host memory in place of device memory (offload.h). */
 #include "shim/offload.h"
 
+#include <sched.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -202,8 +203,14 @@ CUresult offload_alloc(CUdeviceptr *dptr, uint64_t bytes, unsigned flags, int fo
     uint64_t size = bytes;
     void *host = cache_take(bytes, (uint64_t)(uintptr_t)ctx, device, &size);
     CUresult r = CUDA_SUCCESS;
-    if (!host)
+    if (!host) {
+        /* The shim's own cuMemHostAlloc: not while a capture that prohibits it is live or
+         * beginning (the caller then asks the device, as the program did). */
+        if (!capture_unsafe_begin())
+            return CUDA_ERROR_NOT_SUPPORTED;
         r = host_alloc(&host, bytes, CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP);
+        capture_unsafe_end();
+    }
     if (r != CUDA_SUCCESS)
         return r;
     CUdeviceptr d = 0;
@@ -237,15 +244,16 @@ CUresult offload_alloc(CUdeviceptr *dptr, uint64_t bytes, unsigned flags, int fo
     return CUDA_SUCCESS;
 }
 
-/* Host memory (at the entry's address: unified addressing) back to the cache or the driver. While
- * a capture is live the driver decides: a free is one of the "potentially unsafe API calls" a
- * global- or thread-local-mode capture prohibits (cuda.h cuThreadExchangeStreamCaptureMode), and
- * the cache would let it pass where a device free fails and invalidates the capture. */
+/* Host memory (at the entry's address: unified addressing) back to the cache or the driver, for
+ * the program's own free. While a capture that prohibits potentially unsafe calls is live the
+ * driver decides: a free is one of them (cuda.h cuThreadExchangeStreamCaptureMode), and the cache
+ * would let it pass where a device free fails and invalidates the capture. The shim's own
+ * releases (deferred frees) go through capture_unsafe_begin first. */
 static CUresult release_host(const struct shim_entry *e)
 {
     __typeof__(&cuMemFreeHost) free_host = REAL(cuMemFreeHost);
     void *host = (void *)(uintptr_t)e->key;
-    if (!capture_any_live() && cache_put(host, e->aux, e->ctx, e->device))
+    if (!capture_prohibits_here() && cache_put(host, e->aux, e->ctx, e->device))
         return CUDA_SUCCESS;
     return free_host ? free_host(host) : CUDA_ERROR_NOT_INITIALIZED;
 }
@@ -266,18 +274,22 @@ CUresult offload_free(const struct shim_entry *e)
 }
 
 /* ---- deferred frees: an event per cuMemFreeAsync of an offloaded range ---- */
-/* A slot's event: NULL free; SLOT_CLAIMED being filled by offload_free_async; SLOT_NO_EVENT the
- * event's context went (the driver destroyed the event with it, and the stream's work with it):
- * the block is released at the next poll with no event call. */
-#define SLOT_CLAIMED ((CUevent)(uintptr_t)1)
-#define SLOT_NO_EVENT ((CUevent)(uintptr_t)2)
+/* A slot's life: FREE -> CLAIMED (offload_free_async fills it) -> PENDING (its event waits) ->
+ * POLLING (a poll asks the event, or releases the block, with no lock held) -> PENDING again (not
+ * ready, or the release must wait for a capture) or FREE. offload_context_gone marks slots in any
+ * state: block_gone (the block's context went: the driver freed it) or event_gone (the event's
+ * context went: the driver destroyed the event, and the stream's work with it). */
+enum slot_state { SLOT_FREE, SLOT_CLAIMED, SLOT_PENDING, SLOT_POLLING, SLOT_ORPHAN_EVENT };
 struct deferred {
     struct shim_entry e;  /* e.ctx: the context the pinned block belongs to */
     CUevent event;
     uint64_t event_ctx;   /* the context the event was made in (the stream's) */
+    uint8_t state;        /* enum slot_state */
+    bool block_gone, event_gone;
 };
 #define DEFERRED_MAX 1024
 static struct deferred deferred[DEFERRED_MAX];
+static unsigned poll_cursor; /* where the next poll starts (under the lock): every slot gets its turn */
 static atomic_flag deferred_lock = ATOMIC_FLAG_INIT;
 
 static void deferred_acquire(void)
@@ -291,19 +303,15 @@ static void deferred_release(void)
     atomic_flag_clear_explicit(&deferred_lock, memory_order_release);
 }
 
-static bool slot_taken(CUevent ev)
-{
-    return ev != NULL && ev != SLOT_CLAIMED;
-}
-
-/* A free slot, claimed (SLOT_CLAIMED), or -1 when all are in use. */
+/* A free slot, claimed, or -1 when all are in use. */
 static int slot_claim(void)
 {
     int k = -1;
     deferred_acquire();
     for (unsigned i = 0; i < DEFERRED_MAX && k < 0; i++)
-        if (!deferred[i].event) {
-            deferred[i].event = SLOT_CLAIMED;
+        if (deferred[i].state == SLOT_FREE) {
+            deferred[i].state = SLOT_CLAIMED;
+            deferred[i].block_gone = deferred[i].event_gone = false;
             k = (int)i;
         }
     deferred_release();
@@ -313,7 +321,7 @@ static int slot_claim(void)
 static void slot_unclaim(int k)
 {
     deferred_acquire();
-    deferred[k].event = NULL;
+    deferred[k].state = SLOT_FREE;
     deferred_release();
 }
 
@@ -376,18 +384,20 @@ CUresult offload_free_async(const struct shim_entry *e, CUstream stream, bool pt
     if (!ev) {
         if (k >= 0)
             slot_unclaim(k);
-        if (capture_any_live()) {
-            /* Waiting and freeing now would be calls a global-mode capture prohibits: the memory
-             * stays the program's, the free refused (rare: no event, or 1024 frees pending). */
+        /* Wait for the stream's work the slow way, then free as cuMemFree does; both are calls
+         * a strict capture prohibits: while one is live the free is refused and the memory stays
+         * the program's (rare: no event could be made, or 1024 frees are pending). */
+        if (!capture_unsafe_begin()) {
             LOG_ONCE(CUSHIM_LOG_WARN, "cuMemFreeAsync of offloaded memory could not be deferred "
                      "while a capture is live: refused (CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED)");
             return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
         }
-        /* Wait for the stream's work the slow way, then free as cuMemFree does. */
         __typeof__(&cuStreamSynchronize) sync = REAL(cuStreamSynchronize);
         if (sync)
             sync(stream);
-        return offload_free(e);
+        CUresult r = offload_free(e);
+        capture_unsafe_end();
+        return r;
     }
     /* Counted as freed, and as pending, before the slot is published for poll to take. */
     ranges_remove(e->key);
@@ -395,73 +405,114 @@ CUresult offload_free_async(const struct shim_entry *e, CUstream stream, bool pt
     account_device_stat_add(e->device, CUSHIM_DEV_offload_pending_bytes, (int64_t)e->aux);
     atomic_fetch_add_explicit(&offload_pending, 1, memory_order_relaxed);
     deferred_acquire();
-    deferred[k] = (struct deferred){*e, ev, event_ctx};
+    deferred[k].e = *e;
+    deferred[k].event = ev;
+    deferred[k].event_ctx = event_ctx;
+    deferred[k].state = SLOT_PENDING;
     deferred_release();
     return CUDA_SUCCESS;
 }
 
-/* A deferred free whose event completed (or whose context went): the block released. */
-static void deferred_done(const struct deferred *d)
+/* A slot done with (under the lock): free. The caller counts it off the pending figures. */
+static void slot_done(struct deferred *d)
 {
-    __typeof__(&cuEventDestroy_v2) destroy = REAL(cuEventDestroy_v2);
-    if (d->event != SLOT_NO_EVENT && destroy)
-        destroy(d->event);
-    account_device_stat_add(d->e.device, CUSHIM_DEV_offload_pending_bytes, -(int64_t)d->e.aux);
-    release_host(&d->e);
-    atomic_fetch_sub_explicit(&offload_pending, 1, memory_order_relaxed);
+    d->state = SLOT_FREE;
+    d->event = NULL;
 }
 
-/* Takes the deferred frees whose event has completed (or all when `wait`), then releases them
- * with no lock held. */
-static void poll(bool wait)
+/* One PENDING slot (index k, taken as POLLING): its event asked, the block released if done. */
+static void poll_one(unsigned k, bool wait)
 {
     __typeof__(&cuEventQuery) query = REAL(cuEventQuery);
     __typeof__(&cuEventSynchronize) sync = REAL(cuEventSynchronize);
-    struct deferred done[32];
-    unsigned n;
-    if (!query || !sync)
+    __typeof__(&cuEventDestroy_v2) destroy = REAL(cuEventDestroy_v2);
+    struct deferred *d = &deferred[k];
+    deferred_acquire();
+    CUevent ev = d->event_gone ? NULL : d->event;
+    deferred_release();
+    CUresult q = !ev ? CUDA_SUCCESS : wait ? sync(ev) : query(ev);
+    deferred_acquire();
+    if (d->block_gone) {
+        /* The block's context went meanwhile (counted off there): only the event is left. */
+        ev = d->event_gone ? NULL : d->event;
+        slot_done(d);
+        deferred_release();
+        if (ev)
+            destroy(ev);
+        return;
+    }
+    if (q == CUDA_ERROR_NOT_READY) {
+        d->state = SLOT_PENDING;
+        deferred_release();
+        return;
+    }
+    /* Done (or the event is gone): the event is destroyed now, the block released next. */
+    ev = d->event_gone ? NULL : d->event;
+    d->event_gone = true;
+    d->event = NULL;
+    struct shim_entry e = d->e;
+    deferred_release();
+    if (ev)
+        destroy(ev);
+    /* The shim's own free: not while a capture that prohibits it is live (the slot waits). */
+    if (!capture_unsafe_begin()) {
+        deferred_acquire();
+        if (d->block_gone)
+            slot_done(d);
+        else
+            d->state = SLOT_PENDING;
+        deferred_release();
+        return;
+    }
+    deferred_acquire();
+    bool gone = d->block_gone;
+    slot_done(d);
+    deferred_release();
+    CUresult r = gone ? CUDA_SUCCESS : release_host(&e);
+    capture_unsafe_end();
+    if (gone)
+        return;
+    account_device_stat_add(e.device, CUSHIM_DEV_offload_pending_bytes, -(int64_t)e.aux);
+    atomic_fetch_sub_explicit(&offload_pending, 1, memory_order_relaxed);
+    if (r != CUDA_SUCCESS)
+        LOG_ONCE(CUSHIM_LOG_WARN, "cuMemFreeHost of an offloaded block freed by cuMemFreeAsync "
+                 "failed (CUresult %d): its pinned memory stays allocated", (int)r);
+}
+
+/* Takes up to 32 PENDING slots at a time, round robin from where the last poll stopped, and polls
+ * each with no lock held; with `wait`, until nothing is pending. */
+static void poll(bool wait)
+{
+    if (!REAL(cuEventQuery) || !REAL(cuEventSynchronize) || !REAL(cuEventDestroy_v2))
         return;
     do {
-        n = 0;
+        unsigned taken[32], n = 0;
         deferred_acquire();
-        for (unsigned i = 0; i < DEFERRED_MAX && n < 32; i++) {
-            if (slot_taken(deferred[i].event)) {
-                done[n++] = deferred[i];
-                deferred[i].event = NULL;
+        for (unsigned s = 0; s < DEFERRED_MAX && n < 32; s++) {
+            unsigned i = (poll_cursor + s) % DEFERRED_MAX;
+            if (deferred[i].state == SLOT_PENDING) {
+                deferred[i].state = SLOT_POLLING;
+                taken[n++] = i;
             }
         }
+        poll_cursor = n ? (taken[n - 1] + 1) % DEFERRED_MAX : poll_cursor;
         deferred_release();
-        for (unsigned i = 0; i < n; i++) {
-            CUresult q = done[i].event == SLOT_NO_EVENT ? CUDA_SUCCESS
-                         : wait                          ? sync(done[i].event)
-                                                         : query(done[i].event);
-            if (q == CUDA_ERROR_NOT_READY) {
-                /* Not yet: put it back (in its own slot if free, else any; none free, since
-                 * offload_free_async filled them meanwhile: wait for it now). */
-                bool back = false;
-                deferred_acquire();
-                for (unsigned k = 0; k < DEFERRED_MAX && !back; k++)
-                    if (!deferred[k].event) {
-                        deferred[k] = done[i];
-                        back = true;
-                    }
-                deferred_release();
-                if (back)
-                    continue;
-                sync(done[i].event);
-            }
-            deferred_done(&done[i]);
-        }
-        /* Only claimed slots left (being filled): they are counted in offload_pending once
-         * published, so this loop ends. */
+        for (unsigned i = 0; i < n; i++)
+            poll_one(taken[i], wait);
+        if (!n && wait && atomic_load_explicit(&offload_pending, memory_order_relaxed) != 0)
+            sched_yield(); /* another thread holds the rest as POLLING */
+        if (wait && capture_unsafe_begin())
+            capture_unsafe_end();
+        else if (wait)
+            break; /* a capture began: what is left is released at exit (offload_drain) */
     } while (wait && atomic_load_explicit(&offload_pending, memory_order_relaxed) != 0);
 }
 
 void offload_poll_slow(void)
 {
-    /* Not while a capture is live: the event queries and cuMemFreeHost are calls a global-mode
-     * capture prohibits, and would invalidate the program's capture (capture.h). */
-    if (!capture_any_live())
+    /* Not while a capture that prohibits the shim's own frees is live (each release also checks,
+     * capture_unsafe_begin: one may begin meanwhile). */
+    if (!capture_prohibits_here())
         poll(false);
 }
 
@@ -489,31 +540,44 @@ void offload_context_gone(uint64_t ctx)
                                     -(int64_t)cache[i].size);
         }
     cache_release();
-    /* A deferred free whose block was the context's: gone with it (its event, in another
-     * context, is destroyed here, after the lock). One whose event was the context's (a stream
-     * of that context): the event and the stream's work are gone, the block is still ours: it is
-     * released at the next poll, with no event call. */
-    CUevent orphans[64];
-    unsigned n_orphans = 0;
+    /* A deferred free whose block was the context's: gone with it (counted off now; its event,
+     * if of another context, destroyed below, after the lock). One whose event was the
+     * context's (a stream of that context): the event and the stream's work are gone, the block
+     * is still ours: released at the next poll, with no event call. A slot a poll holds
+     * (POLLING) is only marked: the poll sees the mark before it frees anything. */
     deferred_acquire();
     for (unsigned i = 0; i < DEFERRED_MAX; i++) {
-        if (!slot_taken(deferred[i].event))
+        struct deferred *d = &deferred[i];
+        if (d->state != SLOT_PENDING && d->state != SLOT_POLLING)
             continue;
-        if (deferred[i].e.ctx == ctx) {
-            if (deferred[i].event != SLOT_NO_EVENT && deferred[i].event_ctx != ctx && n_orphans < 64)
-                orphans[n_orphans++] = deferred[i].event;
-            deferred[i].event = NULL;
-            atomic_fetch_sub_explicit(&offload_pending, 1, memory_order_relaxed);
-            account_device_stat_add(deferred[i].e.device, CUSHIM_DEV_offload_pending_bytes,
-                                    -(int64_t)deferred[i].e.aux);
-        } else if (deferred[i].event_ctx == ctx) {
-            deferred[i].event = SLOT_NO_EVENT;
+        if (d->event_ctx == ctx)
+            d->event_gone = true;
+        if (d->e.ctx != ctx || d->block_gone)
+            continue;
+        d->block_gone = true;
+        atomic_fetch_sub_explicit(&offload_pending, 1, memory_order_relaxed);
+        account_device_stat_add(d->e.device, CUSHIM_DEV_offload_pending_bytes, -(int64_t)d->e.aux);
+        if (d->state == SLOT_PENDING) {
+            if (d->event_gone)
+                slot_done(d);
+            else
+                d->state = SLOT_ORPHAN_EVENT;
         }
     }
     deferred_release();
+    /* Orphaned events of live contexts, destroyed one at a time with no lock held. */
     __typeof__(&cuEventDestroy_v2) destroy = REAL(cuEventDestroy_v2);
-    for (unsigned i = 0; destroy && i < n_orphans; i++)
-        destroy(orphans[i]);
+    for (unsigned i = 0; i < DEFERRED_MAX; i++) {
+        CUevent ev = NULL;
+        deferred_acquire();
+        if (deferred[i].state == SLOT_ORPHAN_EVENT) {
+            ev = deferred[i].event;
+            slot_done(&deferred[i]);
+        }
+        deferred_release();
+        if (ev && destroy)
+            destroy(ev);
+    }
 }
 
 void offload_after_fork_child(void)
@@ -526,6 +590,7 @@ void offload_after_fork_child(void)
     memset(cache, 0, sizeof cache);
     cache_bytes = 0;
     memset(deferred, 0, sizeof deferred);
+    poll_cursor = 0;
     atomic_store(&offload_live, 0);
     atomic_store(&offload_pending, 0);
 }

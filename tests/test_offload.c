@@ -637,3 +637,67 @@ Test(offload, frees_that_cannot_be_deferred_during_a_capture_keep_the_memory_and
     json_decref(j);
     run_free(&r);
 }
+
+static void frees_during_other_capture(const char *mode, uint64_t refused)
+{
+    struct run_result r;
+    char env[64];
+    snprintf(env, sizeof env, "CAPTURE_MODE=%s", mode);
+    const char *extra[] = {"CUSHIM_OFFLOAD=always", "CUSHIM_OFFLOAD_MIN=1", env, NULL};
+    json_t *j = offload_run(&r, "frees_during_other_capture", extra);
+    cr_expect_eq(kv_u64(r.out, "refused"), refused, "%s", mode);
+    cr_expect_eq(kv_u64(r.out, "rc_end"), 0, "%s: the capture is valid", mode);
+    cr_expect_eq(jpath_u64(j, "devices.0.offloaded.free_count"), 1100, "%s", mode);
+    cr_expect_eq(jpath_u64(j, "devices.0.offloaded.current_bytes"), 0, "%s", mode);
+    json_decref(j);
+    run_free(&r);
+}
+
+Test(offload, only_a_global_capture_elsewhere_holds_back_the_shims_own_frees)
+{
+    /* A relaxed or thread-local capture on another thread prohibits nothing here (cuda.h
+     * cuThreadExchangeStreamCaptureMode): pending frees are released meanwhile and none is
+     * refused (76 were, past 1024 pending). A global one holds them back. */
+    frees_during_other_capture("relaxed", 0);
+    frees_during_other_capture("thread_local", 0);
+    frees_during_other_capture("global", 1100 - 1024);
+}
+
+Test(offload, pending_frees_take_turns)
+{
+    /* Each poll took the first 32 pending slots and put the unready ones back in place: 32 frees
+     * waiting on a stream nobody synchronizes kept every later block from being released. */
+    struct run_result r;
+    const char *extra[] = {"CUSHIM_OFFLOAD=always", "CUSHIM_OFFLOAD_MIN=1", "SIMCUDA_LAZY_EVENTS=1", NULL};
+    json_t *j = offload_run(&r, "pending_frees_take_turns", extra);
+    cr_expect_eq(kv_u64(r.out, "host_live"), 32 * 8192, "only stream a's blocks still pinned");
+    json_decref(j);
+    run_free(&r);
+}
+
+Test(offload, a_reset_destroys_every_event_left_in_another_context)
+{
+    /* Only 64 were destroyed; the rest leaked in device 1's live context. */
+    struct run_result r;
+    const char *extra[] = {"SIMCUDA_DEVICE_COUNT=2", "SIMCUDA_LAZY_EVENTS=1", "CUSHIM_OFFLOAD=always",
+                           "CUSHIM_OFFLOAD_MIN=1", NULL};
+    json_t *j = offload_run(&r, "events_of_another_context", extra);
+    cr_expect_eq(kv_u64(r.out, "events_made"), 200);
+    cr_expect_eq(kv_u64(r.out, "events_destroyed_at_reset"), 200);
+    cr_expect_eq(jpath_u64(j, "devices.1.offload_host.pending_free_bytes"), 0);
+    json_decref(j);
+    run_free(&r);
+}
+
+Test(offload, a_failed_deferred_release_is_said)
+{
+    /* cuMemFreeHost's failure was dropped without a word. */
+    struct run_result r;
+    const char *extra[] = {"CUSHIM_OFFLOAD=always", "CUSHIM_OFFLOAD_MIN=4096",
+                           "SIMCUDA_INJECT=cuMemFreeHost:*:CUDA_ERROR_UNKNOWN", "CUSHIM_LOG=warn", NULL};
+    json_t *j = offload_run(&r, "pending_frees_take_turns", extra);
+    cr_expect(strstr(r.err, "cuMemFreeHost of an offloaded block freed by cuMemFreeAsync failed "
+                            "(CUresult 999): its pinned memory stays allocated") != NULL, "%s", r.err);
+    json_decref(j);
+    run_free(&r);
+}

@@ -728,6 +728,104 @@ static int scenario_many_frees_during_capture(void)
     return 0;
 }
 
+/* 1100 asynchronous frees of offloaded memory while another thread captures in the mode named
+ * by CAPTURE_MODE (global, thread_local, relaxed): only a global capture keeps the shim from
+ * releasing blocks meanwhile, so only then do frees past 1024 pending get refused. */
+static pthread_barrier_t cap_bar;
+static void *capturing_thread(void *arg)
+{
+    cudaStream_t cs;
+    cudaGraph_t g;
+    enum cudaStreamCaptureMode mode = *(enum cudaStreamCaptureMode *)arg;
+    CHECK(cudaStreamCreateWithFlags(&cs, cudaStreamNonBlocking));
+    CHECK(cudaStreamBeginCapture(cs, mode));
+    pthread_barrier_wait(&cap_bar);
+    pthread_barrier_wait(&cap_bar);
+    printf("rc_end=%d\n", (int)cudaStreamEndCapture(cs, &g));
+    return NULL;
+}
+
+static int scenario_frees_during_other_capture(void)
+{
+    enum { N = 1100 };
+    static void *p[N];
+    const char *m = getenv("CAPTURE_MODE");
+    enum cudaStreamCaptureMode mode = !m || !strcmp(m, "global") ? cudaStreamCaptureModeGlobal
+                                      : !strcmp(m, "thread_local") ? cudaStreamCaptureModeThreadLocal
+                                                                   : cudaStreamCaptureModeRelaxed;
+    cudaStream_t s2;
+    pthread_t t;
+    for (int i = 0; i < N; i++)
+        CHECK(cudaMalloc(&p[i], 4096));
+    CHECK(cudaStreamCreateWithFlags(&s2, cudaStreamNonBlocking));
+    pthread_barrier_init(&cap_bar, NULL, 2);
+    pthread_create(&t, NULL, capturing_thread, &mode);
+    pthread_barrier_wait(&cap_bar);
+    int refused = 0;
+    for (int i = 0; i < N; i++)
+        if (cudaFreeAsync(p[i], s2) != cudaSuccess)
+            refused++;
+        else
+            p[i] = NULL;
+    cudaGetLastError();
+    printf("refused=%d\n", refused);
+    pthread_barrier_wait(&cap_bar);
+    pthread_join(t, NULL);
+    for (int i = 0; i < N; i++)
+        if (p[i])
+            CHECK(cudaFree(p[i]));
+    return 0;
+}
+
+/* Run with SIMCUDA_LAZY_EVENTS=1: 32 frees pending on stream a, which never gets synchronized,
+ * then 200 rounds of an allocation and free on stream b, synchronized each time: b's blocks are
+ * released meanwhile, whatever a's wait. */
+static int scenario_pending_frees_take_turns(void)
+{
+    cudaStream_t a, b;
+    void *p;
+    CHECK(cudaStreamCreate(&a));
+    CHECK(cudaStreamCreate(&b));
+    for (int i = 0; i < 32; i++) {
+        CHECK(cudaMallocAsync(&p, 8192, a));
+        CHECK(cudaFreeAsync(p, a));
+    }
+    for (int i = 0; i < 200; i++) {
+        CHECK(cudaMallocAsync(&p, 8192, b));
+        CHECK(cudaFreeAsync(p, b));
+        CHECK(cudaStreamSynchronize(b));
+    }
+    CHECK(cudaMalloc(&p, 256));
+    CHECK(cudaFree(p));
+    struct sim_api sim = sim_api();
+    printf("host_live=%llu\n", (unsigned long long)sim.live(0, 5));
+    return 0;
+}
+
+/* Run with SIMCUDA_DEVICE_COUNT=2 SIMCUDA_LAZY_EVENTS=1: 200 offloaded blocks of the current
+ * device's context freed on a stream of device 1 (their events are device 1's), then device 0
+ * reset: every one of those events is destroyed. */
+static int scenario_events_of_another_context(void)
+{
+    enum { N = 200 };
+    static void *a[N];
+    cudaStream_t s1;
+    CHECK(cudaSetDevice(1));
+    CHECK(cudaStreamCreate(&s1));
+    CHECK(cudaSetDevice(0));
+    CHECK(cudaFree(NULL));
+    struct sim_api sim = sim_api();
+    for (int i = 0; i < N; i++)
+        CHECK(cudaMallocAsync(&a[i], 16 * KiB, s1));
+    for (int i = 0; i < N; i++)
+        CHECK(cudaFreeAsync(a[i], s1));
+    uint64_t destroyed = sim.calls("cuEventDestroy_v2");
+    CHECK(cudaDeviceReset());
+    printf("events_made=%llu\n", (unsigned long long)sim.calls("cuEventCreate"));
+    printf("events_destroyed_at_reset=%llu\n", (unsigned long long)(sim.calls("cuEventDestroy_v2") - destroyed));
+    return 0;
+}
+
 static const struct scenario scenarios[] = {
     {"cache", scenario_cache, 1},                 {"phase_first", scenario_phase_first, 1},
     {"compile_run", scenario_compile_run, 1},     {"budget", scenario_budget, 1},
@@ -743,6 +841,9 @@ static const struct scenario scenarios[] = {
     {"offload_other_device", scenario_offload_other_device, 2},
     {"poll_during_capture", scenario_poll_during_capture, 1},
     {"many_frees_during_capture", scenario_many_frees_during_capture, 1},
+    {"frees_during_other_capture", scenario_frees_during_other_capture, 1},
+    {"pending_frees_take_turns", scenario_pending_frees_take_turns, 1},
+    {"events_of_another_context", scenario_events_of_another_context, 2},
 };
 
 int main(int argc, char **argv)
