@@ -1,5 +1,6 @@
 #include "shim/capture.h"
 
+#include <pthread.h>
 #include <sched.h>
 
 #include "shim/shim.h"
@@ -72,6 +73,25 @@ static _Atomic int *mode_counter(unsigned mode)
                                                          : NULL;
 }
 
+static SHIM_TLS int unsafe_cancel_state;
+
+bool capture_unsafe_begin(void)
+{
+    pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &unsafe_cancel_state);
+    atomic_fetch_add_explicit(&capture_unsafe_inflight, 1, memory_order_seq_cst);
+    if (__builtin_expect(!capture_prohibits_here(), 1))
+        return true;
+    atomic_fetch_sub_explicit(&capture_unsafe_inflight, 1, memory_order_release);
+    pthread_setcancelstate(unsafe_cancel_state, NULL);
+    return false;
+}
+
+void capture_unsafe_end(void)
+{
+    atomic_fetch_sub_explicit(&capture_unsafe_inflight, 1, memory_order_release);
+    pthread_setcancelstate(unsafe_cancel_state, NULL);
+}
+
 void capture_begin_announce(CUstreamCaptureMode mode)
 {
     /* A THREAD_LOCAL capture prohibits only its own thread's calls, and this thread is not in
@@ -79,8 +99,17 @@ void capture_begin_announce(CUstreamCaptureMode mode)
     if (mode != CU_STREAM_CAPTURE_MODE_GLOBAL)
         return;
     atomic_fetch_add_explicit(&capture_global, 1, memory_order_seq_cst);
-    while (atomic_load_explicit(&capture_unsafe_inflight, memory_order_seq_cst) != 0)
+    if (atomic_load_explicit(&capture_unsafe_inflight, memory_order_seq_cst) == 0)
+        return;
+    uint64_t until = shim_clock_ns(CLOCK_MONOTONIC) + 5000000000ull;
+    while (atomic_load_explicit(&capture_unsafe_inflight, memory_order_seq_cst) != 0) {
+        if (shim_clock_ns(CLOCK_MONOTONIC) > until) {
+            LOG_ONCE(CUSHIM_LOG_WARN, "a capture began while one of cushim's own pinned-memory "
+                     "calls had run for 5 s: not waited for any longer");
+            return;
+        }
         sched_yield();
+    }
 }
 
 static bool own_strict_fn(struct shim_entry *e, void *arg)

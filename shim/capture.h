@@ -41,28 +41,20 @@ static inline bool capture_prohibits_here(void)
             capture_own_strict_live());
 }
 
-/* Around a call the shim makes on its own account that a capture may prohibit (cuMemHostAlloc or
- * cuMemFreeHost of offload's pinned blocks): false, and nothing to end, while such a capture is
- * live or a GLOBAL one is beginning; else the call may be made, then capture_unsafe_end. A GLOBAL
- * capture's begin waits for those in flight (capture_begin_announce), so none overlaps it: the
- * check and the call are one step as the capture sees it. Lock-free: seq_cst increment, then
- * load, on both sides. */
-static inline bool capture_unsafe_begin(void)
-{
-    atomic_fetch_add_explicit(&capture_unsafe_inflight, 1, memory_order_seq_cst);
-    if (__builtin_expect(!capture_prohibits_here(), 1))
-        return true;
-    atomic_fetch_sub_explicit(&capture_unsafe_inflight, 1, memory_order_release);
-    return false;
-}
-
-static inline void capture_unsafe_end(void)
-{
-    atomic_fetch_sub_explicit(&capture_unsafe_inflight, 1, memory_order_release);
-}
+/* Around a call the shim makes on its own account that a capture may prohibit (cuMemHostAlloc,
+ * cuMemFreeHost of offload's pinned blocks, an event query): false, and nothing to end, while such
+ * a capture is live or a GLOBAL one is beginning; else the call may be made, then
+ * capture_unsafe_end. A GLOBAL capture's begin waits for those in flight (capture_begin_announce),
+ * so none overlaps it: the check and the call are one step as the capture sees it. Lock-free:
+ * seq_cst increment, then load, on both sides. A section holds one driver call that does not wait
+ * on the program's work, with thread cancellation off (a cancelled thread must not leave one
+ * open). Not on a hot path. */
+bool capture_unsafe_begin(void);
+void capture_unsafe_end(void);
 
 /* Just before the program begins a capture in `mode`: a GLOBAL one is counted, then the shim's
- * unsafe calls in flight are waited out (they are single driver calls). capture_begin_done after
+ * unsafe calls in flight are waited out (single driver calls; at most 5 s, then said once and
+ * not waited for: a stuck call must not hang the program). capture_begin_done after
  * the begin, with its result, records it (or takes the count back). */
 void capture_begin_announce(CUstreamCaptureMode mode);
 void capture_begin_done(CUresult r, CUstream stream, bool per_thread, CUstreamCaptureMode mode);

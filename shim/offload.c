@@ -187,6 +187,9 @@ bool offload_wanted_slow(uint64_t bytes)
     return !capture_any_live();
 }
 
+static CUresult offload_alloc_in_section(CUdeviceptr *dptr, uint64_t bytes, unsigned flags,
+                                         int device, CUcontext ctx);
+
 CUresult offload_alloc(CUdeviceptr *dptr, uint64_t bytes, unsigned flags, int for_device)
 {
     __typeof__(&cuMemHostAlloc) host_alloc = REAL(cuMemHostAlloc);
@@ -200,17 +203,27 @@ CUresult offload_alloc(CUdeviceptr *dptr, uint64_t bytes, unsigned flags, int fo
         device = for_device;
     if (!host_alloc || !devptr || !free_host || device < 0)
         return CUDA_ERROR_NOT_SUPPORTED;
+    /* The shim's own cuMemHostAlloc (and cuMemFreeHost on the failure paths): not while a capture
+     * that prohibits them is live or beginning (the caller then asks the device, as the program
+     * did). */
+    if (!capture_unsafe_begin())
+        return CUDA_ERROR_NOT_SUPPORTED;
+    CUresult r = offload_alloc_in_section(dptr, bytes, flags, device, ctx);
+    capture_unsafe_end();
+    return r;
+}
+
+static CUresult offload_alloc_in_section(CUdeviceptr *dptr, uint64_t bytes, unsigned flags,
+                                         int device, CUcontext ctx)
+{
+    __typeof__(&cuMemHostAlloc) host_alloc = REAL(cuMemHostAlloc);
+    __typeof__(&cuMemHostGetDevicePointer_v2) devptr = REAL(cuMemHostGetDevicePointer_v2);
+    __typeof__(&cuMemFreeHost) free_host = REAL(cuMemFreeHost);
     uint64_t size = bytes;
     void *host = cache_take(bytes, (uint64_t)(uintptr_t)ctx, device, &size);
     CUresult r = CUDA_SUCCESS;
-    if (!host) {
-        /* The shim's own cuMemHostAlloc: not while a capture that prohibits it is live or
-         * beginning (the caller then asks the device, as the program did). */
-        if (!capture_unsafe_begin())
-            return CUDA_ERROR_NOT_SUPPORTED;
+    if (!host)
         r = host_alloc(&host, bytes, CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP);
-        capture_unsafe_end();
-    }
     if (r != CUDA_SUCCESS)
         return r;
     CUdeviceptr d = 0;
@@ -286,6 +299,7 @@ struct deferred {
     uint64_t event_ctx;   /* the context the event was made in (the stream's) */
     uint8_t state;        /* enum slot_state */
     bool block_gone, event_gone;
+    uint64_t gone_ctx;    /* CLAIMED: a context that went while the slot was being filled */
 };
 #define DEFERRED_MAX 1024
 static struct deferred deferred[DEFERRED_MAX];
@@ -312,10 +326,18 @@ static int slot_claim(void)
         if (deferred[i].state == SLOT_FREE) {
             deferred[i].state = SLOT_CLAIMED;
             deferred[i].block_gone = deferred[i].event_gone = false;
+            deferred[i].gone_ctx = 0;
             k = (int)i;
         }
     deferred_release();
     return k;
+}
+
+/* A slot done with (under the lock): free. The caller counts it off the pending figures. */
+static void slot_done(struct deferred *d)
+{
+    d->state = SLOT_FREE;
+    d->event = NULL;
 }
 
 static void slot_unclaim(int k)
@@ -385,9 +407,11 @@ CUresult offload_free_async(const struct shim_entry *e, CUstream stream, bool pt
         if (k >= 0)
             slot_unclaim(k);
         /* Wait for the stream's work the slow way, then free as cuMemFree does; both are calls
-         * a strict capture prohibits: while one is live the free is refused and the memory stays
-         * the program's (rare: no event could be made, or 1024 frees are pending). */
-        if (!capture_unsafe_begin()) {
+         * a capture may prohibit: while one that does is live the free is refused and the memory
+         * stays the program's (rare: no event could be made, or 1024 frees are pending). The
+         * wait is not inside a handshake section (capture.h): a capture's begin must never wait
+         * on the program's own stream. */
+        if (capture_prohibits_here()) {
             LOG_ONCE(CUSHIM_LOG_WARN, "cuMemFreeAsync of offloaded memory could not be deferred "
                      "while a capture is live: refused (CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED)");
             return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
@@ -395,6 +419,8 @@ CUresult offload_free_async(const struct shim_entry *e, CUstream stream, bool pt
         __typeof__(&cuStreamSynchronize) sync = REAL(cuStreamSynchronize);
         if (sync)
             sync(stream);
+        if (!capture_unsafe_begin())
+            return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
         CUresult r = offload_free(e);
         capture_unsafe_end();
         return r;
@@ -405,22 +431,42 @@ CUresult offload_free_async(const struct shim_entry *e, CUstream stream, bool pt
     account_device_stat_add(e->device, CUSHIM_DEV_offload_pending_bytes, (int64_t)e->aux);
     atomic_fetch_add_explicit(&offload_pending, 1, memory_order_relaxed);
     deferred_acquire();
-    deferred[k].e = *e;
-    deferred[k].event = ev;
-    deferred[k].event_ctx = event_ctx;
-    deferred[k].state = SLOT_PENDING;
+    struct deferred *d = &deferred[k];
+    /* A teardown while the slot was being filled marked it: the block's context went (the
+     * driver freed the block: nothing pending), or the event's (the driver destroyed it). */
+    bool block_gone = d->block_gone || d->gone_ctx == e->ctx;
+    bool event_gone = d->event_gone || d->gone_ctx == event_ctx;
+    d->e = *e;
+    d->event = ev;
+    d->event_ctx = event_ctx;
+    d->event_gone = event_gone;
+    if (block_gone)
+        slot_done(d);
+    else
+        d->state = SLOT_PENDING;
     deferred_release();
+    if (block_gone) {
+        account_device_stat_add(e->device, CUSHIM_DEV_offload_pending_bytes, -(int64_t)e->aux);
+        atomic_fetch_sub_explicit(&offload_pending, 1, memory_order_relaxed);
+        __typeof__(&cuEventDestroy_v2) destroy = REAL(cuEventDestroy_v2);
+        if (!event_gone && destroy)
+            destroy(ev);
+    }
     return CUDA_SUCCESS;
 }
 
-/* A slot done with (under the lock): free. The caller counts it off the pending figures. */
-static void slot_done(struct deferred *d)
+/* Whether an event's answer means its work is done: CUDA_SUCCESS, or an error that says the event
+ * is no more (its context went, or it is not a handle the driver knows), which no wait would
+ * change. Not ready, and a capture's refusal, mean later. */
+static bool event_done(CUresult q)
 {
-    d->state = SLOT_FREE;
-    d->event = NULL;
+    return q == CUDA_SUCCESS || q == CUDA_ERROR_INVALID_HANDLE || q == CUDA_ERROR_INVALID_CONTEXT ||
+           q == CUDA_ERROR_CONTEXT_IS_DESTROYED || q == CUDA_ERROR_DEINITIALIZED;
 }
 
-/* One PENDING slot (index k, taken as POLLING): its event asked, the block released if done. */
+/* One PENDING slot (index k, taken as POLLING): its event asked, the block released if done. The
+ * query and the release are each a handshake section (capture.h): event queries and
+ * cuMemFreeHost are calls a global-mode capture prohibits. */
 static void poll_one(unsigned k, bool wait)
 {
     __typeof__(&cuEventQuery) query = REAL(cuEventQuery);
@@ -430,7 +476,15 @@ static void poll_one(unsigned k, bool wait)
     deferred_acquire();
     CUevent ev = d->event_gone ? NULL : d->event;
     deferred_release();
-    CUresult q = !ev ? CUDA_SUCCESS : wait ? sync(ev) : query(ev);
+    CUresult q = CUDA_SUCCESS;
+    if (ev) {
+        if (!capture_unsafe_begin()) {
+            q = CUDA_ERROR_NOT_READY;
+        } else {
+            q = wait ? sync(ev) : query(ev);
+            capture_unsafe_end();
+        }
+    }
     deferred_acquire();
     if (d->block_gone) {
         /* The block's context went meanwhile (counted off there): only the event is left. */
@@ -441,7 +495,7 @@ static void poll_one(unsigned k, bool wait)
             destroy(ev);
         return;
     }
-    if (q == CUDA_ERROR_NOT_READY) {
+    if (!event_done(q) && !d->event_gone) {
         d->state = SLOT_PENDING;
         deferred_release();
         return;
@@ -485,6 +539,7 @@ static void poll(bool wait)
 {
     if (!REAL(cuEventQuery) || !REAL(cuEventSynchronize) || !REAL(cuEventDestroy_v2))
         return;
+    unsigned idle = 0;
     do {
         unsigned taken[32], n = 0;
         deferred_acquire();
@@ -499,12 +554,14 @@ static void poll(bool wait)
         deferred_release();
         for (unsigned i = 0; i < n; i++)
             poll_one(taken[i], wait);
-        if (!n && wait && atomic_load_explicit(&offload_pending, memory_order_relaxed) != 0)
-            sched_yield(); /* another thread holds the rest as POLLING */
-        if (wait && capture_unsafe_begin())
-            capture_unsafe_end();
-        else if (wait)
-            break; /* a capture began: what is left is released at exit (offload_drain) */
+        if (!n && wait && atomic_load_explicit(&offload_pending, memory_order_relaxed) != 0) {
+            /* Another thread holds the rest as POLLING: a while, not for ever. */
+            if (++idle > 1000)
+                break;
+            sched_yield();
+        }
+        if (wait && capture_prohibits_here())
+            break; /* a capture began: what is left stays pending */
     } while (wait && atomic_load_explicit(&offload_pending, memory_order_relaxed) != 0);
 }
 
@@ -518,8 +575,16 @@ void offload_poll_slow(void)
 
 void offload_drain(void)
 {
-    if (atomic_load_explicit(&offload_pending, memory_order_relaxed))
+    if (!atomic_load_explicit(&offload_pending, memory_order_relaxed))
+        return;
+    /* At exit: waiting on events and freeing are calls a live global-mode capture prohibits; the
+     * driver frees the blocks with the process anyway. */
+    if (!capture_prohibits_here())
         poll(true);
+    uint64_t left = atomic_load_explicit(&offload_pending, memory_order_relaxed);
+    if (left)
+        LOG_ONCE(CUSHIM_LOG_INFO, "%llu offloaded frees still pending at exit (a capture is live): "
+                 "their blocks go with the process", (unsigned long long)left);
 }
 
 void offload_range_gone(uint64_t base)
@@ -545,33 +610,42 @@ void offload_context_gone(uint64_t ctx)
      * context's (a stream of that context): the event and the stream's work are gone, the block
      * is still ours: released at the next poll, with no event call. A slot a poll holds
      * (POLLING) is only marked: the poll sees the mark before it frees anything. */
+    bool orphans = false;
     deferred_acquire();
     for (unsigned i = 0; i < DEFERRED_MAX; i++) {
         struct deferred *d = &deferred[i];
-        if (d->state != SLOT_PENDING && d->state != SLOT_POLLING)
+        if (d->state == SLOT_CLAIMED) {
+            /* Being filled: the filler sees this when it publishes. */
+            d->gone_ctx = ctx;
+            continue;
+        }
+        if (d->state == SLOT_FREE)
             continue;
         if (d->event_ctx == ctx)
             d->event_gone = true;
-        if (d->e.ctx != ctx || d->block_gone)
+        if (d->state == SLOT_ORPHAN_EVENT || d->e.ctx != ctx || d->block_gone)
             continue;
         d->block_gone = true;
         atomic_fetch_sub_explicit(&offload_pending, 1, memory_order_relaxed);
         account_device_stat_add(d->e.device, CUSHIM_DEV_offload_pending_bytes, -(int64_t)d->e.aux);
         if (d->state == SLOT_PENDING) {
-            if (d->event_gone)
+            if (d->event_gone) {
                 slot_done(d);
-            else
+            } else {
                 d->state = SLOT_ORPHAN_EVENT;
+                orphans = true;
+            }
         }
     }
     deferred_release();
-    /* Orphaned events of live contexts, destroyed one at a time with no lock held. */
+    /* Orphaned events of live contexts, destroyed one at a time with no lock held (unless their
+     * own context went meanwhile, which destroyed them). */
     __typeof__(&cuEventDestroy_v2) destroy = REAL(cuEventDestroy_v2);
-    for (unsigned i = 0; i < DEFERRED_MAX; i++) {
+    for (unsigned i = 0; orphans && i < DEFERRED_MAX; i++) {
         CUevent ev = NULL;
         deferred_acquire();
         if (deferred[i].state == SLOT_ORPHAN_EVENT) {
-            ev = deferred[i].event;
+            ev = deferred[i].event_gone ? NULL : deferred[i].event;
             slot_done(&deferred[i]);
         }
         deferred_release();

@@ -238,6 +238,15 @@ Test(offload, async_free_waits_for_the_stream)
     cr_expect_eq(jpath_u64(j, "devices.0.offloaded.free_count"), 1);
     json_decref(j);
     run_free(&r);
+    /* An event query refused for a capture is no answer: the block waits (it was released at
+     * once, before the stream's work). */
+    const char *refused[] = {"CUSHIM_OFFLOAD=always", "CUSHIM_OFFLOAD_MIN=1MiB", "SIMCUDA_LAZY_EVENTS=1",
+                             "SIMCUDA_INJECT=cuEventQuery:1:CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED", NULL};
+    j = offload_run(&r, "async_free", refused);
+    cr_expect_eq(kv_u64(r.out, "host_live_before_sync"), 2 * MiB, "not released on a refused query");
+    cr_expect_eq(kv_u64(r.out, "host_live_after_sync"), 0);
+    json_decref(j);
+    run_free(&r);
 }
 
 Test(offload, cushim_phase_switches_a_live_process)
