@@ -332,6 +332,10 @@ bool graph_pool_sample(int device, bool force)
         {CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT, CUSHIM_DEV_graph_pool_reserved_current},
         {CU_GRAPH_MEM_ATTR_RESERVED_MEM_HIGH, CUSHIM_DEV_graph_pool_reserved_high},
     };
+    /* Not while a capture is live: the shim adds no call during one that it does not need
+     * (docs/SUMMARY-JSON.md graph_pool); the figures then wait for the next launch or exit. */
+    if (capture_any_live())
+        return false;
     __typeof__(&cuDeviceGetGraphMemAttribute) get = REAL(cuDeviceGetGraphMemAttribute);
     if ((unsigned)device >= CUSHIM_MAX_DEVICES)
         return false;

@@ -153,6 +153,8 @@
     X(cuEventSynchronize, cuEventSynchronize, 2000, 0)                 \
     X(cuEventDestroy_v2, cuEventDestroy, 4000, 0)                      \
     X(cuStreamSynchronize, cuStreamSynchronize, 2000, 0)              \
+    X(cuStreamQuery, cuStreamQuery, 2000, 0)                           \
+    X(cuStreamQuery_ptsz, cuStreamQuery, 7000, 1)                      \
     X(cuGraphGetNodes, cuGraphGetNodes, 10000, 0)                      \
     X(cuGraphNodeGetType, cuGraphNodeGetType, 10000, 0)                \
     X(cuGraphMemAllocNodeGetParams, cuGraphMemAllocNodeGetParams, 11040, 0) \

@@ -225,7 +225,7 @@ SHIM_EXPORT CUresult CUDAAPI cuMemGetInfo_v2(size_t *free, size_t *total)
         /* A free sample of untracked memory for the live view. */
         shim_sample_untracked(device, *free, *total);
     }
-    if (r == CUDA_SUCCESS && device >= 0)
+    if (r == CUDA_SUCCESS && device >= 0 && !capture_any_live()) /* docs/SUMMARY-JSON.md async_pool */
         async_pool_sample(device);
     shim_leave();
     return r;

@@ -406,19 +406,28 @@ CUresult offload_free_async(const struct shim_entry *e, CUstream stream, bool pt
     if (!ev) {
         if (k >= 0)
             slot_unclaim(k);
-        /* Wait for the stream's work the slow way, then free as cuMemFree does; both are calls
-         * a capture may prohibit: while one that does is live the free is refused and the memory
-         * stays the program's (rare: no event could be made, or 1024 frees are pending). The
-         * wait is not inside a handshake section (capture.h): a capture's begin must never wait
-         * on the program's own stream. */
-        if (capture_prohibits_here()) {
-            LOG_ONCE(CUSHIM_LOG_WARN, "cuMemFreeAsync of offloaded memory could not be deferred "
-                     "while a capture is live: refused (CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED)");
-            return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+        /* Wait for the stream's work the slow way, then free as cuMemFree does. Both are calls
+         * a capture may prohibit, so each query of the stream (the per-thread one for a _ptsz
+         * call) and the free is a handshake section of one call that does not block (capture.h:
+         * a capture's begin must never wait on the program's own stream); while a capture that
+         * prohibits them is live the free is refused and the memory stays the program's (rare:
+         * no event could be made, or 1024 frees are pending). */
+        __typeof__(&cuStreamQuery) query = pt ? REAL(cuStreamQuery_ptsz) : REAL(cuStreamQuery);
+        for (CUresult q = CUDA_ERROR_NOT_READY; q == CUDA_ERROR_NOT_READY;) {
+            if (!capture_unsafe_begin()) {
+                LOG_ONCE(CUSHIM_LOG_WARN, "cuMemFreeAsync of offloaded memory could not be deferred "
+                         "while a capture is live: refused (CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED)");
+                return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+            }
+            q = query ? query(stream) : CUDA_SUCCESS;
+            capture_unsafe_end();
+            /* A capture's answer about the stream (e.g. CUDA_ERROR_STREAM_CAPTURE_IMPLICIT for the
+             * legacy stream while a blocking stream captures) tells nothing about its work. */
+            if (q >= CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED && q <= CUDA_ERROR_STREAM_CAPTURE_IMPLICIT)
+                return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+            if (q == CUDA_ERROR_NOT_READY)
+                sched_yield();
         }
-        __typeof__(&cuStreamSynchronize) sync = REAL(cuStreamSynchronize);
-        if (sync)
-            sync(stream);
         if (!capture_unsafe_begin())
             return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
         CUresult r = offload_free(e);

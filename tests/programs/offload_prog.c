@@ -826,6 +826,24 @@ static int scenario_events_of_another_context(void)
     return 0;
 }
 
+/* Run with cuEventCreate failing: an asynchronous free of offloaded memory on the per-thread
+ * default stream (the _ptsz entry point, NULL stream) waits on that stream, not the legacy one. */
+static int scenario_fallback_per_thread(void)
+{
+    void *fn = NULL;
+    enum cudaDriverEntryPointQueryResult st;
+    CHECK(cudaGetDriverEntryPointByVersion("cuMemFreeAsync", &fn, 11020, cudaEnablePerThreadDefaultStream, &st));
+    PFN_cuMemFreeAsync_v11020 free_async = (PFN_cuMemFreeAsync_v11020)fn;
+    void *p = dev(2 * MiB); /* offloaded */
+    struct sim_api sim = sim_api();
+    uint64_t q = sim.calls("cuStreamQuery"), qpt = sim.calls("cuStreamQuery_ptsz");
+    printf("rc_free=%d\n", (int)free_async((CUdeviceptr)p, NULL));
+    printf("legacy_queries=%llu\n", (unsigned long long)(sim.calls("cuStreamQuery") - q));
+    printf("per_thread_queries=%llu\n", (unsigned long long)(sim.calls("cuStreamQuery_ptsz") - qpt));
+    printf("host_live=%llu\n", (unsigned long long)sim.live(0, 5));
+    return 0;
+}
+
 static const struct scenario scenarios[] = {
     {"cache", scenario_cache, 1},                 {"phase_first", scenario_phase_first, 1},
     {"compile_run", scenario_compile_run, 1},     {"budget", scenario_budget, 1},
@@ -844,6 +862,7 @@ static const struct scenario scenarios[] = {
     {"frees_during_other_capture", scenario_frees_during_other_capture, 1},
     {"pending_frees_take_turns", scenario_pending_frees_take_turns, 1},
     {"events_of_another_context", scenario_events_of_another_context, 2},
+    {"fallback_per_thread", scenario_fallback_per_thread, 1},
 };
 
 int main(int argc, char **argv)
