@@ -135,6 +135,34 @@ void capture_begin_done(CUresult r, CUstream stream, bool per_thread, CUstreamCa
         atomic_fetch_add_explicit(&capture_thread_local, 1, memory_order_seq_cst);
 }
 
+/* A capture on a thread's per-thread default stream can only be ended by that thread (no other
+ * can name the stream): when the thread exits with one live, the shim forgets it, or it would
+ * count as live for the rest of the process (every later allocation `capture`, offload off). */
+static pthread_key_t exit_key;
+static pthread_once_t exit_key_once = PTHREAD_ONCE_INIT;
+static bool exit_key_made;
+
+static void forget(const struct shim_entry *e, void *arg);
+
+static void thread_gone(void *value)
+{
+    struct shim_entry e;
+    if (table_take(&shim.captures, (uint64_t)(uintptr_t)value, &e))
+        forget(&e, NULL);
+}
+
+static void make_exit_key(void)
+{
+    exit_key_made = pthread_key_create(&exit_key, thread_gone) == 0;
+}
+
+static void forget_at_thread_exit(uint64_t key)
+{
+    pthread_once(&exit_key_once, make_exit_key);
+    if (exit_key_made)
+        pthread_setspecific(exit_key, (void *)(uintptr_t)key);
+}
+
 /* Records a capture begun (its strict count already taken); false if it could not be. */
 static bool capture_begun(CUstream stream, bool per_thread, CUstreamCaptureMode mode)
 {
@@ -151,8 +179,12 @@ static bool capture_begun(CUstream stream, bool per_thread, CUstreamCaptureMode 
     };
     struct shim_entry old;
     int rc = table_put(&shim.captures, &e, &old);
-    if (rc < 0)
+    if (rc < 0) {
+        LOG_ONCE(CUSHIM_LOG_WARN, "out of memory for the capture table: a capture goes unseen");
         return false; /* no memory: the capture goes unseen */
+    }
+    if (e.key & 1u) /* the calling thread's per-thread default stream (stream_key) */
+        forget_at_thread_exit(e.key);
     tc.own_key = e.key;
     tc.own_seq = seq;
     /* A stream cannot begin a capture while capturing (cuda.h, cuStreamBeginCaptureToGraph: "it may

@@ -727,3 +727,18 @@ Test(offload, a_free_that_cannot_be_deferred_waits_on_its_own_stream)
     json_decref(j);
     run_free(&r);
 }
+
+Test(offload, a_capture_left_by_an_exited_thread_is_over)
+{
+    /* It stayed live in the shim for ever: every later allocation counted as capture and offload
+     * never applied again. */
+    struct run_result r;
+    const char *extra[] = {"CUSHIM_OFFLOAD=always", "CUSHIM_OFFLOAD_MIN=1MiB", NULL};
+    json_t *j = offload_run(&r, "capture_thread_exits", extra);
+    cr_expect_eq(kv_u64(r.out, "rc_begin"), 0);
+    cr_expect_eq(kv_u64(r.out, "rc_malloc"), 0);
+    cr_expect_eq(kv_u64(r.out, "host_live"), 8 * MiB, "offloaded");
+    cr_expect_eq(jpath_u64(j, "devices.0.capture.alloc_count"), 0);
+    json_decref(j);
+    run_free(&r);
+}

@@ -844,6 +844,29 @@ static int scenario_fallback_per_thread(void)
     return 0;
 }
 
+/* A thread begins a capture on its per-thread default stream and exits without ending it: no
+ * one can end it now, so it is not live for the shim any more (later allocations are offloaded
+ * again and not counted as capture). */
+static void *capture_and_exit(void *arg)
+{
+    (void)arg;
+    CHECK(cudaFree(NULL));
+    printf("rc_begin=%d\n", (int)cudaStreamBeginCapture(cudaStreamPerThread, cudaStreamCaptureModeRelaxed));
+    return NULL;
+}
+
+static int scenario_capture_thread_exits(void)
+{
+    pthread_t t;
+    void *p;
+    pthread_create(&t, NULL, capture_and_exit, NULL);
+    pthread_join(t, NULL);
+    printf("rc_malloc=%d\n", (int)cudaMalloc(&p, 8 * MiB));
+    struct sim_api sim = sim_api();
+    printf("host_live=%llu\n", (unsigned long long)sim.live(0, 5));
+    return 0;
+}
+
 static const struct scenario scenarios[] = {
     {"cache", scenario_cache, 1},                 {"phase_first", scenario_phase_first, 1},
     {"compile_run", scenario_compile_run, 1},     {"budget", scenario_budget, 1},
@@ -863,6 +886,7 @@ static const struct scenario scenarios[] = {
     {"pending_frees_take_turns", scenario_pending_frees_take_turns, 1},
     {"events_of_another_context", scenario_events_of_another_context, 2},
     {"fallback_per_thread", scenario_fallback_per_thread, 1},
+    {"capture_thread_exits", scenario_capture_thread_exits, 1},
 };
 
 int main(int argc, char **argv)
