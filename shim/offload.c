@@ -443,8 +443,8 @@ CUresult offload_free_async(const struct shim_entry *e, CUstream stream, bool pt
     struct deferred *d = &deferred[k];
     /* A teardown while the slot was being filled marked it: the block's context went (the
      * driver freed the block: nothing pending), or the event's (the driver destroyed it). */
-    bool block_gone = d->block_gone || d->gone_ctx == e->ctx;
-    bool event_gone = d->event_gone || d->gone_ctx == event_ctx;
+    bool block_gone = d->block_gone || (d->gone_ctx && d->gone_ctx == e->ctx);
+    bool event_gone = d->event_gone || (d->gone_ctx && d->gone_ctx == event_ctx);
     d->e = *e;
     d->event = ev;
     d->event_ctx = event_ctx;
