@@ -33,6 +33,13 @@ static int check_bytes(const unsigned char *a, unsigned char v, size_t n)
     return 1;
 }
 
+/* Prints KEY=<pinned host bytes the simulated device holds on device 0> (offloaded blocks). */
+static void print_host_live(const char *key)
+{
+    struct sim_api sim = sim_api();
+    printf("%s=%llu\n", key, (unsigned long long)sim.live(0, 5));
+}
+
 /* Weights before the compile phase, compile intermediates (small ones stay on the device, large
  * ones are offloaded), data through every kind of copy, then the run phase. */
 static int scenario_compile_run(void)
@@ -430,8 +437,7 @@ static int scenario_capture_destroyed(void)
     CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeRelaxed));
     printf("rc_destroy=%d\n", (int)cudaStreamDestroy(s));
     printf("rc_malloc=%d\n", (int)cudaMalloc(&p, 2 * MiB));
-    struct sim_api sim = sim_api();
-    printf("host_live=%llu\n", (unsigned long long)sim.live(0, 5));
+    print_host_live("host_live");
     return 0;
 }
 
@@ -569,8 +575,7 @@ static int scenario_budget_edges(void)
     printf("rc_again=%d\n", (int)cudaMalloc(&c, 8 * MiB));
     printf("rc_null=%d\n", (int)alloc(NULL, 20 * MiB));
     printf("rc_null_async=%d\n", (int)alloc_async(NULL, 20 * MiB, NULL));
-    struct sim_api sim = sim_api();
-    printf("host_live=%llu\n", (unsigned long long)sim.live(0, 5));
+    print_host_live("host_live");
     return 0;
 }
 
@@ -797,8 +802,7 @@ static int scenario_pending_frees_take_turns(void)
     }
     CHECK(cudaMalloc(&p, 256));
     CHECK(cudaFree(p));
-    struct sim_api sim = sim_api();
-    printf("host_live=%llu\n", (unsigned long long)sim.live(0, 5));
+    print_host_live("host_live");
     return 0;
 }
 
@@ -862,8 +866,7 @@ static int scenario_capture_thread_exits(void)
     pthread_create(&t, NULL, capture_and_exit, NULL);
     pthread_join(t, NULL);
     printf("rc_malloc=%d\n", (int)cudaMalloc(&p, 8 * MiB));
-    struct sim_api sim = sim_api();
-    printf("host_live=%llu\n", (unsigned long long)sim.live(0, 5));
+    print_host_live("host_live");
     return 0;
 }
 
