@@ -1013,6 +1013,14 @@ Test(run, a_disabled_run_says_so_in_its_json)
     cr_expect(strstr(text, "\"devices\": [],\n") != NULL, "%s", text);
     cr_expect(strstr(text, "\"counting_disabled\": true,\n") != NULL, "%s", text);
     free(text);
+    /* Without --quiet it says so, and that a budget given with it does not apply. */
+    const char *told[] = {cushim_bin(), "run", "--disable", "--device-limit", "1MiB", "--", program("rt_prog"),
+                          "malloc", NULL};
+    run_cmd(&r, told, sim_env(NULL));
+    cr_expect_eq(r.status, 0, "%s", r.err);
+    cr_expect(strstr(r.err, "cushim: counting is disabled (CUSHIM_DISABLE): no summary, and no budget, offload "
+                            "or spill\n") != NULL, "%s", r.err);
+    run_free(&r);
     const char *counted[] = {cushim_bin(), "run", "--quiet", "--json", json, "--", program("rt_prog"), "malloc", NULL};
     run_cmd(&r, counted, sim_env(NULL));
     cr_expect_eq(r.status, 0, "%s", r.err);
@@ -1207,5 +1215,32 @@ Test(run, json_goes_through_a_link_and_a_fifo_needs_a_reader)
     snprintf(want, sizeof want, "cushim: cannot write --json \"%s\": a FIFO with no reader (start its reader "
              "first); nothing was run\n", fifo);
     cr_expect_str_eq(r.err, want);
+    run_free(&r);
+}
+
+Test(run, an_output_named_by_a_standard_stream_is_appended_to_not_replaced)
+{
+    /* `--json /dev/stdout` (or `stat --output /dev/stderr`) with that stream redirected to a file
+     * replaced the whole file: what a log held before, and the program's own output, were lost. */
+    const char *dir = fresh_dir("stdout-output"), *segdir = fresh_dir("stdout-output-seg");
+    char log[1100], script[8000], seg_env[1100];
+    snprintf(log, sizeof log, "%s/log", dir);
+    snprintf(seg_env, sizeof seg_env, "CUSHIM_SEGMENT_DIR=%s", segdir);
+    snprintf(script, sizeof script,
+             "printf 'line1\\n' > %s; (echo before; %s stat --json --output /dev/stdout; echo after) >> %s; "
+             "%s run --quiet --json /dev/stdout -- echo program >> %s; "
+             "%s stat --json --output /dev/stderr 2>> %s; true",
+             log, cushim_bin(), log, cushim_bin(), log, cushim_bin(), log);
+    const char *argv[] = {"sh", "-c", script, NULL};
+    const char *extra[] = {seg_env, NULL};
+    struct run_result r;
+    run_cmd(&r, argv, sim_env(extra));
+    cr_expect_eq(r.status, 0, "%s", r.err); /* (stat with nothing to show exits 1: not asked here) */
+    char *text = slurp(log);
+    cr_assert(text);
+    /* The run's JSON (one line) follows the program's own output. */
+    cr_expect(strncmp(text, "line1\nbefore\n[]\nafter\nprogram\n{", 31) == 0, "%s", text);
+    cr_expect(strstr(text, "}\n[]\n") != NULL, "the stderr output after the run's JSON:\n%s", text);
+    free(text);
     run_free(&r);
 }

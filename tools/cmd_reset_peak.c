@@ -75,6 +75,10 @@ int cmd_reset_peak(int argc, char **argv)
         cli_error("process %d has no activity on device %ld", (int)pid, device);
         return EXIT_NOTHING;
     }
+    if (n == 0) {
+        cli_error("process %d has no device activity yet: no peak to reset", (int)pid);
+        return EXIT_NOTHING;
+    }
     if (device >= 0)
         printf("pid %d: peaks of device %ld set to their current values\n", (int)pid, device);
     else

@@ -492,7 +492,8 @@ int cmd_run(int argc, char **argv)
     }
     if (!quiet) {
         if (cfg.disable) {
-            fprintf(stderr, "cushim: counting is disabled (CUSHIM_DISABLE): no summary\n");
+            fprintf(stderr, "cushim: counting is disabled (CUSHIM_DISABLE): no summary, and no budget, "
+                            "offload or spill\n");
         } else if (!c.top && c.ndesc == 0 && !c.running) {
             cli_error("no CUDA memory activity in `%s` or its descendants (none allocated, or CUDA did "
                       "not start: is a driver, libcuda.so.1, on the library path?)", top->command);

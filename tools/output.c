@@ -22,6 +22,22 @@ static int above_stdio(int fd)
     return moved;
 }
 
+/* The descriptor a name for one of cushim's own open files stands for (/dev/stdout,
+ * /dev/stderr, /dev/fd/N, /proc/self/fd/N), or -1. Opening such a name would open the file anew
+ * (at offset 0, or truncated), and replacing it would replace the file a redirection named: both
+ * lose what is already there (a log appended to with >>). The descriptor itself is written. */
+static int own_fd_name(const char *path)
+{
+    if (!strcmp(path, "/dev/stdout"))
+        return 1;
+    if (!strcmp(path, "/dev/stderr"))
+        return 2;
+    const char *n = !strncmp(path, "/dev/fd/", 8) ? path + 8 : !strncmp(path, "/proc/self/fd/", 14) ? path + 14 : NULL;
+    if (!n || !*n || strspn(n, "0123456789") != strlen(n) || strlen(n) > 6)
+        return -1;
+    return atoi(n);
+}
+
 int cli_output_open(struct cli_output *o, const char *path)
 {
     struct stat st;
@@ -30,6 +46,16 @@ int cli_output_open(struct cli_output *o, const char *path)
     if (!*path) {
         errno = ENOENT; /* as open("") says; refused before any program runs */
         return -1;
+    }
+    int own = own_fd_name(path);
+    if (own >= 0) {
+        /* Written in place through a copy of the descriptor (close-on-exec): where it is a file
+         * opened for appending, after what is there. */
+        int fd = fcntl(own, F_DUPFD_CLOEXEC, 3);
+        o->direct = 1;
+        if (fd >= 0 && !(o->f = fdopen(fd, "w")))
+            close(fd);
+        return o->f ? 0 : -1;
     }
     struct stat lst;
     int is_link = lstat(path, &lst) == 0 && S_ISLNK(lst.st_mode);
