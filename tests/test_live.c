@@ -512,6 +512,18 @@ Test(live, top_draws_processes_and_device_totals)
     cr_expect(strstr(r.out, "\033[") != NULL || strstr(r.out, "\x1b[") != NULL,
               "drawn with terminal control sequences");
     run_free(&r);
+    /* top's own bundled spelling: one frame, as text. */
+    const char *bundled[] = {cushim_bin(), "top", "-bn1", NULL};
+    run_cmd(&r, bundled, env);
+    cr_expect_eq(r.status, 0, "-bn1: %s", r.err);
+    cr_expect(strstr(r.out, "cushim top: 1 process at ") != NULL && strstr(r.out, "\033[") == NULL, "%s", r.out);
+    run_free(&r);
+    const char *bundled_bad[] = {cushim_bin(), "top", "-bx", NULL};
+    run_cmd(&r, bundled_bad, env);
+    cr_expect_eq(r.status, 2);
+    cr_expect_str_eq(r.err, "cushim: unknown argument \"-bx\" for top (expected -d|--interval SECONDS, "
+                            "-n|--iterations N or -b|--batch)\n");
+    run_free(&r);
     /* Without a terminal (a pipe here): batch mode, frame after frame as plain text. */
     const char *plain[] = {cushim_bin(), "top", "--interval", "0.1", "--iterations", "2", NULL};
     run_cmd(&r, plain, env);

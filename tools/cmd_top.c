@@ -205,6 +205,34 @@ int cmd_top(int argc, char **argv)
     double interval = 1.0;
     long iterations = -1;
     int batch = 0;
+    /* top's bundled short options: -bn1 is -b -n 1, -bd2 is -b -d 2, -n5 is -n 5. */
+    char **args = calloc((size_t)argc * 3 + 1, sizeof *args), flag[3][3] = {"-b", "-d", "-n"};
+    if (!args) {
+        cli_error("out of memory");
+        return EXIT_USAGE;
+    }
+    int nargs = 0;
+    for (int i = 0; i < argc; i++) {
+        const char *a = argv[i];
+        if (i > 0 && a[0] == '-' && a[1] && a[1] != '-' && a[2] && strchr("bdn", a[1]) &&
+            (a[1] != 'b' || strspn(a + 1, "b") + 1 == strlen(a) || strchr("dn", a[2]))) {
+            for (const char *c = a + 1; *c; c++) {
+                const char *f = strchr("bdn", *c);
+                if (!f)
+                    break;
+                args[nargs++] = flag[f - "bdn"];
+                if (*c != 'b') {
+                    if (c[1])
+                        args[nargs++] = (char *)(c + 1);
+                    break;
+                }
+            }
+            continue;
+        }
+        args[nargs++] = (char *)a;
+    }
+    argc = nargs;
+    argv = args;
     for (int i = 1; i < argc; i++) {
         char *end;
         const char *v;
@@ -218,7 +246,8 @@ int cmd_top(int argc, char **argv)
                    "  -n, --iterations N      stop after N frames (default: until q or a signal)\n"
                    "  -b, --batch             print frame after frame as plain text (the default\n"
                    "                          when standard output is not a terminal), for logs\n"
-                   "                          and scripts (top's -d, -n and -b mean the same)\n");
+                   "                          and scripts (top's -d, -n and -b mean the same,\n"
+                   "                          bundled too: -bn1)\n");
             return 0;
         } else if (strcmp(argv[i], "-b") == 0 || strcmp(argv[i], "--batch") == 0) {
             batch = 1;
