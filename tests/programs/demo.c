@@ -27,6 +27,7 @@ int main(void)
     size_t free_b, total_b;
     int (*reset)(int) = (int (*)(int))cushim_fn("cushim_reset_peak");
     uint64_t (*peak)(int) = (uint64_t(*)(int))cushim_fn("cushim_device_peak_bytes");
+    uint64_t (*current)(int) = (uint64_t(*)(int))cushim_fn("cushim_device_current_bytes");
 
     CHECK(cudaStreamCreate(&s));
     for (int i = 0; i < 8; i++)
@@ -45,9 +46,15 @@ int main(void)
     activations = dev(384 * MiB);
     CHECK(cudaFree(activations));
     CHECK(cudaMemGetInfo(&free_b, &total_b));
-    if (peak)
-        printf("demo: profiling step peak %llu MiB (weights + activations); %llu MiB free for the KV cache\n",
-               (unsigned long long)(peak(0) / MiB), (unsigned long long)(free_b / MiB));
+    if (peak && current) {
+        /* As vLLM sizes its KV cache: what is free now, less what the step's peak needed above
+         * what is in use now (the activations come back at every step). */
+        uint64_t p = peak(0), c = current(0), headroom = p > c ? p - c : 0;
+        printf("demo: profiling step peak %llu MiB (weights + activations); %llu MiB free, %llu MiB of it "
+               "for the KV cache once the activations' peak is kept free\n",
+               (unsigned long long)(p / MiB), (unsigned long long)(free_b / MiB),
+               (unsigned long long)((free_b > headroom ? free_b - headroom : 0) / MiB));
+    }
     else
         printf("demo: not running under cushim\n");
 
