@@ -333,6 +333,17 @@ static int slot_claim(void)
     return k;
 }
 
+/* A deferred free counted as pending (+1) or no longer (-1): the count poll and the drain go by,
+ * and the device's pending_free_bytes gauge (the block's size). */
+static void pending_count(const struct shim_entry *e, int sign)
+{
+    account_device_stat_add(e->device, CUSHIM_DEV_offload_pending_bytes, sign * (int64_t)e->aux);
+    if (sign > 0)
+        atomic_fetch_add_explicit(&offload_pending, 1, memory_order_relaxed);
+    else
+        atomic_fetch_sub_explicit(&offload_pending, 1, memory_order_relaxed);
+}
+
 /* A slot done with (under the lock): free. The caller counts it off the pending figures. */
 static void slot_done(struct deferred *d)
 {
@@ -437,8 +448,7 @@ CUresult offload_free_async(const struct shim_entry *e, CUstream stream, bool pt
     /* Counted as freed, and as pending, before the slot is published for poll to take. */
     ranges_remove(e->key);
     account_free(e->device, CUSHIM_KIND_OFFLOADED, e->size, e->flags);
-    account_device_stat_add(e->device, CUSHIM_DEV_offload_pending_bytes, (int64_t)e->aux);
-    atomic_fetch_add_explicit(&offload_pending, 1, memory_order_relaxed);
+    pending_count(e, +1);
     deferred_acquire();
     struct deferred *d = &deferred[k];
     /* A teardown while the slot was being filled marked it: the block's context went (the
@@ -455,8 +465,7 @@ CUresult offload_free_async(const struct shim_entry *e, CUstream stream, bool pt
         d->state = SLOT_PENDING;
     deferred_release();
     if (block_gone) {
-        account_device_stat_add(e->device, CUSHIM_DEV_offload_pending_bytes, -(int64_t)e->aux);
-        atomic_fetch_sub_explicit(&offload_pending, 1, memory_order_relaxed);
+        pending_count(e, -1);
         __typeof__(&cuEventDestroy_v2) destroy = REAL(cuEventDestroy_v2);
         if (!event_gone && destroy)
             destroy(ev);
@@ -535,8 +544,7 @@ static void poll_one(unsigned k, bool wait)
     capture_unsafe_end();
     if (gone)
         return;
-    account_device_stat_add(e.device, CUSHIM_DEV_offload_pending_bytes, -(int64_t)e.aux);
-    atomic_fetch_sub_explicit(&offload_pending, 1, memory_order_relaxed);
+    pending_count(&e, -1);
     if (r != CUDA_SUCCESS)
         LOG_ONCE(CUSHIM_LOG_WARN, "cuMemFreeHost of an offloaded block freed by cuMemFreeAsync "
                  "failed (CUresult %d): its pinned memory stays allocated", (int)r);
@@ -635,8 +643,7 @@ void offload_context_gone(uint64_t ctx)
         if (d->state == SLOT_ORPHAN_EVENT || d->e.ctx != ctx || d->block_gone)
             continue;
         d->block_gone = true;
-        atomic_fetch_sub_explicit(&offload_pending, 1, memory_order_relaxed);
-        account_device_stat_add(d->e.device, CUSHIM_DEV_offload_pending_bytes, -(int64_t)d->e.aux);
+        pending_count(&d->e, -1);
         if (d->state == SLOT_PENDING) {
             if (d->event_gone) {
                 slot_done(d);
