@@ -5,6 +5,7 @@
 #include <sys/mman.h>
 #include <fcntl.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -89,12 +90,23 @@ static void write_report(const struct cushim_snapshot *snap, const char *report,
         fflush(f);
     struct shim_sigpipe g;
     shim_sigpipe_block(&g);
+    /* Composed in memory, then written at once: stderr is unbuffered, and line by line the
+     * reports of processes ending together (a run's workers) interleave mid-line. */
+    char *text = NULL;
+    size_t len = 0;
+    FILE *m = open_memstream(&text, &len);
+    FILE *out = m ? m : f;
     if (format == CUSHIM_REPORT_JSON) {
         struct jsonw w;
-        jsonw_init(&w, f);
+        jsonw_init(&w, out);
         cushim_json_process(&w, NULL, snap, 1);
     } else {
-        cushim_text_process(f, snap, "cushim: ");
+        cushim_text_process(out, snap, "cushim: ");
+    }
+    if (m) {
+        if (fclose(m) == 0 && text)
+            fwrite(text, 1, len, f);
+        free(text);
     }
     int bad = fflush(f) != 0 || ferror(f);
     int e = bad ? errno : 0;

@@ -234,10 +234,21 @@ static int check_paths(const struct cushim_config *cfg)
  * counters its segment held at its end. */
 static void print_process(const struct cushim_snapshot *s, const char *title)
 {
-    cushim_text_process(stderr, s, title);
+    /* Composed in memory, then written at once: descendants still running write their own
+     * summaries to the same stderr, and line by line the two would interleave mid-line. */
+    char *text = NULL;
+    size_t len = 0;
+    FILE *m = open_memstream(&text, &len);
+    FILE *out = m ? m : stderr;
+    cushim_text_process(out, s, title);
     if (!s->exited && s->device_count)
-        fprintf(stderr, "%spid %d ended without its exit report (killed by a signal, or _exit): the "
+        fprintf(out, "%spid %d ended without its exit report (killed by a signal, or _exit): the "
                 "counters above are those of its last moment (from its live segment)\n", title, s->pid);
+    if (m) {
+        if (fclose(m) == 0 && text)
+            fwrite(text, 1, len, stderr);
+        free(text);
+    }
 }
 
 /* The launched program when it never used CUDA: pid and command, no devices. */
