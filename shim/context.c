@@ -66,6 +66,26 @@ int shim_context_device(CUcontext ctx)
 
 SHIM_TLS struct shim_ctx_cache shim_tls_ctx;
 
+/* ---- one device ---- */
+struct cushim_device_record *_Atomic shim_sole_record;
+static _Atomic int sole_known; /* the driver's device count has been read */
+
+/* Once a context exists (the driver is initialized and the count fixed: cuda.h cuDeviceGetCount
+ * counts the devices of this process, CUDA_VISIBLE_DEVICES included), a count of one makes every
+ * context one of device 0's: the record is published for the plain allocation path. */
+static void sole_decide(int device, struct cushim_device_record *rec)
+{
+    if (atomic_load_explicit(&sole_known, memory_order_acquire))
+        return;
+    int n = 0;
+    __typeof__(&cuDeviceGetCount) count = REAL(cuDeviceGetCount);
+    if (!count || count(&n) != CUDA_SUCCESS)
+        return;
+    if (n == 1 && device == 0)
+        atomic_store_explicit(&shim_sole_record, rec, memory_order_release);
+    atomic_store_explicit(&sole_known, 1, memory_order_release);
+}
+
 int shim_current_device_slow(CUcontext ctx)
 {
     uint64_t c = (uint64_t)(uintptr_t)ctx;
@@ -84,6 +104,7 @@ int shim_current_device_slow(CUcontext ctx)
     struct cushim_device_record *rec = account_record(d);
     if (!rec)
         return d;
+    sole_decide(d, rec);
     shim_tls_ctx.ctx = c;
     shim_tls_ctx.record = rec;
     shim_tls_ctx.device = d;
@@ -120,6 +141,74 @@ CUcontext shim_primary_context(int device)
         return NULL;
     release(device);
     return ctx;
+}
+
+void shim_context_after_fork_child(void)
+{
+    atomic_store(&shim_sole_record, NULL); /* it points into the parent's segment */
+    atomic_store(&sole_known, 0);
+}
+
+/* Whether e was counted by the one-device plain path, which does not ask for its context. */
+static bool context_unknown(const struct shim_entry *e, void *arg)
+{
+    (void)arg;
+    return e->ctx == 0 && e->kind == CUSHIM_KIND_DEVICE;
+}
+
+static bool set_context(struct shim_entry *e, void *arg)
+{
+    if (e->ctx == 0)
+        e->ctx = *(uint64_t *)arg;
+    return true;
+}
+
+static bool drop_if_unknown(struct shim_entry *e, void *arg)
+{
+    if (e->ctx != 0)
+        return true; /* another thread learnt its context first */
+    *(bool *)arg = true;
+    return false;
+}
+
+void shim_resolve_contexts(void)
+{
+    if (!atomic_load_explicit(&shim_sole_record, memory_order_acquire))
+        return;
+    __typeof__(&cuPointerGetAttribute) attr = REAL(cuPointerGetAttribute);
+    if (!attr) {
+        LOG_ONCE(CUSHIM_LOG_WARN, "the driver has no cuPointerGetAttribute: allocations torn down "
+                 "with their context stay counted");
+        return;
+    }
+    uint64_t keys[64];
+    unsigned n;
+    /* Each key collected is resolved, dropped or marked below, so every pass makes progress;
+     * the bound only matters while other threads keep allocating during the teardown. */
+    for (unsigned pass = 0; pass < 4096 && (n = table_collect_if(&shim.ptrs, context_unknown, NULL,
+                                                                  keys, 64)) != 0; pass++) {
+        for (unsigned i = 0; i < n; i++) {
+            CUcontext c = NULL;
+            CUresult r = attr(&c, CU_POINTER_ATTRIBUTE_CONTEXT, (CUdeviceptr)keys[i]);
+            uint64_t v = (uint64_t)(uintptr_t)c;
+            if (r == CUDA_SUCCESS && v != 0) {
+                table_update(&shim.ptrs, keys[i], set_context, &v, NULL);
+            } else if (r == CUDA_ERROR_INVALID_VALUE) {
+                /* cuda.h cuPointerGetAttribute: not a valid pointer: freed without the shim
+                 * seeing it. Counted as freed now, as a reused address is (track_replaced). */
+                struct shim_entry e;
+                bool dropped = false;
+                table_update(&shim.ptrs, keys[i], drop_if_unknown, &dropped, &e);
+                if (dropped)
+                    account_free(e.device, (enum cushim_kind)e.kind, e.size, e.flags);
+            } else {
+                LOG_ONCE(CUSHIM_LOG_WARN, "cuPointerGetAttribute(CONTEXT) returned %d for a device "
+                         "allocation: it stays counted if its context is torn down", (int)r);
+                v = UINT64_MAX; /* matches no context: not asked again */
+                table_update(&shim.ptrs, keys[i], set_context, &v, NULL);
+            }
+        }
+    }
 }
 
 struct drop_arg {

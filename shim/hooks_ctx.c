@@ -4,6 +4,16 @@
  * every tracked allocation of that context. */
 #include "shim/shim.h"
 
+/* Before a call that may end a context: allocations counted without their context learn it
+ * (shim_resolve_contexts), while the driver can still say. */
+static void before_teardown(void)
+{
+    if (shim_enter()) {
+        shim_resolve_contexts();
+        shim_leave();
+    }
+}
+
 static CUresult destroyed(CUresult r, CUcontext ctx)
 {
     if (r == CUDA_SUCCESS && shim_enter()) {
@@ -17,12 +27,14 @@ static CUresult destroyed(CUresult r, CUcontext ctx)
 SHIM_EXPORT CUresult CUDAAPI cuCtxDestroy_v2(CUcontext ctx)
 {
     REAL_OR_FAIL(cuCtxDestroy_v2);
+    before_teardown();
     return destroyed(real_(ctx), ctx);
 }
 
 SHIM_EXPORT CUresult CUDAAPI cuCtxDestroy(CUcontext ctx)
 {
     REAL_OR_FAIL(cuCtxDestroy);
+    before_teardown();
     return destroyed(real_(ctx), ctx);
 }
 
@@ -30,7 +42,10 @@ SHIM_EXPORT CUresult CUDAAPI cuCtxDestroy(CUcontext ctx)
 static CUcontext primary_before(CUdevice dev, bool *counting)
 {
     *counting = shim_enter();
-    return *counting ? shim_primary_context(dev) : NULL;
+    if (!*counting)
+        return NULL;
+    shim_resolve_contexts();
+    return shim_primary_context(dev);
 }
 
 static CUresult reset_done(CUresult r, CUcontext ctx, bool counting)

@@ -77,7 +77,8 @@ static __attribute__((noinline)) CUresult alloc_full(CUdeviceptr *dptr, size_t b
 }
 
 /* The hottest wrapper: the plain case (shim_enter_plain_alloc) is kept to the checks, one
- * cuCtxGetCurrent, the real call, one table insert and the counters (docs/BENCHMARKS.md). */
+ * cuCtxGetCurrent (none with one device), the real call, one table insert and the counters
+ * (docs/BENCHMARKS.md). */
 SHIM_EXPORT CUresult CUDAAPI cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
 {
     __typeof__(&cuMemAlloc_v2) real_ = atomic_load_explicit(&shim_real_slot[SHIM_FN_cuMemAlloc_v2],
@@ -88,6 +89,10 @@ SHIM_EXPORT CUresult CUDAAPI cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
     struct cushim_device_record *rec;
     int device = shim_current_device_rec(&ctx, &rec);
     CUresult r = real_(dptr, bytesize);
+    /* A failure with one device: counted on the current context's device, asked now (a thread
+     * with no context counts nowhere, as with more devices). */
+    if (unlikely(r != CUDA_SUCCESS) && ctx == NULL)
+        device = shim_current_device(NULL);
     track_plain_result(r, dptr, bytesize, CUSHIM_KIND_DEVICE, device, ctx, rec);
     shim_leave();
     return r;

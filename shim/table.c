@@ -159,6 +159,21 @@ unsigned table_for_each(struct shim_table *t, bool (*fn)(struct shim_entry *, vo
     return n;
 }
 
+unsigned table_collect_if(struct shim_table *t, bool (*pred)(const struct shim_entry *, void *),
+                          void *arg, uint64_t *keys, unsigned max)
+{
+    unsigned n = 0;
+    for (unsigned k = 0; k < SHIM_TABLE_SHARDS && n < max; k++) {
+        struct shim_shard *s = &t->shard[k];
+        table_lock(s);
+        for (uint32_t i = 0; i < s->cap && n < max; i++)
+            if (s->slots[i].key != 0 && pred(&s->slots[i], arg))
+                keys[n++] = s->slots[i].key;
+        table_unlock(s);
+    }
+    return n;
+}
+
 uint64_t table_count(struct shim_table *t)
 {
     uint64_t n = 0;

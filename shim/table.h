@@ -81,6 +81,12 @@ unsigned table_drain_if(struct shim_table *t, bool (*pred)(const struct shim_ent
  * arithmetic/atomics. Returns how many entries fn returned true for. */
 unsigned table_for_each(struct shim_table *t, bool (*fn)(struct shim_entry *, void *), void *arg);
 
+/* Copies to keys[] the keys of up to `max` entries for which pred returns true (each shard under
+ * its lock; pred must only read the entry). Returns how many; fewer than max means every entry
+ * was looked at. */
+unsigned table_collect_if(struct shim_table *t, bool (*pred)(const struct shim_entry *, void *),
+                          void *arg, uint64_t *keys, unsigned max);
+
 /* Entries in the table (sum over shards, not a consistent snapshot under concurrency). */
 uint64_t table_count(struct shim_table *t);
 

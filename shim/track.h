@@ -45,10 +45,21 @@ static inline __attribute__((always_inline)) int shim_current_device(CUcontext *
     return shim_current_device_slow(ctx);
 }
 
-/* The same, also giving the device's live record (*rec; NULL when the device is not counted). */
+/* Device 0's live record when the driver counts one device, else NULL (context.c). */
+extern struct cushim_device_record *_Atomic shim_sole_record;
+
+/* The same, also giving the device's live record (*rec; NULL when the device is not counted).
+ * With one device, every context is device 0's: no driver call, and *ctx_out is NULL (the
+ * allocation's context is asked for only before a teardown: shim_resolve_contexts). */
 static inline __attribute__((always_inline)) int shim_current_device_rec(CUcontext *ctx_out,
                                                                         struct cushim_device_record **rec)
 {
+    struct cushim_device_record *sole = atomic_load_explicit(&shim_sole_record, memory_order_acquire);
+    if (likely(sole != NULL)) {
+        *ctx_out = NULL;
+        *rec = sole;
+        return 0;
+    }
     CUcontext ctx = NULL;
     __typeof__(&cuCtxGetCurrent) getcur = REAL(cuCtxGetCurrent);
     *rec = NULL;

@@ -334,6 +334,45 @@ RT_TEST(two_devices)
     run_free(&r);
 }
 
+/* cuCtxDestroy of a created context drops its allocations only: with one device (the plain path
+ * counts them without their context; the shim asks before the teardown) and with two. */
+RT_TEST(ctx_destroy_drops_that_context_only)
+{
+    for (int devices = 1; devices <= 2; devices++) {
+        struct run_result r;
+        const char *extra[] = {devices == 1 ? "SIMCUDA_DEVICE_COUNT=1" : "SIMCUDA_DEVICE_COUNT=2", NULL};
+        json_t *j = scenario(&r, p->static_rt, "ctx_destroy", extra);
+        cr_expect_eq(kv_u64(r.out, "rc_destroy"), 0);
+        expect_kind(j, 0, "device", MiB, 15 * MiB, 4, 3, 0);
+        cr_expect_eq(jpath_u64(j, "devices.0.device_total.current_bytes"), MiB);
+        cr_expect_eq(jpath_u64(j, "devices.0.device.current_bytes"), kv_u64(r.out, "sim.device.0"));
+        cr_expect_eq(json_array_size(jpath(j, "devices")), (size_t)devices);
+        if (devices == 2)
+            expect_kind(j, 1, "device", 16 * MiB, 16 * MiB, 1, 0, 0);
+        json_decref(j);
+        run_free(&r);
+    }
+}
+
+/* When the driver cannot say an allocation's context (cuPointerGetAttribute fails), the shim
+ * says so once and keeps counting it: the two allocations of the destroyed context stay. */
+RT_TEST(ctx_destroy_with_pointer_query_failing)
+{
+    struct run_result r;
+    const char *extra[] = {"SIMCUDA_INJECT=cuPointerGetAttribute:*:CUDA_ERROR_UNKNOWN",
+                           "CUSHIM_LOG=warn", NULL};
+    json_t *j = scenario(&r, p->static_rt, "ctx_destroy", extra);
+    cr_expect_eq(kv_u64(r.out, "rc_destroy"), 0);
+    expect_kind(j, 0, "device", 7 * MiB, 15 * MiB, 4, 1, 0);
+    cr_expect_eq(kv_u64(r.out, "sim.device.0"), MiB);
+    const char *line = "cuPointerGetAttribute(CONTEXT) returned 999 for a device allocation: it "
+                       "stays counted if its context is torn down\n";
+    const char *at = strstr(r.err, line);
+    cr_expect(at != NULL && strstr(at + 1, line) == NULL, "%s", r.err);
+    json_decref(j);
+    run_free(&r);
+}
+
 RT_TEST(untracked_is_context_overhead)
 {
     struct run_result r;

@@ -405,6 +405,38 @@ static int scenario_two_devices(void)
     return 0;
 }
 
+/* A context made with cuCtxCreate beside device 0's primary one (cuda.h cuCtxDestroy: the
+ * allocations of a destroyed context are freed with it): destroying it drops its two allocations
+ * and only those. With one device the shim counts them without asking for their context (the
+ * plain path), so it asks just before the teardown; with two (SIMCUDA_DEVICE_COUNT=2), device 1's
+ * primary context holds 16 MiB through it. Driver entry points through cudaGetDriverEntryPoint. */
+static int scenario_ctx_destroy(void)
+{
+    PFN_cuCtxCreate_v3020 create = entry("cuCtxCreate", 3020);
+    PFN_cuCtxDestroy_v4000 destroy = entry("cuCtxDestroy", 4000);
+    PFN_cuCtxGetCurrent_v4000 get = entry("cuCtxGetCurrent", 4000);
+    PFN_cuCtxSetCurrent_v4000 set = entry("cuCtxSetCurrent", 4000);
+    PFN_cuMemAlloc_v3020 alloc = entry("cuMemAlloc", 3020);
+    int n = 0;
+    void *a, *b, *c;
+    CUcontext primary, mine;
+    CUdeviceptr p, q;
+    CHECK(cudaGetDeviceCount(&n));
+    CHECK(cudaMalloc(&a, MiB)); /* device 0's primary context */
+    if (get(&primary) || create(&mine, 0, 0) || alloc(&p, 2 * MiB) || alloc(&q, 4 * MiB) ||
+        set(primary))
+        return 20;
+    CHECK(cudaMalloc(&b, 8 * MiB));
+    if (n > 1) {
+        CHECK(cudaSetDevice(1));
+        CHECK(cudaMalloc(&c, 16 * MiB));
+        CHECK(cudaSetDevice(0));
+    }
+    printf("rc_destroy=%d\n", (int)destroy(mine));
+    CHECK(cudaFree(b));
+    return 0;
+}
+
 /* Pools by location: a pool of device 1 used on a stream of device 0 holds device 1's memory
  * (cuda.h, cuMemAllocFromPoolAsync: "The specified memory pool may be from a device different
  * than that of the specified hStream"); CUDA 13's default host pool holds pinned host memory. */
@@ -672,6 +704,7 @@ static const struct scenario scenarios[] = {
     {"ipc_parent_capture", scenario_ipc_parent_capture, 1},           {"reset", scenario_reset, 1},
     {"peaks", scenario_peaks, 1},           {"reset_peak", scenario_reset_peak, 1},
     {"two_devices", scenario_two_devices, 2}, {"oom", scenario_oom, 1},
+    {"ctx_destroy", scenario_ctx_destroy, 2},
     {"pool_locations", scenario_pool_locations, 2},
     {"unknown_free", scenario_unknown_free, 1}, {"no_async", scenario_no_async, 1},
     {"entry_points", scenario_entry_points, 1}, {"threads", scenario_threads, 1},
