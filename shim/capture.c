@@ -16,7 +16,6 @@ struct thread_capture {
 };
 
 static SHIM_TLS struct thread_capture tc;
-_Atomic int capture_live;              /* captures begun and not ended, process-wide */
 _Atomic int capture_global;            /* of which (or being begun) GLOBAL */
 _Atomic int capture_thread_local;      /* of which THREAD_LOCAL */
 _Atomic int capture_unsafe_inflight;
@@ -196,7 +195,7 @@ static bool capture_begun(CUstream stream, bool per_thread, CUstreamCaptureMode 
         if (c)
             atomic_fetch_sub_explicit(c, 1, memory_order_seq_cst);
     } else {
-        atomic_fetch_add(&capture_live, 1);
+        atomic_fetch_add(&shim_gate, SHIM_GATE_CAPTURE);
     }
     return true;
 }
@@ -269,7 +268,7 @@ static void forget(const struct shim_entry *e, void *arg)
     _Atomic int *c = mode_counter(e->kind);
     if (c)
         atomic_fetch_sub_explicit(c, 1, memory_order_seq_cst);
-    atomic_fetch_sub(&capture_live, 1);
+    atomic_fetch_sub(&shim_gate, SHIM_GATE_CAPTURE);
 }
 
 uint64_t capture_ended(CUstream stream, bool per_thread, int *device)
@@ -301,7 +300,7 @@ void capture_context_gone(uint64_t ctx)
 
 void capture_after_fork_child(void)
 {
-    atomic_store(&capture_live, 0);
+    atomic_fetch_and(&shim_gate, ~SHIM_GATE_CAPTURES);
     atomic_store(&capture_global, 0);
     atomic_store(&capture_thread_local, 0);
     atomic_store(&capture_unsafe_inflight, 0);

@@ -11,13 +11,12 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-/* Captures begun and not yet ended, process-wide. */
-extern _Atomic int capture_live;
+#include "shim/gate.h"
 
-/* True while any stream of the process is capturing (begun, not yet ended). One load. */
+/* True while any stream of the process is capturing (begun, not yet ended; gate.h). One load. */
 static inline bool capture_any_live(void)
 {
-    return __builtin_expect(atomic_load_explicit(&capture_live, memory_order_relaxed) > 0, 0);
+    return __builtin_expect(gate_captures() != 0, 0);
 }
 
 /* Live GLOBAL-mode captures, counted from just before their begin (capture_begin_announce) until

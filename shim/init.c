@@ -47,8 +47,18 @@ static void report_config_error(const struct cushim_config_error *e)
     }
 }
 
+_Atomic uint64_t shim_gate = SHIM_GATE_OFF;
+
+/* The shim has just become active: the plain path opens unless a policy is configured. */
+static void gate_open(void)
+{
+    if (!shim_policy)
+        atomic_fetch_and_explicit(&shim_gate, ~SHIM_GATE_OFF, memory_order_release);
+}
+
 static void after_fork_child(void)
 {
+    atomic_fetch_or(&shim_gate, SHIM_GATE_OFF); /* until the child's own start */
     struct cushim_segment *parent = shim.seg;
     shim.seg = NULL;
     shim.seg_path[0] = '\0';
@@ -128,6 +138,8 @@ bool shim_start_slow(bool from_api)
         if (!from_api && !atomic_exchange(&exit_registered, 1))
             atexit(shim_exit_report);
         atomic_store_explicit(&shim.run, from_api ? SHIM_QUIET : SHIM_ACTIVE, memory_order_release);
+        if (!from_api)
+            gate_open();
         LOG_INFO("started: segment %s", shim.seg_path[0] ? shim.seg_path : "(private)");
         return true;
     }
@@ -137,7 +149,8 @@ bool shim_start_slow(bool from_api)
         /* First CUDA call after an API start: now the exit handler. */
         if (!atomic_exchange(&exit_registered, 1))
             atexit(shim_exit_report);
-        atomic_compare_exchange_strong(&shim.run, &expected, SHIM_ACTIVE);
+        if (atomic_compare_exchange_strong(&shim.run, &expected, SHIM_ACTIVE))
+            gate_open();
         return true;
     }
     /* Another thread is starting: it only makes system calls, so wait for it. */

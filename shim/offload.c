@@ -11,7 +11,6 @@
 
 int shim_policy;
 _Atomic uint32_t offload_live;
-_Atomic uint32_t offload_pending;
 
 /* ---- live ranges: a small sorted array (offloaded allocations are few and large) ---- */
 struct range {
@@ -339,9 +338,9 @@ static void pending_count(const struct shim_entry *e, int sign)
 {
     account_device_stat_add(e->device, CUSHIM_DEV_offload_pending_bytes, sign * (int64_t)e->aux);
     if (sign > 0)
-        atomic_fetch_add_explicit(&offload_pending, 1, memory_order_relaxed);
+        atomic_fetch_add_explicit(&shim_gate, SHIM_GATE_PENDING, memory_order_relaxed);
     else
-        atomic_fetch_sub_explicit(&offload_pending, 1, memory_order_relaxed);
+        atomic_fetch_sub_explicit(&shim_gate, SHIM_GATE_PENDING, memory_order_relaxed);
 }
 
 /* A slot done with (under the lock): free. The caller counts it off the pending figures. */
@@ -571,7 +570,7 @@ static void poll(bool wait)
         deferred_release();
         for (unsigned i = 0; i < n; i++)
             poll_one(taken[i], wait);
-        if (!n && wait && atomic_load_explicit(&offload_pending, memory_order_relaxed) != 0) {
+        if (!n && wait && gate_pending() != 0) {
             /* Another thread holds the rest as POLLING: a while, not for ever. */
             if (++idle > 1000)
                 break;
@@ -579,7 +578,7 @@ static void poll(bool wait)
         }
         if (wait && capture_prohibits_here())
             break; /* a capture began: what is left stays pending */
-    } while (wait && atomic_load_explicit(&offload_pending, memory_order_relaxed) != 0);
+    } while (wait && gate_pending() != 0);
 }
 
 void offload_poll_slow(void)
@@ -592,13 +591,13 @@ void offload_poll_slow(void)
 
 void offload_drain(void)
 {
-    if (!atomic_load_explicit(&offload_pending, memory_order_relaxed))
+    if (!gate_pending())
         return;
     /* At exit: waiting on events and freeing are calls a live global-mode capture prohibits; the
      * driver frees the blocks with the process anyway. */
     if (!capture_prohibits_here())
         poll(true);
-    uint64_t left = atomic_load_explicit(&offload_pending, memory_order_relaxed);
+    uint64_t left = gate_pending();
     if (left)
         LOG_ONCE(CUSHIM_LOG_INFO, "%llu offloaded frees still pending at exit (a capture is live): "
                  "their blocks go with the process", (unsigned long long)left);
@@ -682,5 +681,5 @@ void offload_after_fork_child(void)
     memset(deferred, 0, sizeof deferred);
     poll_cursor = 0;
     atomic_store(&offload_live, 0);
-    atomic_store(&offload_pending, 0);
+    atomic_fetch_and(&shim_gate, ~SHIM_GATE_PENDINGS);
 }

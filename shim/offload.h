@@ -13,8 +13,6 @@
 
 /* Number of live offloaded ranges (0 = every check below is one load). */
 extern _Atomic uint32_t offload_live;
-/* Deferred frees waiting for their stream (0 = nothing to poll). */
-extern _Atomic uint32_t offload_pending;
 /* Offload, a budget or spill is configured (fixed at load, init.c). */
 extern int shim_policy;
 
@@ -44,7 +42,7 @@ CUresult offload_free_async(const struct shim_entry *e, CUstream stream, bool pt
 void offload_poll_slow(void);
 static inline void offload_poll(void)
 {
-    if (unlikely(atomic_load_explicit(&offload_pending, memory_order_relaxed) != 0))
+    if (unlikely(gate_pending() != 0)) /* deferred frees waiting for their stream */
         offload_poll_slow();
 }
 /* At exit: waits for every deferred free and releases it. */
@@ -89,24 +87,21 @@ static inline void phase_poll(void)
 static inline bool shim_policy_active(void)
 {
     struct cushim_segment *seg = shim.seg;
-    return shim_policy | (int)atomic_load_explicit(&offload_pending, memory_order_relaxed) |
+    return shim_policy | (int)gate_pending() |
            (int)atomic_load_explicit(&seg->control.phase_request, memory_order_relaxed);
 }
 
-/* The common case of an allocation wrapper, one branch: this thread is outside the shim, the shim
- * is active, no policy is configured, no phase request or deferred free waits and no stream of
- * the process is capturing. Enters the shim (shim_depth = 1) when true; the wrapper then counts
- * with account_*_to(..., plain = true) and leaves with shim_leave(). Otherwise the wrapper takes
- * its full path, which decides everything again. */
+/* The common case of an allocation wrapper: this thread is outside the shim and the gate is
+ * zero (gate.h: the shim is active, no policy is configured, no deferred free waits, no stream of
+ * the process is capturing), and no phase request from the CLI waits. Enters the shim
+ * (shim_depth = 1) when true; the wrapper then counts with account_*_to(..., plain = true) and
+ * leaves with shim_leave(). Otherwise the wrapper takes its full path, which decides everything
+ * again. Two loads besides the thread's depth (the segment is mapped once the gate opens). */
 static inline __attribute__((always_inline)) bool shim_enter_plain_alloc(void)
 {
     if (unlikely(shim_depth != 0) ||
-        unlikely(atomic_load_explicit(&shim.run, memory_order_acquire) != SHIM_ACTIVE))
-        return false;
-    struct cushim_segment *seg = shim.seg;
-    if (unlikely((shim_policy | (int)atomic_load_explicit(&offload_pending, memory_order_relaxed) |
-                  atomic_load_explicit(&capture_live, memory_order_relaxed) |
-                  (int)atomic_load_explicit(&seg->control.phase_request, memory_order_relaxed)) != 0))
+        unlikely(atomic_load_explicit(&shim_gate, memory_order_acquire) != 0) ||
+        unlikely(atomic_load_explicit(&shim.seg->control.phase_request, memory_order_relaxed) != 0))
         return false;
     shim_depth = 1;
     return true;
@@ -116,8 +111,7 @@ static inline __attribute__((always_inline)) bool shim_enter_plain_alloc(void)
 static inline __attribute__((always_inline)) bool shim_enter_plain_free(void)
 {
     if (unlikely(shim_depth != 0) ||
-        unlikely(atomic_load_explicit(&shim.run, memory_order_acquire) != SHIM_ACTIVE) ||
-        unlikely((shim_policy | (int)atomic_load_explicit(&offload_pending, memory_order_relaxed)) != 0))
+        unlikely((atomic_load_explicit(&shim_gate, memory_order_acquire) & ~SHIM_GATE_CAPTURES) != 0))
         return false;
     shim_depth = 1;
     return true;
