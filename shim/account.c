@@ -83,3 +83,10 @@ void account_device_stat_set(int device, enum cushim_device_stat stat, uint64_t 
     atomic_store_explicit(&r->dev[stat], value, memory_order_relaxed);
     cushim_seq_write_end(&r->seq_end);
 }
+
+void raise_peak_slow(_Atomic uint64_t *peak, uint64_t p, uint64_t v)
+{
+    while (p < v && !atomic_compare_exchange_weak_explicit(peak, &p, v, memory_order_relaxed,
+                                                          memory_order_relaxed))
+        ;
+}

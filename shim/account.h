@@ -25,14 +25,16 @@ static inline __attribute__((always_inline)) struct cushim_device_record *accoun
     return account_record_slow(device);
 }
 
+/* Raises *peak to v by compare-and-swap (a new high-water mark: out of line). */
+void raise_peak_slow(_Atomic uint64_t *peak, uint64_t p, uint64_t v);
+
 static inline __attribute__((always_inline)) void raise_peak(_Atomic uint64_t *peak, uint64_t v)
 {
     /* seq_cst with the current-adds: a concurrent peak reset (common/peaks.c) then always sees
      * either our add or our raise (store->load order matters on weakly-ordered CPUs). */
     uint64_t p = atomic_load_explicit(peak, memory_order_seq_cst);
-    while (unlikely(p < v) && !atomic_compare_exchange_weak_explicit(peak, &p, v, memory_order_relaxed,
-                                                                     memory_order_relaxed))
-        ;
+    if (unlikely(p < v))
+        raise_peak_slow(peak, p, v);
 }
 
 /* Subtracts without wrapping; a free larger than the counter is a bug, logged once. */
@@ -51,6 +53,14 @@ static inline __attribute__((always_inline)) void sub_clamped(_Atomic uint64_t *
 static inline __attribute__((always_inline)) bool account_phase_compile(void)
 {
     return atomic_load_explicit(&shim.seg->h.phase, memory_order_seq_cst) == CUSHIM_PHASE_COMPILE;
+}
+
+/* The same as an index, 0 (run) or 1 (compile), for the phase peaks that follow run_peak. */
+_Static_assert(CUSHIM_PHASE_RUN == 0 && CUSHIM_PHASE_COMPILE == 1 &&
+               CUSHIM_DEV_compile_peak == CUSHIM_DEV_run_peak + 1, "phase peaks indexed by phase");
+static inline __attribute__((always_inline)) unsigned account_phase_index(void)
+{
+    return atomic_load_explicit(&shim.seg->h.phase, memory_order_seq_cst) & 1u;
 }
 
 /* Device memory kinds count in the device total (stats.h in_device_total). */
@@ -76,7 +86,7 @@ static inline __attribute__((always_inline)) void account_alloc_to(struct cushim
         uint64_t t = atomic_fetch_add_explicit(&r->dev[CUSHIM_DEV_total_current], bytes,
                                                memory_order_seq_cst) + bytes;
         raise_peak(&r->dev[CUSHIM_DEV_total_peak], t);
-        raise_peak(&r->dev[account_phase_compile() ? CUSHIM_DEV_compile_peak : CUSHIM_DEV_run_peak], t);
+        raise_peak(&r->dev[CUSHIM_DEV_run_peak + account_phase_index()], t);
     }
     uint64_t cur = atomic_fetch_add_explicit(&k[CUSHIM_STAT_current_bytes], bytes, memory_order_seq_cst) + bytes;
     raise_peak(&k[CUSHIM_STAT_peak_bytes], cur);

@@ -7,8 +7,8 @@
 
 #include "shim/shim.h"
 
-extern int budget_any;                                  /* some device has a limit */
-extern _Atomic uint64_t budget_used[CUSHIM_MAX_DEVICES]; /* device bytes counted plus reserved */
+extern SHIM_HIDDEN int budget_any;                                  /* some device has a limit */
+extern SHIM_HIDDEN _Atomic uint64_t budget_used[CUSHIM_MAX_DEVICES]; /* device bytes counted plus reserved */
 
 /* Reserves `bytes` on `device`: false when that would pass its limit (nothing reserved). The test
  * is `bytes <= limit - used`, never `used + bytes <= limit`: a request near SIZE_MAX (which the

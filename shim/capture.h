@@ -23,10 +23,10 @@ static inline bool capture_any_live(void)
  * they end, and live THREAD_LOCAL-mode ones. cuda.h cuThreadExchangeStreamCaptureMode: a GLOBAL
  * capture prohibits potentially unsafe calls in every thread (of the default mode, which the shim
  * assumes), a THREAD_LOCAL one in the thread that began it; a RELAXED one prohibits nothing. */
-extern _Atomic int capture_global;
-extern _Atomic int capture_thread_local;
+extern SHIM_HIDDEN _Atomic int capture_global;
+extern SHIM_HIDDEN _Atomic int capture_thread_local;
 /* The shim's own potentially unsafe calls in flight (capture_unsafe_begin/end). */
-extern _Atomic int capture_unsafe_inflight;
+extern SHIM_HIDDEN _Atomic int capture_unsafe_inflight;
 
 /* Whether the calling thread began a THREAD_LOCAL capture that is still live (a table scan). */
 bool capture_own_strict_live(void);

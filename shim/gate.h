@@ -17,7 +17,9 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-extern _Atomic uint64_t shim_gate;
+#include "shim/visibility.h"
+
+extern SHIM_HIDDEN _Atomic uint64_t shim_gate;
 
 #define SHIM_GATE_CAPTURE 1ull            /* unit of the capture count */
 #define SHIM_GATE_PENDING (1ull << 32)    /* unit of the pending-free count */

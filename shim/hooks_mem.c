@@ -76,8 +76,29 @@ static __attribute__((noinline)) CUresult alloc_full(CUdeviceptr *dptr, size_t b
     return r;
 }
 
-/* The hottest wrapper: the plain case (shim_enter_plain_alloc) is kept to the checks, one
- * cuCtxGetCurrent (none with one device), the real call, one table insert and the counters
+/* The plain case with more than one device (or before the count is known): the allocation's
+ * device is the current context's (one cuCtxGetCurrent). */
+static __attribute__((noinline)) CUresult alloc_plain_devices(__typeof__(&cuMemAlloc_v2) real_,
+                                                              CUdeviceptr *dptr, size_t bytesize)
+{
+    CUcontext ctx;
+    struct cushim_device_record *rec;
+    int device = shim_current_device_rec(&ctx, &rec);
+    CUresult r = real_(dptr, bytesize);
+    track_plain_result(r, dptr, bytesize, CUSHIM_KIND_DEVICE, device, ctx, rec);
+    shim_leave();
+    return r;
+}
+
+/* A failed allocation in the one-device plain case: counted on the current context's device,
+ * asked now (a thread with no context counts nowhere, as with more devices). */
+static __attribute__((noinline, cold)) void alloc_plain_failed(void)
+{
+    account_fail(shim_current_device(NULL), CUSHIM_KIND_DEVICE);
+}
+
+/* The hottest wrapper: the plain case (shim_enter_plain_alloc) is kept to the checks, the real
+ * call, one table insert and the counters; with one device it asks no context
  * (docs/BENCHMARKS.md). */
 SHIM_EXPORT CUresult CUDAAPI cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
 {
@@ -85,15 +106,14 @@ SHIM_EXPORT CUresult CUDAAPI cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
                                                             memory_order_relaxed);
     if (unlikely(real_ == NULL) || !shim_enter_plain_alloc())
         return alloc_full(dptr, bytesize);
-    CUcontext ctx;
-    struct cushim_device_record *rec;
-    int device = shim_current_device_rec(&ctx, &rec);
+    struct cushim_device_record *rec = atomic_load_explicit(&shim_sole_record, memory_order_acquire);
+    if (unlikely(rec == NULL))
+        return alloc_plain_devices(real_, dptr, bytesize);
     CUresult r = real_(dptr, bytesize);
-    /* A failure with one device: counted on the current context's device, asked now (a thread
-     * with no context counts nowhere, as with more devices). */
-    if (unlikely(r != CUDA_SUCCESS) && ctx == NULL)
-        device = shim_current_device(NULL);
-    track_plain_result(r, dptr, bytesize, CUSHIM_KIND_DEVICE, device, ctx, rec);
+    if (likely(r == CUDA_SUCCESS))
+        track_alloc_plain(&shim.ptrs, CUSHIM_KIND_DEVICE, *dptr, bytesize, 0, NULL, rec);
+    else
+        alloc_plain_failed();
     shim_leave();
     return r;
 }
@@ -196,7 +216,7 @@ SHIM_EXPORT CUresult CUDAAPI cuMemFree_v2(CUdeviceptr dptr)
     if (unlikely(e.kind == CUSHIM_KIND_OFFLOADED))
         return free_offloaded(&e);
     CUresult r = real_(dptr);
-    track_free_plain(&shim.ptrs, &e, r == CUDA_SUCCESS);
+    track_free_plain(&shim.ptrs, &e, r == CUDA_SUCCESS, CUSHIM_KIND_DEVICE);
     shim_leave();
     return r;
 }

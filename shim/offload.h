@@ -12,9 +12,9 @@
 #include "shim/shim.h"
 
 /* Number of live offloaded ranges (0 = every check below is one load). */
-extern _Atomic uint32_t offload_live;
+extern SHIM_HIDDEN _Atomic uint32_t offload_live;
 /* Offload, a budget or spill is configured (fixed at load, init.c). */
-extern int shim_policy;
+extern SHIM_HIDDEN int shim_policy;
 
 /* The policy: should a device request of `bytes` on the calling thread be offloaded now?
  * CUSHIM_OFFLOAD (always, or compile while the phase is compile), at least CUSHIM_OFFLOAD_MIN

@@ -25,7 +25,7 @@ void async_pool_quiesce(void);
 /* For the live view, from stream-ordered allocations made while no capture is live (so the
  * queries cannot disturb one): on a thread's 1st, 257th, 513th, ... such allocation, and at most
  * every 100 ms per device, the pools are read. One increment and a test otherwise. */
-extern SHIM_TLS uint32_t async_pool_allocs_here;
+extern SHIM_HIDDEN SHIM_TLS uint32_t async_pool_allocs_here;
 void async_pool_sample_slow(int device);
 static inline __attribute__((always_inline)) void async_pool_tick(int device)
 {

@@ -19,8 +19,8 @@
 #include "shim/hooks.h"
 #include "shim/log.h"
 #include "shim/table.h"
+#include "shim/visibility.h"
 
-#define SHIM_EXPORT __attribute__((visibility("default")))
 
 /* Nanoseconds on `clock` (CLOCK_REALTIME for times shown to people, a monotonic one for rates). */
 static inline uint64_t shim_clock_ns(clockid_t clock)
@@ -49,8 +49,8 @@ struct shim_fn_info {
     int pt;               /* 1: per-thread default-stream variant */
     void *wrapper;        /* the shim's function, NULL for SHIM_REAL_ONLY rows */
 };
-extern const struct shim_fn_info shim_fns[SHIM_FN_COUNT];
-extern _Atomic(void *) shim_real_slot[SHIM_FN_COUNT];
+extern SHIM_HIDDEN const struct shim_fn_info shim_fns[SHIM_FN_COUNT];
+extern SHIM_HIDDEN _Atomic(void *) shim_real_slot[SHIM_FN_COUNT];
 
 /* The real driver function of row `id`: from the slot, else resolved now (RTLD_NEXT from the
  * shim, then libcuda.so.1's handle). NULL if the driver lacks it. Thread-safe. */
@@ -108,10 +108,10 @@ struct shim_state {
     struct shim_table graph_nodes;   /* (CUgraphExec, device) -> its alloc-node bytes there */
     struct shim_table graph_caps;    /* CUgraph made by a capture -> bytes allocated during it */
 };
-extern struct shim_state shim;
+extern SHIM_HIDDEN struct shim_state shim;
 
 /* Thread-local "inside the shim" depth: exactly-once counting. */
-extern SHIM_TLS int shim_depth;
+extern SHIM_HIDDEN SHIM_TLS int shim_depth;
 
 /* Starts the shim at the first CUDA activity (segment, exit handler). Returns false when the
  * shim is off (CUSHIM_DISABLE, or a failed start): the caller passes through. from_api: the

@@ -116,7 +116,10 @@ static inline __attribute__((always_inline)) uint32_t table_home(uint64_t h, uin
 
 static inline __attribute__((always_inline)) struct shim_shard *table_shard(struct shim_table *t, uint64_t h)
 {
-    return &t->shard[h >> 58];
+    struct shim_shard *s = &t->shard[h >> 58];
+    /* Kept in one register: the compiler would otherwise rebuild the address at every field. */
+    __asm__("" : "+r"(s));
+    return s;
 }
 
 static inline __attribute__((always_inline)) void table_lock(struct shim_shard *s)
@@ -152,14 +155,24 @@ static inline int table_put(struct shim_table *t, const struct shim_entry *e, st
         return -1;
     }
     uint32_t i = table_probe(s, e->key, h);
-    if (__builtin_expect(s->slots[i].key != 0, 0)) {
+    struct shim_entry *slot = &s->slots[i];
+    if (__builtin_expect(slot->key != 0, 0)) {
         if (old)
-            *old = s->slots[i];
+            *old = *slot;
         rc = 1;
     } else {
         s->count++;
     }
-    s->slots[i] = *e;
+    /* Field by field: a caller's constant fields become stores of constants. */
+    slot->key = e->key;
+    slot->size = e->size;
+    slot->ctx = e->ctx;
+    slot->aux = e->aux;
+    slot->device = e->device;
+    slot->kind = e->kind;
+    slot->flags = e->flags;
+    slot->refs = e->refs;
+    slot->maps = e->maps;
     table_unlock(s);
     return rc;
 }

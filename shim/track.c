@@ -9,6 +9,13 @@ void track_replaced(const struct shim_entry *old)
     account_free(old->device, (enum cushim_kind)old->kind, old->size, old->flags);
 }
 
+void track_free_counted(const struct shim_entry *e)
+{
+    if ((unsigned)e->device < CUSHIM_MAX_DEVICES)
+        account_free_to(account_record_of_entry(e->device), e->device, (enum cushim_kind)e->kind,
+                        e->size, e->flags, true);
+}
+
 void track_table_full(void)
 {
     LOG_ONCE(CUSHIM_LOG_ERROR, "out of memory for the allocation table: some allocations are "

@@ -18,8 +18,8 @@ struct shim_ctx_cache {
     int32_t device;
     uint32_t generation;
 };
-extern SHIM_TLS struct shim_ctx_cache shim_tls_ctx;
-extern _Atomic uint32_t shim_ctx_generation;
+extern SHIM_HIDDEN SHIM_TLS struct shim_ctx_cache shim_tls_ctx;
+extern SHIM_HIDDEN _Atomic uint32_t shim_ctx_generation;
 int shim_current_device_slow(CUcontext ctx);
 
 /* Whether the calling thread's cached context is ctx, still valid (no context forgotten since). */
@@ -45,21 +45,16 @@ static inline __attribute__((always_inline)) int shim_current_device(CUcontext *
     return shim_current_device_slow(ctx);
 }
 
-/* Device 0's live record when the driver counts one device, else NULL (context.c). */
-extern struct cushim_device_record *_Atomic shim_sole_record;
+/* Device 0's live record when the driver counts one device, else NULL (context.c). With one
+ * device, every context is device 0's: the plain cuMemAlloc_v2 path asks for none, and counts
+ * the allocation with no context (ctx 0), which is asked for only before a call that may tear a
+ * context down (shim_resolve_contexts). */
+extern SHIM_HIDDEN struct cushim_device_record *_Atomic shim_sole_record;
 
-/* The same, also giving the device's live record (*rec; NULL when the device is not counted).
- * With one device, every context is device 0's: no driver call, and *ctx_out is NULL (the
- * allocation's context is asked for only before a teardown: shim_resolve_contexts). */
+/* The same, also giving the device's live record (*rec; NULL when the device is not counted). */
 static inline __attribute__((always_inline)) int shim_current_device_rec(CUcontext *ctx_out,
                                                                         struct cushim_device_record **rec)
 {
-    struct cushim_device_record *sole = atomic_load_explicit(&shim_sole_record, memory_order_acquire);
-    if (likely(sole != NULL)) {
-        *ctx_out = NULL;
-        *rec = sole;
-        return 0;
-    }
     CUcontext ctx = NULL;
     __typeof__(&cuCtxGetCurrent) getcur = REAL(cuCtxGetCurrent);
     *rec = NULL;
@@ -191,15 +186,23 @@ static inline __attribute__((always_inline)) void track_plain_result(CUresult r,
     }
 }
 
+/* A plain free of an entry of any kind, counted (track.c; the out-of-line case of
+ * track_free_plain). */
+void track_free_counted(const struct shim_entry *e);
+
 /* After the real free in the plain case (shim_enter_plain_free): count it (ok) or put the entry
- * back (the free failed). */
+ * back (the free failed). `kind`: the kind the wrapper's entries usually are (a constant, so that
+ * case is counted inline with fixed offsets). */
 static inline __attribute__((always_inline)) void track_free_plain(struct shim_table *t,
-                                                                   const struct shim_entry *e, bool ok)
+                                                                   const struct shim_entry *e, bool ok,
+                                                                   enum cushim_kind kind)
 {
     if (likely(ok)) {
-        if (likely((unsigned)e->device < CUSHIM_MAX_DEVICES))
-            account_free_to(account_record_of_entry(e->device), e->device,
-                            (enum cushim_kind)e->kind, e->size, e->flags, true);
+        if (likely(e->kind == kind && (unsigned)e->device < CUSHIM_MAX_DEVICES))
+            account_free_to(account_record_of_entry(e->device), e->device, kind, e->size, e->flags,
+                            true);
+        else
+            track_free_counted(e);
     } else if (table_put(t, e, NULL) < 0) {
         track_table_full();
     }

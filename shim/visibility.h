@@ -1,0 +1,12 @@
+/* Symbol visibility in the shim (built with -fvisibility=hidden, shim/meson.build).
+ * SHIM_EXPORT: the driver entry points and the cushim_* API the library exports.
+ * SHIM_HIDDEN: on an extern declaration of the shim's own data. -fvisibility=hidden applies to
+ * definitions only, so without it the compiler reaches such data through the GOT (one more load
+ * at every use, on the hot paths too). */
+#ifndef CUSHIM_VISIBILITY_H
+#define CUSHIM_VISIBILITY_H
+
+#define SHIM_EXPORT __attribute__((visibility("default")))
+#define SHIM_HIDDEN __attribute__((visibility("hidden")))
+
+#endif
