@@ -90,3 +90,38 @@ void raise_peak_slow(_Atomic uint64_t *peak, uint64_t p, uint64_t v)
                                                           memory_order_relaxed))
         ;
 }
+
+void account_raise_peaks(struct cushim_device_record *r, enum cushim_kind kind, unsigned ph,
+                         uint64_t t, uint64_t cur)
+{
+    raise_peak(&r->dev[CUSHIM_DEV_total_peak], t);
+    raise_peak(&r->dev[CUSHIM_DEV_run_peak + ph], t);
+    raise_peak(&r->kinds[kind].v[CUSHIM_STAT_peak_bytes], cur);
+    cushim_seq_write_end(&r->seq_end);
+}
+
+/* What sub_clamped does after its subtraction. */
+static void unwrap(_Atomic uint64_t *v, uint64_t old, uint64_t bytes)
+{
+    if (old < bytes) {
+        atomic_fetch_add_explicit(v, bytes - old, memory_order_relaxed);
+        account_underflow(old, bytes);
+    }
+}
+
+void account_free_rare(struct cushim_device_record *r, enum cushim_kind kind, uint64_t bytes,
+                       unsigned flags, uint64_t old_kind, uint64_t old_total)
+{
+    unwrap(&r->kinds[kind].v[CUSHIM_STAT_current_bytes], old_kind, bytes);
+    unwrap(&r->dev[CUSHIM_DEV_total_current], old_total, bytes);
+    if (flags & SHIM_F_CAPTURE) {
+        _Atomic uint64_t *c = r->kinds[CUSHIM_KIND_CAPTURE].v;
+        sub_clamped(&c[CUSHIM_STAT_current_bytes], bytes);
+        atomic_fetch_add_explicit(&c[CUSHIM_STAT_free_count], 1, memory_order_relaxed);
+    }
+    if (flags & SHIM_F_RESIDENT) {
+        sub_clamped(&r->dev[CUSHIM_DEV_resident_offloaded_bytes], bytes);
+        sub_clamped(&r->dev[CUSHIM_DEV_resident_offloaded_count], 1);
+    }
+    cushim_seq_write_end(&r->seq_end);
+}

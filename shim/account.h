@@ -154,6 +154,60 @@ static inline __attribute__((always_inline)) void account_free(int device, enum 
         account_free_to(r, device, kind, bytes, flags, false);
 }
 
+/* ---- the plain case (no budget, no flags but capture/resident on a free): every test first,
+ * every rare consequence in one out-of-line call at the end, so the wrappers keep few values
+ * in registers across calls (docs/BENCHMARKS.md). ---- */
+
+/* An allocation's new high-water marks: raises the device total's (t), the phase's (phase
+ * index ph) and the kind's (cur) peaks as needed, then ends the record's write bracket
+ * (account.c). */
+void account_raise_peaks(struct cushim_device_record *r, enum cushim_kind kind, unsigned ph,
+                         uint64_t t, uint64_t cur);
+/* A free's rare consequences: a counter that would have gone below zero (old_kind, old_total:
+ * the values before the subtraction) is set back and logged; capture and resident bytes are
+ * counted off; then ends the record's write bracket (account.c). */
+void account_free_rare(struct cushim_device_record *r, enum cushim_kind kind, uint64_t bytes,
+                       unsigned flags, uint64_t old_kind, uint64_t old_total);
+
+/* account_alloc_to for the plain case of a kind in the device total (device, async), no flags:
+ * the same counts in the same order of adds and peak reads. */
+static inline __attribute__((always_inline)) void account_alloc_plain(struct cushim_device_record *r,
+                                                                      enum cushim_kind kind,
+                                                                      uint64_t bytes)
+{
+    _Atomic uint64_t *k = r->kinds[kind].v;
+    cushim_seq_write_begin(&r->seq_begin);
+    uint64_t t = atomic_fetch_add_explicit(&r->dev[CUSHIM_DEV_total_current], bytes,
+                                           memory_order_seq_cst) + bytes;
+    unsigned ph = account_phase_index();
+    uint64_t cur = atomic_fetch_add_explicit(&k[CUSHIM_STAT_current_bytes], bytes,
+                                             memory_order_seq_cst) + bytes;
+    atomic_fetch_add_explicit(&k[CUSHIM_STAT_alloc_count], 1, memory_order_relaxed);
+    /* seq_cst peak reads after the adds, as raise_peak's. */
+    if (unlikely(atomic_load_explicit(&r->dev[CUSHIM_DEV_total_peak], memory_order_seq_cst) < t ||
+                 atomic_load_explicit(&r->dev[CUSHIM_DEV_run_peak + ph], memory_order_seq_cst) < t ||
+                 atomic_load_explicit(&k[CUSHIM_STAT_peak_bytes], memory_order_seq_cst) < cur))
+        account_raise_peaks(r, kind, ph, t, cur);
+    else
+        cushim_seq_write_end(&r->seq_end);
+}
+
+/* account_free_to for the plain case of a kind in the device total (no budget). */
+static inline __attribute__((always_inline)) void account_free_plain(struct cushim_device_record *r,
+                                                                     enum cushim_kind kind,
+                                                                     uint64_t bytes, unsigned flags)
+{
+    _Atomic uint64_t *k = r->kinds[kind].v;
+    cushim_seq_write_begin(&r->seq_begin);
+    uint64_t ok = atomic_fetch_sub_explicit(&k[CUSHIM_STAT_current_bytes], bytes, memory_order_relaxed);
+    atomic_fetch_add_explicit(&k[CUSHIM_STAT_free_count], 1, memory_order_relaxed);
+    uint64_t ot = atomic_fetch_sub_explicit(&r->dev[CUSHIM_DEV_total_current], bytes, memory_order_relaxed);
+    if (unlikely((ok < bytes) | (ot < bytes) | ((flags & (SHIM_F_CAPTURE | SHIM_F_RESIDENT)) != 0)))
+        account_free_rare(r, kind, bytes, flags, ok, ot);
+    else
+        cushim_seq_write_end(&r->seq_end);
+}
+
 /* The record of a device an entry of the shim's tables was counted on: device is 0..
  * CUSHIM_MAX_DEVICES-1 and its record was made live before the entry's allocation returned, in
  * the segment the shim is running with (never unmapped while active). */

@@ -187,7 +187,7 @@ ALLOC_FROM_POOL(cuMemAllocFromPoolAsync_ptsz, true)
         if (unlikely(e.kind == CUSHIM_KIND_OFFLOADED))                                       \
             return sym##_taken(real_, &e, dptr, hStream);                                    \
         CUresult r = real_(dptr, hStream);                                                   \
-        track_free_plain(&shim.ptrs, &e, r == CUDA_SUCCESS, CUSHIM_KIND_ASYNC);              \
+        track_free_plain(&shim.ptrs, &e, r == CUDA_SUCCESS, CUSHIM_KIND_ASYNC, false);       \
         shim_leave();                                                                        \
         return r;                                                                            \
     }

@@ -190,13 +190,21 @@ static __attribute__((noinline)) CUresult free_full(CUdeviceptr dptr)
     return r;
 }
 
-/* An offloaded entry taken out by the plain path: its free goes to the pinned memory; a failed
- * one keeps the entry, as for device memory. */
-static __attribute__((noinline)) CUresult free_offloaded(const struct shim_entry *e)
+/* An entry of another kind than device memory taken out by the plain path: an offloaded one's
+ * free goes to the pinned memory (a failed one keeps the entry, as for device memory); any other
+ * (managed, imported) is freed by the driver and counted as its kind. */
+static __attribute__((noinline)) CUresult free_other_kind(__typeof__(&cuMemFree_v2) real_,
+                                                          const struct shim_entry *e)
 {
-    CUresult r = offload_free(e);
-    if (r != CUDA_SUCCESS && table_put(&shim.ptrs, e, NULL) < 0)
-        track_table_full();
+    CUresult r;
+    if (e->kind == CUSHIM_KIND_OFFLOADED) {
+        r = offload_free(e);
+        if (r != CUDA_SUCCESS && table_put(&shim.ptrs, e, NULL) < 0)
+            track_table_full();
+    } else {
+        r = real_(e->key);
+        track_free_done(&shim.ptrs, e, r == CUDA_SUCCESS);
+    }
     shim_leave();
     return r;
 }
@@ -213,10 +221,10 @@ SHIM_EXPORT CUresult CUDAAPI cuMemFree_v2(CUdeviceptr dptr)
         shim_leave();
         return real_(dptr);
     }
-    if (unlikely(e.kind == CUSHIM_KIND_OFFLOADED))
-        return free_offloaded(&e);
+    if (unlikely(e.kind != CUSHIM_KIND_DEVICE))
+        return free_other_kind(real_, &e);
     CUresult r = real_(dptr);
-    track_free_plain(&shim.ptrs, &e, r == CUDA_SUCCESS, CUSHIM_KIND_DEVICE);
+    track_free_plain(&shim.ptrs, &e, r == CUDA_SUCCESS, CUSHIM_KIND_DEVICE, true);
     shim_leave();
     return r;
 }

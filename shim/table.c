@@ -16,6 +16,55 @@ void table_lock_slow(struct shim_shard *s)
     }
 }
 
+int table_put_slow(struct shim_table *t, const struct shim_entry *e, struct shim_entry *old)
+{
+    uint64_t h = table_mix(e->key);
+    struct shim_shard *s = table_shard(t, h);
+    table_lock(s);
+    if (s->count >= s->limit && table_grow(s) != 0) {
+        table_unlock(s);
+        return -1;
+    }
+    int rc = table_store(s, table_probe(s, e->key, h), e, old);
+    table_unlock(s);
+    return rc;
+}
+
+int table_put_new_slow(struct shim_table *t, uint64_t key, uint64_t size, uint64_t ctx,
+                       uint64_t device_kind_flags, struct shim_entry *old)
+{
+    struct shim_entry e = {.key = key, .size = size, .ctx = ctx,
+                           .device = (int32_t)(uint32_t)device_kind_flags,
+                           .kind = (uint16_t)(device_kind_flags >> 32),
+                           .flags = (uint16_t)(device_kind_flags >> 48)};
+    return table_put_slow(t, &e, old);
+}
+
+bool table_take_slow(struct shim_table *t, uint64_t key, struct shim_entry *out)
+{
+    uint64_t h = table_mix(key);
+    struct shim_shard *s = table_shard(t, h);
+    bool found = false;
+    table_lock(s);
+    if (s->cap != 0) {
+        uint32_t i = table_probe(s, key, h);
+        if (s->slots[i].key == key) {
+            if (out)
+                *out = s->slots[i];
+            table_remove_at(s, i);
+            found = true;
+        }
+    }
+    table_unlock(s);
+    return found;
+}
+
+void table_remove_at_unlock(struct shim_shard *s, uint32_t i)
+{
+    table_remove_at(s, i);
+    table_unlock(s);
+}
+
 int table_grow(struct shim_shard *s)
 {
     uint32_t cap = s->cap ? s->cap * 2 : 16;
@@ -26,6 +75,7 @@ int table_grow(struct shim_shard *s)
     uint32_t old_cap = s->cap;
     s->slots = slots;
     s->cap = cap;
+    s->limit = cap / 2;
     for (uint32_t i = 0; i < old_cap; i++) {
         if (old[i].key != 0)
             slots[table_probe(s, old[i].key, table_mix(old[i].key))] = old[i];
@@ -110,7 +160,7 @@ int table_upsert(struct shim_table *t, const struct shim_entry *e,
             return 1;
         }
     }
-    if ((s->count + 1) * 2 > s->cap && table_grow(s) != 0) {
+    if (s->count >= s->limit && table_grow(s) != 0) {
         rc = -1;
     } else {
         s->slots[table_probe(s, e->key, h)] = *e;

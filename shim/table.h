@@ -43,7 +43,8 @@ struct shim_shard {
     uint32_t count;
     uint32_t cap;      /* power of two, 0 before first insert */
     struct shim_entry *slots;
-    char pad[40];
+    uint32_t limit;    /* cap / 2: an insert at count >= limit grows the shard first */
+    char pad[36];
 };
 
 struct shim_table {
@@ -139,22 +140,29 @@ static inline __attribute__((always_inline)) uint32_t table_probe(const struct s
 {
     uint32_t mask = s->cap - 1;
     uint32_t i = table_home(h, mask);
-    while (s->slots[i].key != 0 && s->slots[i].key != key)
+    uint64_t k = s->slots[i].key;
+    if (__builtin_expect(k == 0 || k == key, 1)) /* the home slot, usually */
+        return i;
+    do
         i = (i + 1) & mask;
+    while (s->slots[i].key != 0 && s->slots[i].key != key);
     return i;
 }
 
-static inline int table_put(struct shim_table *t, const struct shim_entry *e, struct shim_entry *old)
+/* The slow halves of table_put and table_take (table.c): the whole operation, when the shard's
+ * lock is held by another thread or the shard must grow first. Out of line and called last, so
+ * the inline halves make no call in the middle of a wrapper. */
+int table_put_slow(struct shim_table *t, const struct shim_entry *e, struct shim_entry *old);
+bool table_take_slow(struct shim_table *t, uint64_t key, struct shim_entry *out);
+/* Backward-shift deletion of slot i, then the shard's unlock (lock held). */
+void table_remove_at_unlock(struct shim_shard *s, uint32_t i);
+
+/* Puts e in slot i of s (lock held): 1 if it replaced a live entry (copied to *old), else 0. */
+static inline __attribute__((always_inline)) int table_store(struct shim_shard *s, uint32_t i,
+                                                             const struct shim_entry *e,
+                                                             struct shim_entry *old)
 {
-    uint64_t h = table_mix(e->key);
-    struct shim_shard *s = table_shard(t, h);
     int rc = 0;
-    table_lock(s);
-    if (__builtin_expect((s->count + 1) * 2 > s->cap, 0) && table_grow(s) != 0) {
-        table_unlock(s);
-        return -1;
-    }
-    uint32_t i = table_probe(s, e->key, h);
     struct shim_entry *slot = &s->slots[i];
     if (__builtin_expect(slot->key != 0, 0)) {
         if (old)
@@ -173,33 +181,94 @@ static inline int table_put(struct shim_table *t, const struct shim_entry *e, st
     slot->flags = e->flags;
     slot->refs = e->refs;
     slot->maps = e->maps;
+    return rc;
+}
+
+static inline int table_put(struct shim_table *t, const struct shim_entry *e, struct shim_entry *old)
+{
+    uint64_t h = table_mix(e->key);
+    struct shim_shard *s = table_shard(t, h);
+    if (__builtin_expect(atomic_flag_test_and_set_explicit(&s->lock, memory_order_acquire), 0))
+        return table_put_slow(t, e, old);
+    if (__builtin_expect(s->count >= s->limit, 0)) {
+        table_unlock(s);
+        return table_put_slow(t, e, old);
+    }
+    int rc = table_store(s, table_probe(s, e->key, h), e, old);
     table_unlock(s);
     return rc;
+}
+
+/* table_put of a new allocation's entry given by its fields (aux, refs and maps zero), in the
+ * common case only: true when it was inserted as a new key; false, with nothing done, when the
+ * shard's lock is held by another thread, the shard must grow or the key is already there (the
+ * caller then does the whole put out of line: table_put_new_slow). So no copy of the entry is
+ * built in memory and no call is made on the fast path. */
+int table_put_new_slow(struct shim_table *t, uint64_t key, uint64_t size, uint64_t ctx,
+                       uint64_t device_kind_flags, struct shim_entry *old);
+static inline __attribute__((always_inline)) uint64_t table_dkf(int32_t device, uint16_t kind,
+                                                              uint16_t flags)
+{
+    return (uint64_t)(uint32_t)device | (uint64_t)kind << 32 | (uint64_t)flags << 48;
+}
+static inline __attribute__((always_inline)) bool table_put_new(struct shim_table *t, uint64_t key,
+                                                                uint64_t size, uint64_t ctx,
+                                                                int32_t device, uint16_t kind,
+                                                                uint16_t flags)
+{
+    uint64_t h = table_mix(key);
+    struct shim_shard *s = table_shard(t, h);
+    if (__builtin_expect(atomic_flag_test_and_set_explicit(&s->lock, memory_order_acquire), 0))
+        return false;
+    if (__builtin_expect(s->count >= s->limit, 0)) {
+        table_unlock(s);
+        return false;
+    }
+    struct shim_entry *slot = &s->slots[table_probe(s, key, h)];
+    if (__builtin_expect(slot->key != 0, 0)) {
+        table_unlock(s);
+        return false;
+    }
+    s->count++;
+    slot->key = key;
+    slot->size = size;
+    slot->ctx = ctx;
+    slot->aux = 0;
+    slot->device = device;
+    slot->kind = kind;
+    slot->flags = flags;
+    slot->refs = 0;
+    slot->maps = 0;
+    table_unlock(s);
+    return true;
 }
 
 static inline bool table_take(struct shim_table *t, uint64_t key, struct shim_entry *out)
 {
     uint64_t h = table_mix(key);
     struct shim_shard *s = table_shard(t, h);
-    bool found = false;
-    table_lock(s);
-    if (__builtin_expect(s->cap != 0, 1)) {
-        uint32_t i = table_probe(s, key, h);
-        if (s->slots[i].key == key) {
-            if (out)
-                *out = s->slots[i];
-            /* Usually the next slot is empty: nothing to shift back. */
-            if (__builtin_expect(s->slots[(i + 1) & (s->cap - 1)].key == 0, 1)) {
-                s->slots[i].key = 0;
-                s->count--;
-            } else {
-                table_remove_at(s, i);
-            }
-            found = true;
-        }
+    if (__builtin_expect(atomic_flag_test_and_set_explicit(&s->lock, memory_order_acquire), 0))
+        return table_take_slow(t, key, out);
+    if (__builtin_expect(s->cap == 0, 0)) {
+        table_unlock(s);
+        return false;
     }
-    table_unlock(s);
-    return found;
+    uint32_t i = table_probe(s, key, h);
+    if (s->slots[i].key != key) {
+        table_unlock(s);
+        return false;
+    }
+    if (out)
+        *out = s->slots[i];
+    /* Usually the next slot is empty: nothing to shift back. */
+    if (__builtin_expect(s->slots[(i + 1) & (s->cap - 1)].key == 0, 1)) {
+        s->slots[i].key = 0;
+        s->count--;
+        table_unlock(s);
+    } else {
+        table_remove_at_unlock(s, i);
+    }
+    return true;
 }
 
 #endif

@@ -16,6 +16,20 @@ void track_free_counted(const struct shim_entry *e)
                         e->size, e->flags, true);
 }
 
+void track_put_new_slow(struct shim_table *t, uint64_t key, uint64_t bytes, CUcontext ctx,
+                        int device, enum cushim_kind kind, struct cushim_device_record *rec)
+{
+    struct shim_entry old;
+    int rc = table_put_new_slow(t, key, bytes, (uint64_t)(uintptr_t)ctx,
+                                table_dkf(device, (uint16_t)kind, 0), &old);
+    if (rc > 0) {
+        track_replaced(&old);
+    } else if (rc < 0) {
+        track_table_full();
+        account_free_plain(rec, kind, bytes, 0);
+    }
+}
+
 void track_table_full(void)
 {
     LOG_ONCE(CUSHIM_LOG_ERROR, "out of memory for the allocation table: some allocations are "

@@ -153,6 +153,13 @@ static inline __attribute__((always_inline)) void track_alloc_on(struct shim_tab
         account_alloc(device, kind, bytes, flags);
 }
 
+/* track_alloc_plain's insert when table_put_new could not do it at once (track.c): the whole
+ * put; an entry it replaced was freed without the shim seeing it (track_replaced); when the table
+ * cannot hold it (logged once), the allocation is counted off again (its free would not be
+ * seen). */
+void track_put_new_slow(struct shim_table *t, uint64_t key, uint64_t bytes, CUcontext ctx,
+                        int device, enum cushim_kind kind, struct cushim_device_record *rec);
+
 /* track_alloc_on for the plain case (shim_enter_plain_alloc): no capture live, no flags, no
  * budget; rec is the device's live record (shim_current_device_rec). */
 static inline __attribute__((always_inline)) void track_alloc_plain(struct shim_table *t,
@@ -163,12 +170,11 @@ static inline __attribute__((always_inline)) void track_alloc_plain(struct shim_
 {
     if (unlikely(key == 0))
         return;
-    struct shim_entry e = {
-        .key = key, .size = bytes, .ctx = (uint64_t)(uintptr_t)ctx, .device = device,
-        .kind = (uint16_t)kind,
-    };
-    if (likely(track_put(t, &e)))
-        account_alloc_to(rec, device, kind, bytes, 0, true);
+    /* Counted first, so that the insert (whose rare paths are calls) is the last step; no other
+     * thread can free the address before this wrapper returns it. */
+    account_alloc_plain(rec, kind, bytes);
+    if (unlikely(!table_put_new(t, key, bytes, (uint64_t)(uintptr_t)ctx, device, (uint16_t)kind, 0)))
+        track_put_new_slow(t, key, bytes, ctx, device, kind, rec);
 }
 
 /* The real allocation's result r in the plain case: a success is tracked (when the device is
@@ -192,15 +198,16 @@ void track_free_counted(const struct shim_entry *e);
 
 /* After the real free in the plain case (shim_enter_plain_free): count it (ok) or put the entry
  * back (the free failed). `kind`: the kind the wrapper's entries usually are (a constant, so that
- * case is counted inline with fixed offsets). */
+ * case is counted inline with fixed offsets); kind_checked: the caller has already seen that
+ * e->kind is `kind`. */
 static inline __attribute__((always_inline)) void track_free_plain(struct shim_table *t,
                                                                    const struct shim_entry *e, bool ok,
-                                                                   enum cushim_kind kind)
+                                                                   enum cushim_kind kind,
+                                                                   bool kind_checked)
 {
     if (likely(ok)) {
-        if (likely(e->kind == kind && (unsigned)e->device < CUSHIM_MAX_DEVICES))
-            account_free_to(account_record_of_entry(e->device), e->device, kind, e->size, e->flags,
-                            true);
+        if (likely((kind_checked || e->kind == kind) && (unsigned)e->device < CUSHIM_MAX_DEVICES))
+            account_free_plain(account_record_of_entry(e->device), kind, e->size, e->flags);
         else
             track_free_counted(e);
     } else if (table_put(t, e, NULL) < 0) {
