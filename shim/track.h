@@ -138,7 +138,9 @@ static inline __attribute__((always_inline)) void track_alloc_on(struct shim_tab
                                                                  uint64_t bytes, int device,
                                                                  CUcontext ctx, unsigned flags)
 {
-    if (unlikely(key == 0 || device < 0))
+    /* A device with no record (no context, or beyond CUSHIM_MAX_DEVICES) is not counted, so its
+     * allocations are not kept either: every entry made here has a device with a record. */
+    if (unlikely(key == 0 || (unsigned)device >= CUSHIM_MAX_DEVICES))
         return;
     /* Made while a stream of the process was capturing: also counted as `capture`. */
     if (unlikely(capture_any_live())) {
@@ -199,14 +201,15 @@ void track_free_counted(const struct shim_entry *e);
 /* After the real free in the plain case (shim_enter_plain_free): count it (ok) or put the entry
  * back (the free failed). `kind`: the kind the wrapper's entries usually are (a constant, so that
  * case is counted inline with fixed offsets); kind_checked: the caller has already seen that
- * e->kind is `kind`. */
+ * e->kind is `kind`, a kind whose entries are made only by track_alloc_on and track_alloc_plain,
+ * so e->device is a device with a record. */
 static inline __attribute__((always_inline)) void track_free_plain(struct shim_table *t,
                                                                    const struct shim_entry *e, bool ok,
                                                                    enum cushim_kind kind,
                                                                    bool kind_checked)
 {
     if (likely(ok)) {
-        if (likely((kind_checked || e->kind == kind) && (unsigned)e->device < CUSHIM_MAX_DEVICES))
+        if (likely(kind_checked || (e->kind == kind && (unsigned)e->device < CUSHIM_MAX_DEVICES)))
             account_free_plain(account_record_of_entry(e->device), kind, e->size, e->flags);
         else
             track_free_counted(e);
