@@ -143,6 +143,44 @@ static void *entry(const char *name, unsigned version)
     return fn;
 }
 
+// ---- context teardown: a destroyed context's allocations leave the shim's counts ----
+// With one device the shim counts cudaMalloc without asking its context and asks the driver
+// (cuPointerGetAttribute CONTEXT) just before a call that may end a context (shim/context.c).
+static int cmd_teardown(void)
+{
+    PFN_cuCtxCreate_v3020 create = (PFN_cuCtxCreate_v3020)entry("cuCtxCreate", 3020);
+    PFN_cuCtxDestroy_v4000 destroy = (PFN_cuCtxDestroy_v4000)entry("cuCtxDestroy", 4000);
+    PFN_cuCtxGetCurrent_v4000 getcur = (PFN_cuCtxGetCurrent_v4000)entry("cuCtxGetCurrent", 4000);
+    PFN_cuCtxSetCurrent_v4000 setcur = (PFN_cuCtxSetCurrent_v4000)entry("cuCtxSetCurrent", 4000);
+    PFN_cuMemAlloc_v3020 alloc = (PFN_cuMemAlloc_v3020)entry("cuMemAlloc", 3020);
+    PFN_cuPointerGetAttribute_v4000 attr =
+        (PFN_cuPointerGetAttribute_v4000)entry("cuPointerGetAttribute", 4000);
+    void *a;
+    CHECK(cudaFree(0));
+    uint64_t s0 = shim_kind(K_DEVICE);
+    CHECK(cudaMalloc(&a, 64 * MiB));
+    CUcontext primary = NULL, mine = NULL, owner = NULL;
+    CUdeviceptr p = 0;
+    int rc = (int)getcur(&primary);
+    if (!rc)
+        rc = (int)create(&mine, 0, 0);
+    if (!rc)
+        rc = (int)alloc(&p, 32 * MiB);
+    if (!rc)
+        rc = (int)setcur(primary);
+    uint64_t s1 = shim_kind(K_DEVICE);
+    int rc_destroy = rc ? -1 : (int)destroy(mine);
+    uint64_t s2 = shim_kind(K_DEVICE);
+    int rc_attr = (int)attr(&owner, CU_POINTER_ATTRIBUTE_CONTEXT, p);
+    CHECK(cudaDeviceReset());
+    CHECK(cudaFree(0));
+    uint64_t s3 = shim_kind(K_DEVICE);
+    printf("rc=%d rc_destroy=%d created=%llu after_destroy=%llu after_reset=%llu rc_attr_destroyed=%d\n",
+           rc, rc_destroy, (unsigned long long)(s1 - s0), (unsigned long long)(s2 - s0),
+           (unsigned long long)s3, rc_attr);
+    return 0;
+}
+
 static int cmd_vmm(void)
 {
     PFN_cuMemCreate_v10020 create = (PFN_cuMemCreate_v10020)entry("cuMemCreate", 10020);
@@ -489,6 +527,8 @@ int main(int argc, char **argv)
         return cmd_async();
     if (!strcmp(cmd, "vmm"))
         return cmd_vmm();
+    if (!strcmp(cmd, "teardown"))
+        return cmd_teardown();
     if (!strcmp(cmd, "hold"))
         return cmd_hold(argc > 2 ? atoi(argv[2]) : 5);
     if (!strcmp(cmd, "vecadd"))
@@ -507,7 +547,7 @@ int main(int argc, char **argv)
         return cmd_threads(atoi(argv[2]), atol(argv[3]));
     if (!strcmp(cmd, "harmless"))
         return cmd_harmless();
-    fprintf(stderr, "usage: gpu_checks exactness|async|vmm|hold S|vecadd|sgemm|bandwidth|pinned_cost|"
+    fprintf(stderr, "usage: gpu_checks exactness|async|vmm|teardown|hold S|vecadd|sgemm|bandwidth|pinned_cost|"
                     "overhead SIZE N [async]|threads T N|harmless\n");
     return 2;
 }

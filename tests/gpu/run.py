@@ -305,6 +305,16 @@ def check_vmm_exactness(suite):
                 for r in rows), "pass" if ok else "fail")
 
 
+def check_context_teardown(suite):
+    r = suite.kv(suite.run([suite.static, "teardown"]))
+    ok = (r.get("rc") == 0 and r.get("rc_destroy") == 0 and r.get("created") == 96 * MiB and
+          r.get("after_destroy") == 64 * MiB and r.get("after_reset") == 0)
+    return ("cudaMalloc 64 MiB (primary context) + cuMemAlloc 32 MiB (a cuCtxCreate context): "
+            "cuCtxDestroy drops the 32 MiB only, cudaDeviceReset the rest (one device: the shim "
+            "asks each allocation's context, cuPointerGetAttribute CONTEXT, before a teardown)",
+            r, "pass" if ok else "fail")
+
+
 def check_nvidia_smi(suite):
     what = "nvidia-smi used_memory of the process = shim device_total + untracked_bytes (within 64 MiB)"
     p = subprocess.Popen([suite.static, "hold", "6"], env=suite.env(), stdout=subprocess.PIPE,
@@ -403,6 +413,7 @@ def check_bench_pinned_cost(suite):
 CHECKS = [
     ("exactness_static", check_exactness_static, False, "cudaMalloc 1 B..4 GiB, static cudart"),
     ("exactness_shared", check_exactness_shared, False, "cudaMalloc 1 B..4 GiB, -cudart shared"),
+    ("context_teardown", check_context_teardown, False, "cuCtxDestroy / cudaDeviceReset drop memory"),
     ("torch_peak", check_torch_peak, True, "PyTorch caching allocator peak"),
     ("torch_peak_expandable", check_torch_peak_expandable, True, "same with expandable_segments"),
     ("torch_graph", check_torch_graph, True, "PyTorch CUDA graph capture and replay"),
