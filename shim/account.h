@@ -170,7 +170,8 @@ void account_free_rare(struct cushim_device_record *r, enum cushim_kind kind, ui
                        unsigned flags, uint64_t old_kind, uint64_t old_total);
 
 /* account_alloc_to for the plain case of a kind in the device total (device, async), no flags:
- * the same counts in the same order of adds and peak reads. */
+ * the same counts; the peaks are read after both adds (each still after its own add, which is
+ * what a concurrent peak reset needs: raise_peak). */
 static inline __attribute__((always_inline)) void account_alloc_plain(struct cushim_device_record *r,
                                                                       enum cushim_kind kind,
                                                                       uint64_t bytes)

@@ -177,7 +177,12 @@ static bool capture_begun(CUstream stream, bool per_thread, CUstreamCaptureMode 
         .maps = (uint32_t)(seq >> 32),
     };
     struct shim_entry old;
+    /* Counted live before the entry can be seen: another thread may end the capture (and count it
+     * off) as soon as the entry is in the table, and the count must never go below zero (gate.h). */
+    atomic_fetch_add(&shim_gate, SHIM_GATE_CAPTURE);
     int rc = table_put(&shim.captures, &e, &old);
+    if (rc != 0) /* not a new capture: counted once already, or not at all */
+        atomic_fetch_sub(&shim_gate, SHIM_GATE_CAPTURE);
     if (rc < 0) {
         LOG_ONCE(CUSHIM_LOG_WARN, "out of memory for the capture table: a capture goes unseen");
         return false; /* no memory: the capture goes unseen */
@@ -194,8 +199,6 @@ static bool capture_begun(CUstream stream, bool per_thread, CUstreamCaptureMode 
         _Atomic int *c = mode_counter(old.kind);
         if (c)
             atomic_fetch_sub_explicit(c, 1, memory_order_seq_cst);
-    } else {
-        atomic_fetch_add(&shim_gate, SHIM_GATE_CAPTURE);
     }
     return true;
 }

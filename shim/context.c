@@ -149,29 +149,65 @@ void shim_context_after_fork_child(void)
     atomic_store(&sole_known, 0);
 }
 
-/* Whether e was counted by the one-device plain path, which does not ask for its context. */
-static bool context_unknown(const struct shim_entry *e, void *arg)
+/* The context field of a one-device plain entry (ctx 0: not asked) while shim_resolve_contexts
+ * asks the driver about it, and once the driver could not say. Neither matches a context. */
+#define CTX_ASKING (UINT64_MAX - 1)
+#define CTX_UNSAID UINT64_MAX
+
+/* Claims an entry whose context is not known (the one-device plain path's, or one claimed by a
+ * resolve that has not finished: asked again), so that the answer is applied to this allocation
+ * only and not to a later one at the same address. */
+static bool claim_unknown(struct shim_entry *e, void *arg)
 {
     (void)arg;
-    return e->ctx == 0 && e->kind == CUSHIM_KIND_DEVICE;
-}
-
-static bool set_context(struct shim_entry *e, void *arg)
-{
-    if (e->ctx == 0)
-        e->ctx = *(uint64_t *)arg;
+    if (e->kind != CUSHIM_KIND_DEVICE || (e->ctx != 0 && e->ctx != CTX_ASKING))
+        return false;
+    e->ctx = CTX_ASKING;
     return true;
 }
 
-static bool drop_if_unknown(struct shim_entry *e, void *arg)
+struct answer {
+    uint64_t ctx;  /* the context, CTX_UNSAID, or 0: the pointer is not valid */
+    bool dropped;
+};
+
+static bool apply_answer(struct shim_entry *e, void *arg)
 {
-    if (e->ctx != 0)
-        return true; /* another thread learnt its context first */
-    *(bool *)arg = true;
-    return false;
+    struct answer *a = arg;
+    if (e->ctx != CTX_ASKING)
+        return true; /* freed and the address handed out again meanwhile: not the one asked about */
+    if (a->ctx == 0) {
+        a->dropped = true;
+        return false;
+    }
+    e->ctx = a->ctx;
+    return true;
 }
 
-void shim_resolve_contexts(void)
+/* Asks the driver for the context of each claimed key; applies the answers. */
+static void ask(__typeof__(&cuPointerGetAttribute) attr, const uint64_t *keys, unsigned n)
+{
+    for (unsigned i = 0; i < n; i++) {
+        CUcontext c = NULL;
+        CUresult r = attr(&c, CU_POINTER_ATTRIBUTE_CONTEXT, (CUdeviceptr)keys[i]);
+        struct answer a = {.ctx = (uint64_t)(uintptr_t)c};
+        if (r == CUDA_ERROR_INVALID_VALUE) {
+            /* cuda.h cuPointerGetAttribute: not a valid pointer: freed without the shim seeing
+             * it. Counted as freed now, as a reused address is (track_replaced). */
+            a.ctx = 0;
+        } else if (r != CUDA_SUCCESS || !c) {
+            LOG_ONCE(CUSHIM_LOG_WARN, "cuPointerGetAttribute(CONTEXT) returned %d for a device "
+                     "allocation: it stays counted if its context is torn down", (int)r);
+            a.ctx = CTX_UNSAID; /* matches no context: not asked again */
+        }
+        struct shim_entry e;
+        table_update(&shim.ptrs, keys[i], apply_answer, &a, &e);
+        if (a.dropped)
+            account_free(e.device, (enum cushim_kind)e.kind, e.size, e.flags);
+    }
+}
+
+void shim_resolve_contexts(CUcontext ending)
 {
     if (!atomic_load_explicit(&shim_sole_record, memory_order_acquire))
         return;
@@ -181,33 +217,38 @@ void shim_resolve_contexts(void)
                  "with their context stay counted");
         return;
     }
+    /* cuda.h does not say whether the query needs a current context: with none, the one about to
+     * end (still alive) is made current for it. */
+    CUcontext cur = NULL;
+    __typeof__(&cuCtxGetCurrent) getcur = REAL(cuCtxGetCurrent);
+    __typeof__(&cuCtxPushCurrent_v2) push = REAL(cuCtxPushCurrent_v2);
+    __typeof__(&cuCtxPopCurrent_v2) pop = REAL(cuCtxPopCurrent_v2);
+    bool pushed = ending && getcur && push && pop && getcur(&cur) == CUDA_SUCCESS && !cur &&
+                  push(ending) == CUDA_SUCCESS;
     uint64_t keys[64];
-    unsigned n;
-    /* Each key collected is resolved, dropped or marked below, so every pass makes progress;
-     * the bound only matters while other threads keep allocating during the teardown. */
-    for (unsigned pass = 0; pass < 4096 && (n = table_collect_if(&shim.ptrs, context_unknown, NULL,
-                                                                  keys, 64)) != 0; pass++) {
-        for (unsigned i = 0; i < n; i++) {
-            CUcontext c = NULL;
-            CUresult r = attr(&c, CU_POINTER_ATTRIBUTE_CONTEXT, (CUdeviceptr)keys[i]);
-            uint64_t v = (uint64_t)(uintptr_t)c;
-            if (r == CUDA_SUCCESS && v != 0) {
-                table_update(&shim.ptrs, keys[i], set_context, &v, NULL);
-            } else if (r == CUDA_ERROR_INVALID_VALUE) {
-                /* cuda.h cuPointerGetAttribute: not a valid pointer: freed without the shim
-                 * seeing it. Counted as freed now, as a reused address is (track_replaced). */
-                struct shim_entry e;
-                bool dropped = false;
-                table_update(&shim.ptrs, keys[i], drop_if_unknown, &dropped, &e);
-                if (dropped)
-                    account_free(e.device, (enum cushim_kind)e.kind, e.size, e.flags);
-            } else {
-                LOG_ONCE(CUSHIM_LOG_WARN, "cuPointerGetAttribute(CONTEXT) returned %d for a device "
-                         "allocation: it stays counted if its context is torn down", (int)r);
-                v = UINT64_MAX; /* matches no context: not asked again */
-                table_update(&shim.ptrs, keys[i], set_context, &v, NULL);
-            }
+    /* Shard by shard from a cursor, a batch of keys at a time (the driver is never called under a
+     * lock): one pass over the table. Entries another thread's free moves back past the cursor,
+     * or a shard's growth moves, are found by the next sweep of that shard; a sweep that claims
+     * nothing ends it (the bound only matters while other threads keep allocating). */
+    for (unsigned k = 0; k < SHIM_TABLE_SHARDS; k++) {
+        for (unsigned sweep = 0; sweep < 8; sweep++) {
+            uint32_t slot = 0, cap = 0, seen = 0;
+            unsigned claimed = 0, n;
+            do {
+                n = table_collect_from(&shim.ptrs, k, &slot, claim_unknown, NULL, keys, 64, &cap);
+                if (seen && cap != seen)
+                    slot = 0;
+                seen = cap;
+                claimed += n;
+                ask(attr, keys, n);
+            } while (slot < cap);
+            if (!claimed)
+                break;
         }
+    }
+    if (pushed) {
+        CUcontext popped;
+        pop(&popped);
     }
 }
 

@@ -4,12 +4,12 @@
  * every tracked allocation of that context. */
 #include "shim/shim.h"
 
-/* Before a call that may end a context: allocations counted without their context learn it
+/* Before a call that may end ctx: allocations counted without their context learn it
  * (shim_resolve_contexts), while the driver can still say. */
-static void before_teardown(void)
+static void before_teardown(CUcontext ctx)
 {
     if (shim_enter()) {
-        shim_resolve_contexts();
+        shim_resolve_contexts(ctx);
         shim_leave();
     }
 }
@@ -27,14 +27,14 @@ static CUresult destroyed(CUresult r, CUcontext ctx)
 SHIM_EXPORT CUresult CUDAAPI cuCtxDestroy_v2(CUcontext ctx)
 {
     REAL_OR_FAIL(cuCtxDestroy_v2);
-    before_teardown();
+    before_teardown(ctx);
     return destroyed(real_(ctx), ctx);
 }
 
 SHIM_EXPORT CUresult CUDAAPI cuCtxDestroy(CUcontext ctx)
 {
     REAL_OR_FAIL(cuCtxDestroy);
-    before_teardown();
+    before_teardown(ctx);
     return destroyed(real_(ctx), ctx);
 }
 
@@ -44,8 +44,10 @@ static CUcontext primary_before(CUdevice dev, bool *counting)
     *counting = shim_enter();
     if (!*counting)
         return NULL;
-    shim_resolve_contexts();
-    return shim_primary_context(dev);
+    CUcontext ctx = shim_primary_context(dev); /* NULL when not active: nothing to end */
+    if (ctx)
+        shim_resolve_contexts(ctx);
+    return ctx;
 }
 
 static CUresult reset_done(CUresult r, CUcontext ctx, bool counting)

@@ -149,12 +149,14 @@ int shim_context_device(CUcontext ctx);
 void shim_context_forget(CUcontext ctx);
 /* Drops every tracked allocation of `ctx` (teardown), counting frees. */
 void shim_drop_context(CUcontext ctx);
-/* Before a call that may tear a context down (hooks_ctx.c): the device allocations the
- * one-device plain path counted without their context (track.h shim_current_device_rec) learn
- * it from the driver (cuda.h cuPointerGetAttribute, CU_POINTER_ATTRIBUTE_CONTEXT: "the CUcontext
- * in which ptr was allocated"), so that shim_drop_context finds them. One driver call per such
- * allocation, once; a no-op with more than one device. Inside the shim (shim_enter). */
-void shim_resolve_contexts(void);
+/* Before a call that may tear down context `ending` (hooks_ctx.c; made current for the queries
+ * if the thread has none): the device allocations the one-device plain path counted without
+ * their context (track.h shim_sole_record) learn it from the driver (cuda.h
+ * cuPointerGetAttribute, CU_POINTER_ATTRIBUTE_CONTEXT: "the CUcontext in which ptr was
+ * allocated"), so that shim_drop_context finds them. One driver call per such allocation, once,
+ * and one pass over the pointer table; a no-op with more than one device. Inside the shim
+ * (shim_enter). */
+void shim_resolve_contexts(CUcontext ending);
 /* In a child after fork(): the one-device record points into the parent's segment. */
 void shim_context_after_fork_child(void);
 /* The primary context of `device` if it is active, else NULL (retain+release, no creation). */

@@ -209,18 +209,20 @@ unsigned table_for_each(struct shim_table *t, bool (*fn)(struct shim_entry *, vo
     return n;
 }
 
-unsigned table_collect_if(struct shim_table *t, bool (*pred)(const struct shim_entry *, void *),
-                          void *arg, uint64_t *keys, unsigned max)
+unsigned table_collect_from(struct shim_table *t, unsigned shard, uint32_t *slot,
+                            bool (*fn)(struct shim_entry *, void *), void *arg, uint64_t *keys,
+                            unsigned max, uint32_t *cap)
 {
     unsigned n = 0;
-    for (unsigned k = 0; k < SHIM_TABLE_SHARDS && n < max; k++) {
-        struct shim_shard *s = &t->shard[k];
-        table_lock(s);
-        for (uint32_t i = 0; i < s->cap && n < max; i++)
-            if (s->slots[i].key != 0 && pred(&s->slots[i], arg))
-                keys[n++] = s->slots[i].key;
-        table_unlock(s);
-    }
+    struct shim_shard *s = &t->shard[shard];
+    table_lock(s);
+    uint32_t i = *slot;
+    for (; i < s->cap && n < max; i++)
+        if (s->slots[i].key != 0 && fn(&s->slots[i], arg))
+            keys[n++] = s->slots[i].key;
+    *slot = i < s->cap ? i : s->cap;
+    *cap = s->cap;
+    table_unlock(s);
     return n;
 }
 

@@ -82,11 +82,14 @@ unsigned table_drain_if(struct shim_table *t, bool (*pred)(const struct shim_ent
  * arithmetic/atomics. Returns how many entries fn returned true for. */
 unsigned table_for_each(struct shim_table *t, bool (*fn)(struct shim_entry *, void *), void *arg);
 
-/* Copies to keys[] the keys of up to `max` entries for which pred returns true (each shard under
- * its lock; pred must only read the entry). Returns how many; fewer than max means every entry
- * was looked at. */
-unsigned table_collect_if(struct shim_table *t, bool (*pred)(const struct shim_entry *, void *),
-                          void *arg, uint64_t *keys, unsigned max);
+/* Under shard `shard`'s lock, from slot *slot on: calls fn on each entry (fn may modify it, not
+ * its key, and must only do arithmetic) and copies to keys[] the keys of up to `max` entries it
+ * returns true for. *slot becomes the slot to go on from, *cap the shard's capacity (a caller
+ * that sees it change, the shard having grown, starts again from slot 0). Returns how many keys;
+ * *slot == *cap once the shard has been gone through. */
+unsigned table_collect_from(struct shim_table *t, unsigned shard, uint32_t *slot,
+                            bool (*fn)(struct shim_entry *, void *), void *arg, uint64_t *keys,
+                            unsigned max, uint32_t *cap);
 
 /* Entries in the table (sum over shards, not a consistent snapshot under concurrency). */
 uint64_t table_count(struct shim_table *t);

@@ -25,8 +25,15 @@ void track_put_new_slow(struct shim_table *t, uint64_t key, uint64_t bytes, CUco
     if (rc > 0) {
         track_replaced(&old);
     } else if (rc < 0) {
+        /* Not kept, so not counted, as track_alloc_on does (the peak it raised stays: the
+         * memory was in use). */
         track_table_full();
-        account_free_plain(rec, kind, bytes, 0);
+        struct cushim_device_record *r = rec;
+        cushim_seq_write_begin(&r->seq_begin);
+        sub_clamped(&r->kinds[kind].v[CUSHIM_STAT_current_bytes], bytes);
+        sub_clamped(&r->dev[CUSHIM_DEV_total_current], bytes);
+        sub_clamped(&r->kinds[kind].v[CUSHIM_STAT_alloc_count], 1);
+        cushim_seq_write_end(&r->seq_end);
     }
 }
 

@@ -138,9 +138,10 @@ static inline __attribute__((always_inline)) void track_alloc_on(struct shim_tab
                                                                  uint64_t bytes, int device,
                                                                  CUcontext ctx, unsigned flags)
 {
-    /* A device with no record (no context, or beyond CUSHIM_MAX_DEVICES) is not counted, so its
-     * allocations are not kept either: every entry made here has a device with a record. */
-    if (unlikely(key == 0 || (unsigned)device >= CUSHIM_MAX_DEVICES))
+    /* A device with no live record (no context, beyond CUSHIM_MAX_DEVICES, or one the driver
+     * could not describe) is not counted, so its allocations are not kept either: every entry
+     * made here has a device with a live record. */
+    if (unlikely(key == 0 || account_record(device) == NULL))
         return;
     /* Made while a stream of the process was capturing: also counted as `capture`. */
     if (unlikely(capture_any_live())) {
@@ -157,8 +158,8 @@ static inline __attribute__((always_inline)) void track_alloc_on(struct shim_tab
 
 /* track_alloc_plain's insert when table_put_new could not do it at once (track.c): the whole
  * put; an entry it replaced was freed without the shim seeing it (track_replaced); when the table
- * cannot hold it (logged once), the allocation is counted off again (its free would not be
- * seen). */
+ * cannot hold it (logged once), the allocation's counts are taken back (its free would not be
+ * seen), all but the peaks it raised. */
 void track_put_new_slow(struct shim_table *t, uint64_t key, uint64_t bytes, CUcontext ctx,
                         int device, enum cushim_kind kind, struct cushim_device_record *rec);
 

@@ -335,13 +335,15 @@ RT_TEST(two_devices)
 }
 
 /* cuCtxDestroy of a created context drops its allocations only: with one device (the plain path
- * counts them without their context; the shim asks before the teardown) and with two. */
+ * counts them without their context; the shim asks before the teardown), called from the thread
+ * that made it or from one with no current context, and with two devices. */
 RT_TEST(ctx_destroy_drops_that_context_only)
 {
-    for (int devices = 1; devices <= 2; devices++) {
+    for (int run = 0; run < 3; run++) {
+        int devices = run < 2 ? 1 : 2;
         struct run_result r;
         const char *extra[] = {devices == 1 ? "SIMCUDA_DEVICE_COUNT=1" : "SIMCUDA_DEVICE_COUNT=2", NULL};
-        json_t *j = scenario(&r, p->static_rt, "ctx_destroy", extra);
+        json_t *j = scenario(&r, p->static_rt, run == 0 ? "ctx_destroy" : "ctx_destroy_thread", extra);
         cr_expect_eq(kv_u64(r.out, "rc_destroy"), 0);
         expect_kind(j, 0, "device", MiB, 15 * MiB, 4, 3, 0);
         cr_expect_eq(jpath_u64(j, "devices.0.device_total.current_bytes"), MiB);
@@ -352,6 +354,17 @@ RT_TEST(ctx_destroy_drops_that_context_only)
         json_decref(j);
         run_free(&r);
     }
+}
+
+/* A reset drops every allocation of the context, however many are live. */
+Test(core, device_reset_drops_300k_allocations)
+{
+    struct run_result r;
+    json_t *j = scenario(&r, 0, "many_reset", NULL);
+    expect_kind(j, 0, "device", 0, 300000ull * 512, 300000, 300000, 0);
+    cr_expect_eq(kv_u64(r.out, "sim.device.0"), 0);
+    json_decref(j);
+    run_free(&r);
 }
 
 /* When the driver cannot say an allocation's context (cuPointerGetAttribute fails), the shim

@@ -146,6 +146,21 @@ static void *entry(const char *name, unsigned version)
 // ---- context teardown: a destroyed context's allocations leave the shim's counts ----
 // With one device the shim counts cudaMalloc without asking its context and asks the driver
 // (cuPointerGetAttribute CONTEXT) just before a call that may end a context (shim/context.c).
+// cuCtxDestroy is called from a thread with no current context (the shim then makes the
+// context about to end current for its queries).
+struct destroy_call {
+    PFN_cuCtxDestroy_v4000 destroy;
+    CUcontext ctx;
+    int rc;
+};
+
+static void *destroy_elsewhere(void *arg)
+{
+    struct destroy_call *c = (struct destroy_call *)arg;
+    c->rc = (int)c->destroy(c->ctx);
+    return NULL;
+}
+
 static int cmd_teardown(void)
 {
     PFN_cuCtxCreate_v3020 create = (PFN_cuCtxCreate_v3020)entry("cuCtxCreate", 3020);
@@ -169,7 +184,11 @@ static int cmd_teardown(void)
     if (!rc)
         rc = (int)setcur(primary);
     uint64_t s1 = shim_kind(K_DEVICE);
-    int rc_destroy = rc ? -1 : (int)destroy(mine);
+    struct destroy_call call = {destroy, mine, -1};
+    pthread_t t;
+    if (!rc && (pthread_create(&t, NULL, destroy_elsewhere, &call) || pthread_join(t, NULL)))
+        rc = -2;
+    int rc_destroy = call.rc;
     uint64_t s2 = shim_kind(K_DEVICE);
     int rc_attr = (int)attr(&owner, CU_POINTER_ATTRIBUTE_CONTEXT, p);
     CHECK(cudaDeviceReset());

@@ -5,6 +5,7 @@
 #include <cudaTypedefs.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -409,8 +410,22 @@ static int scenario_two_devices(void)
  * allocations of a destroyed context are freed with it): destroying it drops its two allocations
  * and only those. With one device the shim counts them without asking for their context (the
  * plain path), so it asks just before the teardown; with two (SIMCUDA_DEVICE_COUNT=2), device 1's
- * primary context holds 16 MiB through it. Driver entry points through cudaGetDriverEntryPoint. */
-static int scenario_ctx_destroy(void)
+ * primary context holds 16 MiB through it. Driver entry points through cudaGetDriverEntryPoint.
+ * ctx_destroy_thread: cuCtxDestroy is called from a thread with no current context. */
+struct destroy_call {
+    PFN_cuCtxDestroy_v4000 destroy;
+    CUcontext ctx;
+    int rc;
+};
+
+static void *destroy_elsewhere(void *arg)
+{
+    struct destroy_call *c = arg;
+    c->rc = (int)c->destroy(c->ctx);
+    return NULL;
+}
+
+static int ctx_destroy(bool other_thread)
 {
     PFN_cuCtxCreate_v3020 create = entry("cuCtxCreate", 3020);
     PFN_cuCtxDestroy_v4000 destroy = entry("cuCtxDestroy", 4000);
@@ -432,8 +447,38 @@ static int scenario_ctx_destroy(void)
         CHECK(cudaMalloc(&c, 16 * MiB));
         CHECK(cudaSetDevice(0));
     }
-    printf("rc_destroy=%d\n", (int)destroy(mine));
+    struct destroy_call call = {destroy, mine, -1};
+    pthread_t t;
+    if (other_thread) {
+        if (pthread_create(&t, NULL, destroy_elsewhere, &call) || pthread_join(t, NULL))
+            return 21;
+    } else {
+        destroy_elsewhere(&call);
+    }
+    printf("rc_destroy=%d\n", call.rc);
     CHECK(cudaFree(b));
+    return 0;
+}
+
+static int scenario_ctx_destroy(void)
+{
+    return ctx_destroy(false);
+}
+
+static int scenario_ctx_destroy_thread(void)
+{
+    return ctx_destroy(true);
+}
+
+/* 300,000 live allocations, then cudaDeviceReset: every one goes with the context. With one
+ * device the shim asks each one's context just before the reset, in one pass over its table
+ * (a first version gave up after 4096 batches of 64 and rescanned the table for each batch). */
+static int scenario_many_reset(void)
+{
+    void *p;
+    for (int i = 0; i < 300000; i++)
+        CHECK(cudaMalloc(&p, 512));
+    CHECK(cudaDeviceReset());
     return 0;
 }
 
@@ -704,7 +749,8 @@ static const struct scenario scenarios[] = {
     {"ipc_parent_capture", scenario_ipc_parent_capture, 1},           {"reset", scenario_reset, 1},
     {"peaks", scenario_peaks, 1},           {"reset_peak", scenario_reset_peak, 1},
     {"two_devices", scenario_two_devices, 2}, {"oom", scenario_oom, 1},
-    {"ctx_destroy", scenario_ctx_destroy, 2},
+    {"ctx_destroy", scenario_ctx_destroy, 2}, {"many_reset", scenario_many_reset, 1},
+    {"ctx_destroy_thread", scenario_ctx_destroy_thread, 2},
     {"pool_locations", scenario_pool_locations, 2},
     {"unknown_free", scenario_unknown_free, 1}, {"no_async", scenario_no_async, 1},
     {"entry_points", scenario_entry_points, 1}, {"threads", scenario_threads, 1},
