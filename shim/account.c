@@ -114,14 +114,6 @@ void account_free_rare(struct cushim_device_record *r, enum cushim_kind kind, ui
 {
     unwrap(&r->kinds[kind].v[CUSHIM_STAT_current_bytes], old_kind, bytes);
     unwrap(&r->dev[CUSHIM_DEV_total_current], old_total, bytes);
-    if (flags & SHIM_F_CAPTURE) {
-        _Atomic uint64_t *c = r->kinds[CUSHIM_KIND_CAPTURE].v;
-        sub_clamped(&c[CUSHIM_STAT_current_bytes], bytes);
-        atomic_fetch_add_explicit(&c[CUSHIM_STAT_free_count], 1, memory_order_relaxed);
-    }
-    if (flags & SHIM_F_RESIDENT) {
-        sub_clamped(&r->dev[CUSHIM_DEV_resident_offloaded_bytes], bytes);
-        sub_clamped(&r->dev[CUSHIM_DEV_resident_offloaded_count], 1);
-    }
+    account_free_flagged(r, bytes, flags);
     cushim_seq_write_end(&r->seq_end);
 }

@@ -68,6 +68,21 @@ static inline __attribute__((always_inline)) unsigned account_phase_index(void)
     ((kind) == CUSHIM_KIND_DEVICE || (kind) == CUSHIM_KIND_ASYNC || (kind) == CUSHIM_KIND_VMM || \
      (kind) == CUSHIM_KIND_ARRAY)
 
+/* A free's capture and resident bytes counted off (flags SHIM_F_CAPTURE, SHIM_F_RESIDENT), inside
+ * the record's write bracket. */
+static inline void account_free_flagged(struct cushim_device_record *r, uint64_t bytes, unsigned flags)
+{
+    if (flags & SHIM_F_CAPTURE) {
+        _Atomic uint64_t *c = r->kinds[CUSHIM_KIND_CAPTURE].v;
+        sub_clamped(&c[CUSHIM_STAT_current_bytes], bytes);
+        atomic_fetch_add_explicit(&c[CUSHIM_STAT_free_count], 1, memory_order_relaxed);
+    }
+    if (flags & SHIM_F_RESIDENT) {
+        sub_clamped(&r->dev[CUSHIM_DEV_resident_offloaded_bytes], bytes);
+        sub_clamped(&r->dev[CUSHIM_DEV_resident_offloaded_count], 1);
+    }
+}
+
 /* An allocation of `bytes` of `kind` counted in record r (device's, live). plain: no budget is
  * configured (shim_policy is 0), so there is nothing to charge; a compile-time constant. */
 static inline __attribute__((always_inline)) void account_alloc_to(struct cushim_device_record *r,
@@ -132,17 +147,8 @@ static inline __attribute__((always_inline)) void account_free_to(struct cushim_
         if (!plain)
             budget_release(device, bytes);
     }
-    if (unlikely(flags & (SHIM_F_CAPTURE | SHIM_F_RESIDENT))) {
-        if (flags & SHIM_F_CAPTURE) {
-            _Atomic uint64_t *c = r->kinds[CUSHIM_KIND_CAPTURE].v;
-            sub_clamped(&c[CUSHIM_STAT_current_bytes], bytes);
-            atomic_fetch_add_explicit(&c[CUSHIM_STAT_free_count], 1, memory_order_relaxed);
-        }
-        if (flags & SHIM_F_RESIDENT) {
-            sub_clamped(&r->dev[CUSHIM_DEV_resident_offloaded_bytes], bytes);
-            sub_clamped(&r->dev[CUSHIM_DEV_resident_offloaded_count], 1);
-        }
-    }
+    if (unlikely(flags & (SHIM_F_CAPTURE | SHIM_F_RESIDENT)))
+        account_free_flagged(r, bytes, flags);
     cushim_seq_write_end(&r->seq_end);
 }
 
