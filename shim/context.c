@@ -143,14 +143,22 @@ CUcontext shim_primary_context(int device)
     return ctx;
 }
 
+/* The table needs no pass while no device allocation was made or put back since the last pass
+ * that left every entry answered: the count of device allocations plus put-backs then, or
+ * UINT64_MAX for "look". */
+static _Atomic uint64_t resolved_at = UINT64_MAX;
+static _Atomic uint64_t unknown_returned;
+
 void shim_context_after_fork_child(void)
 {
     atomic_store(&shim_sole_record, NULL); /* it points into the parent's segment */
     atomic_store(&sole_known, 0);
+    atomic_store(&resolved_at, UINT64_MAX);
 }
 
 /* The context field of a one-device plain entry (ctx 0: not asked) while shim_resolve_contexts
- * asks the driver about it, and once the driver could not say. Neither matches a context. */
+ * asks the driver about it, and when the driver could not say (asked again at the next
+ * teardown). Neither matches a context. */
 #define CTX_ASKING (UINT64_MAX - 1)
 #define CTX_UNSAID UINT64_MAX
 
@@ -159,8 +167,9 @@ void shim_context_after_fork_child(void)
  * only and not to a later one at the same address. */
 static bool claim_unknown(struct shim_entry *e, void *arg)
 {
-    (void)arg;
-    if (e->kind != CUSHIM_KIND_DEVICE || (e->ctx != 0 && e->ctx != CTX_ASKING))
+    bool first_sweep = *(bool *)arg; /* one the driver could not answer: once per resolve */
+    if (e->kind != CUSHIM_KIND_DEVICE ||
+        !(e->ctx == 0 || e->ctx == CTX_ASKING || (first_sweep && e->ctx == CTX_UNSAID)))
         return false;
     e->ctx = CTX_ASKING;
     return true;
@@ -184,9 +193,11 @@ static bool apply_answer(struct shim_entry *e, void *arg)
     return true;
 }
 
-/* Asks the driver for the context of each claimed key; applies the answers. */
-static void ask(__typeof__(&cuPointerGetAttribute) attr, const uint64_t *keys, unsigned n)
+/* Asks the driver for the context of each claimed key; applies the answers. Returns how many it
+ * could not answer. */
+static unsigned ask(__typeof__(&cuPointerGetAttribute) attr, const uint64_t *keys, unsigned n)
 {
+    unsigned unsaid = 0;
     for (unsigned i = 0; i < n; i++) {
         CUcontext c = NULL;
         CUresult r = attr(&c, CU_POINTER_ATTRIBUTE_CONTEXT, (CUdeviceptr)keys[i]);
@@ -197,19 +208,34 @@ static void ask(__typeof__(&cuPointerGetAttribute) attr, const uint64_t *keys, u
             a.ctx = 0;
         } else if (r != CUDA_SUCCESS || !c) {
             LOG_ONCE(CUSHIM_LOG_WARN, "cuPointerGetAttribute(CONTEXT) returned %d for a device "
-                     "allocation: it stays counted if its context is torn down", (int)r);
-            a.ctx = CTX_UNSAID; /* matches no context: not asked again */
+                     "allocation: if its context is torn down now, it stays counted until the "
+                     "driver answers at a later teardown", (int)r);
+            a.ctx = CTX_UNSAID; /* matches no context; asked again at the next teardown */
+            unsaid++;
         }
         struct shim_entry e;
         table_update(&shim.ptrs, keys[i], apply_answer, &a, &e);
         if (a.dropped)
             account_free(e.device, (enum cushim_kind)e.kind, e.size, e.flags);
     }
+    return unsaid;
+}
+
+void shim_context_unknown_returned(void)
+{
+    atomic_fetch_add(&unknown_returned, 1);
 }
 
 void shim_resolve_contexts(CUcontext ending)
 {
-    if (!atomic_load_explicit(&shim_sole_record, memory_order_acquire))
+    struct cushim_device_record *sole = atomic_load_explicit(&shim_sole_record, memory_order_acquire);
+    /* Once the summary is written (the runtime's own exit handler releases the primary context
+     * after the shim's), the figures are final: no driver call per allocation then. */
+    if (!sole || atomic_load(&shim.seg->h.exited))
+        return;
+    uint64_t epoch = atomic_load(&sole->kinds[CUSHIM_KIND_DEVICE].v[CUSHIM_STAT_alloc_count]) +
+                     atomic_load(&unknown_returned);
+    if (epoch == atomic_load(&resolved_at))
         return;
     __typeof__(&cuPointerGetAttribute) attr = REAL(cuPointerGetAttribute);
     if (!attr) {
@@ -230,22 +256,29 @@ void shim_resolve_contexts(CUcontext ending)
      * lock): one pass over the table. Entries another thread's free moves back past the cursor,
      * or a shard's growth moves, are found by the next sweep of that shard; a sweep that claims
      * nothing ends it (the bound only matters while other threads keep allocating). */
+    unsigned unsaid = 0;
+    bool complete = true;
     for (unsigned k = 0; k < SHIM_TABLE_SHARDS; k++) {
-        for (unsigned sweep = 0; sweep < 8; sweep++) {
+        unsigned sweep;
+        for (sweep = 0; sweep < 8; sweep++) {
             uint32_t slot = 0, cap = 0, seen = 0;
             unsigned claimed = 0, n;
+            bool first = sweep == 0;
             do {
-                n = table_collect_from(&shim.ptrs, k, &slot, claim_unknown, NULL, keys, 64, &cap);
+                n = table_collect_from(&shim.ptrs, k, &slot, claim_unknown, &first, keys, 64, &cap);
                 if (seen && cap != seen)
                     slot = 0;
                 seen = cap;
                 claimed += n;
-                ask(attr, keys, n);
+                unsaid += ask(attr, keys, n);
             } while (slot < cap);
             if (!claimed)
                 break;
         }
+        complete = complete && sweep < 8;
     }
+    if (complete && !unsaid)
+        atomic_store(&resolved_at, epoch);
     if (pushed) {
         CUcontext popped;
         pop(&popped);

@@ -153,10 +153,15 @@ void shim_drop_context(CUcontext ctx);
  * if the thread has none): the device allocations the one-device plain path counted without
  * their context (track.h shim_sole_record) learn it from the driver (cuda.h
  * cuPointerGetAttribute, CU_POINTER_ATTRIBUTE_CONTEXT: "the CUcontext in which ptr was
- * allocated"), so that shim_drop_context finds them. One driver call per such allocation, once,
- * and one pass over the pointer table; a no-op with more than one device. Inside the shim
- * (shim_enter). */
+ * allocated"), so that shim_drop_context finds them. One driver call per such allocation, and
+ * one pass over the pointer table, only when device allocations were made (or put back) since
+ * the last complete pass; one the driver could not answer is asked again at the next teardown.
+ * A no-op with more than one device, and once this process's summary is written. Inside the
+ * shim (shim_enter). */
 void shim_resolve_contexts(CUcontext ending);
+/* A device entry with no context known was put back in the table (a failed free): the next
+ * shim_resolve_contexts looks at the table again. */
+void shim_context_unknown_returned(void);
 /* In a child after fork(): the one-device record points into the parent's segment. */
 void shim_context_after_fork_child(void);
 /* The primary context of `device` if it is active, else NULL (retain+release, no creation). */

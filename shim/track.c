@@ -37,6 +37,14 @@ void track_put_new_slow(struct shim_table *t, uint64_t key, uint64_t bytes, CUco
     }
 }
 
+void track_put_back(struct shim_table *t, const struct shim_entry *e)
+{
+    if (table_put(t, e, NULL) < 0)
+        track_table_full();
+    else if (e->ctx == 0 && e->kind == CUSHIM_KIND_DEVICE)
+        shim_context_unknown_returned();
+}
+
 void track_table_full(void)
 {
     LOG_ONCE(CUSHIM_LOG_ERROR, "out of memory for the allocation table: some allocations are "

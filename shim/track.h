@@ -112,6 +112,10 @@ static inline int shim_stream_device(CUstream s, CUcontext *ctx_out)
     return shim_context_device(ctx);
 }
 
+/* An entry taken out for a free that failed, put back (track.c; logged once when the table is
+ * full). One whose context is not known yet is noted for shim_resolve_contexts. */
+void track_put_back(struct shim_table *t, const struct shim_entry *e);
+
 /* A replaced live entry: the driver handed out an address again whose free the shim did not see. */
 void track_replaced(const struct shim_entry *old);
 void track_table_full(void);
@@ -214,8 +218,8 @@ static inline __attribute__((always_inline)) void track_free_plain(struct shim_t
             account_free_plain(account_record_of_entry(e->device), kind, e->size, e->flags);
         else
             track_free_counted(e);
-    } else if (table_put(t, e, NULL) < 0) {
-        track_table_full();
+    } else {
+        track_put_back(t, e);
     }
 }
 
@@ -248,8 +252,8 @@ static inline __attribute__((always_inline)) void track_free_done(struct shim_ta
 {
     if (likely(ok))
         account_free(e->device, (enum cushim_kind)e->kind, e->size, e->flags);
-    else if (table_put(t, e, NULL) < 0)
-        track_table_full();
+    else
+        track_put_back(t, e);
 }
 
 #endif

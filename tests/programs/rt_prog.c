@@ -470,6 +470,55 @@ static int scenario_ctx_destroy_thread(void)
     return ctx_destroy(true);
 }
 
+/* A context's allocations, then its teardown and a device reset: everything is gone. Run with
+ * one cuPointerGetAttribute failing (a transient error), the allocation asked about is asked again
+ * at the reset and does not stay counted for the rest of the process. */
+static int scenario_teardown_then_reset(void)
+{
+    PFN_cuCtxCreate_v3020 create = entry("cuCtxCreate", 3020);
+    PFN_cuCtxDestroy_v4000 destroy = entry("cuCtxDestroy", 4000);
+    PFN_cuCtxGetCurrent_v4000 get = entry("cuCtxGetCurrent", 4000);
+    PFN_cuCtxSetCurrent_v4000 set = entry("cuCtxSetCurrent", 4000);
+    PFN_cuMemAlloc_v3020 alloc = entry("cuMemAlloc", 3020);
+    void *a;
+    CUcontext primary, mine;
+    CUdeviceptr p, q;
+    CHECK(cudaMalloc(&a, MiB));
+    if (get(&primary) || create(&mine, 0, 0) || alloc(&p, 2 * MiB) || alloc(&q, 4 * MiB) ||
+        set(primary))
+        return 20;
+    printf("rc_destroy=%d\n", (int)destroy(mine));
+    CHECK(cudaDeviceReset());
+    return 0;
+}
+
+/* Primary-context retain/release pairs that end nothing (the runtime holds its own reference):
+ * the shim asks each allocation's context once (at the first release), then not again until a
+ * new allocation is made, and then only that one's. */
+static int scenario_release_cycles(void)
+{
+    PFN_cuDevicePrimaryCtxRetain_v7000 retain = entry("cuDevicePrimaryCtxRetain", 7000);
+    PFN_cuDevicePrimaryCtxRelease_v11000 release = entry("cuDevicePrimaryCtxRelease", 11000);
+    struct sim_api sim = sim_api();
+    void *p;
+    CUcontext c;
+    for (int i = 0; i < 100; i++)
+        CHECK(cudaMalloc(&p, 4096));
+    uint64_t q0 = sim.calls("cuPointerGetAttribute");
+    for (int i = 0; i < 10; i++)
+        if (retain(&c, 0) || release(0))
+            return 20;
+    uint64_t q1 = sim.calls("cuPointerGetAttribute");
+    CHECK(cudaMalloc(&p, 4096));
+    for (int i = 0; i < 10; i++)
+        if (retain(&c, 0) || release(0))
+            return 21;
+    uint64_t q2 = sim.calls("cuPointerGetAttribute");
+    printf("queries_first=%llu\nqueries_after_one_more=%llu\n", (unsigned long long)(q1 - q0),
+           (unsigned long long)(q2 - q1));
+    return 0;
+}
+
 /* 300,000 live allocations, then cudaDeviceReset: every one goes with the context. With one
  * device the shim asks each one's context just before the reset, in one pass over its table
  * (a first version gave up after 4096 batches of 64 and rescanned the table for each batch). */
@@ -751,6 +800,8 @@ static const struct scenario scenarios[] = {
     {"two_devices", scenario_two_devices, 2}, {"oom", scenario_oom, 1},
     {"ctx_destroy", scenario_ctx_destroy, 2}, {"many_reset", scenario_many_reset, 1},
     {"ctx_destroy_thread", scenario_ctx_destroy_thread, 2},
+    {"teardown_then_reset", scenario_teardown_then_reset, 1},
+    {"release_cycles", scenario_release_cycles, 1},
     {"pool_locations", scenario_pool_locations, 2},
     {"unknown_free", scenario_unknown_free, 1}, {"no_async", scenario_no_async, 1},
     {"entry_points", scenario_entry_points, 1}, {"threads", scenario_threads, 1},
