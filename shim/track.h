@@ -145,7 +145,8 @@ static inline __attribute__((always_inline)) void track_alloc_on(struct shim_tab
     /* A device with no live record (no context, beyond CUSHIM_MAX_DEVICES, or one the driver
      * could not describe) is not counted, so its allocations are not kept either: every entry
      * made here has a device with a live record. */
-    if (unlikely(key == 0 || account_record(device) == NULL))
+    struct cushim_device_record *rec;
+    if (unlikely(key == 0 || (rec = account_record(device)) == NULL))
         return;
     /* Made while a stream of the process was capturing: also counted as `capture`. */
     if (unlikely(capture_any_live())) {
@@ -157,7 +158,7 @@ static inline __attribute__((always_inline)) void track_alloc_on(struct shim_tab
         .kind = (uint16_t)kind, .flags = (uint16_t)flags,
     };
     if (likely(track_put(t, &e)))
-        account_alloc(device, kind, bytes, flags);
+        account_alloc_to(rec, device, kind, bytes, flags, false);
 }
 
 /* track_alloc_plain's insert when table_put_new could not do it at once (track.c): the whole
