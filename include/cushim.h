@@ -19,7 +19,8 @@
 extern "C" {
 #endif
 
-#define CUSHIM_STATS_VERSION 3 /* 2: the async_pool fields; 3: untracked_sampled_ns, graph_pool */
+#define CUSHIM_STATS_VERSION 4 /* 2: the async_pool fields; 3: untracked_sampled_ns, graph_pool;
+                                  4: limit, peak resets, phase peaks */
 
 enum cushim_public_kind {
     CUSHIM_MEM_DEVICE = 0,       /* cudaMalloc, cudaMallocPitch (cuMemAlloc_v2, cuMemAllocPitch_v2) */
@@ -75,6 +76,17 @@ struct cushim_device_stats {
     uint64_t graph_pool_reserved_current_bytes;
     uint64_t graph_pool_reserved_high_bytes;
     uint64_t graph_pool_sampled_ns;   /* CLOCK_REALTIME of that read; 0 = never read */
+    /* Version 4. The device's budget (CUSHIM_DEVICE_LIMIT, bytes; 0 = none), the peak resets done
+     * (cushim_reset_peak, `cushim reset-peak`: how many, and the last one's CLOCK_REALTIME ns; 0 =
+     * none: the peaks above are then the whole run's), and the device-total peak reached in each
+     * phase (CUSHIM_RUN, CUSHIM_COMPILE; a phase's peak starts at what is in use when it begins;
+     * a peak reset restarts the current phase's). The summary JSON's device_total.limit_bytes,
+     * peak_reset and phase_peaks (docs/SUMMARY-JSON.md). */
+    uint64_t limit_bytes;
+    uint64_t peak_reset_count;
+    uint64_t peak_reset_last_ns;
+    uint64_t run_device_peak_bytes;
+    uint64_t compile_device_peak_bytes;
 };
 
 /* Copies device `ordinal`'s counters (one consistent snapshot) into *out; out->size must be set.

@@ -83,6 +83,11 @@ SHIM_EXPORT int cushim_get_device_stats(int ordinal, struct cushim_device_stats 
     full.graph_pool_reserved_current_bytes = d.dev[CUSHIM_DEV_graph_pool_reserved_current];
     full.graph_pool_reserved_high_bytes = d.dev[CUSHIM_DEV_graph_pool_reserved_high];
     full.graph_pool_sampled_ns = d.dev[CUSHIM_DEV_graph_pool_sampled_ns];
+    full.limit_bytes = d.dev[CUSHIM_DEV_limit];
+    full.peak_reset_count = d.dev[CUSHIM_DEV_peak_reset_count];
+    full.peak_reset_last_ns = d.dev[CUSHIM_DEV_peak_reset_ns];
+    full.run_device_peak_bytes = d.dev[CUSHIM_DEV_run_peak];
+    full.compile_device_peak_bytes = d.dev[CUSHIM_DEV_compile_peak];
     memcpy(out, &full, out->size < sizeof full ? out->size : sizeof full);
     return 0;
 }
