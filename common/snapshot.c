@@ -185,8 +185,8 @@ int cushim_snapshot_read(const void *mem, size_t len, struct cushim_snapshot *ou
     if (len < sizeof *h)
         FAIL("truncated: %zu of %zu bytes", len, sizeof *s);
     if (h->layout_version != CUSHIM_LAYOUT_VERSION)
-        FAIL("layout version %u, this cushim reads %u (another cushim version's segment; `cushim gc` "
-             "removes it once its process is gone)", h->layout_version, CUSHIM_LAYOUT_VERSION);
+        FAIL("layout version %u, this cushim reads %u (another cushim version's segment)",
+             h->layout_version, CUSHIM_LAYOUT_VERSION);
     if (h->header_size != sizeof *h || h->device_record_size != sizeof s->devices[0] ||
         h->device_capacity != CUSHIM_MAX_DEVICES || h->kind_count != CUSHIM_KIND_COUNT ||
         h->kind_stat_count != CUSHIM_STAT_COUNT || h->device_stat_count != CUSHIM_DEV_STAT_COUNT ||

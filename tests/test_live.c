@@ -7,6 +7,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "common/procinfo.h"
@@ -264,6 +265,40 @@ Test(live, a_segment_of_yours_that_cannot_be_read_is_said)
              "cushim: process 12345: its segment cannot be read (said above)\n", link);
     cr_expect_str_eq(r.err, row);
     run_free(&r);
+}
+
+/* Another cushim version's segment left by a process that is gone: listed as invalid with what
+ * to do (`cushim gc`), which removes it. */
+Test(live, an_older_version_segment_of_a_dead_process_says_gc_removes_it)
+{
+    const char *segdir = fresh_dir("seg-old-version");
+    pid_t dead = fork();
+    if (dead == 0)
+        _exit(0);
+    cr_assert_gt(dead, 0);
+    cr_assert_eq(waitpid(dead, NULL, 0), dead);
+    char path[700];
+    snprintf(path, sizeof path, "%s/cushim-%u-%d", segdir, (unsigned)getuid(), (int)dead);
+    static struct cushim_segment old;
+    memcpy(old.h.magic, CUSHIM_SEGMENT_MAGIC, sizeof old.h.magic);
+    old.h.layout_version = CUSHIM_LAYOUT_VERSION - 1;
+    FILE *f = fopen(path, "w");
+    cr_assert(f);
+    cr_assert_eq(fwrite(&old, sizeof old, 1, f), 1);
+    fclose(f);
+    struct run_result r;
+    cr_expect_eq(cli(segdir, &r, "ps", NULL, NULL), 1);
+    char row[900];
+    snprintf(row, sizeof row, "invalid %s: layout version %u, this cushim reads %u (another cushim "
+             "version's segment); its process is gone: `cushim gc` removes it\n", path,
+             CUSHIM_LAYOUT_VERSION - 1, CUSHIM_LAYOUT_VERSION);
+    cr_expect(strstr(r.out, row) != NULL, "%s", r.out);
+    run_free(&r);
+    cr_expect_eq(cli(segdir, &r, "gc", NULL, NULL), 0, "%s", r.err);
+    snprintf(row, sizeof row, "removed %s (pid %d dead, invalid segment)\n", path, (int)dead);
+    cr_expect_str_eq(r.out, row);
+    run_free(&r);
+    cr_expect_neq(access(path, F_OK), 0, "gone");
 }
 
 Test(live, stat_with_nothing_to_show_leaves_its_output_file)

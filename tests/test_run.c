@@ -62,6 +62,9 @@ Test(run, exit_status_and_signals)
     struct run_result r;
     const char *three[] = {"sh", "-c", "exit 3", NULL};
     cr_expect_eq(run_status(three, sim_env(NULL), &r), 3);
+    /* A program that failed before any CUDA memory is not sent looking for a driver. */
+    cr_expect_str_eq(r.err, "cushim: no CUDA memory activity in `sh -c exit 3` or its descendants "
+                            "before it exited with status 3\n");
     run_free(&r);
     const char *term[] = {"sh", "-c", "kill -TERM $$", NULL};
     cr_expect_eq(run_status(term, sim_env(NULL), &r), 128 + SIGTERM);

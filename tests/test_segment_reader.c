@@ -115,7 +115,7 @@ Test(reader, crafted_headers_are_rejected_with_a_reason)
         void (*mutate)(struct cushim_segment *);
     } cases[] = {
         {"magic", "bad magic: not a cushim segment", NULL},
-        {"version", "layout version 7, this cushim reads 4 (another cushim version's segment; `cushim gc` removes it once its process is gone)", NULL},
+        {"version", "layout version 7, this cushim reads 4 (another cushim version's segment)", NULL},
         {"count", "device count 65 past the end (at most 64)", NULL},
         {"command", "unterminated string in header", NULL},
         {"sizes", "layout sizes do not match version 4", NULL},

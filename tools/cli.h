@@ -62,6 +62,12 @@ int cli_segment_dir_check(void);
 /* Set once `cushim run` has reported bad CUSHIM_ values. */
 extern int cli_config_reported;
 
+struct seg_entry;
+/* Whether `cushim gc` removes e, a file named like a segment but unreadable as one (another
+ * cushim version's, or one whose creation was cut short): its pid is dead here and it is a
+ * regular file no larger than a segment. */
+int seg_invalid_removable(const struct seg_entry *e);
+
 /* One live segment found by seg_scan. */
 struct seg_entry {
     char path[1300]; /* directory (< CUSHIM_PATH_MAX) + file name (< 256) */

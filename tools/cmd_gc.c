@@ -19,15 +19,6 @@ struct gc_arg {
     int failed;
 };
 
-/* A file named like a segment but unreadable as one is removed only if its pid is dead and it
- * could be a segment whose creation was cut short: a regular file no larger than a segment. */
-static int could_be_ours(const char *path)
-{
-    struct stat st;
-    return lstat(path, &st) == 0 && S_ISREG(st.st_mode) &&
-           (size_t)st.st_size <= sizeof(struct cushim_segment);
-}
-
 /* A dead process's segment that its `cushim run`, still running, collects at its end (it lists
  * the process as killed): not gc's to remove. Judged in this pid namespace only. */
 static int run_collects(const struct cushim_snapshot *s)
@@ -43,7 +34,7 @@ static int sweep(struct seg_entry *e, void *argp)
     if (geteuid() != 0 && e->uid != geteuid())
         return 0;
     int gone = e->ok ? e->stale && !run_collects(&e->snap) && seg_still_stale(e)
-                     : !cushim_proc_alive(e->pid) && could_be_ours(e->path);
+                     : seg_invalid_removable(e);
     if (!gone)
         return 0;
     if (unlink(e->path) == 0) {
@@ -113,8 +104,9 @@ int cmd_gc(int argc, char **argv)
         if (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0) {
             printf("usage: cushim gc\n\nRemoves segments left by processes that died without "
                    "exiting normally\n(SIGKILL, crash), or whose pid now belongs to another process, "
-                   "and the run\ndirectories (${TMPDIR:-/tmp}/cushim-run.*) of `cushim run`s killed "
-                   "before they could\nclean up.\n");
+                   "those of\nprocesses that are gone which this cushim cannot read (another "
+                   "version's),\nand the run directories (${TMPDIR:-/tmp}/cushim-run.*) of `cushim "
+                   "run`s killed\nbefore they could clean up.\n");
             return 0;
         }
         cli_error("gc takes no arguments (got \"%s\")", argv[1]);

@@ -505,6 +505,10 @@ int cmd_run(int argc, char **argv)
         if (cfg.disable) {
             fprintf(stderr, "cushim: counting is disabled (CUSHIM_DISABLE): no summary, and no budget, "
                             "offload or spill\n");
+        } else if (!c.top && c.ndesc == 0 && !c.running && WIFEXITED(status) && code != 0) {
+            /* A program that failed before any CUDA memory: its own messages say why. */
+            cli_error("no CUDA memory activity in `%s` or its descendants before it exited with "
+                      "status %d", top->command, code);
         } else if (!c.top && c.ndesc == 0 && !c.running) {
             cli_error("no CUDA memory activity in `%s` or its descendants (none allocated, or CUDA did "
                       "not start: is a driver, libcuda.so.1, on the library path?)", top->command);

@@ -321,6 +321,21 @@ void seg_say_ambiguous(pid_t pid, const struct cushim_snapshot *const *c, int n)
                         "or that process's container)");
 }
 
+int seg_invalid_removable(const struct seg_entry *e)
+{
+    struct stat st;
+    return !cushim_proc_alive(e->pid) && lstat(e->path, &st) == 0 && S_ISREG(st.st_mode) &&
+           (size_t)st.st_size <= sizeof(struct cushim_segment);
+}
+
+/* An invalid entry's reason says what to do about it when `cushim gc` would remove it. */
+static void say_removable(struct seg_entry *e)
+{
+    size_t n = strlen(e->err);
+    if (seg_invalid_removable(e))
+        snprintf(e->err + n, sizeof e->err - n, "; its process is gone: `cushim gc` removes it");
+}
+
 int seg_scan(const pid_t *pids, int npids, int (*fn)(struct seg_entry *, void *), void *arg)
 {
     cushim_pidns_free(&ns_map); /* processes come and go between scans (top, serve) */
@@ -399,6 +414,8 @@ int seg_scan(const pid_t *pids, int npids, int (*fn)(struct seg_entry *, void *)
         close(fd);
         if (npids > 0 && !wanted(&e, pids, npids))
             continue;
+        if (!e.ok)
+            say_removable(&e);
         visited++;
         if (fn(&e, arg))
             break;

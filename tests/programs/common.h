@@ -139,7 +139,10 @@ static inline int scenario_main(int argc, char **argv, const struct scenario *s,
         fflush(stdout);
         return rc;
     }
-    fprintf(stderr, "usage: %s SCENARIO\n", argv[0]);
+    fprintf(stderr, "usage: %s SCENARIO (one of:", argv[0]);
+    for (size_t i = 0; i < n; i++)
+        fprintf(stderr, " %s", s[i].name);
+    fprintf(stderr, ")\n");
     return 2;
 }
 
