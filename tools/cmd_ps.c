@@ -48,7 +48,9 @@ int cmd_ps(int argc, char **argv)
                    "pid (as seen here, also for a container's process), user, state (live, or\n"
                    "stale: the process is gone), devices used, device bytes current and peak\n"
                    "(summed over its devices), phase (run>compile while a `cushim phase` request\n"
-                   "waits for the process's next allocation), command.\n");
+                   "waits for the process's next allocation), command. A file named like a\n"
+                   "segment that cannot be read as one (another cushim version's, say) is listed\n"
+                   "as invalid, with why.\n");
             return 0;
         }
         cli_error("ps takes no arguments (got \"%s\")", argv[1]);

@@ -105,7 +105,8 @@ static const struct {
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: cushim COMMAND [ARGS]   (cushim COMMAND --help for details)\n\n");
+    fprintf(f, "usage: cushim COMMAND [ARGS]   (cushim COMMAND --help, or cushim help COMMAND, for "
+               "details)\n\n");
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         fprintf(f, "  %-11s %s\n", commands[i].name, commands[i].help);
     fprintf(f, "\n  --version   print the version\n");
@@ -164,6 +165,6 @@ static int dispatch(int argc, char **argv)
         return commands[i].fn(argc - 1, argv + 1);
     }
     cli_error("unknown command \"%s\" (expected one of run, ps, stat, top, reset-peak, phase, "
-              "gc, serve)", argv[1]);
+              "gc, serve, help)", argv[1]);
     return EXIT_USAGE;
 }
