@@ -301,6 +301,27 @@ Test(live, an_older_version_segment_of_a_dead_process_says_gc_removes_it)
     cr_expect_neq(access(path, F_OK), 0, "gone");
 }
 
+/* A process under cushim with no device activity yet (the shim started by its API): listed, but
+ * there is no peak to reset (exit 1, said). */
+Test(live, reset_peak_of_a_process_with_no_device_says_so)
+{
+    const char *segdir;
+    char hold[600];
+    pid_t pid = start_held("hold_api", "t-api", &segdir, hold, sizeof hold);
+    struct run_result r;
+    char p[16];
+    snprintf(p, sizeof p, "%d", (int)pid);
+    cr_expect_eq(cli(segdir, &r, "reset-peak", p, NULL), 1);
+    char want[200];
+    snprintf(want, sizeof want, "cushim: process %d has no device activity yet: no peak to reset\n",
+             (int)pid);
+    cr_expect_str_eq(r.err, want);
+    cr_expect_str_eq(r.out, "");
+    run_free(&r);
+    touch(hold);
+    cr_expect_eq(wait_bg(pid), 0);
+}
+
 Test(live, stat_with_nothing_to_show_leaves_its_output_file)
 {
     const char *segdir = fresh_dir("seg-empty-output");

@@ -695,6 +695,18 @@ static int scenario_hold(void)
     return 0;
 }
 
+/* The shim started through its API (a phase set before any CUDA call), then held: a process under
+ * cushim with no device activity yet. */
+static int scenario_hold_api(void)
+{
+    int (*set_phase)(int) = (int (*)(int))cushim_fn("cushim_set_phase");
+    if (!set_phase || set_phase(0) < 0)
+        return 20;
+    ready();
+    hold();
+    return 0;
+}
+
 /* The main thread ends (pthread_exit) while another one holds memory: the process lives on. */
 static void *holder(void *arg)
 {
@@ -798,6 +810,7 @@ static int scenario_churn(void)
 
 static const struct scenario scenarios[] = {
     {"hold", scenario_hold, 1},             {"fork", scenario_fork, 1},
+    {"hold_api", scenario_hold_api, 1},
     {"hold_async", scenario_hold_async, 1}, {"main_exits", scenario_main_exits, 1},
     {"churn", scenario_churn, 1},           {"exec", scenario_exec, 1},
     {"busy", scenario_busy, 1},
