@@ -143,11 +143,13 @@ CUcontext shim_primary_context(int device)
     return ctx;
 }
 
-/* The table needs no pass while no device allocation was made or put back since the last pass
- * that left every entry answered: the count of device allocations plus put-backs then, or
- * UINT64_MAX for "look". */
+/* The table needs no pass while no device allocation was counted or an entry of unknown
+ * context put back since the last pass that left every entry answered: the count of device
+ * allocations plus such put-backs then, or UINT64_MAX for "look". A plain allocation is in the
+ * table before it is counted (track_alloc_plain), so a pass that reads the count sees it. */
 static _Atomic uint64_t resolved_at = UINT64_MAX;
 static _Atomic uint64_t unknown_returned;
+static _Atomic uint64_t next_token;
 
 void shim_context_after_fork_child(void)
 {
@@ -156,35 +158,45 @@ void shim_context_after_fork_child(void)
     atomic_store(&resolved_at, UINT64_MAX);
 }
 
-/* The context field of a one-device plain entry (ctx 0: not asked) while shim_resolve_contexts
- * asks the driver about it, and when the driver could not say (asked again at the next
- * teardown). Neither matches a context. */
-#define CTX_ASKING (UINT64_MAX - 1)
-#define CTX_UNSAID UINT64_MAX
+/* The context field of a one-device plain entry (ctx 0: not asked yet) while a resolve asks the
+ * driver about it (ASKING), and once the driver could not say (UNSAID: asked again by a later
+ * pass), each with the token of the resolve that set it, so that an answer is applied only to
+ * the allocation its own resolve asked about, never to a later one at the same address that
+ * another resolve claimed. The top two bits tell them from a context (a user-space pointer). */
+#define CTX_ASKING (2ull << 62)
+#define CTX_UNSAID (3ull << 62)
+#define CTX_MARK(v) ((v) >> 62)
+#define CTX_TOKEN(v) ((v) & ((1ull << 62) - 1))
 
-/* Claims an entry whose context is not known (the one-device plain path's, or one claimed by a
- * resolve that has not finished: asked again), so that the answer is applied to this allocation
- * only and not to a later one at the same address. */
+bool shim_context_unknown(uint64_t ctx)
+{
+    return ctx == 0 || CTX_MARK(ctx) >= 2;
+}
+
+/* Claims for resolve `token` an entry whose context is not known: not asked yet, claimed by
+ * another resolve (that one's answer will not apply), or left unanswered by an earlier pass. */
 static bool claim_unknown(struct shim_entry *e, void *arg)
 {
-    bool first_sweep = *(bool *)arg; /* one the driver could not answer: once per resolve */
-    if (e->kind != CUSHIM_KIND_DEVICE ||
-        !(e->ctx == 0 || e->ctx == CTX_ASKING || (first_sweep && e->ctx == CTX_UNSAID)))
+    uint64_t token = *(uint64_t *)arg;
+    if (e->kind != CUSHIM_KIND_DEVICE || !shim_context_unknown(e->ctx) ||
+        e->ctx == (CTX_ASKING | token) || e->ctx == (CTX_UNSAID | token))
         return false;
-    e->ctx = CTX_ASKING;
+    e->ctx = CTX_ASKING | token;
     return true;
 }
 
 struct answer {
-    uint64_t ctx;  /* the context, CTX_UNSAID, or 0: the pointer is not valid */
+    uint64_t mine; /* CTX_ASKING | the resolve's token */
+    uint64_t ctx;  /* the context, CTX_UNSAID | token, or 0: the pointer is not valid */
     bool dropped;
 };
 
 static bool apply_answer(struct shim_entry *e, void *arg)
 {
     struct answer *a = arg;
-    if (e->ctx != CTX_ASKING)
-        return true; /* freed and the address handed out again meanwhile: not the one asked about */
+    if (e->ctx != a->mine)
+        return true; /* not the allocation this resolve asked about (freed and reused, or
+                        claimed again by another resolve) */
     if (a->ctx == 0) {
         a->dropped = true;
         return false;
@@ -193,24 +205,25 @@ static bool apply_answer(struct shim_entry *e, void *arg)
     return true;
 }
 
-/* Asks the driver for the context of each claimed key; applies the answers. Returns how many it
- * could not answer. */
-static unsigned ask(__typeof__(&cuPointerGetAttribute) attr, const uint64_t *keys, unsigned n)
+/* Asks the driver for the context of each key claimed with `token`; applies the answers.
+ * Returns how many it could not answer. */
+static unsigned ask(__typeof__(&cuPointerGetAttribute) attr, const uint64_t *keys, unsigned n,
+                    uint64_t token)
 {
     unsigned unsaid = 0;
     for (unsigned i = 0; i < n; i++) {
         CUcontext c = NULL;
         CUresult r = attr(&c, CU_POINTER_ATTRIBUTE_CONTEXT, (CUdeviceptr)keys[i]);
-        struct answer a = {.ctx = (uint64_t)(uintptr_t)c};
+        struct answer a = {.mine = CTX_ASKING | token, .ctx = (uint64_t)(uintptr_t)c};
         if (r == CUDA_ERROR_INVALID_VALUE) {
             /* cuda.h cuPointerGetAttribute: not a valid pointer: freed without the shim seeing
              * it. Counted as freed now, as a reused address is (track_replaced). */
             a.ctx = 0;
-        } else if (r != CUDA_SUCCESS || !c) {
+        } else if (r != CUDA_SUCCESS || !c || !(CTX_MARK(a.ctx) < 2)) {
             LOG_ONCE(CUSHIM_LOG_WARN, "cuPointerGetAttribute(CONTEXT) returned %d for a device "
                      "allocation: if its context is torn down now, it stays counted until the "
                      "driver answers at a later teardown", (int)r);
-            a.ctx = CTX_UNSAID; /* matches no context; asked again at the next teardown */
+            a.ctx = CTX_UNSAID | token; /* matches no context; asked again by a later pass */
             unsaid++;
         }
         struct shim_entry e;
@@ -258,19 +271,19 @@ void shim_resolve_contexts(CUcontext ending)
      * nothing ends it (the bound only matters while other threads keep allocating). */
     unsigned unsaid = 0;
     bool complete = true;
+    uint64_t token = CTX_TOKEN(atomic_fetch_add(&next_token, 1) + 1);
     for (unsigned k = 0; k < SHIM_TABLE_SHARDS; k++) {
         unsigned sweep;
         for (sweep = 0; sweep < 8; sweep++) {
             uint32_t slot = 0, cap = 0, seen = 0;
             unsigned claimed = 0, n;
-            bool first = sweep == 0;
             do {
-                n = table_collect_from(&shim.ptrs, k, &slot, claim_unknown, &first, keys, 64, &cap);
+                n = table_collect_from(&shim.ptrs, k, &slot, claim_unknown, &token, keys, 64, &cap);
                 if (seen && cap != seen)
                     slot = 0;
                 seen = cap;
                 claimed += n;
-                unsaid += ask(attr, keys, n);
+                unsaid += ask(attr, keys, n, token);
             } while (slot < cap);
             if (!claimed)
                 break;

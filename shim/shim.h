@@ -154,13 +154,17 @@ void shim_drop_context(CUcontext ctx);
  * their context (track.h shim_sole_record) learn it from the driver (cuda.h
  * cuPointerGetAttribute, CU_POINTER_ATTRIBUTE_CONTEXT: "the CUcontext in which ptr was
  * allocated"), so that shim_drop_context finds them. One driver call per such allocation, and
- * one pass over the pointer table, only when device allocations were made (or put back) since
- * the last complete pass; one the driver could not answer is asked again at the next teardown.
+ * one pass over the pointer table, only when device allocations were counted (or entries of
+ * unknown context put back) since the last pass that left every entry answered; one the driver
+ * could not answer is asked again at the next teardown.
  * A no-op with more than one device, and once this process's summary is written. Inside the
  * shim (shim_enter). */
 void shim_resolve_contexts(CUcontext ending);
-/* A device entry with no context known was put back in the table (a failed free): the next
- * shim_resolve_contexts looks at the table again. */
+/* Whether a pointer-table entry's ctx is no context yet: 0 (the one-device plain path's), or a
+ * mark shim_resolve_contexts left while asking or when the driver could not say. */
+bool shim_context_unknown(uint64_t ctx);
+/* A device entry with no context known was put back in the table (a failed free, possibly taken
+ * out while a resolve was asking about it): the next shim_resolve_contexts looks again. */
 void shim_context_unknown_returned(void);
 /* In a child after fork(): the one-device record points into the parent's segment. */
 void shim_context_after_fork_child(void);

@@ -16,32 +16,24 @@ void track_free_counted(const struct shim_entry *e)
                         e->size, e->flags, true);
 }
 
-void track_put_new_slow(struct shim_table *t, uint64_t key, uint64_t bytes, CUcontext ctx,
-                        int device, enum cushim_kind kind, struct cushim_device_record *rec)
+bool track_put_new_slow(struct shim_table *t, uint64_t key, uint64_t bytes, CUcontext ctx,
+                        int device, enum cushim_kind kind)
 {
     struct shim_entry old;
     int rc = table_put_new_slow(t, key, bytes, (uint64_t)(uintptr_t)ctx,
                                 table_dkf(device, (uint16_t)kind, 0), &old);
-    if (rc > 0) {
+    if (rc > 0)
         track_replaced(&old);
-    } else if (rc < 0) {
-        /* Not kept, so not counted, as track_alloc_on does (the peak it raised stays: the
-         * memory was in use). */
+    else if (rc < 0)
         track_table_full();
-        struct cushim_device_record *r = rec;
-        cushim_seq_write_begin(&r->seq_begin);
-        sub_clamped(&r->kinds[kind].v[CUSHIM_STAT_current_bytes], bytes);
-        sub_clamped(&r->dev[CUSHIM_DEV_total_current], bytes);
-        sub_clamped(&r->kinds[kind].v[CUSHIM_STAT_alloc_count], 1);
-        cushim_seq_write_end(&r->seq_end);
-    }
+    return rc >= 0;
 }
 
 void track_put_back(struct shim_table *t, const struct shim_entry *e)
 {
     if (table_put(t, e, NULL) < 0)
         track_table_full();
-    else if (e->ctx == 0 && e->kind == CUSHIM_KIND_DEVICE)
+    else if (e->kind == CUSHIM_KIND_DEVICE && shim_context_unknown(e->ctx))
         shim_context_unknown_returned();
 }
 

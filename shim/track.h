@@ -113,7 +113,8 @@ static inline int shim_stream_device(CUstream s, CUcontext *ctx_out)
 }
 
 /* An entry taken out for a free that failed, put back (track.c; logged once when the table is
- * full). One whose context is not known yet is noted for shim_resolve_contexts. */
+ * full). One whose context is not known (shim_context_unknown) is noted for
+ * shim_resolve_contexts. */
 void track_put_back(struct shim_table *t, const struct shim_entry *e);
 
 /* A replaced live entry: the driver handed out an address again whose free the shim did not see. */
@@ -162,11 +163,11 @@ static inline __attribute__((always_inline)) void track_alloc_on(struct shim_tab
 }
 
 /* track_alloc_plain's insert when table_put_new could not do it at once (track.c): the whole
- * put; an entry it replaced was freed without the shim seeing it (track_replaced); when the table
- * cannot hold it (logged once), the allocation's counts are taken back (its free would not be
- * seen), all but the peaks it raised. */
-void track_put_new_slow(struct shim_table *t, uint64_t key, uint64_t bytes, CUcontext ctx,
-                        int device, enum cushim_kind kind, struct cushim_device_record *rec);
+ * put; an entry it replaced was freed without the shim seeing it (track_replaced). False when the
+ * table cannot hold it (logged once): the allocation is then not counted (its free would not be
+ * seen), as on the full path. */
+bool track_put_new_slow(struct shim_table *t, uint64_t key, uint64_t bytes, CUcontext ctx,
+                        int device, enum cushim_kind kind);
 
 /* track_alloc_on for the plain case (shim_enter_plain_alloc): no capture live, no flags, no
  * budget; rec is the device's live record (shim_current_device_rec). */
@@ -178,11 +179,11 @@ static inline __attribute__((always_inline)) void track_alloc_plain(struct shim_
 {
     if (unlikely(key == 0))
         return;
-    /* Counted first, so that the insert (whose rare paths are calls) is the last step; no other
-     * thread can free the address before this wrapper returns it. */
-    account_alloc_plain(rec, kind, bytes);
-    if (unlikely(!table_put_new(t, key, bytes, (uint64_t)(uintptr_t)ctx, device, (uint16_t)kind, 0)))
-        track_put_new_slow(t, key, bytes, ctx, device, kind, rec);
+    /* In the table before it is counted: a context resolve that sees the count sees the entry
+     * (shim_resolve_contexts goes by the allocation count). */
+    if (likely(table_put_new(t, key, bytes, (uint64_t)(uintptr_t)ctx, device, (uint16_t)kind, 0)) ||
+        track_put_new_slow(t, key, bytes, ctx, device, kind))
+        account_alloc_plain(rec, kind, bytes);
 }
 
 /* The real allocation's result r in the plain case: a success is tracked (when the device is
