@@ -121,6 +121,17 @@ static inline void *cushim_fn(const char *name)
     return dlsym(RTLD_DEFAULT, name);
 }
 
+/* cushim_get_device_stats(ordinal) into *st (its whole size; the rest set to `fill` first):
+ * 0, or nonzero when the shim is not preloaded or says no. */
+static inline int cushim_stats(int ordinal, struct cushim_device_stats *st, int fill)
+{
+    int (*get)(int, struct cushim_device_stats *) =
+        (int (*)(int, struct cushim_device_stats *))cushim_fn("cushim_get_device_stats");
+    memset(st, fill, sizeof *st);
+    st->size = sizeof *st;
+    return get ? get(ordinal, st) : -1;
+}
+
 /* A program's scenarios: `PROGRAM NAME` runs one, then prints the simulated device's counters
  * for its first `devices` devices. */
 struct scenario {

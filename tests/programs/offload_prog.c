@@ -124,12 +124,8 @@ static int scenario_budget(void)
     CHECK(cudaMemGetInfo(&free_b, &total_b));
     printf("free_after=%zu\n", free_b);
     /* The budget through cushim.h (version 4). */
-    int (*get)(int, struct cushim_device_stats *) =
-        (int (*)(int, struct cushim_device_stats *))cushim_fn("cushim_get_device_stats");
     struct cushim_device_stats st;
-    memset(&st, 0, sizeof st);
-    st.size = sizeof st;
-    if (get && get(0, &st) == 0)
+    if (cushim_stats(0, &st, 0) == 0)
         printf("api.limit=%llu\n", (unsigned long long)st.limit_bytes);
     if (e == cudaSuccess) {
         memset(b, 0x11, 4096); /* spilled memory is host memory the program can use */

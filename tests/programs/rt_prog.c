@@ -392,12 +392,8 @@ static int scenario_reset_peak(void)
     CHECK(cudaMalloc(&c, 500));
     printf("peak_after_alloc=%llu\n", (unsigned long long)peak(0));
     /* cushim.h version 4: the reset, the run phase's peak since it, the budget (none here). */
-    int (*get)(int, struct cushim_device_stats *) =
-        (int (*)(int, struct cushim_device_stats *))cushim_fn("cushim_get_device_stats");
     struct cushim_device_stats st;
-    memset(&st, 0xab, sizeof st);
-    st.size = sizeof st;
-    if (!get || get(0, &st) != 0)
+    if (cushim_stats(0, &st, 0xab) != 0)
         return 21;
     printf("api.version=%u\napi.peak_reset_count=%llu\napi.peak_reset_last_set=%d\n"
            "api.run_device_peak=%llu\napi.compile_device_peak=%llu\napi.limit=%llu\n", st.version,
