@@ -9,13 +9,6 @@ void track_replaced(const struct shim_entry *old)
     account_free(old->device, (enum cushim_kind)old->kind, old->size, old->flags);
 }
 
-void track_free_counted(const struct shim_entry *e)
-{
-    if ((unsigned)e->device < CUSHIM_MAX_DEVICES)
-        account_free_to(account_record_of_entry(e->device), e->device, (enum cushim_kind)e->kind,
-                        e->size, e->flags, true);
-}
-
 bool track_put_new_slow(struct shim_table *t, uint64_t key, uint64_t bytes, CUcontext ctx,
                         int device, enum cushim_kind kind)
 {

@@ -201,10 +201,6 @@ static inline __attribute__((always_inline)) void track_plain_result(CUresult r,
     }
 }
 
-/* A plain free of an entry of any kind, counted (track.c; the out-of-line case of
- * track_free_plain). */
-void track_free_counted(const struct shim_entry *e);
-
 /* After the real free in the plain case (shim_enter_plain_free): count it (ok) or put the entry
  * back (the free failed). `kind`: the kind the wrapper's entries usually are (a constant, so that
  * case is counted inline with fixed offsets); kind_checked: the caller has already seen that
@@ -219,7 +215,7 @@ static inline __attribute__((always_inline)) void track_free_plain(struct shim_t
         if (likely(kind_checked || (e->kind == kind && (unsigned)e->device < CUSHIM_MAX_DEVICES)))
             account_free_plain(account_record_of_entry(e->device), kind, e->size, e->flags);
         else
-            track_free_counted(e);
+            account_free(e->device, (enum cushim_kind)e->kind, e->size, e->flags);
     } else {
         track_put_back(t, e);
     }

@@ -434,21 +434,30 @@ static void *destroy_elsewhere(void *arg)
     return NULL;
 }
 
-static int ctx_destroy(bool other_thread)
+/* 1 MiB in device 0's primary context, then a context made with cuCtxCreate holding 2 MiB and
+ * 4 MiB; the primary context is current again on return. 0, or nonzero if a driver call failed. */
+static int memory_in_created_context(CUcontext *mine)
 {
     PFN_cuCtxCreate_v3020 create = entry("cuCtxCreate", 3020);
-    PFN_cuCtxDestroy_v4000 destroy = entry("cuCtxDestroy", 4000);
     PFN_cuCtxGetCurrent_v4000 get = entry("cuCtxGetCurrent", 4000);
     PFN_cuCtxSetCurrent_v4000 set = entry("cuCtxSetCurrent", 4000);
     PFN_cuMemAlloc_v3020 alloc = entry("cuMemAlloc", 3020);
-    int n = 0;
-    void *a, *b, *c;
-    CUcontext primary, mine;
+    void *a;
+    CUcontext primary;
     CUdeviceptr p, q;
+    CHECK(cudaMalloc(&a, MiB));
+    return get(&primary) || create(mine, 0, 0) || alloc(&p, 2 * MiB) || alloc(&q, 4 * MiB) ||
+           set(primary);
+}
+
+static int ctx_destroy(bool other_thread)
+{
+    PFN_cuCtxDestroy_v4000 destroy = entry("cuCtxDestroy", 4000);
+    int n = 0;
+    void *b, *c;
+    CUcontext mine;
     CHECK(cudaGetDeviceCount(&n));
-    CHECK(cudaMalloc(&a, MiB)); /* device 0's primary context */
-    if (get(&primary) || create(&mine, 0, 0) || alloc(&p, 2 * MiB) || alloc(&q, 4 * MiB) ||
-        set(primary))
+    if (memory_in_created_context(&mine))
         return 20;
     CHECK(cudaMalloc(&b, 8 * MiB));
     if (n > 1) {
@@ -484,17 +493,9 @@ static int scenario_ctx_destroy_thread(void)
  * at the reset and does not stay counted for the rest of the process. */
 static int scenario_teardown_then_reset(void)
 {
-    PFN_cuCtxCreate_v3020 create = entry("cuCtxCreate", 3020);
     PFN_cuCtxDestroy_v4000 destroy = entry("cuCtxDestroy", 4000);
-    PFN_cuCtxGetCurrent_v4000 get = entry("cuCtxGetCurrent", 4000);
-    PFN_cuCtxSetCurrent_v4000 set = entry("cuCtxSetCurrent", 4000);
-    PFN_cuMemAlloc_v3020 alloc = entry("cuMemAlloc", 3020);
-    void *a;
-    CUcontext primary, mine;
-    CUdeviceptr p, q;
-    CHECK(cudaMalloc(&a, MiB));
-    if (get(&primary) || create(&mine, 0, 0) || alloc(&p, 2 * MiB) || alloc(&q, 4 * MiB) ||
-        set(primary))
+    CUcontext mine;
+    if (memory_in_created_context(&mine))
         return 20;
     printf("rc_destroy=%d\n", (int)destroy(mine));
     CHECK(cudaDeviceReset());
