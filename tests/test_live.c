@@ -17,14 +17,21 @@
 #define MiB (1024ull * 1024)
 
 /* Environment of a program preloaded with the shim, segments in `segdir`. */
-static const char *const *live_env(const char *segdir, const char *ready, const char *hold)
+/* The environment of a held program; setting (NULL for none) is one more VAR=VALUE. */
+static const char *const *live_env_with(const char *segdir, const char *ready, const char *hold,
+                                        const char *setting)
 {
     static char seg[600], rd[600], hd[600];
     snprintf(seg, sizeof seg, "CUSHIM_SEGMENT_DIR=%s", segdir);
     snprintf(rd, sizeof rd, "READY_DIR=%s", ready);
     snprintf(hd, sizeof hd, "HOLD_FILE=%s", hold);
-    const char *extra[] = {preload_env(), seg, rd, hd, NULL};
+    const char *extra[] = {preload_env(), seg, rd, hd, setting, NULL};
     return sim_env(extra);
+}
+
+static const char *const *live_env(const char *segdir, const char *ready, const char *hold)
+{
+    return live_env_with(segdir, ready, hold, NULL);
 }
 
 static json_t *stat_json(const char *segdir, pid_t pid, struct run_result *r)
@@ -603,6 +610,39 @@ Test(live, top_draws_processes_and_device_totals)
     run_free(&r);
     touch(hold);
     cr_expect_eq(wait_bg(pid), 0);
+}
+
+/* With a device budget, top shows a LIMIT column: the budget of a process that has one, "-" for
+ * one that has none. */
+Test(live, top_shows_the_device_limit_when_a_process_has_one)
+{
+    const char *segdir = fresh_dir("seg-t-limit");
+    const char *ready = fresh_dir("ready-t-limit");
+    char hold[700];
+    snprintf(hold, sizeof hold, "%s/go-t-limit", test_dir());
+    const char *argv[] = {program("rt_prog"), "hold", NULL};
+    pid_t limited = spawn_bg(argv, live_env_with(segdir, ready, hold, "CUSHIM_DEVICE_LIMIT=3GiB"));
+    pid_t plain = spawn_bg(argv, live_env(segdir, ready, hold));
+    pid_t pids[2];
+    wait_ready(ready, 2, pids);
+    char seg[700];
+    snprintf(seg, sizeof seg, "CUSHIM_SEGMENT_DIR=%s", segdir);
+    const char *env[] = {seg, NULL};
+    const char *top[] = {cushim_bin(), "top", "-bn1", NULL};
+    struct run_result r;
+    run_cmd(&r, top, env);
+    cr_expect_eq(r.status, 0, "%s", r.err);
+    cr_expect(strstr(r.out, "\n    PID DEVICES  PHASE       DEV-CURRENT  DEV-PEAK     LIMIT    PINNED OFFLOADED  COMMAND\n") != NULL,
+              "%s", r.out);
+    char row[160];
+    snprintf(row, sizeof row, "\n%7d 0        run            1.00 MiB  4.00 MiB  3.00 GiB       0 B       0 B  ", (int)limited);
+    cr_expect(strstr(r.out, row) != NULL, "limited row:\n%s", r.out);
+    snprintf(row, sizeof row, "\n%7d 0        run            1.00 MiB  4.00 MiB         -       0 B       0 B  ", (int)plain);
+    cr_expect(strstr(r.out, row) != NULL, "plain row:\n%s", r.out);
+    run_free(&r);
+    touch(hold);
+    cr_expect_eq(wait_bg(limited), 0);
+    cr_expect_eq(wait_bg(plain), 0);
 }
 
 /* The environment of a held program with its own ready directory and hold file, copied into out

@@ -52,6 +52,23 @@ struct dev_total {
     int procs;
 };
 
+/* The LIMIT column of a process: the sum of its devices' budgets (as DEV-CURRENT sums their
+ * bytes); "-" when none of its devices has one; a trailing "+" when only some have one (the
+ * others are limited by the card alone). */
+static void limit_label(const struct cushim_snapshot *p, char *out, size_t len)
+{
+    uint32_t limited = 0;
+    for (uint32_t n = 0; n < p->device_count; n++)
+        limited += p->devices[n].dev[CUSHIM_DEV_limit] != 0;
+    if (!limited) {
+        snprintf(out, len, "-");
+        return;
+    }
+    char b[32];
+    cushim_format_bytes(proc_sum(p, CUSHIM_DEV_limit), b, sizeof b);
+    snprintf(out, len, "%s%s", b, limited < p->device_count ? "+" : "");
+}
+
 /* One frame below a title line (y = 0, written by the caller). */
 static void frame(struct sink *k, const struct proc_list *l)
 {
@@ -91,8 +108,17 @@ static void frame(struct sink *k, const struct proc_list *l)
                  cushim_format_bytes(tot[j].current, b, sizeof b),
                  cushim_format_bytes(tot[j].peak, c, sizeof c));
     y++;
-    line(k, y++, ATTR_REVERSE, "%7s %-8s %-11s %11s %9s %9s %9s  %s", "PID", "DEVICES", "PHASE", "DEV-CURRENT",
-         "DEV-PEAK", "PINNED", "OFFLOADED", "COMMAND");
+    /* A LIMIT column (the process's device budget, CUSHIM_DEVICE_LIMIT) only when a listed
+     * process has one, so the usual table still fits 80 columns. */
+    int limits = 0;
+    for (int i = 0; i < l->count && !limits; i++)
+        limits = proc_sum(&l->procs[i], CUSHIM_DEV_limit) != 0;
+    if (limits)
+        line(k, y++, ATTR_REVERSE, "%7s %-8s %-11s %11s %9s %9s %9s %9s  %s", "PID", "DEVICES", "PHASE",
+             "DEV-CURRENT", "DEV-PEAK", "LIMIT", "PINNED", "OFFLOADED", "COMMAND");
+    else
+        line(k, y++, ATTR_REVERSE, "%7s %-8s %-11s %11s %9s %9s %9s  %s", "PID", "DEVICES", "PHASE",
+             "DEV-CURRENT", "DEV-PEAK", "PINNED", "OFFLOADED", "COMMAND");
     int hidden = 0;
     for (int i = 0; i < l->count && y < k->rows; i++) {
         const struct cushim_snapshot *p = &l->procs[i];
@@ -103,11 +129,14 @@ static void frame(struct sink *k, const struct proc_list *l)
             offl = cushim_sat_add(offl, p->devices[n].kinds[CUSHIM_KIND_OFFLOADED][CUSHIM_STAT_current_bytes]);
         }
         cushim_device_list(p, devs, sizeof devs, 8);
-        char pid[16];
-        line(k, y++, 0, "%7s %-8s %-11s %11s %9s %9s %9s  %s", cushim_pid_label(p, pid, sizeof pid), devs,
+        char pid[16], limit[48] = "";
+        if (limits)
+            limit_label(p, limit, sizeof limit);
+        line(k, y++, 0, "%7s %-8s %-11s %11s %9s %*s%s%9s %9s  %s", cushim_pid_label(p, pid, sizeof pid), devs,
              cushim_phase_label(p, phase, sizeof phase),
              cushim_format_bytes(proc_sum(p, CUSHIM_DEV_total_current), a, sizeof a),
              cushim_format_bytes(proc_sum(p, CUSHIM_DEV_total_peak), b, sizeof b),
+             limits ? 9 : 0, limit, limits ? " " : "",
              cushim_format_bytes(pin, pinned, sizeof pinned), cushim_format_bytes(offl, off, sizeof off),
              p->command);
         hidden += p->other_pidns && !p->host_pid;
@@ -241,7 +270,9 @@ int cmd_top(int argc, char **argv)
             printf("usage: cushim top [-d|--interval SECONDS] [-n|--iterations N] [-b|--batch]\n\n"
                    "Live view of "
                    "processes under cushim, sorted by device bytes, with per-device\ntotals across "
-                   "processes. q quits.\n\n"
+                   "processes. q quits. A LIMIT column appears when a process has a\n"
+                   "device budget (CUSHIM_DEVICE_LIMIT): the sum over its devices, \"+\" when only\n"
+                   "some of them have one.\n\n"
                    "  -d, --interval SECONDS  time between frames (0.1..3600, default 1)\n"
                    "  -n, --iterations N      stop after N frames (default: until q or a signal)\n"
                    "  -b, --batch             print frame after frame as plain text (the default\n"
