@@ -342,7 +342,7 @@ static int cmd_vecadd(void)
     }
     if (d)
         CHECK(cudaFree(d));
-    printf("hash=%016llx wrong=%zu offloaded=%llu rc_2d=%d hash_2d=%016llx rc_peer=%d hash_peer=%016llx\n",
+    printf("hash=0x%016llx wrong=%zu offloaded=%llu rc_2d=%d hash_2d=0x%016llx rc_peer=%d hash_peer=0x%016llx\n",
            hash, bad, (unsigned long long)shim_kind(K_OFFLOADED), (int)e2d, hash_2d, (int)epeer, hash_peer);
     free(h);
     return 0;
@@ -370,7 +370,7 @@ static int cmd_sgemm(void)
         return 15;
     float *h = (float *)malloc(bytes);
     CHECK(cudaMemcpy(h, c, bytes, cudaMemcpyDeviceToHost));
-    printf("hash=%016llx offloaded=%llu offloaded_with_cublas=%llu\n", (unsigned long long)fnv(h, bytes),
+    printf("hash=0x%016llx offloaded=%llu offloaded_with_cublas=%llu\n", (unsigned long long)fnv(h, bytes),
            offloaded, (unsigned long long)shim_kind(K_OFFLOADED));
     free(h);
     cublasDestroy(hdl);
@@ -533,7 +533,7 @@ static int cmd_harmless(void)
     CHECK(cudaFreeAsync(tmp, s));
     CHECK(cudaMemcpyAsync(h, a, n * 4, cudaMemcpyDeviceToHost, s));
     CHECK(cudaStreamSynchronize(s));
-    printf("hash=%016llx\n", (unsigned long long)fnv(h, n * 4));
+    printf("hash=0x%016llx\n", (unsigned long long)fnv(h, n * 4));
     return 0;
 }
 

@@ -13,14 +13,20 @@ ends within 4 minutes).
 import argparse
 import json
 import os
+import re
 import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 MiB = 1 << 20
+
+
+class DeadlineReached(TimeoutError):
+    """The run's deadline came before or during a check: it is reported "not run", not "error"."""
 
 
 class Suite:
@@ -38,7 +44,9 @@ class Suite:
 
     # ---- running things ----
     def env(self, shim=True, extra=None):
-        env = dict(os.environ)
+        # Nothing inherited changes what is measured: no CUSHIM_* setting of the caller (a report on
+        # stdout, an offload policy) reaches the programs, only those a check sets.
+        env = {k: v for k, v in os.environ.items() if not k.startswith("CUSHIM_")}
         env.pop("LD_PRELOAD", None)
         env["CUSHIM_SEGMENT_DIR"] = self.tmp
         env["GPUCHECK_CUSHIM"] = self.cushim
@@ -53,30 +61,40 @@ class Suite:
 
     def run(self, cmd, shim=True, extra=None, timeout=120):
         if self.left() < 5:
-            raise TimeoutError("the run's deadline has passed")
-        p = subprocess.run(cmd, env=self.env(shim, extra), capture_output=True, text=True,
-                           timeout=min(timeout, self.left()))
+            raise DeadlineReached("the run's deadline has passed")
+        limit = min(timeout, self.left())
+        try:
+            p = subprocess.run(cmd, env=self.env(shim, extra), capture_output=True, text=True,
+                               timeout=limit)
+        except subprocess.TimeoutExpired:
+            if limit < timeout:  # cut by the deadline, not by the program's own limit
+                raise DeadlineReached("the run's deadline came while %s ran" % " ".join(cmd)) from None
+            raise
         if p.returncode != 0:
             raise RuntimeError("%s exited %d: %s" % (" ".join(cmd), p.returncode,
                                                       (p.stderr or p.stdout)[-800:]))
         return p.stdout
 
-    @staticmethod
-    def kv_lines(text):
-        """Lines of "k=v k=v" into a list of dicts (numbers where they parse)."""
+    INT = re.compile(r"-?[0-9]+")
+    FLOAT = re.compile(r"-?(?:[0-9]+\.[0-9]*|inf|nan)")
+
+    @classmethod
+    def kv_lines(cls, text):
+        """Lines of "k=v k=v" into a list of dicts: a decimal integer (%d, %zu, %llu) becomes an int,
+        a fixed-point number (%.1f; inf, nan) a float, anything else stays a string: the hashes
+        (0x%016llx) too, which int() or float() might otherwise read ("1e5" is a float)."""
         rows = []
         for line in text.splitlines():
             row = {}
             for item in line.split():
                 if "=" in item:
                     k, v = item.split("=", 1)
-                    try:
+                    if cls.INT.fullmatch(v):
                         row[k] = int(v)
-                    except ValueError:
-                        try:
-                            row[k] = float(v)
-                        except ValueError:
-                            row[k] = v
+                    elif cls.FLOAT.fullmatch(v):
+                        row[k] = float(v)
+                    else:
+                        row[k] = v
             if row:
                 rows.append(row)
         return rows
@@ -257,7 +275,10 @@ def check_torch_offload_forward(suite):
     plain = torch_run(suite, ["forward", a])
     off = torch_run(suite, ["forward", b], extra=OFFLOAD)
     import torch
-    same = bool(torch.equal(torch.load(a), torch.load(b)))
+    # Tensors only: loadable with weights_only=True (torch.load's default since 2.6, said here so
+    # that no version warns or refuses).
+    same = bool(torch.equal(torch.load(a, map_location="cpu", weights_only=True),
+                            torch.load(b, map_location="cpu", weights_only=True)))
     drop = plain["device_drop"] - off["device_drop"]
     ok = same and off["offloaded_current"] > 0 and abs(drop - off["offloaded_current"]) <= 2 * MiB * max(1, off["offloaded_allocs"])
     return ("forward of 3 x Linear(8192, 8192) under CUSHIM_OFFLOAD=always, 64 MiB: same output; "
@@ -317,8 +338,12 @@ def check_context_teardown(suite):
 
 def check_nvidia_smi(suite):
     what = "nvidia-smi used_memory of the process = shim device_total + untracked_bytes (within 64 MiB)"
-    p = subprocess.Popen([suite.static, "hold", "6"], env=suite.env(), stdout=subprocess.PIPE,
+    # Held 30 s at most (killed as soon as both readings are taken): nvidia-smi's first query can be slow.
+    p = subprocess.Popen([suite.static, "hold", "30"], env=suite.env(), stdout=subprocess.PIPE,
                          text=True)
+    # Reading its lines blocks: a program that hangs before "ready" is killed (EOF ends the loop).
+    watchdog = threading.Timer(max(1, min(60, suite.left() - 5)), p.kill)
+    watchdog.start()
     try:
         info = {}
         for line in p.stdout:  # "hold" prints its pid, then "ready", within a second or two
@@ -333,8 +358,10 @@ def check_nvidia_smi(suite):
                               "--format=csv,noheader,nounits"], capture_output=True, text=True,
                              timeout=min(30, max(1, suite.left()))).stdout
     finally:
+        watchdog.cancel()
         p.kill()
         p.wait()
+        p.stdout.close()
     used, listed = None, 0
     for line in smi.splitlines():
         parts = [x.strip() for x in line.split(",")]
@@ -462,6 +489,9 @@ def main():
             continue
         try:
             expected, measured, verdict = fn(suite)
+        except DeadlineReached as e:
+            expected, measured, verdict = "-", str(e), ("not run: the run's time (4 minutes, build "
+                                                         "included) ran out during this check")
         except Exception as e:  # noqa: BLE001 - a failing check must not stop the others
             expected, measured, verdict = "-", "%s: %s" % (type(e).__name__, e), "error"
         suite.record(name, what, expected, measured, verdict, time.monotonic() - t0)

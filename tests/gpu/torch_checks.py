@@ -17,31 +17,53 @@ MiB = 1 << 20
 
 
 class KindStats(ctypes.Structure):
+    """struct cushim_kind_stats (include/cushim.h; the same field names)."""
     _fields_ = [(n, ctypes.c_uint64) for n in
-                ("current", "peak", "allocs", "frees", "failed", "spills")]
+                ("current_bytes", "peak_bytes", "alloc_count", "free_count", "failed_count", "spill_count")]
 
 
-class DeviceStats(ctypes.Structure):
-    """struct cushim_device_stats (include/cushim.h)."""
-    _fields_ = [("size", ctypes.c_uint32), ("version", ctypes.c_uint32),
-                ("ordinal", ctypes.c_int32), ("uuid_valid", ctypes.c_int32),
-                ("uuid", ctypes.c_uint8 * 16), ("total_bytes", ctypes.c_uint64),
-                ("untracked_bytes", ctypes.c_uint64), ("kind", KindStats * 10),
-                ("total_current", ctypes.c_uint64), ("total_peak", ctypes.c_uint64),
-                # version 2
-                ("async_pool_used_current", ctypes.c_uint64), ("async_pool_used_high", ctypes.c_uint64),
-                ("async_pool_reserved_current", ctypes.c_uint64),
-                ("async_pool_reserved_high", ctypes.c_uint64), ("async_pool_sampled_ns", ctypes.c_uint64)]
-
-
+# enum cushim_public_kind: KIND[name] = CUSHIM_MEM_<NAME>
 KIND = {"device": 0, "async": 1, "vmm": 2, "array": 3, "managed": 4, "pinned_host": 5,
         "registered_host": 6, "imported": 7, "offloaded": 8, "capture": 9}
 
-shim = ctypes.CDLL(None)
-if not hasattr(shim, "cushim_get_device_stats"):
-    sys.exit("torch_checks.py must run under libcushim.so")
-shim.cushim_device_peak_bytes.restype = ctypes.c_uint64
-shim.cushim_device_current_bytes.restype = ctypes.c_uint64
+
+class DeviceStats(ctypes.Structure):
+    """struct cushim_device_stats, version 4 (include/cushim.h; the same field names: the test
+    tests/gpu/test_run_py.py compares every offset and the size with the C compiler's)."""
+    _fields_ = [("size", ctypes.c_uint32), ("version", ctypes.c_uint32),
+                ("ordinal", ctypes.c_int32), ("uuid_valid", ctypes.c_int32),
+                ("uuid", ctypes.c_uint8 * 16), ("total_bytes", ctypes.c_uint64),
+                ("untracked_bytes", ctypes.c_uint64), ("kind", KindStats * len(KIND))] + [
+                (n, ctypes.c_uint64) for n in (
+                    "device_total_current_bytes", "device_total_peak_bytes",
+                    # version 2
+                    "async_pool_used_current_bytes", "async_pool_used_high_bytes",
+                    "async_pool_reserved_current_bytes", "async_pool_reserved_high_bytes",
+                    "async_pool_sampled_ns",
+                    # version 3
+                    "untracked_sampled_ns", "graph_pool_used_current_bytes", "graph_pool_used_high_bytes",
+                    "graph_pool_reserved_current_bytes", "graph_pool_reserved_high_bytes",
+                    "graph_pool_sampled_ns",
+                    # version 4
+                    "limit_bytes", "peak_reset_count", "peak_reset_last_ns", "run_device_peak_bytes",
+                    "compile_device_peak_bytes")]
+
+
+shim = None  # libcushim.so's API, loaded by main() (importing this file needs no shim)
+
+
+def load_shim():
+    lib = ctypes.CDLL(None)
+    if not hasattr(lib, "cushim_get_device_stats"):
+        sys.exit("torch_checks.py must run under libcushim.so")
+    lib.cushim_get_device_stats.argtypes = [ctypes.c_int, ctypes.POINTER(DeviceStats)]
+    lib.cushim_get_device_stats.restype = ctypes.c_int
+    for name in ("cushim_device_peak_bytes", "cushim_device_current_bytes"):
+        getattr(lib, name).argtypes = [ctypes.c_int]
+        getattr(lib, name).restype = ctypes.c_uint64
+    lib.cushim_reset_peak.argtypes = [ctypes.c_int]
+    lib.cushim_reset_peak.restype = ctypes.c_int
+    return lib
 
 
 def stats(dev=0):
@@ -92,13 +114,16 @@ def check_peak():
     del keep
     s = stats()
     return {"baseline": baseline, "first": first, "after_reset": second,
-            "vmm_current": s.kind[KIND["vmm"]].current, "device_current": s.kind[KIND["device"]].current,
+            "vmm_current": s.kind[KIND["vmm"]].current_bytes,
+            "device_current": s.kind[KIND["device"]].current_bytes,
             "expandable": "expandable_segments:True" in os.environ.get("PYTORCH_CUDA_ALLOC_CONF", "")}
 
 
 def cushim_stat():
+    env = dict(os.environ)
+    env.pop("LD_PRELOAD", None)  # the CLI itself runs without the shim
     out = subprocess.run([os.environ["GPUCHECK_CUSHIM"], "stat", str(os.getpid()), "--json"],
-                         check=True, capture_output=True, text=True).stdout
+                         check=True, capture_output=True, text=True, env=env, timeout=30).stdout
     return json.loads(out)[0]
 
 
@@ -147,8 +172,8 @@ def check_forward(outfile):
         y = model(x)
     torch.save(y.cpu(), outfile)
     s = stats()
-    return {"device_drop": free0 - free1, "offloaded_current": s.kind[KIND["offloaded"]].current,
-            "offloaded_allocs": s.kind[KIND["offloaded"]].allocs}
+    return {"device_drop": free0 - free1, "offloaded_current": s.kind[KIND["offloaded"]].current_bytes,
+            "offloaded_allocs": s.kind[KIND["offloaded"]].alloc_count}
 
 
 def check_async_backend():
@@ -162,14 +187,16 @@ def check_async_backend():
     result = {"backend": torch.cuda.get_allocator_backend(),
               "torch_reserved": torch.cuda.memory_reserved(dev),
               "torch_allocated": torch.cuda.memory_allocated(dev),
-              "shim_pool_reserved": s.async_pool_reserved_current,
-              "shim_async_current": s.kind[KIND["async"]].current,
-              "shim_device_current": s.kind[KIND["device"]].current}
+              "shim_pool_reserved": s.async_pool_reserved_current_bytes,
+              "shim_async_current": s.kind[KIND["async"]].current_bytes,
+              "shim_device_current": s.kind[KIND["device"]].current_bytes}
     del keep
     return result
 
 
 def main():
+    global shim
+    shim = load_shim()
     what = sys.argv[1] if len(sys.argv) > 1 else ""
     if what == "peak":
         result = check_peak()

@@ -1,0 +1,269 @@
+#!/usr/bin/env python3
+"""CI test of the GPU suite's glue, no GPU needed (scripts/test runs it after the dry run).
+
+A mismatch between what a program prints and what run.py reads would only show on a GPU machine,
+where time is short. So:
+- every non-PyTorch check of run.py runs against stand-ins of gpu_checks, `cushim stat` and
+  nvidia-smi whose output is GENERATED from gpu_checks.cu's own printf formats (each mode's),
+  with dicts that raise on any key the program does not print; each value must parse to its
+  format's type (%x hashes stay strings, even the ones float() would read);
+- every key a PyTorch check reads is one torch_checks.py's mode emits, and every `cushim stat`
+  key read is one docs/SUMMARY-JSON.md shows;
+- torch_checks.py's ctypes structs match include/cushim.h (the C compiler's offsets and sizes).
+
+usage: python3 tests/gpu/test_run_py.py [-v]   (standard library only; needs cc for the layout)
+"""
+import ast
+import ctypes
+import json
+import os
+import re
+import stat
+import subprocess
+import sys
+import tempfile
+import types
+import unittest
+from argparse import Namespace
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, HERE)
+sys.dont_write_bytecode = True  # no __pycache__ left in tests/gpu
+import run  # noqa: E402
+
+
+def slurp(path):
+    with open(path) as f:
+        return f.read()
+
+
+CU = slurp(os.path.join(HERE, "gpu_checks.cu"))
+# A printf conversion: flags, width, precision (kept), length (dropped for Python's %), type.
+CONV = re.compile(r"(%[-+ #0]*[0-9]*(?:\.[0-9]+)?)(?:hh|h|ll|l|z|j|t|L)?([diouxXfFeEgGsc%])")
+HEX_VALUE = 0x1e5  # printed as 00000000000001e5: float() would read it as 100000.0
+INT_VALUE = 7  # every int: hold's pid too, which the stand-in nvidia-smi lists
+
+
+def printf_formats(body):
+    """The format strings of the printf calls in a C function body (adjacent literals joined)."""
+    formats = []
+    for m in re.finditer(r"(?<![\w])printf\(\s*((?:\"(?:[^\"\\]|\\.)*\"\s*)+)", body):
+        literal = "".join(re.findall(r"\"((?:[^\"\\]|\\.)*)\"", m.group(1)))
+        formats.append(literal.encode().decode("unicode_escape"))
+    return formats
+
+
+def modes():
+    """{mode: printf formats of its cmd_ function}, from main()'s dispatch in gpu_checks.cu."""
+    bodies = dict(re.findall(r"^static int (cmd_\w+)\([^)]*\)\n\{\n(.*?)^\}", CU, re.S | re.M))
+    dispatch = re.findall(r"if \(!strcmp\(cmd, \"(\w+)\"\)[^\n]*\n\s*return (cmd_\w+)\(", CU)
+    assert dispatch and all(fn in bodies for _, fn in dispatch), "cannot read gpu_checks.cu's main()"
+    return {mode: printf_formats(bodies[fn]) for mode, fn in dispatch}
+
+
+def fill(fmt, hex_value=HEX_VALUE):
+    """fmt with a value of its type for each conversion; also [(key, type)] of its k=v pairs."""
+    def value(m):
+        spec, c = m.group(1) + m.group(2), m.group(2)
+        if c == "%":
+            return "%"
+        if c in "xX":
+            return spec % hex_value
+        if c in "fFeEgG":
+            return spec % 1.5
+        if c in "diouc":
+            return str(INT_VALUE)
+        return "s"
+    line = CONV.sub(value, fmt)
+    types_ = []
+    for item in fmt.split():
+        k, _, v = item.partition("=")
+        conv = CONV.fullmatch(v.replace("0x", "", 1)) if v else None
+        if conv:
+            c = conv.group(2)
+            types_.append((k, str if c in "xXs" else float if c in "fFeEgG" else int))
+    return line, types_
+
+
+OUTPUT = {mode: "".join(fill(f)[0] for f in fmts) for mode, fmts in modes().items()}
+# `cushim stat --json`, the part check_nvidia_smi reads (Torch.test_stat_keys checks every name
+# read against docs/SUMMARY-JSON.md).
+STAT_JSON = [{"devices": [{"device_total": {"current_bytes": 7}, "untracked_bytes": 7}]}]
+
+
+class Strict(dict):
+    """A parsed output: reading a key the program does not print raises, .get() too."""
+    def get(self, key, default=None):
+        return self[key]
+
+
+class FakeSuite(run.Suite):
+    @classmethod
+    def kv_lines(cls, text):
+        return [Strict(r) for r in run.Suite.kv_lines(text)]
+
+    def kv(self, text):
+        return Strict(run.Suite.kv(self, text))
+
+
+def executable(path, text):
+    with open(path, "w") as f:
+        f.write(text)
+    os.chmod(path, os.stat(path).st_mode | stat.S_IXUSR)
+
+
+class Checks(unittest.TestCase):
+    """Each non-PyTorch check against stand-in programs printing gpu_checks.cu's formats."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.dir = tempfile.TemporaryDirectory(prefix="cushim-gpu-test.")
+        d = cls.dir.name
+        for sub in ("bin", "build/tools", "path"):
+            os.makedirs(os.path.join(d, sub))
+        fake = "#!%s\nimport sys\nsys.stdout.write(%r[sys.argv[1]])\n" % (sys.executable, OUTPUT)
+        for name in ("gpu_checks_static", "gpu_checks_shared"):
+            executable(os.path.join(d, "bin", name), fake)
+        executable(os.path.join(d, "build/tools/cushim"),
+                   "#!/bin/sh\necho '%s'\n" % json.dumps(STAT_JSON))
+        executable(os.path.join(d, "path/nvidia-smi"), "#!/bin/sh\necho '%d, 7'\n" % INT_VALUE)
+        os.environ["PATH"] = os.path.join(d, "path") + os.pathsep + os.environ["PATH"]
+        args = Namespace(outdir=os.path.join(d, "out"), root=ROOT, build=os.path.join(d, "build"),
+                         bin=os.path.join(d, "bin"), dry_run=False, deadline=0.0)
+        cls.suite = FakeSuite(args)
+        cls.suite.shim = ""  # LD_PRELOAD="": nothing preloaded
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.dir.cleanup()
+
+    def test_types(self):
+        """Each value parses to its format's type: ints, floats, and hashes as strings (also one
+        of decimal digits only)."""
+        for mode, fmts in modes().items():
+            for fmt in fmts:
+                for hex_value in (HEX_VALUE, 0x1234):
+                    line, types_ = fill(fmt, hex_value)
+                    row = run.Suite.kv(self.suite, line)
+                    for key, typ in types_:
+                        self.assertIs(type(row[key]), typ, "%s: %s=%r" % (mode, key, row[key]))
+
+    def test_checks(self):
+        """Each check runs to a verdict (no missing key, no type error) and a JSON-able report."""
+        checks = [(name, fn) for name, fn, torch_needed, _ in run.CHECKS if not torch_needed]
+        self.assertGreater(len(checks), 10)
+        for name, fn in checks:
+            with self.subTest(check=name):
+                self.suite.deadline = run.time.time() + 100
+                expected, measured, verdict = fn(self.suite)
+                json.dumps([expected, measured])  # the report is JSON
+                self.assertRegex(verdict, r"^(pass|fail|info)", "%s: %s" % (name, measured))
+
+    def test_membership(self):
+        """A key a check looks for with `"key" in row` (to pick lines) is one that the modes it
+        runs print."""
+        tested_somewhere = set()
+        for f in ast.parse(slurp(run.__file__)).body:
+            if not isinstance(f, ast.FunctionDef):
+                continue
+            tested = {n.left.value for n in ast.walk(f) if isinstance(n, ast.Compare)
+                      and isinstance(n.ops[0], (ast.In, ast.NotIn))
+                      and isinstance(n.left, ast.Constant) and isinstance(n.left.value, str)}
+            ran = {n.elts[1].value for n in ast.walk(f) if isinstance(n, ast.List) and len(n.elts) > 1
+                   and isinstance(n.elts[1], ast.Constant) and n.elts[1].value in OUTPUT}
+            printed = {k for m in ran for row in run.Suite.kv_lines(OUTPUT[m]) for k in row}
+            self.assertLessEqual(tested, printed, "%s (runs %s)" % (f.name, sorted(ran)))
+            tested_somewhere |= tested
+        self.assertGreaterEqual(tested_somewhere, {"size", "gib", "ready"})
+
+
+def read_keys(func, roots):
+    """String keys of the subscripts in `func` whose base (any depth) is a name in `roots`, or a
+    call of one."""
+    keys = set()
+    for node in ast.walk(func):
+        if isinstance(node, ast.Subscript):
+            base = node.value
+            while isinstance(base, (ast.Subscript, ast.Call)):
+                base = base.value if isinstance(base, ast.Subscript) else base.func
+            if isinstance(base, ast.Name) and base.id in roots:
+                keys |= {c.value for c in ast.walk(node.slice)
+                         if isinstance(c, ast.Constant) and isinstance(c.value, str)}
+    return keys
+
+
+def functions(path):
+    tree = ast.parse(slurp(path))
+    return {f.name: f for f in ast.walk(tree) if isinstance(f, ast.FunctionDef)}
+
+
+class Torch(unittest.TestCase):
+    def test_keys(self):
+        """Every key a PyTorch check reads from torch_run(MODE) is a dict key of MODE's function."""
+        emitted = {}
+        tc = functions(os.path.join(HERE, "torch_checks.py"))
+        for node in ast.walk(tc["main"]):  # if what == "peak": result = check_peak()
+            if (isinstance(node, ast.If) and isinstance(node.test, (ast.Compare, ast.BoolOp))):
+                mode = [c.value for c in ast.walk(node.test) if isinstance(c, ast.Constant)
+                        and isinstance(c.value, str)]
+                call = node.body[0].value
+                if mode and isinstance(call, ast.Call):
+                    emitted[mode[0]] = {k.value for d in ast.walk(tc[call.func.id])
+                                        if isinstance(d, ast.Dict) for k in d.keys
+                                        if isinstance(k, ast.Constant)}
+        self.assertEqual(set(emitted), {"peak", "graph", "forward", "async_backend"})
+        runs = 0
+        for name, func in functions(run.__file__).items():
+            for node in ast.walk(func):  # r = torch_run(suite, ["peak"], ...)
+                if (isinstance(node, ast.Assign) and isinstance(node.value, ast.Call)
+                        and getattr(node.value.func, "id", "") == "torch_run"):
+                    mode = node.value.args[1].elts[0].value
+                    read = read_keys(func, {node.targets[0].id})
+                    runs += 1
+                    self.assertTrue(read, name)
+                    self.assertLessEqual(read, emitted[mode], "%s reads keys torch_checks.py %s "
+                                         "does not emit" % (name, mode))
+        self.assertGreaterEqual(runs, 5)
+
+    def test_stat_keys(self):
+        """Every key read from `cushim stat --json` is in docs/SUMMARY-JSON.md's example."""
+        doc = slurp(os.path.join(ROOT, "docs", "SUMMARY-JSON.md"))
+        read = read_keys(functions(run.__file__)["check_nvidia_smi"], {"stat", "d"})
+        read |= read_keys(functions(os.path.join(HERE, "torch_checks.py"))["check_graph"],
+                          {"st", "graphs", "cushim_stat"})
+        self.assertGreaterEqual(read, {"devices", "device_total", "untracked_bytes", "graphs",
+                                       "launches", "executable_graphs", "capture_bytes"})
+        for key in read:
+            self.assertIn('"%s"' % key, doc, key)
+
+    def test_struct_layout(self):
+        """torch_checks.py's ctypes structs have cushim.h's field names, offsets and size."""
+        sys.modules.setdefault("torch", types.ModuleType("torch"))  # PyTorch is not needed here
+        import torch_checks as tc
+        lines = []
+        for ctype, cname in ((tc.DeviceStats, "cushim_device_stats"), (tc.KindStats, "cushim_kind_stats")):
+            lines.append('printf("%%zu\\n", sizeof(struct %s));' % cname)
+            lines += ['printf("%%zu\\n", offsetof(struct %s, %s));' % (cname, f[0]) for f in ctype._fields_]
+        lines += ['printf("%%d\\n", CUSHIM_MEM_%s);' % k.upper() for k in tc.KIND]
+        lines.append('printf("%d\\n", CUSHIM_MEM_KIND_COUNT);')
+        expected = []
+        for ctype in (tc.DeviceStats, tc.KindStats):
+            expected.append(ctypes.sizeof(ctype))
+            expected += [getattr(ctype, f[0]).offset for f in ctype._fields_]
+        expected += list(tc.KIND.values()) + [len(tc.KIND)]
+        with tempfile.TemporaryDirectory() as d:
+            src = os.path.join(d, "layout.c")
+            with open(src, "w") as f:
+                f.write("#include <stddef.h>\n#include <stdio.h>\n#include \"cushim.h\"\n"
+                        "int main(void) {\n%s\nreturn 0;\n}\n" % "\n".join(lines))
+            exe = os.path.join(d, "layout")
+            subprocess.run([os.environ.get("CC", "cc"), "-I", os.path.join(ROOT, "include"), src,
+                            "-o", exe], check=True)
+            got = [int(x) for x in subprocess.run([exe], check=True, capture_output=True,
+                                                  text=True).stdout.split()]
+        self.assertEqual(got, expected)
+
+
+if __name__ == "__main__":
+    unittest.main()
