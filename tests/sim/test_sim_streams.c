@@ -152,3 +152,26 @@ Test(capture, legacy_stream_cannot_capture_and_work_becomes_nodes)
     OK(cuGraphLaunch(exec, s));
     cr_assert_eq(host[15], 2);
 }
+
+/* Driver API, "Stream synchronization behavior": the per-thread default stream "is an implicit
+ * stream local to both the thread and the CUcontext": a capture on one context's is not on
+ * another's, and each ends on its own. */
+Test(capture, per_thread_stream_is_per_context)
+{
+    const char *const env[] = {"SIMCUDA_DEVICE_COUNT=2", NULL};
+    CUcontext c0 = start(env), c1;
+    CUstreamCaptureStatus st;
+    CUgraph g0, g1;
+    OK(cuDevicePrimaryCtxRetain(&c1, 1));
+    OK(cuStreamBeginCapture_v2(CU_STREAM_PER_THREAD, CU_STREAM_CAPTURE_MODE_RELAXED));
+    OK(cuCtxSetCurrent(c1));
+    OK(cuStreamIsCapturing(CU_STREAM_PER_THREAD, &st));
+    cr_assert_eq(st, CU_STREAM_CAPTURE_STATUS_NONE);
+    OK(cuStreamBeginCapture_v2(CU_STREAM_PER_THREAD, CU_STREAM_CAPTURE_MODE_RELAXED));
+    OK(cuStreamEndCapture(CU_STREAM_PER_THREAD, &g1));
+    OK(cuCtxSetCurrent(c0));
+    OK(cuStreamIsCapturing(CU_STREAM_PER_THREAD, &st));
+    cr_assert_eq(st, CU_STREAM_CAPTURE_STATUS_ACTIVE);
+    OK(cuStreamEndCapture(CU_STREAM_PER_THREAD, &g0));
+    cr_assert_neq(g0, g1);
+}

@@ -19,7 +19,7 @@ static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static struct CUstream_st *streams;
 static pthread_key_t per_thread_key;
 static pthread_once_t per_thread_once = PTHREAD_ONCE_INIT;
-static __thread struct CUstream_st *per_thread_stream;
+static __thread struct CUstream_st *per_thread_streams; /* the thread's, one per context */
 
 struct sim_timeline *sim_timeline_ref(struct sim_timeline *tl)
 {
@@ -87,7 +87,10 @@ CUresult sim_stream_builtin(CUcontext ctx, enum sim_stream_role role, struct CUs
 
 static void per_thread_free(void *s)
 {
-    stream_free(s);
+    for (struct CUstream_st *next; s; s = next) {
+        next = ((struct CUstream_st *)s)->pt_next;
+        stream_free(s);
+    }
 }
 
 static void per_thread_key_create(void)
@@ -95,17 +98,22 @@ static void per_thread_key_create(void)
     pthread_key_create(&per_thread_key, per_thread_free);
 }
 
+/* Contexts are never freed (context.c), so a context's address names it for the whole run. */
 static CUresult per_thread(CUcontext ctx, struct CUstream_st **out)
 {
-    if (!per_thread_stream) {
+    struct CUstream_st *s = per_thread_streams;
+    while (s && s->ctx != ctx)
+        s = s->pt_next;
+    if (!s) {
         pthread_once(&per_thread_once, per_thread_key_create);
-        CUresult rc = sim_stream_builtin(ctx, SIM_STREAM_PER_THREAD, &per_thread_stream);
+        CUresult rc = sim_stream_builtin(ctx, SIM_STREAM_PER_THREAD, &s);
         if (rc != CUDA_SUCCESS)
             return rc;
-        pthread_setspecific(per_thread_key, per_thread_stream);
+        s->pt_next = per_thread_streams;
+        per_thread_streams = s;
+        pthread_setspecific(per_thread_key, per_thread_streams);
     }
-    per_thread_stream->ctx = ctx;
-    *out = per_thread_stream;
+    *out = s;
     return CUDA_SUCCESS;
 }
 

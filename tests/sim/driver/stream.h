@@ -33,11 +33,14 @@ struct CUstream_st {
     struct sim_timeline *tl;
     struct sim_capture *cap; /* ongoing capture; guarded by the capture lock (capture.c) */
     struct CUstream_st *prev, *next; /* live user streams */
+    struct CUstream_st *pt_next;     /* the thread's other per-thread streams (one per context) */
 };
 
 CUresult sim_stream_builtin(CUcontext ctx, enum sim_stream_role role, struct CUstream_st **out);
 /* The stream a handle names: NULL is the current context's legacy stream, or with `per_thread`
- * (the _ptsz/_ptds entry points) the calling thread's per-thread stream. Needs a current context
+ * (the _ptsz/_ptds entry points) the calling thread's per-thread stream of the current context
+ * (one per thread and context: the driver API's "Stream synchronization behavior": the per-thread
+ * default stream "is an implicit stream local to both the thread and the CUcontext"). Needs a current context
  * for NULL, CU_STREAM_LEGACY and CU_STREAM_PER_THREAD. */
 CUresult sim_stream_resolve(CUstream h, bool per_thread, struct CUstream_st **out);
 void sim_stream_enqueue(struct CUstream_st *s);
