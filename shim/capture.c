@@ -9,10 +9,13 @@
 /* The calling thread's view. Only its own thread reads or writes it: a capture ended on another
  * thread (relaxed mode), by stream destruction or by context teardown leaves own_key stale, which
  * the begin number (own_seq) detects. */
+#define PT_SLOTS 8 /* contexts whose per-thread stream a thread tells apart (stream_key) */
+
 struct thread_capture {
     uint64_t id;      /* this thread's number, 1, 2, ... (0: none given yet) */
     uint64_t own_key; /* the capture this thread began last, 0 if none */
     uint64_t own_seq; /* its begin number */
+    CUcontext pt_ctx[PT_SLOTS]; /* the contexts of its per-thread streams, by slot */
 };
 
 static SHIM_TLS struct thread_capture tc;
@@ -39,13 +42,31 @@ static uint64_t thread_number(void)
     return tc.id;
 }
 
+/* The slot of ctx among the calling thread's per-thread streams: the one it already has, else a
+ * new one; past PT_SLOTS contexts the last slot is shared (captures on two of those contexts'
+ * per-thread streams at once would then be one to the shim). */
+static uint64_t pt_slot(CUcontext ctx)
+{
+    for (unsigned i = 0; i < PT_SLOTS; i++) {
+        if (tc.pt_ctx[i] == ctx)
+            return i;
+        if (!tc.pt_ctx[i]) {
+            tc.pt_ctx[i] = ctx;
+            return i;
+        }
+    }
+    return PT_SLOTS - 1;
+}
+
 static uint64_t stream_key(CUstream stream, bool per_thread)
 {
-    /* Every thread's per-thread default stream has the same handle: key it by thread (odd, so no
-     * stream handle, an aligned pointer, and not CU_STREAM_LEGACY (0x1), since numbers start
-     * at 1). */
+    /* Every thread's per-thread default stream has the same handle, and a thread has one per
+     * context (driver API, "Stream synchronization behavior": it "is an implicit stream local to
+     * both the thread and the CUcontext"): key it by thread and the current context's slot (odd,
+     * so no stream handle, an aligned pointer, and not CU_STREAM_LEGACY (0x1), since numbers
+     * start at 1). */
     if (stream == CU_STREAM_PER_THREAD || (per_thread && stream == NULL))
-        return thread_number() << 1 | 1u;
+        return (thread_number() * PT_SLOTS + pt_slot(shim_stream_context(stream))) << 1 | 1u;
     return (uint64_t)(uintptr_t)stream;
 }
 
@@ -135,7 +156,7 @@ void capture_begin_done(CUresult r, CUstream stream, bool per_thread, CUstreamCa
 }
 
 /* A capture on a thread's per-thread default stream can only be ended by that thread (no other
- * can name the stream): when the thread exits with one live, the shim forgets it, or it would
+ * can name the stream): when the thread exits with ones live, the shim forgets them, or they would
  * count as live for the rest of the process (every later allocation `capture`, offload off). */
 static pthread_key_t exit_key;
 static pthread_once_t exit_key_once = PTHREAD_ONCE_INIT;
@@ -143,11 +164,16 @@ static bool exit_key_made;
 
 static void forget(const struct shim_entry *e, void *arg);
 
+/* A capture on one of thread `arg`'s per-thread streams (stream_key). */
+static bool on_per_thread_stream_of(const struct shim_entry *e, void *arg)
+{
+    return (e->key & 1u) && (e->key >> 1) / PT_SLOTS == *(uint64_t *)arg;
+}
+
 static void thread_gone(void *value)
 {
-    struct shim_entry e;
-    if (table_take(&shim.captures, (uint64_t)(uintptr_t)value, &e))
-        forget(&e, NULL);
+    uint64_t id = (uint64_t)(uintptr_t)value;
+    table_drain_if(&shim.captures, on_per_thread_stream_of, forget, &id);
 }
 
 static void make_exit_key(void)
@@ -155,11 +181,11 @@ static void make_exit_key(void)
     exit_key_made = pthread_key_create(&exit_key, thread_gone) == 0;
 }
 
-static void forget_at_thread_exit(uint64_t key)
+static void forget_at_thread_exit(void)
 {
     pthread_once(&exit_key_once, make_exit_key);
     if (exit_key_made)
-        pthread_setspecific(exit_key, (void *)(uintptr_t)key);
+        pthread_setspecific(exit_key, (void *)(uintptr_t)tc.id);
 }
 
 /* Records a capture begun (its strict count already taken); false if it could not be. */
@@ -188,7 +214,7 @@ static bool capture_begun(CUstream stream, bool per_thread, CUstreamCaptureMode 
         return false; /* no memory: the capture goes unseen */
     }
     if (e.key & 1u) /* the calling thread's per-thread default stream (stream_key) */
-        forget_at_thread_exit(e.key);
+        forget_at_thread_exit();
     tc.own_key = e.key;
     tc.own_seq = seq;
     /* A stream cannot begin a capture while capturing (cuda.h, cuStreamBeginCaptureToGraph: "it may

@@ -301,6 +301,28 @@ Test(graphs, exec_ids_follow_instantiation_order)
     run_free(&r);
 }
 
+/* A thread's per-thread default stream is one per context: captures on device 0's and device 1's
+ * at once keep their own bytes and devices; a thread exiting with both live leaves none live. */
+Test(graphs, per_thread_captures_on_two_devices_are_two)
+{
+    struct run_result r;
+    json_t *j = graph_run2(&r, "per_thread_captures_on_two_devices");
+    cr_assert_eq(json_array_size(jpath(j, "executable_graphs")), 2);
+    cr_expect_eq(jpath_u64(j, "executable_graphs.0.device"), 1);
+    cr_expect_eq(jpath_u64(j, "executable_graphs.0.capture_bytes"), 2 * MiB);
+    cr_expect_eq(jpath_u64(j, "executable_graphs.1.device"), 0);
+    cr_expect_eq(jpath_u64(j, "executable_graphs.1.capture_bytes"), MiB);
+    json_t *d0 = device_of(j, 0), *d1 = device_of(j, 1);
+    cr_expect_eq(jpath_u64(d0, "device.current_bytes"), MiB + 4 * KiB);
+    cr_expect_eq(jpath_u64(d0, "capture.current_bytes"), MiB, "the 4 KiB came after every capture");
+    cr_expect_eq(jpath_u64(d0, "graphs.captured"), 1);
+    cr_expect_eq(jpath_u64(d1, "device.current_bytes"), 2 * MiB + 8 * KiB);
+    cr_expect_eq(jpath_u64(d1, "capture.current_bytes"), 2 * MiB);
+    cr_expect_eq(jpath_u64(d1, "graphs.captured"), 1);
+    json_decref(j);
+    run_free(&r);
+}
+
 /* A capture whose beginning thread has exited ends at a device reset without the shim touching
  * that thread's storage. */
 Test(graphs, capture_of_an_exited_thread_ends_at_reset)

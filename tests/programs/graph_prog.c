@@ -492,6 +492,47 @@ static int scenario_capture_of_exited_thread_reset(void)
     return 0;
 }
 
+/* A thread has one per-thread default stream per context (driver API, "Stream synchronization
+ * behavior": "local to both the thread and the CUcontext"): captures on device 0's and device 1's
+ * at once are two captures, each ending with its own bytes; and a thread that exits with both
+ * live leaves neither live. */
+static void *capture_both_and_exit(void *arg)
+{
+    (void)arg;
+    CHECK(cudaSetDevice(0));
+    CHECK(cudaStreamBeginCapture(cudaStreamPerThread, cudaStreamCaptureModeRelaxed));
+    CHECK(cudaSetDevice(1));
+    CHECK(cudaStreamBeginCapture(cudaStreamPerThread, cudaStreamCaptureModeRelaxed));
+    return NULL;
+}
+
+static int scenario_per_thread_captures_on_two_devices(void)
+{
+    void *a, *b, *c, *d;
+    cudaGraph_t g0, g1;
+    cudaGraphExec_t x0, x1;
+    pthread_t t;
+    CHECK(cudaSetDevice(0));
+    CHECK(cudaStreamBeginCapture(cudaStreamPerThread, cudaStreamCaptureModeRelaxed));
+    CHECK(cudaMalloc(&a, MiB));
+    CHECK(cudaMemsetAsync(a, 0, 64, cudaStreamPerThread));
+    CHECK(cudaSetDevice(1));
+    CHECK(cudaStreamBeginCapture(cudaStreamPerThread, cudaStreamCaptureModeRelaxed));
+    CHECK(cudaMalloc(&b, 2 * MiB));
+    CHECK(cudaMemsetAsync(b, 0, 64, cudaStreamPerThread));
+    CHECK(cudaStreamEndCapture(cudaStreamPerThread, &g1));
+    CHECK(cudaGraphInstantiate(&x1, g1, 0));
+    CHECK(cudaSetDevice(0));
+    CHECK(cudaStreamEndCapture(cudaStreamPerThread, &g0));
+    CHECK(cudaGraphInstantiate(&x0, g0, 0));
+    pthread_create(&t, NULL, capture_both_and_exit, NULL);
+    pthread_join(t, NULL);
+    CHECK(cudaMalloc(&c, 4 * KiB)); /* no capture live: plain device memory */
+    CHECK(cudaSetDevice(1));
+    CHECK(cudaMalloc(&d, 8 * KiB));
+    return 0;
+}
+
 static const struct scenario scenarios[] = {
     {"nodes", scenario_nodes, 1},
     {"capture_malloc", scenario_capture_malloc, 1},
@@ -508,6 +549,7 @@ static const struct scenario scenarios[] = {
     {"fork_during_capture", scenario_fork_during_capture, 1},
     {"many_execs", scenario_many_execs, 1},
     {"capture_of_exited_thread_reset", scenario_capture_of_exited_thread_reset, 1},
+    {"per_thread_captures_on_two_devices", scenario_per_thread_captures_on_two_devices, 2},
 };
 
 int main(int argc, char **argv)
