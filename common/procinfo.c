@@ -155,6 +155,27 @@ static pid_t innermost_pid(const char *pid, int *depth)
     return (pid_t)last;
 }
 
+int cushim_proc_uids(pid_t pid, uid_t uids[4])
+{
+    char path[64], buf[4096];
+    snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
+    if (pid <= 0 || read_text(path, buf, sizeof buf) <= 0)
+        return -1;
+    char *p = strstr(buf, "\nUid:");
+    if (!p)
+        return -1;
+    p += 5;
+    for (int i = 0; i < 4; i++) {
+        char *end;
+        unsigned long v = strtoul(p, &end, 10);
+        if (end == p || v > 0xffffffffu)
+            return -1;
+        uids[i] = (uid_t)v;
+        p = end;
+    }
+    return 0;
+}
+
 int cushim_pidns_scan(struct cushim_pidns_map *m)
 {
     memset(m, 0, sizeof *m);

@@ -34,6 +34,11 @@ int cushim_proc_alive(pid_t pid);
  * process, or the pid is another one's. */
 int cushim_proc_is(pid_t pid, uint64_t start_time);
 
+/* The user ids of process `pid` of this pid namespace, as this namespace sees them: real,
+ * effective, saved and filesystem (the Uid: line of /proc/<pid>/status, proc(5)). 0, or -1 (no
+ * such process, or /proc cannot be read). */
+int cushim_proc_uids(pid_t pid, uid_t uids[4]);
+
 /* The inode of the initial (host) pid namespace, fixed by the kernel (include/linux/proc_ns.h:
  * PROC_PID_INIT_INO = 0xEFFFFFFC): every other pid namespace descends from it, so a reader there
  * sees every process. */

@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/segment.h"
 #include "harness.h"
 
 #define OWNER "65534"
@@ -112,6 +113,87 @@ Test(security, another_users_segment_is_private)
     run_free(&r);
 
     touch(hold);
+    cr_expect_eq(wait_bg(setpriv), 0);
+}
+
+/* How many lines of text have `word` as a whole field (separated by spaces). */
+static int count_lines_with(const char *text, const char *word)
+{
+    int n = 0;
+    size_t w = strlen(word);
+    for (const char *l = text; *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : l + strlen(l)) {
+        const char *end = strchr(l, '\n');
+        end = end ? end : l + strlen(l);
+        for (const char *f = l; f < end; f++)
+            if ((f == l || f[-1] == ' ') && (size_t)(end - f) >= w && !memcmp(f, word, w) &&
+                (f + w == end || f[w] == ' ')) {
+                n++;
+                break;
+            }
+    }
+    return n;
+}
+
+/* Anyone can make a file with a right name and header for any process (pid, start time and pidfs
+ * inode can all be read or copied): a segment whose file another user made than the process's
+ * own is not believed. Root's ps lists it as invalid, stat shows the real one, and root's
+ * reset-peak refuses it when it is all there is. */
+Test(security, a_segment_forged_by_another_user_is_not_believed)
+{
+    if (geteuid() != 0) {
+        printf("not run: needs root to run programs as two other users (setpriv)\n");
+        cr_skip_test("not run: needs root to switch users");
+    }
+    struct held h;
+    held_init(&h, "forged", "ready-forged");
+    const char *argv[] = {"setpriv", "--reuid=" OWNER, "--regid=" OWNER, "--clear-groups", "--",
+                          program("rt_prog"), "hold", NULL};
+    pid_t setpriv = spawn_bg(argv, sim_env(h.extra));
+    pid_t pid;
+    wait_ready(h.ready, 1, &pid);
+    char real[700], fake[700];
+    snprintf(real, sizeof real, "%s/cushim-%s-%d", h.segdir, OWNER, (int)pid);
+    snprintf(fake, sizeof fake, "%s/cushim-%s-%d", h.segdir, OTHER, (int)pid);
+    /* The other user's copy, its uid made theirs in name, header and owner. */
+    static struct cushim_segment seg;
+    FILE *f = fopen(real, "rb");
+    cr_assert(f, "segment %s", real);
+    cr_assert_eq(fread(&seg, 1, sizeof seg, f), sizeof seg);
+    fclose(f);
+    seg.h.uid = 65533;
+    f = fopen(fake, "wb");
+    cr_assert_eq(fwrite(&seg, 1, sizeof seg, f), sizeof seg);
+    fclose(f);
+    cr_assert_eq(chown(fake, 65533, 65533), 0);
+    chmod(fake, 0600);
+
+    char p[32], why[1600];
+    snprintf(p, sizeof p, "%d", (int)pid);
+    snprintf(why, sizeof why, "%s: made by uid %s, but process %d runs as uid %s: not its segment (another user's file)",
+             fake, OTHER, (int)pid, OWNER);
+    const char *env[] = {h.seg, NULL};
+    struct run_result r;
+    const char *ps[] = {cushim_bin(), "ps", NULL};
+    run_cmd(&r, ps, env);
+    cr_expect(strstr(r.out, why) != NULL, "root's ps says why the copy is not believed:\n%s%s", r.out, r.err);
+    cr_expect_eq(count_lines_with(r.out, p), 2, "the process once, the copy as invalid:\n%s", r.out);
+    run_free(&r);
+    const char *stat_pid[] = {cushim_bin(), "stat", p, "--json", NULL};
+    run_cmd(&r, stat_pid, env);
+    cr_expect_eq(r.status, 0, "root: %s", r.err);
+    cr_expect(strstr(r.out, "\"current_bytes\": 1052672") != NULL, "%s", r.out);
+    run_free(&r);
+
+    cr_assert_eq(unlink(real), 0);
+    const char *reset[] = {cushim_bin(), "reset-peak", p, NULL};
+    run_cmd(&r, reset, env);
+    cr_expect_eq(r.status, 1, "root's reset-peak writes to the copy: %s", r.err);
+    char said[1700];
+    snprintf(said, sizeof said, "cushim: segment %s\n", why);
+    cr_expect_str_eq(r.err, said);
+    run_free(&r);
+
+    touch(h.hold);
     cr_expect_eq(wait_bg(setpriv), 0);
 }
 

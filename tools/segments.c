@@ -263,6 +263,26 @@ static int is_stale(const struct cushim_snapshot *s, pid_t *here)
     return !cushim_proc_is(s->pid, s->start_time);
 }
 
+/* Whether a live segment's file is its process's: made by one of the process's user ids (real,
+ * effective, saved, filesystem: a server may drop privileges after its segment was made), or by
+ * root. Another user can make a file of the right name and header for any process (the pid and
+ * start time are in /proc for all to read), so without this a forged segment would show a
+ * process's memory as anything, or take root's `reset-peak` and `phase`. `here`: the process's
+ * pid here (0: not visible, so not checked); the file owner and /proc are both this user
+ * namespace's view. On a mismatch, the reason in why. */
+static int owner_runs_it(const struct stat *st, pid_t here, char *why, size_t len)
+{
+    uid_t uids[4];
+    if (here <= 0 || st->st_uid == 0 || cushim_proc_uids(here, uids) != 0)
+        return 1;
+    for (int i = 0; i < 4; i++)
+        if (uids[i] == st->st_uid)
+            return 1;
+    snprintf(why, len, "made by uid %u, but process %d runs as uid %u: not its segment (another user's file)",
+             (unsigned)st->st_uid, (int)here, (unsigned)uids[0]);
+    return 0;
+}
+
 int seg_still_stale(const struct seg_entry *e)
 {
     static struct cushim_snapshot now;
@@ -403,9 +423,9 @@ int seg_scan(const pid_t *pids, int npids, int (*fn)(struct seg_entry *, void *)
                          (int)e.snap.pid, e.snap.uid, de->d_name);
             } else {
                 pid_t here;
-                e.ok = 1;
                 e.stale = is_stale(&e.snap, &here);
-                if (!e.stale)
+                e.ok = e.stale || owner_runs_it(&st, here, e.err, sizeof e.err);
+                if (e.ok && !e.stale)
                     settle_live(fd, &e.snap); /* a writer may be in the middle of an update */
                 e.snap.other_pidns = seg_other_namespace(&e.snap);
                 e.snap.host_pid = here;
@@ -446,6 +466,8 @@ static struct cushim_segment *map_one(const char *path, pid_t pid, char *why, si
                  (int)snap->pid, (int)pid, (int)pid);
     else if (is_stale(snap, &here))
         snprintf(why, len, "process %d is gone (stale segment %s; `cushim gc` removes it)", (int)pid, path);
+    else if (!owner_runs_it(&st, here, err, sizeof err))
+        snprintf(why, len, "segment %s: %s", path, err);
     else {
         void *m = mmap(NULL, sizeof *s, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
         if (m == MAP_FAILED)
