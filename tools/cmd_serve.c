@@ -88,6 +88,52 @@ static void cut_slow_connections(void)
     pthread_mutex_unlock(&conns_lock);
 }
 
+/* The last /metrics answer, served again to requests within CACHE_NS of its making: a scan reads
+ * every segment, so a flood of requests (or many scrapers at once) costs one scan a second, not
+ * one each, and cannot starve a real scrape. Only libmicrohttpd's one thread touches it. */
+#define CACHE_NS 1000000000ull
+static struct {
+    char *body;
+    size_t len;
+    unsigned status;
+    uint64_t made_ns; /* CLOCK_MONOTONIC; 0: none yet */
+} cache;
+
+static uint64_t now_ns(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
+
+/* The /metrics body and status, from the cache when it is fresh, else from a new scan. */
+static void metrics_answer(void)
+{
+    if (cache.made_ns && now_ns() - cache.made_ns < CACHE_NS)
+        return;
+    char *body = NULL;
+    size_t len = 0;
+    unsigned status = MHD_HTTP_OK;
+    FILE *f = open_memstream(&body, &len);
+    struct proc_list l;
+    proc_list_collect(&l, NULL, 0, 0);
+    if (f && l.dir_unreadable) {
+        /* Not "no process": the scrape fails, and Prometheus marks the target down. */
+        fprintf(f, "cushim: cannot read the segment directory %s\n", seg_dir());
+        status = MHD_HTTP_SERVICE_UNAVAILABLE;
+    } else if (f) {
+        prometheus_write(f, &l);
+    }
+    if (f)
+        fclose(f);
+    proc_list_free(&l);
+    free(cache.body);
+    cache.body = f ? body : NULL;
+    cache.len = f ? len : 0;
+    cache.status = f ? status : MHD_HTTP_INTERNAL_SERVER_ERROR;
+    cache.made_ns = now_ns();
+}
+
 static MHD_RESULT answer(void *cls, struct MHD_Connection *c, const char *url, const char *method,
                          const char *version, const char *upload, size_t *upload_size, void **state)
 {
@@ -108,8 +154,6 @@ static MHD_RESULT answer(void *cls, struct MHD_Connection *c, const char *url, c
     }
     struct MHD_Response *r;
     unsigned status = MHD_HTTP_OK;
-    char *body = NULL;
-    size_t len = 0;
     request_seen(c);
     if (strcmp(method, "GET") != 0 && strcmp(method, "HEAD") != 0) {
         static const char msg[] = "only GET /metrics\n";
@@ -121,23 +165,13 @@ static MHD_RESULT answer(void *cls, struct MHD_Connection *c, const char *url, c
         r = MHD_create_response_from_buffer(sizeof msg - 1, (void *)msg, MHD_RESPMEM_PERSISTENT);
         status = MHD_HTTP_NOT_FOUND;
     } else {
-        FILE *f = open_memstream(&body, &len);
-        struct proc_list l;
-        proc_list_collect(&l, NULL, 0, 0);
-        if (f && l.dir_unreadable) {
-            /* Not "no process": the scrape fails, and Prometheus marks the target down. */
-            fprintf(f, "cushim: cannot read the segment directory %s\n", seg_dir());
-            status = MHD_HTTP_SERVICE_UNAVAILABLE;
-        } else if (f) {
-            prometheus_write(f, &l);
-        }
-        if (f)
-            fclose(f);
-        proc_list_free(&l);
-        r = MHD_create_response_from_buffer(len, body, MHD_RESPMEM_MUST_FREE);
-        if (status == MHD_HTTP_OK)
-            MHD_add_response_header(r, "Content-Type", "text/plain; version=0.0.4; charset=utf-8");
+        metrics_answer();
+        status = cache.status;
+        r = MHD_create_response_from_buffer(cache.len, cache.body, MHD_RESPMEM_MUST_COPY);
     }
+    if (r)
+        MHD_add_response_header(r, "Content-Type", status == MHD_HTTP_OK ? "text/plain; version=0.0.4; charset=utf-8"
+                                                                         : "text/plain; charset=utf-8");
     MHD_RESULT ret = MHD_queue_response(c, status, r);
     MHD_destroy_response(r);
     return ret;
