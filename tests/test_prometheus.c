@@ -262,6 +262,7 @@ Test(prometheus, serve_answers_metrics_over_loopback)
     expect_sample(buf, h.pid);
     cr_assert_eq(http_get(port, "/nope", buf, sizeof buf), 0);
     cr_expect(strstr(buf, " 404 ") != NULL, "%.200s", buf);
+    cr_expect(strstr(buf, "Content-Type: text/plain; charset=utf-8\r\n") != NULL, "%.400s", buf);
     kill(srv, SIGTERM);
     cr_expect_eq(wait_bg(srv), 0);
     stop(&h);
