@@ -184,6 +184,10 @@ int cushim_snapshot_read(const void *mem, size_t len, struct cushim_snapshot *ou
         FAIL("bad magic: not a cushim segment");
     if (len < sizeof *h)
         FAIL("truncated: %zu of %zu bytes", len, sizeof *s);
+    /* Versions count up by one per layout change: one far past this one is corruption, not a
+     * newer cushim. */
+    if (h->layout_version == 0 || h->layout_version > CUSHIM_LAYOUT_VERSION + 1000)
+        FAIL("layout version %u is not one any cushim writes (a corrupt segment)", h->layout_version);
     if (h->layout_version != CUSHIM_LAYOUT_VERSION)
         FAIL("layout version %u, this cushim reads %u (another cushim version's segment)",
              h->layout_version, CUSHIM_LAYOUT_VERSION);

@@ -121,6 +121,7 @@ Test(reader, crafted_headers_are_rejected_with_a_reason)
         {"sizes", "layout sizes do not match version 4", NULL},
         {"phase", "phase 9 out of range", NULL},
         {"record", "device record 0 is corrupt", NULL},
+        {"garbage version", "layout version 2745113700 is not one any cushim writes (a corrupt segment)", NULL},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         memcpy(c, s, sizeof *s);
@@ -132,6 +133,7 @@ Test(reader, crafted_headers_are_rejected_with_a_reason)
         case 4: c->h.device_record_size += 8; break;
         case 5: atomic_store(&c->h.phase, 9); break;
         case 6: atomic_store(&c->devices[0].state, 7); break;
+        case 7: c->h.layout_version = 2745113700u; break;
         }
         cr_expect_eq(read_err(c, sizeof *c, err, sizeof err), -1, "%s accepted", cases[i].what);
         cr_expect_str_eq(err, cases[i].expect, "%s", cases[i].what);
