@@ -274,6 +274,29 @@ Test(live, a_segment_of_yours_that_cannot_be_read_is_said)
     run_free(&r);
 }
 
+/* A process's segment before its header is written (the first moments of a process, or one
+ * stopped then): stat and reset-peak both say the process is starting, not that there is no
+ * segment or that it is truncated. */
+Test(live, a_segment_without_a_header_yet_is_a_starting_process)
+{
+    const char *segdir = fresh_dir("seg-starting");
+    char path[700], p[16], want[1000];
+    snprintf(p, sizeof p, "%d", (int)getpid());
+    snprintf(path, sizeof path, "%s/cushim-%u-%s", segdir, (unsigned)getuid(), p);
+    FILE *f = fopen(path, "w");
+    cr_assert(f);
+    fclose(f);
+    snprintf(want, sizeof want, "cushim: process %s is starting: its segment %s has no header yet (try again in a moment)\n",
+             p, path);
+    struct run_result r;
+    cr_expect_eq(cli(segdir, &r, "stat", p, NULL), 1);
+    cr_expect_str_eq(r.err, want);
+    run_free(&r);
+    cr_expect_eq(cli(segdir, &r, "reset-peak", p, NULL), 1);
+    cr_expect_str_eq(r.err, want);
+    run_free(&r);
+}
+
 /* Another cushim version's segment left by a process that is gone: listed as invalid with what
  * to do (`cushim gc`), which removes it. */
 Test(live, an_older_version_segment_of_a_dead_process_says_gc_removes_it)

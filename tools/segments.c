@@ -444,6 +444,9 @@ int seg_scan(const pid_t *pids, int npids, int (*fn)(struct seg_entry *, void *)
     return visited;
 }
 
+/* What is said of a segment whose process has not written its header yet (being_created). */
+#define STARTING "process %d is starting: its segment %s has no header yet (try again in a moment)"
+
 /* Maps the segment at `path` read-write if it is a live segment of process `pid` the caller
  * may write; else NULL with the reason in why. */
 static struct cushim_segment *map_one(const char *path, pid_t pid, char *why, size_t len)
@@ -459,6 +462,8 @@ static struct cushim_segment *map_one(const char *path, pid_t pid, char *why, si
                  !snap ? strerror(ENOMEM) : errno == ELOOP ? "a symbolic link, not followed" : strerror(errno));
     else if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || (geteuid() != 0 && st.st_uid != geteuid()))
         snprintf(why, len, "%s is not a segment of yours (not a regular file you own)", path);
+    else if (being_created(fd, &st))
+        snprintf(why, len, STARTING, (int)pid, path);
     else if (snapshot_fd(fd, snap, err, sizeof err, 0) != 0)
         snprintf(why, len, "segment %s: %s", path, err);
     else if (snap->pid != pid)
@@ -487,20 +492,29 @@ void seg_say_missing(pid_t pid)
     DIR *d = opendir(seg_dir());
     struct dirent *de;
     long owner = -1;
+    char path[1300], starting[1300] = "";
     while (d && owner < 0 && (de = readdir(d)) != NULL) {
         uid_t u;
         pid_t p;
         struct stat st;
-        char path[1300];
         if (parse_name(de->d_name, &u, &p) != 0 || p != pid)
             continue;
         snprintf(path, sizeof path, "%s/%s", seg_dir(), de->d_name);
-        if (lstat(path, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid != geteuid())
+        if (lstat(path, &st) != 0 || !S_ISREG(st.st_mode))
+            continue;
+        int fd = st.st_uid == geteuid() || reads_everyones() ? open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK) : -1;
+        if (fd >= 0 && fstat(fd, &st) == 0 && being_created(fd, &st))
+            snprintf(starting, sizeof starting, "%s", path);
+        else if (st.st_uid != geteuid())
             owner = (long)st.st_uid;
+        if (fd >= 0)
+            close(fd);
     }
     if (d)
         closedir(d);
-    if (owner >= 0)
+    if (starting[0])
+        cli_error(STARTING, (int)pid, starting);
+    else if (owner >= 0)
         cli_error("no cushim process %d of yours: its segment in %s is uid %ld's (root, or "
                   "CAP_DAC_READ_SEARCH to read it, sees every user's)", (int)pid, seg_dir(), owner);
     else
