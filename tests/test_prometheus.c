@@ -232,10 +232,10 @@ Test(prometheus, output_to_a_device_writes_in_place)
 
 /* Starts `cushim serve` on 127.0.0.1:port with CUSHIM_SEGMENT_DIR=... (seg_env) and waits until
  * it answers /metrics (the answer is left in buf). */
-static pid_t start_serve(const char *seg_env, int port, char *buf, size_t len)
+static pid_t start_serve_on(const char *seg_env, const char *host, int port, char *buf, size_t len)
 {
     char listen[64];
-    snprintf(listen, sizeof listen, "127.0.0.1:%d", port);
+    snprintf(listen, sizeof listen, "%s:%d", host, port);
     const char *argv[] = {cushim_bin(), "serve", "--listen", listen, NULL};
     const char *env[] = {seg_env, NULL};
     pid_t srv = spawn_bg(argv, env);
@@ -247,6 +247,11 @@ static pid_t start_serve(const char *seg_env, int port, char *buf, size_t len)
     }
     cr_assert_eq(ok, 0, "cushim serve did not answer on %s", listen);
     return srv;
+}
+
+static pid_t start_serve(const char *seg_env, int port, char *buf, size_t len)
+{
+    return start_serve_on(seg_env, "127.0.0.1", port, buf, len);
 }
 
 Test(prometheus, serve_answers_metrics_over_loopback)
@@ -352,10 +357,27 @@ Test(prometheus, bad_listen_address_is_a_usage_error)
     cr_expect_eq(r.status, 2);
     cr_expect_str_eq(r.err, "cushim: --listen needs ADDR:PORT\n", "a missing value, said as for every option");
     run_free(&r);
+    const char *scoped[] = {cushim_bin(), "serve", "--listen", "[fe80::1%no-such-interface]:9400", NULL};
+    run_cmd(&r, scoped, NULL);
+    cr_expect_eq(r.status, 2, "an interface that does not exist: %s", r.err);
+    run_free(&r);
     const char *other[] = {cushim_bin(), "serve", "--port", "9400", NULL};
     run_cmd(&r, other, NULL);
     cr_expect_eq(r.status, 2);
     cr_expect_str_eq(r.err, "cushim: unknown option \"--port\" for serve (usage: cushim serve --listen ADDR:PORT)\n",
                      "worded as run's");
     run_free(&r);
+}
+
+/* An IPv4-mapped IPv6 address (RFC 4291 2.5.5.2) is its IPv4 address: served there. */
+Test(prometheus, serve_takes_an_ipv4_mapped_address)
+{
+    char seg[700];
+    snprintf(seg, sizeof seg, "CUSHIM_SEGMENT_DIR=%s", fresh_dir("serve-mapped"));
+    int port = 20000 + (int)((getpid() + 4099) % 20000);
+    static char buf[1 << 16];
+    pid_t srv = start_serve_on(seg, "[::ffff:127.0.0.1]", port, buf, sizeof buf);
+    cr_expect(strstr(buf, " 200 ") != NULL, "%.200s", buf);
+    kill(srv, SIGTERM);
+    cr_expect_eq(wait_bg(srv), 0);
 }

@@ -10,6 +10,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <microhttpd.h>
+#include <netdb.h>
 #include <pthread.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -177,7 +178,9 @@ static MHD_RESULT answer(void *cls, struct MHD_Connection *c, const char *url, c
     return ret;
 }
 
-/* ADDR:PORT, [V6ADDR]:PORT or :PORT (every address, IPv4 and IPv6). Addresses are numeric. */
+/* ADDR:PORT, [V6ADDR]:PORT or :PORT (every address, IPv4 and IPv6). Addresses are numeric; an
+ * IPv6 one may name its interface (fe80::1%eth0, RFC 4007), and an IPv4-mapped one
+ * (::ffff:127.0.0.1, RFC 4291 2.5.5.2) is its IPv4 address. */
 static int parse_listen(const char *s, struct sockaddr_storage *ss, int *v6, int *any)
 {
     *any = 0;
@@ -201,10 +204,24 @@ static int parse_listen(const char *s, struct sockaddr_storage *ss, int *v6, int
         if (n < 2 || host[n - 1] != ']')
             return -1;
         host[n - 1] = '\0';
-        a->sin6_family = AF_INET6;
+        struct addrinfo hints = {.ai_family = AF_INET6, .ai_flags = AI_NUMERICHOST}, *res = NULL;
+        if (getaddrinfo(host + 1, NULL, &hints, &res) != 0 || !res)
+            return -1;
+        memcpy(a, res->ai_addr, sizeof *a);
+        freeaddrinfo(res);
         a->sin6_port = htons((uint16_t)port);
-        *v6 = 1;
-        return inet_pton(AF_INET6, host + 1, &a->sin6_addr) == 1 ? 0 : -1;
+        if (!IN6_IS_ADDR_V4MAPPED(&a->sin6_addr)) {
+            *v6 = 1;
+            return 0;
+        }
+        struct in_addr v4;
+        memcpy(&v4, &a->sin6_addr.s6_addr[12], sizeof v4);
+        memset(ss, 0, sizeof *ss);
+        ((struct sockaddr_in *)ss)->sin_family = AF_INET;
+        ((struct sockaddr_in *)ss)->sin_port = htons((uint16_t)port);
+        ((struct sockaddr_in *)ss)->sin_addr = v4;
+        *v6 = 0;
+        return 0;
     }
     struct sockaddr_in *a = (struct sockaddr_in *)ss;
     a->sin_family = AF_INET;
@@ -225,7 +242,7 @@ int cmd_serve(int argc, char **argv)
         if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
             printf("usage: cushim serve --listen ADDR:PORT\n\nServes GET /metrics (Prometheus text "
                    "format) for every process under cushim\nthat this user may see (everyone's as "
-                   "root). ADDR:PORT is e.g. 127.0.0.1:9400,\n[::1]:9400 or :9400 (all addresses).\n");
+                   "root). ADDR:PORT is e.g. 127.0.0.1:9400,\n[::1]:9400, [fe80::1%eth0]:9400 or :9400 (all addresses). A scrape within\n1 s of the last gets that one's answer.\n");
             return 0;
         }
         int got = cli_option_value(argc, argv, &i, "--listen", "ADDR:PORT", &listen);
