@@ -151,9 +151,12 @@ static inline int scenario_main(int argc, char **argv, const struct scenario *s,
         return rc;
     }
     fprintf(stderr, "usage: %s SCENARIO (one of:", argv[0]);
-    for (size_t i = 0; i < n; i++)
-        fprintf(stderr, " %s", s[i].name);
-    fprintf(stderr, ")\n");
+    int several = 0;
+    for (size_t i = 0; i < n; i++) {
+        fprintf(stderr, " %s%s", s[i].name, s[i].devices > 1 ? "*" : "");
+        several |= s[i].devices > 1;
+    }
+    fprintf(stderr, ")\n%s", several ? "  * needs two devices: on the simulated device, SIMCUDA_DEVICE_COUNT=2\n" : "");
     return 2;
 }
 

@@ -900,6 +900,8 @@ int main(int argc, char **argv)
 {
     set_phase = (int (*)(int))cushim_fn("cushim_set_phase");
     get_phase = (int (*)(void))cushim_fn("cushim_get_phase");
+    if (argc != 2) /* the usage, with its scenarios */
+        return scenario_main(argc, argv, scenarios, sizeof scenarios / sizeof scenarios[0]);
     if (!set_phase || !get_phase) {
         fprintf(stderr, "offload_prog: not running under cushim\n");
         return 3;

@@ -94,8 +94,11 @@ static void *worker(void *arg)
 
 int main(int argc, char **argv)
 {
-    if (argc != 4)
+    if (argc != 4) {
+        fprintf(stderr, "usage: %s SEED THREADS OPS (random allocations and frees of every kind, "
+                "then the bytes each kind holds)\n", argv[0]);
         return 2;
+    }
     unsigned seed = (unsigned)atoi(argv[1]);
     int threads = atoi(argv[2]);
     ops = atoi(argv[3]);
