@@ -272,6 +272,13 @@ Test(live, a_segment_of_yours_that_cannot_be_read_is_said)
              "cushim: process 12345: its segment cannot be read (said above)\n", link);
     cr_expect_str_eq(r.err, row);
     run_free(&r);
+    /* top and the exporter say there was one, too. */
+    cr_expect_eq(cli(segdir, &r, "top", "-bn1", NULL), 0);
+    cr_expect(strstr(r.out, "\n1 segment could not be read: `cushim ps` lists it, with why\n") != NULL, "%s", r.out);
+    run_free(&r);
+    cr_expect_eq(cli(segdir, &r, "stat", "--prometheus", NULL), 0);
+    cr_expect(strstr(r.out, "\ncushim_invalid_segments 1\n") != NULL, "%s", r.out);
+    run_free(&r);
 }
 
 /* A process's segment before its header is written (the first moments of a process, or one

@@ -142,7 +142,10 @@ static void frame(struct sink *k, const struct proc_list *l)
         hidden += p->other_pidns && !p->host_pid;
     }
     if (hidden)
-        line(k, y, 0, "* the pid in its own pid namespace (a container's), whose processes are not visible here");
+        line(k, y++, 0, "* the pid in its own pid namespace (a container's), whose processes are not visible here");
+    if (l->bad)
+        line(k, y, 0, "%d segment%s could not be read: `cushim ps` lists %s, with why", l->bad,
+             l->bad == 1 ? "" : "s", l->bad == 1 ? "it" : "them");
 }
 
 /* ---- batch mode: plain text, frame after frame ---- */

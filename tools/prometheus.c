@@ -110,6 +110,10 @@ static void graph_metric(FILE *f, const struct proc_list *l, const char *name, c
 
 void prometheus_write(FILE *f, const struct proc_list *l)
 {
+    /* Not a process's: segments that were skipped, so that an alert can see them. */
+    header(f, "invalid_segments", "gauge",
+           "segment files of this user (everyone's as root) that could not be read; cushim ps lists them");
+    fprintf(f, "cushim_invalid_segments %d\n", l->bad);
     /* Per process: the phase, 1 for the one it is in and 0 for the other (stable series). */
     header(f, "phase", "gauge", "the process's phase (offload policy): 1 for the one it is in");
     for (int i = 0; i < l->count; i++)
