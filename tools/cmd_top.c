@@ -289,8 +289,9 @@ int cmd_top(int argc, char **argv)
                    (got = cli_option_value(argc, argv, &i, "-d", "SECONDS", &v)) != 0) {
             if (got < 0)
                 return EXIT_USAGE;
+            /* Decimal digits and a point only: strtod also takes " 1", "+1", "0x1", "1e0", "inf". */
             interval = strtod(v, &end);
-            if (!*v || *end || !(interval >= 0.1 && interval <= 3600)) {
+            if (!*v || *end || v[strspn(v, "0123456789.")] || !(interval >= 0.1 && interval <= 3600)) {
                 cli_error("--interval \"%s\" is not a number of seconds in 0.1..3600", v);
                 return EXIT_USAGE;
             }
@@ -300,7 +301,7 @@ int cmd_top(int argc, char **argv)
                 return EXIT_USAGE;
             errno = 0;
             iterations = strtol(v, &end, 10);
-            if (!*v || *end || iterations < 1 || errno == ERANGE) {
+            if (!*v || *end || v[strspn(v, "0123456789")] || iterations < 1 || errno == ERANGE) {
                 cli_error("--iterations \"%s\" is not a whole number from 1 to %ld", v, LONG_MAX);
                 return EXIT_USAGE;
             }
