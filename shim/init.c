@@ -6,6 +6,7 @@
  * the segment and register the exit handler. Exit: summary, copy for `cushim run`, remove the
  * segment. fork: the child forgets the parent's segment and tables (its own segment is created at
  * its first CUDA call; DESIGN.md notes CUDA is unusable in a child before exec anyway). */
+#include <link.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdio.h>
@@ -88,6 +89,40 @@ static void after_fork_child(void)
         atomic_store(&shim.run, SHIM_IDLE);
 }
 
+/* Whether another copy of the shim was loaded before this one (LD_PRELOAD naming two builds, or
+ * one twice under two paths): the first object whose file is named libcushim* in load order
+ * (dl_iterate_phdr walks the link map in that order) is the one that counts; a later copy passes
+ * everything through, or the process would be counted, and reported, twice. */
+struct first_copy {
+    uintptr_t self; /* an address in this copy */
+    int verdict;    /* 0 none seen yet, 1 this copy is first, 2 another is */
+};
+
+static int first_copy_fn(struct dl_phdr_info *info, size_t size, void *arg)
+{
+    (void)size;
+    struct first_copy *c = arg;
+    const char *name = info->dlpi_name ? strrchr(info->dlpi_name, '/') : NULL;
+    name = name ? name + 1 : info->dlpi_name;
+    if (!name || strncmp(name, "libcushim", 9) != 0)
+        return 0;
+    c->verdict = 2;
+    for (int i = 0; i < info->dlpi_phnum; i++) {
+        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+        uintptr_t start = info->dlpi_addr + ph->p_vaddr;
+        if (ph->p_type == PT_LOAD && c->self >= start && c->self - start < ph->p_memsz)
+            c->verdict = 1;
+    }
+    return 1;
+}
+
+static bool another_copy_first(void)
+{
+    struct first_copy c = {(uintptr_t)&another_copy_first, 0};
+    dl_iterate_phdr(first_copy_fn, &c);
+    return c.verdict == 2;
+}
+
 __attribute__((constructor)) static void shim_load(void)
 {
     /* Bad values are reported once: under `cushim run`, by the launcher, unless this process's
@@ -115,7 +150,10 @@ __attribute__((constructor)) static void shim_load(void)
     for (unsigned i = 0; i < CUSHIM_MAX_DEVICES; i++)
         budget_any |= shim.cfg.device_limit[i] != 0;
     shim_policy = budget_any || shim.cfg.spill || shim.cfg.offload != CUSHIM_OFFLOAD_OFF;
-    if (shim.cfg.disable)
+    if (another_copy_first()) {
+        LOG_WARN("another copy of cushim was loaded first (LD_PRELOAD names two): this one passes every call through");
+        atomic_store(&shim.run, SHIM_OFF);
+    } else if (shim.cfg.disable)
         atomic_store(&shim.run, SHIM_OFF);
     else
         shim_exit_previous_image();
