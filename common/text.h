@@ -13,13 +13,13 @@
  * cut short by the terminating NUL). */
 int cushim_utf8_len(const unsigned char *p);
 
-/* For text views (ps, top, stat, run's summary): s with every control character (C0, DEL, C1)
- * and every byte that is not valid UTF-8 shown as '?', cut at a character boundary to fit len
+/* For text views (ps, top, stat, run's summary): s with every control character (C0, DEL, C1,
+ * and Unicode's bidirectional controls such as U+202E, which reorder a line) and every byte that is not valid UTF-8 shown as '?', cut at a character boundary to fit len
  * (NUL included), a cut marked by a trailing "..." (when len >= 4). Returns buf. */
 char *cushim_text_printable(const char *s, char *buf, size_t len);
 
 /* For one-line messages: s with \n, \r and \t written as those two-character escapes, every
- * other control character and every byte that is not valid UTF-8 as \xHH; cut at a character
+ * other control character (as above) and every byte that is not valid UTF-8 as \xHH; cut at a character
  * (or escape) boundary to fit len (NUL included), a cut marked by a trailing "..." (when
  * len >= 4). Returns buf. */
 char *cushim_text_escaped(const char *s, char *buf, size_t len);

@@ -285,6 +285,12 @@ Test(units, untrusted_text_is_made_printable_or_escaped)
     cr_expect_str_eq(cushim_text_printable("\xc0\xaf|\xed\xa0\x80|\xf4\x90\x80\x80|\xe2\x82", buf, sizeof buf),
                      "??|???|????|??");
     cr_expect_str_eq(cushim_text_printable("\xf0\x9f\x98\x80", buf, sizeof buf), "\xf0\x9f\x98\x80", "U+1F600");
+    /* Bidirectional controls (U+202E, U+2066, U+200F, U+061C): one '?' each; U+2010 and U+2065,
+     * beside them, are kept. */
+    cr_expect_str_eq(cushim_text_printable("1\xe2\x80\xae" "2\xe2\x81\xa6" "3\xe2\x80\x8f" "4\xd8\x9c" "5\xe2\x80\x90\xe2\x81\xa5",
+                                           buf, sizeof buf),
+                     "1?2?3?4?5\xe2\x80\x90\xe2\x81\xa5");
+    cr_expect_str_eq(cushim_text_escaped("pid\xe2\x80\xae", buf, sizeof buf), "pid\\xe2\\x80\\xae");
     /* Cut at a character boundary, and marked. */
     cr_expect_str_eq(cushim_text_printable("\xc3\xa9\xc3\xa9", buf, 5), "\xc3\xa9\xc3\xa9", "fits exactly");
     cr_expect_str_eq(cushim_text_printable("\xc3\xa9\xc3\xa9\xc3\xa9", buf, 6), "\xc3\xa9...");
