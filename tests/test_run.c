@@ -1,6 +1,7 @@
 /* `cushim run`: non-CUDA programs unchanged, exit statuses, signals, descendants, LD_PRELOAD,
  * configuration errors, --help. */
 #include <criterion/criterion.h>
+#include <fcntl.h>
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
@@ -1190,7 +1191,7 @@ Test(run, json_output_never_replaces_a_device_and_keeps_the_old_file_on_failure)
     run_free(&r);
 }
 
-Test(run, json_goes_through_a_link_and_a_fifo_needs_a_reader)
+Test(run, outputs_go_through_a_link_and_a_fifo_needs_a_reader)
 {
     char target[700], link[700], fifo[700];
     snprintf(target, sizeof target, "%s/through-target.json", test_dir());
@@ -1221,6 +1222,27 @@ Test(run, json_goes_through_a_link_and_a_fifo_needs_a_reader)
              "first); nothing was run\n", fifo);
     cr_expect_str_eq(r.err, want);
     run_free(&r);
+    /* --report too (the processes' own reports): before, the program ran and its report was lost. */
+    const char *rep[] = {cushim_bin(), "run", "--report", fifo, "--", "sh", "-c", "echo ran", NULL};
+    run_cmd(&r, rep, sim_env(NULL));
+    cr_expect_eq(r.status, 2);
+    cr_expect_str_eq(r.out, "");
+    snprintf(want, sizeof want, "cushim: --report \"%s\": cannot write it (a FIFO with no reader; start its reader "
+             "first)\n", fifo);
+    cr_expect_str_eq(r.err, want);
+    run_free(&r);
+    /* With its reader there (this test, reading once the run is over), the report reaches it. */
+    int rd = open(fifo, O_RDONLY | O_NONBLOCK);
+    cr_assert_geq(rd, 0);
+    const char *rep2[] = {cushim_bin(), "run", "--report", fifo, "--", program("rt_prog"), "peaks", NULL};
+    run_cmd(&r, rep2, sim_env(NULL));
+    cr_expect_eq(r.status, 0, "%s", r.err);
+    run_free(&r);
+    static char got[65536];
+    ssize_t n = read(rd, got, sizeof got - 1);
+    close(rd);
+    got[n > 0 ? n : 0] = '\0';
+    cr_expect(strstr(got, "\n    device                  350 B        350 B") != NULL, "%s", got);
 }
 
 Test(run, an_output_named_by_a_standard_stream_is_appended_to_not_replaced)

@@ -134,6 +134,25 @@ static void print_config_error(const struct cushim_config_error *e)
  * --log-file files the user can write (or create, in such a directory). Relative report and log
  * paths are made absolute here, since the program may change its directory before it writes
  * them. 0, or -1 after saying why. */
+/* A FIFO named by --report or --log-file, opened for writing here and kept open for the whole
+ * run: one without a reader is refused before the program starts (as --json is), and its reader
+ * does not see an end of file between the processes that write to it. */
+static int held_fifos[2] = {-1, -1};
+
+static const char *hold_fifo(const char *path)
+{
+    int fd = open(path, O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0)
+        return errno == ENXIO ? "a FIFO with no reader; start its reader first" : cli_output_strerror(errno);
+    for (int i = 0; i < 2; i++)
+        if (held_fifos[i] < 0) {
+            held_fifos[i] = fd;
+            return NULL;
+        }
+    close(fd);
+    return NULL;
+}
+
 static int check_paths(const struct cushim_config *cfg)
 {
     static const struct {
@@ -211,6 +230,8 @@ static int check_paths(const struct cushim_config *cfg)
                 why = strerror(target_errno);
             else if (cushim_std_stream(&fst, -1))
                 ; /* /dev/stderr (the program inherits ours): the shims write through the descriptor */
+            else if (S_ISFIFO(fst.st_mode))
+                why = hold_fifo(v);
             else if (S_ISDIR(fst.st_mode))
                 why = "it is a directory";
             else if ((why = cushim_output_refusal(&fst)) == NULL && access(v, W_OK) != 0)
