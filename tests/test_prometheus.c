@@ -268,6 +268,8 @@ Test(prometheus, serve_answers_metrics_over_loopback)
     cr_assert_eq(http_get(port, "/nope", buf, sizeof buf), 0);
     cr_expect(strstr(buf, " 404 ") != NULL, "%.200s", buf);
     cr_expect(strstr(buf, "Content-Type: text/plain; charset=utf-8\r\n") != NULL, "%.400s", buf);
+    cr_assert_eq(http_get(port, "/metrics%00", buf, sizeof buf), 0);
+    cr_expect(strstr(buf, " 404 ") != NULL, "an escaped path is not unescaped into /metrics: %.200s", buf);
     kill(srv, SIGTERM);
     cr_expect_eq(wait_bg(srv), 0);
     stop(&h);

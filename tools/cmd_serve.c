@@ -178,6 +178,15 @@ static MHD_RESULT answer(void *cls, struct MHD_Connection *c, const char *url, c
     return ret;
 }
 
+/* The request path as sent, not unescaped: /metrics is the only path served, and "/metrics%00"
+ * (or "/%6detrics") is not it (libmicrohttpd's own unescaping would make it "/metrics"). */
+static size_t keep_escapes(void *cls, struct MHD_Connection *c, char *s)
+{
+    (void)cls;
+    (void)c;
+    return strlen(s);
+}
+
 /* ADDR:PORT, [V6ADDR]:PORT or :PORT (every address, IPv4 and IPv6). Addresses are numeric; an
  * IPv6 one may name its interface (fe80::1%eth0, RFC 4007), and an IPv4-mapped one
  * (::ffff:127.0.0.1, RFC 4291 2.5.5.2) is its IPv4 address. */
@@ -286,13 +295,15 @@ int cmd_serve(int argc, char **argv)
                                                   MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)CONN_DEADLINE_S,
                                                   MHD_OPTION_CONNECTION_LIMIT, (unsigned)CONN_LIMIT,
                                                   MHD_OPTION_PER_IP_CONNECTION_LIMIT, 64u,
-                                                  MHD_OPTION_NOTIFY_CONNECTION, on_connection, NULL, MHD_OPTION_END)
+                                                  MHD_OPTION_NOTIFY_CONNECTION, on_connection, NULL,
+                                                  MHD_OPTION_UNESCAPE_CALLBACK, keep_escapes, NULL, MHD_OPTION_END)
                                : MHD_start_daemon(flags, port, NULL, NULL, answer, NULL,
                                                   MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
                                                   MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)CONN_DEADLINE_S,
                                                   MHD_OPTION_CONNECTION_LIMIT, (unsigned)CONN_LIMIT,
                                                   MHD_OPTION_PER_IP_CONNECTION_LIMIT, 64u,
-                                                  MHD_OPTION_NOTIFY_CONNECTION, on_connection, NULL, MHD_OPTION_END);
+                                                  MHD_OPTION_NOTIFY_CONNECTION, on_connection, NULL,
+                                                  MHD_OPTION_UNESCAPE_CALLBACK, keep_escapes, NULL, MHD_OPTION_END);
     if (!d) {
         cli_error("cannot listen on %s: %s", listen,
                   errno ? strerror(errno) : "address in use or not an address of this machine");
