@@ -6,7 +6,7 @@
  * the segment and register the exit handler. Exit: summary, copy for `cushim run`, remove the
  * segment. fork: the child forgets the parent's segment and tables (its own segment is created at
  * its first CUDA call; DESIGN.md notes CUDA is unusable in a child before exec anyway). */
-#include <link.h>
+#include <dlfcn.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdio.h>
@@ -89,38 +89,29 @@ static void after_fork_child(void)
         atomic_store(&shim.run, SHIM_IDLE);
 }
 
-/* Whether another copy of the shim was loaded before this one (LD_PRELOAD naming two builds, or
- * one twice under two paths): the first object whose file is named libcushim* in load order
- * (dl_iterate_phdr walks the link map in that order) is the one that counts; a later copy passes
- * everything through, or the process would be counted, and reported, twice. */
-struct first_copy {
-    uintptr_t self; /* an address in this copy */
-    int verdict;    /* 0 none seen yet, 1 this copy is first, 2 another is */
-};
+/* Exported only so that copies of the shim find each other (another_copy_first); its value is
+ * never read. A name no program defines (a program's weak stubs of the cushim_* API would be
+ * found first by the same lookup). */
+SHIM_EXPORT const char cushim_copy_marker_v1 = 1;
 
-static int first_copy_fn(struct dl_phdr_info *info, size_t size, void *arg)
+/* Whether another copy of the shim is in the process before this one (LD_PRELOAD naming two
+ * builds, or one twice under two names; a program dlopen()ing one while another is preloaded):
+ * the first definition of the marker in the global scope, in load order, is the copy that counts;
+ * a later one passes every call through, or the process would be counted, and reported, twice.
+ * *first: that copy's file name, *self: this one's. A copy not in the global scope (dlopen with RTLD_LOCAL, alone)
+ * finds none and counts. */
+static bool another_copy_first(const char **first, const char **self)
 {
-    (void)size;
-    struct first_copy *c = arg;
-    const char *name = info->dlpi_name ? strrchr(info->dlpi_name, '/') : NULL;
-    name = name ? name + 1 : info->dlpi_name;
-    if (!name || strncmp(name, "libcushim", 9) != 0)
-        return 0;
-    c->verdict = 2;
-    for (int i = 0; i < info->dlpi_phnum; i++) {
-        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
-        uintptr_t start = info->dlpi_addr + ph->p_vaddr;
-        if (ph->p_type == PT_LOAD && c->self >= start && c->self - start < ph->p_memsz)
-            c->verdict = 1;
-    }
-    return 1;
-}
-
-static bool another_copy_first(void)
-{
-    struct first_copy c = {(uintptr_t)&another_copy_first, 0};
-    dl_iterate_phdr(first_copy_fn, &c);
-    return c.verdict == 2;
+    shim_dlsym_fn lookup = shim_real_dlsym();
+    const void *found = lookup ? lookup(RTLD_DEFAULT, "cushim_copy_marker_v1") : NULL;
+    Dl_info theirs, mine;
+    if (!found || !dladdr(found, &theirs) || !dladdr((const void *)&another_copy_first, &mine))
+        return false;
+    *first = theirs.dli_fname ? theirs.dli_fname : "?";
+    *self = mine.dli_fname ? mine.dli_fname : "?";
+    /* This copy's own address is a function of its own: the marker's, taken here, would be the
+     * first copy's (an exported symbol is reached through the GOT, which interposition fills). */
+    return theirs.dli_fbase != mine.dli_fbase;
 }
 
 __attribute__((constructor)) static void shim_load(void)
@@ -150,8 +141,10 @@ __attribute__((constructor)) static void shim_load(void)
     for (unsigned i = 0; i < CUSHIM_MAX_DEVICES; i++)
         budget_any |= shim.cfg.device_limit[i] != 0;
     shim_policy = budget_any || shim.cfg.spill || shim.cfg.offload != CUSHIM_OFFLOAD_OFF;
-    if (another_copy_first()) {
-        LOG_WARN("another copy of cushim was loaded first (LD_PRELOAD names two): this one passes every call through");
+    const char *first = NULL, *self = NULL;
+    if (another_copy_first(&first, &self)) {
+        LOG_WARN("another copy of cushim, %s, was loaded first and counts: this one, %s, passes every call through",
+                 first, self);
         atomic_store(&shim.run, SHIM_OFF);
     } else if (shim.cfg.disable)
         atomic_store(&shim.run, SHIM_OFF);
