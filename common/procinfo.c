@@ -299,6 +299,19 @@ int cushim_proc_is(pid_t pid, uint64_t start_time)
     return here == start_time || same_process(pid, start_time);
 }
 
+int cushim_pidns_candidates(const struct cushim_pidns_map *m, pid_t nspid, uint64_t start_time, pid_t *pids,
+                            int max)
+{
+    int n = 0;
+    for (size_t i = 0; i < m->count; i++)
+        if (m->rows[i].ns == 0 && m->rows[i].nspid == nspid && same_process(m->rows[i].pid, start_time)) {
+            if (n < max)
+                pids[n] = m->rows[i].pid;
+            n++;
+        }
+    return n;
+}
+
 int cushim_pidns_alive(const struct cushim_pidns_map *m, uint64_t ns, pid_t nspid, uint64_t start_time,
                        pid_t *here)
 {
@@ -306,7 +319,7 @@ int cushim_pidns_alive(const struct cushim_pidns_map *m, uint64_t ns, pid_t nspi
     if (here)
         *here = 0;
     for (size_t i = 0; i < m->count; i++) {
-        if (m->rows[i].ns == 0 && m->rows[i].nspid == nspid)
+        if (m->rows[i].ns == 0 && m->rows[i].nspid == nspid && same_process(m->rows[i].pid, start_time))
             maybe = 1; /* in a namespace we may not look at: it could be this one */
         if (m->rows[i].ns != ns)
             continue;

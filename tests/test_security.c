@@ -3,6 +3,7 @@
 #include <criterion/criterion.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -193,6 +194,103 @@ Test(security, a_segment_forged_by_another_user_is_not_believed)
     cr_expect_str_eq(r.err, said);
     run_free(&r);
 
+    touch(h.hold);
+    cr_expect_eq(wait_bg(setpriv), 0);
+}
+
+/* Field 22 of /proc/<pid>/stat (start time, clock ticks after boot); 0 if unreadable. */
+static unsigned long long start_time_of(pid_t pid)
+{
+    char path[64], buf[1024];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    FILE *f = fopen(path, "r");
+    size_t n = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
+    if (f)
+        fclose(f);
+    buf[n] = '\0';
+    char *p = strrchr(buf, ')');
+    unsigned long long v = 0;
+    for (int field = 2; p && field < 22; field++)
+        p = strchr(p + 1, ' ');
+    if (p)
+        v = strtoull(p + 1, NULL, 10);
+    return v;
+}
+
+/* An exporter with only CAP_DAC_READ_SEARCH cannot read another user's /proc/PID/ns/pid, so it
+ * cannot tell which inner pid namespace a process is in: a segment naming a made-up namespace,
+ * pid 1 and the start time of some root process that is pid 1 in a container must still be made
+ * by that process's user to be believed. */
+Test(security, an_exporter_that_cannot_read_namespaces_is_not_fooled)
+{
+    if (geteuid() != 0) {
+        printf("not run: needs root to switch users and make a pid namespace\n");
+        cr_skip_test("not run: needs root to switch users");
+    }
+    const char *probe[] = {"unshare", "-pf", "--mount-proc", "true", NULL};
+    struct run_result r;
+    run_cmd(&r, probe, NULL);
+    int can = r.status == 0;
+    run_free(&r);
+    if (!can) {
+        printf("not run: needs unshare -pf (root) to make a pid namespace\n");
+        cr_skip_test("not run: needs unshare -pf");
+    }
+    struct held h;
+    held_init(&h, "forged-ns", "ready-forged-ns");
+    const char *argv[] = {"setpriv", "--reuid=" OWNER, "--regid=" OWNER, "--clear-groups", "--",
+                          program("rt_prog"), "hold", NULL};
+    pid_t setpriv = spawn_bg(argv, sim_env(h.extra));
+    pid_t pid;
+    wait_ready(h.ready, 1, &pid);
+    /* Root's container: its pid 1 (a sleep) and that process's pid here. */
+    const char *box[] = {"unshare", "-pf", "--mount-proc", "sleep", "60", NULL};
+    pid_t unshare = spawn_bg(box, NULL), inner = 0;
+    char children[64];
+    snprintf(children, sizeof children, "/proc/%d/task/%d/children", (int)unshare, (int)unshare);
+    for (int i = 0; i < 500 && inner <= 0; i++) {
+        FILE *f = fopen(children, "r");
+        if (!f || fscanf(f, "%d", &inner) != 1)
+            inner = 0, usleep(10000);
+        if (f)
+            fclose(f);
+    }
+    cr_assert_gt(inner, 0, "the container's pid 1");
+    /* The user's own segment, copied as if it were that container's pid 1. */
+    char real[700], fake[700];
+    snprintf(real, sizeof real, "%s/cushim-%s-%d", h.segdir, OWNER, (int)pid);
+    snprintf(fake, sizeof fake, "%s/cushim-%s-1", h.segdir, OWNER);
+    static struct cushim_segment seg;
+    FILE *f = fopen(real, "rb");
+    cr_assert(f, "segment %s", real);
+    cr_assert_eq(fread(&seg, 1, sizeof seg, f), sizeof seg);
+    fclose(f);
+    seg.h.pid = 1;
+    seg.h.pidns_inode = 4026599999u;
+    seg.h.start_time = start_time_of(inner);
+    seg.h.pidfs_ino = 0;
+    cr_assert_neq(seg.h.start_time, 0);
+    f = fopen(fake, "wb");
+    cr_assert_eq(fwrite(&seg, 1, sizeof seg, f), sizeof seg);
+    fclose(f);
+    cr_assert_eq(chown(fake, 65534, 65534), 0);
+    chmod(fake, 0600);
+
+    const char *env[] = {h.seg, NULL};
+    const char *cap[] = {"setpriv", "--reuid=" OWNER, "--regid=" OWNER, "--clear-groups", "--inh-caps=+dac_read_search",
+                         "--ambient-caps=+dac_read_search", "--", cushim_bin(), "ps", NULL};
+    run_cmd(&r, cap, env);
+    char why[1200];
+    snprintf(why, sizeof why, "%s: made by uid %s, but no process of that uid is pid 1 of a pid namespace here with "
+             "its start time: not its segment (another user's file)\n", fake, OWNER);
+    cr_expect(strstr(r.out, why) != NULL, "the exporter believes the copy:\n%s%s", r.out, r.err);
+    cr_expect(strstr(r.out, " live ") == NULL || strstr(strstr(r.out, " live ") + 1, " live ") == NULL,
+              "one live process only (the user's own):\n%s", r.out);
+    run_free(&r);
+
+    kill(unshare, SIGKILL);
+    wait_bg(unshare);
+    kill(inner, SIGKILL);
     touch(h.hold);
     cr_expect_eq(wait_bg(setpriv), 0);
 }

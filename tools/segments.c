@@ -283,6 +283,25 @@ static int owner_runs_it(const struct stat *st, pid_t here, char *why, size_t le
     return 0;
 }
 
+/* owner_runs_it for a live segment of a pid namespace whose processes this user may not tell
+ * apart (an exporter with CAP_DAC_READ_SEARCH cannot read another user's /proc/PID/ns/pid): the
+ * processes that may be it (its pid there and its start time, cushim_pidns_candidates), one of
+ * which must be run by the file's owner. None visible (a sibling namespace's): believed. */
+static int owner_runs_a_candidate(const struct stat *st, const struct cushim_snapshot *s, char *why, size_t len)
+{
+    pid_t pids[16];
+    int n = ns_map_read && seg_other_namespace(s) ? cushim_pidns_candidates(&ns_map, s->pid, s->start_time, pids, 16) : 0;
+    if (n == 0)
+        return 1;
+    char one[200] = "";
+    for (int i = 0; i < n && i < 16; i++)
+        if (owner_runs_it(st, pids[i], one, sizeof one))
+            return 1;
+    snprintf(why, len, "made by uid %u, but no process of that uid is pid %d of a pid namespace here with its "
+             "start time: not its segment (another user's file)", (unsigned)st->st_uid, (int)s->pid);
+    return 0;
+}
+
 int seg_still_stale(const struct seg_entry *e)
 {
     static struct cushim_snapshot now;
@@ -424,7 +443,8 @@ int seg_scan(const pid_t *pids, int npids, int (*fn)(struct seg_entry *, void *)
             } else {
                 pid_t here;
                 e.stale = is_stale(&e.snap, &here);
-                e.ok = e.stale || owner_runs_it(&st, here, e.err, sizeof e.err);
+                e.ok = e.stale || (here ? owner_runs_it(&st, here, e.err, sizeof e.err)
+                                        : owner_runs_a_candidate(&st, &e.snap, e.err, sizeof e.err));
                 if (e.ok && !e.stale)
                     settle_live(fd, &e.snap); /* a writer may be in the middle of an update */
                 e.snap.other_pidns = seg_other_namespace(&e.snap);
@@ -471,7 +491,7 @@ static struct cushim_segment *map_one(const char *path, pid_t pid, char *why, si
                  (int)snap->pid, (int)pid, (int)pid);
     else if (is_stale(snap, &here))
         snprintf(why, len, "process %d is gone (stale segment %s; `cushim gc` removes it)", (int)pid, path);
-    else if (!owner_runs_it(&st, here, err, sizeof err))
+    else if (!(here ? owner_runs_it(&st, here, err, sizeof err) : owner_runs_a_candidate(&st, snap, err, sizeof err)))
         snprintf(why, len, "segment %s: %s", path, err);
     else {
         void *m = mmap(NULL, sizeof *s, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
