@@ -1,6 +1,7 @@
 /* Issue 3 acceptance: live segments read by `cushim stat/ps/reset-peak/gc`, consistency of
  * snapshots under load, and processes coming and going. */
 #include <criterion/criterion.h>
+#include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
@@ -279,6 +280,45 @@ Test(live, a_segment_of_yours_that_cannot_be_read_is_said)
     cr_expect_eq(cli(segdir, &r, "stat", "--prometheus", NULL), 0);
     cr_expect(strstr(r.out, "\ncushim_invalid_segments 1\n") != NULL, "%s", r.out);
     run_free(&r);
+}
+
+/* A user's copy of their own live segment (same pid, same start time): reset-peak writes to the
+ * segment the process maps, not to the copy that comes first in the directory. */
+Test(live, reset_peak_goes_to_the_mapped_segment_not_a_copy)
+{
+    const char *segdir;
+    char hold[600], copy[800], cmd[1800], p[32];
+    pid_t pid = start_held("hold", "copy", &segdir, hold, sizeof hold);
+    snprintf(p, sizeof p, "%d", (int)pid);
+    /* Copies until one comes before the real segment in the directory's order. */
+    int before = 0;
+    for (int i = 0; i < 26 && !before; i++) {
+        snprintf(copy, sizeof copy, "%s.%c%c%c%c%c%c", seg_path(segdir, pid), 'a' + i, 'a' + i, 'a' + i, 'a' + i,
+                 'a' + i, 'a' + i);
+        snprintf(cmd, sizeof cmd, "cp %s %s", seg_path(segdir, pid), copy);
+        cr_assert_eq(system(cmd), 0);
+        DIR *d = opendir(segdir);
+        struct dirent *de;
+        while ((de = readdir(d)) != NULL) {
+            if (strncmp(de->d_name, "cushim-", 7) != 0)
+                continue;
+            before = strchr(de->d_name, '.') != NULL; /* the first segment listed is a copy */
+            break;
+        }
+        closedir(d);
+    }
+    cr_assert(before, "no copy listed before the real segment");
+    struct run_result r;
+    cr_expect_eq(cli(segdir, &r, "reset-peak", p, NULL), 0, "%s", r.err);
+    run_free(&r);
+    snprintf(cmd, sizeof cmd, "rm %s.*", seg_path(segdir, pid));
+    cr_assert_eq(system(cmd), 0);
+    json_t *j = stat_json(segdir, pid, &r);
+    cr_expect_eq(jpath_u64(j, "0.devices.0.device.peak_bytes"), MiB + 4096, "the real segment's peak was reset");
+    json_decref(j);
+    run_free(&r);
+    touch(hold);
+    cr_expect_eq(wait_bg(pid), 0);
 }
 
 /* A process's segment before its header is written (the first moments of a process, or one

@@ -542,12 +542,15 @@ void seg_say_missing(pid_t pid)
                   seg_dir());
 }
 
+#define MAX_DIRECT 32
+
 /* The live processes a pid argument may name (seg_names): `direct` ones by their pid here,
  * `inner` ones (another pid namespace's) by their own pid there. */
 struct pid_candidates {
     pid_t pid;
     int ndirect, ninner;
-    char direct[1300], inner[1300];
+    char direct[MAX_DIRECT][1300], inner[1300]; /* the first direct ones */
+    ino_t direct_ino[MAX_DIRECT];
     pid_t direct_own, inner_own;
     struct cushim_snapshot inner_snap[8]; /* the first inner ones, for a message */
 };
@@ -558,9 +561,13 @@ static int gather_candidate(struct seg_entry *e, void *arg)
     if (!e->ok || e->stale)
         return 0;
     int how = seg_names(&e->snap, c->pid);
-    if (how == 2 && c->ndirect++ == 0) {
-        snprintf(c->direct, sizeof c->direct, "%s", e->path);
+    if (how == 2) {
+        if (c->ndirect < MAX_DIRECT) {
+            snprintf(c->direct[c->ndirect], sizeof c->direct[0], "%s", e->path);
+            c->direct_ino[c->ndirect] = e->ino;
+        }
         c->direct_own = e->snap.pid;
+        c->ndirect++;
     } else if (how == 1) {
         if (c->ninner == 0) {
             snprintf(c->inner, sizeof c->inner, "%s", e->path);
@@ -573,6 +580,46 @@ static int gather_candidate(struct seg_entry *e, void *arg)
     return 0;
 }
 
+/* Whether process `pid` (here) has a file of inode `ino` mapped (/proc/PID/maps, proc(5): the
+ * fifth field): 1 yes, 0 no, -1 cannot tell. */
+static int maps_inode(pid_t pid, ino_t ino)
+{
+    char path[64], line[4400];
+    snprintf(path, sizeof path, "/proc/%d/maps", (int)pid);
+    FILE *f = fopen(path, "re");
+    if (!f)
+        return -1;
+    int found = 0;
+    while (!found && fgets(line, sizeof line, f)) {
+        unsigned long long i;
+        found = sscanf(line, "%*s %*s %*s %*s %llu", &i) == 1 && i == (unsigned long long)ino;
+    }
+    fclose(f);
+    return found;
+}
+
+/* Of several live segments naming pid here (a copy the user made of their own: same pid, same
+ * start time), the one the process has mapped; -1 (said) when not exactly one is. */
+static int the_mapped_one(const struct pid_candidates *c)
+{
+    int n = c->ndirect < MAX_DIRECT ? c->ndirect : MAX_DIRECT, pick = -1, others = 0, unknown = 0;
+    for (int i = 0; i < n; i++) {
+        int m = maps_inode(c->pid, c->direct_ino[i]);
+        unknown |= m < 0;
+        if (m == 1 && pick < 0)
+            pick = i;
+        else if (m == 1 && c->direct_ino[i] != c->direct_ino[pick])
+            others++; /* two files mapped: a hard link of the one is the same file */
+    }
+    if (pick >= 0 && !others && c->ndirect <= MAX_DIRECT)
+        return pick;
+    cli_error("pid %d names %d live segments (%s, %s%s): %s", (int)c->pid, c->ndirect, c->direct[0], c->direct[1],
+              c->ndirect > 2 ? ", ..." : "",
+              unknown ? "cannot tell which the process maps (its /proc/PID/maps is not readable here)"
+                      : "not one that the process maps; remove the copies");
+    return -1;
+}
+
 struct cushim_segment *seg_map_rw(pid_t pid)
 {
     /* The process with this pid here; else the one process of another pid namespace (a
@@ -583,8 +630,17 @@ struct cushim_segment *seg_map_rw(pid_t pid)
     c.pid = pid;
     seg_scan(&pid, 1, gather_candidate, &c);
     struct cushim_segment *s = NULL;
+    if (c.ndirect > 1) {
+        int i = the_mapped_one(&c);
+        if (i < 0)
+            return NULL;
+        s = map_one(c.direct[i], c.direct_own, why, sizeof why);
+        if (!s)
+            cli_error("%s", why);
+        return s;
+    }
     if (c.ndirect == 1 || (c.ndirect == 0 && c.ninner == 1)) {
-        s = c.ndirect ? map_one(c.direct, c.direct_own, why, sizeof why) : map_one(c.inner, c.inner_own, why, sizeof why);
+        s = c.ndirect ? map_one(c.direct[0], c.direct_own, why, sizeof why) : map_one(c.inner, c.inner_own, why, sizeof why);
         if (!s)
             cli_error("%s", why);
         return s;
