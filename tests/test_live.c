@@ -342,6 +342,19 @@ Test(live, a_segment_without_a_header_yet_is_a_starting_process)
     cr_expect_eq(cli(segdir, &r, "reset-peak", p, NULL), 1);
     cr_expect_str_eq(r.err, want);
     run_free(&r);
+    /* One whose process is gone (a pid above any pid_max): not starting. */
+    snprintf(path, sizeof path, "%s/cushim-%u-2147483646", segdir, (unsigned)getuid());
+    f = fopen(path, "w");
+    cr_assert(f);
+    fclose(f);
+    snprintf(want, sizeof want, "cushim: no process 2147483646: its segment %s has no header (`cushim gc` removes it)\n",
+             path);
+    cr_expect_eq(cli(segdir, &r, "stat", "2147483646", NULL), 1);
+    cr_expect_str_eq(r.err, want);
+    run_free(&r);
+    cr_expect_eq(cli(segdir, &r, "reset-peak", "2147483646", NULL), 1);
+    cr_expect_str_eq(r.err, want);
+    run_free(&r);
 }
 
 /* Another cushim version's segment left by a process that is gone: listed as invalid with what

@@ -466,6 +466,8 @@ int seg_scan(const pid_t *pids, int npids, int (*fn)(struct seg_entry *, void *)
 
 /* What is said of a segment whose process has not written its header yet (being_created). */
 #define STARTING "process %d is starting: its segment %s has no header yet (try again in a moment)"
+/* ... and of one whose process is gone before writing it. */
+#define NEVER_STARTED "no process %d: its segment %s has no header (`cushim gc` removes it)"
 
 /* Maps the segment at `path` read-write if it is a live segment of process `pid` the caller
  * may write; else NULL with the reason in why. */
@@ -483,7 +485,7 @@ static struct cushim_segment *map_one(const char *path, pid_t pid, char *why, si
     else if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || (geteuid() != 0 && st.st_uid != geteuid()))
         snprintf(why, len, "%s is not a segment of yours (not a regular file you own)", path);
     else if (being_created(fd, &st))
-        snprintf(why, len, STARTING, (int)pid, path);
+        snprintf(why, len, cushim_proc_alive(pid) ? STARTING : NEVER_STARTED, (int)pid, path);
     else if (snapshot_fd(fd, snap, err, sizeof err, 0) != 0)
         snprintf(why, len, "segment %s: %s", path, err);
     else if (snap->pid != pid)
@@ -533,7 +535,7 @@ void seg_say_missing(pid_t pid)
     if (d)
         closedir(d);
     if (starting[0])
-        cli_error(STARTING, (int)pid, starting);
+        cli_error(cushim_proc_alive(pid) ? STARTING : NEVER_STARTED, (int)pid, starting);
     else if (owner >= 0)
         cli_error("no cushim process %d of yours: its segment in %s is uid %ld's (root, or "
                   "CAP_DAC_READ_SEARCH to read it, sees every user's)", (int)pid, seg_dir(), owner);
