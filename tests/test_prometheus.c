@@ -362,6 +362,8 @@ Test(prometheus, bad_listen_address_is_a_usage_error)
     const char *scoped[] = {cushim_bin(), "serve", "--listen", "[fe80::1%no-such-interface]:9400", NULL};
     run_cmd(&r, scoped, NULL);
     cr_expect_eq(r.status, 2, "an interface that does not exist: %s", r.err);
+    cr_expect_str_eq(r.err, "cushim: --listen \"[fe80::1%no-such-interface]:9400\": no network interface of that "
+                            "name here (`ip link` lists them)\n");
     run_free(&r);
     const char *other[] = {cushim_bin(), "serve", "--port", "9400", NULL};
     run_cmd(&r, other, NULL);

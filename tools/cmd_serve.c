@@ -10,6 +10,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <microhttpd.h>
+#include <net/if.h>
 #include <netdb.h>
 #include <pthread.h>
 #include <signal.h>
@@ -214,8 +215,17 @@ static int parse_listen(const char *s, struct sockaddr_storage *ss, int *v6, int
             return -1;
         host[n - 1] = '\0';
         struct addrinfo hints = {.ai_family = AF_INET6, .ai_flags = AI_NUMERICHOST}, *res = NULL;
-        if (getaddrinfo(host + 1, NULL, &hints, &res) != 0 || !res)
+        if (getaddrinfo(host + 1, NULL, &hints, &res) != 0 || !res) {
+            /* An address that is one but for its zone: the interface is what is wrong. */
+            char *zone = strchr(host + 1, '%');
+            if (zone) {
+                *zone = '\0';
+                struct in6_addr probe;
+                if (inet_pton(AF_INET6, host + 1, &probe) == 1)
+                    return if_nametoindex(zone + 1) ? -3 : -2;
+            }
             return -1;
+        }
         memcpy(a, res->ai_addr, sizeof *a);
         freeaddrinfo(res);
         a->sin6_port = htons((uint16_t)port);
@@ -269,7 +279,16 @@ int cmd_serve(int argc, char **argv)
         cli_error("serve needs --listen ADDR:PORT (e.g. 127.0.0.1:9400, [::1]:9400, :9400 for every address)");
         return EXIT_USAGE;
     }
-    if (parse_listen(listen, &ss, &v6, &any) != 0) {
+    int parsed = parse_listen(listen, &ss, &v6, &any);
+    if (parsed == -2) {
+        cli_error("--listen \"%s\": no network interface of that name here (`ip link` lists them)", listen);
+        return EXIT_USAGE;
+    }
+    if (parsed == -3) {
+        cli_error("--listen \"%s\": an interface (%%NAME) goes only with a link-local address (fe80::/10)", listen);
+        return EXIT_USAGE;
+    }
+    if (parsed != 0) {
         cli_error("--listen needs ADDR:PORT with a numeric address and a port 1..65535 (e.g. "
                   "127.0.0.1:9400, [::1]:9400, :9400 for every address), got \"%s\"",
                   listen);
