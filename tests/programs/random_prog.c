@@ -102,6 +102,11 @@ int main(int argc, char **argv)
     unsigned seed = (unsigned)atoi(argv[1]);
     int threads = atoi(argv[2]);
     ops = atoi(argv[3]);
+    if (threads < 1 || threads > 64 || ops < 1 || strspn(argv[2], "0123456789") != strlen(argv[2]) ||
+        strspn(argv[3], "0123456789") != strlen(argv[3])) {
+        fprintf(stderr, "%s: THREADS must be 1..64 and OPS at least 1 (got \"%s\", \"%s\")\n", argv[0], argv[2], argv[3]);
+        return 2;
+    }
     pthread_t t[64];
     CHECK(cudaFree(NULL));
     for (int i = 0; i < threads && i < 64; i++)
