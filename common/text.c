@@ -23,12 +23,13 @@ int cushim_utf8_len(const unsigned char *p)
 /* A control character: C0, DEL, C1 (U+0080..U+009F, encoded C2 80..C2 9F), or one of Unicode's
  * bidirectional controls (the Bidi_Control property: U+061C, U+200E, U+200F, U+202A..U+202E,
  * U+2066..U+2069), which reorder what follows on the line: a command line holding U+202E could
- * show another pid or figure than its own ("Trojan Source", CVE-2021-42574). */
+ * show another pid or figure than its own ("Trojan Source", CVE-2021-42574); and the line and
+ * paragraph separators U+2028 and U+2029, which some viewers take as line breaks. */
 static int control(const unsigned char *p, int n)
 {
     return (n == 1 && (p[0] < 0x20 || p[0] == 0x7f)) || (n == 2 && p[0] == 0xc2 && p[1] < 0xa0) ||
            (n == 2 && p[0] == 0xd8 && p[1] == 0x9c) ||
-           (n == 3 && p[0] == 0xe2 && p[1] == 0x80 && (p[2] == 0x8e || p[2] == 0x8f || (p[2] >= 0xaa && p[2] <= 0xae))) ||
+           (n == 3 && p[0] == 0xe2 && p[1] == 0x80 && (p[2] == 0x8e || p[2] == 0x8f || (p[2] >= 0xa8 && p[2] <= 0xae))) ||
            (n == 3 && p[0] == 0xe2 && p[1] == 0x81 && p[2] >= 0xa6 && p[2] <= 0xa9);
 }
 

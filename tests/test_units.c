@@ -291,6 +291,8 @@ Test(units, untrusted_text_is_made_printable_or_escaped)
                                            buf, sizeof buf),
                      "1?2?3?4?5\xe2\x80\x90\xe2\x81\xa5");
     cr_expect_str_eq(cushim_text_escaped("pid\xe2\x80\xae", buf, sizeof buf), "pid\\xe2\\x80\\xae");
+    cr_expect_str_eq(cushim_text_printable("a\xe2\x80\xa8" "b\xe2\x80\xa9" "c\xe2\x80\xa7", buf, sizeof buf), "a?b?c\xe2\x80\xa7",
+                     "U+2028 and U+2029 are line breaks to some; U+2027 beside them is kept");
     /* Cut at a character boundary, and marked. */
     cr_expect_str_eq(cushim_text_printable("\xc3\xa9\xc3\xa9", buf, 5), "\xc3\xa9\xc3\xa9", "fits exactly");
     cr_expect_str_eq(cushim_text_printable("\xc3\xa9\xc3\xa9\xc3\xa9", buf, 6), "\xc3\xa9...");
