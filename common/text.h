@@ -14,7 +14,8 @@
 int cushim_utf8_len(const unsigned char *p);
 
 /* For text views (ps, top, stat, run's summary): s with every control character (C0, DEL, C1,
- * and Unicode's bidirectional controls such as U+202E, which reorder a line) and every byte that is not valid UTF-8 shown as '?', cut at a character boundary to fit len
+ * Unicode's bidirectional controls such as U+202E, which reorder a line, and U+2028/U+2029) and
+ * every byte that is not valid UTF-8 shown as '?', cut at a character boundary to fit len
  * (NUL included), a cut marked by a trailing "..." (when len >= 4). Returns buf. */
 char *cushim_text_printable(const char *s, char *buf, size_t len);
 
