@@ -283,35 +283,56 @@ Test(live, a_segment_of_yours_that_cannot_be_read_is_said)
 }
 
 /* A user's copy of their own live segment (same pid, same start time): reset-peak writes to the
- * segment the process maps, not to the copy that comes first in the directory. */
+ * segment the process maps, not to the copy that comes first in the directory, and stat shows the
+ * process once. */
 Test(live, reset_peak_goes_to_the_mapped_segment_not_a_copy)
 {
     const char *segdir;
     char hold[600], copy[800], cmd[1800], p[32];
     pid_t pid = start_held("hold", "copy", &segdir, hold, sizeof hold);
     snprintf(p, sizeof p, "%d", (int)pid);
-    /* Copies until one comes before the real segment in the directory's order. */
-    int before = 0;
-    for (int i = 0; i < 26 && !before; i++) {
-        snprintf(copy, sizeof copy, "%s.%c%c%c%c%c%c", seg_path(segdir, pid), 'a' + i, 'a' + i, 'a' + i, 'a' + i,
-                 'a' + i, 'a' + i);
-        snprintf(cmd, sizeof cmd, "cp %s %s", seg_path(segdir, pid), copy);
+    /* Copies until one comes before the real segment in the directory's order (which readers
+     * follow): each round adds a copy (tmpfs lists the newest first) and renames the real one
+     * (ext4 lists by a hash of the name). */
+    char real[800], renamed[800];
+    snprintf(real, sizeof real, "%s", seg_path(segdir, pid));
+    int before = 0, copies = 0;
+    struct stat real_st;
+    cr_assert_eq(stat(real, &real_st), 0);
+    for (int i = 0; i < 20 && !before; i++) {
+        snprintf(copy, sizeof copy, "%s.c%05d", seg_path(segdir, pid), i);
+        snprintf(cmd, sizeof cmd, "cp %s %s", real, copy);
         cr_assert_eq(system(cmd), 0);
+        copies++;
         DIR *d = opendir(segdir);
         struct dirent *de;
         while ((de = readdir(d)) != NULL) {
             if (strncmp(de->d_name, "cushim-", 7) != 0)
                 continue;
-            before = strchr(de->d_name, '.') != NULL; /* the first segment listed is a copy */
+            before = de->d_ino != real_st.st_ino; /* the first segment listed is a copy */
             break;
         }
         closedir(d);
+        if (!before) {
+            snprintf(renamed, sizeof renamed, "%s.r%05d", seg_path(segdir, pid), i);
+            cr_assert_eq(rename(real, renamed), 0);
+            snprintf(real, sizeof real, "%s", renamed);
+        }
     }
     cr_assert(before, "no copy listed before the real segment");
     struct run_result r;
     cr_expect_eq(cli(segdir, &r, "reset-peak", p, NULL), 0, "%s", r.err);
     run_free(&r);
-    snprintf(cmd, sizeof cmd, "rm %s.*", seg_path(segdir, pid));
+    /* stat (and top, the exporter) list the process once: the copies are skipped, and said. */
+    json_t *once = stat_json(segdir, pid, &r);
+    cr_expect_eq(json_array_size(once), 1, "%s", r.err);
+    cr_expect_eq(jpath_u64(once, "0.devices.0.device.peak_bytes"), MiB + 4096);
+    snprintf(cmd, sizeof cmd, "cushim: skipping %s: a copy of process %d's segment (the process maps another)\n",
+             copy, (int)pid);
+    cr_expect(strstr(r.err, cmd) != NULL, "%s", r.err);
+    json_decref(once);
+    run_free(&r);
+    snprintf(cmd, sizeof cmd, "rm %s.c*", seg_path(segdir, pid));
     cr_assert_eq(system(cmd), 0);
     json_t *j = stat_json(segdir, pid, &r);
     cr_expect_eq(jpath_u64(j, "0.devices.0.device.peak_bytes"), MiB + 4096, "the real segment's peak was reset");

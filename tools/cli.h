@@ -97,6 +97,11 @@ int seg_other_namespace(const struct cushim_snapshot *s);
  * or put a new segment under that name). */
 int seg_still_stale(const struct seg_entry *e);
 
+/* Whether process `pid` (of this pid namespace) has the file of inode `ino` mapped, by its
+ * /proc/PID/maps (proc(5): the fifth field; the process's own user or root may read it): 1 yes,
+ * 0 no, -1 cannot tell. What tells a process's segment from a copy of it. */
+int seg_mapped_by(pid_t pid, ino_t ino);
+
 /* Says (one line) why there is no live process `pid` of the caller's: none named so in the
  * segment directory, or only another user's. The same words for stat, reset-peak and phase. */
 void seg_say_missing(pid_t pid);

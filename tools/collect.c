@@ -16,7 +16,9 @@ uint64_t proc_sum(const struct cushim_snapshot *s, int dev_stat)
 struct collect_arg {
     struct proc_list *l;
     int report;
-    int named; /* pids were given */
+    int named;   /* pids were given */
+    ino_t *inos; /* each listed process's segment file, by index in l->procs */
+    char **paths;
 };
 
 static int add(struct seg_entry *e, void *argp)
@@ -53,8 +55,86 @@ static int add(struct seg_entry *e, void *argp)
     if (!grown)
         return 1;
     a->l->procs = grown;
+    ino_t *inos = realloc(a->inos, (size_t)(a->l->count + 1) * sizeof *inos);
+    char **paths = inos ? realloc(a->paths, (size_t)(a->l->count + 1) * sizeof *paths) : NULL;
+    if (inos)
+        a->inos = inos;
+    if (!paths)
+        return 1;
+    a->paths = paths;
+    inos[a->l->count] = e->ino;
+    paths[a->l->count] = strdup(e->path);
     a->l->procs[a->l->count++] = e->snap;
     return 0;
+}
+
+/* One process: its pid, namespace and start time. */
+static int same_process(const struct cushim_snapshot *x, const struct cushim_snapshot *y)
+{
+    return x->pid == y->pid && x->pidns_inode == y->pidns_inode && x->start_time == y->start_time &&
+           x->other_pidns == y->other_pidns;
+}
+
+static const struct cushim_snapshot *sort_base;
+
+static int by_process(const void *x, const void *y)
+{
+    const struct cushim_snapshot *a = &sort_base[*(const int *)x], *b = &sort_base[*(const int *)y];
+    if (a->pid != b->pid)
+        return a->pid < b->pid ? -1 : 1;
+    if (a->start_time != b->start_time)
+        return a->start_time < b->start_time ? -1 : 1;
+    return a->pidns_inode < b->pidns_inode ? -1 : a->pidns_inode > b->pidns_inode;
+}
+
+/* Two live segments of one process (a copy its user made of it): the ones the process does not
+ * map are dropped (counted bad, and said when reporting), so that it is listed, summed and
+ * exported once. When that cannot be told (its maps unreadable here, a process not visible
+ * here), all are kept. */
+static void drop_copies(struct collect_arg *a)
+{
+    struct proc_list *l = a->l;
+    int n = l->count, *idx = n > 1 ? malloc((size_t)n * sizeof *idx) : NULL;
+    char *drop = idx ? calloc((size_t)n, 1) : NULL;
+    if (!drop) {
+        free(idx);
+        return;
+    }
+    for (int i = 0; i < n; i++)
+        idx[i] = i;
+    sort_base = l->procs;
+    qsort(idx, (size_t)n, sizeof *idx, by_process);
+    for (int i = 0, j; i < n; i = j) {
+        for (j = i + 1; j < n && same_process(&l->procs[idx[i]], &l->procs[idx[j]]); j++)
+            ;
+        const struct cushim_snapshot *s = &l->procs[idx[i]];
+        pid_t here = s->other_pidns ? s->host_pid : s->pid;
+        if (j - i < 2 || here <= 0)
+            continue;
+        int mapped = 0, unknown = 0;
+        for (int k = i; k < j; k++) {
+            int m = seg_mapped_by(here, a->inos[idx[k]]);
+            mapped |= m == 1;
+            unknown |= m < 0;
+            drop[idx[k]] = m == 0;
+        }
+        for (int k = i; k < j && (!mapped || unknown); k++)
+            drop[idx[k]] = 0;
+    }
+    int kept = 0;
+    for (int i = 0; i < n; i++) {
+        if (drop[i]) {
+            l->bad++;
+            if (a->report)
+                cli_error("skipping %s: a copy of process %d's segment (the process maps another)",
+                          a->paths[i] ? a->paths[i] : "?", (int)l->procs[i].pid);
+            continue;
+        }
+        l->procs[kept++] = l->procs[i];
+    }
+    l->count = kept;
+    free(drop);
+    free(idx);
 }
 
 static int by_device_bytes(const void *x, const void *y)
@@ -67,9 +147,15 @@ static int by_device_bytes(const void *x, const void *y)
 
 int proc_list_collect(struct proc_list *l, const pid_t *pids, int npids, int report)
 {
-    struct collect_arg a = {l, report, npids > 0};
+    struct collect_arg a = {l, report, npids > 0, NULL, NULL};
     memset(l, 0, sizeof *l);
     l->dir_unreadable = seg_scan(pids, npids, add, &a) < 0;
+    int added = l->count;
+    drop_copies(&a);
+    for (int i = 0; a.paths && i < added; i++)
+        free(a.paths[i]);
+    free(a.paths);
+    free(a.inos);
     qsort(l->procs, (size_t)l->count, sizeof *l->procs, by_device_bytes);
     return l->count;
 }

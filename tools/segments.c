@@ -582,9 +582,7 @@ static int gather_candidate(struct seg_entry *e, void *arg)
     return 0;
 }
 
-/* Whether process `pid` (here) has a file of inode `ino` mapped (/proc/PID/maps, proc(5): the
- * fifth field): 1 yes, 0 no, -1 cannot tell. */
-static int maps_inode(pid_t pid, ino_t ino)
+int seg_mapped_by(pid_t pid, ino_t ino)
 {
     char path[64], line[4400];
     snprintf(path, sizeof path, "/proc/%d/maps", (int)pid);
@@ -606,7 +604,7 @@ static int the_mapped_one(const struct pid_candidates *c)
 {
     int n = c->ndirect < MAX_DIRECT ? c->ndirect : MAX_DIRECT, pick = -1, others = 0, unknown = 0;
     for (int i = 0; i < n; i++) {
-        int m = maps_inode(c->pid, c->direct_ino[i]);
+        int m = seg_mapped_by(c->pid, c->direct_ino[i]);
         unknown |= m < 0;
         if (m == 1 && pick < 0)
             pick = i;
