@@ -9,6 +9,11 @@ void track_replaced(const struct shim_entry *old)
     account_free(old->device, (enum cushim_kind)old->kind, old->size, old->flags);
 }
 
+void track_free_other(const struct shim_entry *e)
+{
+    account_free(e->device, (enum cushim_kind)e->kind, e->size, e->flags);
+}
+
 bool track_put_new_slow(struct shim_table *t, uint64_t key, uint64_t bytes, CUcontext ctx,
                         int device, enum cushim_kind kind)
 {

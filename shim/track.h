@@ -201,6 +201,12 @@ static inline __attribute__((always_inline)) void track_plain_result(CUresult r,
     }
 }
 
+/* account_free of entry e, out of line: the rare case of track_free_plain (an entry of another
+ * kind than the wrapper's), kept out of the wrapper's body so that it does not crowd the common
+ * case's registers (inlined, it cost cudaMallocAsync/cudaFreeAsync pairs 11 instructions: docs/
+ * BENCHMARKS.md). track.c. */
+void track_free_other(const struct shim_entry *e);
+
 /* After the real free in the plain case (shim_enter_plain_free): count it (ok) or put the entry
  * back (the free failed). `kind`: the kind the wrapper's entries usually are (a constant, so that
  * case is counted inline with fixed offsets); kind_checked: the caller has already seen that
@@ -215,7 +221,7 @@ static inline __attribute__((always_inline)) void track_free_plain(struct shim_t
         if (likely(kind_checked || (e->kind == kind && (unsigned)e->device < CUSHIM_MAX_DEVICES)))
             account_free_plain(account_record_of_entry(e->device), kind, e->size, e->flags);
         else
-            account_free(e->device, (enum cushim_kind)e->kind, e->size, e->flags);
+            track_free_other(e);
     } else {
         track_put_back(t, e);
     }
