@@ -259,6 +259,25 @@ static int same_process(pid_t pid, uint64_t start_time)
     return diff % tick == 0 ? d == 0 : d >= -1 && d <= 1;
 }
 
+/* same_process for a process of a pid namespace this user may not read (all a forged segment
+ * needs is a pid there and a start time): nothing is taken on trust. A start time of 0 (a writer
+ * without /proc), a process gone meanwhile, or offsets that cannot be read (then the start times
+ * must be equal) do not match. */
+static int same_process_strict(pid_t pid, uint64_t start_time)
+{
+    uint64_t here = cushim_proc_start_time(pid);
+    if (start_time == 0 || here == 0)
+        return 0;
+    if (here == start_time)
+        return 1;
+    char who[32];
+    int64_t theirs, mine;
+    snprintf(who, sizeof who, "%d", (int)pid);
+    if (boottime_offset_ns(who, &theirs) != 0 || boottime_offset_ns("self", &mine) != 0)
+        return 0;
+    return same_process(pid, start_time);
+}
+
 uint64_t cushim_proc_pidfs_ino(pid_t pid)
 {
 #ifdef SYS_pidfd_open
@@ -304,7 +323,7 @@ int cushim_pidns_candidates(const struct cushim_pidns_map *m, pid_t nspid, uint6
 {
     int n = 0;
     for (size_t i = 0; i < m->count; i++)
-        if (m->rows[i].ns == 0 && m->rows[i].nspid == nspid && same_process(m->rows[i].pid, start_time)) {
+        if (m->rows[i].ns == 0 && m->rows[i].nspid == nspid && same_process_strict(m->rows[i].pid, start_time)) {
             if (n < max)
                 pids[n] = m->rows[i].pid;
             n++;
@@ -319,7 +338,7 @@ int cushim_pidns_alive(const struct cushim_pidns_map *m, uint64_t ns, pid_t nspi
     if (here)
         *here = 0;
     for (size_t i = 0; i < m->count; i++) {
-        if (m->rows[i].ns == 0 && m->rows[i].nspid == nspid && same_process(m->rows[i].pid, start_time))
+        if (m->rows[i].ns == 0 && m->rows[i].nspid == nspid && same_process_strict(m->rows[i].pid, start_time))
             maybe = 1; /* in a namespace we may not look at: it could be this one */
         if (m->rows[i].ns != ns)
             continue;

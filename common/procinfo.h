@@ -66,7 +66,8 @@ void cushim_pidns_free(struct cushim_pidns_map *m);
 
 /* Whether the process that was `nspid` of pid namespace `ns`, started at `start_time` (its
  * /proc/<pid>/stat field 22 as it read it, in its time namespace), is alive, by the map (a
- * process of a namespace it may not read counts only when its pid there and start time match):
+ * process of a namespace it may not read counts only when its pid there and start time match,
+ * exactly, and the start time is not 0):
  * 1 yes; 0 no (that namespace has processes here, and none is that one: it ended, or its pid,
  * or the namespace's inode, went to another process since; or, read from the initial pid
  * namespace, which sees every process, that namespace has no process left); -1 cannot tell (no
@@ -79,7 +80,7 @@ int cushim_pidns_alive(const struct cushim_pidns_map *m, uint64_t ns, pid_t nspi
                        pid_t *here);
 
 /* The processes of inner pid namespaces this user may not look at (a row with ns 0) that are
- * `nspid` there and started at `start_time` (as cushim_pidns_alive compares them): the ones a
+ * `nspid` there and started at `start_time` (as cushim_pidns_alive compares them; 0 matches none): the ones a
  * segment of an unreadable namespace may be. Their pids here into pids (at most max); returns how
  * many there are. */
 int cushim_pidns_candidates(const struct cushim_pidns_map *m, pid_t nspid, uint64_t start_time, pid_t *pids,

@@ -287,6 +287,16 @@ Test(security, an_exporter_that_cannot_read_namespaces_is_not_fooled)
     cr_expect(strstr(r.out, " live ") == NULL || strstr(strstr(r.out, " live ") + 1, " live ") == NULL,
               "one live process only (the user's own):\n%s", r.out);
     run_free(&r);
+    /* A start time of 0 (what a writer without /proc records) stands for no process of a namespace
+     * the reader may not look at. */
+    seg.h.start_time = 0;
+    f = fopen(fake, "wb");
+    cr_assert_eq(fwrite(&seg, 1, sizeof seg, f), sizeof seg);
+    fclose(f);
+    run_cmd(&r, cap, env);
+    cr_expect(strstr(r.out, "     1* nobody     live") == NULL, "a start time of 0 passes:\n%s%s", r.out, r.err);
+    cr_expect(strstr(r.out, "     1* nobody     stale") != NULL, "%s%s", r.out, r.err);
+    run_free(&r);
 
     kill(unshare, SIGKILL);
     wait_bg(unshare);

@@ -273,8 +273,15 @@ static int is_stale(const struct cushim_snapshot *s, pid_t *here)
 static int owner_runs_it(const struct stat *st, pid_t here, char *why, size_t len)
 {
     uid_t uids[4];
-    if (here <= 0 || st->st_uid == 0 || cushim_proc_uids(here, uids) != 0)
+    if (here <= 0 || st->st_uid == 0)
         return 1;
+    if (cushim_proc_uids(here, uids) != 0) {
+        /* Ended since it was found live, or hidden: not believed on a guess (the next look
+         * finds it gone). */
+        snprintf(why, len, "made by uid %u, and the user of process %d cannot be read: not believed",
+                 (unsigned)st->st_uid, (int)here);
+        return 0;
+    }
     for (int i = 0; i < 4; i++)
         if (uids[i] == st->st_uid)
             return 1;
@@ -289,12 +296,13 @@ static int owner_runs_it(const struct stat *st, pid_t here, char *why, size_t le
  * which must be run by the file's owner. None visible (a sibling namespace's): believed. */
 static int owner_runs_a_candidate(const struct stat *st, const struct cushim_snapshot *s, char *why, size_t len)
 {
-    pid_t pids[16];
-    int n = ns_map_read && seg_other_namespace(s) ? cushim_pidns_candidates(&ns_map, s->pid, s->start_time, pids, 16) : 0;
+    static pid_t pids[4096];
+    int max = (int)(sizeof pids / sizeof pids[0]);
+    int n = ns_map_read && seg_other_namespace(s) ? cushim_pidns_candidates(&ns_map, s->pid, s->start_time, pids, max) : 0;
     if (n == 0)
         return 1;
     char one[200] = "";
-    for (int i = 0; i < n && i < 16; i++)
+    for (int i = 0; i < n && i < max; i++)
         if (owner_runs_it(st, pids[i], one, sizeof one))
             return 1;
     snprintf(why, len, "made by uid %u, but no process of that uid is pid %d of a pid namespace here with its "
