@@ -320,6 +320,10 @@ Test(live, reset_peak_goes_to_the_mapped_segment_not_a_copy)
         }
     }
     cr_assert(before, "no copy listed before the real segment");
+    /* And a second name of the real one (a hard link). */
+    char hardlink[800];
+    snprintf(hardlink, sizeof hardlink, "%s.h00000", seg_path(segdir, pid));
+    cr_assert_eq(link(real, hardlink), 0);
     struct run_result r;
     cr_expect_eq(cli(segdir, &r, "reset-peak", p, NULL), 0, "%s", r.err);
     run_free(&r);
@@ -330,7 +334,13 @@ Test(live, reset_peak_goes_to_the_mapped_segment_not_a_copy)
     snprintf(cmd, sizeof cmd, "cushim: skipping %s: a copy of process %d's segment (the process maps another)\n",
              copy, (int)pid);
     cr_expect(strstr(r.err, cmd) != NULL, "%s", r.err);
+    cr_expect(strstr(r.err, "another name of process") != NULL, "the link is said: %s", r.err);
     json_decref(once);
+    run_free(&r);
+    cr_expect_eq(cli(segdir, &r, "top", "-bn1", NULL), 0);
+    snprintf(cmd, sizeof cmd, "\n%d copies of a listed process's segment skipped: `cushim stat` names them\n", copies + 1);
+    cr_expect(strstr(r.out, cmd) != NULL, "%s", r.out);
+    cr_expect(strstr(r.out, "could not be read") == NULL, "copies are not unreadable segments: %s", r.out);
     run_free(&r);
     snprintf(cmd, sizeof cmd, "rm %s.c*", seg_path(segdir, pid));
     cr_assert_eq(system(cmd), 0);

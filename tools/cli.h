@@ -74,6 +74,7 @@ struct seg_entry {
     pid_t pid;                   /* from the file name: the process's pid in its own namespace */
     uid_t uid;                   /* owner of the file */
     ino_t ino;                   /* the file's inode: a segment put in its place since is another */
+    dev_t dev;                   /* and its file system's device */
     int ok;                      /* snapshot valid */
     int stale;                   /* process gone, or pid reused (start time differs) */
     char err[400];               /* why not ok */
@@ -97,10 +98,10 @@ int seg_other_namespace(const struct cushim_snapshot *s);
  * or put a new segment under that name). */
 int seg_still_stale(const struct seg_entry *e);
 
-/* Whether process `pid` (of this pid namespace) has the file of inode `ino` mapped, by its
- * /proc/PID/maps (proc(5): the fifth field; the process's own user or root may read it): 1 yes,
- * 0 no, -1 cannot tell. What tells a process's segment from a copy of it. */
-int seg_mapped_by(pid_t pid, ino_t ino);
+/* Whether process `pid` (of this pid namespace) has the file (dev, ino) mapped, by its
+ * /proc/PID/maps (proc(5): the device and inode fields; the process's own user or root may read
+ * it): 1 yes, 0 no, -1 cannot tell. What tells a process's segment from a copy of it. */
+int seg_mapped_by(pid_t pid, dev_t dev, ino_t ino);
 
 /* Says (one line) why there is no live process `pid` of the caller's: none named so in the
  * segment directory, or only another user's. The same words for stat, reset-peak and phase. */

@@ -144,8 +144,11 @@ static void frame(struct sink *k, const struct proc_list *l)
     if (hidden)
         line(k, y++, 0, "* the pid in its own pid namespace (a container's), whose processes are not visible here");
     if (l->bad)
-        line(k, y, 0, "%d segment%s could not be read: `cushim ps` lists %s, with why", l->bad,
+        line(k, y++, 0, "%d segment%s could not be read: `cushim ps` lists %s, with why", l->bad,
              l->bad == 1 ? "" : "s", l->bad == 1 ? "it" : "them");
+    if (l->copies)
+        line(k, y, 0, "%d cop%s of a listed process's segment skipped: `cushim stat` names %s", l->copies,
+             l->copies == 1 ? "y" : "ies", l->copies == 1 ? "it" : "them");
 }
 
 /* ---- batch mode: plain text, frame after frame ---- */

@@ -18,6 +18,7 @@ struct collect_arg {
     int report;
     int named;   /* pids were given */
     ino_t *inos; /* each listed process's segment file, by index in l->procs */
+    dev_t *devs;
     char **paths;
 };
 
@@ -56,13 +57,17 @@ static int add(struct seg_entry *e, void *argp)
         return 1;
     a->l->procs = grown;
     ino_t *inos = realloc(a->inos, (size_t)(a->l->count + 1) * sizeof *inos);
-    char **paths = inos ? realloc(a->paths, (size_t)(a->l->count + 1) * sizeof *paths) : NULL;
     if (inos)
         a->inos = inos;
+    dev_t *devs = inos ? realloc(a->devs, (size_t)(a->l->count + 1) * sizeof *devs) : NULL;
+    if (devs)
+        a->devs = devs;
+    char **paths = devs ? realloc(a->paths, (size_t)(a->l->count + 1) * sizeof *paths) : NULL;
     if (!paths)
         return 1;
     a->paths = paths;
     inos[a->l->count] = e->ino;
+    devs[a->l->count] = e->dev;
     paths[a->l->count] = strdup(e->path);
     a->l->procs[a->l->count++] = e->snap;
     return 0;
@@ -87,10 +92,11 @@ static int by_process(const void *x, const void *y)
     return a->pidns_inode < b->pidns_inode ? -1 : a->pidns_inode > b->pidns_inode;
 }
 
-/* Two live segments of one process (a copy its user made of it): the ones the process does not
- * map are dropped (counted bad, and said when reporting), so that it is listed, summed and
- * exported once. When that cannot be told (its maps unreadable here, a process not visible
- * here), all are kept. */
+/* Two live segments of one process (a copy its user made of it, or another name of the same
+ * file): a second name of a file already listed, and the files the process does not map, are
+ * dropped (counted as copies, and said when reporting), so that it is listed, summed and exported
+ * once. Whether a file is mapped that cannot be told (its maps unreadable here, a process not
+ * visible here) keeps every file. */
 static void drop_copies(struct collect_arg *a)
 {
     struct proc_list *l = a->l;
@@ -113,21 +119,29 @@ static void drop_copies(struct collect_arg *a)
             continue;
         int mapped = 0, unknown = 0;
         for (int k = i; k < j; k++) {
-            int m = seg_mapped_by(here, a->inos[idx[k]]);
+            int m = seg_mapped_by(here, a->devs[idx[k]], a->inos[idx[k]]);
             mapped |= m == 1;
             unknown |= m < 0;
             drop[idx[k]] = m == 0;
         }
         for (int k = i; k < j && (!mapped || unknown); k++)
             drop[idx[k]] = 0;
+        /* A hard link: the same file under another name. */
+        for (int k = i + 1; k < j; k++)
+            for (int q = i; q < k && !drop[idx[k]]; q++)
+                if (!drop[idx[q]] && a->inos[idx[q]] == a->inos[idx[k]] && a->devs[idx[q]] == a->devs[idx[k]])
+                    drop[idx[k]] = 2;
     }
     int kept = 0;
     for (int i = 0; i < n; i++) {
         if (drop[i]) {
-            l->bad++;
+            const struct cushim_snapshot *s = &l->procs[i];
+            l->copies++;
             if (a->report)
-                cli_error("skipping %s: a copy of process %d's segment (the process maps another)",
-                          a->paths[i] ? a->paths[i] : "?", (int)l->procs[i].pid);
+                cli_error("skipping %s: %s process %d's segment%s", a->paths[i] ? a->paths[i] : "?",
+                          drop[i] == 2 ? "another name of" : "a copy of",
+                          (int)(s->other_pidns && s->host_pid ? s->host_pid : s->pid),
+                          drop[i] == 2 ? "" : " (the process maps another)");
             continue;
         }
         l->procs[kept++] = l->procs[i];
@@ -147,7 +161,7 @@ static int by_device_bytes(const void *x, const void *y)
 
 int proc_list_collect(struct proc_list *l, const pid_t *pids, int npids, int report)
 {
-    struct collect_arg a = {l, report, npids > 0, NULL, NULL};
+    struct collect_arg a = {l, report, npids > 0, NULL, NULL, NULL};
     memset(l, 0, sizeof *l);
     l->dir_unreadable = seg_scan(pids, npids, add, &a) < 0;
     int added = l->count;
@@ -156,6 +170,7 @@ int proc_list_collect(struct proc_list *l, const pid_t *pids, int npids, int rep
         free(a.paths[i]);
     free(a.paths);
     free(a.inos);
+    free(a.devs);
     qsort(l->procs, (size_t)l->count, sizeof *l->procs, by_device_bytes);
     return l->count;
 }

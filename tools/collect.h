@@ -15,6 +15,8 @@ struct proc_list {
     int count;
     int bad;      /* segments that could not be read (reported on stderr when `report`) */
     int stale;    /* segments of processes that are gone (skipped) */
+    int copies;   /* live segments skipped as copies of a listed one (another name or file of it
+                   * that the process does not map; said on stderr when `report`) */
     struct proc_gone *gone; /* those, when collecting given pids (else NULL); ngone of them */
     int ngone;
     pid_t *unreadable;      /* pids of the bad segments, when collecting given pids (else NULL) */

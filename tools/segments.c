@@ -13,6 +13,7 @@
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -421,6 +422,7 @@ int seg_scan(const pid_t *pids, int npids, int (*fn)(struct seg_entry *, void *)
                 continue;
             e.uid = st.st_uid;
             e.ino = st.st_ino;
+            e.dev = st.st_dev;
             snprintf(e.err, sizeof e.err, "%s", S_ISLNK(st.st_mode) ? "a symbolic link, not followed"
                                                                    : strerror(err));
             if (npids > 0 && !wanted(&e, pids, npids))
@@ -432,6 +434,7 @@ int seg_scan(const pid_t *pids, int npids, int (*fn)(struct seg_entry *, void *)
         }
         e.uid = st.st_uid;
         e.ino = st.st_ino;
+        e.dev = st.st_dev;
         if (!everyone && st.st_uid != me) {
             close(fd);
             continue;
@@ -561,6 +564,7 @@ struct pid_candidates {
     int ndirect, ninner;
     char direct[MAX_DIRECT][1300], inner[1300]; /* the first direct ones */
     ino_t direct_ino[MAX_DIRECT];
+    dev_t direct_dev[MAX_DIRECT];
     pid_t direct_own, inner_own;
     struct cushim_snapshot inner_snap[8]; /* the first inner ones, for a message */
 };
@@ -575,6 +579,7 @@ static int gather_candidate(struct seg_entry *e, void *arg)
         if (c->ndirect < MAX_DIRECT) {
             snprintf(c->direct[c->ndirect], sizeof c->direct[0], "%s", e->path);
             c->direct_ino[c->ndirect] = e->ino;
+            c->direct_dev[c->ndirect] = e->dev;
         }
         c->direct_own = e->snap.pid;
         c->ndirect++;
@@ -590,7 +595,7 @@ static int gather_candidate(struct seg_entry *e, void *arg)
     return 0;
 }
 
-int seg_mapped_by(pid_t pid, ino_t ino)
+int seg_mapped_by(pid_t pid, dev_t dev, ino_t ino)
 {
     char path[64], line[4400];
     snprintf(path, sizeof path, "/proc/%d/maps", (int)pid);
@@ -599,8 +604,10 @@ int seg_mapped_by(pid_t pid, ino_t ino)
         return -1;
     int found = 0;
     while (!found && fgets(line, sizeof line, f)) {
+        unsigned maj, min;
         unsigned long long i;
-        found = sscanf(line, "%*s %*s %*s %*s %llu", &i) == 1 && i == (unsigned long long)ino;
+        found = sscanf(line, "%*s %*s %*s %x:%x %llu", &maj, &min, &i) == 3 && i == (unsigned long long)ino &&
+                maj == major(dev) && min == minor(dev);
     }
     fclose(f);
     return found;
@@ -612,19 +619,21 @@ static int the_mapped_one(const struct pid_candidates *c)
 {
     int n = c->ndirect < MAX_DIRECT ? c->ndirect : MAX_DIRECT, pick = -1, others = 0, unknown = 0;
     for (int i = 0; i < n; i++) {
-        int m = seg_mapped_by(c->pid, c->direct_ino[i]);
+        int m = seg_mapped_by(c->pid, c->direct_dev[i], c->direct_ino[i]);
         unknown |= m < 0;
         if (m == 1 && pick < 0)
             pick = i;
-        else if (m == 1 && c->direct_ino[i] != c->direct_ino[pick])
+        else if (m == 1 && (c->direct_ino[i] != c->direct_ino[pick] || c->direct_dev[i] != c->direct_dev[pick]))
             others++; /* two files mapped: a hard link of the one is the same file */
     }
-    if (pick >= 0 && !others && c->ndirect <= MAX_DIRECT)
+    if (pick >= 0 && !others && !unknown && c->ndirect <= MAX_DIRECT)
         return pick;
     cli_error("pid %d names %d live segments (%s, %s%s): %s", (int)c->pid, c->ndirect, c->direct[0], c->direct[1],
               c->ndirect > 2 ? ", ..." : "",
-              unknown ? "cannot tell which the process maps (its /proc/PID/maps is not readable here)"
-                      : "not one that the process maps; remove the copies");
+              unknown                     ? "cannot tell which the process maps (its /proc/PID/maps is not readable here)"
+              : c->ndirect > MAX_DIRECT   ? "too many to look through; remove the copies"
+              : others                    ? "the process maps more than one of them"
+                                          : "the process maps none of them; remove the copies");
     return -1;
 }
 
