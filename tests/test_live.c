@@ -378,7 +378,7 @@ Test(live, a_segment_without_a_header_yet_is_a_starting_process)
     f = fopen(path, "w");
     cr_assert(f);
     fclose(f);
-    snprintf(want, sizeof want, "cushim: no process 2147483646: its segment %s has no header (`cushim gc` removes it)\n",
+    snprintf(want, sizeof want, "cushim: no process 2147483646: its segment %s has no header (`cushim gc` removes it once it is 10 s old)\n",
              path);
     cr_expect_eq(cli(segdir, &r, "stat", "2147483646", NULL), 1);
     cr_expect_str_eq(r.err, want);

@@ -478,7 +478,7 @@ int seg_scan(const pid_t *pids, int npids, int (*fn)(struct seg_entry *, void *)
 /* What is said of a segment whose process has not written its header yet (being_created). */
 #define STARTING "process %d is starting: its segment %s has no header yet (try again in a moment)"
 /* ... and of one whose process is gone before writing it. */
-#define NEVER_STARTED "no process %d: its segment %s has no header (`cushim gc` removes it)"
+#define NEVER_STARTED "no process %d: its segment %s has no header (`cushim gc` removes it once it is 10 s old)"
 
 /* Maps the segment at `path` read-write if it is a live segment of process `pid` the caller
  * may write; else NULL with the reason in why. */
@@ -526,7 +526,7 @@ void seg_say_missing(pid_t pid)
     struct dirent *de;
     long owner = -1;
     char path[1300], starting[1300] = "";
-    while (d && owner < 0 && (de = readdir(d)) != NULL) {
+    while (d && !starting[0] && (de = readdir(d)) != NULL) {
         uid_t u;
         pid_t p;
         struct stat st;
@@ -538,7 +538,7 @@ void seg_say_missing(pid_t pid)
         int fd = st.st_uid == geteuid() || reads_everyones() ? open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK) : -1;
         if (fd >= 0 && fstat(fd, &st) == 0 && being_created(fd, &st))
             snprintf(starting, sizeof starting, "%s", path);
-        else if (st.st_uid != geteuid())
+        else if (st.st_uid != geteuid() && owner < 0)
             owner = (long)st.st_uid;
         if (fd >= 0)
             close(fd);
