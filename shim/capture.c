@@ -42,9 +42,17 @@ static uint64_t thread_number(void)
     return tc.id;
 }
 
+
+/* The key of the calling thread's per-thread stream in slot `slot` (stream_key). */
+static uint64_t pt_key(uint64_t slot)
+{
+    return (thread_number() * PT_SLOTS + slot) << 1 | 1u;
+}
+
 /* The slot of ctx among the calling thread's per-thread streams: the one it already has, else a
- * new one; past PT_SLOTS contexts the last slot is shared (captures on two of those contexts'
- * per-thread streams at once would then be one to the shim). */
+ * free one, else one whose capture is over (a thread that goes through many contexts, one per
+ * job, reuses slots); only with PT_SLOTS captures live at once on as many other contexts' streams
+ * is the last slot shared (two of those captures would then be one to the shim). */
 static uint64_t pt_slot(CUcontext ctx)
 {
     for (unsigned i = 0; i < PT_SLOTS; i++) {
@@ -55,6 +63,12 @@ static uint64_t pt_slot(CUcontext ctx)
             return i;
         }
     }
+    struct shim_entry e;
+    for (unsigned i = 0; i < PT_SLOTS; i++)
+        if (!table_get(&shim.captures, pt_key(i), &e)) {
+            tc.pt_ctx[i] = ctx;
+            return i;
+        }
     return PT_SLOTS - 1;
 }
 
@@ -66,7 +80,7 @@ static uint64_t stream_key(CUstream stream, bool per_thread)
      * so no stream handle, an aligned pointer, and not CU_STREAM_LEGACY (0x1), since numbers
      * start at 1). */
     if (stream == CU_STREAM_PER_THREAD || (per_thread && stream == NULL))
-        return (thread_number() * PT_SLOTS + pt_slot(shim_stream_context(stream))) << 1 | 1u;
+        return pt_key(pt_slot(shim_stream_context(stream)));
     return (uint64_t)(uintptr_t)stream;
 }
 

@@ -323,6 +323,22 @@ Test(graphs, per_thread_captures_on_two_devices_are_two)
     run_free(&r);
 }
 
+/* A thread through more contexts than the shim's 8 slots reuses the slots of captures that are
+ * over: two captures at once on the 9th and 10th contexts' per-thread streams stay two. */
+Test(graphs, per_thread_captures_on_many_contexts_are_kept_apart)
+{
+    struct run_result r;
+    const char *extra[] = {"SIMCUDA_DEVICE_COUNT=10", NULL};
+    json_t *j = graph_run_env(&r, "per_thread_captures_on_many_contexts", extra);
+    cr_assert_eq(json_array_size(jpath(j, "executable_graphs")), 2);
+    cr_expect_eq(jpath_u64(j, "executable_graphs.0.device"), 9);
+    cr_expect_eq(jpath_u64(j, "executable_graphs.0.capture_bytes"), 2 * MiB);
+    cr_expect_eq(jpath_u64(j, "executable_graphs.1.device"), 8);
+    cr_expect_eq(jpath_u64(j, "executable_graphs.1.capture_bytes"), MiB);
+    json_decref(j);
+    run_free(&r);
+}
+
 /* A capture whose beginning thread has exited ends at a device reset without the shim touching
  * that thread's storage. */
 Test(graphs, capture_of_an_exited_thread_ends_at_reset)

@@ -533,6 +533,39 @@ static int scenario_per_thread_captures_on_two_devices(void)
     return 0;
 }
 
+/* A thread that goes through more contexts than the shim keeps slots for (8): captures on devices
+ * 0..8's per-thread streams one after another, then on 8's and 9's at once, which must still be
+ * two captures. */
+static int scenario_per_thread_captures_on_many_contexts(void)
+{
+    void *p;
+    cudaGraph_t g;
+    cudaGraphExec_t x8, x9;
+    for (int d = 0; d < 9; d++) {
+        CHECK(cudaSetDevice(d));
+        CHECK(cudaStreamBeginCapture(cudaStreamPerThread, cudaStreamCaptureModeRelaxed));
+        CHECK(cudaMalloc(&p, 64 * KiB));
+        CHECK(cudaMemsetAsync(p, 0, 64, cudaStreamPerThread));
+        CHECK(cudaStreamEndCapture(cudaStreamPerThread, &g));
+    }
+    void *a, *b;
+    cudaGraph_t g8, g9;
+    CHECK(cudaSetDevice(8));
+    CHECK(cudaStreamBeginCapture(cudaStreamPerThread, cudaStreamCaptureModeRelaxed));
+    CHECK(cudaMalloc(&a, MiB));
+    CHECK(cudaMemsetAsync(a, 0, 64, cudaStreamPerThread));
+    CHECK(cudaSetDevice(9));
+    CHECK(cudaStreamBeginCapture(cudaStreamPerThread, cudaStreamCaptureModeRelaxed));
+    CHECK(cudaMalloc(&b, 2 * MiB));
+    CHECK(cudaMemsetAsync(b, 0, 64, cudaStreamPerThread));
+    CHECK(cudaStreamEndCapture(cudaStreamPerThread, &g9));
+    CHECK(cudaGraphInstantiate(&x9, g9, 0));
+    CHECK(cudaSetDevice(8));
+    CHECK(cudaStreamEndCapture(cudaStreamPerThread, &g8));
+    CHECK(cudaGraphInstantiate(&x8, g8, 0));
+    return 0;
+}
+
 static const struct scenario scenarios[] = {
     {"nodes", scenario_nodes, 1},
     {"capture_malloc", scenario_capture_malloc, 1},
@@ -550,6 +583,7 @@ static const struct scenario scenarios[] = {
     {"many_execs", scenario_many_execs, 1},
     {"capture_of_exited_thread_reset", scenario_capture_of_exited_thread_reset, 1},
     {"per_thread_captures_on_two_devices", scenario_per_thread_captures_on_two_devices, 2},
+    {"per_thread_captures_on_many_contexts", scenario_per_thread_captures_on_many_contexts, 10},
 };
 
 int main(int argc, char **argv)
