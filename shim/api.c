@@ -1,6 +1,7 @@
 /* cushim.h: the in-process API, reading the same counters as the segment. */
 #include "cushim.h"
 
+#include <dlfcn.h>
 #include <pthread.h>
 #include <stddef.h>
 #include <string.h>
@@ -22,6 +23,41 @@ CUSHIM_KINDS(SHIM_X_CHECK)
 _Static_assert((int)CUSHIM_MEM_KIND_COUNT == (int)CUSHIM_KIND_COUNT, "cushim.h kind count");
 _Static_assert(sizeof(struct cushim_kind_stats) == CUSHIM_STAT_COUNT * sizeof(uint64_t),
                "cushim.h kind stats");
+
+/* The function `name` of the copy of the shim that counts, when this one stands aside
+ * (shim_aside): a program that dlopen()s its own copy while another is preloaded reaches this
+ * one's API, and its phase must reach the counting copy. Found through that copy's marker
+ * (init.c), not by name in the global scope, where a program's own stubs of the API may come
+ * first. NULL when it cannot be found. */
+static void *counting_copy(const char *name)
+{
+    static void *_Atomic handle;
+    void *h = atomic_load_explicit(&handle, memory_order_acquire);
+    shim_dlsym_fn lookup = shim_real_dlsym();
+    if (!lookup)
+        return NULL;
+    if (!h) {
+        Dl_info info;
+        const void *marker = lookup(RTLD_DEFAULT, "cushim_copy_marker_v1");
+        if (!marker || !dladdr(marker, &info) || !info.dli_fname)
+            return NULL;
+        h = dlopen(info.dli_fname, RTLD_LAZY | RTLD_NOLOAD);
+        if (!h)
+            return NULL;
+        atomic_store_explicit(&handle, h, memory_order_release);
+    }
+    return lookup(h, name);
+}
+
+/* At the top of an API function: when this copy stands aside, the counting copy's answers. */
+#define FORWARD(name, ret_type, params, args)                                 \
+    do {                                                                     \
+        if (__builtin_expect(shim_aside, 0)) {                               \
+            ret_type(*f_) params = (ret_type(*) params)counting_copy(#name); \
+            if (f_)                                                          \
+                return f_ args;                                              \
+        }                                                                    \
+    } while (0)
 
 /* The API is cushim activity too: it starts the shim (segment, exit report) if no CUDA call
  * counted anything yet, so a phase set before the first allocation takes effect. */
@@ -54,6 +90,7 @@ static int read_device(int ordinal, struct cushim_device_snapshot *out)
 
 SHIM_EXPORT int cushim_get_device_stats(int ordinal, struct cushim_device_stats *out)
 {
+    FORWARD(cushim_get_device_stats, int, (int, struct cushim_device_stats *), (ordinal, out));
     struct cushim_device_stats full;
     struct cushim_device_snapshot d;
     if (!out || out->size < offsetof(struct cushim_device_stats, total_bytes))
@@ -94,18 +131,21 @@ SHIM_EXPORT int cushim_get_device_stats(int ordinal, struct cushim_device_stats 
 
 SHIM_EXPORT uint64_t cushim_device_current_bytes(int ordinal)
 {
+    FORWARD(cushim_device_current_bytes, uint64_t, (int), (ordinal));
     struct cushim_device_snapshot d;
     return read_device(ordinal, &d) == 0 ? d.dev[CUSHIM_DEV_total_current] : 0;
 }
 
 SHIM_EXPORT uint64_t cushim_device_peak_bytes(int ordinal)
 {
+    FORWARD(cushim_device_peak_bytes, uint64_t, (int), (ordinal));
     struct cushim_device_snapshot d;
     return read_device(ordinal, &d) == 0 ? d.dev[CUSHIM_DEV_total_peak] : 0;
 }
 
 SHIM_EXPORT int cushim_reset_peak(int ordinal)
 {
+    FORWARD(cushim_reset_peak, int, (int), (ordinal));
     struct cushim_segment *seg = started_segment();
     int n = 0;
     if (!seg)
@@ -135,12 +175,14 @@ static int own_phase_set(struct cushim_segment *seg, int phase)
 
 SHIM_EXPORT int cushim_set_phase(int phase)
 {
+    FORWARD(cushim_set_phase, int, (int), (phase));
     struct cushim_segment *seg = live_segment();
     return seg ? own_phase_set(seg, phase) : -1;
 }
 
 SHIM_EXPORT int cushim_get_phase(void)
 {
+    FORWARD(cushim_get_phase, int, (void), ());
     struct cushim_segment *seg = started_segment();
     if (seg)
         return (int)atomic_load(&seg->h.phase);
@@ -181,6 +223,7 @@ __attribute__((constructor)) static void phase_fork_handlers(void)
 
 SHIM_EXPORT int cushim_push_phase(int phase)
 {
+    FORWARD(cushim_push_phase, int, (int), (phase));
     int rc = -1;
     struct cushim_segment *seg = live_segment();
     if (phase < 0 || phase >= CUSHIM_PHASE_COUNT || !seg)
@@ -199,6 +242,7 @@ SHIM_EXPORT int cushim_push_phase(int phase)
 
 SHIM_EXPORT int cushim_pop_phase(void)
 {
+    FORWARD(cushim_pop_phase, int, (void), ());
     int restored = -1;
     struct cushim_segment *seg = live_segment();
     if (!seg)
@@ -214,6 +258,7 @@ SHIM_EXPORT int cushim_pop_phase(void)
 
 SHIM_EXPORT const char *cushim_version(void)
 {
+    FORWARD(cushim_version, const char *, (void), ());
     return CUSHIM_VERSION;
 }
 

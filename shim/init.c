@@ -93,6 +93,7 @@ static void after_fork_child(void)
  * never read. A name no program defines (a program's weak stubs of the cushim_* API would be
  * found first by the same lookup). */
 SHIM_EXPORT const char cushim_copy_marker_v1 = 1;
+bool shim_aside;
 
 /* Whether another copy of the shim is in the process before this one (LD_PRELOAD naming two
  * builds, or one twice under two names; a program dlopen()ing one while another is preloaded):
@@ -145,6 +146,7 @@ __attribute__((constructor)) static void shim_load(void)
     if (another_copy_first(&first, &self)) {
         LOG_WARN("another copy of cushim, %s, was loaded first and counts: this one, %s, passes every call through",
                  first, self);
+        shim_aside = true;
         atomic_store(&shim.run, SHIM_OFF);
     } else if (shim.cfg.disable)
         atomic_store(&shim.run, SHIM_OFF);

@@ -76,6 +76,10 @@ void shim_real_offer(enum shim_fn id, void *p);
 
 /* The next dlsym after the shim: another interposer's, else libc's (real.c). */
 typedef void *(*shim_dlsym_fn)(void *, const char *);
+/* This copy of the shim stands aside for another loaded before it (init.c another_copy_first):
+ * it passes CUDA calls through and forwards the cushim.h API to that copy (api.c). Set once at
+ * load. */
+extern SHIM_HIDDEN bool shim_aside;
 shim_dlsym_fn shim_real_dlsym(void);
 
 /* ---- doors (door_dlsym.c, door_procaddr.c) ---- */

@@ -126,3 +126,24 @@ Test(doors, a_second_copy_of_the_shim_stands_aside)
     cr_expect(strstr(r.err, "\n    device                  350 B        350 B          4          2        0\n") != NULL, "%s", r.err);
     run_free(&r);
 }
+
+/* A program that dlopen()s its own copy of the shim while another is preloaded, and sets its phase
+ * through that copy's API: the copy forwards it to the counting one. */
+Test(doors, the_api_of_a_copy_that_stands_aside_reaches_the_counting_one)
+{
+    char copy[700], cmd[1600], pre[1000];
+    snprintf(copy, sizeof copy, "%s/copy-api", test_dir());
+    snprintf(cmd, sizeof cmd, "mkdir -p %s && cp %s %s/shim-copy.so", copy, shim_lib(), copy);
+    cr_assert_eq(system(cmd), 0);
+    snprintf(pre, sizeof pre, "LD_PRELOAD=%s", shim_lib());
+    snprintf(copy + strlen(copy), sizeof copy - strlen(copy), "/shim-copy.so");
+    const char *extra[] = {pre, NULL};
+    struct run_result r;
+    const char *argv[] = {program("dlsym_prog"), "copy", copy, NULL};
+    run_cmd(&r, argv, sim_env(extra));
+    cr_assert_eq(r.status, 0, "%s%s", r.out, r.err);
+    cr_expect_eq(kv_i64(r.out, "set_rc"), 0, "%s", r.out);
+    cr_expect_eq(kv_i64(r.out, "phase_first"), 1, "the counting copy is in the compile phase: %s", r.out);
+    cr_expect_eq(kv_i64(r.out, "phase_copy"), 1, "%s", r.out);
+    run_free(&r);
+}

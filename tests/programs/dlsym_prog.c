@@ -3,6 +3,7 @@
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <stdio.h>
+#include <string.h>
 #include <unistd.h>
 
 static const char *where(void *p)
@@ -26,8 +27,34 @@ static void show(const char *what, void *p)
     printf("%s=%s@%s\n", what, where(p), base);
 }
 
-int main(void)
+/* dlsym_prog copy PATH: the program dlopen()s its own copy of the shim (RTLD_LOCAL) while
+ * another is preloaded, and sets the phase through that copy's API: the counting copy must see
+ * it. */
+static int through_a_copy(const char *path)
 {
+    void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (!h) {
+        printf("dlopen=%s\n", dlerror());
+        return 1;
+    }
+    int (*set)(int) = (int (*)(int))dlsym(h, "cushim_set_phase");
+    int (*get_copy)(void) = (int (*)(void))dlsym(h, "cushim_get_phase");
+    int (*get_first)(void) = (int (*)(void))dlsym(RTLD_DEFAULT, "cushim_get_phase");
+    if (!set || !get_copy || !get_first)
+        return 2;
+    printf("set_rc=%d\n", set(1));
+    printf("phase_first=%d\nphase_copy=%d\n", get_first(), get_copy());
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc == 3 && strcmp(argv[1], "copy") == 0)
+        return through_a_copy(argv[2]);
+    if (argc != 1) {
+        fprintf(stderr, "usage: %s [copy PATH-OF-A-SHIM-COPY]\n", argv[0]);
+        return 2;
+    }
     show("next_open_1", dlsym(RTLD_NEXT, "open"));
     show("next_open_2", dlsym(RTLD_NEXT, "open"));
     show("default_cudnnCreate", dlsym(RTLD_DEFAULT, "cudnnCreate"));
