@@ -200,6 +200,64 @@ static int cmd_teardown(void)
     return 0;
 }
 
+// ---- the per-thread default stream is one per thread and context ----
+// The driver API's "Stream synchronization behavior" says the per-thread default stream "is an
+// implicit stream local to both the thread and the CUcontext": the simulator models that and the
+// shim keys per-thread captures by thread and context. Checked on one device with two contexts
+// (the primary and a cuCtxCreate one): a capture on the first's per-thread stream is not on the
+// second's, and both end with their own graphs; the shim counts each capture's bytes apart.
+static int cmd_per_thread_contexts(void)
+{
+    PFN_cuCtxCreate_v3020 create = (PFN_cuCtxCreate_v3020)entry("cuCtxCreate", 3020);
+    PFN_cuCtxDestroy_v4000 destroy = (PFN_cuCtxDestroy_v4000)entry("cuCtxDestroy", 4000);
+    PFN_cuCtxGetCurrent_v4000 getcur = (PFN_cuCtxGetCurrent_v4000)entry("cuCtxGetCurrent", 4000);
+    PFN_cuCtxSetCurrent_v4000 setcur = (PFN_cuCtxSetCurrent_v4000)entry("cuCtxSetCurrent", 4000);
+    PFN_cuStreamBeginCapture_v10010 begin = (PFN_cuStreamBeginCapture_v10010)entry("cuStreamBeginCapture", 10010);
+    PFN_cuStreamIsCapturing_v10000 capturing = (PFN_cuStreamIsCapturing_v10000)entry("cuStreamIsCapturing", 10000);
+    PFN_cuStreamEndCapture_v10000 end = (PFN_cuStreamEndCapture_v10000)entry("cuStreamEndCapture", 10000);
+    PFN_cuMemAlloc_v3020 alloc = (PFN_cuMemAlloc_v3020)entry("cuMemAlloc", 3020);
+    PFN_cuMemsetD8Async_v3020 memset8 = (PFN_cuMemsetD8Async_v3020)entry("cuMemsetD8Async", 3020);
+    CHECK(cudaFree(0));
+    CUcontext primary = NULL, mine = NULL;
+    CUdeviceptr a = 0, b = 0;
+    CUgraph ga = NULL, gb = NULL;
+    CUstreamCaptureStatus other = CU_STREAM_CAPTURE_STATUS_ACTIVE;
+    uint64_t c0 = 0, c1 = 0, c2 = 0;
+    device_stats st;
+    int rc = (int)getcur(&primary);
+    if (!rc)
+        rc = (int)create(&mine, 0, 0);
+    if (!rc)
+        rc = (int)setcur(primary);
+    c0 = shim_stats(&st) ? st.kind[CUSHIM_MEM_CAPTURE].current_bytes : 0;
+    int rc_begin_a = rc ? -1 : (int)begin(CU_STREAM_PER_THREAD, CU_STREAM_CAPTURE_MODE_RELAXED);
+    if (!rc_begin_a)
+        rc = (int)alloc(&a, 4 * MiB);
+    if (!rc && !rc_begin_a)
+        rc = (int)memset8(a, 0, 64, CU_STREAM_PER_THREAD);
+    if (!rc)
+        rc = (int)setcur(mine);
+    int rc_status_b = rc ? -1 : (int)capturing(CU_STREAM_PER_THREAD, &other);
+    int rc_begin_b = rc ? -1 : (int)begin(CU_STREAM_PER_THREAD, CU_STREAM_CAPTURE_MODE_RELAXED);
+    if (!rc && !rc_begin_b)
+        rc = (int)alloc(&b, 2 * MiB);
+    if (!rc && !rc_begin_b)
+        rc = (int)memset8(b, 0, 64, CU_STREAM_PER_THREAD);
+    int rc_end_b = rc_begin_b ? -1 : (int)end(CU_STREAM_PER_THREAD, &gb);
+    c1 = shim_stats(&st) ? st.kind[CUSHIM_MEM_CAPTURE].current_bytes : 0;
+    if (!rc)
+        rc = (int)setcur(primary);
+    int rc_end_a = rc_begin_a ? -1 : (int)end(CU_STREAM_PER_THREAD, &ga);
+    c2 = shim_stats(&st) ? st.kind[CUSHIM_MEM_CAPTURE].current_bytes : 0;
+    if (mine)
+        destroy(mine);
+    printf("rc=%d rc_begin_a=%d rc_status_b=%d status_b_while_a=%d rc_begin_b=%d rc_end_b=%d rc_end_a=%d "
+           "distinct_graphs=%d capture_bytes_both=%llu capture_bytes_after=%llu\n",
+           rc, rc_begin_a, rc_status_b, (int)other, rc_begin_b, rc_end_b, rc_end_a,
+           ga && gb && ga != gb, (unsigned long long)(c1 - c0), (unsigned long long)(c2 - c0));
+    return 0;
+}
+
 static int cmd_vmm(void)
 {
     PFN_cuMemCreate_v10020 create = (PFN_cuMemCreate_v10020)entry("cuMemCreate", 10020);
@@ -546,6 +604,8 @@ int main(int argc, char **argv)
         return cmd_async();
     if (!strcmp(cmd, "vmm"))
         return cmd_vmm();
+    if (!strcmp(cmd, "per_thread_contexts"))
+        return cmd_per_thread_contexts();
     if (!strcmp(cmd, "teardown"))
         return cmd_teardown();
     if (!strcmp(cmd, "hold"))

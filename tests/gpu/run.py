@@ -336,6 +336,18 @@ def check_context_teardown(suite):
             r, "pass" if ok else "fail")
 
 
+def check_per_thread_contexts(suite):
+    r = suite.kv(suite.run([suite.static, "per_thread_contexts"]))
+    ok = (all(r.get(k) == 0 for k in ("rc", "rc_begin_a", "rc_status_b", "rc_begin_b", "rc_end_b", "rc_end_a")) and
+          r.get("status_b_while_a") == 0 and r.get("distinct_graphs") == 1 and
+          r.get("capture_bytes_both") == 6 * MiB and r.get("capture_bytes_after") == 6 * MiB)
+    return ("a capture on the primary context's per-thread stream is not on a second context's "
+            "(cuStreamIsCapturing NONE there: the per-thread stream is one per thread and context, "
+            "as the simulator models it); both captures end with their own graphs; the shim counts "
+            "4 MiB + 2 MiB allocated during them as capture",
+            r, "pass" if ok else "fail")
+
+
 def check_nvidia_smi(suite):
     what = "nvidia-smi used_memory of the process = shim device_total + untracked_bytes (within 64 MiB)"
     # Held 30 s at most (killed as soon as both readings are taken): nvidia-smi's first query can be slow.
@@ -452,6 +464,7 @@ CHECKS = [
     ("async_exactness", check_async_exactness, False, "stream-ordered pools"),
     ("vmm_exactness", check_vmm_exactness, False, "virtual memory management"),
     ("nvidia_smi", check_nvidia_smi, False, "per-process figure vs nvidia-smi"),
+    ("per_thread_contexts", check_per_thread_contexts, False, "per-thread stream per context"),
     ("bench_overhead", check_bench_overhead, False, "per-call overhead, alternated"),
     ("bench_threads", check_bench_threads, False, "16 threads allocating at once"),
     ("bench_offload_bandwidth", check_bench_offload_bandwidth, False, "offload bandwidth"),
