@@ -3,6 +3,7 @@
 #include <criterion/criterion.h>
 #include <dirent.h>
 #include <fcntl.h>
+#include <time.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -385,6 +386,14 @@ Test(live, a_segment_without_a_header_yet_is_a_starting_process)
     run_free(&r);
     cr_expect_eq(cli(segdir, &r, "reset-peak", "2147483646", NULL), 1);
     cr_expect_str_eq(r.err, want);
+    run_free(&r);
+    /* Stamped in the future (a clock stepped back): never "being created", so listed as what it
+     * is rather than hidden for as long. */
+    struct timespec later[2] = {{time(NULL) + 86400, 0}, {time(NULL) + 86400, 0}};
+    cr_assert_eq(utimensat(AT_FDCWD, path, later, 0), 0);
+    cr_expect_eq(cli(segdir, &r, "ps", NULL, NULL), 1);
+    snprintf(want, sizeof want, "invalid %s: truncated: 0 of", path);
+    cr_expect(strstr(r.out, want) != NULL, "%s", r.out);
     run_free(&r);
 }
 

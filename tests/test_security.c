@@ -277,7 +277,8 @@ Test(security, an_exporter_that_cannot_read_namespaces_is_not_fooled)
     chmod(fake, 0600);
 
     const char *env[] = {h.seg, NULL};
-    const char *cap[] = {"setpriv", "--reuid=" OWNER, "--regid=" OWNER, "--clear-groups", "--inh-caps=+dac_read_search",
+    /* The exporter runs as a user of its own (a user's own files are theirs to believe). */
+    const char *cap[] = {"setpriv", "--reuid=" OTHER, "--regid=" OTHER, "--clear-groups", "--inh-caps=+dac_read_search",
                          "--ambient-caps=+dac_read_search", "--", cushim_bin(), "ps", NULL};
     run_cmd(&r, cap, env);
     char why[1200];
@@ -303,6 +304,45 @@ Test(security, an_exporter_that_cannot_read_namespaces_is_not_fooled)
     kill(inner, SIGKILL);
     touch(h.hold);
     cr_expect_eq(wait_bg(setpriv), 0);
+}
+
+/* Without /proc (a sandbox that hides it), the process's user ids cannot be read: a user's own
+ * segment is still theirs to see and reset (a reader sees no other user's files but root's). */
+Test(security, a_users_own_segment_is_believed_without_proc)
+{
+    if (geteuid() != 0) {
+        printf("not run: needs root to hide /proc in a mount namespace\n");
+        cr_skip_test("not run: needs root to hide /proc");
+    }
+    struct run_result r;
+    const char *probe[] = {"unshare", "-m", "--propagation", "private", "sh", "-c", "mount -t tmpfs none /proc", NULL};
+    run_cmd(&r, probe, NULL);
+    int can = r.status == 0;
+    run_free(&r);
+    if (!can) {
+        printf("not run: needs unshare -m and mount (root) to hide /proc\n");
+        cr_skip_test("not run: needs unshare -m");
+    }
+    struct held h;
+    held_init(&h, "noproc", "ready-noproc");
+    char script[6000];
+    snprintf(script, sizeof script,
+             "mount -t tmpfs none /proc || exit 9; "
+             "setpriv --reuid=%s --regid=%s --clear-groups -- %s hold & "
+             "i=0; while [ -z \"$(ls %s)\" ] && [ $i -lt 500 ]; do sleep 0.01; i=$((i+1)); done; "
+             "pid=$(ls %s); echo pid=$pid; "
+             "setpriv --reuid=%s --regid=%s --clear-groups -- %s stat $pid --json; echo stat_rc=$?; "
+             "setpriv --reuid=%s --regid=%s --clear-groups -- %s reset-peak $pid; echo reset_rc=$?; "
+             "touch %s; wait",
+             OWNER, OWNER, program("rt_prog"), h.ready, h.ready, OWNER, OWNER, cushim_bin(), OWNER, OWNER,
+             cushim_bin(), h.hold);
+    const char *argv[] = {"unshare", "-m", "--propagation", "private", "sh", "-c", script, NULL};
+    run_cmd(&r, argv, sim_env(h.extra));
+    cr_expect_eq(r.status, 0, "%s%s", r.out, r.err);
+    cr_expect_eq(kv_u64(r.out, "stat_rc"), 0, "%s%s", r.out, r.err);
+    cr_expect(strstr(r.out, "\"current_bytes\": 1052672") != NULL, "%s%s", r.out, r.err);
+    cr_expect_eq(kv_u64(r.out, "reset_rc"), 0, "%s%s", r.out, r.err);
+    run_free(&r);
 }
 
 /* Files the shim writes for the user (CUSHIM_REPORT, CUSHIM_LOG_FILE) in a shared directory:

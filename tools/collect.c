@@ -115,10 +115,10 @@ static void drop_copies(struct collect_arg *a)
             ;
         const struct cushim_snapshot *s = &l->procs[idx[i]];
         pid_t here = s->other_pidns ? s->host_pid : s->pid;
-        if (j - i < 2 || here <= 0)
+        if (j - i < 2)
             continue;
-        int mapped = 0, unknown = 0;
-        for (int k = i; k < j; k++) {
+        int mapped = 0, unknown = here <= 0; /* a process not visible here: its maps neither */
+        for (int k = i; k < j && here > 0; k++) {
             int m = seg_mapped_by(here, a->devs[idx[k]], a->inos[idx[k]]);
             mapped |= m == 1;
             unknown |= m < 0;

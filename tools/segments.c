@@ -205,7 +205,9 @@ static int being_created(int fd, const struct stat *st)
     ssize_t got = pread(fd, magic, sizeof magic, 0);
     struct timespec now;
     clock_gettime(CLOCK_REALTIME, &now);
-    return got >= 0 && memcmp(magic, none, sizeof none) == 0 && now.tv_sec - st->st_mtim.tv_sec < 10;
+    /* Not for a file stamped in the future (a clock stepped back, a touch -d): it would never age. */
+    return got >= 0 && memcmp(magic, none, sizeof none) == 0 && st->st_mtim.tv_sec <= now.tv_sec &&
+           now.tv_sec - st->st_mtim.tv_sec < 10;
 }
 
 /* Whether this process reads every user's segments: root, or an exporter given only
@@ -274,7 +276,9 @@ static int is_stale(const struct cushim_snapshot *s, pid_t *here)
 static int owner_runs_it(const struct stat *st, pid_t here, char *why, size_t len)
 {
     uid_t uids[4];
-    if (here <= 0 || st->st_uid == 0)
+    /* Root's files, and the reader's own (which no other user can make: all a reader without
+     * root sees; also where no /proc can be read, as in a sandbox), are taken as they are. */
+    if (here <= 0 || st->st_uid == 0 || st->st_uid == geteuid())
         return 1;
     if (cushim_proc_uids(here, uids) != 0) {
         /* Ended since it was found live, or hidden: not believed on a guess (the next look
@@ -606,8 +610,11 @@ int seg_mapped_by(pid_t pid, dev_t dev, ino_t ino)
     while (!found && fgets(line, sizeof line, f)) {
         unsigned maj, min;
         unsigned long long i;
+        /* The same device, or both anonymous ones (major 0: tmpfs, btrfs, overlayfs), whose
+         * numbers stat() and maps may give differently (a btrfs subvolume's own against its
+         * file system's). */
         found = sscanf(line, "%*s %*s %*s %x:%x %llu", &maj, &min, &i) == 3 && i == (unsigned long long)ino &&
-                maj == major(dev) && min == minor(dev);
+                ((maj == major(dev) && min == minor(dev)) || (maj == 0 && major(dev) == 0));
     }
     fclose(f);
     return found;
