@@ -338,6 +338,16 @@ Test(live, reset_peak_goes_to_the_mapped_segment_not_a_copy)
     cr_expect(strstr(r.err, "another name of process") != NULL, "the link is said: %s", r.err);
     json_decref(once);
     run_free(&r);
+    /* ps, a listing of the files, says which are copies. */
+    cr_expect_eq(cli(segdir, &r, "ps", NULL, NULL), 0);
+    snprintf(cmd, sizeof cmd, "%7d root       live ", (int)pid);
+    cr_expect(strstr(r.out, cmd) != NULL && strstr(strstr(r.out, cmd) + 1, cmd) == NULL, "one live row:\n%s", r.out);
+    snprintf(cmd, sizeof cmd, "%7d root       copy ", (int)pid);
+    int copy_rows = 0;
+    for (const char *q = r.out; (q = strstr(q, cmd)) != NULL; q++)
+        copy_rows++;
+    cr_expect_eq(copy_rows, copies + 1, "%s", r.out);
+    run_free(&r);
     cr_expect_eq(cli(segdir, &r, "top", "-bn1", NULL), 0);
     snprintf(cmd, sizeof cmd, "\n%d copies of a listed process's segment skipped: `cushim stat` names them\n", copies + 1);
     cr_expect(strstr(r.out, cmd) != NULL, "%s", r.out);

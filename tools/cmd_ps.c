@@ -2,6 +2,7 @@
  * over its devices), phase, command; segments of dead processes are marked stale. */
 #include <pwd.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "common/text.h"
@@ -11,9 +12,72 @@
 
 struct ps_arg {
     int rows;   /* valid segments listed (live or stale) */
+    int invalid;
     int color;
     int hidden; /* processes of another pid namespace not visible here ("1*") */
+    /* Live segments that are copies of another (collect.c's rule: another file of the same
+     * process that the process does not map, or another name of one listed): found by a first
+     * pass, shown as `copy`. */
+    struct file_id {
+        char *path;
+        dev_t dev;
+        ino_t ino;
+        pid_t pid, here;
+        uint64_t start_time, pidns;
+    } *live, *copies;
+    int nlive, ncopies;
 };
+
+static int gather_live(struct seg_entry *e, void *argp)
+{
+    struct ps_arg *a = argp;
+    if (!e->ok || e->stale)
+        return 0;
+    struct file_id *grown = realloc(a->live, (size_t)(a->nlive + 1) * sizeof *grown);
+    if (!grown)
+        return 1;
+    a->live = grown;
+    char *path = strdup(e->path);
+    if (!path)
+        return 1;
+    a->live[a->nlive++] = (struct file_id){path, e->dev, e->ino, e->snap.pid,
+                                           e->snap.other_pidns ? e->snap.host_pid : e->snap.pid,
+                                           e->snap.start_time, e->snap.pidns_inode};
+    return 0;
+}
+
+/* Of the live files of one process (same pid, namespace, start time), those the process does not
+ * map while it maps one of them, and second names of a file: copies. */
+static void find_copies(struct ps_arg *a)
+{
+    a->copies = calloc((size_t)a->nlive + 1, sizeof *a->copies);
+    if (!a->copies)
+        return;
+    for (int i = 0; i < a->nlive; i++) {
+        const struct file_id *f = &a->live[i];
+        int same = 0, mapped_other = 0, earlier_name = 0;
+        for (int j = 0; j < a->nlive; j++) {
+            const struct file_id *g = &a->live[j];
+            if (j == i || g->pid != f->pid || g->start_time != f->start_time || g->pidns != f->pidns)
+                continue;
+            same = 1;
+            if (g->dev == f->dev && g->ino == f->ino)
+                earlier_name |= j < i;
+            else if (f->here > 0 && seg_mapped_by(f->here, g->dev, g->ino) == 1)
+                mapped_other = 1;
+        }
+        if (same && (earlier_name || (mapped_other && seg_mapped_by(f->here, f->dev, f->ino) == 0)))
+            a->copies[a->ncopies++] = *f;
+    }
+}
+
+static int is_copy(const struct ps_arg *a, const struct seg_entry *e)
+{
+    for (int i = 0; i < a->ncopies; i++)
+        if (strcmp(a->copies[i].path, e->path) == 0)
+            return 1;
+    return 0;
+}
 
 static int row(struct seg_entry *e, void *argp)
 {
@@ -23,11 +87,12 @@ static int row(struct seg_entry *e, void *argp)
     snprintf(user, sizeof user, "%s", pw ? pw->pw_name : "?");
     if (!e->ok) {
         printf("%7d %-10s %-7s %s: %s\n", (int)e->pid, user, "invalid", e->path, e->err);
+        a->invalid++;
         return 0;
     }
     uint64_t c = proc_sum(&e->snap, CUSHIM_DEV_total_current), p = proc_sum(&e->snap, CUSHIM_DEV_total_peak);
     cushim_device_list(&e->snap, devs, sizeof devs, 8);
-    const char *state = e->stale ? "stale" : "live";
+    const char *state = e->stale ? "stale" : a->ncopies && is_copy(a, e) ? "copy" : "live";
     char phase[32];
     const char *on = a->color && e->stale ? "\033[33m" : "", *off = a->color && e->stale ? "\033[0m" : "";
     char pid[16];
@@ -45,7 +110,8 @@ int cmd_ps(int argc, char **argv)
     if (argc > 1) {
         if (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0) {
             printf("usage: cushim ps\n\nLists processes under cushim (yours; everyone's as root):\n"
-                   "pid (as seen here, also for a container's process), user, state (live, or\n"
+                   "pid (as seen here, also for a container's process), user, state (live;\n"
+                   "copy: another file or name of a live process's segment, not the one it uses;\n"
                    "stale: the process is gone), devices used, device bytes current and peak\n"
                    "(summed over its devices), phase (run>compile while a `cushim phase` request\n"
                    "waits for the process's next allocation), command. A file named like a\n"
@@ -56,13 +122,21 @@ int cmd_ps(int argc, char **argv)
         cli_error("ps takes no arguments (got \"%s\")", argv[1]);
         return EXIT_USAGE;
     }
-    struct ps_arg a = {0, cli_color(stdout), 0};
+    struct ps_arg a = {0, 0, cli_color(stdout), 0, NULL, NULL, 0, 0};
+    seg_scan(NULL, 0, gather_live, &a);
+    if (a.nlive > 1)
+        find_copies(&a);
     printf("%7s %-10s %-7s %-8s %12s %12s %-11s %s\n", "PID", "USER", "STATE", "DEVICES",
            "DEV-CURRENT", "DEV-PEAK", "PHASE", "COMMAND");
     seg_scan(NULL, 0, row, &a);
     if (a.hidden)
         printf("* the pid in its own pid namespace (a container's), whose processes are not visible here\n");
+    for (int i = 0; i < a.nlive; i++)
+        free(a.live[i].path);
+    free(a.live);
+    free(a.copies);
     if (!a.rows)
-        cli_error("no process under cushim (yours; everyone's as root) in %s", seg_dir());
+        cli_error("no process under cushim (yours; everyone's as root) in %s%s", seg_dir(),
+                  a.invalid ? ": only files that could not be read (listed above)" : "");
     return a.rows ? 0 : EXIT_NOTHING;
 }
