@@ -119,8 +119,15 @@ static void frame(struct sink *k, const struct proc_list *l)
     else
         line(k, y++, ATTR_REVERSE, "%7s %-8s %-11s %11s %9s %9s %9s  %s", "PID", "DEVICES", "PHASE",
              "DEV-CURRENT", "DEV-PEAK", "PINNED", "OFFLOADED", "COMMAND");
+    /* The notes below the table keep their lines when the processes fill the screen. */
+    int notes = (l->bad != 0) + (l->copies != 0);
+    for (int i = 0; i < l->count; i++)
+        if (l->procs[i].other_pidns && !l->procs[i].host_pid) {
+            notes++;
+            break;
+        }
     int hidden = 0;
-    for (int i = 0; i < l->count && y < k->rows; i++) {
+    for (int i = 0; i < l->count && y < k->rows - notes; i++) {
         const struct cushim_snapshot *p = &l->procs[i];
         char devs[64], pinned[32], off[32], phase[32];
         uint64_t pin = 0, offl = 0;
