@@ -684,6 +684,35 @@ Test(live, snapshots_are_consistent_under_load, .timeout = 300)
               (unsigned long long)first, (unsigned long long)last);
 }
 
+/* On a screen too short for every process, the notes under the table (here: a segment that
+ * cannot be read) keep their line; the processes that do not fit are left out instead. */
+Test(live, top_keeps_its_notes_on_a_short_screen)
+{
+    const char *segdir = fresh_dir("seg-short"), *ready = fresh_dir("ready-short");
+    char hold[700], link[800], cmd[2048], seg[700];
+    snprintf(hold, sizeof hold, "%s/go-short", test_dir());
+    const char *argv[] = {program("rt_prog"), "hold", NULL};
+    pid_t p1 = spawn_bg(argv, live_env(segdir, ready, hold));
+    pid_t p2 = spawn_bg(argv, live_env(segdir, ready, hold));
+    pid_t rp[2];
+    wait_ready(ready, 2, rp);
+    snprintf(link, sizeof link, "%s/cushim-%u-12345", segdir, (unsigned)getuid());
+    cr_assert_eq(symlink("/etc/passwd", link), 0);
+    snprintf(cmd, sizeof cmd, "%s top --interval 0.1 --iterations 1", cushim_bin());
+    snprintf(seg, sizeof seg, "CUSHIM_SEGMENT_DIR=%s", segdir);
+    /* Title, blank, device header, one device, blank, process header: 6 lines; 8 leave 2. */
+    const char *env[] = {seg, "TERM=xterm", "COLUMNS=160", "LINES=8", NULL};
+    const char *sc[] = {"script", "-qec", cmd, "/dev/null", NULL};
+    struct run_result r;
+    run_cmd(&r, sc, env);
+    cr_expect_eq(r.status, 0, "%s%s", r.out, r.err);
+    cr_expect(strstr(r.out, "1 segment could not be read") != NULL, "the note is drawn:\n%s", r.out);
+    run_free(&r);
+    touch(hold);
+    cr_expect_eq(wait_bg(p1), 0);
+    cr_expect_eq(wait_bg(p2), 0);
+}
+
 /* cushim top redraws in place on a terminal (a pseudo-terminal from script(1) here), and prints
  * plain frames one after another when its output is not a terminal. */
 Test(live, top_draws_processes_and_device_totals)
