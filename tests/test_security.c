@@ -135,6 +135,48 @@ static int count_lines_with(const char *text, const char *word)
     return n;
 }
 
+/* The segment file at path, whole, into *seg. */
+static void read_segment(const char *path, struct cushim_segment *seg)
+{
+    FILE *f = fopen(path, "rb");
+    cr_assert(f, "segment %s", path);
+    cr_assert_eq(fread(seg, 1, sizeof *seg, f), sizeof *seg);
+    fclose(f);
+}
+
+/* *seg written to path as a file of uid's (0600), as that user could make it. */
+static void write_segment_as(const char *path, const struct cushim_segment *seg, uid_t uid)
+{
+    FILE *f = fopen(path, "wb");
+    cr_assert(f, "%s", path);
+    cr_assert_eq(fwrite(seg, 1, sizeof *seg, f), sizeof *seg);
+    fclose(f);
+    cr_assert_eq(chown(path, uid, uid), 0);
+    chmod(path, 0600);
+}
+
+/* rt_prog hold run as OWNER in h's directories (held_init(h, seg, ready)); returns setpriv's pid
+ * (wait_bg it after touching h->hold), the program's in *pid. */
+static pid_t start_owners_hold(struct held *h, const char *seg, const char *ready, pid_t *pid)
+{
+    held_init(h, seg, ready);
+    const char *argv[] = {"setpriv", "--reuid=" OWNER, "--regid=" OWNER, "--clear-groups", "--",
+                          program("rt_prog"), "hold", NULL};
+    pid_t setpriv = spawn_bg(argv, sim_env(h->extra));
+    wait_ready(h->ready, 1, pid);
+    return setpriv;
+}
+
+/* Whether argv runs and exits 0 here (a probe for what a test needs). */
+static int runs(const char *const *argv)
+{
+    struct run_result r;
+    run_cmd(&r, argv, NULL);
+    int ok = r.status == 0;
+    run_free(&r);
+    return ok;
+}
+
 /* Anyone can make a file with a right name and header for any process (pid, start time and pidfs
  * inode can all be read or copied): a segment whose file another user made than the process's
  * own is not believed. Root's ps lists it as invalid, stat shows the real one, and root's
@@ -146,27 +188,15 @@ Test(security, a_segment_forged_by_another_user_is_not_believed)
         cr_skip_test("not run: needs root to switch users");
     }
     struct held h;
-    held_init(&h, "forged", "ready-forged");
-    const char *argv[] = {"setpriv", "--reuid=" OWNER, "--regid=" OWNER, "--clear-groups", "--",
-                          program("rt_prog"), "hold", NULL};
-    pid_t setpriv = spawn_bg(argv, sim_env(h.extra));
-    pid_t pid;
-    wait_ready(h.ready, 1, &pid);
+    pid_t pid, setpriv = start_owners_hold(&h, "forged", "ready-forged", &pid);
     char real[700], fake[700];
     snprintf(real, sizeof real, "%s/cushim-%s-%d", h.segdir, OWNER, (int)pid);
     snprintf(fake, sizeof fake, "%s/cushim-%s-%d", h.segdir, OTHER, (int)pid);
     /* The other user's copy, its uid made theirs in name, header and owner. */
     static struct cushim_segment seg;
-    FILE *f = fopen(real, "rb");
-    cr_assert(f, "segment %s", real);
-    cr_assert_eq(fread(&seg, 1, sizeof seg, f), sizeof seg);
-    fclose(f);
+    read_segment(real, &seg);
     seg.h.uid = 65533;
-    f = fopen(fake, "wb");
-    cr_assert_eq(fwrite(&seg, 1, sizeof seg, f), sizeof seg);
-    fclose(f);
-    cr_assert_eq(chown(fake, 65533, 65533), 0);
-    chmod(fake, 0600);
+    write_segment_as(fake, &seg, 65533);
 
     char p[32], why[1600];
     snprintf(p, sizeof p, "%d", (int)pid);
@@ -228,21 +258,13 @@ Test(security, an_exporter_that_cannot_read_namespaces_is_not_fooled)
         cr_skip_test("not run: needs root to switch users");
     }
     const char *probe[] = {"unshare", "-pf", "--mount-proc", "true", NULL};
-    struct run_result r;
-    run_cmd(&r, probe, NULL);
-    int can = r.status == 0;
-    run_free(&r);
-    if (!can) {
+    if (!runs(probe)) {
         printf("not run: needs unshare -pf (root) to make a pid namespace\n");
         cr_skip_test("not run: needs unshare -pf");
     }
     struct held h;
-    held_init(&h, "forged-ns", "ready-forged-ns");
-    const char *argv[] = {"setpriv", "--reuid=" OWNER, "--regid=" OWNER, "--clear-groups", "--",
-                          program("rt_prog"), "hold", NULL};
-    pid_t setpriv = spawn_bg(argv, sim_env(h.extra));
-    pid_t pid;
-    wait_ready(h.ready, 1, &pid);
+    pid_t pid, setpriv = start_owners_hold(&h, "forged-ns", "ready-forged-ns", &pid);
+    struct run_result r;
     /* Root's container: its pid 1 (a sleep) and that process's pid here. */
     const char *box[] = {"unshare", "-pf", "--mount-proc", "sleep", "60", NULL};
     pid_t unshare = spawn_bg(box, NULL), inner = 0;
@@ -261,20 +283,13 @@ Test(security, an_exporter_that_cannot_read_namespaces_is_not_fooled)
     snprintf(real, sizeof real, "%s/cushim-%s-%d", h.segdir, OWNER, (int)pid);
     snprintf(fake, sizeof fake, "%s/cushim-%s-1", h.segdir, OWNER);
     static struct cushim_segment seg;
-    FILE *f = fopen(real, "rb");
-    cr_assert(f, "segment %s", real);
-    cr_assert_eq(fread(&seg, 1, sizeof seg, f), sizeof seg);
-    fclose(f);
+    read_segment(real, &seg);
     seg.h.pid = 1;
     seg.h.pidns_inode = 4026599999u;
     seg.h.start_time = start_time_of(inner);
     seg.h.pidfs_ino = 0;
     cr_assert_neq(seg.h.start_time, 0);
-    f = fopen(fake, "wb");
-    cr_assert_eq(fwrite(&seg, 1, sizeof seg, f), sizeof seg);
-    fclose(f);
-    cr_assert_eq(chown(fake, 65534, 65534), 0);
-    chmod(fake, 0600);
+    write_segment_as(fake, &seg, 65534);
 
     const char *env[] = {h.seg, NULL};
     /* The exporter runs as a user of its own (a user's own files are theirs to believe). */
@@ -291,9 +306,7 @@ Test(security, an_exporter_that_cannot_read_namespaces_is_not_fooled)
     /* A start time of 0 (what a writer without /proc records) stands for no process of a namespace
      * the reader may not look at. */
     seg.h.start_time = 0;
-    f = fopen(fake, "wb");
-    cr_assert_eq(fwrite(&seg, 1, sizeof seg, f), sizeof seg);
-    fclose(f);
+    write_segment_as(fake, &seg, 65534);
     run_cmd(&r, cap, env);
     cr_expect(strstr(r.out, "     1* nobody     live") == NULL, "a start time of 0 passes:\n%s%s", r.out, r.err);
     cr_expect(strstr(r.out, "     1* nobody     stale") != NULL, "%s%s", r.out, r.err);
@@ -316,10 +329,7 @@ Test(security, a_users_own_segment_is_believed_without_proc)
     }
     struct run_result r;
     const char *probe[] = {"unshare", "-m", "--propagation", "private", "sh", "-c", "mount -t tmpfs none /proc", NULL};
-    run_cmd(&r, probe, NULL);
-    int can = r.status == 0;
-    run_free(&r);
-    if (!can) {
+    if (!runs(probe)) {
         printf("not run: needs unshare -m and mount (root) to hide /proc\n");
         cr_skip_test("not run: needs unshare -m");
     }
