@@ -6,11 +6,11 @@
 #include "shim/shim.h"
 #include "shim/track.h"
 
+#define PT_SLOTS 8 /* contexts whose per-thread stream a thread tells apart (stream_key) */
+
 /* The calling thread's view. Only its own thread reads or writes it: a capture ended on another
  * thread (relaxed mode), by stream destruction or by context teardown leaves own_key stale, which
  * the begin number (own_seq) detects. */
-#define PT_SLOTS 8 /* contexts whose per-thread stream a thread tells apart (stream_key) */
-
 struct thread_capture {
     uint64_t id;      /* this thread's number, 1, 2, ... (0: none given yet) */
     uint64_t own_key; /* the capture this thread began last, 0 if none */
@@ -41,7 +41,6 @@ static uint64_t thread_number(void)
         tc.id = atomic_fetch_add_explicit(&next_thread, 1, memory_order_relaxed) + 1;
     return tc.id;
 }
-
 
 /* The key of the calling thread's per-thread stream in slot `slot` (stream_key). */
 static uint64_t pt_key(uint64_t slot)

@@ -99,8 +99,8 @@ bool shim_aside;
  * builds, or one twice under two names; a program dlopen()ing one while another is preloaded):
  * the first definition of the marker in the global scope, in load order, is the copy that counts;
  * a later one passes every call through, or the process would be counted, and reported, twice.
- * *first: that copy's file name, *self: this one's. A copy not in the global scope (dlopen with RTLD_LOCAL, alone)
- * finds none and counts. */
+ * *first: that copy's file name, *self: this one's. A copy not in the global scope (dlopen with
+ * RTLD_LOCAL, alone) finds none and counts. */
 static bool another_copy_first(const char **first, const char **self)
 {
     shim_dlsym_fn lookup = shim_real_dlsym();

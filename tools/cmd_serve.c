@@ -261,7 +261,8 @@ int cmd_serve(int argc, char **argv)
         if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
             printf("usage: cushim serve --listen ADDR:PORT\n\nServes GET /metrics (Prometheus text "
                    "format) for every process under cushim\nthat this user may see (everyone's as "
-                   "root). ADDR:PORT is e.g. 127.0.0.1:9400,\n[::1]:9400, [fe80::1%%eth0]:9400 or :9400 (all addresses). A scrape within\n1 s of the last gets that one's answer.\n");
+                   "root). ADDR:PORT is e.g. 127.0.0.1:9400,\n[::1]:9400, [fe80::1%%eth0]:9400 or :9400 (all addresses). "
+                   "A scrape within\n1 s of the last gets that one's answer.\n");
             return 0;
         }
         int got = cli_option_value(argc, argv, &i, "--listen", "ADDR:PORT", &listen);
