@@ -9,6 +9,11 @@ int main(int argc, char **argv)
     CUdeviceptr p = 0;
     CUcontext ctx;
     size_t free_b, total_b;
+    if (argc > 2 || (argc == 2 && strcmp(argv[1], "before_init") != 0)) {
+        fprintf(stderr, "usage: %s [before_init] (cuMemAlloc/cuMemFree through the shim's exported driver "
+                "symbols; before_init: calls before cuInit first)\n", argv[0]);
+        return 2;
+    }
     if (argc == 2 && strcmp(argv[1], "before_init") == 0) {
         /* Calls before cuInit return what the driver returns (CUDA_ERROR_NOT_INITIALIZED). */
         printf("rc_alloc=%d\n", (int)cuMemAlloc(&p, 4096));
