@@ -15,17 +15,11 @@ struct ps_arg {
     int invalid;
     int color;
     int hidden; /* processes of another pid namespace not visible here ("1*") */
-    /* Live segments that are copies of another (collect.c's rule: another file of the same
-     * process that the process does not map, or another name of one listed): found by a first
-     * pass, shown as `copy`. */
-    struct file_id {
-        char *path;
-        dev_t dev;
-        ino_t ino;
-        pid_t pid, here;
-        uint64_t start_time, pidns;
-    } *live, *copies;
-    int nlive, ncopies;
+    /* The live files, found by a first pass, and which are copies (seg_find_copies: another
+     * file of a process that it does not map, or a second name of one), shown as `copy`. */
+    struct seg_file *live;
+    char *copy;
+    int nlive;
 };
 
 static int gather_live(struct seg_entry *e, void *argp)
@@ -33,48 +27,21 @@ static int gather_live(struct seg_entry *e, void *argp)
     struct ps_arg *a = argp;
     if (!e->ok || e->stale)
         return 0;
-    struct file_id *grown = realloc(a->live, (size_t)(a->nlive + 1) * sizeof *grown);
+    struct seg_file *grown = realloc(a->live, (size_t)(a->nlive + 1) * sizeof *grown);
     if (!grown)
         return 1;
     a->live = grown;
-    char *path = strdup(e->path);
-    if (!path)
+    grown[a->nlive] = seg_file_of(e);
+    if (!(grown[a->nlive].path = strdup(e->path)))
         return 1;
-    a->live[a->nlive++] = (struct file_id){path, e->dev, e->ino, e->snap.pid,
-                                           e->snap.other_pidns ? e->snap.host_pid : e->snap.pid,
-                                           e->snap.start_time, e->snap.pidns_inode};
+    a->nlive++;
     return 0;
-}
-
-/* Of the live files of one process (same pid, namespace, start time), those the process does not
- * map while it maps one of them, and second names of a file: copies. */
-static void find_copies(struct ps_arg *a)
-{
-    a->copies = calloc((size_t)a->nlive + 1, sizeof *a->copies);
-    if (!a->copies)
-        return;
-    for (int i = 0; i < a->nlive; i++) {
-        const struct file_id *f = &a->live[i];
-        int same = 0, mapped_other = 0, earlier_name = 0;
-        for (int j = 0; j < a->nlive; j++) {
-            const struct file_id *g = &a->live[j];
-            if (j == i || g->pid != f->pid || g->start_time != f->start_time || g->pidns != f->pidns)
-                continue;
-            same = 1;
-            if (g->dev == f->dev && g->ino == f->ino)
-                earlier_name |= j < i;
-            else if (f->here > 0 && seg_mapped_by(f->here, g->dev, g->ino) == 1)
-                mapped_other = 1;
-        }
-        if (same && (earlier_name || (mapped_other && seg_mapped_by(f->here, f->dev, f->ino) == 0)))
-            a->copies[a->ncopies++] = *f;
-    }
 }
 
 static int is_copy(const struct ps_arg *a, const struct seg_entry *e)
 {
-    for (int i = 0; i < a->ncopies; i++)
-        if (strcmp(a->copies[i].path, e->path) == 0)
+    for (int i = 0; a->copy && i < a->nlive; i++)
+        if (a->copy[i] && strcmp(a->live[i].path, e->path) == 0)
             return 1;
     return 0;
 }
@@ -92,7 +59,7 @@ static int row(struct seg_entry *e, void *argp)
     }
     uint64_t c = proc_sum(&e->snap, CUSHIM_DEV_total_current), p = proc_sum(&e->snap, CUSHIM_DEV_total_peak);
     cushim_device_list(&e->snap, devs, sizeof devs, 8);
-    const char *state = e->stale ? "stale" : a->ncopies && is_copy(a, e) ? "copy" : "live";
+    const char *state = e->stale ? "stale" : is_copy(a, e) ? "copy" : "live";
     char phase[32];
     const char *on = a->color && e->stale ? "\033[33m" : "", *off = a->color && e->stale ? "\033[0m" : "";
     char pid[16];
@@ -122,10 +89,10 @@ int cmd_ps(int argc, char **argv)
         cli_error("ps takes no arguments (got \"%s\")", argv[1]);
         return EXIT_USAGE;
     }
-    struct ps_arg a = {0, 0, cli_color(stdout), 0, NULL, NULL, 0, 0};
+    struct ps_arg a = {0, 0, cli_color(stdout), 0, NULL, NULL, 0};
     seg_scan(NULL, 0, gather_live, &a);
-    if (a.nlive > 1)
-        find_copies(&a);
+    if (a.nlive > 1 && (a.copy = malloc((size_t)a.nlive)) != NULL)
+        seg_find_copies(a.live, a.nlive, a.copy);
     printf("%7s %-10s %-7s %-8s %12s %12s %-11s %s\n", "PID", "USER", "STATE", "DEVICES",
            "DEV-CURRENT", "DEV-PEAK", "PHASE", "COMMAND");
     seg_scan(NULL, 0, row, &a);
@@ -134,7 +101,7 @@ int cmd_ps(int argc, char **argv)
     for (int i = 0; i < a.nlive; i++)
         free(a.live[i].path);
     free(a.live);
-    free(a.copies);
+    free(a.copy);
     if (!a.rows)
         cli_error("no process under cushim (yours; everyone's as root) in %s%s", seg_dir(),
                   a.invalid ? ": only files that could not be read (listed above)" : "");

@@ -16,10 +16,8 @@ uint64_t proc_sum(const struct cushim_snapshot *s, int dev_stat)
 struct collect_arg {
     struct proc_list *l;
     int report;
-    int named;   /* pids were given */
-    ino_t *inos; /* each listed process's segment file, by index in l->procs */
-    dev_t *devs;
-    char **paths;
+    int named;              /* pids were given */
+    struct seg_file *files; /* each listed process's segment file, by index in l->procs */
 };
 
 static int add(struct seg_entry *e, void *argp)
@@ -56,99 +54,100 @@ static int add(struct seg_entry *e, void *argp)
     if (!grown)
         return 1;
     a->l->procs = grown;
-    ino_t *inos = realloc(a->inos, (size_t)(a->l->count + 1) * sizeof *inos);
-    if (inos)
-        a->inos = inos;
-    dev_t *devs = inos ? realloc(a->devs, (size_t)(a->l->count + 1) * sizeof *devs) : NULL;
-    if (devs)
-        a->devs = devs;
-    char **paths = devs ? realloc(a->paths, (size_t)(a->l->count + 1) * sizeof *paths) : NULL;
-    if (!paths)
+    struct seg_file *files = realloc(a->files, (size_t)(a->l->count + 1) * sizeof *files);
+    if (!files)
         return 1;
-    a->paths = paths;
-    inos[a->l->count] = e->ino;
-    devs[a->l->count] = e->dev;
-    paths[a->l->count] = strdup(e->path);
+    a->files = files;
+    files[a->l->count] = seg_file_of(e);
+    files[a->l->count].path = strdup(e->path);
     a->l->procs[a->l->count++] = e->snap;
     return 0;
 }
 
-/* One process: its pid, namespace and start time. */
-static int same_process(const struct cushim_snapshot *x, const struct cushim_snapshot *y)
+struct seg_file seg_file_of(struct seg_entry *e)
 {
-    return x->pid == y->pid && x->pidns_inode == y->pidns_inode && x->start_time == y->start_time &&
-           x->other_pidns == y->other_pidns;
+    return (struct seg_file){e->snap.pid, e->snap.other_pidns ? e->snap.host_pid : e->snap.pid,
+                             e->snap.start_time, e->snap.pidns_inode, e->dev, e->ino, e->path};
 }
 
-static const struct cushim_snapshot *sort_base;
+static const struct seg_file *sort_base;
 
 static int by_process(const void *x, const void *y)
 {
-    const struct cushim_snapshot *a = &sort_base[*(const int *)x], *b = &sort_base[*(const int *)y];
+    const struct seg_file *a = &sort_base[*(const int *)x], *b = &sort_base[*(const int *)y];
     if (a->pid != b->pid)
         return a->pid < b->pid ? -1 : 1;
     if (a->start_time != b->start_time)
         return a->start_time < b->start_time ? -1 : 1;
-    return a->pidns_inode < b->pidns_inode ? -1 : a->pidns_inode > b->pidns_inode;
+    if (a->pidns != b->pidns)
+        return a->pidns < b->pidns ? -1 : 1;
+    return *(const int *)x - *(const int *)y; /* listing order within a process */
 }
 
-/* Two live segments of one process (a copy its user made of it, or another name of the same
- * file): a second name of a file already listed, and the files the process does not map, are
- * dropped (counted as copies, and said when reporting), so that it is listed, summed and exported
- * once. Whether a file is mapped that cannot be told (its maps unreadable here, a process not
- * visible here) keeps every file. */
+static int same_process(const struct seg_file *x, const struct seg_file *y)
+{
+    return x->pid == y->pid && x->start_time == y->start_time && x->pidns == y->pidns;
+}
+
+void seg_find_copies(const struct seg_file *f, int n, char *verdict)
+{
+    memset(verdict, 0, (size_t)n);
+    int *idx = n > 1 ? malloc((size_t)n * sizeof *idx) : NULL;
+    if (!idx)
+        return;
+    for (int i = 0; i < n; i++)
+        idx[i] = i;
+    sort_base = f;
+    qsort(idx, (size_t)n, sizeof *idx, by_process);
+    for (int i = 0, j; i < n; i = j) {
+        for (j = i + 1; j < n && same_process(&f[idx[i]], &f[idx[j]]); j++)
+            ;
+        if (j - i < 2)
+            continue;
+        pid_t here = f[idx[i]].here;
+        int mapped = 0, unknown = here <= 0; /* a process not visible here: its maps neither */
+        for (int k = i; k < j && here > 0; k++) {
+            int m = seg_mapped_by(here, f[idx[k]].dev, f[idx[k]].ino);
+            mapped |= m == 1;
+            unknown |= m < 0;
+            verdict[idx[k]] = m == 0;
+        }
+        for (int k = i; k < j && (!mapped || unknown); k++)
+            verdict[idx[k]] = 0;
+        /* A hard link: the same file under another name. */
+        for (int k = i + 1; k < j; k++)
+            for (int q = i; q < k && !verdict[idx[k]]; q++)
+                if (!verdict[idx[q]] && f[idx[q]].ino == f[idx[k]].ino && f[idx[q]].dev == f[idx[k]].dev)
+                    verdict[idx[k]] = 2;
+    }
+    free(idx);
+}
+
+/* Several live segments of one process: the copies (seg_find_copies) are dropped, counted, and
+ * said when reporting, so that it is listed, summed and exported once. */
 static void drop_copies(struct collect_arg *a)
 {
     struct proc_list *l = a->l;
-    int n = l->count, *idx = n > 1 ? malloc((size_t)n * sizeof *idx) : NULL;
-    char *drop = idx ? calloc((size_t)n, 1) : NULL;
-    if (!drop) {
-        free(idx);
+    int n = l->count;
+    char *verdict = n > 1 ? malloc((size_t)n) : NULL;
+    if (!verdict)
         return;
-    }
-    for (int i = 0; i < n; i++)
-        idx[i] = i;
-    sort_base = l->procs;
-    qsort(idx, (size_t)n, sizeof *idx, by_process);
-    for (int i = 0, j; i < n; i = j) {
-        for (j = i + 1; j < n && same_process(&l->procs[idx[i]], &l->procs[idx[j]]); j++)
-            ;
-        const struct cushim_snapshot *s = &l->procs[idx[i]];
-        pid_t here = s->other_pidns ? s->host_pid : s->pid;
-        if (j - i < 2)
-            continue;
-        int mapped = 0, unknown = here <= 0; /* a process not visible here: its maps neither */
-        for (int k = i; k < j && here > 0; k++) {
-            int m = seg_mapped_by(here, a->devs[idx[k]], a->inos[idx[k]]);
-            mapped |= m == 1;
-            unknown |= m < 0;
-            drop[idx[k]] = m == 0;
-        }
-        for (int k = i; k < j && (!mapped || unknown); k++)
-            drop[idx[k]] = 0;
-        /* A hard link: the same file under another name. */
-        for (int k = i + 1; k < j; k++)
-            for (int q = i; q < k && !drop[idx[k]]; q++)
-                if (!drop[idx[q]] && a->inos[idx[q]] == a->inos[idx[k]] && a->devs[idx[q]] == a->devs[idx[k]])
-                    drop[idx[k]] = 2;
-    }
+    seg_find_copies(a->files, n, verdict);
     int kept = 0;
     for (int i = 0; i < n; i++) {
-        if (drop[i]) {
-            const struct cushim_snapshot *s = &l->procs[i];
+        if (verdict[i]) {
             l->copies++;
             if (a->report)
-                cli_error("skipping %s: %s process %d's segment%s", a->paths[i] ? a->paths[i] : "?",
-                          drop[i] == 2 ? "another name of" : "a copy of",
-                          (int)(s->other_pidns && s->host_pid ? s->host_pid : s->pid),
-                          drop[i] == 2 ? "" : " (the process maps another)");
+                cli_error("skipping %s: %s process %d's segment%s", a->files[i].path ? a->files[i].path : "?",
+                          verdict[i] == 2 ? "another name of" : "a copy of",
+                          (int)(a->files[i].here > 0 ? a->files[i].here : a->files[i].pid),
+                          verdict[i] == 2 ? "" : " (the process maps another)");
             continue;
         }
         l->procs[kept++] = l->procs[i];
     }
     l->count = kept;
-    free(drop);
-    free(idx);
+    free(verdict);
 }
 
 static int by_device_bytes(const void *x, const void *y)
@@ -161,16 +160,14 @@ static int by_device_bytes(const void *x, const void *y)
 
 int proc_list_collect(struct proc_list *l, const pid_t *pids, int npids, int report)
 {
-    struct collect_arg a = {l, report, npids > 0, NULL, NULL, NULL};
+    struct collect_arg a = {l, report, npids > 0, NULL};
     memset(l, 0, sizeof *l);
     l->dir_unreadable = seg_scan(pids, npids, add, &a) < 0;
     int added = l->count;
     drop_copies(&a);
-    for (int i = 0; a.paths && i < added; i++)
-        free(a.paths[i]);
-    free(a.paths);
-    free(a.inos);
-    free(a.devs);
+    for (int i = 0; i < added; i++)
+        free(a.files[i].path);
+    free(a.files);
     qsort(l->procs, (size_t)l->count, sizeof *l->procs, by_device_bytes);
     return l->count;
 }

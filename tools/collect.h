@@ -30,6 +30,25 @@ struct proc_list {
 int proc_list_collect(struct proc_list *l, const pid_t *pids, int npids, int report);
 void proc_list_free(struct proc_list *l);
 
+/* One live segment file, as seg_find_copies needs it: the process it names (pid and pidns as in
+ * its header, start time, its pid here or 0 when not visible) and the file (device, inode). */
+struct seg_file {
+    pid_t pid, here;
+    uint64_t start_time, pidns;
+    dev_t dev;
+    ino_t ino;
+    char *path; /* the caller's; not read here */
+};
+
+/* The seg_file of a live seg_entry (path: e->path, not copied). */
+struct seg_file seg_file_of(struct seg_entry *e);
+
+/* Of n live segment files, the copies: when several name one process (a copy its user made, or a
+ * second name of one file), verdict[i] = 1 for a file the process does not map while it maps one
+ * of them (seg_mapped_by; all are kept when that cannot be told), 2 for a second name of a file
+ * kept (a hard link), else 0. What stat, top and the exporter skip and ps shows as `copy`. */
+void seg_find_copies(const struct seg_file *f, int n, char *verdict);
+
 /* Sum over the process's devices of a device stat (CUSHIM_DEV_*). */
 uint64_t proc_sum(const struct cushim_snapshot *s, int dev_stat);
 
