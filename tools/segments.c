@@ -295,12 +295,15 @@ static int owner_runs_it(const struct stat *st, pid_t here, char *why, size_t le
     return 0;
 }
 
-/* owner_runs_it for a live segment of a pid namespace whose processes this user may not tell
- * apart (an exporter with CAP_DAC_READ_SEARCH cannot read another user's /proc/PID/ns/pid): the
+/* Whether live segment s (file st) is believed: owner_runs_it of its process (here: its pid here,
+ * is_stale's); for one of a pid namespace whose processes this user may not tell apart (here 0:
+ * an exporter with CAP_DAC_READ_SEARCH cannot read another user's /proc/PID/ns/pid), the
  * processes that may be it (its pid there and its start time, cushim_pidns_candidates), one of
- * which must be run by the file's owner. None visible (a sibling namespace's): believed. */
-static int owner_runs_a_candidate(const struct stat *st, const struct cushim_snapshot *s, char *why, size_t len)
+ * which must be run by the file's owner; none visible (a sibling namespace's): believed. */
+static int believed(const struct stat *st, const struct cushim_snapshot *s, pid_t here, char *why, size_t len)
 {
+    if (here)
+        return owner_runs_it(st, here, why, len);
     static pid_t pids[4096];
     int max = (int)(sizeof pids / sizeof pids[0]);
     int n = ns_map_read && seg_other_namespace(s) ? cushim_pidns_candidates(&ns_map, s->pid, s->start_time, pids, max) : 0;
@@ -458,8 +461,7 @@ int seg_scan(const pid_t *pids, int npids, int (*fn)(struct seg_entry *, void *)
             } else {
                 pid_t here;
                 e.stale = is_stale(&e.snap, &here);
-                e.ok = e.stale || (here ? owner_runs_it(&st, here, e.err, sizeof e.err)
-                                        : owner_runs_a_candidate(&st, &e.snap, e.err, sizeof e.err));
+                e.ok = e.stale || believed(&st, &e.snap, here, e.err, sizeof e.err);
                 if (e.ok && !e.stale)
                     settle_live(fd, &e.snap); /* a writer may be in the middle of an update */
                 e.snap.other_pidns = seg_other_namespace(&e.snap);
@@ -508,7 +510,7 @@ static struct cushim_segment *map_one(const char *path, pid_t pid, char *why, si
                  (int)snap->pid, (int)pid, (int)pid);
     else if (is_stale(snap, &here))
         snprintf(why, len, "process %d is gone (stale segment %s; `cushim gc` removes it)", (int)pid, path);
-    else if (!(here ? owner_runs_it(&st, here, err, sizeof err) : owner_runs_a_candidate(&st, snap, err, sizeof err)))
+    else if (!believed(&st, snap, here, err, sizeof err))
         snprintf(why, len, "segment %s: %s", path, err);
     else {
         void *m = mmap(NULL, sizeof *s, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
