@@ -506,28 +506,37 @@ static void *capture_both_and_exit(void *arg)
     return NULL;
 }
 
-static int scenario_per_thread_captures_on_two_devices(void)
+/* Captures on device da's and db's per-thread streams at once: 1 MiB allocated in the first, 2 MiB
+ * in the second; db's ends first; both instantiated (db's first). */
+static int two_per_thread_captures(int da, int db)
 {
-    void *a, *b, *c, *d;
-    cudaGraph_t g0, g1;
-    cudaGraphExec_t x0, x1;
-    pthread_t t;
-    CHECK(cudaSetDevice(0));
+    void *a, *b;
+    cudaGraph_t ga, gb;
+    cudaGraphExec_t xa, xb;
+    CHECK(cudaSetDevice(da));
     CHECK(cudaStreamBeginCapture(cudaStreamPerThread, cudaStreamCaptureModeRelaxed));
     CHECK(cudaMalloc(&a, MiB));
     CHECK(cudaMemsetAsync(a, 0, 64, cudaStreamPerThread));
-    CHECK(cudaSetDevice(1));
+    CHECK(cudaSetDevice(db));
     CHECK(cudaStreamBeginCapture(cudaStreamPerThread, cudaStreamCaptureModeRelaxed));
     CHECK(cudaMalloc(&b, 2 * MiB));
     CHECK(cudaMemsetAsync(b, 0, 64, cudaStreamPerThread));
-    CHECK(cudaStreamEndCapture(cudaStreamPerThread, &g1));
-    CHECK(cudaGraphInstantiate(&x1, g1, 0));
-    CHECK(cudaSetDevice(0));
-    CHECK(cudaStreamEndCapture(cudaStreamPerThread, &g0));
-    CHECK(cudaGraphInstantiate(&x0, g0, 0));
+    CHECK(cudaStreamEndCapture(cudaStreamPerThread, &gb));
+    CHECK(cudaGraphInstantiate(&xb, gb, 0));
+    CHECK(cudaSetDevice(da));
+    CHECK(cudaStreamEndCapture(cudaStreamPerThread, &ga));
+    CHECK(cudaGraphInstantiate(&xa, ga, 0));
+    return 0;
+}
+
+static int scenario_per_thread_captures_on_two_devices(void)
+{
+    void *c, *d;
+    pthread_t t;
+    two_per_thread_captures(0, 1);
     pthread_create(&t, NULL, capture_both_and_exit, NULL);
     pthread_join(t, NULL);
-    CHECK(cudaMalloc(&c, 4 * KiB)); /* no capture live: plain device memory */
+    CHECK(cudaMalloc(&c, 4 * KiB)); /* device 0; no capture live: plain device memory */
     CHECK(cudaSetDevice(1));
     CHECK(cudaMalloc(&d, 8 * KiB));
     return 0;
@@ -540,7 +549,6 @@ static int scenario_per_thread_captures_on_many_contexts(void)
 {
     void *p;
     cudaGraph_t g;
-    cudaGraphExec_t x8, x9;
     for (int d = 0; d < 9; d++) {
         CHECK(cudaSetDevice(d));
         CHECK(cudaStreamBeginCapture(cudaStreamPerThread, cudaStreamCaptureModeRelaxed));
@@ -548,22 +556,7 @@ static int scenario_per_thread_captures_on_many_contexts(void)
         CHECK(cudaMemsetAsync(p, 0, 64, cudaStreamPerThread));
         CHECK(cudaStreamEndCapture(cudaStreamPerThread, &g));
     }
-    void *a, *b;
-    cudaGraph_t g8, g9;
-    CHECK(cudaSetDevice(8));
-    CHECK(cudaStreamBeginCapture(cudaStreamPerThread, cudaStreamCaptureModeRelaxed));
-    CHECK(cudaMalloc(&a, MiB));
-    CHECK(cudaMemsetAsync(a, 0, 64, cudaStreamPerThread));
-    CHECK(cudaSetDevice(9));
-    CHECK(cudaStreamBeginCapture(cudaStreamPerThread, cudaStreamCaptureModeRelaxed));
-    CHECK(cudaMalloc(&b, 2 * MiB));
-    CHECK(cudaMemsetAsync(b, 0, 64, cudaStreamPerThread));
-    CHECK(cudaStreamEndCapture(cudaStreamPerThread, &g9));
-    CHECK(cudaGraphInstantiate(&x9, g9, 0));
-    CHECK(cudaSetDevice(8));
-    CHECK(cudaStreamEndCapture(cudaStreamPerThread, &g8));
-    CHECK(cudaGraphInstantiate(&x8, g8, 0));
-    return 0;
+    return two_per_thread_captures(8, 9);
 }
 
 static const struct scenario scenarios[] = {
