@@ -176,10 +176,10 @@ int cushim_snapshot_read(const void *mem, size_t len, struct cushim_snapshot *ou
                          unsigned spin_limit, uint64_t patience_ns, char *err, size_t errlen)
 {
     const struct cushim_segment *s = mem;
-    const struct cushim_segment_header *h = &s->h;
 
-    if (!mem || len < sizeof h->magic)
+    if (!mem || len < sizeof s->h.magic)
         FAIL("truncated: %zu of %zu bytes", len, sizeof *s);
+    const struct cushim_segment_header *h = &s->h;
     if (memcmp(h->magic, CUSHIM_SEGMENT_MAGIC, sizeof h->magic) != 0)
         FAIL("bad magic: not a cushim segment");
     if (len < sizeof *h)

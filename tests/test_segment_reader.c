@@ -34,7 +34,7 @@ static struct cushim_segment *real_segment(void)
     pclose(p);
     path[strcspn(path, "\n")] = '\0';
     FILE *f = fopen(path, "rb");
-    struct cushim_segment *s = malloc(sizeof *s);
+    struct cushim_segment *s = aligned_alloc(_Alignof(struct cushim_segment), sizeof *s);
     cr_assert_eq(fread(s, 1, sizeof *s, f), sizeof *s, "short segment file");
     fclose(f);
     return s;
@@ -108,7 +108,7 @@ Test(reader, every_truncation_is_rejected, .timeout = 300)
 
 Test(reader, crafted_headers_are_rejected_with_a_reason)
 {
-    struct cushim_segment *s = real_segment(), *c = malloc(sizeof *s);
+    struct cushim_segment *s = real_segment(), *c = aligned_alloc(_Alignof(struct cushim_segment), sizeof *s);
     char err[200];
     struct {
         const char *what, *expect;

@@ -168,7 +168,8 @@ int proc_list_collect(struct proc_list *l, const pid_t *pids, int npids, int rep
     for (int i = 0; i < added; i++)
         free(a.files[i].path);
     free(a.files);
-    qsort(l->procs, (size_t)l->count, sizeof *l->procs, by_device_bytes);
+    if (l->count > 1) /* qsort takes no NULL array, even of 0 elements (C17 7.22.5) */
+        qsort(l->procs, (size_t)l->count, sizeof *l->procs, by_device_bytes);
     return l->count;
 }
 

@@ -290,7 +290,8 @@ void run_collect(const char *dir, uint64_t run_id, const struct outer_run *outer
         struct cushim_snapshot s = {.pid = c->alive[i].pid, .created_ns = c->alive[i].created_ns};
         c->running += !collected_already(c, &s);
     }
-    qsort(c->desc, (size_t)c->ndesc, sizeof *c->desc, by_created);
+    if (c->ndesc > 1) /* qsort takes no NULL array, even of 0 elements (C17 7.22.5) */
+        qsort(c->desc, (size_t)c->ndesc, sizeof *c->desc, by_created);
 }
 
 void run_collected_free(struct collected *c)

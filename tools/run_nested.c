@@ -43,7 +43,8 @@ void outer_run_hand_over(const struct outer_run *o, const char *dir, uint64_t in
 {
     DIR *d = opendir(dir);
     struct dirent *de;
-    struct cushim_segment *seg = malloc(sizeof *seg);
+    /* The segment type is cache-line aligned (common/segment.h): malloc's alignment is not enough. */
+    struct cushim_segment *seg = aligned_alloc(_Alignof(struct cushim_segment), sizeof *seg);
     while (d && seg && (de = readdir(d)) != NULL) {
         /* The summaries run_collect took (.taken-NAME). */
         size_t n = strlen(de->d_name);
