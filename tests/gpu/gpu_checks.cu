@@ -276,8 +276,11 @@ static int cmd_vmm(void)
     prop.location.id = 0;
     size_t g = 0;
     CHECK(cudaFree(0));
-    if (gran(&g, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM))
+    CUresult rg = gran(&g, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM);
+    if (rg != CUDA_SUCCESS) {
+        fprintf(stderr, "cuMemGetAllocationGranularity -> CUresult %d\n", (int)rg);
         return 12;
+    }
     printf("granularity=%zu\n", g);
     static const size_t mult[] = {1, 3, 16, 512};
     for (size_t i = 0; i < sizeof mult / sizeof mult[0]; i++) {
@@ -290,9 +293,18 @@ static int cmd_vmm(void)
         ad.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
         size_t u0 = used();
         uint64_t s0 = shim_kind(K_VMM);
-        if (create(&h, bytes, &prop, 0) || reserve(&va, bytes, 0, 0, 0) || map(va, bytes, 0, h, 0) ||
-            access(va, bytes, &ad, 1))
+        CUresult rc[4] = {create(&h, bytes, &prop, 0), CUDA_SUCCESS, CUDA_SUCCESS, CUDA_SUCCESS};
+        if (rc[0] == CUDA_SUCCESS)
+            rc[1] = reserve(&va, bytes, 0, 0, 0);
+        if (rc[1] == CUDA_SUCCESS && rc[0] == CUDA_SUCCESS)
+            rc[2] = map(va, bytes, 0, h, 0);
+        if (rc[2] == CUDA_SUCCESS && rc[1] == CUDA_SUCCESS && rc[0] == CUDA_SUCCESS)
+            rc[3] = access(va, bytes, &ad, 1);
+        if (rc[0] || rc[1] || rc[2] || rc[3]) {
+            fprintf(stderr, "%zu bytes: cuMemCreate %d, cuMemAddressReserve %d, cuMemMap %d, cuMemSetAccess %d "
+                    "(CUresult; 0 also for a step not reached)\n", bytes, (int)rc[0], (int)rc[1], (int)rc[2], (int)rc[3]);
             return 13;
+        }
         size_t u1 = used();
         uint64_t s1 = shim_kind(K_VMM);
         release(h); // released before unmapped: still counted until the unmap
@@ -421,11 +433,17 @@ static int cmd_sgemm(void)
     fill<<<1024, 256>>>(a, (size_t)m * m, 1e-3f);
     fill<<<1024, 256>>>(b, (size_t)m * m, 2e-3f);
     cublasHandle_t hdl;
-    if (cublasCreate(&hdl) != CUBLAS_STATUS_SUCCESS)
+    cublasStatus_t st = cublasCreate(&hdl);
+    if (st != CUBLAS_STATUS_SUCCESS) {
+        fprintf(stderr, "cublasCreate -> cublasStatus_t %d\n", (int)st);
         return 14;
+    }
     float one = 1.0f, zero = 0.0f;
-    if (cublasSgemm(hdl, CUBLAS_OP_N, CUBLAS_OP_N, m, m, m, &one, a, m, b, m, &zero, c, m) != CUBLAS_STATUS_SUCCESS)
+    st = cublasSgemm(hdl, CUBLAS_OP_N, CUBLAS_OP_N, m, m, m, &one, a, m, b, m, &zero, c, m);
+    if (st != CUBLAS_STATUS_SUCCESS) {
+        fprintf(stderr, "cublasSgemm -> cublasStatus_t %d\n", (int)st);
         return 15;
+    }
     float *h = (float *)malloc(bytes);
     CHECK(cudaMemcpy(h, c, bytes, cudaMemcpyDeviceToHost));
     printf("hash=0x%016llx offloaded=%llu offloaded_with_cublas=%llu\n", (unsigned long long)fnv(h, bytes),

@@ -1,14 +1,16 @@
 #!/usr/bin/env python3
 """The GPU validation suite of scripts/gpu-check (issue 6).
 
-usage: run.py OUTDIR --root DIR --build DIR --bin DIR [--dry-run] [--deadline EPOCH_SECONDS]
+usage: run.py OUTDIR --root DIR --build DIR --bin DIR [--log FILE] [--dry-run]
+              [--deadline EPOCH_SECONDS]
 
 Runs the checks in order of value; after each one rewrites OUTDIR/gpu-report.json and
 OUTDIR/gpu-report.md (so a run cut short still reports what it measured). Each check records its
 expected value, its measured value and a verdict: pass, fail, info (a benchmark figure with no
 threshold), or "not run: REASON" (never counted as passed). No check starts, and no program
 runs on, past the deadline (scripts/gpu-check sets it so that the whole run, build included,
-ends within 4 minutes).
+ends within 4 minutes). Every program's command, exit status and standard error are appended to
+the log (--log; scripts/gpu-check: OUTDIR/gpu-check.log).
 """
 import argparse
 import json
@@ -29,6 +31,15 @@ class DeadlineReached(TimeoutError):
     """The run's deadline came before or during a check: it is reported "not run", not "error"."""
 
 
+class NotBuilt(RuntimeError):
+    """A program the check needs was not built (scripts/gpu-check said why): "not run"."""
+
+
+class ProgramFailed(RuntimeError):
+    """A program exited non-zero or ran past its own time limit: "error", with what it printed
+    (a crash at exit still shows the figures it had measured)."""
+
+
 class Suite:
     def __init__(self, args):
         self.args = args
@@ -41,6 +52,7 @@ class Suite:
         self.shared = os.path.join(args.bin, "gpu_checks_shared")
         self.torch_checks = os.path.join(args.root, "tests", "gpu", "torch_checks.py")
         self.platform = {}
+        self.log = getattr(args, "log", None)
 
     # ---- running things ----
     def env(self, shim=True, extra=None):
@@ -59,20 +71,49 @@ class Suite:
         """Seconds until the deadline."""
         return self.deadline - time.time()
 
-    def run(self, cmd, shim=True, extra=None, timeout=120):
+    def note(self, text):
+        """Appends text to the log (--log), if any."""
+        if self.log:
+            with open(self.log, "a") as f:
+                f.write(text if text.endswith("\n") else text + "\n")
+
+    @staticmethod
+    def text(b):
+        return b.decode(errors="replace") if isinstance(b, bytes) else (b or "")
+
+    def require(self, cmd, shim):
+        """Raises NotBuilt when cmd's program (or the shim, with shim=True) is missing."""
+        exe = cmd[1] if cmd[0] == sys.executable else cmd[0]
+        if not os.path.exists(exe):
+            raise NotBuilt("%s was not built (see the log)" % os.path.basename(exe))
+        if shim and self.shim and not os.path.exists(self.shim):
+            raise NotBuilt("the shim (%s) was not built (see the log)" % self.shim)
+
+    def run(self, cmd, shim=True, extra=None, timeout=30):
+        """Runs cmd (with the shim preloaded unless shim=False) and returns its standard output.
+        timeout: the program's own limit in seconds; a C program's work here takes a few seconds,
+        so a hang costs little of the run's 4 minutes."""
         if self.left() < 5:
             raise DeadlineReached("the run's deadline has passed")
+        self.require(cmd, shim)
         limit = min(timeout, self.left())
+        label = "%s%s" % ("[shim] " if shim else "", " ".join(cmd))
+        t0 = time.monotonic()
         try:
             p = subprocess.run(cmd, env=self.env(shim, extra), capture_output=True, text=True,
                                timeout=limit)
-        except subprocess.TimeoutExpired:
+        except subprocess.TimeoutExpired as e:
+            out, err = self.text(e.stdout), self.text(e.stderr)
+            self.note("== %s: killed after %.0f s\n%s%s" % (label, limit, out[-2000:], err[-4000:]))
             if limit < timeout:  # cut by the deadline, not by the program's own limit
                 raise DeadlineReached("the run's deadline came while %s ran" % " ".join(cmd)) from None
-            raise
+            raise ProgramFailed("%s ran past its %d s (a hang?): stdout %r, stderr %r" % (
+                label, timeout, out[-600:], err[-600:])) from None
+        self.note("== %s: exit %d in %.1f s\n%s" % (label, p.returncode, time.monotonic() - t0,
+                                                      p.stderr[-4000:]))
         if p.returncode != 0:
-            raise RuntimeError("%s exited %d: %s" % (" ".join(cmd), p.returncode,
-                                                      (p.stderr or p.stdout)[-800:]))
+            raise ProgramFailed("%s exited %d: stdout %r, stderr %r" % (
+                label, p.returncode, p.stdout[-600:], p.stderr[-600:]))
         return p.stdout
 
     INT = re.compile(r"-?[0-9]+")
@@ -145,6 +186,16 @@ class Suite:
             self.platform["gpu"] = smi.stdout.strip() or "none"
         except (OSError, subprocess.TimeoutExpired):
             self.platform["gpu"] = "none (nvidia-smi not found)"
+        # What explains memory noise and odd timings: the kernel (gVisor, Firecracker), the GPU's
+        # modes, and any process already on it.
+        self.platform["kernel"] = os.uname().release
+        modes = smi_query(self, "--query-gpu=persistence_mode,compute_mode,mig.mode.current,memory.used")
+        if modes:
+            self.platform["gpu_modes"] = ("persistence %s, compute mode %s, MIG %s, %s MiB used before "
+                                          "the checks" % tuple((modes[0] + ["?"] * 4)[:4]))
+        apps = smi_query(self, "--query-compute-apps=pid,process_name,used_memory")
+        if modes or apps:
+            self.platform["gpu_processes_before"] = "; ".join(", ".join(a) for a in apps) or "none"
         try:
             nvcc = subprocess.run([os.environ.get("NVCC", "nvcc"), "--version"], capture_output=True,
                                   text=True, timeout=30)
@@ -197,7 +248,7 @@ def torch_env(expandable=False, extra=None, conf=None):
 
 def torch_run(suite, args, expandable=False, extra=None, conf=None):
     return json.loads(suite.run([sys.executable, suite.torch_checks] + args,
-                                extra=torch_env(expandable, extra, conf), timeout=90).splitlines()[-1])
+                                extra=torch_env(expandable, extra, conf), timeout=60).splitlines()[-1])
 
 
 def torch_peak(suite, expandable):
@@ -259,6 +310,8 @@ def check_offload_vecadd(suite):
 
 def check_offload_sgemm(suite):
     prog = suite.static
+    if os.path.exists(os.path.join(suite.args.bin, "no-cublas")):
+        raise NotBuilt("cuBLAS did not link: the programs were built without it (see the log)")
     extra = {"CUSHIM_OFFLOAD": "always", "CUSHIM_OFFLOAD_MIN": "8MiB"}
     plain = suite.kv(suite.run([prog, "sgemm"], shim=False))
     off = suite.kv(suite.run([prog, "sgemm"], extra=extra))
@@ -270,8 +323,9 @@ def check_offload_sgemm(suite):
 
 
 def check_torch_offload_forward(suite):
-    a = os.path.join(suite.tmp, "plain.pt")
-    b = os.path.join(suite.tmp, "offload.pt")
+    outputs = tempfile.mkdtemp(prefix="cushim-gpu-outputs.")  # not in the segment folder
+    a = os.path.join(outputs, "plain.pt")
+    b = os.path.join(outputs, "offload.pt")
     plain = torch_run(suite, ["forward", a])
     off = torch_run(suite, ["forward", b], extra=OFFLOAD)
     import torch
@@ -279,6 +333,7 @@ def check_torch_offload_forward(suite):
     # that no version warns or refuses).
     same = bool(torch.equal(torch.load(a, map_location="cpu", weights_only=True),
                             torch.load(b, map_location="cpu", weights_only=True)))
+    shutil.rmtree(outputs, ignore_errors=True)
     drop = plain["device_drop"] - off["device_drop"]
     ok = same and off["offloaded_current"] > 0 and abs(drop - off["offloaded_current"]) <= 2 * MiB * max(1, off["offloaded_allocs"])
     return ("forward of 3 x Linear(8192, 8192) under CUSHIM_OFFLOAD=always, 64 MiB: same output; "
@@ -298,13 +353,13 @@ def check_torch_async_backend(suite):
 def check_async_exactness(suite):
     rows = [r for r in suite.kv_lines(suite.run([suite.static, "async"])) if "size" in r]
     # The shim's delta is exact; the driver's follows the pool's reserve, give or take a page-table
-    # page (under 2 MiB).
+    # page (at most 2 MiB, as the cudaMalloc check allows).
     # The shim's async_pool figure (read at that cudaMemGetInfo) is the pool's own.
     ok = len(rows) == 4 and all(r["shim_delta"] == r["size"] and
-                                0 <= r["driver_delta"] - r["pool_reserved_delta"] < 2 * MiB and
+                                0 <= r["driver_delta"] - r["pool_reserved_delta"] <= 2 * MiB and
                                 r["shim_pool_reserved"] == r["pool_reserved"] for r in rows)
     return ("cudaMallocAsync: shim async delta = requested; 0 <= cuMemGetInfo delta - pool reserve "
-            "delta < 2 MiB; shim async_pool reserved = the pool's RESERVED_MEM_CURRENT",
+            "delta <= 2 MiB; shim async_pool reserved = the pool's RESERVED_MEM_CURRENT",
             "; ".join("%d: shim %d driver %d pool %d (shim reads reserve %d of %d)" % (
                 r["size"], r["shim_delta"], r["driver_delta"], r["pool_reserved_delta"],
                 r["shim_pool_reserved"], r["pool_reserved"]) for r in rows),
@@ -316,11 +371,11 @@ def check_vmm_exactness(suite):
     g = suite.kv(out).get("granularity", 2 * MiB)
     rows = [r for r in suite.kv_lines(out) if "size" in r]
     # The shim's figures are exact; the driver's delta may include page-table memory for the new
-    # range (under one granule).
-    ok = len(rows) == 4 and all(r["shim_delta"] == r["size"] <= r["driver_delta"] < r["size"] + g and
+    # range (at most one granule, as the cudaMalloc check allows 2 MiB).
+    ok = len(rows) == 4 and all(r["shim_delta"] == r["size"] <= r["driver_delta"] <= r["size"] + g and
                                 r["after_release"] == r["size"] and r["after_unmap"] == 0 for r in rows)
     return ("cuMemCreate+cuMemMap: shim vmm delta = size, cuMemGetInfo delta in [size, size + "
-            "granularity); counted until both released and unmapped",
+            "granularity]; counted until both released and unmapped",
             "; ".join("%d: shim %d driver %d released %d unmapped %d" % (
                 r["size"], r["shim_delta"], r["driver_delta"], r["after_release"], r["after_unmap"])
                 for r in rows), "pass" if ok else "fail")
@@ -348,8 +403,27 @@ def check_per_thread_contexts(suite):
             r, "pass" if ok else "fail")
 
 
+def smi_query(suite, query):
+    """Lines of `nvidia-smi --query-...=... --format=csv,noheader,nounits`, split at commas; [] when
+    nvidia-smi cannot answer."""
+    try:
+        p = subprocess.run(["nvidia-smi", query, "--format=csv,noheader,nounits"], capture_output=True,
+                           text=True, timeout=min(30, max(1, suite.left())))
+    except (OSError, subprocess.TimeoutExpired):
+        return []
+    return [[x.strip() for x in line.split(",")] for line in p.stdout.splitlines() if line.strip()]
+
+
 def check_nvidia_smi(suite):
-    what = "nvidia-smi used_memory of the process = shim device_total + untracked_bytes (within 64 MiB)"
+    # nvidia-smi's used_memory is the process's own (its allocations as the driver rounds them, its
+    # context, its modules); the shim's device_total is what the program asked for, and
+    # untracked_bytes is the rest of cudaMemGetInfo's device-wide use (this process's context and
+    # rounding, other processes, memory the driver keeps), so the process's figure lies between.
+    what = ("shim device_total <= nvidia-smi used_memory of the process <= device_total + "
+            "untracked_bytes + 64 MiB (untracked: the rest of cudaMemGetInfo's device-wide use)")
+    suite.require([suite.static], True)
+    suite.require([suite.cushim], False)
+    before = smi_query(suite, "--query-gpu=memory.used,memory.total")
     # Held 30 s at most (killed as soon as both readings are taken): nvidia-smi's first query can be slow.
     p = subprocess.Popen([suite.static, "hold", "30"], env=suite.env(), stdout=subprocess.PIPE,
                          text=True)
@@ -366,32 +440,30 @@ def check_nvidia_smi(suite):
             raise RuntimeError("the holding program never said ready: %s" % info)
         pid = info["pid"]
         stat = json.loads(suite.run([suite.cushim, "stat", str(pid), "--json"], shim=False, timeout=30))[0]
-        smi = subprocess.run(["nvidia-smi", "--query-compute-apps=pid,used_memory",
-                              "--format=csv,noheader,nounits"], capture_output=True, text=True,
-                             timeout=min(30, max(1, suite.left()))).stdout
+        smi = smi_query(suite, "--query-compute-apps=pid,used_memory")
     finally:
         watchdog.cancel()
         p.kill()
         p.wait()
         p.stdout.close()
     used, listed = None, 0
-    for line in smi.splitlines():
-        parts = [x.strip() for x in line.split(",")]
+    for parts in smi:
         if len(parts) < 2:
             continue
         listed += 1
         if parts[0] == str(pid) and parts[1].isdigit():
             used = int(parts[1]) * MiB
     d = stat["devices"][0]
-    ours = {"device_total": d["device_total"]["current_bytes"], "untracked": d["untracked_bytes"]}
+    ours = {"device_total": d["device_total"]["current_bytes"], "untracked": d["untracked_bytes"],
+            "gpu_used_before_mib": before[0][0] if before else "?", "processes_listed": listed}
     if used is None:
         # Containers often show host pids (another pid namespace), or "[N/A]" for used_memory.
         return (what, dict(ours, nvidia_smi_lines=listed),
                 "not run: nvidia-smi does not give this process's used_memory here (%d process lines; "
                 "another pid namespace, or [N/A])" % listed)
-    total = d["device_total"]["current_bytes"] + d["untracked_bytes"]
-    ok = abs(used - total) <= 64 * MiB
-    return (what, dict(ours, nvidia_smi=used), "pass" if ok else "fail")
+    total = d["device_total"]["current_bytes"]
+    ok = total <= used <= total + d["untracked_bytes"] + 64 * MiB
+    return (what, dict(ours, nvidia_smi=used, not_ours=used - total), "pass" if ok else "fail")
 
 
 def check_bench_overhead(suite):
@@ -449,22 +521,24 @@ def check_bench_pinned_cost(suite):
                 r["gib"], r["alloc_ms_per_gib"], r["free_ms_per_gib"]) for r in rows), "info")
 
 
+# In order of value, the quick C checks (a second or two each) before the PyTorch ones (each starts
+# an interpreter and imports torch), the benchmarks last (they take what time is left).
 CHECKS = [
     ("exactness_static", check_exactness_static, False, "cudaMalloc 1 B..4 GiB, static cudart"),
     ("exactness_shared", check_exactness_shared, False, "cudaMalloc 1 B..4 GiB, -cudart shared"),
     ("context_teardown", check_context_teardown, False, "cuCtxDestroy / cudaDeviceReset drop memory"),
+    ("harmless", check_harmless, False, "bit-identical outputs"),
+    ("async_exactness", check_async_exactness, False, "stream-ordered pools"),
+    ("vmm_exactness", check_vmm_exactness, False, "virtual memory management"),
+    ("per_thread_contexts", check_per_thread_contexts, False, "per-thread stream per context"),
+    ("offload_vecadd", check_offload_vecadd, False, "kernels on offloaded memory"),
+    ("offload_sgemm", check_offload_sgemm, False, "cuBLAS on offloaded memory"),
+    ("nvidia_smi", check_nvidia_smi, False, "per-process figure vs nvidia-smi"),
     ("torch_peak", check_torch_peak, True, "PyTorch caching allocator peak"),
     ("torch_peak_expandable", check_torch_peak_expandable, True, "same with expandable_segments"),
     ("torch_graph", check_torch_graph, True, "PyTorch CUDA graph capture and replay"),
-    ("harmless", check_harmless, False, "bit-identical outputs"),
-    ("offload_vecadd", check_offload_vecadd, False, "kernels on offloaded memory"),
-    ("offload_sgemm", check_offload_sgemm, False, "cuBLAS on offloaded memory"),
     ("torch_offload_forward", check_torch_offload_forward, True, "PyTorch forward, offload always"),
     ("torch_async_backend", check_torch_async_backend, True, "PyTorch's cudaMallocAsync backend"),
-    ("async_exactness", check_async_exactness, False, "stream-ordered pools"),
-    ("vmm_exactness", check_vmm_exactness, False, "virtual memory management"),
-    ("nvidia_smi", check_nvidia_smi, False, "per-process figure vs nvidia-smi"),
-    ("per_thread_contexts", check_per_thread_contexts, False, "per-thread stream per context"),
     ("bench_overhead", check_bench_overhead, False, "per-call overhead, alternated"),
     ("bench_threads", check_bench_threads, False, "16 threads allocating at once"),
     ("bench_offload_bandwidth", check_bench_offload_bandwidth, False, "offload bandwidth"),
@@ -478,6 +552,8 @@ def main():
     ap.add_argument("--root", required=True)
     ap.add_argument("--build", required=True)
     ap.add_argument("--bin", required=True)
+    ap.add_argument("--log", help="file to append each program's command, exit status and "
+                    "standard error to")
     ap.add_argument("--dry-run", action="store_true")
     ap.add_argument("--deadline", type=float, default=0.0,
                     help="time (seconds since the epoch) after which no check starts and no program "
@@ -505,6 +581,8 @@ def main():
         except DeadlineReached as e:
             expected, measured, verdict = "-", str(e), ("not run: the run's time (4 minutes, build "
                                                          "included) ran out during this check")
+        except NotBuilt as e:
+            expected, measured, verdict = "-", "-", "not run: %s" % e
         except Exception as e:  # noqa: BLE001 - a failing check must not stop the others
             expected, measured, verdict = "-", "%s: %s" % (type(e).__name__, e), "error"
         suite.record(name, what, expected, measured, verdict, time.monotonic() - t0)

@@ -178,6 +178,69 @@ class Checks(unittest.TestCase):
         self.assertGreaterEqual(tested_somewhere, {"size", "gib", "ready"})
 
 
+class Failures(unittest.TestCase):
+    """What a check reports when its program is missing, crashes, or hangs: on the GPU machine
+    there is no second look, so the report and the log must say it."""
+
+    def setUp(self):
+        self.dir = tempfile.TemporaryDirectory(prefix="cushim-gpu-fail.")
+        d = self.dir.name
+        os.makedirs(os.path.join(d, "bin"))
+        self.log = os.path.join(d, "gpu-check.log")
+        args = Namespace(outdir=os.path.join(d, "out"), root=ROOT, build=os.path.join(d, "build"),
+                         bin=os.path.join(d, "bin"), dry_run=False, deadline=0.0, log=self.log)
+        self.suite = run.Suite(args)
+        self.suite.shim = ""
+        self.suite.deadline = run.time.time() + 100
+
+    def tearDown(self):
+        self.dir.cleanup()
+
+    def program(self, body):
+        path = os.path.join(self.dir.name, "bin", "prog")
+        executable(path, "#!/bin/sh\n" + body)
+        return path
+
+    def test_crash_keeps_output(self):
+        prog = self.program("echo size=1 shim_delta=1; echo 'Segmentation fault' >&2; exit 139\n")
+        with self.assertRaises(run.ProgramFailed) as cm:
+            self.suite.run([prog])
+        self.assertIn("exited 139", str(cm.exception))
+        self.assertIn("size=1 shim_delta=1", str(cm.exception))
+        self.assertIn("Segmentation fault", str(cm.exception))
+        log = slurp(self.log)
+        self.assertIn("%s: exit 139" % prog, log)
+        self.assertIn("Segmentation fault", log)
+
+    def test_hang_is_cut_at_its_own_limit(self):
+        prog = self.program("echo started; echo waiting >&2; exec sleep 20\n")
+        t0 = run.time.monotonic()
+        with self.assertRaises(run.ProgramFailed) as cm:
+            self.suite.run([prog], timeout=1)
+        self.assertLess(run.time.monotonic() - t0, 10)
+        self.assertIn("ran past its 1 s", str(cm.exception))
+        self.assertIn("started", str(cm.exception))
+        self.assertIn("killed after 1 s", slurp(self.log))
+        self.assertIn("waiting", slurp(self.log))
+
+    def test_missing_program_and_shim(self):
+        with self.assertRaises(run.NotBuilt) as cm:
+            self.suite.run([os.path.join(self.dir.name, "bin", "gpu_checks_static"), "exactness"])
+        self.assertEqual(str(cm.exception), "gpu_checks_static was not built (see the log)")
+        prog = self.program("exit 0\n")
+        self.suite.shim = os.path.join(self.dir.name, "build", "shim", "libcushim.so")
+        with self.assertRaises(run.NotBuilt):
+            self.suite.run([prog])
+        self.assertEqual(self.suite.run([prog], shim=False), "")
+
+    def test_no_cublas(self):
+        with open(os.path.join(self.dir.name, "bin", "no-cublas"), "w"):
+            pass
+        with self.assertRaises(run.NotBuilt) as cm:
+            run.check_offload_sgemm(self.suite)
+        self.assertIn("cuBLAS did not link", str(cm.exception))
+
+
 def read_keys(func, roots):
     """String keys of the subscripts in `func` whose base (any depth) is a name in `roots`, or a
     call of one."""
