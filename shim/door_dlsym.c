@@ -42,13 +42,13 @@ int shim_hook_by_symbol(const char *symbol)
     return row ? *row : -1;
 }
 
-static inline bool is_cu_name(const char *name)
+static inline SHIM_EARLY bool is_cu_name(const char *name)
 {
     return name && name[0] == 'c' && name[1] == 'u' && name[2] >= 'A' && name[2] <= 'Z';
 }
 
 /* The body of both exported versions; inlined so that each forwards with its own tail call. */
-static inline __attribute__((always_inline)) void *dlsym_body(void *handle, const char *name)
+static inline __attribute__((always_inline)) SHIM_EARLY void *dlsym_body(void *handle, const char *name)
 {
     shim_dlsym_fn real = shim_real_dlsym();
     if (handle == RTLD_NEXT || !is_cu_name(name) || shim.cfg.disable)
@@ -68,12 +68,12 @@ static inline __attribute__((always_inline)) void *dlsym_body(void *handle, cons
 void *cushim_dlsym_current(void *handle, const char *name);
 void *cushim_dlsym_base(void *handle, const char *name);
 
-SHIM_EXPORT void *cushim_dlsym_current(void *handle, const char *name)
+SHIM_EXPORT SHIM_EARLY void *cushim_dlsym_current(void *handle, const char *name)
 {
     return dlsym_body(handle, name);
 }
 
-SHIM_EXPORT void *cushim_dlsym_base(void *handle, const char *name)
+SHIM_EXPORT SHIM_EARLY void *cushim_dlsym_base(void *handle, const char *name)
 {
     return dlsym_body(handle, name);
 }

@@ -38,14 +38,31 @@ static const char *env_lookup(const char *name)
     return getenv(name);
 }
 
+/* Lines about bad CUSHIM_* values, kept until the log is open: they go where the log goes
+ * (CUSHIM_LOG_FILE, else stderr), which is only known once every value is read. */
+#define CONFIG_LINES 16
+static char config_lines[CONFIG_LINES][1200];
+static unsigned config_line_count;
+
 static void report_config_error(const struct cushim_config_error *e)
 {
-    char buf[1200];
-    int n = snprintf(buf, sizeof buf, "%s\n", e->line);
-    if (n > 0) {
-        ssize_t w = write(2, buf, (size_t)n < sizeof buf ? (size_t)n : sizeof buf - 1);
-        (void)w;
+    if (config_line_count < CONFIG_LINES)
+        snprintf(config_lines[config_line_count], sizeof config_lines[0], "%s", e->line);
+    config_line_count++;
+}
+
+static void write_config_lines(void)
+{
+    unsigned n = config_line_count < CONFIG_LINES ? config_line_count : CONFIG_LINES;
+    for (unsigned i = 0; i < n; i++)
+        shim_log_line(config_lines[i]);
+    if (config_line_count > CONFIG_LINES) {
+        char more[96];
+        snprintf(more, sizeof more, "cushim: %u more bad CUSHIM_* values not shown",
+                 config_line_count - CONFIG_LINES);
+        shim_log_line(more);
     }
+    config_line_count = 0;
 }
 
 _Atomic uint64_t shim_gate = SHIM_GATE_OFF;
@@ -66,6 +83,7 @@ static void after_fork_child(void)
     shim.owner = 0;
     shim.top = 0; /* a forked child is a descendant, not the launched image */
     arena_after_fork_child();
+    shim_log_after_fork_child();
     table_after_fork_child(&shim.ptrs);
     table_after_fork_child(&shim.arrays);
     table_after_fork_child(&shim.vmm_handles);
@@ -128,6 +146,7 @@ __attribute__((constructor)) static void shim_load(void)
     if (!checked && shim.cfg.log != CUSHIM_LOG_OFF)
         cushim_config_load(&shim.cfg, env_lookup, environ, report_config_error);
     shim_log_open(&shim.cfg);
+    write_config_lines();
     /* The process `cushim run` launched is the top level, whichever image of it uses CUDA (a
      * launcher may exec the real program); its children have other pids. */
     shim.top = shim.cfg.run_top[0] && strtol(shim.cfg.run_top, NULL, 10) == (long)getpid();

@@ -16,6 +16,8 @@
 
 static int log_level = CUSHIM_LOG_WARN;
 static _Atomic int log_fd = 2;
+static const struct cushim_config *log_cfg; /* what shim_log_open was given */
+static _Atomic int reopen_after_fork;      /* a forked child's CUSHIM_LOG_FILE names its %p */
 
 /* Expands %p in a path to the pid. */
 static void expand_pid(const char *in, char *out, size_t len)
@@ -112,6 +114,7 @@ void shim_sigpipe_restore(struct shim_sigpipe *g, int epipe)
 
 void shim_log_open(const struct cushim_config *c)
 {
+    log_cfg = c;
     log_level = c->log;
     if (c->log_file[0]) {
         char path[CUSHIM_PATH_MAX + 32];
@@ -125,9 +128,52 @@ void shim_log_open(const struct cushim_config *c)
     }
 }
 
+void shim_log_after_fork_child(void)
+{
+    if (log_cfg && strstr(log_cfg->log_file, "%p"))
+        atomic_store(&reopen_after_fork, 1);
+}
+
 int shim_log_enabled(int level)
 {
     return level <= log_level && level != CUSHIM_LOG_OFF;
+}
+
+/* Writes len bytes of line to the log (stderr if the log file stops taking lines), under the
+ * SIGPIPE guard. */
+static void log_write(const char *line, size_t len)
+{
+    if (atomic_load_explicit(&reopen_after_fork, memory_order_relaxed) && atomic_exchange(&reopen_after_fork, 0)) {
+        int parents = atomic_exchange(&log_fd, 2);
+        if (parents != 2)
+            close(parents);
+        shim_log_open(log_cfg);
+    }
+    /* A log that is a pipe nobody reads any more must not kill the program with SIGPIPE. */
+    struct shim_sigpipe g;
+    shim_sigpipe_block(&g);
+    int fd = atomic_load(&log_fd), epipe = 0;
+    if (write(fd, line, len) < 0) {
+        epipe = errno == EPIPE;
+        if (fd != 2 && atomic_compare_exchange_strong(&log_fd, &fd, 2)) {
+            /* The log file stopped taking lines (disk full, ...): say so once, then use stderr. */
+            char note[160];
+            int k = snprintf(note, sizeof note, "cushim[%d] error: cannot write to CUSHIM_LOG_FILE: %s; "
+                             "logging to stderr\n", (int)getpid(), strerror(errno));
+            if (write(2, note, k > 0 && (size_t)k < sizeof note ? (size_t)k : 0) < 0 || write(2, line, len) < 0)
+                epipe |= errno == EPIPE;
+        }
+    }
+    shim_sigpipe_restore(&g, epipe);
+}
+
+void shim_log_line(const char *text)
+{
+    char line[1280];
+    int n = snprintf(line, sizeof line - 1, "%s", text);
+    size_t len = n < 0 ? 0 : (size_t)n < sizeof line - 1 ? (size_t)n : sizeof line - 2;
+    line[len++] = '\n';
+    log_write(line, len);
 }
 
 void shim_log(int level, const char *fmt, ...)
@@ -148,22 +194,7 @@ void shim_log(int level, const char *fmt, ...)
     cushim_text_escaped(raw, line + n, sizeof line - (size_t)n - 1);
     size_t len = strlen(line);
     line[len++] = '\n';
-    /* A log that is a pipe nobody reads any more must not kill the program with SIGPIPE. */
-    struct shim_sigpipe g;
-    shim_sigpipe_block(&g);
-    int fd = atomic_load(&log_fd), epipe = 0;
-    if (write(fd, line, len) < 0) {
-        epipe = errno == EPIPE;
-        if (fd != 2 && atomic_compare_exchange_strong(&log_fd, &fd, 2)) {
-            /* The log file stopped taking lines (disk full, ...): say so once, then use stderr. */
-            char note[160];
-            int k = snprintf(note, sizeof note, "cushim[%d] error: cannot write to CUSHIM_LOG_FILE: %s; "
-                             "logging to stderr\n", (int)getpid(), strerror(errno));
-            if (write(2, note, k > 0 && (size_t)k < sizeof note ? (size_t)k : 0) < 0 || write(2, line, len) < 0)
-                epipe |= errno == EPIPE;
-        }
-    }
-    shim_sigpipe_restore(&g, epipe);
+    log_write(line, len);
 }
 
 void shim_expand_pid(const char *in, char *out, size_t len)

@@ -32,7 +32,16 @@ void shim_sigpipe_block(struct shim_sigpipe *g);
 /* epipe: a write in between failed with EPIPE (only then is a pending SIGPIPE the shim's). */
 void shim_sigpipe_restore(struct shim_sigpipe *g, int epipe);
 
+/* Opens CUSHIM_LOG_FILE of c (kept: c must outlive the process's logging), %p expanded to the
+ * pid; stderr if it is not set or cannot be opened (said in one line). */
 void shim_log_open(const struct cushim_config *c);
+/* In a forked child (pthread_atfork): a CUSHIM_LOG_FILE naming %p is opened again, for the
+ * child's pid, before the child's first line (not at the fork: a child that only execs makes no
+ * file). */
+void shim_log_after_fork_child(void);
+/* Writes `line` and a newline as it is (no prefix, no level check) where the log goes, under the
+ * SIGPIPE guard: the lines about bad CUSHIM_* values, which carry their own "cushim: " prefix. */
+void shim_log_line(const char *line);
 int shim_log_enabled(int level);
 void shim_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 

@@ -17,7 +17,7 @@ _Atomic(void *) shim_real_slot[SHIM_FN_COUNT];
 
 static _Atomic(shim_dlsym_fn) next_dlsym;
 
-shim_dlsym_fn shim_real_dlsym(void)
+SHIM_EARLY shim_dlsym_fn shim_real_dlsym(void)
 {
     shim_dlsym_fn f = atomic_load_explicit(&next_dlsym, memory_order_acquire);
     if (likely(f != NULL))

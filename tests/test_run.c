@@ -1,6 +1,7 @@
 /* `cushim run`: non-CUDA programs unchanged, exit statuses, signals, descendants, LD_PRELOAD,
  * configuration errors, --help. */
 #include <criterion/criterion.h>
+#include <dirent.h>
 #include <fcntl.h>
 #include <errno.h>
 #include <signal.h>
@@ -711,10 +712,92 @@ Test(run, a_log_file_that_stops_taking_lines_falls_back_to_stderr)
     run_free(&r);
 }
 
+static int run_on_dead_pipe(int fd, const char *const *extra);
+
+Test(run, bad_values_are_said_in_the_log_file)
+{
+    /* CUSHIM_LOG_FILE is where the shim's lines go, the ones about bad values too. */
+    const char *dir = fresh_dir("bad-value-log");
+    char lf[900], log[800];
+    snprintf(log, sizeof log, "%s/shim.log", dir);
+    snprintf(lf, sizeof lf, "CUSHIM_LOG_FILE=%s", log);
+    const char *extra[] = {preload_env(), lf, "CUSHIM_OFFLOAD_MIN=12XB", NULL};
+    const char *argv[] = {program("rt_prog"), "malloc", NULL};
+    struct run_result r;
+    run_cmd(&r, argv, sim_env(extra));
+    cr_expect_eq(r.status, 0);
+    cr_expect_str_eq(r.err, "");
+    char *text = slurp(log);
+    cr_expect_str_eq(text, "cushim: CUSHIM_OFFLOAD_MIN=\"12XB\" is not a size (e.g. 512M, 64MiB, 1g, 4096); "
+                           "using the default \"64MiB\"\n");
+    free(text);
+    run_free(&r);
+}
+
+Test(run, a_forked_child_logs_to_its_own_pid_file)
+{
+    /* CUSHIM_LOG_FILE with %p: a forked child that uses CUDA writes its lines to the file named
+     * for its own pid, not into its parent's. */
+    const char *dir = fresh_dir("fork-log");
+    char lf[700];
+    snprintf(lf, sizeof lf, "CUSHIM_LOG_FILE=%s/log-%%p", dir);
+    const char *extra[] = {preload_env(), lf, "CUSHIM_LOG=info", NULL};
+    const char *argv[] = {program("rt_prog"), "fork_child_cuda", NULL};
+    struct run_result r;
+    run_cmd(&r, argv, sim_env(extra));
+    cr_expect_eq(r.status, 0, "%s", r.err);
+    DIR *d = opendir(dir);
+    cr_assert(d);
+    int files = 0;
+    struct dirent *de;
+    while ((de = readdir(d)) != NULL) {
+        int pid;
+        if (sscanf(de->d_name, "log-%d", &pid) != 1)
+            continue;
+        files++;
+        char path[1000], mine[64];
+        snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
+        snprintf(mine, sizeof mine, "cushim[%d] info: started: segment ", pid);
+        char *text = slurp(path);
+        cr_expect(strncmp(text, mine, strlen(mine)) == 0, "%s: %s", de->d_name, text);
+        for (const char *l = text; *l; l = strchr(l, '\n') + 1) {
+            char who[32];
+            int n = snprintf(who, sizeof who, "cushim[%d] ", pid);
+            cr_expect(strncmp(l, who, (size_t)n) == 0, "%s holds another process's line: %s", de->d_name, l);
+            if (!strchr(l, '\n'))
+                break;
+        }
+        free(text);
+    }
+    closedir(d);
+    cr_expect_eq(files, 2, "a file for the parent and one for the child");
+    run_free(&r);
+}
+
+Test(run, a_bad_value_said_on_a_dead_pipe_does_not_kill_the_program)
+{
+    /* The line about a bad value, written from the shim's constructor to a stderr nobody reads,
+     * must not kill the program with SIGPIPE. */
+    const char *extra[] = {preload_env(), "CUSHIM_OFFLOAD_MIN=zz", "CUSHIM_FOO=1", NULL};
+    int status = run_on_dead_pipe(2, extra);
+    cr_expect(WIFEXITED(status) && WEXITSTATUS(status) == 0, "status %#x (killed by %d)", status,
+              WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+}
+
 /* Runs rt_prog malloc under the shim with `extra` in its environment and its descriptor `fd`
  * (1 or 2) a pipe whose read end is already closed: every write there meets SIGPIPE. Returns the
  * wait status. */
+static int argv_on_dead_pipe(int fd, const char *const *argv, const char *const *extra);
+
 static int run_on_dead_pipe(int fd, const char *const *extra)
+{
+    const char *argv[] = {program("rt_prog"), "malloc", NULL};
+    return argv_on_dead_pipe(fd, argv, extra);
+}
+
+/* Runs argv with `extra` in its environment and its descriptor `fd` a pipe whose read end is
+ * already closed. Returns the wait status. */
+static int argv_on_dead_pipe(int fd, const char *const *argv, const char *const *extra)
 {
     int p[2];
     cr_assert_eq(pipe(p), 0);
@@ -726,7 +809,7 @@ static int run_on_dead_pipe(int fd, const char *const *extra)
         close(p[1]);
         for (const char *const *e = sim_env(extra); *e; e++)
             putenv((char *)*e);
-        execl(program("rt_prog"), "rt_prog", "malloc", (char *)NULL);
+        execv(argv[0], (char *const *)argv);
         _exit(127);
     }
     close(p[1]);
@@ -734,6 +817,26 @@ static int run_on_dead_pipe(int fd, const char *const *extra)
     while (waitpid(pid, &status, 0) < 0)
         ;
     return status;
+}
+
+Test(run, cushim_run_on_a_dead_pipe_runs_the_program_with_sigpipe_as_given)
+{
+    /* `cushim run` says a bad value on a stderr nobody reads: it goes on and runs the program,
+     * and the program gets SIGPIPE's default action as cushim run got it (a shell that sends it
+     * to itself dies of it). */
+    const char *dir = fresh_dir("run-dead-pipe");
+    char script[900];
+    snprintf(script, sizeof script, "echo ran > %s/ran; kill -PIPE $$; echo survived > %s/survived", dir, dir);
+    const char *argv[] = {cushim_bin(), "run", "--", "/bin/sh", "-c", script, NULL};
+    const char *extra[] = {"CUSHIM_OFFLOAD_MIN=zz", NULL};
+    int status = argv_on_dead_pipe(2, argv, extra);
+    cr_expect(WIFEXITED(status) && WEXITSTATUS(status) == 128 + SIGPIPE, "status %#x (killed by %d)", status,
+              WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+    char path[1000];
+    snprintf(path, sizeof path, "%s/ran", dir);
+    cr_expect_eq(access(path, F_OK), 0, "the program ran");
+    snprintf(path, sizeof path, "%s/survived", dir);
+    cr_expect_neq(access(path, F_OK), 0, "SIGPIPE ignored in the program");
 }
 
 Test(run, a_log_pipe_whose_reader_left_does_not_kill_the_program)

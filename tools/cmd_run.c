@@ -309,6 +309,12 @@ static int write_json(struct cli_output *out, const struct cushim_snapshot *top,
 
 int cmd_run(int argc, char **argv)
 {
+    /* A reader of our stderr that goes away must not kill us: not before the program starts (a
+     * line about a bad value), nor before the summary. The program gets the disposition we were
+     * given. */
+    struct sigaction ignore = {.sa_handler = SIG_IGN}, given_sigpipe;
+    sigemptyset(&ignore.sa_mask);
+    sigaction(SIGPIPE, &ignore, &given_sigpipe);
     const char *json = NULL;
     int quiet = 0, i = 1, dashdash = 0;
     for (; i < argc; i++) {
@@ -455,6 +461,7 @@ int cmd_run(int argc, char **argv)
     }
     if (pid == 0) {
         run_signals_child(&sigs);
+        sigaction(SIGPIPE, &given_sigpipe, NULL);
         close(exec_pipe[0]);
         char me[32];
         snprintf(me, sizeof me, "%d", (int)getpid());
@@ -479,8 +486,6 @@ int cmd_run(int argc, char **argv)
     }
     run_signals_started(&sigs, pid);
     close(exec_pipe[1]);
-    /* A reader of our stderr that goes away must not kill us before the summary. */
-    signal(SIGPIPE, SIG_IGN);
     int exec_errno = 0;
     ssize_t got;
     while ((got = read(exec_pipe[0], &exec_errno, sizeof exec_errno)) < 0 && errno == EINTR)

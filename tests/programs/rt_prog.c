@@ -751,6 +751,25 @@ static int scenario_fork(void)
     return 0;
 }
 
+/* A forked child that uses CUDA itself (whatever the result: the shim starts for it and says so
+ * in its log), then a parent that allocates after it. */
+static int scenario_fork_child_cuda(void)
+{
+    void *a;
+    CHECK(cudaMalloc(&a, 2 * MiB));
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) {
+        void *b;
+        (void)cudaMalloc(&b, MiB);
+        _exit(0);
+    }
+    int status;
+    waitpid(pid, &status, 0);
+    CHECK(cudaFree(a));
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128;
+}
+
 /* 16 threads allocating and freeing without a pause until $HOLD_FILE exists (more threads than
  * cores: some are preempted in the middle of an update), for readers of the live counters. */
 static _Atomic int busy_stop;
@@ -807,6 +826,7 @@ static int scenario_churn(void)
 
 static const struct scenario scenarios[] = {
     {"hold", scenario_hold, 1},             {"fork", scenario_fork, 1},
+    {"fork_child_cuda", scenario_fork_child_cuda, 1},
     {"hold_api", scenario_hold_api, 1},
     {"hold_async", scenario_hold_async, 1}, {"main_exits", scenario_main_exits, 1},
     {"churn", scenario_churn, 1},           {"exec", scenario_exec, 1},
