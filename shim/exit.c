@@ -1,6 +1,7 @@
 /* The exit path: sample untracked memory, write the summary (CUSHIM_REPORT) and the copy for
  * `cushim run`, remove the segment. Runs from atexit, registered at the first CUDA activity, so
  * after the program's own exit handlers registered later and before libraries' destructors. */
+#include <dirent.h>
 #include <errno.h>
 #include <sys/mman.h>
 #include <fcntl.h>
@@ -207,14 +208,12 @@ void shim_exit_finish(bool driver_alive)
     shim_depth = 0;
 }
 
-void shim_exit_previous_image(void)
+/* Finishes the segment at `path` if it is this process's before an exec. Returns whether it was. */
+static bool finish_previous_image(const char *path)
 {
-    char path[CUSHIM_PATH_MAX + 64];
-    snprintf(path, sizeof path, "%s/%s%u-%d", shim.cfg.segment_dir, CUSHIM_SEGMENT_PREFIX,
-             (unsigned)getuid(), (int)getpid());
     int fd = open(path, O_RDWR | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0)
-        return; /* the usual case: no CUDA in an earlier image of this process */
+        return false;
     struct stat st;
     struct cushim_segment *seg = MAP_FAILED;
     if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == getuid() &&
@@ -222,7 +221,8 @@ void shim_exit_previous_image(void)
         seg = mmap(NULL, sizeof *seg, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     close(fd);
     if (seg == MAP_FAILED)
-        return;
+        return false;
+    bool mine_before = false;
     /* This very process (pid, pid namespace and pidfs inode, or start time where the kernel has
      * no pidfs: exec keeps them all), before an exec, with its summary not written yet. Another
      * process's segment is left alone: one that had our pid (a pid reused, within the clock tick
@@ -234,6 +234,7 @@ void shim_exit_previous_image(void)
         (seg->h.pidfs_ino && mine ? seg->h.pidfs_ino == mine
                                   : seg->h.start_time == cushim_proc_start_time(getpid())) &&
         !atomic_exchange(&seg->h.exited, 1)) {
+        mine_before = true;
         /* Its CUDA memory went with the old address space: finished, as at an exit. One of
          * another `cushim run` than ours (the exec changed the environment) is left, finished,
          * for that run to collect. */
@@ -244,4 +245,33 @@ void shim_exit_previous_image(void)
         }
     }
     munmap(seg, sizeof *seg);
+    return mine_before;
+}
+
+void shim_exit_previous_image(void)
+{
+    char path[CUSHIM_PATH_MAX + 64];
+    int n = snprintf(path, sizeof path, "%s/%s%u-%d", shim.cfg.segment_dir, CUSHIM_SEGMENT_PREFIX,
+                     (unsigned)getuid(), (int)getpid());
+    struct stat st;
+    if (n <= 0 || (size_t)n >= sizeof path || lstat(path, &st) != 0)
+        return; /* the usual case: no CUDA in an earlier image of this process */
+    if (finish_previous_image(path))
+        return;
+    /* The name is taken by a file that is not this process's (another user's, another pid
+     * namespace's): an earlier image of it had a suffixed name (segment_file.c), cushim-UID-PID.XXXXXX. */
+    const char *name = path + strlen(shim.cfg.segment_dir) + 1;
+    size_t len = strlen(name);
+    DIR *d = opendir(shim.cfg.segment_dir);
+    struct dirent *de;
+    while (d && (de = readdir(d)) != NULL) {
+        if (strncmp(de->d_name, name, len) != 0 || de->d_name[len] != '.' || strlen(de->d_name + len) != 7)
+            continue;
+        char suffixed[CUSHIM_PATH_MAX + 64];
+        snprintf(suffixed, sizeof suffixed, "%s/%s", shim.cfg.segment_dir, de->d_name);
+        if (finish_previous_image(suffixed))
+            break;
+    }
+    if (d)
+        closedir(d);
 }

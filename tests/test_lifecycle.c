@@ -110,6 +110,33 @@ Test(lifecycle, under_plain_ld_preload_an_exec_leaves_no_live_segment)
     run_free(&r);
 }
 
+Test(lifecycle, an_exec_reports_the_image_before_when_its_name_was_taken)
+{
+    /* Another user's file holds the segment's name (cushim-UID-PID), so the first image counts
+     * in a suffixed one (cushim-UID-PID.XXXXXX); its exec into another CUDA program must still
+     * report it, as when the name is free. */
+    if (geteuid() != 0) {
+        printf("not run: giving a file to another user needs root\n");
+        cr_skip_test("not run: giving a file to another user needs root");
+    }
+    const char *segdir = fresh_dir("seg-exec-taken");
+    char seg[700], cmd[800], script[2000];
+    snprintf(seg, sizeof seg, "CUSHIM_SEGMENT_DIR=%s", segdir);
+    snprintf(cmd, sizeof cmd, "EXEC_CMD=exec %s peaks", program("rt_prog"));
+    snprintf(script, sizeof script, "f=%s/cushim-$(id -u)-$$; touch $f && chown 65534:65534 $f && exec %s exec",
+             segdir, program("rt_prog"));
+    const char *extra[] = {seg, cmd, preload_env(), "CUSHIM_REPORT=stderr", NULL};
+    const char *argv[] = {"/bin/sh", "-c", script, NULL};
+    struct run_result r;
+    run_cmd(&r, argv, sim_env(extra));
+    cr_expect_eq(r.status, 0, "%s", r.err);
+    cr_expect(strstr(r.err, "device                 1000 B       1000 B          1          0") != NULL,
+              "the image before the exec reports as at an exit: %s", r.err);
+    cr_expect(strstr(r.err, "peaks") != NULL, "the image after it reports too: %s", r.err);
+    cr_expect_eq(count_entries(segdir), 1, "only the other user's file is left");
+    run_free(&r);
+}
+
 Test(lifecycle, an_image_killed_after_an_exec_is_reported_with_the_one_before)
 {
     const char *ready = fresh_dir("ready-exec-kill");
