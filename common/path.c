@@ -72,8 +72,10 @@ int cushim_path_links_trusted(const char *path)
      * is left; each link met is judged where it stands, then its target takes its place. */
     char done[2 * CUSHIM_PATH_MAX], rest[2 * CUSHIM_PATH_MAX], next[2 * CUSHIM_PATH_MAX];
     int links = 0;
-    if (strlen(path) >= sizeof rest)
+    if (strlen(path) >= sizeof rest) {
+        errno = ENAMETOOLONG;
         return -1;
+    }
     /* done is absolute and free of links ("" for /): a relative path starts at the (physical)
      * working directory, so that ".." is lexical on it. */
     if (path[0] == '/')
@@ -91,8 +93,10 @@ int cushim_path_links_trusted(const char *path)
         if (n == 0)
             break;
         char comp[256];
-        if (n >= sizeof comp)
+        if (n >= sizeof comp) {
+            errno = ENAMETOOLONG;
             return -1;
+        }
         memcpy(comp, p, n);
         comp[n] = '\0';
         memmove(rest, p + n, strlen(p + n) + 1);
@@ -110,8 +114,10 @@ int cushim_path_links_trusted(const char *path)
         if (lstat(cand, &l) != 0)
             return 1; /* the rest does not exist yet: no link further on */
         if (!S_ISLNK(l.st_mode)) {
-            if (strlen(cand) >= sizeof done)
+            if (strlen(cand) >= sizeof done) {
+                errno = ENAMETOOLONG;
                 return -1;
+            }
             snprintf(done, sizeof done, "%s", cand);
             continue;
         }
@@ -119,11 +125,16 @@ int cushim_path_links_trusted(const char *path)
             return 0;
         char target[CUSHIM_PATH_MAX];
         ssize_t t = readlink(cand, target, sizeof target - 1);
-        if (t <= 0 || ++links > 40)
+        if (t <= 0 || ++links > 40) {
+            if (t == 0 || links > 40)
+                errno = ELOOP;
             return -1;
+        }
         target[t] = '\0';
-        if ((size_t)snprintf(next, sizeof next, "%s%s", target, rest) >= sizeof next)
+        if ((size_t)snprintf(next, sizeof next, "%s%s", target, rest) >= sizeof next) {
+            errno = ENAMETOOLONG;
             return -1;
+        }
         snprintf(rest, sizeof rest, "%s", next);
         if (target[0] == '/')
             done[0] = '\0';

@@ -33,8 +33,10 @@ int cushim_trusted_link(const char *path, const struct stat *l);
 
 /* Whether every symbolic link met on the way to `path` (in its directories, and the links it
  * leads through) passes cushim_trusted_link: 1 yes (or none); 0 one another user could have
- * planted; -1 a loop, or a path too long. A file or directory that does not exist ends the walk
- * (nothing further on can be a link). Thread-safe; a few lstat/readlink calls. */
+ * planted; -1 with errno: ELOOP (a loop, more than 40 links), ENAMETOOLONG (a path or a name too
+ * long), or getcwd's or readlink's error (a relative path from a working directory that was
+ * removed: ENOENT). A file or directory that does not exist ends the walk (nothing further on can
+ * be a link). Thread-safe; a few lstat/readlink calls. */
 int cushim_path_links_trusted(const char *path);
 
 /* Why an existing output target (*st, after following a trusted link) is not written: "a file

@@ -51,8 +51,9 @@ int shim_open_output(const char *path, int append, const char **why)
     int nofollow = O_NOFOLLOW;
     /* Every link on the way (the file's, its directories', and those they lead through) must be
      * one nobody else could have planted. */
-    if (cushim_path_links_trusted(path) != 1) {
-        *why = "a symbolic link, not followed";
+    int trusted = cushim_path_links_trusted(path);
+    if (trusted != 1) {
+        *why = trusted == 0 ? "a symbolic link, not followed" : strerror(errno);
         return -1;
     }
     if (lstat(path, &l) == 0 && S_ISLNK(l.st_mode))

@@ -230,6 +230,38 @@ Test(prometheus, output_to_a_device_writes_in_place)
     stop(&h);
 }
 
+Test(prometheus, output_names_near_and_over_the_limit)
+{
+    /* A 250-byte file name is written (its temporary file gets a shorter name); a 300-byte one
+     * is refused as too long, not called a symbolic link. */
+    struct held h;
+    start(&h, "prom-names");
+    const char *dir = fresh_dir("prom-names-out");
+    char name[260], path[1000];
+    memset(name, 'n', 250);
+    name[250] = '\0';
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    struct run_result r;
+    const char *argv[] = {cushim_bin(), "stat", "--prometheus", "--output", path, NULL};
+    const char *env[] = {h.seg, NULL};
+    run_cmd(&r, argv, env);
+    cr_expect_eq(r.status, 0, "%s", r.err);
+    char *text = slurp(path);
+    cr_expect(text && strstr(text, "# TYPE cushim_device_total_peak_bytes gauge\n") != NULL);
+    free(text);
+    run_free(&r);
+    char longer[320], want[1400];
+    memset(longer, 'n', 300);
+    longer[300] = '\0';
+    snprintf(path, sizeof path, "%s/%s", dir, longer);
+    run_cmd(&r, argv, env);
+    snprintf(want, sizeof want, "cushim: cannot write --output \"%s\": File name too long\n", path);
+    cr_expect_eq(r.status, 2);
+    cr_expect_str_eq(r.err, want);
+    run_free(&r);
+    stop(&h);
+}
+
 /* Starts `cushim serve` on 127.0.0.1:port with CUSHIM_SEGMENT_DIR=... (seg_env) and waits until
  * it answers /metrics (the answer is left in buf). */
 static pid_t start_serve_on(const char *seg_env, const char *host, int port, char *buf, size_t len)

@@ -714,6 +714,42 @@ Test(run, a_log_file_that_stops_taking_lines_falls_back_to_stderr)
 
 static int run_on_dead_pipe(int fd, const char *const *extra);
 
+Test(run, a_report_name_too_long_stops_the_run)
+{
+    /* What the file system will refuse at the program's exit is said before it starts. */
+    const char *dir = fresh_dir("long-report");
+    char name[320], path[1000], want[1500];
+    memset(name, 'r', 300);
+    name[300] = '\0';
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    const char *argv[] = {cushim_bin(), "run", "--report", path, "--", "/bin/echo", "ran", NULL};
+    struct run_result r;
+    run_cmd(&r, argv, sim_env(NULL));
+    cr_expect_eq(r.status, 2);
+    cr_expect_str_eq(r.out, "", "the program did not run");
+    snprintf(want, sizeof want, "cushim: --report \"%s\": its file name is 300 bytes, at most 255 there\n", path);
+    cr_expect_str_eq(r.err, want);
+    run_free(&r);
+}
+
+Test(run, a_report_from_a_removed_working_directory_says_so)
+{
+    /* A relative CUSHIM_REPORT from a working directory that was removed: the shim says the
+     * directory's error, not that a link was refused. */
+    const char *dir = fresh_dir("removed-cwd");
+    char script[900];
+    snprintf(script, sizeof script, "mkdir %s/d && cd %s/d && rmdir %s/d && exec %s malloc", dir, dir, dir,
+             program("rt_prog"));
+    const char *extra[] = {preload_env(), "CUSHIM_REPORT=rel.txt", NULL};
+    const char *argv[] = {"/bin/sh", "-c", script, NULL};
+    struct run_result r;
+    run_cmd(&r, argv, sim_env(extra));
+    cr_expect_eq(r.status, 0);
+    cr_expect(strstr(r.err, " error: cannot write CUSHIM_REPORT=\"rel.txt\": No such file or directory\n") != NULL,
+              "%s", r.err);
+    run_free(&r);
+}
+
 Test(run, bad_values_are_said_in_the_log_file)
 {
     /* CUSHIM_LOG_FILE is where the shim's lines go, the ones about bad values too. */

@@ -217,13 +217,37 @@ static int check_paths(const struct cushim_config *cfg)
          * shims will judge it (common/path.h: links others could have planted, other users'
          * files), then for the user's write permission. */
         struct stat lst, fst;
-        if (!paths[i].is_dir && !strstr(v, "%p") && lstat(v, &lst) == 0) {
+        if (!paths[i].is_dir) {
+            /* The file's own name (a %p as the longest pid) must fit the file system's limit. */
+            const char *base = strrchr(v, '/') ? strrchr(v, '/') + 1 : v;
+            size_t len = 0;
+            for (const char *c = base; *c; c++, len++)
+                if (c[0] == '%' && c[1] == 'p')
+                    c++, len += 9;
+            long max = pathconf(dir, _PC_NAME_MAX);
+            if (max <= 0)
+                max = 255;
+            if (len > (size_t)max) {
+                cli_error("%s\"%s\": its file name is %zu bytes%s, at most %ld there", name, v, len,
+                          strstr(base, "%p") ? " with a 10-digit pid" : "", max);
+                bad = 1;
+                continue;
+            }
+        }
+        int named = !paths[i].is_dir && !strstr(v, "%p");
+        if (named && lstat(v, &lst) != 0 && errno != ENOENT) {
+            cli_error("%s\"%s\": cannot write it (%s)", name, v, strerror(errno));
+            bad = 1;
+            continue;
+        }
+        if (named && lstat(v, &lst) == 0) {
             int target_errno = 0; /* the link's target: what the shims will open */
             fst = lst;
             if (S_ISLNK(lst.st_mode) && stat(v, &fst) != 0)
                 target_errno = errno;
-            if (cushim_path_links_trusted(v) != 1)
-                why = "a symbolic link, not followed";
+            int trusted = cushim_path_links_trusted(v);
+            if (trusted != 1)
+                why = trusted == 0 ? "a symbolic link, not followed" : strerror(errno);
             else if (target_errno == ENOENT)
                 continue; /* a trusted link to a file the shims will create through it */
             else if (target_errno)

@@ -59,11 +59,13 @@ int cli_output_open(struct cli_output *o, const char *path)
     }
     struct stat lst;
     int is_link = lstat(path, &lst) == 0 && S_ISLNK(lst.st_mode);
-    if (cushim_path_links_trusted(path) != 1) {
+    int trusted = cushim_path_links_trusted(path);
+    if (trusted != 1) {
         /* Another user's link where others can write (/tmp), the path's last part or one on the
          * way: they could aim it at any file of ours. Not followed (the shims' rule for reports
-         * and logs). */
-        errno = ELOOP;
+         * and logs). Else the walk's own error (a name too long, a loop). */
+        if (trusted == 0)
+            errno = ELOOP;
         return -1;
     }
     int exists = stat(path, &st) == 0;
@@ -91,7 +93,13 @@ int cli_output_open(struct cli_output *o, const char *path)
         return -1;
     }
     path = o->file;
-    if ((size_t)snprintf(o->tmp, sizeof o->tmp, "%s.tmp.XXXXXX", path) >= sizeof o->tmp) {
+    /* NAME.tmp.XXXXXX beside it; where that name would be too long for the file system (a name
+     * near 255 bytes), .cushim.tmp.XXXXXX in the same directory. */
+    const char *base = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
+    int fits = strlen(base) + sizeof ".tmp.XXXXXX" - 1 <= 255;
+    if ((size_t)(fits ? snprintf(o->tmp, sizeof o->tmp, "%s.tmp.XXXXXX", path)
+                      : snprintf(o->tmp, sizeof o->tmp, "%.*s.cushim.tmp.XXXXXX", (int)(base - path), path)) >=
+        sizeof o->tmp) {
         errno = ENAMETOOLONG;
         return -1;
     }
