@@ -213,8 +213,9 @@ static int parse_into(struct cushim_config *c, enum cushim_option id, const char
         *expected = expect;
         if (strlen(v) >= strcap || check_string(id, v, expected) != 0)
             return -1;
-        /* The streams, in any case like the other named values (STDERR is not a file name). */
-        if (id == CUSHIM_OPT_REPORT && (!strcasecmp(v, "stderr") || !strcasecmp(v, "stdout")))
+        /* The streams, in any case like the other named values (STDERR is not a file name); "-"
+         * is stdout, as for the CLI's --json and --output. */
+        if (id == CUSHIM_OPT_REPORT && (!strcasecmp(v, "stderr") || !strcasecmp(v, "stdout") || !strcmp(v, "-")))
             v = !strcasecmp(v, "stderr") ? "stderr" : "stdout";
         strcpy(str, v);
         return 0;

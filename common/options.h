@@ -17,7 +17,7 @@
     X(LOG_FILE, "CUSHIM_LOG_FILE", STRING, "", "",                                                  \
       "append log lines to this file instead of stderr (%p = pid)")                                 \
     X(REPORT, "CUSHIM_REPORT", STRING, "", "",                                                      \
-      "print the summary at exit: 'stderr', 'stdout', or a file PATH (%p = pid); empty = no summary") \
+      "print the summary at exit: 'stderr', 'stdout' ('-'), or a file PATH (%p = pid); empty = no summary") \
     X(REPORT_FORMAT, "CUSHIM_REPORT_FORMAT", ENUM, "text|json", "text",                             \
       "format of CUSHIM_REPORT")                                                                    \
     X(DISABLE, "CUSHIM_DISABLE", BOOL, "", "0",                                                     \

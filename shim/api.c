@@ -176,6 +176,8 @@ static int own_phase_set(struct cushim_segment *seg, int phase)
 SHIM_EXPORT int cushim_set_phase(int phase)
 {
     FORWARD(cushim_set_phase, int, (int), (phase));
+    if (phase < 0 || phase >= CUSHIM_PHASE_COUNT)
+        return -1; /* refused before anything starts: a wrong call leaves no segment */
     struct cushim_segment *seg = live_segment();
     return seg ? own_phase_set(seg, phase) : -1;
 }
@@ -225,8 +227,10 @@ SHIM_EXPORT int cushim_push_phase(int phase)
 {
     FORWARD(cushim_push_phase, int, (int), (phase));
     int rc = -1;
+    if (phase < 0 || phase >= CUSHIM_PHASE_COUNT)
+        return -1; /* refused before anything starts: a wrong call leaves no segment */
     struct cushim_segment *seg = live_segment();
-    if (phase < 0 || phase >= CUSHIM_PHASE_COUNT || !seg)
+    if (!seg)
         return -1;
     pthread_mutex_lock(&phase_lock);
     if (phase_depth < PHASE_STACK) {
@@ -244,6 +248,11 @@ SHIM_EXPORT int cushim_pop_phase(void)
 {
     FORWARD(cushim_pop_phase, int, (void), ());
     int restored = -1;
+    pthread_mutex_lock(&phase_lock);
+    int depth = phase_depth;
+    pthread_mutex_unlock(&phase_lock);
+    if (depth == 0)
+        return -1; /* nothing pushed: nothing starts for it */
     struct cushim_segment *seg = live_segment();
     if (!seg)
         return -1;

@@ -714,6 +714,20 @@ Test(run, a_log_file_that_stops_taking_lines_falls_back_to_stderr)
 
 static int run_on_dead_pipe(int fd, const char *const *extra);
 
+Test(run, wrong_phase_calls_start_nothing)
+{
+    /* cushim_set_phase(5), cushim_push_phase(99) and a pop with nothing pushed return -1 and
+     * leave the shim unstarted: no segment, no report. */
+    const char *extra[] = {preload_env(), "CUSHIM_REPORT=stderr", NULL};
+    const char *argv[] = {program("rt_prog"), "api_misuse", NULL};
+    struct run_result r;
+    run_cmd(&r, argv, sim_env(extra));
+    cr_expect_eq(r.status, 0);
+    cr_expect_str_eq(r.out, "set=-1 push=-1 pop=-1\n");
+    cr_expect_str_eq(r.err, "");
+    run_free(&r);
+}
+
 Test(run, a_report_name_too_long_stops_the_run)
 {
     /* What the file system will refuse at the program's exit is said before it starts. */

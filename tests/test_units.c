@@ -231,6 +231,10 @@ Test(config, report_and_log_paths_with_white_space_at_an_end_are_typos)
     cushim_config_load(&c, fake_lookup, NULL, collect);
     cr_expect_str_eq(c.report, "stderr");
     cr_expect_str_eq(errors, "");
+    fake_env[0][1] = "-"; /* stdout, as the CLI's --json - (not a file called "-") */
+    cushim_config_load(&c, fake_lookup, NULL, collect);
+    cr_expect_str_eq(c.report, "stdout");
+    cr_expect_str_eq(errors, "");
     fake_env[0][1] = "my report.txt";
     cushim_config_load(&c, fake_lookup, NULL, collect);
     cr_expect_str_eq(c.report, "my report.txt", "white space inside a path is fine");

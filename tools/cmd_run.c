@@ -170,7 +170,7 @@ static int check_paths(const struct cushim_config *cfg)
          * checked again. */
         if (!v || !*v || strcmp(v, used) != 0)
             continue;
-        if (paths[i].id == CUSHIM_OPT_REPORT && (!strcmp(v, "stderr") || !strcmp(v, "stdout")))
+        if (paths[i].id == CUSHIM_OPT_REPORT && (!strcmp(v, "stderr") || !strcmp(v, "stdout") || !strcmp(v, "-")))
             continue;
         char name[64], abs[4200], dir[4200];
         if (set_by_flag[paths[i].id]) {

@@ -704,6 +704,19 @@ static int scenario_hold_api(void)
     return 0;
 }
 
+/* cushim.h's phase calls made wrongly before any CUDA call (a phase out of range, a pop with
+ * nothing pushed): each returns -1; prints what they returned. */
+static int scenario_api_misuse(void)
+{
+    int (*set_phase)(int) = (int (*)(int))cushim_fn("cushim_set_phase");
+    int (*push_phase)(int) = (int (*)(int))cushim_fn("cushim_push_phase");
+    int (*pop_phase)(void) = (int (*)(void))cushim_fn("cushim_pop_phase");
+    if (!set_phase || !push_phase || !pop_phase)
+        return 20;
+    printf("set=%d push=%d pop=%d\n", set_phase(5), push_phase(99), pop_phase());
+    return 0;
+}
+
 /* The main thread ends (pthread_exit) while another one holds memory: the process lives on. */
 static void *holder(void *arg)
 {
@@ -827,7 +840,7 @@ static int scenario_churn(void)
 static const struct scenario scenarios[] = {
     {"hold", scenario_hold, 1},             {"fork", scenario_fork, 1},
     {"fork_child_cuda", scenario_fork_child_cuda, 1},
-    {"hold_api", scenario_hold_api, 1},
+    {"hold_api", scenario_hold_api, 1},     {"api_misuse", scenario_api_misuse, 1},
     {"hold_async", scenario_hold_async, 1}, {"main_exits", scenario_main_exits, 1},
     {"churn", scenario_churn, 1},           {"exec", scenario_exec, 1},
     {"busy", scenario_busy, 1},
