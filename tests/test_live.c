@@ -8,7 +8,9 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -462,6 +464,38 @@ Test(live, reset_peak_of_a_process_with_no_device_says_so)
     cr_expect_eq(wait_bg(pid), 0);
 }
 
+Test(live, a_socket_or_fifo_named_like_a_segment_is_not_a_regular_file)
+{
+    /* Neither is opened for reading as a segment; both are said to be what they are. */
+    const char *segdir = fresh_dir("seg-odd-types");
+    char fifo[700], sock[700];
+    snprintf(fifo, sizeof fifo, "%s/cushim-%u-2", segdir, (unsigned)getuid());
+    snprintf(sock, sizeof sock, "%s/cushim-%u-1", segdir, (unsigned)getuid());
+    cr_assert_eq(mkfifo(fifo, 0600), 0);
+    struct sockaddr_un a = {.sun_family = AF_UNIX};
+    cr_assert(strlen(sock) < sizeof a.sun_path, "socket path too long for sun_path: %s", sock);
+    strcpy(a.sun_path, sock);
+    int s = socket(AF_UNIX, SOCK_STREAM, 0);
+    cr_assert(s >= 0);
+    cr_assert_eq(bind(s, (struct sockaddr *)&a, sizeof a), 0);
+    struct run_result r;
+    cr_expect_eq(cli(segdir, &r, "ps", NULL, NULL), 1);
+    /* In the directory's order: each line looked for on its own. */
+    char want1[1000], want2[1000], user[32];
+    snprintf(user, sizeof user, "%s", getuid() == 0 ? "root" : "");
+    snprintf(want1, sizeof want1, "\n      1 %-10s invalid %s: not a regular file\n", user, sock);
+    snprintf(want2, sizeof want2, "\n      2 %-10s invalid %s: not a regular file\n", user, fifo);
+    cr_expect(strncmp(r.out, "    PID USER", 12) == 0, "%s", r.out);
+    if (getuid() == 0) {
+        cr_expect(strstr(r.out, want1) != NULL, "%s", r.out);
+        cr_expect(strstr(r.out, want2) != NULL, "%s", r.out);
+    } else {
+        cr_expect(strstr(r.out, ": not a regular file\n") != NULL && !strstr(r.out, "No such device"), "%s", r.out);
+    }
+    run_free(&r);
+    close(s);
+}
+
 Test(live, stat_with_nothing_to_show_leaves_its_output_file)
 {
     const char *segdir = fresh_dir("seg-empty-output");
@@ -742,6 +776,12 @@ Test(live, top_draws_processes_and_device_totals)
     run_cmd(&r, bundled, env);
     cr_expect_eq(r.status, 0, "-bn1: %s", r.err);
     cr_expect(strstr(r.out, "cushim top: 1 process at ") != NULL && strstr(r.out, "\033[") == NULL, "%s", r.out);
+    run_free(&r);
+    /* -n=1, as every option with a value takes "=" (cli.h). */
+    const char *equals[] = {cushim_bin(), "top", "-b", "-n=1", NULL};
+    run_cmd(&r, equals, env);
+    cr_expect_eq(r.status, 0, "-n=1: %s", r.err);
+    cr_expect(strstr(r.out, "cushim top: 1 process at ") != NULL, "%s", r.out);
     run_free(&r);
     const char *bundled_bad[] = {cushim_bin(), "top", "-bx", NULL};
     run_cmd(&r, bundled_bad, env);

@@ -264,8 +264,8 @@ int cmd_top(int argc, char **argv)
                     break;
                 args[nargs++] = flag[f - "bdn"];
                 if (*c != 'b') {
-                    if (c[1])
-                        args[nargs++] = (char *)(c + 1);
+                    if (c[1]) /* -n5, or -n=5 as cli_option_value takes it */
+                        args[nargs++] = (char *)(c + 1 + (c[1] == '=' && c[2]));
                     break;
                 }
             }

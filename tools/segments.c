@@ -430,8 +430,10 @@ int seg_scan(const pid_t *pids, int npids, int (*fn)(struct seg_entry *, void *)
             e.uid = st.st_uid;
             e.ino = st.st_ino;
             e.dev = st.st_dev;
+            /* A socket cannot be opened (ENXIO): said as what it is, as a FIFO is (snapshot_fd). */
             snprintf(e.err, sizeof e.err, "%s", S_ISLNK(st.st_mode) ? "a symbolic link, not followed"
-                                                                   : strerror(err));
+                                                : !S_ISREG(st.st_mode) ? "not a regular file"
+                                                                       : strerror(err));
             if (npids > 0 && !wanted(&e, pids, npids))
                 continue;
             visited++;
