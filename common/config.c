@@ -21,7 +21,7 @@ int cushim_parse_device_limits(const char *s, uint64_t limits[CUSHIM_MAX_DEVICES
     }
     if (rc == -2)
         return -2;
-    char buf[512];
+    char buf[4096]; /* room for all 64 ordinals with long sizes ("63:1099511627776,") */
     int seen[CUSHIM_MAX_DEVICES] = {0};
     /* strtok_r would skip empty items: an empty item anywhere is an error. */
     if (!s || strlen(s) >= sizeof buf || !*s || s[0] == ',' || s[strlen(s) - 1] == ',' || strstr(s, ",,"))

@@ -153,6 +153,15 @@ Test(units, device_limits)
     cr_expect_eq(cushim_parse_device_limits("0:1G,", l), -1, "a trailing comma");
     cr_expect_eq(cushim_parse_device_limits("0:1G,,1:1G", l), -1);
     cr_expect_eq(cushim_parse_device_limits(",0:1G", l), -1, "a leading comma");
+    /* Every one of the 64 ordinals, each with a long size: over 1000 bytes in all. */
+    char all[2048] = "";
+    for (unsigned i = 0; i < CUSHIM_MAX_DEVICES; i++)
+        snprintf(all + strlen(all), sizeof all - strlen(all), "%s%u:%llu", i ? "," : "", i,
+                 1099511627776ull + (unsigned long long)i);
+    cr_assert_gt(strlen(all), 1000);
+    cr_expect_eq(cushim_parse_device_limits(all, l), 0);
+    cr_expect_eq(l[0], 1099511627776ull);
+    cr_expect_eq(l[63], 1099511627776ull + 63);
 }
 
 static const char *fake_env[8][2];
