@@ -90,6 +90,10 @@ static inline __attribute__((always_inline)) void account_alloc_to(struct cushim
                                                                    uint64_t bytes, unsigned flags,
                                                                    bool plain)
 {
+    /* A phase the CLI asked for applies from this allocation on, whatever its kind (the plain
+     * path never runs while a request waits: shim_enter_plain_alloc). */
+    if (!plain)
+        phase_poll();
     _Atomic uint64_t *k = r->kinds[kind].v;
     cushim_seq_write_begin(&r->seq_begin);
     if (ACCOUNT_IN_TOTAL(kind)) {

@@ -71,16 +71,6 @@ static inline int offload_span(uint64_t addr, uint64_t n)
     return n <= s - (addr - b) ? 1 : -1;
 }
 
-/* Phase changes (phase.c): the process-wide phase, from the API, the CLI's control area
- * (checked at each allocation) or CUSHIM_COMPILE_END. Returns the previous phase. */
-int phase_set(int phase);
-void phase_apply_request_slow(void);
-static inline void phase_poll(void)
-{
-    struct cushim_segment *seg = shim.seg;
-    if (unlikely(seg && atomic_load_explicit(&seg->control.phase_request, memory_order_relaxed)))
-        phase_apply_request_slow();
-}
 
 /* Whether an allocation must take the policy path: offload, budget or spill configured
  * (shim_policy, fixed at load), or a phase request or deferred frees to apply. Three loads. */

@@ -142,6 +142,18 @@ static inline void shim_leave(void)
     shim_depth = 0;
 }
 
+/* Phase changes (phase.c): the process-wide phase, from the API, the CLI's control area
+ * (`cushim phase`: applied at the process's next allocation of any kind, phase_poll) or
+ * CUSHIM_COMPILE_END. Returns the previous phase. */
+int phase_set(int phase);
+void phase_apply_request_slow(void);
+static inline void phase_poll(void)
+{
+    struct cushim_segment *seg = shim.seg;
+    if (unlikely(seg && atomic_load_explicit(&seg->control.phase_request, memory_order_relaxed)))
+        phase_apply_request_slow();
+}
+
 /* ---- accounting: account.h (inline, hot) and account.c ---- */
 void account_device_stat_add(int device, enum cushim_device_stat stat, int64_t delta);
 void account_device_stat_set(int device, enum cushim_device_stat stat, uint64_t value);

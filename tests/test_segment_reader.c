@@ -92,8 +92,10 @@ Test(reader, every_truncation_is_rejected, .timeout = 300)
     struct cushim_segment *s = real_segment();
     char err[200];
     for (size_t len = 0; len < sizeof *s; len++) {
-        /* An exactly-sized copy: a read past `len` would touch memory the test does not own. */
-        unsigned char *copy = malloc(len ? len : 1);
+        /* An exactly-sized copy: a read past `len` would touch memory the test does not own.
+         * Aligned as the segment type is (a real segment is mapped, page-aligned). */
+        void *copy = NULL;
+        cr_assert_eq(posix_memalign(&copy, _Alignof(struct cushim_segment), len ? len : 1), 0);
         memcpy(copy, s, len);
         int rc = read_err(copy, len, err, sizeof err);
         free(copy);

@@ -264,6 +264,39 @@ static int scenario_phase_stale(void)
     return 0;
 }
 
+/* A phase asked for by `cushim phase` applies at the next allocation of any kind: in the compile
+ * phase, after READY_DIR/PID and HOLD_FILE, a VMM handle of 2 MiB (cuMemCreate, what PyTorch's
+ * expandable segments use) and 1 MiB of managed memory; prints the phase then. */
+static int scenario_phase_other_kinds(void)
+{
+    const char *hold = getenv("HOLD_FILE"), *ready = getenv("READY_DIR");
+    PFN_cuMemCreate_v10020 create = NULL;
+    enum cudaDriverEntryPointQueryResult st;
+    CHECK(cudaGetDriverEntryPointByVersion("cuMemCreate", (void **)&create, 10020, cudaEnableDefault, &st));
+    set_phase(1);
+    void *small = dev(4096);
+    (void)small;
+    if (ready) {
+        char path[1024];
+        snprintf(path, sizeof path, "%s/%d", ready, (int)getpid());
+        FILE *f = fopen(path, "w");
+        if (f)
+            fclose(f);
+    }
+    for (int i = 0; i < 6000 && hold && access(hold, F_OK) != 0; i++)
+        usleep(10000);
+    CUmemAllocationProp prop = {0};
+    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    prop.location.id = 0;
+    CUmemGenericAllocationHandle h;
+    printf("rc_create=%d phase=%d\n", (int)create(&h, 2 * MiB, &prop, 0), get_phase());
+    void *m;
+    CHECK(cudaMallocManaged(&m, MiB, cudaMemAttachGlobal));
+    printf("phase=%d\n", get_phase());
+    return 0;
+}
+
 /* The phase set before any CUDA call still applies to the first allocation. */
 static int scenario_phase_first(void)
 {
@@ -882,6 +915,7 @@ static const struct scenario scenarios[] = {
     {"reset", scenario_reset, 1},                 {"vmm_budget", scenario_vmm_budget, 1},
     {"phase_stack", scenario_phase_stack, 1},     {"capture_destroyed", scenario_capture_destroyed, 1},
     {"phase_fork", scenario_phase_fork, 1},       {"phase_stale", scenario_phase_stale, 1},
+    {"phase_other_kinds", scenario_phase_other_kinds, 1},
     {"fork_reader", scenario_fork_reader, 1},     {"async_budget", scenario_async_budget, 1},
     {"pitched", scenario_pitched, 1},             {"peer", scenario_peer, 1},
     {"phase_idle", scenario_phase_idle, 1},       {"budget_edges", scenario_budget_edges, 1},
