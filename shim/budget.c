@@ -2,6 +2,7 @@
 
 int budget_any;
 _Atomic uint64_t budget_used[CUSHIM_MAX_DEVICES];
+_Atomic uint64_t budget_graph[CUSHIM_MAX_DEVICES];
 
 void budget_mem_info(int device, size_t *free_bytes, size_t *total_bytes)
 {
@@ -11,7 +12,7 @@ void budget_mem_info(int device, size_t *free_bytes, size_t *total_bytes)
     uint64_t limit = shim.cfg.device_limit[device];
     if (total_bytes && *total_bytes < limit)
         limit = *total_bytes;
-    uint64_t used = atomic_load_explicit(&budget_used[device], memory_order_relaxed);
+    uint64_t used = budget_held(device, atomic_load_explicit(&budget_used[device], memory_order_relaxed));
     uint64_t left = used < limit ? limit - used : 0;
     if (free_bytes && *free_bytes > left)
         *free_bytes = (size_t)left;

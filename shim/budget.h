@@ -1,7 +1,10 @@
 /* Per-process device budget (CUSHIM_DEVICE_LIMIT): device bytes (device + async + vmm + array,
- * the device total) may not pass the limit. Bytes are reserved before the real call, so racing
- * threads cannot overshoot, and released when the allocation fails or is freed (account.h).
- * When no limit is set every check is one load. Thread-safe. */
+ * the device total) plus the graph memory pool's reserve (memory the driver holds for the
+ * process's graph allocation nodes, last read by graph_pool_sample) may not pass the limit. Bytes
+ * are reserved before the real call, so racing threads cannot overshoot, and released when the
+ * allocation fails or is freed (account.h). The graph reserve grows at graph launch or upload,
+ * which the shim does not refuse: it then leaves less for later allocations and for
+ * cuMemGetInfo's free. When no limit is set every check is one load. Thread-safe. */
 #ifndef CUSHIM_BUDGET_H
 #define CUSHIM_BUDGET_H
 
@@ -9,6 +12,15 @@
 
 extern SHIM_HIDDEN int budget_any;                                  /* some device has a limit */
 extern SHIM_HIDDEN _Atomic uint64_t budget_used[CUSHIM_MAX_DEVICES]; /* device bytes counted plus reserved */
+extern SHIM_HIDDEN _Atomic uint64_t budget_graph[CUSHIM_MAX_DEVICES]; /* the graph pool's reserve, bytes */
+
+/* What the budget of `device` holds now: counted and reserved device bytes plus the graph pool's
+ * reserve (saturating). */
+static inline uint64_t budget_held(int device, uint64_t used)
+{
+    uint64_t graph = atomic_load_explicit(&budget_graph[device], memory_order_relaxed);
+    return used + graph < used ? UINT64_MAX : used + graph;
+}
 
 /* Reserves `bytes` on `device`: false when that would pass its limit (nothing reserved). The test
  * is `bytes <= limit - used`, never `used + bytes <= limit`: a request near SIZE_MAX (which the
@@ -24,7 +36,8 @@ static inline bool budget_reserve(int device, uint64_t bytes)
     }
     uint64_t used = atomic_load_explicit(&budget_used[device], memory_order_relaxed);
     do {
-        if (used > limit || bytes > limit - used)
+        uint64_t held = budget_held(device, used);
+        if (held > limit || bytes > limit - held)
             return false;
     } while (!atomic_compare_exchange_weak_explicit(&budget_used[device], &used, used + bytes,
                                                     memory_order_relaxed, memory_order_relaxed));
@@ -41,7 +54,7 @@ static inline void budget_release(int device, uint64_t bytes)
 }
 
 /* cuMemGetInfo_v2 under a limit: given the driver's free and total, total becomes the budget
- * (at most the real total) and free min(real free, budget - used). */
+ * (at most the real total) and free min(real free, budget - used - graph pool reserve). */
 void budget_mem_info(int device, size_t *free_bytes, size_t *total_bytes);
 
 #endif

@@ -353,6 +353,8 @@ bool graph_pool_sample(int device, bool force)
         CUresult r = get(device, attrs[i].attr, &v);
         if (r == CUDA_SUCCESS) {
             account_device_stat_set(device, attrs[i].stat, v);
+            if (attrs[i].attr == CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT)
+                atomic_store_explicit(&budget_graph[device], v, memory_order_relaxed); /* budget.h */
             read = true;
         }
         unsupported &= r == CUDA_ERROR_NOT_SUPPORTED;

@@ -143,6 +143,25 @@ static int scenario_meminfo_after_launch(void)
     return 0;
 }
 
+/* Under a device budget (CUSHIM_DEVICE_LIMIT=512MiB): a graph whose allocation node attaches
+ * 256 MiB of graph memory at its launch; then what cudaMemGetInfo says and whether 300 MiB and
+ * then 200 MiB can be had with cudaMalloc. */
+static int scenario_budget_and_graph_memory(void)
+{
+    cudaStream_t s;
+    CHECK(cudaStreamCreate(&s));
+    if (one_node_graph(256 * MiB, s))
+        return 1;
+    CHECK(cudaStreamSynchronize(s));
+    size_t f, t;
+    CHECK(cudaMemGetInfo(&f, &t));
+    void *a = NULL, *b = NULL;
+    int over = (int)cudaMalloc(&a, 300 * MiB);
+    int fits = (int)cudaMalloc(&b, 200 * MiB);
+    printf("free=%zu\ntotal=%zu\nrc_over=%d\nrc_fits=%d\n", f, t, over, fits);
+    return 0;
+}
+
 /* The device's counters through the cushim API, printed as api.TAG.FIELD=value. */
 static int print_stats(const char *tag, int device)
 {
@@ -565,6 +584,7 @@ static const struct scenario scenarios[] = {
     {"decoder_new", scenario_decoder_new, 1},
     {"decoder_pool", scenario_decoder_pool, 1},
     {"meminfo_after_launch", scenario_meminfo_after_launch, 1},
+    {"budget_and_graph_memory", scenario_budget_and_graph_memory, 1},
     {"capture_other_device_reset", scenario_capture_other_device_reset, 2},
     {"capture_current_device_reset", scenario_capture_current_device_reset, 2},
     {"overlapping_captures", scenario_overlapping_captures, 1},
