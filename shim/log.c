@@ -3,8 +3,10 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
@@ -16,8 +18,11 @@
 
 static int log_level = CUSHIM_LOG_WARN;
 static _Atomic int log_fd = 2;
+static _Atomic uint64_t log_dev, log_ino;   /* the identity of the file log_fd was opened on */
 static const struct cushim_config *log_cfg; /* what shim_log_open was given */
-static _Atomic int reopen_after_fork;      /* a forked child's CUSHIM_LOG_FILE names its %p */
+/* In a forked child whose CUSHIM_LOG_FILE names its %p: 1 the child's own file is still to be
+ * opened, 2 a thread is opening it (the others wait: once per child), 0 done. */
+static _Atomic int child_reopen;
 
 /* Expands %p in a path to the pid. */
 static void expand_pid(const char *in, char *out, size_t len)
@@ -113,6 +118,26 @@ void shim_sigpipe_restore(struct shim_sigpipe *g, int epipe)
     pthread_sigmask(SIG_SETMASK, &g->mask, NULL);
 }
 
+/* Records the identity of the log file open on fd. */
+static void remember(int fd)
+{
+    struct stat st;
+    if (fstat(fd, &st) == 0) {
+        atomic_store(&log_dev, (uint64_t)st.st_dev);
+        atomic_store(&log_ino, (uint64_t)st.st_ino);
+    }
+}
+
+/* Whether fd is still the log file the shim opened: a program may close every descriptor it did
+ * not open (a daemon does) and get the number again for a file of its own, which the shim must
+ * never write into nor close. */
+static bool still_ours(int fd)
+{
+    struct stat st;
+    return fstat(fd, &st) == 0 && (uint64_t)st.st_dev == atomic_load(&log_dev) &&
+           (uint64_t)st.st_ino == atomic_load(&log_ino);
+}
+
 void shim_log_open(const struct cushim_config *c)
 {
     log_cfg = c;
@@ -122,17 +147,53 @@ void shim_log_open(const struct cushim_config *c)
         const char *why;
         expand_pid(c->log_file, path, sizeof path);
         int fd = shim_open_output(path, 1, &why);
-        if (fd >= 0)
+        if (fd >= 0) {
+            remember(fd);
             atomic_store(&log_fd, fd);
-        else
+        } else {
             shim_log(CUSHIM_LOG_ERROR, "cannot open CUSHIM_LOG_FILE=\"%s\": %s; logging to stderr", path, why);
+        }
     }
 }
 
 void shim_log_after_fork_child(void)
 {
     if (log_cfg && strstr(log_cfg->log_file, "%p"))
-        atomic_store(&reopen_after_fork, 1);
+        atomic_store(&child_reopen, 1);
+}
+
+/* A forked child's first line: its own %p file takes the place of the parent's (dup3 onto the
+ * same number, so no thread ever sees a closed descriptor), or of nothing when the program has
+ * reused that number. Other threads wait meanwhile. */
+static void child_reopen_log(void)
+{
+    int expected = 1;
+    if (!atomic_compare_exchange_strong(&child_reopen, &expected, 2)) {
+        while (atomic_load_explicit(&child_reopen, memory_order_acquire) != 0)
+            sched_yield();
+        return;
+    }
+    char path[CUSHIM_PATH_MAX + 32];
+    const char *why = NULL;
+    expand_pid(log_cfg->log_file, path, sizeof path);
+    int old = atomic_load(&log_fd);
+    bool mine = old != 2 && still_ours(old);
+    int fd = shim_open_output(path, 1, &why);
+    if (fd >= 0) {
+        remember(fd);
+        if (mine && dup3(fd, old, O_CLOEXEC) == old) {
+            close(fd);
+            fd = old;
+        } else if (mine) {
+            close(old);
+        }
+    } else if (mine) {
+        close(old);
+    }
+    atomic_store(&log_fd, fd >= 0 ? fd : 2);
+    atomic_store_explicit(&child_reopen, 0, memory_order_release);
+    if (fd < 0)
+        shim_log(CUSHIM_LOG_ERROR, "cannot open CUSHIM_LOG_FILE=\"%s\": %s; logging to stderr", path, why);
 }
 
 int shim_log_enabled(int level)
@@ -144,16 +205,18 @@ int shim_log_enabled(int level)
  * SIGPIPE guard. */
 static void log_write(const char *line, size_t len)
 {
-    if (atomic_load_explicit(&reopen_after_fork, memory_order_relaxed) && atomic_exchange(&reopen_after_fork, 0)) {
-        int parents = atomic_exchange(&log_fd, 2);
-        if (parents != 2)
-            close(parents);
-        shim_log_open(log_cfg);
-    }
+    if (atomic_load_explicit(&child_reopen, memory_order_acquire))
+        child_reopen_log();
     /* A log that is a pipe nobody reads any more must not kill the program with SIGPIPE. */
     struct shim_sigpipe g;
     shim_sigpipe_block(&g);
     int fd = atomic_load(&log_fd), epipe = 0;
+    if (fd != 2 && !still_ours(fd)) {
+        /* The program closed the log file and its number is now a file of the program's: never
+         * written into; the log goes to stderr from now on. */
+        atomic_compare_exchange_strong(&log_fd, &fd, 2);
+        fd = 2;
+    }
     if (write(fd, line, len) < 0) {
         epipe = errno == EPIPE;
         if (fd != 2 && atomic_compare_exchange_strong(&log_fd, &fd, 2)) {

@@ -824,6 +824,32 @@ Test(run, a_forked_child_logs_to_its_own_pid_file)
     run_free(&r);
 }
 
+Test(run, the_log_never_writes_into_a_file_the_program_opened_in_its_place)
+{
+    /* The program (and its forked child) close the shim's log file and open their own, which
+     * get its number: the shim's lines must not land in them. */
+    const char *dir = fresh_dir("daemon-fds");
+    char lf[900], dd[900], path[1000];
+    snprintf(lf, sizeof lf, "CUSHIM_LOG_FILE=%s/log-%%p", dir);
+    snprintf(dd, sizeof dd, "DATA_DIR=%s", dir);
+    const char *extra[] = {preload_env(), lf, dd, "CUSHIM_LOG=debug", NULL};
+    const char *argv[] = {program("rt_prog"), "daemon_fds", NULL};
+    struct run_result r;
+    run_cmd(&r, argv, sim_env(extra));
+    cr_expect_eq(r.status, 0, "%s", r.err);
+    snprintf(path, sizeof path, "%s/child", dir);
+    char *text = slurp(path);
+    cr_expect_str_eq(text, "child data\nend\n");
+    free(text);
+    snprintf(path, sizeof path, "%s/parent", dir);
+    text = slurp(path);
+    cr_expect_str_eq(text, "parent data\nend\n");
+    free(text);
+    /* The parent's later lines went to stderr. */
+    cr_expect(strstr(r.err, " debug: context ") != NULL, "%s", r.err);
+    run_free(&r);
+}
+
 Test(run, a_bad_value_said_on_a_dead_pipe_does_not_kill_the_program)
 {
     /* The line about a bad value, written from the shim's constructor to a stderr nobody reads,

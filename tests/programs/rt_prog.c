@@ -3,6 +3,7 @@
  * Each scenario prints "key=value" lines, ending with the simulated device's own counters. */
 #include <cuda.h>
 #include <cudaTypedefs.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -783,6 +784,48 @@ static int scenario_fork_child_cuda(void)
     return WIFEXITED(status) ? WEXITSTATUS(status) : 128;
 }
 
+/* Closes every descriptor above 2 (as a daemon does), opens `path` (it gets the lowest number,
+ * the one the shim's log file had), writes `text` there, then makes the shim log a line
+ * (cudaDeviceReset: a context torn down, at debug level). */
+static void daemon_like(const char *path, const char *text)
+{
+    for (int fd = 3; fd < 1024; fd++)
+        close(fd);
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    if (fd < 0 || write(fd, text, strlen(text)) != (ssize_t)strlen(text))
+        _exit(40);
+    void *p;
+    CHECK(cudaMalloc(&p, MiB));
+    CHECK(cudaDeviceReset());
+    if (write(fd, "end\n", 4) != 4)
+        _exit(41);
+    close(fd);
+}
+
+/* A parent and its forked child that each close the descriptors they did not open and open files
+ * of their own ($DATA_DIR/parent, $DATA_DIR/child): the shim's log lines must go elsewhere. */
+static int scenario_daemon_fds(void)
+{
+    const char *dir = getenv("DATA_DIR");
+    char child[900], parent[900];
+    snprintf(child, sizeof child, "%s/child", dir ? dir : ".");
+    snprintf(parent, sizeof parent, "%s/parent", dir ? dir : ".");
+    void *a;
+    CHECK(cudaMalloc(&a, 2 * MiB));
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) {
+        daemon_like(child, "child data\n");
+        _exit(0);
+    }
+    int status;
+    waitpid(pid, &status, 0);
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+        return 50;
+    daemon_like(parent, "parent data\n");
+    return 0;
+}
+
 /* 16 threads allocating and freeing without a pause until $HOLD_FILE exists (more threads than
  * cores: some are preempted in the middle of an update), for readers of the live counters. */
 static _Atomic int busy_stop;
@@ -839,7 +882,7 @@ static int scenario_churn(void)
 
 static const struct scenario scenarios[] = {
     {"hold", scenario_hold, 1},             {"fork", scenario_fork, 1},
-    {"fork_child_cuda", scenario_fork_child_cuda, 1},
+    {"fork_child_cuda", scenario_fork_child_cuda, 1}, {"daemon_fds", scenario_daemon_fds, 1},
     {"hold_api", scenario_hold_api, 1},     {"api_misuse", scenario_api_misuse, 1},
     {"hold_async", scenario_hold_async, 1}, {"main_exits", scenario_main_exits, 1},
     {"churn", scenario_churn, 1},           {"exec", scenario_exec, 1},
