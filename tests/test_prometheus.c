@@ -259,6 +259,28 @@ Test(prometheus, output_names_near_and_over_the_limit)
     cr_expect_eq(r.status, 2);
     cr_expect_str_eq(r.err, want);
     run_free(&r);
+    /* A loop of the user's own links is a loop, not a link someone else planted. */
+    char a[800], b[800];
+    snprintf(a, sizeof a, "%s/a", dir);
+    snprintf(b, sizeof b, "%s/b", dir);
+    cr_assert_eq(symlink(b, a), 0);
+    cr_assert_eq(symlink(a, b), 0);
+    snprintf(path, sizeof path, "%s/out.prom", a);
+    run_cmd(&r, argv, env);
+    snprintf(want, sizeof want, "cushim: cannot write --output \"%s\": Too many levels of symbolic links (a loop)\n",
+             path);
+    cr_expect_eq(r.status, 2);
+    cr_expect_str_eq(r.err, want);
+    run_free(&r);
+    /* "-" is standard output, even from a working directory that was removed. */
+    char script[1400];
+    snprintf(script, sizeof script, "mkdir %s/gone && cd %s/gone && rmdir %s/gone && exec %s stat --prometheus "
+             "--output -", dir, dir, dir, cushim_bin());
+    const char *sh[] = {"/bin/sh", "-c", script, NULL};
+    run_cmd(&r, sh, env);
+    cr_expect_eq(r.status, 0, "%s", r.err);
+    cr_expect(strstr(r.out, "# TYPE cushim_device_total_peak_bytes gauge\n") != NULL, "%s", r.out);
+    run_free(&r);
     stop(&h);
 }
 

@@ -915,6 +915,17 @@ Test(run, cushim_run_on_a_dead_pipe_runs_the_program_with_sigpipe_as_given)
     cr_expect_neq(access(path, F_OK), 0, "SIGPIPE ignored in the program");
 }
 
+Test(run, a_program_that_cannot_be_found_is_127_also_on_a_dead_pipe)
+{
+    /* cushim run says why it could not run the program on a stderr nobody reads: it must not die
+     * of SIGPIPE saying it (the run would look like a program killed by a signal). */
+    const char *argv[] = {cushim_bin(), "run", "--", "/nonexistent/program", NULL};
+    const char *extra[] = {NULL};
+    int status = argv_on_dead_pipe(2, argv, extra);
+    cr_expect(WIFEXITED(status) && WEXITSTATUS(status) == 127, "status %#x (killed by %d)", status,
+              WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+}
+
 Test(run, a_log_pipe_whose_reader_left_does_not_kill_the_program)
 {
     /* The log (stderr) is a pipe nobody reads: each log line meets SIGPIPE, whose default kills.

@@ -218,18 +218,19 @@ static int check_paths(const struct cushim_config *cfg)
          * files), then for the user's write permission. */
         struct stat lst, fst;
         if (!paths[i].is_dir) {
-            /* The file's own name (a %p as the longest pid) must fit the file system's limit. */
+            /* The file's own name (a %p as the longest pid: 7 digits, Linux's PID_MAX_LIMIT
+             * 4194304) must fit the file system's limit. */
             const char *base = strrchr(v, '/') ? strrchr(v, '/') + 1 : v;
             size_t len = 0;
             for (const char *c = base; *c; c++, len++)
                 if (c[0] == '%' && c[1] == 'p')
-                    c++, len += 9;
+                    c++, len += 6;
             long max = pathconf(dir, _PC_NAME_MAX);
             if (max <= 0)
                 max = 255;
             if (len > (size_t)max) {
                 cli_error("%s\"%s\": its file name is %zu bytes%s, at most %ld there", name, v, len,
-                          strstr(base, "%p") ? " with a 10-digit pid" : "", max);
+                          strstr(base, "%p") ? " with a 7-digit pid" : "", max);
                 bad = 1;
                 continue;
             }
@@ -492,6 +493,8 @@ int cmd_run(int argc, char **argv)
         setenv("CUSHIM_RUN_TOP", me, 1);
         execvp(prog[0], prog);
         int e = errno;
+        /* Still cushim run: a stderr nobody reads must not kill it before it says why. */
+        sigaction(SIGPIPE, &ignore, NULL);
         struct stat st;
         int stray = 0; /* a word before a "--" that ends the options: a value given to a switch? */
         for (int k = 1; !dashdash && prog[k]; k++)

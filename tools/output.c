@@ -38,14 +38,25 @@ static int own_fd_name(const char *path)
     return atoi(n);
 }
 
+/* The last cli_output_open refused a link another user could have planted (its ELOOP is that,
+ * not a loop). The CLI is one thread. */
+static int refused_link;
+
 int cli_output_open(struct cli_output *o, const char *path)
 {
+    refused_link = 0;
     struct stat st;
     memset(o, 0, sizeof *o);
     o->path = path;
     if (!*path) {
         errno = ENOENT; /* as open("") says; refused before any program runs */
         return -1;
+    }
+    if (strcmp(path, "-") == 0) {
+        /* Standard output, whatever the working directory (even one that was removed). */
+        o->direct = 1;
+        o->f = stdout;
+        return 0;
     }
     int own = own_fd_name(path);
     if (own >= 0) {
@@ -64,6 +75,7 @@ int cli_output_open(struct cli_output *o, const char *path)
         /* Another user's link where others can write (/tmp), the path's last part or one on the
          * way: they could aim it at any file of ours. Not followed (the shims' rule for reports
          * and logs). Else the walk's own error (a name too long, a loop). */
+        refused_link = trusted == 0;
         if (trusted == 0)
             errno = ELOOP;
         return -1;
@@ -170,7 +182,9 @@ const char *cli_output_strerror(int e)
 {
     if (e == ENXIO)
         return "a FIFO with no reader (start its reader first)";
-    if (e == ELOOP)
+    if (e == ELOOP && refused_link)
         return "a symbolic link someone else could have put there, not followed";
+    if (e == ELOOP)
+        return "Too many levels of symbolic links (a loop)";
     return strerror(e);
 }

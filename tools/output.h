@@ -31,7 +31,8 @@ int cli_output_commit(struct cli_output *o);
 /* Closes and removes the temporary file; the target is untouched. */
 void cli_output_abort(struct cli_output *o);
 
-/* strerror(e), in the words of an output: ENXIO is a FIFO with no reader, ELOOP a link refused. */
+/* strerror(e), in the words of an output: ENXIO is a FIFO with no reader; ELOOP a link refused
+ * (another user could have planted it) when the last cli_output_open refused one, else a loop. */
 const char *cli_output_strerror(int e);
 
 #endif

@@ -326,14 +326,16 @@ def check_torch_offload_forward(suite):
     outputs = tempfile.mkdtemp(prefix="cushim-gpu-outputs.")  # not in the segment folder
     a = os.path.join(outputs, "plain.pt")
     b = os.path.join(outputs, "offload.pt")
-    plain = torch_run(suite, ["forward", a])
-    off = torch_run(suite, ["forward", b], extra=OFFLOAD)
-    import torch
-    # Tensors only: loadable with weights_only=True (torch.load's default since 2.6, said here so
-    # that no version warns or refuses).
-    same = bool(torch.equal(torch.load(a, map_location="cpu", weights_only=True),
-                            torch.load(b, map_location="cpu", weights_only=True)))
-    shutil.rmtree(outputs, ignore_errors=True)
+    try:
+        plain = torch_run(suite, ["forward", a])
+        off = torch_run(suite, ["forward", b], extra=OFFLOAD)
+        import torch
+        # Tensors only: loadable with weights_only=True (torch.load's default since 2.6, said here
+        # so that no version warns or refuses).
+        same = bool(torch.equal(torch.load(a, map_location="cpu", weights_only=True),
+                                torch.load(b, map_location="cpu", weights_only=True)))
+    finally:
+        shutil.rmtree(outputs, ignore_errors=True)
     drop = plain["device_drop"] - off["device_drop"]
     ok = same and off["offloaded_current"] > 0 and abs(drop - off["offloaded_current"]) <= 2 * MiB * max(1, off["offloaded_allocs"])
     return ("forward of 3 x Linear(8192, 8192) under CUSHIM_OFFLOAD=always, 64 MiB: same output; "
