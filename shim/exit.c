@@ -254,12 +254,18 @@ void shim_exit_previous_image(void)
     int n = snprintf(path, sizeof path, "%s/%s%u-%d", shim.cfg.segment_dir, CUSHIM_SEGMENT_PREFIX,
                      (unsigned)getuid(), (int)getpid());
     struct stat st;
-    if (n <= 0 || (size_t)n >= sizeof path || lstat(path, &st) != 0)
-        return; /* the usual case: no CUDA in an earlier image of this process */
-    if (finish_previous_image(path))
+    if (n <= 0 || (size_t)n >= sizeof path)
         return;
-    /* The name is taken by a file that is not this process's (another user's, another pid
-     * namespace's): an earlier image of it had a suffixed name (segment_file.c), cushim-UID-PID.XXXXXX. */
+    bool plain = lstat(path, &st) == 0;
+    if (plain && finish_previous_image(path))
+        return;
+    /* The name was taken by a file that is not this process's (another user's, another pid
+     * namespace's, which may be gone since): an earlier image had a suffixed name
+     * (segment_file.c), the one it takes first, else a random one. */
+    char own[CUSHIM_PATH_MAX + 72];
+    segment_own_suffixed(path, own, sizeof own);
+    if (finish_previous_image(own) || !plain)
+        return; /* the usual case (!plain): no CUDA in an earlier image of this process */
     const char *name = path + strlen(shim.cfg.segment_dir) + 1;
     size_t len = strlen(name);
     DIR *d = opendir(shim.cfg.segment_dir);

@@ -99,6 +99,21 @@ static int suffixed_name(const char *taken, char *out, size_t len)
     return 0;
 }
 
+void segment_own_suffixed(const char *plain, char *out, size_t len)
+{
+    static const char alnum[] = "abcdefghijklmnopqrstuvwxyz0123456789";
+    uint64_t h = 1469598103934665603ull; /* FNV-1a over the namespace's inode and the pid */
+    uint64_t parts[2] = {cushim_pidns_inode(), (uint64_t)getpid()};
+    for (int i = 0; i < 2; i++)
+        for (int b = 0; b < 64; b += 8)
+            h = (h ^ ((parts[i] >> b) & 0xff)) * 1099511628211ull;
+    char suffix[7];
+    for (int k = 0; k < 6; k++, h /= sizeof alnum - 1)
+        suffix[k] = alnum[h % (sizeof alnum - 1)];
+    suffix[6] = '\0';
+    snprintf(out, len, "%s.%s", plain, suffix);
+}
+
 /* Whether the segment at path is a `cushim run` process's (its header names a run). */
 static bool run_owned(const char *path)
 {
@@ -175,12 +190,15 @@ static int place_named(const struct cushim_config *c, char *path, size_t pathlen
     }
     /* The name is taken by a file that is not ours (another user of a shared directory made it,
      * or a process with our pid in another pid namespace, a container sharing the directory): a
-     * name with a random suffix instead, cushim-UID-PID.XXXXXX, which readers also accept. */
+     * suffixed name instead, cushim-UID-PID.XXXXXX, which readers also accept: first the one a
+     * later image of this process will look for (segment_own_suffixed), else a random one. */
     if (fd < 0 && errno == EEXIST) {
         char taken[CUSHIM_PATH_MAX + 64];
         snprintf(taken, sizeof taken, "%s", path);
         remove_own_suffixed(c->segment_dir, taken + strlen(c->segment_dir) + 1);
-        for (int attempt = 0; attempt < 8 && fd < 0; attempt++) {
+        segment_own_suffixed(taken, path, pathlen);
+        fd = place(path, tmpfd);
+        for (int attempt = 0; attempt < 8 && fd < 0 && errno == EEXIST; attempt++) {
             if (suffixed_name(taken, path, pathlen) != 0)
                 break;
             fd = place(path, tmpfd);

@@ -15,6 +15,12 @@
 struct cushim_segment *segment_create(const struct cushim_config *c, unsigned flags,
                                       uint64_t run_id, char *path, size_t pathlen);
 
+/* The first suffixed name this process takes when its plain name is another's file:
+ * `plain`.XXXXXX with XXXXXX from the pid and the pid namespace's inode, which an exec keeps, so
+ * a later image of the process finds the segment of the one before it (shim/exit.c). Written
+ * into out (len bytes). */
+void segment_own_suffixed(const char *plain, char *out, size_t len);
+
 /* Removes the segment's file (if path is not empty); the mapping stays valid. */
 void segment_unlink(const char *path);
 

@@ -110,21 +110,21 @@ Test(lifecycle, under_plain_ld_preload_an_exec_leaves_no_live_segment)
     run_free(&r);
 }
 
-Test(lifecycle, an_exec_reports_the_image_before_when_its_name_was_taken)
+/* Another user's file holds the segment's name (cushim-UID-PID), so the first image counts in a
+ * suffixed one (cushim-UID-PID.XXXXXX); its exec into another CUDA program must still report it,
+ * as when the name is free, also when that file is gone by the exec (`gone`). */
+static void exec_with_name_taken(bool gone)
 {
-    /* Another user's file holds the segment's name (cushim-UID-PID), so the first image counts
-     * in a suffixed one (cushim-UID-PID.XXXXXX); its exec into another CUDA program must still
-     * report it, as when the name is free. */
     if (geteuid() != 0) {
         printf("not run: giving a file to another user needs root\n");
         cr_skip_test("not run: giving a file to another user needs root");
     }
-    const char *segdir = fresh_dir("seg-exec-taken");
+    const char *segdir = fresh_dir(gone ? "seg-exec-taken-gone" : "seg-exec-taken");
     char seg[700], cmd[800], script[2000];
     snprintf(seg, sizeof seg, "CUSHIM_SEGMENT_DIR=%s", segdir);
     snprintf(cmd, sizeof cmd, "EXEC_CMD=exec %s peaks", program("rt_prog"));
-    snprintf(script, sizeof script, "f=%s/cushim-$(id -u)-$$; touch $f && chown 65534:65534 $f && exec %s exec",
-             segdir, program("rt_prog"));
+    snprintf(script, sizeof script, "f=%s/cushim-$(id -u)-$$; touch $f && chown 65534:65534 $f && %s exec %s exec",
+             segdir, gone ? "EXEC_UNLINK=$f" : "", program("rt_prog"));
     const char *extra[] = {seg, cmd, preload_env(), "CUSHIM_REPORT=stderr", NULL};
     const char *argv[] = {"/bin/sh", "-c", script, NULL};
     struct run_result r;
@@ -133,8 +133,18 @@ Test(lifecycle, an_exec_reports_the_image_before_when_its_name_was_taken)
     cr_expect(strstr(r.err, "device                 1000 B       1000 B          1          0") != NULL,
               "the image before the exec reports as at an exit: %s", r.err);
     cr_expect(strstr(r.err, "peaks") != NULL, "the image after it reports too: %s", r.err);
-    cr_expect_eq(count_entries(segdir), 1, "only the other user's file is left");
+    cr_expect_eq(count_entries(segdir), gone ? 0 : 1, "only the other user's file is left, if any");
     run_free(&r);
+}
+
+Test(lifecycle, an_exec_reports_the_image_before_when_its_name_was_taken)
+{
+    exec_with_name_taken(false);
+}
+
+Test(lifecycle, an_exec_reports_the_image_before_when_its_name_was_taken_and_freed)
+{
+    exec_with_name_taken(true);
 }
 
 Test(lifecycle, an_image_killed_after_an_exec_is_reported_with_the_one_before)

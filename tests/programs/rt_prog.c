@@ -859,8 +859,10 @@ static int scenario_busy(void)
 static int scenario_exec(void)
 {
     void *a;
-    const char *cmd = getenv("EXEC_CMD");
+    const char *cmd = getenv("EXEC_CMD"), *gone = getenv("EXEC_UNLINK");
     CHECK(cudaMalloc(&a, 1000));
+    if (gone) /* a file that goes away before the exec (one that held the segment's name) */
+        unlink(gone);
     fflush(stdout);
     execl("/bin/sh", "sh", "-c", cmd ? cmd : "exit 97", (char *)NULL);
     return 98;
