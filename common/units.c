@@ -126,8 +126,9 @@ char *cushim_format_bytes(uint64_t bytes, char *buf, size_t len)
         v /= 1024.0;
         u++;
     }
-    /* Round to three significant digits, carrying into the next unit at 1024. */
-    if (v >= 1023.995 && u < 6) {
+    /* Round to three significant digits, carrying into the next unit where the rounding would
+     * show 1024 (%.0f of 1023.5 and over). */
+    if (v >= 1023.5 && u < 6) {
         v /= 1024.0;
         u++;
     }

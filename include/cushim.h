@@ -103,7 +103,8 @@ uint64_t cushim_device_current_bytes(int ordinal);
 uint64_t cushim_device_peak_bytes(int ordinal);
 
 /* Sets every peak of device `ordinal` (every device when ordinal < 0) to its current value, like
- * torch.cuda.reset_peak_memory_stats: each kind's, the device total's and the phase peaks.
+ * torch.cuda.reset_peak_memory_stats: each kind's, the device total's and the peaks of the phase
+ * the process is in (the other phase's keep their record).
  * Returns the number of devices reset. The async_pool_* and graph_pool_* high-water marks are the
  * driver's own (cuMemPoolGetAttribute, cuDeviceGetGraphMemAttribute) and are not reset: the
  * driver resets them only for everyone, the program's own readings included. */

@@ -77,6 +77,8 @@ Test(units, format_bytes)
     cr_expect_str_eq(cushim_format_bytes(1536ull << 20, b, sizeof b), "1.50 GiB");
     cr_expect_str_eq(cushim_format_bytes(300ull << 20, b, sizeof b), "300 MiB");
     cr_expect_str_eq(cushim_format_bytes((1ull << 20) - 1, b, sizeof b), "1.00 MiB");
+    cr_expect_str_eq(cushim_format_bytes((1ull << 30) - (1ull << 19), b, sizeof b), "1.00 GiB", "1023.5 MiB");
+    cr_expect_str_eq(cushim_format_bytes((1ull << 30) - (1ull << 19) - 1, b, sizeof b), "1023 MiB");
     cr_expect_str_eq(cushim_format_bytes(16ull << 30, b, sizeof b), "16.0 GiB");
 }
 
