@@ -297,20 +297,20 @@ Test(offload, cushim_phase_switches_a_live_process)
     cr_expect_eq(wait_bg(pid), 0);
 }
 
-Test(offload, a_phase_request_applies_at_an_allocation_of_any_kind)
+/* Runs offload_prog `scenario` under `cushim run --json` (with `extra` in its environment); once
+ * the program says it is ready, asks `cushim phase PID run`, then lets it go on. Returns the
+ * summary. e1, e2: NAME=value settings, or NULL. */
+static json_t *with_run_requested(const char *scenario, const char *e1, const char *e2)
 {
-    /* `cushim phase PID run` while the program is in its compile phase; its next allocation is a
-     * cuMemCreate (not cudaMalloc): the run phase applies from it, and its 2 MiB count in the run
-     * phase's device peak. */
-    const char *ready = fresh_dir("ready-phase-kinds");
+    const char *ready = fresh_dir(scenario);
     char rd[700], hd[800], hold[700], json[700];
     snprintf(hold, sizeof hold, "%s/go", ready);
     snprintf(rd, sizeof rd, "READY_DIR=%s", ready);
     snprintf(hd, sizeof hd, "HOLD_FILE=%s", hold);
-    snprintf(json, sizeof json, "%s/phase-kinds.json", test_dir());
-    const char *extra[] = {rd, hd, NULL};
+    snprintf(json, sizeof json, "%s/%s.json", test_dir(), scenario);
+    const char *extra[] = {rd, hd, e1, e2, NULL};
     const char *argv[] = {cushim_bin(), "run", "--quiet", "--json", json, "--", program("offload_prog"),
-                          "phase_other_kinds", NULL};
+                          scenario, NULL};
     pid_t run = spawn_bg(argv, sim_env(extra));
     pid_t pid;
     wait_ready(ready, 1, &pid);
@@ -323,7 +323,15 @@ Test(offload, a_phase_request_applies_at_an_allocation_of_any_kind)
     run_free(&r);
     touch(hold);
     cr_expect_eq(wait_bg(run), 0);
-    json_t *j = json_load(json);
+    return json_load(json);
+}
+
+Test(offload, a_phase_request_applies_at_an_allocation_of_any_kind)
+{
+    /* `cushim phase PID run` while the program is in its compile phase; its next allocation is a
+     * cuMemCreate (not cudaMalloc): the run phase applies from it, and its 2 MiB count in the run
+     * phase's device peak. */
+    json_t *j = with_run_requested("phase_other_kinds", NULL, NULL);
     cr_expect_str_eq(json_string_value(jpath(j, "phase")), "run");
     cr_expect(json_is_null(jpath(j, "phase_requested")), "no request left waiting");
     cr_expect_eq(jpath_u64(j, "devices.0.phase_peaks.compile_device_peak_bytes"), 4096);
@@ -333,27 +341,7 @@ Test(offload, a_phase_request_applies_at_an_allocation_of_any_kind)
 
 Test(offload, the_programs_own_phase_change_replaces_a_pending_request)
 {
-    const char *ready = fresh_dir("ready-stale");
-    char rd[700], hd[800], hold[700], json[700];
-    snprintf(hold, sizeof hold, "%s/go", ready);
-    snprintf(rd, sizeof rd, "READY_DIR=%s", ready);
-    snprintf(hd, sizeof hd, "HOLD_FILE=%s", hold);
-    snprintf(json, sizeof json, "%s/stale.json", test_dir());
-    const char *extra[] = {rd, hd, "CUSHIM_OFFLOAD=compile", "CUSHIM_OFFLOAD_MIN=1MiB", NULL};
-    const char *argv[] = {cushim_bin(), "run", "--json", json, "--", program("offload_prog"), "phase_stale", NULL};
-    pid_t run = spawn_bg(argv, sim_env(extra));
-    pid_t pid;
-    wait_ready(ready, 1, &pid);
-    char p[32];
-    snprintf(p, sizeof p, "%d", (int)pid);
-    struct run_result r;
-    const char *phase[] = {cushim_bin(), "phase", p, "run", NULL};
-    run_cmd(&r, phase, sim_env(NULL));
-    cr_expect_eq(r.status, 0, "%s", r.err);
-    run_free(&r);
-    touch(hold);
-    cr_expect_eq(wait_bg(run), 0);
-    json_t *j = json_load(json);
+    json_t *j = with_run_requested("phase_stale", "CUSHIM_OFFLOAD=compile", "CUSHIM_OFFLOAD_MIN=1MiB");
     cr_expect_str_eq(json_string_value(jpath(j, "phase")), "compile", "the program's newer compile phase");
     cr_expect_eq(jpath_u64(j, "devices.0.offloaded.alloc_count"), 1, "its 2 MiB offloaded");
     json_decref(j);

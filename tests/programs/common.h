@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define CHECK(call)                                                                          \
     do {                                                                                     \
@@ -158,6 +159,31 @@ static inline int scenario_main(int argc, char **argv, const struct scenario *s,
     }
     fprintf(stderr, ")\n%s", several ? "  * needs two devices: on the simulated device, SIMCUDA_DEVICE_COUNT=2\n" : "");
     return 2;
+}
+
+/* Waits until the file named by $HOLD_FILE exists (the test's go-ahead), at most 60 s. */
+static inline void hold(void)
+{
+    const char *path = getenv("HOLD_FILE");
+    for (int i = 0; path && i < 6000 && access(path, F_OK) != 0; i++)
+        usleep(10000);
+}
+
+/* Announces readiness by creating $READY_DIR/<pid> (written atomically). */
+static inline void ready(void)
+{
+    const char *dir = getenv("READY_DIR");
+    char tmp[1024], path[1024];
+    if (!dir)
+        return;
+    snprintf(path, sizeof path, "%s/%d", dir, (int)getpid());
+    snprintf(tmp, sizeof tmp, "%s/.%d.tmp", dir, (int)getpid());
+    FILE *f = fopen(tmp, "w");
+    if (f) {
+        fprintf(f, "%d\n", (int)getpid());
+        fclose(f);
+        rename(tmp, path);
+    }
 }
 
 #endif

@@ -218,18 +218,12 @@ static int scenario_async_free(void)
  * takes effect at the next allocation. */
 static int scenario_phase_loop(void)
 {
-    const char *hold = getenv("HOLD_FILE"), *ready = getenv("READY_DIR");
+    const char *hold_file = getenv("HOLD_FILE");
     CHECK(cudaFree(dev(KiB)));
-    if (ready) {
-        char path[1024];
-        snprintf(path, sizeof path, "%s/%d", ready, (int)getpid());
-        FILE *f = fopen(path, "w");
-        if (f)
-            fclose(f);
-    }
+    ready();
     int last = get_phase();
     printf("phase=%d\n", last);
-    for (int i = 0; i < 6000 && hold && access(hold, F_OK) != 0; i++) {
+    for (int i = 0; i < 6000 && hold_file && access(hold_file, F_OK) != 0; i++) {
         CHECK(cudaFree(dev(KiB)));
         if (get_phase() != last) {
             last = get_phase();
@@ -246,17 +240,9 @@ static int scenario_phase_loop(void)
  * the new compile phase holds (the old request would have ended it). */
 static int scenario_phase_stale(void)
 {
-    const char *hold = getenv("HOLD_FILE"), *ready = getenv("READY_DIR");
     set_phase(1);
-    if (ready) {
-        char path[1024];
-        snprintf(path, sizeof path, "%s/%d", ready, (int)getpid());
-        FILE *f = fopen(path, "w");
-        if (f)
-            fclose(f);
-    }
-    for (int i = 0; i < 6000 && hold && access(hold, F_OK) != 0; i++)
-        usleep(10000);
+    ready();
+    hold();
     set_phase(0);
     set_phase(1);
     dev(2 * MiB);
@@ -269,22 +255,14 @@ static int scenario_phase_stale(void)
  * expandable segments use) and 1 MiB of managed memory; prints the phase then. */
 static int scenario_phase_other_kinds(void)
 {
-    const char *hold = getenv("HOLD_FILE"), *ready = getenv("READY_DIR");
     PFN_cuMemCreate_v10020 create = NULL;
     enum cudaDriverEntryPointQueryResult st;
     CHECK(cudaGetDriverEntryPointByVersion("cuMemCreate", (void **)&create, 10020, cudaEnableDefault, &st));
     set_phase(1);
     void *small = dev(4096);
     (void)small;
-    if (ready) {
-        char path[1024];
-        snprintf(path, sizeof path, "%s/%d", ready, (int)getpid());
-        FILE *f = fopen(path, "w");
-        if (f)
-            fclose(f);
-    }
-    for (int i = 0; i < 6000 && hold && access(hold, F_OK) != 0; i++)
-        usleep(10000);
+    ready();
+    hold();
     CUmemAllocationProp prop = {0};
     prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
     prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;

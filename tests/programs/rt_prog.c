@@ -655,31 +655,6 @@ static int scenario_threads(void)
     return bad ? 16 : 0;
 }
 
-/* Waits until the file named by $HOLD_FILE exists (the test's go-ahead), at most 60 s. */
-static void hold(void)
-{
-    const char *path = getenv("HOLD_FILE");
-    for (int i = 0; path && i < 6000 && access(path, F_OK) != 0; i++)
-        usleep(10000);
-}
-
-/* Announces readiness by creating $READY_DIR/<pid> (written atomically). */
-static void ready(void)
-{
-    const char *dir = getenv("READY_DIR");
-    char tmp[1024], path[1024];
-    if (!dir)
-        return;
-    snprintf(path, sizeof path, "%s/%d", dir, (int)getpid());
-    snprintf(tmp, sizeof tmp, "%s/.%d.tmp", dir, (int)getpid());
-    FILE *f = fopen(tmp, "w");
-    if (f) {
-        fprintf(f, "%d\n", (int)getpid());
-        fclose(f);
-        rename(tmp, path);
-    }
-}
-
 /* Holds 1 MiB + 4 KiB (peak 1 MiB + 4 KiB + 3 MiB) until told to exit. */
 static int scenario_hold(void)
 {
