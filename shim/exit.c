@@ -208,10 +208,13 @@ void shim_exit_finish(bool driver_alive)
     shim_depth = 0;
 }
 
-/* Finishes the segment at `path` if it is this process's before an exec. Returns whether it was. */
-static bool finish_previous_image(const char *path)
+/* Finishes the segment at `path` if it is this process's before an exec. Returns whether it was;
+ * *exists (may be NULL): whether something is there under that name. */
+static bool finish_previous_image(const char *path, bool *exists)
 {
     int fd = open(path, O_RDWR | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+    if (exists)
+        *exists = fd >= 0 || errno != ENOENT;
     if (fd < 0)
         return false;
     struct stat st;
@@ -253,18 +256,17 @@ void shim_exit_previous_image(void)
     char path[CUSHIM_PATH_MAX + 64];
     int n = snprintf(path, sizeof path, "%s/%s%u-%d", shim.cfg.segment_dir, CUSHIM_SEGMENT_PREFIX,
                      (unsigned)getuid(), (int)getpid());
-    struct stat st;
     if (n <= 0 || (size_t)n >= sizeof path)
         return;
-    bool plain = lstat(path, &st) == 0;
-    if (plain && finish_previous_image(path))
+    bool plain;
+    if (finish_previous_image(path, &plain))
         return;
     /* The name was taken by a file that is not this process's (another user's, another pid
      * namespace's, which may be gone since): an earlier image had a suffixed name
      * (segment_file.c), the one it takes first, else a random one. */
     char own[CUSHIM_PATH_MAX + 72];
     segment_own_suffixed(path, own, sizeof own);
-    if (finish_previous_image(own) || !plain)
+    if (finish_previous_image(own, NULL) || !plain)
         return; /* the usual case (!plain): no CUDA in an earlier image of this process */
     const char *name = path + strlen(shim.cfg.segment_dir) + 1;
     size_t len = strlen(name);
@@ -275,7 +277,7 @@ void shim_exit_previous_image(void)
             continue;
         char suffixed[CUSHIM_PATH_MAX + 64];
         snprintf(suffixed, sizeof suffixed, "%s/%s", shim.cfg.segment_dir, de->d_name);
-        if (finish_previous_image(suffixed))
+        if (finish_previous_image(suffixed, NULL))
             break;
     }
     if (d)
