@@ -32,7 +32,11 @@ const char *test_dir(void)
 {
     static char dir[256];
     if (!dir[0]) {
-        snprintf(dir, sizeof dir, "/tmp/cushim-test.XXXXXX");
+        /* Under the caller's TMPDIR (scripts/test gives one per run and removes it), else /tmp. */
+        const char *base = getenv("TMPDIR");
+        if (!base || base[0] != '/' || strlen(base) > 180)
+            base = "/tmp";
+        snprintf(dir, sizeof dir, "%s/cushim-test.XXXXXX", base);
         cr_assert(mkdtemp(dir), "mkdtemp");
         chmod(dir, 0755);
         /* Run directories (`cushim run`) go here too: `cushim gc` sweeps TMPDIR, which must

@@ -68,6 +68,13 @@ Test(run, exit_status_and_signals)
     cr_expect_str_eq(r.err, "cushim: no CUDA memory activity in `sh -c exit 3` or its descendants "
                             "before it exited with status 3\n");
     run_free(&r);
+    /* ... unless no driver can be found: CUDA's own message then misleads. */
+    const char *no_driver[] = {"LD_LIBRARY_PATH=/nonexistent", NULL};
+    cr_expect_eq(run_status(three, no_driver, &r), 3);
+    cr_expect_str_eq(r.err, "cushim: no CUDA memory activity in `sh -c exit 3` or its descendants "
+                            "before it exited with status 3; no CUDA driver, libcuda.so.1, is on the library "
+                            "path (without a GPU: LD_LIBRARY_PATH=build/tests/sim, README)\n");
+    run_free(&r);
     const char *term[] = {"sh", "-c", "kill -TERM $$", NULL};
     cr_expect_eq(run_status(term, sim_env(NULL), &r), 128 + SIGTERM);
     cr_expect(strstr(r.err, "killed by signal 15") != NULL, "%s", r.err);

@@ -6,6 +6,7 @@
  * writes its final counters into a private run directory). Returns the program's exit status,
  * or 128+N when a signal N killed it. */
 #include <dirent.h>
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -273,6 +274,16 @@ static int check_paths(const struct cushim_config *cfg)
         }
     }
     return bad ? -1 : 0;
+}
+
+/* Whether the CUDA driver (libcuda.so.1) can be found where the program looked for it: this
+ * process has the same library path. Loaded and unloaded at once (a failed program's run only). */
+static int driver_on_library_path(void)
+{
+    void *h = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL);
+    if (h)
+        dlclose(h);
+    return h != NULL;
 }
 
 /* The text summary of one process; a process that ended without writing its summary (killed by
@@ -559,9 +570,12 @@ int cmd_run(int argc, char **argv)
             fprintf(stderr, "cushim: counting is disabled (CUSHIM_DISABLE): no summary, and no budget, "
                             "offload or spill\n");
         } else if (!c.top && c.ndesc == 0 && !c.running && WIFEXITED(status) && code != 0) {
-            /* A program that failed before any CUDA memory: its own messages say why. */
+            /* A program that failed before any CUDA memory: its own messages say why, unless no
+             * driver can be found (then CUDA's own message, "driver older than the runtime", misleads). */
             cli_error("no CUDA memory activity in `%s` or its descendants before it exited with "
-                      "status %d", top->command, code);
+                      "status %d%s", top->command, code,
+                      driver_on_library_path() ? "" : "; no CUDA driver, libcuda.so.1, is on the library path "
+                                                      "(without a GPU: LD_LIBRARY_PATH=build/tests/sim, README)");
         } else if (!c.top && c.ndesc == 0 && !c.running) {
             cli_error("no CUDA memory activity in `%s` or its descendants (none allocated, or CUDA did "
                       "not start: is a driver, libcuda.so.1, on the library path?)", top->command);

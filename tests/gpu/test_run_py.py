@@ -136,6 +136,7 @@ class Checks(unittest.TestCase):
 
     @classmethod
     def tearDownClass(cls):
+        run.shutil.rmtree(cls.suite.tmp, ignore_errors=True)
         cls.dir.cleanup()
 
     def test_types(self):
@@ -194,6 +195,7 @@ class Failures(unittest.TestCase):
         self.suite.deadline = run.time.time() + 100
 
     def tearDown(self):
+        run.shutil.rmtree(self.suite.tmp, ignore_errors=True)
         self.dir.cleanup()
 
     def program(self, body):
