@@ -96,8 +96,12 @@ Test(prometheus, labels_are_utf8_whatever_the_command_line)
 {
     const char *segdir = fresh_dir("prom-utf8"), *ready = fresh_dir("prom-utf8-ready");
     char link[700], hold[700], seg[700], rd[700], hd[800];
-    /* argv[0] through a link named with a Latin-1 byte, an escape sequence, a quote, a backslash */
-    snprintf(link, sizeof link, "%s/caf\xe9\033[2J\"q\\", segdir);
+    /* argv[0] through a link named with a Latin-1 byte, an escape sequence, a quote, a backslash,
+     * in a directory with a short name: the label holds the command's first 64 bytes. */
+    char linkdir[] = "/tmp/cul.XXXXXX";
+    cr_assert(mkdtemp(linkdir));
+    chmod(linkdir, 0755);
+    snprintf(link, sizeof link, "%s/caf\xe9\033[2J\"q\\", linkdir);
     cr_assert_eq(symlink(program("rt_prog"), link), 0);
     snprintf(hold, sizeof hold, "%s/go", ready);
     snprintf(seg, sizeof seg, "CUSHIM_SEGMENT_DIR=%s", segdir);
@@ -115,7 +119,7 @@ Test(prometheus, labels_are_utf8_whatever_the_command_line)
     const char *prom[] = {cushim_bin(), "stat", "--prometheus", pidarg, NULL};
     run_cmd(&r, prom, env);
     cr_expect_eq(r.status, 0, "%s", r.err);
-    snprintf(want, sizeof want, "command=\"%s/caf\xef\xbf\xbd\xef\xbf\xbd[2J\\\"q\\\\ hold\",device=\"0\"", segdir);
+    snprintf(want, sizeof want, "command=\"%s/caf\xef\xbf\xbd\xef\xbf\xbd[2J\\\"q\\\\ hold\",device=\"0\"", linkdir);
     cr_expect(strstr(r.out, want) != NULL, "missing %s in:\n%.1500s", want, r.out);
     char path[700];
     snprintf(path, sizeof path, "%s/metrics.prom", segdir);
@@ -131,16 +135,18 @@ Test(prometheus, labels_are_utf8_whatever_the_command_line)
     run_free(&r);
     const char *text[] = {cushim_bin(), "stat", pidarg, NULL};
     run_cmd(&r, text, env);
-    snprintf(want, sizeof want, "pid %d `%s/caf??[2J\"q\\ hold`", (int)pid, segdir);
+    snprintf(want, sizeof want, "pid %d `%s/caf??[2J\"q\\ hold`", (int)pid, linkdir);
     cr_expect(strstr(r.out, want) != NULL, "missing %s in:\n%s", want, r.out);
     run_free(&r);
     const char *json[] = {cushim_bin(), "stat", "--json", pidarg, NULL};
     run_cmd(&r, json, env);
-    snprintf(want, sizeof want, "\"command\": \"%s/caf\\ufffd\\u001b[2J\\\"q\\\\ hold\"", segdir);
+    snprintf(want, sizeof want, "\"command\": \"%s/caf\\ufffd\\u001b[2J\\\"q\\\\ hold\"", linkdir);
     cr_expect(strstr(r.out, want) != NULL, "missing %s in:\n%s", want, r.out);
     run_free(&r);
     touch(hold);
     cr_expect_eq(wait_bg(pid), 0);
+    unlink(link);
+    rmdir(linkdir);
 }
 
 /* docs/PROMETHEUS.md names every metric family the exporter writes (its # TYPE lines). */
