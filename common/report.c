@@ -184,7 +184,9 @@ void cushim_text_process(FILE *f, const struct cushim_snapshot *s, const char *t
                 : s->exited             ? "never sampled"
                                         : "not sampled yet");
         if (d->dev[CUSHIM_DEV_limit])
-            fprintf(f, "  limit %s", fmt(d->dev[CUSHIM_DEV_limit], a, sizeof a));
+            /* A budget above the device's memory is the device's memory (cudaMemGetInfo says so). */
+            fprintf(f, "  limit %s%s", fmt(d->dev[CUSHIM_DEV_limit], a, sizeof a),
+                    d->total_bytes && d->dev[CUSHIM_DEV_limit] > d->total_bytes ? " (above the device's total)" : "");
         fputc('\n', f);
         fprintf(f, "    %-16s %12s %12s %10s %10s %8s\n", "kind", "current", "peak", "allocs",
                 "frees", "failed");

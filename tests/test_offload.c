@@ -171,6 +171,21 @@ Test(offload, budget_limits_what_the_program_sees_and_gets)
     run_free(&r);
 }
 
+Test(offload, a_budget_above_the_device_says_so)
+{
+    /* cudaMemGetInfo's total is then the device's own memory; the summary's limit says why the
+     * two differ. */
+    struct run_result r;
+    const char *extra[] = {"CUSHIM_DEVICE_LIMIT=8GiB", "SIMCUDA_DEVICE_MEMORY=4GiB", NULL};
+    json_t *j = offload_run(&r, "budget", extra);
+    cr_expect_eq(kv_u64(r.out, "total"), 4ull << 30);
+    cr_expect(strstr(r.err, "  total 4.00 GiB  untracked 0 B  limit 8.00 GiB (above the device's total)\n") != NULL,
+              "%s", r.err);
+    cr_expect_eq(jpath_u64(j, "devices.0.device_total.limit_bytes"), 8ull << 30, "the budget as set");
+    json_decref(j);
+    run_free(&r);
+}
+
 Test(offload, spill_serves_the_request_from_host_memory)
 {
     struct run_result r;
