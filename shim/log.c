@@ -21,8 +21,10 @@ static _Atomic int log_fd = 2;
 static _Atomic uint64_t log_dev, log_ino;   /* the identity of the file log_fd was opened on */
 static const struct cushim_config *log_cfg; /* what shim_log_open was given */
 /* In a forked child whose CUSHIM_LOG_FILE names its %p: 1 the child's own file is still to be
- * opened, 2 a thread is opening it (the others wait: once per child), 0 done. */
+ * opened, 2 a thread (reopen_tid) is opening it (the others wait, a bounded time: once per
+ * child), 0 done. */
 static _Atomic int child_reopen;
+static _Atomic pid_t reopen_tid;
 
 /* Expands %p in a path to the pid. */
 static void expand_pid(const char *in, char *out, size_t len)
@@ -169,18 +171,28 @@ static void child_reopen_log(void)
 {
     int expected = 1;
     if (!atomic_compare_exchange_strong(&child_reopen, &expected, 2)) {
-        while (atomic_load_explicit(&child_reopen, memory_order_acquire) != 0)
+        /* Not the opening thread itself (a line it logs meanwhile, from a signal handler), and
+         * never for ever: past the wait the line goes to the log as it is now. */
+        if (atomic_load(&reopen_tid) == gettid())
+            return;
+        for (int i = 0; i < 100000 && atomic_load_explicit(&child_reopen, memory_order_acquire) != 0; i++)
             sched_yield();
         return;
     }
+    atomic_store(&reopen_tid, gettid());
+    int cancel;
+    pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cancel); /* open() is a cancellation point */
     char path[CUSHIM_PATH_MAX + 32];
     const char *why = NULL;
     expand_pid(log_cfg->log_file, path, sizeof path);
     int old = atomic_load(&log_fd);
-    bool mine = old != 2 && still_ours(old);
+    struct stat before, now;
+    bool mine = old != 2 && still_ours(old) && fstat(old, &before) == 0;
     int fd = shim_open_output(path, 1, &why);
     if (fd >= 0) {
         remember(fd);
+        /* Looked at again just before: the program may have closed it and reused the number. */
+        mine = mine && fstat(old, &now) == 0 && now.st_dev == before.st_dev && now.st_ino == before.st_ino;
         if (mine && dup3(fd, old, O_CLOEXEC) == old) {
             close(fd);
             fd = old;
@@ -191,7 +203,9 @@ static void child_reopen_log(void)
         close(old);
     }
     atomic_store(&log_fd, fd >= 0 ? fd : 2);
+    atomic_store(&reopen_tid, 0);
     atomic_store_explicit(&child_reopen, 0, memory_order_release);
+    pthread_setcancelstate(cancel, NULL);
     if (fd < 0)
         shim_log(CUSHIM_LOG_ERROR, "cannot open CUSHIM_LOG_FILE=\"%s\": %s; logging to stderr", path, why);
 }

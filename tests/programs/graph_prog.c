@@ -143,21 +143,22 @@ static int scenario_meminfo_after_launch(void)
     return 0;
 }
 
-/* Under a device budget (CUSHIM_DEVICE_LIMIT=512MiB): a graph whose allocation node attaches
- * 256 MiB of graph memory at its launch; then what cudaMemGetInfo says and whether 300 MiB and
- * then 200 MiB can be had with cudaMalloc. */
+/* Under a device budget (CUSHIM_DEVICE_LIMIT=512MiB): two graphs whose allocation nodes attach
+ * 16 MiB and 256 MiB of graph memory at their launches (the second within the launch-time sampling
+ * interval); whether 300 MiB and then 200 MiB can be had with cudaMalloc, then what cudaMemGetInfo
+ * says. */
 static int scenario_budget_and_graph_memory(void)
 {
     cudaStream_t s;
     CHECK(cudaStreamCreate(&s));
-    if (one_node_graph(256 * MiB, s))
+    if (one_node_graph(16 * MiB, s) || one_node_graph(256 * MiB, s))
         return 1;
     CHECK(cudaStreamSynchronize(s));
-    size_t f, t;
-    CHECK(cudaMemGetInfo(&f, &t));
     void *a = NULL, *b = NULL;
     int over = (int)cudaMalloc(&a, 300 * MiB);
     int fits = (int)cudaMalloc(&b, 200 * MiB);
+    size_t f, t;
+    CHECK(cudaMemGetInfo(&f, &t));
     printf("free=%zu\ntotal=%zu\nrc_over=%d\nrc_fits=%d\n", f, t, over, fits);
     return 0;
 }
