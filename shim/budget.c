@@ -8,12 +8,22 @@ _Atomic uint64_t budget_used[CUSHIM_MAX_DEVICES];
 _Atomic uint64_t budget_graph[CUSHIM_MAX_DEVICES];
 _Atomic unsigned char budget_graph_stale[CUSHIM_MAX_DEVICES];
 
+static _Atomic uint64_t launches_read[CUSHIM_MAX_DEVICES]; /* the device's launches at the last read */
+
 void budget_graph_refresh(int device)
 {
+    struct cushim_segment *seg = shim.seg;
+    if ((unsigned)device >= CUSHIM_MAX_DEVICES || !seg || atomic_load(&seg->devices[device].state) == 0)
+        return;
     /* No call the capture prohibits while one is live: the last reading stands until it ends. */
-    if ((unsigned)device < CUSHIM_MAX_DEVICES && !capture_any_live() &&
-        atomic_exchange(&budget_graph_stale[device], 0))
+    uint64_t launches = atomic_load(&seg->devices[device].dev[CUSHIM_DEV_graph_launches]);
+    if ((atomic_load_explicit(&budget_graph_stale[device], memory_order_relaxed) ||
+         launches != atomic_load_explicit(&launches_read[device], memory_order_relaxed)) &&
+        !capture_any_live()) {
+        atomic_store(&budget_graph_stale[device], 0);
+        atomic_store(&launches_read[device], launches);
         graph_pool_sample(device, true);
+    }
 }
 
 void budget_mem_info(int device, size_t *free_bytes, size_t *total_bytes)
@@ -24,8 +34,7 @@ void budget_mem_info(int device, size_t *free_bytes, size_t *total_bytes)
     uint64_t limit = shim.cfg.device_limit[device];
     if (total_bytes && *total_bytes < limit)
         limit = *total_bytes;
-    if (atomic_load_explicit(&budget_graph_stale[device], memory_order_relaxed))
-        budget_graph_refresh(device);
+    budget_graph_refresh(device);
     uint64_t used = budget_held(device, atomic_load_explicit(&budget_used[device], memory_order_relaxed));
     uint64_t left = used < limit ? limit - used : 0;
     if (free_bytes && *free_bytes > left)

@@ -13,10 +13,11 @@
 extern SHIM_HIDDEN int budget_any;                                  /* some device has a limit */
 extern SHIM_HIDDEN _Atomic uint64_t budget_used[CUSHIM_MAX_DEVICES]; /* device bytes counted plus reserved */
 extern SHIM_HIDDEN _Atomic uint64_t budget_graph[CUSHIM_MAX_DEVICES]; /* the graph pool's reserve, bytes */
-/* 1: the reserve may have changed since it was read (a launch of a graph with allocation nodes, a
- * read skipped during a capture): read again before the budget is next decided. */
+/* 1: a read of the reserve was skipped during a capture: read again before the budget next decides. */
 extern SHIM_HIDDEN _Atomic unsigned char budget_graph_stale[CUSHIM_MAX_DEVICES];
-/* Reads the graph pool's reserve of `device` again if it is stale and no capture is live (budget.c). */
+/* Before the budget of `device` decides: reads the graph pool's reserve again if it may have
+ * changed since it was read (a graph launched on the device since, or a read skipped during a
+ * capture) and no capture is live. The launch path itself does nothing more (budget.c). */
 void budget_graph_refresh(int device);
 
 /* What the budget of `device` holds now: counted and reserved device bytes plus the graph pool's
@@ -39,8 +40,7 @@ static inline bool budget_reserve(int device, uint64_t bytes)
         atomic_fetch_add_explicit(&budget_used[device], bytes, memory_order_relaxed);
         return true;
     }
-    if (unlikely(atomic_load_explicit(&budget_graph_stale[device], memory_order_relaxed)))
-        budget_graph_refresh(device);
+    budget_graph_refresh(device);
     uint64_t used = atomic_load_explicit(&budget_used[device], memory_order_relaxed);
     do {
         uint64_t held = budget_held(device, used);

@@ -304,19 +304,6 @@ static __attribute__((noinline)) void launch_sample(CUgraphExec exec)
         graph_exec_pool_sample(exec, false);
 }
 
-/* Under a budget: a launch of a graph with allocation nodes may have attached graph memory, read
- * before the budget next decides on that pool's device (all devices for nodes on several). */
-static __attribute__((noinline, cold)) void budget_launch_stale(uint64_t info)
-{
-    int slot = (int)(uint32_t)info - 1;
-    if ((unsigned)slot >= CUSHIM_MAX_GRAPHS || shim.seg->graphs[slot].alloc_node_bytes == 0)
-        return;
-    unsigned pool = (unsigned)(info >> 48);
-    for (unsigned d = 0; d < CUSHIM_MAX_DEVICES; d++)
-        if (pool == POOL_MANY || d + 1 == pool)
-            atomic_store_explicit(&budget_graph_stale[d], 1, memory_order_relaxed);
-}
-
 void graph_launched(CUgraphExec exec)
 {
     uint64_t info = launch_info((uint64_t)(uintptr_t)exec);
@@ -325,8 +312,6 @@ void graph_launched(CUgraphExec exec)
     if (likely((unsigned)slot < CUSHIM_MAX_GRAPHS))
         atomic_fetch_add_explicit(&shim.seg->graphs[slot].launches, 1, memory_order_relaxed);
     account_dev_inc(device, CUSHIM_DEV_graph_launches, 1);
-    if (unlikely(budget_any))
-        budget_launch_stale(info);
     /* CUSHIM_COMPILE_END=graph-launch: serving has begun. */
     if (unlikely(shim.cfg.compile_end == CUSHIM_COMPILE_END_GRAPH_LAUNCH) &&
         atomic_load_explicit(&shim.seg->h.phase, memory_order_relaxed) == CUSHIM_PHASE_COMPILE)
