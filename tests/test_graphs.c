@@ -169,6 +169,19 @@ Test(graphs, graph_memory_counts_against_the_device_budget)
     run_free(&r);
 }
 
+/* Graph memory trimmed while a capture kept the shim from reading the pool: read before the budget
+ * next decides, so the 400 MiB given back are not held against it. */
+Test(graphs, a_trim_during_a_capture_gives_the_budget_back)
+{
+    struct run_result r;
+    const char *extra[] = {"CUSHIM_DEVICE_LIMIT=512MiB", NULL};
+    json_t *j = graph_run_env(&r, "budget_after_trim_during_capture", extra);
+    cr_expect_eq(kv_u64(r.out, "rc_after_trim"), 0, "%s", r.out);
+    cr_expect_eq(jpath_u64(j, "devices.0.device.current_bytes"), 300 * MiB);
+    json_decref(j);
+    run_free(&r);
+}
+
 /* A capture belongs to its stream's context (cuStreamGetCtx), not to the context current when it
  * began: resetting the stream's device ends it, so later allocations are not `capture`. */
 Test(graphs, capture_on_another_devices_stream_ends_with_that_device)

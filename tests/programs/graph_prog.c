@@ -163,6 +163,38 @@ static int scenario_budget_and_graph_memory(void)
     return 0;
 }
 
+/* Under a device budget (CUSHIM_DEVICE_LIMIT=512MiB): 400 MiB of graph memory attached by a
+ * launch, freed, its graph destroyed, then the pool trimmed while another stream captures (the
+ * shim cannot read the pool then); after the capture, whether 300 MiB can be had. */
+static int scenario_budget_after_trim_during_capture(void)
+{
+    cudaStream_t s, c;
+    CHECK(cudaStreamCreate(&s));
+    CHECK(cudaStreamCreate(&c));
+    struct cudaMemAllocNodeParams params;
+    memset(&params, 0, sizeof params);
+    params.poolProps.allocType = cudaMemAllocationTypePinned;
+    params.poolProps.location.type = cudaMemLocationTypeDevice;
+    params.bytesize = 400 * MiB;
+    cudaGraph_t g, cg;
+    cudaGraphExec_t x;
+    cudaGraphNode_t node;
+    CHECK(cudaGraphCreate(&g, 0));
+    CHECK(cudaGraphAddMemAllocNode(&node, g, NULL, 0, &params));
+    CHECK(cudaGraphInstantiateWithFlags(&x, g, 0));
+    CHECK(cudaGraphLaunch(x, s));
+    CHECK(cudaStreamSynchronize(s));
+    CHECK(cudaFree(params.dptr));
+    CHECK(cudaGraphExecDestroy(x));
+    CHECK(cudaGraphDestroy(g));
+    CHECK(cudaStreamBeginCapture(c, cudaStreamCaptureModeRelaxed));
+    CHECK(cudaDeviceGraphMemTrim(0));
+    CHECK(cudaStreamEndCapture(c, &cg));
+    void *a = NULL;
+    printf("rc_after_trim=%d\n", (int)cudaMalloc(&a, 300 * MiB));
+    return 0;
+}
+
 /* The device's counters through the cushim API, printed as api.TAG.FIELD=value. */
 static int print_stats(const char *tag, int device)
 {
@@ -586,6 +618,7 @@ static const struct scenario scenarios[] = {
     {"decoder_pool", scenario_decoder_pool, 1},
     {"meminfo_after_launch", scenario_meminfo_after_launch, 1},
     {"budget_and_graph_memory", scenario_budget_and_graph_memory, 1},
+    {"budget_after_trim_during_capture", scenario_budget_after_trim_during_capture, 1},
     {"capture_other_device_reset", scenario_capture_other_device_reset, 2},
     {"capture_current_device_reset", scenario_capture_current_device_reset, 2},
     {"overlapping_captures", scenario_overlapping_captures, 1},
