@@ -10,22 +10,36 @@
 #define KiB 1024ull
 #define MiB (1024ull * KiB)
 
-/* A graph of one allocation node of `bytes` on device 0, instantiated and launched on s (its
- * memory stays attached: the node has no free). */
-static int one_node_graph(size_t bytes, cudaStream_t s)
+/* A graph of one allocation node of `bytes` whose pool is on `device`; *dptr (if not NULL)
+ * receives the address its launches give. */
+static cudaGraph_t node_graph_at(size_t bytes, int device, void **dptr)
 {
     struct cudaMemAllocNodeParams params;
     memset(&params, 0, sizeof params);
     params.poolProps.allocType = cudaMemAllocationTypePinned;
     params.poolProps.location.type = cudaMemLocationTypeDevice;
-    params.poolProps.location.id = 0;
+    params.poolProps.location.id = device;
     params.bytesize = bytes;
     cudaGraph_t g;
-    cudaGraphExec_t x;
     cudaGraphNode_t node;
     CHECK(cudaGraphCreate(&g, 0));
     CHECK(cudaGraphAddMemAllocNode(&node, g, NULL, 0, &params));
-    CHECK(cudaGraphInstantiateWithFlags(&x, g, 0));
+    if (dptr)
+        *dptr = params.dptr;
+    return g;
+}
+
+static cudaGraph_t node_graph(size_t bytes, int device)
+{
+    return node_graph_at(bytes, device, NULL);
+}
+
+/* A graph of one allocation node of `bytes` on device 0, instantiated and launched on s (its
+ * memory stays attached: the node has no free). */
+static int one_node_graph(size_t bytes, cudaStream_t s)
+{
+    cudaGraphExec_t x;
+    CHECK(cudaGraphInstantiateWithFlags(&x, node_graph(bytes, 0), 0));
     CHECK(cudaGraphLaunch(x, s));
     return 0;
 }
@@ -171,20 +185,13 @@ static int scenario_budget_after_trim_during_capture(void)
     cudaStream_t s, c;
     CHECK(cudaStreamCreate(&s));
     CHECK(cudaStreamCreate(&c));
-    struct cudaMemAllocNodeParams params;
-    memset(&params, 0, sizeof params);
-    params.poolProps.allocType = cudaMemAllocationTypePinned;
-    params.poolProps.location.type = cudaMemLocationTypeDevice;
-    params.bytesize = 400 * MiB;
-    cudaGraph_t g, cg;
+    void *p;
+    cudaGraph_t g = node_graph_at(400 * MiB, 0, &p), cg;
     cudaGraphExec_t x;
-    cudaGraphNode_t node;
-    CHECK(cudaGraphCreate(&g, 0));
-    CHECK(cudaGraphAddMemAllocNode(&node, g, NULL, 0, &params));
     CHECK(cudaGraphInstantiateWithFlags(&x, g, 0));
     CHECK(cudaGraphLaunch(x, s));
     CHECK(cudaStreamSynchronize(s));
-    CHECK(cudaFree(params.dptr));
+    CHECK(cudaFree(p));
     CHECK(cudaGraphExecDestroy(x));
     CHECK(cudaGraphDestroy(g));
     CHECK(cudaStreamBeginCapture(c, cudaStreamCaptureModeRelaxed));
@@ -211,22 +218,6 @@ static int print_stats(const char *tag, int device)
            (unsigned long long)st.graph_pool_used_current_bytes, tag,
            (unsigned long long)st.graph_pool_reserved_current_bytes, tag, st.graph_pool_sampled_ns != 0);
     return 0;
-}
-
-/* A graph of one allocation node of `bytes` whose pool is on `device`. */
-static cudaGraph_t node_graph(size_t bytes, int device)
-{
-    struct cudaMemAllocNodeParams params;
-    memset(&params, 0, sizeof params);
-    params.poolProps.allocType = cudaMemAllocationTypePinned;
-    params.poolProps.location.type = cudaMemLocationTypeDevice;
-    params.poolProps.location.id = device;
-    params.bytesize = bytes;
-    cudaGraph_t g;
-    cudaGraphNode_t node;
-    CHECK(cudaGraphCreate(&g, 0));
-    CHECK(cudaGraphAddMemAllocNode(&node, g, NULL, 0, &params));
-    return g;
 }
 
 /* A capture on a stream of device 1 begun while device 0 is current belongs to device 1's context
