@@ -10,20 +10,31 @@ _Atomic unsigned char budget_graph_stale[CUSHIM_MAX_DEVICES];
 
 static _Atomic uint64_t launches_read[CUSHIM_MAX_DEVICES]; /* the device's launches at the last read */
 
-void budget_graph_refresh(int device)
+/* The device's graph launches so far (0 before its record exists). */
+static uint64_t launches_of(int device)
 {
     struct cushim_segment *seg = shim.seg;
-    if ((unsigned)device >= CUSHIM_MAX_DEVICES || !seg || atomic_load(&seg->devices[device].state) == 0)
+    return seg && atomic_load(&seg->devices[device].state) != 0
+               ? atomic_load(&seg->devices[device].dev[CUSHIM_DEV_graph_launches])
+               : 0;
+}
+
+void budget_graph_read(int device, uint64_t reserve)
+{
+    atomic_store(&launches_read[device], launches_of(device));
+    atomic_store(&budget_graph_stale[device], 0);
+    atomic_store_explicit(&budget_graph[device], reserve, memory_order_relaxed);
+}
+
+void budget_graph_refresh(int device)
+{
+    if ((unsigned)device >= CUSHIM_MAX_DEVICES)
         return;
     /* No call the capture prohibits while one is live: the last reading stands until it ends. */
-    uint64_t launches = atomic_load(&seg->devices[device].dev[CUSHIM_DEV_graph_launches]);
     if ((atomic_load_explicit(&budget_graph_stale[device], memory_order_relaxed) ||
-         launches != atomic_load_explicit(&launches_read[device], memory_order_relaxed)) &&
-        !capture_any_live()) {
-        atomic_store(&budget_graph_stale[device], 0);
-        atomic_store(&launches_read[device], launches);
-        graph_pool_sample(device, true);
-    }
+         launches_of(device) != atomic_load_explicit(&launches_read[device], memory_order_relaxed)) &&
+        !capture_any_live())
+        graph_pool_sample(device, true); /* calls budget_graph_read */
 }
 
 void budget_mem_info(int device, size_t *free_bytes, size_t *total_bytes)

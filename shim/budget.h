@@ -19,6 +19,9 @@ extern SHIM_HIDDEN _Atomic unsigned char budget_graph_stale[CUSHIM_MAX_DEVICES];
  * changed since it was read (a graph launched on the device since, or a read skipped during a
  * capture) and no capture is live. The launch path itself does nothing more (budget.c). */
 void budget_graph_refresh(int device);
+/* The graph pool's reserve of `device` as just read (graph_pool_sample): the budget's until the
+ * device launches a graph again. */
+void budget_graph_read(int device, uint64_t reserve);
 
 /* What the budget of `device` holds now: counted and reserved device bytes plus the graph pool's
  * reserve (saturating). */

@@ -269,11 +269,10 @@ void shim_exit_previous_image(void)
     if (finish_previous_image(own, NULL) || !plain)
         return; /* the usual case (!plain): no CUDA in an earlier image of this process */
     const char *name = path + strlen(shim.cfg.segment_dir) + 1;
-    size_t len = strlen(name);
     DIR *d = opendir(shim.cfg.segment_dir);
     struct dirent *de;
     while (d && (de = readdir(d)) != NULL) {
-        if (strncmp(de->d_name, name, len) != 0 || de->d_name[len] != '.' || strlen(de->d_name + len) != 7)
+        if (!segment_is_suffixed(de->d_name, name))
             continue;
         char suffixed[CUSHIM_PATH_MAX + 64];
         snprintf(suffixed, sizeof suffixed, "%s/%s", shim.cfg.segment_dir, de->d_name);

@@ -358,7 +358,7 @@ bool graph_pool_sample(int device, bool force)
         if (r == CUDA_SUCCESS) {
             account_device_stat_set(device, attrs[i].stat, v);
             if (attrs[i].attr == CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT)
-                atomic_store_explicit(&budget_graph[device], v, memory_order_relaxed); /* budget.h */
+                budget_graph_read(device, v);
             read = true;
         }
         unsupported &= r == CUDA_ERROR_NOT_SUPPORTED;

@@ -186,13 +186,12 @@ static void child_reopen_log(void)
     const char *why = NULL;
     expand_pid(log_cfg->log_file, path, sizeof path);
     int old = atomic_load(&log_fd);
-    struct stat before, now;
-    bool mine = old != 2 && still_ours(old) && fstat(old, &before) == 0;
+    bool mine = old != 2 && still_ours(old);
     int fd = shim_open_output(path, 1, &why);
     if (fd >= 0) {
-        remember(fd);
         /* Looked at again just before: the program may have closed it and reused the number. */
-        mine = mine && fstat(old, &now) == 0 && now.st_dev == before.st_dev && now.st_ino == before.st_ino;
+        mine = mine && still_ours(old);
+        remember(fd);
         if (mine && dup3(fd, old, O_CLOEXEC) == old) {
             close(fd);
             fd = old;

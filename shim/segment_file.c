@@ -99,6 +99,12 @@ static int suffixed_name(const char *taken, char *out, size_t len)
     return 0;
 }
 
+bool segment_is_suffixed(const char *entry, const char *name)
+{
+    size_t n = strlen(name);
+    return strncmp(entry, name, n) == 0 && entry[n] == '.' && strlen(entry + n) == 7;
+}
+
 void segment_own_suffixed(const char *plain, char *out, size_t len)
 {
     static const char alnum[] = "abcdefghijklmnopqrstuvwxyz0123456789";
@@ -149,11 +155,10 @@ static void remove_own_suffixed(const char *dir, const char *name)
 {
     DIR *d = opendir(dir);
     struct dirent *de;
-    size_t n = strlen(name);
     while (d && (de = readdir(d)) != NULL) {
         struct stat st;
         char path[CUSHIM_PATH_MAX + 64];
-        if (strncmp(de->d_name, name, n) != 0 || de->d_name[n] != '.' || strlen(de->d_name + n) != 7)
+        if (!segment_is_suffixed(de->d_name, name))
             continue;
         snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
         if (lstat(path, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == getuid() && same_pid_namespace(path) &&

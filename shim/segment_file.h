@@ -21,6 +21,10 @@ struct cushim_segment *segment_create(const struct cushim_config *c, unsigned fl
  * into out (len bytes). */
 void segment_own_suffixed(const char *plain, char *out, size_t len);
 
+/* Whether directory entry `entry` is plain name `name` (cushim-UID-PID) with a suffix,
+ * `name`.XXXXXX: a segment of that pid under another name. */
+bool segment_is_suffixed(const char *entry, const char *name);
+
 /* Removes the segment's file (if path is not empty); the mapping stays valid. */
 void segment_unlink(const char *path);
 

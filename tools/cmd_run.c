@@ -237,12 +237,13 @@ static int check_paths(const struct cushim_config *cfg)
             }
         }
         int named = !paths[i].is_dir && !strstr(v, "%p");
-        if (named && lstat(v, &lst) != 0 && errno != ENOENT) {
+        int found = named && lstat(v, &lst) == 0;
+        if (named && !found && errno != ENOENT) {
             cli_error("%s\"%s\": cannot write it (%s)", name, v, strerror(errno));
             bad = 1;
             continue;
         }
-        if (named && lstat(v, &lst) == 0) {
+        if (found) {
             int target_errno = 0; /* the link's target: what the shims will open */
             fst = lst;
             if (S_ISLNK(lst.st_mode) && stat(v, &fst) != 0)

@@ -81,12 +81,8 @@ int cli_output_open(struct cli_output *o, const char *path)
         return -1;
     }
     int exists = stat(path, &st) == 0;
-    if (strcmp(path, "-") == 0 || (exists && !S_ISREG(st.st_mode)) || (is_link && !exists)) {
+    if ((exists && !S_ISREG(st.st_mode)) || (is_link && !exists)) {
         o->direct = 1;
-        if (strcmp(path, "-") == 0) {
-            o->f = stdout;
-            return 0;
-        }
         /* Through the link, if one: never the link replaced (/dev/stdout with fd 1 closed is an
          * error, not a new file). A FIFO without a reader is an error too, not a hang. */
         int fifo = exists && S_ISFIFO(st.st_mode);
