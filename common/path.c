@@ -56,7 +56,7 @@ int cushim_run_dir_owner(const char *dir, int *pid, uint64_t *start, uint64_t *p
 int cushim_trusted_link(const char *path, const struct stat *l)
 {
     struct stat d;
-    char dir[CUSHIM_PATH_MAX + 32];
+    char dir[2 * CUSHIM_PATH_MAX + 260]; /* any link the walk below meets */
     cushim_parent_dir(path, dir, sizeof dir);
     if (stat(dir, &d) != 0 || (d.st_uid != geteuid() && d.st_uid != 0))
         return 0; /* another user's directory: its owner could have put the link there */

@@ -2,7 +2,6 @@
 #include "cushim.h"
 
 #include <dlfcn.h>
-#include <pthread.h>
 #include <stddef.h>
 #include <string.h>
 
@@ -163,23 +162,14 @@ SHIM_EXPORT int cushim_reset_peak(int ordinal)
 
 _Static_assert(CUSHIM_RUN == (int)CUSHIM_PHASE_RUN && CUSHIM_COMPILE == (int)CUSHIM_PHASE_COMPILE, "phases");
 
-/* The program's own phase change: a `cushim phase` request not applied yet was made before it
- * and is dropped (applied at the next allocation, it would undo the program's newer choice). */
-static int own_phase_set(struct cushim_segment *seg, int phase)
-{
-    if (phase < 0 || phase >= CUSHIM_PHASE_COUNT)
-        return -1;
-    atomic_store(&seg->control.phase_request, 0);
-    return phase_set(phase);
-}
-
 SHIM_EXPORT int cushim_set_phase(int phase)
 {
     FORWARD(cushim_set_phase, int, (int), (phase));
     if (phase < 0 || phase >= CUSHIM_PHASE_COUNT)
         return -1; /* refused before anything starts: a wrong call leaves no segment */
-    struct cushim_segment *seg = live_segment();
-    return seg ? own_phase_set(seg, phase) : -1;
+    /* The program's own change: a `cushim phase` request not applied yet, made before it, is
+     * dropped (applied at the next allocation, it would undo the program's newer choice). */
+    return live_segment() ? phase_set_own(phase) : -1;
 }
 
 SHIM_EXPORT int cushim_get_phase(void)
@@ -192,77 +182,20 @@ SHIM_EXPORT int cushim_get_phase(void)
     return atomic_load(&shim.run) == SHIM_OFF ? -1 : shim.cfg.phase;
 }
 
-/* One stack for the process, like the phase itself: scopes opened on several threads close in
- * last-in, first-out order whatever the thread. */
-#define PHASE_STACK 64
-static int phase_stack[PHASE_STACK];
-static int phase_depth;
-static pthread_mutex_t phase_lock = PTHREAD_MUTEX_INITIALIZER;
-
-/* fork: the lock is held across it (no thread is inside push or pop then), so the child never
- * inherits it taken; the child, a new process with its own phase (CUSHIM_PHASE at its first
- * CUDA activity), starts with an empty stack. */
-static void phase_fork_prepare(void)
-{
-    pthread_mutex_lock(&phase_lock);
-}
-
-static void phase_fork_parent(void)
-{
-    pthread_mutex_unlock(&phase_lock);
-}
-
-static void phase_fork_child(void)
-{
-    phase_depth = 0;
-    pthread_mutex_unlock(&phase_lock); /* taken by this thread in prepare */
-}
-
-__attribute__((constructor)) static void phase_fork_handlers(void)
-{
-    pthread_atfork(phase_fork_prepare, phase_fork_parent, phase_fork_child);
-}
-
 SHIM_EXPORT int cushim_push_phase(int phase)
 {
     FORWARD(cushim_push_phase, int, (int), (phase));
-    int rc = -1;
     if (phase < 0 || phase >= CUSHIM_PHASE_COUNT)
         return -1; /* refused before anything starts: a wrong call leaves no segment */
-    struct cushim_segment *seg = live_segment();
-    if (!seg)
-        return -1;
-    pthread_mutex_lock(&phase_lock);
-    if (phase_depth < PHASE_STACK) {
-        int old = own_phase_set(seg, phase);
-        if (old >= 0) {
-            phase_stack[phase_depth++] = old;
-            rc = 0;
-        }
-    }
-    pthread_mutex_unlock(&phase_lock);
-    return rc;
+    return live_segment() ? phase_push_own(phase) : -1;
 }
 
 SHIM_EXPORT int cushim_pop_phase(void)
 {
     FORWARD(cushim_pop_phase, int, (void), ());
-    int restored = -1;
-    pthread_mutex_lock(&phase_lock);
-    int depth = phase_depth;
-    pthread_mutex_unlock(&phase_lock);
-    if (depth == 0)
+    if (!phase_pushed())
         return -1; /* nothing pushed: nothing starts for it */
-    struct cushim_segment *seg = live_segment();
-    if (!seg)
-        return -1;
-    pthread_mutex_lock(&phase_lock);
-    if (phase_depth > 0) {
-        restored = phase_stack[--phase_depth];
-        own_phase_set(seg, restored);
-    }
-    pthread_mutex_unlock(&phase_lock);
-    return restored;
+    return live_segment() ? phase_pop_own() : -1;
 }
 
 SHIM_EXPORT const char *cushim_version(void)

@@ -64,7 +64,7 @@ static void sample_device(int device)
 /* The report of snap to `report` (CUSHIM_REPORT's forms) in `format` (CUSHIM_REPORT_*). */
 static void write_report(const struct cushim_snapshot *snap, const char *report, int format)
 {
-    char path[CUSHIM_PATH_MAX + 32];
+    char path[SHIM_EXPANDED_MAX];
     FILE *f;
     int to_stderr = strcmp(report, "stderr") == 0;
     int to_stdout = strcmp(report, "stdout") == 0;
@@ -72,16 +72,15 @@ static void write_report(const struct cushim_snapshot *snap, const char *report,
         f = to_stderr ? stderr : stdout;
         snprintf(path, sizeof path, "%s", report);
     } else {
-        const char *why;
-        shim_expand_pid(report, path, sizeof path);
-        int fd = shim_open_output(path, 0, &why);
+        const char *why = "the name is too long once %p is the pid";
+        int fd = shim_expand_pid(report, path, sizeof path) ? shim_open_output(path, 0, &why) : -1;
         f = fd >= 0 ? fdopen(fd, "w") : NULL;
         if (!f) {
             if (fd >= 0) {
                 why = strerror(errno);
                 close(fd);
             }
-            LOG_ERROR("cannot write CUSHIM_REPORT=\"%s\": %s", path, why);
+            LOG_ERROR("cannot write CUSHIM_REPORT=\"%s\": %s", path[0] ? path : report, why);
             return;
         }
     }

@@ -26,22 +26,29 @@ static const struct cushim_config *log_cfg; /* what shim_log_open was given */
 static _Atomic int child_reopen;
 static _Atomic pid_t reopen_tid;
 
-/* Expands %p in a path to the pid. */
-static void expand_pid(const char *in, char *out, size_t len)
+/* Expands %p in a path to the pid (log.h, shim_expand_pid). */
+static bool expand_pid(const char *in, char *out, size_t len)
 {
     size_t o = 0;
-    for (const char *p = in; *p && o + 1 < len; p++) {
+    for (const char *p = in; *p; p++) {
         if (p[0] == '%' && p[1] == 'p') {
             o += (size_t)snprintf(out + o, len - o, "%d", (int)getpid());
-            if (o >= len)
-                o = len - 1;
             p++;
-        } else {
+        } else if (o + 1 < len) {
             out[o++] = *p;
+        } else {
+            o = len;
+        }
+        if (o >= len) {
+            out[0] = '\0';
+            return false;
         }
     }
     out[o] = '\0';
+    return true;
 }
+
+static const char too_long[] = "the name is too long once %p is the pid";
 
 /* A copy of the program's descriptor std (not inherited across exec, as the shim's own). */
 static int std_copy(int std, const char **why)
@@ -145,15 +152,15 @@ void shim_log_open(const struct cushim_config *c)
     log_cfg = c;
     log_level = c->log;
     if (c->log_file[0]) {
-        char path[CUSHIM_PATH_MAX + 32];
-        const char *why;
-        expand_pid(c->log_file, path, sizeof path);
-        int fd = shim_open_output(path, 1, &why);
+        char path[SHIM_EXPANDED_MAX];
+        const char *why = too_long;
+        int fd = expand_pid(c->log_file, path, sizeof path) ? shim_open_output(path, 1, &why) : -1;
         if (fd >= 0) {
             remember(fd);
             atomic_store(&log_fd, fd);
         } else {
-            shim_log(CUSHIM_LOG_ERROR, "cannot open CUSHIM_LOG_FILE=\"%s\": %s; logging to stderr", path, why);
+            shim_log(CUSHIM_LOG_ERROR, "cannot open CUSHIM_LOG_FILE=\"%s\": %s; logging to stderr",
+                     path[0] ? path : c->log_file, why);
         }
     }
 }
@@ -182,12 +189,12 @@ static void child_reopen_log(void)
     atomic_store(&reopen_tid, gettid());
     int cancel;
     pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cancel); /* open() is a cancellation point */
-    char path[CUSHIM_PATH_MAX + 32];
-    const char *why = NULL;
-    expand_pid(log_cfg->log_file, path, sizeof path);
+    char path[SHIM_EXPANDED_MAX];
+    const char *why = too_long;
+    bool named = expand_pid(log_cfg->log_file, path, sizeof path);
     int old = atomic_load(&log_fd);
     bool mine = old != 2 && still_ours(old);
-    int fd = shim_open_output(path, 1, &why);
+    int fd = named ? shim_open_output(path, 1, &why) : -1;
     if (fd >= 0) {
         /* Looked at again just before: the program may have closed it and reused the number. */
         mine = mine && still_ours(old);
@@ -206,7 +213,8 @@ static void child_reopen_log(void)
     atomic_store_explicit(&child_reopen, 0, memory_order_release);
     pthread_setcancelstate(cancel, NULL);
     if (fd < 0)
-        shim_log(CUSHIM_LOG_ERROR, "cannot open CUSHIM_LOG_FILE=\"%s\": %s; logging to stderr", path, why);
+        shim_log(CUSHIM_LOG_ERROR, "cannot open CUSHIM_LOG_FILE=\"%s\": %s; logging to stderr",
+                 named ? path : log_cfg->log_file, why);
 }
 
 int shim_log_enabled(int level)
@@ -274,7 +282,7 @@ void shim_log(int level, const char *fmt, ...)
     log_write(line, len);
 }
 
-void shim_expand_pid(const char *in, char *out, size_t len)
+bool shim_expand_pid(const char *in, char *out, size_t len)
 {
-    expand_pid(in, out, len);
+    return expand_pid(in, out, len);
 }

@@ -5,12 +5,16 @@
 #define CUSHIM_LOG_H
 
 #include <signal.h>
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "common/config.h"
 
-/* Copies `in` to `out` (len bytes, NUL-terminated) with each %p replaced by the pid. */
-void shim_expand_pid(const char *in, char *out, size_t len);
+/* Copies `in` to `out` (len bytes, NUL-terminated) with each %p replaced by the pid. Returns
+ * false, with out empty, when the result does not fit: never a shorter name, which would be
+ * another file's. SHIM_EXPANDED_MAX holds any path the walk of common/path.h accepts. */
+#define SHIM_EXPANDED_MAX (2 * CUSHIM_PATH_MAX)
+bool shim_expand_pid(const char *in, char *out, size_t len);
 
 /* Opens a file the user named for the shim to write (CUSHIM_REPORT, CUSHIM_LOG_FILE) the way a
  * file in a shared directory such as /tmp must be: a symbolic link someone else could have planted

@@ -3,6 +3,8 @@
  * area (applied at the next allocation), and by CUSHIM_COMPILE_END=graph-launch. When the compile
  * phase ends, offloaded allocations made during it that are still alive stay in host memory: they
  * are counted as resident (count and bytes) until freed. */
+#include <pthread.h>
+
 #include "common/snapshot.h"
 #include "shim/offload.h"
 #include "shim/track.h"
@@ -37,11 +39,45 @@ static void start_phase_peaks(struct cushim_segment *seg, int phase)
     }
 }
 
-int phase_set(int phase)
+/* Every phase change is made under this lock, so that taking a `cushim phase` request and
+ * applying it is one step against the program's own changes: a request the program's newer call
+ * dropped (phase_set_own) is never applied after that call. Never held across a driver call;
+ * only the slow paths take it (a request waiting, a phase call, the compile phase's end). */
+static pthread_mutex_t change_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* The scopes of cushim_push_phase / cushim_pop_phase: one stack for the process, like the
+ * phase itself (scopes opened on several threads close in last-in, first-out order whatever the
+ * thread); under change_lock. */
+#define PHASE_STACK 64
+static int phase_stack[PHASE_STACK];
+static int phase_depth;
+
+/* fork: the lock is held across it (no thread is changing the phase then), so the child never
+ * inherits it taken; the child, a new process with its own phase (CUSHIM_PHASE at its first
+ * CUDA activity), starts with an empty stack. */
+static void change_fork_prepare(void)
 {
-    struct cushim_segment *seg = shim.seg;
-    if (!seg || phase < 0 || phase >= CUSHIM_PHASE_COUNT)
-        return -1;
+    pthread_mutex_lock(&change_lock);
+}
+
+static void change_fork_parent(void)
+{
+    pthread_mutex_unlock(&change_lock);
+}
+
+static void change_fork_child(void)
+{
+    phase_depth = 0;
+    pthread_mutex_unlock(&change_lock); /* taken by this thread in prepare */
+}
+
+__attribute__((constructor)) static void change_fork_handlers(void)
+{
+    pthread_atfork(change_fork_prepare, change_fork_parent, change_fork_child);
+}
+
+static int set_locked(struct cushim_segment *seg, int phase)
+{
     int old = (int)atomic_exchange(&seg->h.phase, (uint32_t)phase);
     if (old != phase)
         start_phase_peaks(seg, phase);
@@ -56,9 +92,80 @@ int phase_set(int phase)
     return old;
 }
 
+int phase_set(int phase)
+{
+    struct cushim_segment *seg = shim.seg;
+    if (!seg || phase < 0 || phase >= CUSHIM_PHASE_COUNT)
+        return -1;
+    pthread_mutex_lock(&change_lock);
+    int old = set_locked(seg, phase);
+    pthread_mutex_unlock(&change_lock);
+    return old;
+}
+
+/* The program's own change: a `cushim phase` request not applied yet was made before it and is
+ * dropped (applied at the next allocation, it would undo the program's newer choice). */
+static int set_own_locked(struct cushim_segment *seg, int phase)
+{
+    atomic_store(&seg->control.phase_request, 0);
+    return set_locked(seg, phase);
+}
+
+int phase_set_own(int phase)
+{
+    struct cushim_segment *seg = shim.seg;
+    if (!seg || phase < 0 || phase >= CUSHIM_PHASE_COUNT)
+        return -1;
+    pthread_mutex_lock(&change_lock);
+    int old = set_own_locked(seg, phase);
+    pthread_mutex_unlock(&change_lock);
+    return old;
+}
+
+int phase_push_own(int phase)
+{
+    struct cushim_segment *seg = shim.seg;
+    int rc = -1;
+    if (!seg || phase < 0 || phase >= CUSHIM_PHASE_COUNT)
+        return -1;
+    pthread_mutex_lock(&change_lock);
+    if (phase_depth < PHASE_STACK) {
+        phase_stack[phase_depth++] = set_own_locked(seg, phase);
+        rc = 0;
+    }
+    pthread_mutex_unlock(&change_lock);
+    return rc;
+}
+
+int phase_pop_own(void)
+{
+    struct cushim_segment *seg = shim.seg;
+    int restored = -1;
+    if (!seg)
+        return -1;
+    pthread_mutex_lock(&change_lock);
+    if (phase_depth > 0) {
+        restored = phase_stack[--phase_depth];
+        set_own_locked(seg, restored);
+    }
+    pthread_mutex_unlock(&change_lock);
+    return restored;
+}
+
+bool phase_pushed(void)
+{
+    pthread_mutex_lock(&change_lock);
+    bool any = phase_depth > 0;
+    pthread_mutex_unlock(&change_lock);
+    return any;
+}
+
 void phase_apply_request_slow(void)
 {
-    uint32_t req = atomic_exchange(&shim.seg->control.phase_request, 0);
+    struct cushim_segment *seg = shim.seg;
+    pthread_mutex_lock(&change_lock);
+    uint32_t req = atomic_exchange(&seg->control.phase_request, 0);
     if (req >= 1 && req <= CUSHIM_PHASE_COUNT)
-        phase_set((int)req - 1);
+        set_locked(seg, (int)req - 1);
+    pthread_mutex_unlock(&change_lock);
 }

@@ -144,8 +144,18 @@ static inline void shim_leave(void)
 
 /* Phase changes (phase.c): the process-wide phase, from the API, the CLI's control area
  * (`cushim phase`: applied at the process's next allocation of any kind, phase_poll) or
- * CUSHIM_COMPILE_END. Returns the previous phase. */
+ * CUSHIM_COMPILE_END. Returns the previous phase, or -1 (no segment, or not a phase).
+ * phase_set_own is the program's own change (cushim.h): it also drops a `cushim phase` request
+ * not applied yet, made before it. phase_push_own does that and keeps the previous phase on the
+ * process's one stack of scopes (64 deep: -1 beyond, 0 done); phase_pop_own restores the last
+ * kept one and returns it (-1: none kept); phase_pushed says whether any is kept. Thread-safe:
+ * changes, the stack and the taking of a request are serialized by one lock (phase.c), never
+ * held across a driver call; a forked child starts with an empty stack. */
 int phase_set(int phase);
+int phase_set_own(int phase);
+int phase_push_own(int phase);
+int phase_pop_own(void);
+bool phase_pushed(void);
 void phase_apply_request_slow(void);
 static inline void phase_poll(void)
 {

@@ -314,6 +314,46 @@ Test(run, report_path_with_pid)
     (void)r;
 }
 
+/* A report name whose %p, expanded, makes it longer than the value itself could be: written
+ * under its whole name (before, the expansion was cut at 1055 bytes, which named another file). */
+Test(run, report_path_with_many_pids_is_never_cut)
+{
+    /* Directories down to exactly 945 bytes, then a name of 35 %p: 1022 bytes, the longest value
+     * (CUSHIM_PATH_MAX 1024 with its NUL) but one; any pid of 3 digits or more makes it 1057 or
+     * more once expanded. */
+    char dir[1024], value[1100], path[2048], rep[1200];
+    snprintf(dir, sizeof dir, "%s/long", test_dir());
+    cr_assert_eq(mkdir(dir, 0700), 0);
+    while (strlen(dir) < 945) {
+        size_t n = strlen(dir), add = 945 - n - 1 > 200 ? 200 : 945 - n - 1;
+        dir[n] = '/';
+        memset(dir + n + 1, 'd', add);
+        dir[n + 1 + add] = '\0';
+        cr_assert_eq(mkdir(dir, 0700), 0, "%s: %s", dir, strerror(errno));
+    }
+    cr_assert_eq(strlen(dir), 945);
+    int n = snprintf(value, sizeof value, "%s/r", dir);
+    for (int i = 0; i < 35; i++)
+        n += snprintf(value + n, sizeof value - (size_t)n, "%%p");
+    n += snprintf(value + n, sizeof value - (size_t)n, ".json");
+    cr_assert_eq(n, 1022);
+    snprintf(rep, sizeof rep, "CUSHIM_REPORT=%s", value);
+    const char *extra[] = {preload_env(), rep, "CUSHIM_REPORT_FORMAT=json", NULL};
+    const char *argv[] = {program("rt_prog"), "peaks", NULL};
+    pid_t pid = spawn_bg(argv, sim_env(extra));
+    cr_assert_eq(wait_bg(pid), 0);
+    cr_assert_gt(pid, 99, "a pid of 3 digits at least");
+    n = snprintf(path, sizeof path, "%s/r", dir);
+    for (int i = 0; i < 35; i++)
+        n += snprintf(path + n, sizeof path - (size_t)n, "%d", (int)pid);
+    snprintf(path + n, sizeof path - (size_t)n, ".json");
+    cr_assert_gt(strlen(path), 1056);
+    json_t *j = json_load(path);
+    cr_expect_eq(jpath_u64(j, "pid"), (uint64_t)pid);
+    cr_expect_eq(jpath_u64(j, "devices.0.device.peak_bytes"), 350);
+    json_decref(j);
+}
+
 Test(run, report_env_with_plain_ld_preload)
 {
     struct run_result r;

@@ -5,12 +5,17 @@
 #include <cudaTypedefs.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdatomic.h>
 #include <string.h>
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "common.h"
+#include "common/segment.h"
 
 #define KiB 1024ull
 #define MiB (1024ull * KiB)
@@ -232,6 +237,71 @@ static int scenario_phase_loop(void)
         }
         usleep(10000);
     }
+    return 0;
+}
+
+/* The request word of this process's own segment, mapped read-write as `cushim phase` maps it
+ * (tools/cmd_phase.c). Exits 12 when it cannot be found. */
+static _Atomic uint32_t *own_phase_request(void)
+{
+    const char *dir = getenv("CUSHIM_SEGMENT_DIR");
+    char path[4096];
+    snprintf(path, sizeof path, "%s/" CUSHIM_SEGMENT_PREFIX "%u-%d", dir ? dir : "/dev/shm",
+             (unsigned)getuid(), (int)getpid());
+    int fd = open(path, O_RDWR);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) != 0 || (size_t)st.st_size < sizeof(struct cushim_segment)) {
+        fprintf(stderr, "no segment at %s\n", path);
+        exit(12);
+    }
+    struct cushim_segment *s = mmap(NULL, (size_t)st.st_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    close(fd);
+    if (s == MAP_FAILED)
+        exit(12);
+    return &s->control.phase_request;
+}
+
+static atomic_bool race_stop;
+static _Atomic uint64_t race_allocs;
+
+static void *race_allocator(void *arg)
+{
+    (void)arg;
+    while (!atomic_load(&race_stop)) {
+        CHECK(cudaFree(dev(KiB)));
+        atomic_fetch_add(&race_allocs, 1);
+    }
+    return NULL;
+}
+
+/* A `cushim phase compile` request, then the program's own newer cushim_set_phase(run), while
+ * another thread allocates (and so takes requests) all the time: once the program's call
+ * returns, the phase is run, whatever the allocating thread was doing. Repeated ROUNDS times
+ * (default 20000); prints overtaken=<rounds that ended in compile>. */
+static int scenario_phase_race(void)
+{
+    const char *rounds_s = getenv("ROUNDS");
+    long rounds = rounds_s ? atol(rounds_s) : 20000;
+    CHECK(cudaFree(dev(KiB)));
+    _Atomic uint32_t *request = own_phase_request();
+    pthread_t t;
+    pthread_create(&t, NULL, race_allocator, NULL);
+    long overtaken = 0;
+    for (long i = 0; i < rounds; i++) {
+        atomic_store(request, 1 + 1); /* 1 + compile, as cmd_phase writes it */
+        set_phase(0);
+        /* Two allocations of the other thread begin and end after the call. */
+        uint64_t seen = atomic_load(&race_allocs);
+        while (atomic_load(&race_allocs) < seen + 2)
+            ;
+        if (get_phase() != 0) {
+            overtaken++;
+            set_phase(0);
+        }
+    }
+    atomic_store(&race_stop, true);
+    pthread_join(t, NULL);
+    printf("rounds=%ld\novertaken=%ld\n", rounds, overtaken);
     return 0;
 }
 
@@ -893,7 +963,7 @@ static const struct scenario scenarios[] = {
     {"reset", scenario_reset, 1},                 {"vmm_budget", scenario_vmm_budget, 1},
     {"phase_stack", scenario_phase_stack, 1},     {"capture_destroyed", scenario_capture_destroyed, 1},
     {"phase_fork", scenario_phase_fork, 1},       {"phase_stale", scenario_phase_stale, 1},
-    {"phase_other_kinds", scenario_phase_other_kinds, 1},
+    {"phase_other_kinds", scenario_phase_other_kinds, 1}, {"phase_race", scenario_phase_race, 1},
     {"fork_reader", scenario_fork_reader, 1},     {"async_budget", scenario_async_budget, 1},
     {"pitched", scenario_pitched, 1},             {"peer", scenario_peer, 1},
     {"phase_idle", scenario_phase_idle, 1},       {"budget_edges", scenario_budget_edges, 1},
