@@ -298,6 +298,7 @@ struct deferred {
     uint64_t event_ctx;   /* the context the event was made in (the stream's) */
     uint8_t state;        /* enum slot_state */
     bool block_gone, event_gone;
+    uint8_t errors;       /* answers in a row that were errors (event_done) */
     uint64_t gone_ctx;    /* CLAIMED: a context that went while the slot was being filled */
 };
 #define DEFERRED_MAX 1024
@@ -348,6 +349,7 @@ static void slot_done(struct deferred *d)
 {
     d->state = SLOT_FREE;
     d->event = NULL;
+    d->errors = 0;
 }
 
 static void slot_unclaim(int k)
@@ -472,13 +474,30 @@ CUresult offload_free_async(const struct shim_entry *e, CUstream stream, bool pt
     return CUDA_SUCCESS;
 }
 
-/* Whether an event's answer means its work is done: CUDA_SUCCESS, or an error that says the event
- * is no more (its context went, or it is not a handle the driver knows), which no wait would
- * change. Not ready, and a capture's refusal, mean later. */
-static bool event_done(CUresult q)
+/* Whether an event's answer (q, for slot d, under the lock) means its work is done:
+ * CUDA_SUCCESS, or an error that says the event is no more (its context went, or it is not a
+ * handle the driver knows), which no wait would change. Not ready, and a capture's refusal, mean
+ * later. Any other error is one of an earlier asynchronous launch (cuda.h, cuEventQuery: "may
+ * also return error codes from previous, asynchronous launches"): once, it may be a passing one,
+ * and the next answer says; ERRORS_DONE in a row, it is the context's lasting error (an illegal
+ * address, say), after which no work of the context runs again: done, or the block would wait
+ * for ever (an exit would wait on it for ever). */
+#define ERRORS_DONE 3
+static bool event_done(struct deferred *d, CUresult q, bool *lasting)
 {
-    return q == CUDA_SUCCESS || q == CUDA_ERROR_INVALID_HANDLE || q == CUDA_ERROR_INVALID_CONTEXT ||
-           q == CUDA_ERROR_CONTEXT_IS_DESTROYED || q == CUDA_ERROR_DEINITIALIZED;
+    if (q == CUDA_SUCCESS || q == CUDA_ERROR_INVALID_HANDLE || q == CUDA_ERROR_INVALID_CONTEXT ||
+        q == CUDA_ERROR_CONTEXT_IS_DESTROYED || q == CUDA_ERROR_DEINITIALIZED)
+        return true;
+    if (q == CUDA_ERROR_NOT_READY || q == CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED ||
+        q == CUDA_ERROR_STREAM_CAPTURE_INVALIDATED || q == CUDA_ERROR_STREAM_CAPTURE_IMPLICIT ||
+        q == CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD) {
+        d->errors = 0;
+        return false;
+    }
+    if (++d->errors < ERRORS_DONE)
+        return false;
+    *lasting = true; /* said by the caller, after the lock */
+    return true;
 }
 
 /* One PENDING slot (index k, taken as POLLING): its event asked, the block released if done. The
@@ -512,7 +531,8 @@ static void poll_one(unsigned k, bool wait)
             destroy(ev);
         return;
     }
-    if (!event_done(q) && !d->event_gone) {
+    bool lasting = false;
+    if (!d->event_gone && !event_done(d, q, &lasting)) {
         d->state = SLOT_PENDING;
         deferred_release();
         return;
@@ -523,6 +543,10 @@ static void poll_one(unsigned k, bool wait)
     d->event = NULL;
     struct shim_entry e = d->e;
     deferred_release();
+    if (lasting)
+        LOG_ONCE(CUSHIM_LOG_WARN, "the event of an offloaded block's cuMemFreeAsync answered "
+                 "CUresult %d %d times in a row: the context's lasting error, its work over; the "
+                 "block is released", (int)q, ERRORS_DONE);
     if (ev)
         destroy(ev);
     /* The shim's own free: not while a capture that prohibits it is live (the slot waits). */

@@ -263,6 +263,42 @@ Test(offload, async_free_waits_for_the_stream)
     cr_expect_eq(kv_u64(r.out, "host_live_after_sync"), 0);
     json_decref(j);
     run_free(&r);
+    /* One error of an earlier launch is no answer either: the next query says. */
+    const char *passing[] = {"CUSHIM_OFFLOAD=always", "CUSHIM_OFFLOAD_MIN=1MiB", "SIMCUDA_LAZY_EVENTS=1",
+                             "SIMCUDA_INJECT=cuEventQuery:1:CUDA_ERROR_LAUNCH_FAILED", NULL};
+    j = offload_run(&r, "async_free", passing);
+    cr_expect_eq(kv_u64(r.out, "host_live_before_sync"), 2 * MiB, "not released on one error");
+    cr_expect_eq(kv_u64(r.out, "host_live_after_sync"), 0);
+    json_decref(j);
+    run_free(&r);
+}
+
+/* A context's lasting error (every event call answers it): the block is released after three
+ * answers in a row, once, and the program ends (before, its exit waited on the event for ever). */
+Test(offload, an_async_free_under_a_lasting_error_is_released, .timeout = 30)
+{
+    struct run_result r;
+    const char *extra[] = {"CUSHIM_OFFLOAD=always", "CUSHIM_OFFLOAD_MIN=1MiB", "SIMCUDA_LAZY_EVENTS=1",
+                           "SIMCUDA_INJECT=cuEventQuery:*:CUDA_ERROR_ILLEGAL_ADDRESS,"
+                           "cuEventSynchronize:*:CUDA_ERROR_ILLEGAL_ADDRESS", NULL};
+    json_t *j = offload_run(&r, "async_free", extra);
+    cr_expect_eq(kv_u64(r.out, "host_live_after_sync"), 0);
+    cr_expect_eq(jpath_u64(j, "devices.0.offloaded.free_count"), 1);
+    cr_expect_eq(jpath_u64(j, "devices.0.offload_host.pending_free_bytes"), 0);
+    cr_expect(strstr(r.err, "] warn: the event of an offloaded block's cuMemFreeAsync answered CUresult 700 "
+                            "3 times in a row: the context's lasting error, its work over; the block is "
+                            "released\n") != NULL, "%s", r.err);
+    json_decref(j);
+    run_free(&r);
+    /* The same at exit: the program ends before the shim polls three times. */
+    const char *at_exit[] = {"CUSHIM_OFFLOAD=always", "CUSHIM_OFFLOAD_MIN=1MiB", "SIMCUDA_LAZY_EVENTS=1",
+                             "SIMCUDA_INJECT=cuEventQuery:*:CUDA_ERROR_ILLEGAL_ADDRESS,"
+                             "cuEventSynchronize:*:CUDA_ERROR_ILLEGAL_ADDRESS", NULL};
+    j = offload_run(&r, "async_free_exit", at_exit);
+    cr_expect_eq(jpath_u64(j, "devices.0.offload_host.pending_free_bytes"), 0);
+    cr_expect_eq(jpath_u64(j, "devices.0.offloaded.free_count"), 1);
+    json_decref(j);
+    run_free(&r);
 }
 
 Test(offload, cushim_phase_switches_a_live_process)

@@ -219,6 +219,18 @@ static int scenario_async_free(void)
     return 0;
 }
 
+/* An offloaded block freed by cudaFreeAsync, then the end: the shim's exit waits for it. */
+static int scenario_async_free_exit(void)
+{
+    cudaStream_t s;
+    void *p;
+    CHECK(cudaStreamCreate(&s));
+    CHECK(cudaMalloc(&p, 2 * MiB));
+    CHECK(cudaMemsetAsync(p, 1, 2 * MiB, s));
+    CHECK(cudaFreeAsync(p, s));
+    return 0;
+}
+
 /* Allocates every 10 ms until $HOLD_FILE exists, printing phase changes: `cushim phase PID`
  * takes effect at the next allocation. */
 static int scenario_phase_loop(void)
@@ -964,6 +976,7 @@ static const struct scenario scenarios[] = {
     {"phase_stack", scenario_phase_stack, 1},     {"capture_destroyed", scenario_capture_destroyed, 1},
     {"phase_fork", scenario_phase_fork, 1},       {"phase_stale", scenario_phase_stale, 1},
     {"phase_other_kinds", scenario_phase_other_kinds, 1}, {"phase_race", scenario_phase_race, 1},
+    {"async_free_exit", scenario_async_free_exit, 1},
     {"fork_reader", scenario_fork_reader, 1},     {"async_budget", scenario_async_budget, 1},
     {"pitched", scenario_pitched, 1},             {"peer", scenario_peer, 1},
     {"phase_idle", scenario_phase_idle, 1},       {"budget_edges", scenario_budget_edges, 1},
