@@ -50,6 +50,13 @@ static bool map_drop(struct shim_entry *e, void *arg)
     return e->refs > 0 || e->maps > 0;
 }
 
+static bool map_undo(struct shim_entry *e, void *arg)
+{
+    (void)arg;
+    e->maps++;
+    return true;
+}
+
 /* Count the physical memory of a handle entry that just left the table. */
 static void handle_gone(const struct shim_entry *e)
 {
@@ -57,11 +64,46 @@ static void handle_gone(const struct shim_entry *e)
         account_free(e->device, (enum cushim_kind)e->kind, e->size, e->flags);
 }
 
-static void handle_update(uint64_t handle, bool (*fn)(struct shim_entry *, void *), void *arg)
+/* A reference or a mapping of `handle` dropped (fn: ref_drop or map_drop) before the real call
+ * that ends it: once the driver has freed the handle, another thread's cuMemCreate may get the
+ * same value, and an update made after would land on that new handle's entry. */
+struct handle_drop {
+    bool found, removed;    /* the entry was there; it left the table (no reference, no mapping) */
+    struct shim_entry left; /* the entry as the drop left it */
+};
+
+static struct handle_drop handle_drop_before(uint64_t handle, bool (*fn)(struct shim_entry *, void *))
 {
-    struct shim_entry e;
-    if (table_update(&shim.vmm_handles, handle, fn, arg, &e) && e.refs == 0 && e.maps == 0)
-        handle_gone(&e);
+    struct handle_drop d = {0};
+    d.found = table_update(&shim.vmm_handles, handle, fn, NULL, &d.left);
+    d.removed = d.found && d.left.refs == 0 && d.left.maps == 0;
+    return d;
+}
+
+/* After the real call: counted freed if it succeeded and the handle left the table; else the
+ * drop is undone (the handle is still alive: its value cannot have been reused). `is_map`: the
+ * drop was a mapping's. */
+static void handle_drop_after(const struct handle_drop *d, CUresult r, bool is_map)
+{
+    if (!d->found)
+        return;
+    if (r == CUDA_SUCCESS) {
+        if (d->removed)
+            handle_gone(&d->left);
+        return;
+    }
+    if (d->removed) {
+        struct shim_entry e = d->left;
+        if (is_map)
+            e.maps = 1;
+        else
+            e.refs = 1;
+        table_put(&shim.vmm_handles, &e, NULL);
+    } else if (is_map) {
+        table_update(&shim.vmm_handles, d->left.key, map_undo, NULL, NULL);
+    } else {
+        table_update(&shim.vmm_handles, d->left.key, ref_add, (void *)(uintptr_t)1, NULL);
+    }
 }
 
 SHIM_EXPORT CUresult CUDAAPI cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
@@ -112,9 +154,9 @@ SHIM_EXPORT CUresult CUDAAPI cuMemRelease(CUmemGenericAllocationHandle handle)
     REAL_OR_FAIL(cuMemRelease);
     if (!shim_enter())
         return real_(handle);
+    struct handle_drop d = handle_drop_before(handle, ref_drop);
     CUresult r = real_(handle);
-    if (r == CUDA_SUCCESS)
-        handle_update(handle, ref_drop, NULL);
+    handle_drop_after(&d, r, false);
     shim_leave();
     return r;
 }
@@ -183,7 +225,7 @@ SHIM_EXPORT CUresult CUDAAPI cuMemMap(CUdeviceptr ptr, size_t size, size_t offse
     return r;
 }
 
-#define UNMAP_BATCH 256
+#define UNMAP_BATCH 64 /* on the caller's stack: about 7 KiB */
 
 SHIM_EXPORT CUresult CUDAAPI cuMemUnmap(CUdeviceptr ptr, size_t size)
 {
@@ -199,17 +241,22 @@ SHIM_EXPORT CUresult CUDAAPI cuMemUnmap(CUdeviceptr ptr, size_t size)
         at += taken[n].size ? taken[n].size : end;
         n++;
     }
+    /* Their handles' mappings too: a handle already released is freed by this unmap, and its
+     * value may be another thread's new handle as soon as the call returns. */
+    struct handle_drop drops[UNMAP_BATCH];
+    for (unsigned i = 0; i < n; i++)
+        drops[i] = handle_drop_before(taken[i].aux, map_drop);
     CUresult r = real_(ptr, size);
     for (unsigned i = 0; i < n; i++) {
-        if (r == CUDA_SUCCESS)
-            handle_update(taken[i].aux, map_drop, NULL);
-        else
+        handle_drop_after(&drops[i], r, true);
+        if (r != CUDA_SUCCESS)
             table_put(&shim.vmm_maps, &taken[i], NULL);
     }
     /* Mappings past the batch (more than UNMAP_BATCH in one call) are settled after the call. */
     struct shim_entry m;
     while (r == CUDA_SUCCESS && at < end && table_take(&shim.vmm_maps, at, &m)) {
-        handle_update(m.aux, map_drop, NULL);
+        struct handle_drop d = handle_drop_before(m.aux, map_drop);
+        handle_drop_after(&d, CUDA_SUCCESS, true);
         at += m.size ? m.size : end;
     }
     shim_leave();

@@ -144,6 +144,66 @@ static int scenario_vmm(void)
     return 0;
 }
 
+/* Handles released on three threads while the main thread makes, checks and releases its own:
+ * a driver that gives a freed handle's value to the next cuMemCreate (glibc reuses the
+ * simulator's handle memory with GLIBC_TUNABLES=glibc.malloc.tcache_count=0 and
+ * MALLOC_ARENA_MAX=1) must not have the shim count the new handle freed. The workers release
+ * half their handles while mapped, so that the unmap frees them. ROUNDS main-thread handles
+ * (default 20000); prints uncounted=<rounds in which the main thread's live 8 MiB handle was not
+ * in the device's current bytes>. */
+static struct vmm_api race_vmm;
+static atomic_bool race_stop;
+
+static void *vmm_race_worker(void *arg)
+{
+    (void)arg;
+    CUmemAllocationProp prop = vmm_prop(0);
+    CUdeviceptr va;
+    CHECK(cudaSetDevice(0));
+    if (race_vmm.reserve(&va, 2 << 20, 0, 0, 0))
+        exit(13);
+    for (unsigned i = 0; !atomic_load(&race_stop); i++) {
+        CUmemGenericAllocationHandle h;
+        if (race_vmm.create(&h, 2 << 20, &prop, 0))
+            continue;
+        if (i & 1) {
+            if (race_vmm.map(va, 2 << 20, 0, h, 0) || race_vmm.release(h) || race_vmm.unmap(va, 2 << 20))
+                exit(14);
+        } else if (race_vmm.release(h)) {
+            exit(14);
+        }
+    }
+    return NULL;
+}
+
+static int scenario_vmm_release_race(void)
+{
+    CHECK(cudaFree(NULL));
+    race_vmm = vmm_api();
+    uint64_t (*current)(int) = (uint64_t(*)(int))cushim_fn("cushim_device_current_bytes");
+    if (!current)
+        return 12;
+    const char *rounds_s = getenv("ROUNDS");
+    long rounds = rounds_s ? atol(rounds_s) : 20000, uncounted = 0;
+    CUmemAllocationProp prop = vmm_prop(0);
+    pthread_t t[3];
+    for (int i = 0; i < 3; i++)
+        pthread_create(&t[i], NULL, vmm_race_worker, NULL);
+    for (long i = 0; i < rounds; i++) {
+        CUmemGenericAllocationHandle h;
+        if (race_vmm.create(&h, 8 << 20, &prop, 0))
+            return 13;
+        uncounted += current(0) < (8u << 20);
+        if (race_vmm.release(h))
+            return 14;
+    }
+    atomic_store(&race_stop, true);
+    for (int i = 0; i < 3; i++)
+        pthread_join(t[i], NULL);
+    printf("rounds=%ld\nuncounted=%ld\n", rounds, uncounted);
+    return 0;
+}
+
 static int scenario_array(void)
 {
     PFN_cuArrayCreate_v3020 create = entry("cuArrayCreate", 3020);
@@ -866,7 +926,7 @@ static const struct scenario scenarios[] = {
     {"busy", scenario_busy, 1},
     {"malloc", scenario_malloc, 1},         {"pitch", scenario_pitch, 1},
     {"host", scenario_host, 1},             {"managed", scenario_managed, 1},
-    {"async", scenario_async, 1},           {"vmm", scenario_vmm, 1},
+    {"async", scenario_async, 1},           {"vmm", scenario_vmm, 1}, {"vmm_release_race", scenario_vmm_release_race, 1},
     {"array", scenario_array, 1},           {"array_formats", scenario_array_formats, 1},
     {"vmm_devices", scenario_vmm_devices, 1}, {"ipc_parent", scenario_ipc_parent, 1},
     {"ipc_child", scenario_ipc_child, 1},   {"ipc_parent_threads", scenario_ipc_parent_threads, 1},
