@@ -88,8 +88,8 @@ static void write_report(const struct cushim_snapshot *snap, const char *report,
      * a SIGPIPE of its own is its own. */
     if (to_stdout || to_stderr)
         fflush(f);
-    struct shim_sigpipe g;
-    shim_sigpipe_block(&g);
+    struct shim_write_guard g;
+    shim_write_guard_begin(&g);
     /* Composed in memory, then written at once: stderr is unbuffered, and line by line the
      * reports of processes ending together (a run's workers) interleave mid-line. */
     char *text = NULL;
@@ -114,7 +114,7 @@ static void write_report(const struct cushim_snapshot *snap, const char *report,
         bad = 1;
         e = errno;
     }
-    shim_sigpipe_restore(&g, bad && e == EPIPE);
+    shim_write_guard_end(&g, bad ? e : 0);
     if (bad)
         LOG_ERROR("cannot write CUSHIM_REPORT=\"%s\": %s", path, strerror(e ? e : EIO));
 }
@@ -128,6 +128,7 @@ static void write_report(const struct cushim_snapshot *snap, const char *report,
 static bool hand_over_and_report(const struct cushim_segment *seg, uint64_t patience_ns)
 {
     int rc = -1;
+    bool anonymous = seg->h.flags & CUSHIM_SEG_F_ANONYMOUS; /* no file the run could read */
     /* The run of this segment only (an image before an exec may have had another). */
     if (shim.cfg.run_dir[0] && seg->h.run_id == shim.run_id) {
         rc = segment_copy_to(seg, shim.cfg.run_dir);
@@ -138,13 +139,15 @@ static bool hand_over_and_report(const struct cushim_segment *seg, uint64_t pati
             LOG_ERROR("CUSHIM_RUN_DIR=\"%s\" is not a directory made by `cushim run` (cushim-run.*, "
                       "yours, mode 0700): summary not written there", shim.cfg.run_dir);
         else if (rc != 0)
-            LOG_ERROR("cannot write the summary for `cushim run` into %s: %s; the run reads it from "
-                      "the live segment instead", shim.cfg.run_dir, strerror(errno));
+            LOG_ERROR("cannot write the summary for `cushim run` into %s: %s; %s", shim.cfg.run_dir,
+                      strerror(errno), anonymous ? "it is said here instead (no live segment either)"
+                                                 : "the run reads it from the live segment instead");
     }
     /* A run that could not be handed the copy (its directory full) reads the live segment as
      * that of a process that ended: it stays. */
-    bool keep_segment = shim.cfg.run_dir[0] && seg->h.run_id == shim.run_id && rc != 0 &&
-                        rc != SEGMENT_COPY_GONE && rc != SEGMENT_COPY_NOT_RUN_DIR;
+    bool lost = shim.cfg.run_dir[0] && seg->h.run_id == shim.run_id && rc != 0 &&
+                rc != SEGMENT_COPY_GONE && rc != SEGMENT_COPY_NOT_RUN_DIR;
+    bool keep_segment = lost && !anonymous;
     /* The report as text on stderr (named `stderr`, or as a path to the same file: /dev/stderr,
      * /proc/self/fd/2): what `cushim run` says itself (CUSHIM_RUN_SUMMARY), once. */
     bool text_to_stderr = false;
@@ -154,7 +157,8 @@ static bool hand_over_and_report(const struct cushim_segment *seg, uint64_t pati
                          (stat(shim.cfg.report, &st) == 0 && cushim_std_stream(&st, -1) == 2);
     }
     bool said_by_run = rc == 0 && shim.cfg.run_summary && text_to_stderr;
-    bool say_for_run = rc == SEGMENT_COPY_GONE && shim.cfg.run_summary && !text_to_stderr;
+    bool say_for_run = (rc == SEGMENT_COPY_GONE || (lost && anonymous)) && shim.cfg.run_summary &&
+                       !text_to_stderr;
     if ((shim.cfg.report[0] && !said_by_run) || say_for_run) {
         static struct cushim_snapshot snap;
         char err[160];

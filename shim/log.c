@@ -103,26 +103,33 @@ int shim_open_output(const char *path, int append, const char **why)
     return fd;
 }
 
-void shim_sigpipe_block(struct shim_sigpipe *g)
+void shim_write_guard_begin(struct shim_write_guard *g)
 {
     sigset_t set, pending;
     sigemptyset(&set);
     sigaddset(&set, SIGPIPE);
+    sigaddset(&set, SIGXFSZ);
     sigpending(&pending);
-    g->was_pending = sigismember(&pending, SIGPIPE);
+    g->pipe_was_pending = sigismember(&pending, SIGPIPE);
+    g->fsize_was_pending = sigismember(&pending, SIGXFSZ);
     pthread_sigmask(SIG_BLOCK, &set, &g->mask);
 }
 
-void shim_sigpipe_restore(struct shim_sigpipe *g, int epipe)
+void shim_write_guard_end(struct shim_write_guard *g, int err)
 {
-    sigset_t set, pending;
-    sigemptyset(&set);
-    sigaddset(&set, SIGPIPE);
+    sigset_t pending;
     sigpending(&pending);
-    if (epipe && !g->was_pending && sigismember(&pending, SIGPIPE)) {
-        /* Ours (a write to a pipe nobody reads any more): taken away, not delivered. */
+    int sig = err == EPIPE && !g->pipe_was_pending    ? SIGPIPE
+              : err == EFBIG && !g->fsize_was_pending ? SIGXFSZ
+                                                      : 0;
+    if (sig && sigismember(&pending, sig)) {
+        /* Ours (a write to a pipe nobody reads any more, or past the file size limit): taken
+         * away, not delivered. */
+        sigset_t one;
+        sigemptyset(&one);
+        sigaddset(&one, sig);
         struct timespec now = {0, 0};
-        sigtimedwait(&set, NULL, &now);
+        sigtimedwait(&one, NULL, &now);
     }
     pthread_sigmask(SIG_SETMASK, &g->mask, NULL);
 }
@@ -228,10 +235,11 @@ static void log_write(const char *line, size_t len)
 {
     if (atomic_load_explicit(&child_reopen, memory_order_acquire))
         child_reopen_log();
-    /* A log that is a pipe nobody reads any more must not kill the program with SIGPIPE. */
-    struct shim_sigpipe g;
-    shim_sigpipe_block(&g);
-    int fd = atomic_load(&log_fd), epipe = 0;
+    /* A log that is a pipe nobody reads any more, or a file at the size limit, must not kill the
+     * program (SIGPIPE, SIGXFSZ). */
+    struct shim_write_guard g;
+    shim_write_guard_begin(&g);
+    int fd = atomic_load(&log_fd), err = 0;
     if (fd != 2 && !still_ours(fd)) {
         /* The program closed the log file and its number is now a file of the program's: never
          * written into; the log goes to stderr from now on. */
@@ -239,17 +247,17 @@ static void log_write(const char *line, size_t len)
         fd = 2;
     }
     if (write(fd, line, len) < 0) {
-        epipe = errno == EPIPE;
+        err = errno;
         if (fd != 2 && atomic_compare_exchange_strong(&log_fd, &fd, 2)) {
             /* The log file stopped taking lines (disk full, ...): say so once, then use stderr. */
             char note[160];
             int k = snprintf(note, sizeof note, "cushim[%d] error: cannot write to CUSHIM_LOG_FILE: %s; "
                              "logging to stderr\n", (int)getpid(), strerror(errno));
             if (write(2, note, k > 0 && (size_t)k < sizeof note ? (size_t)k : 0) < 0 || write(2, line, len) < 0)
-                epipe |= errno == EPIPE;
+                err = errno == EPIPE ? EPIPE : err;
         }
     }
-    shim_sigpipe_restore(&g, epipe);
+    shim_write_guard_end(&g, err);
 }
 
 void shim_log_line(const char *text)

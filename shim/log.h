@@ -25,16 +25,19 @@ bool shim_expand_pid(const char *in, char *out, size_t len);
  * (never waiting for one). Returns the descriptor, or -1 with *why saying why in a few words. */
 int shim_open_output(const char *path, int append, const char **why);
 
-/* Around the shim's own writes to files the user named (a FIFO, a pipe whose reader went away):
- * SIGPIPE is blocked on the calling thread, and one raised by those writes is taken away instead
- * of killing the program; the write sees EPIPE. Not for the hot path (a few system calls). */
-struct shim_sigpipe {
+/* Around the shim's own writes to files (the log, the report, the run's copy of the segment):
+ * SIGPIPE (a FIFO or pipe whose reader went away) and SIGXFSZ (a file past the process's
+ * RLIMIT_FSIZE, setrlimit(2)) are blocked on the calling thread, and one raised by those writes
+ * is taken away instead of killing the program; the write fails with EPIPE or EFBIG. Not for the
+ * hot path (a few system calls). */
+struct shim_write_guard {
     sigset_t mask;
-    int was_pending;
+    int pipe_was_pending, fsize_was_pending;
 };
-void shim_sigpipe_block(struct shim_sigpipe *g);
-/* epipe: a write in between failed with EPIPE (only then is a pending SIGPIPE the shim's). */
-void shim_sigpipe_restore(struct shim_sigpipe *g, int epipe);
+void shim_write_guard_begin(struct shim_write_guard *g);
+/* err: the errno of a write in between that failed (0: none); only then is a signal that came
+ * meanwhile the shim's (EPIPE: SIGPIPE, EFBIG: SIGXFSZ), others are delivered. */
+void shim_write_guard_end(struct shim_write_guard *g, int err);
 
 /* Opens CUSHIM_LOG_FILE of c (kept: c must outlive the process's logging), %p expanded to the
  * pid; stderr if it is not set or cannot be opened (said in one line). */

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -226,6 +227,13 @@ static int place_named(const struct cushim_config *c, char *path, size_t pathlen
  * page never written. 0, or -1 with errno (ENOSPC). */
 static int reserve(int fd, size_t size)
 {
+    /* A size past the process's file size limit (setrlimit(2), RLIMIT_FSIZE: a batch scheduler's
+     * or a container's) would raise SIGXFSZ, which kills the program: refused first. */
+    struct rlimit fsize;
+    if (getrlimit(RLIMIT_FSIZE, &fsize) == 0 && fsize.rlim_cur != RLIM_INFINITY && size > fsize.rlim_cur) {
+        errno = EFBIG;
+        return -1;
+    }
     if (ftruncate(fd, (off_t)size) != 0)
         return -1;
     int rc = posix_fallocate(fd, 0, (off_t)size);
@@ -286,8 +294,10 @@ struct cushim_segment *segment_create(const struct cushim_config *c, unsigned fl
     }
 private_memory:
     if (s == MAP_FAILED) {
-        LOG_WARN("cannot create the live-stats segment %s (%s): counting in private memory; "
-                 "`cushim stat` will not see this process", path, strerror(errno));
+        int e = errno;
+        LOG_WARN("cannot create the live-stats segment %s (%s%s): counting in private memory; "
+                 "`cushim stat` will not see this process", path, strerror(e),
+                 e == EFBIG ? ": the file size limit, ulimit -f, is below its size" : "");
         path[0] = '\0';
         flags |= CUSHIM_SEG_F_ANONYMOUS;
         s = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -327,10 +337,13 @@ int segment_copy_to(const struct cushim_segment *s, const char *dir)
     }
     const char *p = (const char *)s;
     size_t left = sizeof *s;
+    struct shim_write_guard g; /* a copy past RLIMIT_FSIZE fails, never kills */
+    shim_write_guard_begin(&g);
     while (left > 0) {
         ssize_t w = write(fd, p, left);
         if (w <= 0) {
             int e = w < 0 ? errno : EIO;
+            shim_write_guard_end(&g, e);
             close(fd);
             unlinkat(dfd, tmp, 0);
             close(dfd);
@@ -340,6 +353,7 @@ int segment_copy_to(const struct cushim_segment *s, const char *dir)
         p += w;
         left -= (size_t)w;
     }
+    shim_write_guard_end(&g, 0);
     if (close(fd) != 0 || renameat(dfd, tmp, dfd, name) != 0) {
         int e = errno;
         unlinkat(dfd, tmp, 0);

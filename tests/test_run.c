@@ -354,6 +354,39 @@ Test(run, report_path_with_many_pids_is_never_cut)
     json_decref(j);
 }
 
+/* A file size limit (ulimit -f) below the segment and the report: the program runs on (before,
+ * SIGXFSZ from sizing the segment killed it), counting in private memory, and each failed write
+ * says so in one line. */
+Test(run, a_file_size_limit_never_kills_the_program)
+{
+    struct run_result r;
+    char rep[700], line[900];
+    snprintf(rep, sizeof rep, "CUSHIM_REPORT=%s/fsize.json", test_dir());
+    const char *extra[] = {preload_env(), rep, "CUSHIM_REPORT_FORMAT=json", NULL};
+    const char *argv[] = {"/bin/sh", "-c", "ulimit -f 1 && exec \"$0\" malloc", program("rt_prog"), NULL};
+    run_cmd(&r, argv, sim_env(extra));
+    cr_expect_eq(r.status, 0, "%s", r.err);
+    cr_expect(strstr(r.err, " (File too large: the file size limit, ulimit -f, is below its size): "
+                            "counting in private memory; `cushim stat` will not see this process\n") != NULL,
+              "%s", r.err);
+    snprintf(line, sizeof line, "] error: cannot write CUSHIM_REPORT=\"%s/fsize.json\": File too large\n", test_dir());
+    cr_expect(strstr(r.err, line) != NULL, "%s", r.err);
+    run_free(&r);
+    /* Under cushim run: neither a segment nor the run's copy can be made; the process says its
+     * summary itself, and the run says why it has none. */
+    const char *run[] = {"/bin/sh", "-c", "ulimit -f 10 && exec \"$0\" run -- \"$1\" malloc", cushim_bin(),
+                         program("rt_prog"), NULL};
+    run_cmd(&r, run, sim_env(NULL));
+    cr_expect_eq(r.status, 0, "%s", r.err);
+    cr_expect(strstr(r.err, "File too large; it is said here instead (no live segment either)\n") != NULL, "%s", r.err);
+    cr_expect(strstr(r.err, "    device               1.00 MiB     1.00 GiB          4          2        0\n") != NULL,
+              "%s", r.err);
+    cr_expect(strstr(r.err, "cushim: no summary of `") != NULL &&
+              strstr(r.err, " malloc` reached the run: the file size limit (ulimit -f) is below a segment's ") != NULL,
+              "%s", r.err);
+    run_free(&r);
+}
+
 Test(run, report_env_with_plain_ld_preload)
 {
     struct run_result r;

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -152,6 +153,15 @@ static const char *hold_fifo(const char *path)
         }
     close(fd);
     return NULL;
+}
+
+/* Whether the process's file size limit (setrlimit(2), RLIMIT_FSIZE; inherited by the program)
+ * is below a segment: no shim can make one then, nor the run's copy. */
+static int fsize_below_segment(void)
+{
+    struct rlimit l;
+    return getrlimit(RLIMIT_FSIZE, &l) == 0 && l.rlim_cur != RLIM_INFINITY &&
+           l.rlim_cur < sizeof(struct cushim_segment);
 }
 
 static int check_paths(const struct cushim_config *cfg)
@@ -570,6 +580,12 @@ int cmd_run(int argc, char **argv)
         if (cfg.disable) {
             fprintf(stderr, "cushim: counting is disabled (CUSHIM_DISABLE): no summary, and no budget, "
                             "offload or spill\n");
+        } else if (!c.top && c.ndesc == 0 && !c.running && fsize_below_segment()) {
+            /* The shims could make neither a segment nor the run's copy (each says its own
+             * summary on stderr then). */
+            cli_error("no summary of `%s` reached the run: the file size limit (ulimit -f) is below "
+                      "a segment's %zu bytes; a process that used CUDA said its own above",
+                      top->command, sizeof(struct cushim_segment));
         } else if (!c.top && c.ndesc == 0 && !c.running && WIFEXITED(status) && code != 0) {
             /* A program that failed before any CUDA memory: its own messages say why, unless no
              * driver can be found (then CUDA's own message, "driver older than the runtime", misleads). */
