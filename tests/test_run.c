@@ -387,6 +387,32 @@ Test(run, a_file_size_limit_never_kills_the_program)
     run_free(&r);
 }
 
+/* A relative TMPDIR: the run directory is made absolute from the working directory (before, the
+ * shims refused it as CUSHIM_RUN_DIR and the whole summary was lost). */
+Test(run, a_relative_tmpdir_keeps_the_summary)
+{
+    struct run_result r;
+    const char *dir = fresh_dir("reltmp");
+    char sub[800];
+    snprintf(sub, sizeof sub, "%s/rel", dir);
+    cr_assert_eq(mkdir(sub, 0700), 0);
+    const char *run[] = {"/bin/sh", "-c", "cd \"$2\" && TMPDIR=rel exec \"$0\" run -- \"$1\" malloc", cushim_bin(),
+                         program("rt_prog"), dir, NULL};
+    run_cmd(&r, run, sim_env(NULL));
+    cr_expect_eq(r.status, 0, "%s", r.err);
+    cr_expect(strstr(r.err, "    device               1.00 MiB     1.00 GiB          4          2        0\n") != NULL,
+              "%s", r.err);
+    cr_expect(strstr(r.err, "not an absolute path") == NULL, "%s", r.err);
+    DIR *d = opendir(sub);
+    cr_assert(d != NULL);
+    int left = 0;
+    for (struct dirent *de; (de = readdir(d)) != NULL;)
+        left += de->d_name[0] != '.';
+    closedir(d);
+    cr_expect_eq(left, 0, "the run directory under rel/ is removed");
+    run_free(&r);
+}
+
 Test(run, report_env_with_plain_ld_preload)
 {
     struct run_result r;

@@ -451,11 +451,18 @@ int cmd_run(int argc, char **argv)
     struct run_signals sigs;
     run_signals_prepare(&sigs);
     const char *tmp = getenv("TMPDIR");
-    char dir[4096];
+    char dir[4096], cwd[2048] = "";
+    /* A relative TMPDIR is taken from the working directory (the shims need an absolute
+     * CUSHIM_RUN_DIR: the program may change directory). */
+    if (tmp && *tmp && tmp[0] != '/' && !getcwd(cwd, sizeof cwd)) {
+        cli_error("TMPDIR=\"%s\": cannot make it an absolute path: %s", tmp, strerror(errno));
+        return EXIT_USAGE;
+    }
     /* cushim-run.PID-START-PIDNS.XXXXXX: `cushim gc` removes the directory of a run whose cushim
      * is gone (killed before it could clean up) by this pid and start time (procinfo.h), in its
      * own pid namespace only (a /tmp shared with a container holds runs it cannot judge). */
-    snprintf(dir, sizeof dir, "%s/cushim-run.%d-%llu-%llu.XXXXXX", tmp && *tmp ? tmp : "/tmp", (int)getpid(),
+    snprintf(dir, sizeof dir, "%s%s%s/cushim-run.%d-%llu-%llu.XXXXXX", cwd, cwd[0] ? "/" : "",
+             tmp && *tmp ? tmp : "/tmp", (int)getpid(),
              (unsigned long long)cushim_proc_start_time(getpid()), (unsigned long long)cushim_pidns_inode());
     if (!mkdtemp(dir)) {
         cli_error("cannot create a run directory under %s: %s", tmp && *tmp ? tmp : "/tmp",
