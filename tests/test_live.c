@@ -747,6 +747,29 @@ Test(live, top_keeps_its_notes_on_a_short_screen)
     cr_expect_eq(wait_bg(p2), 0);
 }
 
+/* On a terminal whose standard input is at its end (</dev/null), top still draws a frame every
+ * interval (before, each key read answered at once: frames without a pause, a core spinning).
+ * A lower bound only: a slow machine cannot fail it. */
+Test(live, top_waits_its_interval_when_stdin_is_at_its_end)
+{
+    const char *segdir = fresh_dir("seg-eof");
+    char cmd[2048], seg[700];
+    snprintf(cmd, sizeof cmd, "%s top --interval 0.3 --iterations 4 </dev/null", cushim_bin());
+    snprintf(seg, sizeof seg, "CUSHIM_SEGMENT_DIR=%s", segdir);
+    const char *env[] = {seg, "TERM=xterm", "COLUMNS=160", "LINES=40", NULL};
+    const char *sc[] = {"script", "-qec", cmd, "/dev/null", NULL};
+    struct run_result r;
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    run_cmd(&r, sc, env);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    double took = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+    cr_expect_eq(r.status, 0, "%s%s", r.out, r.err);
+    cr_expect(strstr(r.out, "cushim top: 0 processes") != NULL, "%s", r.out);
+    cr_expect_geq(took, 0.9, "4 frames 0.3 s apart took %.3f s", took);
+    run_free(&r);
+}
+
 /* cushim top redraws in place on a terminal (a pseudo-terminal from script(1) here), and prints
  * plain frames one after another when its output is not a terminal. */
 Test(live, top_draws_processes_and_device_totals)

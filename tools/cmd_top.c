@@ -208,8 +208,18 @@ static void emit_screen(struct sink *k, int y, int attrs, const char *text)
         attroff(a);
 }
 
+static void sleep_seconds(double s)
+{
+    if (s <= 0)
+        return;
+    struct timespec ts = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+        ;
+}
+
 static int run_screen(double interval, long iterations)
 {
+    int stdin_gone = 0;
     const char *term = getenv("TERM");
     SCREEN *screen = newterm(NULL, stdout, stdin);
     if (!screen) {
@@ -232,9 +242,23 @@ static int run_screen(double interval, long iterations)
         frame(&k, &l);
         refresh();
         proc_list_free(&l);
+        if (stdin_gone) {
+            sleep_seconds(interval);
+            continue;
+        }
+        struct timespec t0, t1;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
         int ch = getch();
         if (ch == 'q' || ch == 'Q')
             break;
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        double waited = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+        if (ch == ERR && waited < interval / 2) {
+            /* No key and no wait: standard input is at its end (</dev/null, a closed pipe), and
+             * would answer at once for ever: frames come every interval without it. */
+            stdin_gone = 1;
+            sleep_seconds(interval - waited);
+        }
     }
     endwin();
     delscreen(screen);
