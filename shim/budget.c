@@ -11,7 +11,7 @@ _Atomic unsigned char budget_graph_stale[CUSHIM_MAX_DEVICES];
 static _Atomic uint64_t launches_read[CUSHIM_MAX_DEVICES]; /* the device's launches at the last read */
 
 /* The device's graph launches so far (0 before its record exists). */
-static uint64_t launches_of(int device)
+uint64_t budget_graph_launches(int device)
 {
     struct cushim_segment *seg = shim.seg;
     return seg && atomic_load(&seg->devices[device].state) != 0
@@ -19,9 +19,9 @@ static uint64_t launches_of(int device)
                : 0;
 }
 
-void budget_graph_read(int device, uint64_t reserve)
+void budget_graph_read(int device, uint64_t reserve, uint64_t launches)
 {
-    atomic_store(&launches_read[device], launches_of(device));
+    atomic_store(&launches_read[device], launches);
     atomic_store(&budget_graph_stale[device], 0);
     atomic_store_explicit(&budget_graph[device], reserve, memory_order_relaxed);
 }
@@ -32,7 +32,7 @@ void budget_graph_refresh(int device)
         return;
     /* No call the capture prohibits while one is live: the last reading stands until it ends. */
     if ((atomic_load_explicit(&budget_graph_stale[device], memory_order_relaxed) ||
-         launches_of(device) != atomic_load_explicit(&launches_read[device], memory_order_relaxed)) &&
+         budget_graph_launches(device) != atomic_load_explicit(&launches_read[device], memory_order_relaxed)) &&
         !capture_any_live())
         graph_pool_sample(device, true); /* calls budget_graph_read */
 }

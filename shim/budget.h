@@ -20,8 +20,10 @@ extern SHIM_HIDDEN _Atomic unsigned char budget_graph_stale[CUSHIM_MAX_DEVICES];
  * capture) and no capture is live. The launch path itself does nothing more (budget.c). */
 void budget_graph_refresh(int device);
 /* The graph pool's reserve of `device` as just read (graph_pool_sample): the budget's until the
- * device launches a graph again. */
-void budget_graph_read(int device, uint64_t reserve);
+ * device launches a graph again. `launches`: budget_graph_launches(device) taken *before* the
+ * driver was asked, so that a launch on another thread during the read counts as unseen. */
+void budget_graph_read(int device, uint64_t reserve, uint64_t launches);
+uint64_t budget_graph_launches(int device);
 
 /* What the budget of `device` holds now: counted and reserved device bytes plus the graph pool's
  * reserve (saturating). */
