@@ -73,7 +73,9 @@ static void write_report(const struct cushim_snapshot *snap, const char *report,
         snprintf(path, sizeof path, "%s", report);
     } else {
         const char *why = "the name is too long once %p is the pid";
-        int fd = shim_expand_pid(report, path, sizeof path) ? shim_open_output(path, 0, &why) : -1;
+        int fd = shim_expand_pid(report, path, sizeof path)
+                     ? shim_open_output(path, shim_log_is_file(path), &why) /* never empties the log */
+                     : -1;
         f = fd >= 0 ? fdopen(fd, "w") : NULL;
         if (!f) {
             if (fd >= 0) {

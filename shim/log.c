@@ -290,6 +290,14 @@ void shim_log(int level, const char *fmt, ...)
     log_write(line, len);
 }
 
+bool shim_log_is_file(const char *path)
+{
+    struct stat st;
+    int fd = atomic_load(&log_fd);
+    return fd != 2 && stat(path, &st) == 0 && still_ours(fd) && (uint64_t)st.st_dev == atomic_load(&log_dev) &&
+           (uint64_t)st.st_ino == atomic_load(&log_ino);
+}
+
 bool shim_expand_pid(const char *in, char *out, size_t len)
 {
     return expand_pid(in, out, len);

@@ -14,6 +14,10 @@
  * false, with out empty, when the result does not fit: never a shorter name, which would be
  * another file's. SHIM_EXPANDED_MAX holds any path the walk of common/path.h accepts. */
 #define SHIM_EXPANDED_MAX (2 * CUSHIM_PATH_MAX)
+
+/* Whether `path` names the file the log is being written to (CUSHIM_LOG_FILE, open): a report
+ * there is appended after the log's lines instead of emptying it. */
+bool shim_log_is_file(const char *path);
 bool shim_expand_pid(const char *in, char *out, size_t len);
 
 /* Opens a file the user named for the shim to write (CUSHIM_REPORT, CUSHIM_LOG_FILE) the way a

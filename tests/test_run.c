@@ -413,6 +413,26 @@ Test(run, a_relative_tmpdir_keeps_the_summary)
     run_free(&r);
 }
 
+/* The report and the log in the same file: the report comes after the log's lines (before, it
+ * emptied the file and the log was lost; found by an attack helper). */
+Test(run, a_report_in_the_log_file_keeps_the_log)
+{
+    struct run_result r;
+    char file[700];
+    snprintf(file, sizeof file, "%s/one.log", test_dir());
+    const char *argv[] = {cushim_bin(), "run", "--quiet", "--log", "info", "--log-file", file, "--report", file,
+                          "--", program("rt_prog"), "malloc", NULL};
+    run_cmd(&r, argv, sim_env(NULL));
+    cr_expect_eq(r.status, 0, "%s", r.err);
+    char *text = slurp(file);
+    cr_assert(text != NULL);
+    char *started = strstr(text, "] info: started: segment ");
+    char *report = strstr(text, "    device               1.00 MiB     1.00 GiB          4          2        0\n");
+    cr_expect(started != NULL && report != NULL && started < report, "%s", text);
+    free(text);
+    run_free(&r);
+}
+
 Test(run, report_env_with_plain_ld_preload)
 {
     struct run_result r;
