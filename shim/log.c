@@ -75,15 +75,17 @@ int shim_open_output(const char *path, int append, const char **why)
     /* The program's own stdout or stderr (CUSHIM_REPORT=/dev/stderr; a pipe, a tty, a socket, a
      * file it was redirected to): written through its descriptor, so the text goes after what
      * the program wrote, never over it. */
-    struct stat target;
+    struct stat target = {0};
     int std = stat(path, &target) == 0 ? cushim_std_stream(&target, -1) : 0;
     if (std)
         return std_copy(std, why);
     /* O_NOFOLLOW: a link put in place after the look above is not followed either. */
     int fd = open(path, O_WRONLY | O_CREAT | nofollow | O_NONBLOCK | O_CLOEXEC | (append ? O_APPEND : 0), 0600);
     if (fd < 0) {
-        *why = errno == ELOOP ? "a symbolic link, not followed" : errno == ENXIO ? "a FIFO with no reader"
-                                                                                 : strerror(errno);
+        /* ENXIO is a FIFO's only when it is one (/dev/tty without a controlling terminal too). */
+        *why = errno == ELOOP                                    ? "a symbolic link, not followed"
+               : errno == ENXIO && S_ISFIFO(target.st_mode) ? "a FIFO with no reader"
+                                                                 : strerror(errno);
         return -1;
     }
     struct stat st;

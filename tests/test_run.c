@@ -433,6 +433,20 @@ Test(run, a_report_in_the_log_file_keeps_the_log)
     run_free(&r);
 }
 
+/* /dev/tty with no controlling terminal: open(2) says ENXIO, which is not "a FIFO with no
+ * reader" (said before; found by an attack helper). */
+Test(run, a_log_on_dev_tty_without_a_terminal_says_why)
+{
+    struct run_result r;
+    const char *extra[] = {preload_env(), "CUSHIM_LOG_FILE=/dev/tty", "CUSHIM_LOG=info", NULL};
+    const char *argv[] = {"setsid", "-w", program("rt_prog"), "malloc", NULL};
+    run_cmd(&r, argv, sim_env(extra));
+    cr_expect_eq(r.status, 0, "%s", r.err);
+    cr_expect(strstr(r.err, "] error: cannot open CUSHIM_LOG_FILE=\"/dev/tty\": No such device or address; "
+                            "logging to stderr\n") != NULL, "%s", r.err);
+    run_free(&r);
+}
+
 Test(run, report_env_with_plain_ld_preload)
 {
     struct run_result r;
