@@ -107,7 +107,9 @@ static uint64_t entry_mask(const struct shim_entry *e)
 /* A free slot of the per-graph table, else the one destroyed longest ago; -1 if all are alive. */
 static int claim_slot(struct cushim_segment *seg)
 {
-    for (int pass = 0; pass < 2; pass++) {
+    /* Threads instantiating at once may pick the same oldest slot: the losers look again (each
+     * lost pass is another thread's win), a bounded number of times. */
+    for (int pass = 0; pass < 64; pass++) {
         for (unsigned i = 0; i < CUSHIM_MAX_GRAPHS; i++) {
             uint32_t expected = 0;
             if (atomic_compare_exchange_strong(&seg->graphs[i].state, &expected, 1))
@@ -119,7 +121,9 @@ static int claim_slot(struct cushim_segment *seg)
                 (oldest < 0 || seg->graphs[i].destroyed_ns < seg->graphs[oldest].destroyed_ns))
                 oldest = (int)i;
         uint32_t expected = 3;
-        if (oldest >= 0 && atomic_compare_exchange_strong(&seg->graphs[oldest].state, &expected, 1))
+        if (oldest < 0)
+            return -1; /* all alive (or being filled) */
+        if (atomic_compare_exchange_strong(&seg->graphs[oldest].state, &expected, 1))
             return oldest;
     }
     return -1;
@@ -143,9 +147,15 @@ void graph_captured(CUgraph graph, int device, uint64_t bytes)
     account_device_stat_add(device, CUSHIM_DEV_graphs_captured, 1);
 }
 
-void graph_destroyed(CUgraph graph)
+bool graph_take(CUgraph graph, struct shim_entry *taken)
 {
-    table_take(&shim.graph_caps, (uint64_t)(uintptr_t)graph, NULL);
+    return table_take(&shim.graph_caps, (uint64_t)(uintptr_t)graph, taken);
+}
+
+void graph_settle(const struct shim_entry *taken, bool destroyed)
+{
+    if (!destroyed)
+        table_put(&shim.graph_caps, taken, NULL);
 }
 
 void graph_instantiated(CUgraphExec exec, CUgraph graph, int device, CUcontext ctx)
@@ -227,15 +237,30 @@ static void nodes_gone(const struct shim_entry *e, void *arg)
     account_device_stat_add(e->device, CUSHIM_DEV_graph_alloc_node_bytes, -(int64_t)e->size);
 }
 
-void graph_exec_destroyed(CUgraphExec exec)
+void graph_exec_take(CUgraphExec exec, struct graph_exec_taken *t)
 {
-    struct shim_entry e, ne;
-    if (!table_take(&shim.execs, (uint64_t)(uintptr_t)exec, &e))
+    t->found = table_take(&shim.execs, (uint64_t)(uintptr_t)exec, &t->e);
+    t->n = 0;
+    if (!t->found)
         return;
-    exec_gone(&e, NULL);
-    for (uint64_t m = entry_mask(&e); m; m &= m - 1)
-        if (table_take(&shim.graph_nodes, node_key(e.key, __builtin_ctzll(m)), &ne))
-            nodes_gone(&ne, NULL);
+    for (uint64_t m = entry_mask(&t->e); m; m &= m - 1)
+        if (table_take(&shim.graph_nodes, node_key(t->e.key, __builtin_ctzll(m)), &t->nodes[t->n]))
+            t->n++;
+}
+
+void graph_exec_settle(const struct graph_exec_taken *t, bool destroyed)
+{
+    if (!t->found)
+        return;
+    if (!destroyed) {
+        table_put(&shim.execs, &t->e, NULL);
+        for (unsigned i = 0; i < t->n; i++)
+            table_put(&shim.graph_nodes, &t->nodes[i], NULL);
+        return;
+    }
+    exec_gone(&t->e, NULL);
+    for (unsigned i = 0; i < t->n; i++)
+        nodes_gone(&t->nodes[i], NULL);
 }
 
 static bool in_context(const struct shim_entry *e, void *arg)

@@ -10,12 +10,24 @@
  * the graph, each counted on the device of its node's pool; capture bytes from the captures that
  * made `graph`, if any). */
 void graph_instantiated(CUgraphExec exec, CUgraph graph, int device, CUcontext ctx);
-/* cuGraphExecDestroy succeeded. */
-void graph_exec_destroyed(CUgraphExec exec);
+/* cuGraphExecDestroy, in two steps around the real call: its entries are taken out of the
+ * tables before it (once the driver has destroyed it, another thread's instantiation may get the
+ * same handle value and its entries), then counted gone if it succeeded, or put back. Any
+ * thread; no lock held in between. */
+struct graph_exec_taken {
+    bool found;
+    unsigned n;                    /* nodes[] used */
+    struct shim_entry e;           /* the executable graph's entry */
+    struct shim_entry nodes[64];   /* its allocation-node bytes, one per device */
+};
+void graph_exec_take(CUgraphExec exec, struct graph_exec_taken *t);
+void graph_exec_settle(const struct graph_exec_taken *t, bool destroyed);
 /* The executable graphs of a context that was torn down are gone with it. */
 void graph_context_gone(uint64_t ctx);
-/* cuGraphDestroy succeeded: forget its capture bytes. */
-void graph_destroyed(CUgraph graph);
+/* cuGraphDestroy, the same way: its capture bytes taken out before the real call (true if it
+ * had any), forgotten if it succeeded, put back if not. */
+bool graph_take(CUgraph graph, struct shim_entry *taken);
+void graph_settle(const struct shim_entry *taken, bool destroyed);
 /* A capture ended into `graph` having allocated `bytes` (non-node allocations) while live; the
  * bytes of several captures into one graph add up. */
 void graph_captured(CUgraph graph, int device, uint64_t bytes);

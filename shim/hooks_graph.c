@@ -78,22 +78,27 @@ SHIM_EXPORT CUresult CUDAAPI cuGraphInstantiateWithParams_ptsz(CUgraphExec *phGr
 SHIM_EXPORT CUresult CUDAAPI cuGraphExecDestroy(CUgraphExec hGraphExec)
 {
     REAL_OR_FAIL(cuGraphExecDestroy);
+    if (!shim_enter())
+        return real_(hGraphExec);
+    struct graph_exec_taken t;
+    graph_exec_take(hGraphExec, &t);
     CUresult r = real_(hGraphExec);
-    if (r == CUDA_SUCCESS && shim_enter()) {
-        graph_exec_destroyed(hGraphExec);
-        shim_leave();
-    }
+    graph_exec_settle(&t, r == CUDA_SUCCESS);
+    shim_leave();
     return r;
 }
 
 SHIM_EXPORT CUresult CUDAAPI cuGraphDestroy(CUgraph hGraph)
 {
     REAL_OR_FAIL(cuGraphDestroy);
+    if (!shim_enter())
+        return real_(hGraph);
+    struct shim_entry taken;
+    bool had = graph_take(hGraph, &taken);
     CUresult r = real_(hGraph);
-    if (r == CUDA_SUCCESS && shim_enter()) {
-        graph_destroyed(hGraph);
-        shim_leave();
-    }
+    if (had)
+        graph_settle(&taken, r == CUDA_SUCCESS);
+    shim_leave();
     return r;
 }
 

@@ -602,6 +602,41 @@ static int scenario_per_thread_captures_on_many_contexts(void)
     return two_per_thread_captures(8, 9);
 }
 
+/* Executable graphs destroyed on three threads while the main thread instantiates and destroys
+ * its own: a driver that gives a destroyed exec's handle value to the next instantiation
+ * (glibc reuses the simulator's handle memory with GLIBC_TUNABLES=glibc.malloc.tcache_count=0
+ * and MALLOC_ARENA_MAX=1) must not have the shim lose count. ROUNDS (default 20000) per
+ * thread; each exec has one 64 KiB allocation node. */
+static long reuse_rounds;
+
+static void *exec_reuse_worker(void *arg)
+{
+    (void)arg;
+    CHECK(cudaSetDevice(0));
+    /* Its own graph: one with an allocation node has one executable graph at a time. */
+    cudaGraph_t g = node_graph(64 * KiB, 0);
+    for (long i = 0; i < reuse_rounds; i++) {
+        cudaGraphExec_t x;
+        CHECK(cudaGraphInstantiateWithFlags(&x, g, 0));
+        CHECK(cudaGraphExecDestroy(x));
+    }
+    CHECK(cudaGraphDestroy(g));
+    return NULL;
+}
+
+static int scenario_exec_handle_reuse(void)
+{
+    const char *rounds_s = getenv("ROUNDS");
+    reuse_rounds = rounds_s ? atol(rounds_s) : 20000;
+    pthread_t t[4];
+    for (int i = 0; i < 4; i++)
+        pthread_create(&t[i], NULL, exec_reuse_worker, NULL);
+    for (int i = 0; i < 4; i++)
+        pthread_join(t[i], NULL);
+    printf("instantiations=%ld\n", 4 * reuse_rounds);
+    return 0;
+}
+
 static const struct scenario scenarios[] = {
     {"nodes", scenario_nodes, 1},
     {"capture_malloc", scenario_capture_malloc, 1},
@@ -619,6 +654,7 @@ static const struct scenario scenarios[] = {
     {"instantiate_with_upload", scenario_instantiate_with_upload, 1},
     {"fork_during_capture", scenario_fork_during_capture, 1},
     {"many_execs", scenario_many_execs, 1},
+    {"exec_handle_reuse", scenario_exec_handle_reuse, 1},
     {"capture_of_exited_thread_reset", scenario_capture_of_exited_thread_reset, 1},
     {"per_thread_captures_on_two_devices", scenario_per_thread_captures_on_two_devices, 2},
     {"per_thread_captures_on_many_contexts", scenario_per_thread_captures_on_many_contexts, 10},
