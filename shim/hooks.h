@@ -130,6 +130,7 @@
 #define SHIM_REAL_ONLY(X)                                              \
     X(cuCtxGetCurrent, cuCtxGetCurrent, 4000, 0)                       \
     X(cuCtxGetDevice, cuCtxGetDevice, 2000, 0)                         \
+    X(cuCtxSynchronize, cuCtxSynchronize, 2000, 0)                     \
     X(cuDeviceGetCount, cuDeviceGetCount, 2000, 0)                     \
     X(cuPointerGetAttribute, cuPointerGetAttribute, 4000, 0)           \
     X(cuCtxPushCurrent_v2, cuCtxPushCurrent, 4000, 0)                  \

@@ -261,11 +261,36 @@ static CUresult offload_alloc_in_section(CUdeviceptr *dptr, uint64_t bytes, unsi
  * driver decides: a free is one of them (cuda.h cuThreadExchangeStreamCaptureMode), and the cache
  * would let it pass where a device free fails and invalidates the capture. The shim's own
  * releases (deferred frees) go through capture_unsafe_begin first. */
-static CUresult release_host(const struct shim_entry *e)
+/* `idle`: the device's work on the block is known to be over (a deferred free's event). Else,
+ * before the block is kept for reuse, the context's work is waited for, as cuMemFree would
+ * (cuda.h cuMemFree: "this API may perform implicit synchronization"; cuMemFreeHost does): a
+ * kernel queued before the free may still use it, and the next offloaded allocation would get
+ * it. Only with no capture live at all (a synchronization is prohibited during one, and would
+ * invalidate it) and in the block's own context; otherwise the driver frees the block. */
+static bool cache_put_after_work(const struct shim_entry *e, bool idle)
+{
+    if (!shim.cfg.offload_cache || e->aux > shim.cfg.offload_cache)
+        return false;
+    if (!idle) {
+        __typeof__(&cuCtxSynchronize) sync = REAL(cuCtxSynchronize);
+        __typeof__(&cuCtxGetCurrent) getcur = REAL(cuCtxGetCurrent);
+        CUcontext cur = NULL;
+        if (!sync || !getcur || getcur(&cur) != CUDA_SUCCESS || (uint64_t)(uintptr_t)cur != e->ctx ||
+            capture_any_live() || !capture_unsafe_begin())
+            return false;
+        CUresult r = capture_any_live() ? CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED : sync();
+        capture_unsafe_end();
+        if (r != CUDA_SUCCESS)
+            return false;
+    }
+    return cache_put((void *)(uintptr_t)e->key, e->aux, e->ctx, e->device);
+}
+
+static CUresult release_host(const struct shim_entry *e, bool idle)
 {
     __typeof__(&cuMemFreeHost) free_host = REAL(cuMemFreeHost);
     void *host = (void *)(uintptr_t)e->key;
-    if (!capture_prohibits_here() && cache_put(host, e->aux, e->ctx, e->device))
+    if (!capture_prohibits_here() && cache_put_after_work(e, idle))
         return CUDA_SUCCESS;
     return free_host ? free_host(host) : CUDA_ERROR_NOT_INITIALIZED;
 }
@@ -276,7 +301,7 @@ CUresult offload_free(const struct shim_entry *e)
      * and comes back if the free fails: the block is still the program's then, and so is the
      * entry, which the caller puts back. */
     ranges_remove(e->key);
-    CUresult r = release_host(e);
+    CUresult r = release_host(e, false);
     if (r == CUDA_SUCCESS)
         account_free(e->device, CUSHIM_KIND_OFFLOADED, e->size, e->flags);
     else if (!ranges_add(e->key, e->size))
@@ -563,7 +588,7 @@ static void poll_one(unsigned k, bool wait)
     bool gone = d->block_gone;
     slot_done(d);
     deferred_release();
-    CUresult r = gone ? CUDA_SUCCESS : release_host(&e);
+    CUresult r = gone ? CUDA_SUCCESS : release_host(&e, true);
     capture_unsafe_end();
     if (gone)
         return;

@@ -420,6 +420,9 @@ Test(offload, a_bounded_cache_reuses_freed_pinned_blocks)
     json_t *j = offload_run(&r, "cache", extra);
     cr_expect_eq(kv_u64(r.out, "host_alloc_calls"), 2, "4 MiB fresh, 3 MiB from the cache, 1 MiB+1 fresh");
     cr_expect_eq(kv_u64(r.out, "free_host_calls"), 1, "the 1 MiB+1 block does not fit in the 4 MiB cache beside the 4 MiB one");
+    /* Each free waited for the context's work before its block could be kept, as cuMemFree
+     * would (a kernel queued before the free may still use it; the next allocation gets it). */
+    cr_expect_eq(kv_u64(r.out, "ctx_sync_calls"), 3);
     cr_expect_eq(jpath_u64(j, "devices.0.offloaded.alloc_count"), 3);
     cr_expect_eq(jpath_u64(j, "devices.0.offloaded.current_bytes"), 0);
     /* The pinned memory the cache holds at exit, in JSON and in the text summary. */
@@ -432,6 +435,7 @@ Test(offload, a_bounded_cache_reuses_freed_pinned_blocks)
     j = offload_run(&r, "cache", none);
     cr_expect_eq(kv_u64(r.out, "host_alloc_calls"), 3, "no cache by default");
     cr_expect_eq(kv_u64(r.out, "free_host_calls"), 3);
+    cr_expect_eq(kv_u64(r.out, "ctx_sync_calls"), 0, "cuMemFreeHost synchronizes itself");
     json_decref(j);
     run_free(&r);
 }

@@ -382,6 +382,7 @@ static int scenario_cache(void)
     struct sim_api sim = sim_api();
     printf("host_alloc_calls=%llu\n", (unsigned long long)sim.calls("cuMemHostAlloc"));
     printf("free_host_calls=%llu\n", (unsigned long long)sim.calls("cuMemFreeHost"));
+    printf("ctx_sync_calls=%llu\n", (unsigned long long)sim.calls("cuCtxSynchronize"));
     return 0;
 }
 
