@@ -40,3 +40,9 @@ void track_table_full(void)
     LOG_ONCE(CUSHIM_LOG_ERROR, "out of memory for the allocation table: some allocations are "
              "not counted");
 }
+
+void track_not_kept(int device, uint64_t bytes, unsigned flags)
+{
+    if (flags & SHIM_F_RESERVED)
+        budget_release(device, bytes);
+}

@@ -138,6 +138,11 @@ static inline __attribute__((always_inline)) bool track_put(struct shim_table *t
     return true;
 }
 
+/* An allocation track_alloc_on does not keep (its device has no record, or the table is full):
+ * never freed as far as the shim knows, so the budget its caller reserved for it (flags
+ * SHIM_F_RESERVED) is given back now, or it would stay charged for ever. track.c. */
+void track_not_kept(int device, uint64_t bytes, unsigned flags);
+
 static inline __attribute__((always_inline)) void track_alloc_on(struct shim_table *t,
                                                                  enum cushim_kind kind, uint64_t key,
                                                                  uint64_t bytes, int device,
@@ -147,8 +152,10 @@ static inline __attribute__((always_inline)) void track_alloc_on(struct shim_tab
      * could not describe) is not counted, so its allocations are not kept either: every entry
      * made here has a device with a live record. */
     struct cushim_device_record *rec;
-    if (unlikely(key == 0 || (rec = account_record(device)) == NULL))
+    if (unlikely(key == 0 || (rec = account_record(device)) == NULL)) {
+        track_not_kept(device, bytes, flags);
         return;
+    }
     /* Made while a stream of the process was capturing: also counted as `capture`. */
     if (unlikely(capture_any_live())) {
         flags |= SHIM_F_CAPTURE;
@@ -160,6 +167,8 @@ static inline __attribute__((always_inline)) void track_alloc_on(struct shim_tab
     };
     if (likely(track_put(t, &e)))
         account_alloc_to(rec, device, kind, bytes, flags, false);
+    else
+        track_not_kept(device, bytes, flags);
 }
 
 /* track_alloc_plain's insert when table_put_new could not do it at once (track.c): the whole

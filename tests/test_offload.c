@@ -413,6 +413,24 @@ Test(offload, the_programs_own_phase_change_replaces_a_pending_request)
     json_decref(j);
 }
 
+/* A device the driver cannot describe gets no record, so its allocations are not counted: the
+ * budget they reserved is given back at once (before, it stayed charged for ever and the third
+ * 512 MiB round under a 1 GiB budget failed; found by a review helper). */
+Test(offload, an_uncounted_allocation_gives_its_budget_back)
+{
+    struct run_result r;
+    const char *extra[] = {"CUSHIM_DEVICE_LIMIT=1GiB",
+                           "SIMCUDA_INJECT=cuDeviceTotalMem_v2:*:CUDA_ERROR_INVALID_DEVICE", NULL};
+    json_t *j = offload_run(&r, "budget_rounds", extra);
+    for (int i = 0; i < 4; i++) {
+        char key[16];
+        snprintf(key, sizeof key, "rc.%d", i);
+        cr_expect_eq(kv_u64(r.out, key), 0, "round %d", i);
+    }
+    json_decref(j);
+    run_free(&r);
+}
+
 Test(offload, a_bounded_cache_reuses_freed_pinned_blocks)
 {
     struct run_result r;

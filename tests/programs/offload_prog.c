@@ -220,6 +220,19 @@ static int scenario_async_free(void)
     return 0;
 }
 
+/* Four rounds of a 512 MiB cudaMalloc and its cudaFree: prints rc.N=<cudaError> for each. */
+static int scenario_budget_rounds(void)
+{
+    for (int i = 0; i < 4; i++) {
+        void *p;
+        cudaError_t e = cudaMalloc(&p, 512 * MiB);
+        printf("rc.%d=%d\n", i, (int)e);
+        if (e == cudaSuccess)
+            CHECK(cudaFree(p));
+    }
+    return 0;
+}
+
 /* An offloaded block freed by cudaFreeAsync, then the end: the shim's exit waits for it. */
 static int scenario_async_free_exit(void)
 {
@@ -977,7 +990,7 @@ static const struct scenario scenarios[] = {
     {"reset", scenario_reset, 1},                 {"vmm_budget", scenario_vmm_budget, 1},
     {"phase_stack", scenario_phase_stack, 1},     {"capture_destroyed", scenario_capture_destroyed, 1},
     {"phase_fork", scenario_phase_fork, 1},       {"phase_stale", scenario_phase_stale, 1},
-    {"phase_other_kinds", scenario_phase_other_kinds, 1}, {"phase_race", scenario_phase_race, 1},
+    {"phase_other_kinds", scenario_phase_other_kinds, 1}, {"phase_race", scenario_phase_race, 1}, {"budget_rounds", scenario_budget_rounds, 1},
     {"async_free_exit", scenario_async_free_exit, 1},
     {"fork_reader", scenario_fork_reader, 1},     {"async_budget", scenario_async_budget, 1},
     {"pitched", scenario_pitched, 1},             {"peer", scenario_peer, 1},
