@@ -189,6 +189,19 @@ Test(live, stat_reset_peak_and_exit)
              geteuid() == 0 ? "" : " of yours", segdir);
     cr_expect_str_eq(r.err, want);
     run_free(&r);
+    /* "--" ends the options: the same (before, stat said it was an unknown option, and phase
+     * took "run" as an argument too many; found by an attack helper). */
+    cr_expect_eq(cli(segdir, &r, "stat", "--", "2147483646"), 1);
+    cr_expect_str_eq(r.err, want);
+    run_free(&r);
+    char seg2[700];
+    snprintf(seg2, sizeof seg2, "CUSHIM_SEGMENT_DIR=%s", segdir);
+    const char *phase[] = {cushim_bin(), "phase", "--", "2147483646", "run", NULL};
+    const char *penv[] = {seg2, NULL};
+    run_cmd(&r, phase, penv);
+    cr_expect_eq(r.status, 1);
+    cr_expect_str_eq(r.err, want);
+    run_free(&r);
 
     touch(hold);
     cr_expect_eq(wait_bg(pid), 0);

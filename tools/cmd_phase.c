@@ -33,6 +33,11 @@ int cmd_phase(int argc, char **argv)
                "run phase (offload policy); it takes\neffect at the process's next allocation.\n");
         return 0;
     }
+    if (argc > 1 && strcmp(argv[1], "--") == 0) { /* the end of (no) options */
+        argv[1] = argv[0];
+        argv++;
+        argc--;
+    }
     if (argc != 3) {
         if (argc < 3)
             cli_error("phase needs %s (usage: cushim phase PID compile|run)",

@@ -34,8 +34,16 @@ int cmd_stat(int argc, char **argv)
         cli_error("out of memory");
         return EXIT_USAGE;
     }
+    int options = 1; /* until "--": after it, every argument is a PID */
     for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--json") == 0) {
+        if (options && strcmp(argv[i], "--") == 0) {
+            options = 0;
+        } else if (!options) {
+            if ((pids[npids++] = cli_parse_pid(argv[i])) < 0) {
+                free(pids);
+                return EXIT_USAGE;
+            }
+        } else if (strcmp(argv[i], "--json") == 0) {
             json = 1;
         } else if (strcmp(argv[i], "--prometheus") == 0) {
             prom = 1;
