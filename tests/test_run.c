@@ -297,6 +297,31 @@ Test(run, usage_errors_exit_2)
     run_free(&r);
 }
 
+/* A value that is an option ("--json --quiet") is refused, not taken as a file named --quiet
+ * (found by an attack helper); name=--VALUE still gives such a value. */
+Test(run, an_option_is_not_taken_as_a_value)
+{
+    struct run_result r;
+    const char *a1[] = {cushim_bin(), "run", "--json", "--quiet", "--", "/bin/true", NULL};
+    run_cmd(&r, a1, NULL);
+    cr_expect_eq(r.status, 2);
+    cr_expect_str_eq(r.err, "cushim: --json needs a value, not the option \"--quiet\" (for a value that starts "
+                            "with --, write --json=--quiet)\n");
+    run_free(&r);
+    const char *a2[] = {cushim_bin(), "run", "--report", "--json", "x.json", "--", "/bin/true", NULL};
+    run_cmd(&r, a2, NULL);
+    cr_expect_eq(r.status, 2);
+    cr_expect_str_eq(r.err, "cushim: --report needs a value, not the option \"--json\" (for a value that starts "
+                            "with --, write --report=--json)\n");
+    run_free(&r);
+    const char *a3[] = {cushim_bin(), "stat", "--output", "--json", NULL};
+    run_cmd(&r, a3, NULL);
+    cr_expect_eq(r.status, 2);
+    cr_expect_str_eq(r.err, "cushim: --output needs a value, not the option \"--json\" (for a value that starts "
+                            "with --, write --output=--json)\n");
+    run_free(&r);
+}
+
 Test(run, report_path_with_pid)
 {
     struct run_result r;

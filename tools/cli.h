@@ -42,9 +42,13 @@ pid_t cli_parse_pid(const char *s);
 /* An option with a value, as `--name VALUE` or `--name=VALUE` (a short `-x` also as `-xVALUE`,
  * as getopt takes it; `-x=V` is V): returns 0 when argv[*i] is not
  * `name`; 1 with *value set (and *i moved past a separate value); -1 when the value is missing
- * (the last argument, or followed by "--"), after printing "NAME needs VALUE_NAME". */
+ * (the last argument, or followed by "--"), after printing "NAME needs VALUE_NAME", or when the
+ * separate value is itself an option (cli_value_is_option). */
 int cli_option_value(int argc, char **argv, int *i, const char *name, const char *value_name,
                      const char **value);
+/* Whether the separate value given to option `name` is itself an option ("--json --quiet"): then
+ * says so in one line (the value can still be given as name=--VALUE) and returns 1; else 0. */
+int cli_value_is_option(const char *name, const char *value);
 
 /* ---- segments (segments.c) ---- */
 

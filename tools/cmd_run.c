@@ -107,6 +107,8 @@ static int config_flag(int argc, char **argv, int i)
                 cli_error("%s needs a value (see cushim run --help)", flag);
                 return -1;
             }
+            if (cli_value_is_option(flag, argv[i + 1]))
+                return -1;
             setenv(cushim_option_table[k].variable, argv[i + 1], 1);
             set_by_flag[k] = 1;
             return 2;

@@ -69,7 +69,18 @@ int cli_option_value(int argc, char **argv, int *i, const char *name, const char
         cli_error("%s needs %s", name, value_name);
         return -1;
     }
+    if (cli_value_is_option(name, argv[*i + 1]))
+        return -1;
     *value = argv[++*i];
+    return 1;
+}
+
+int cli_value_is_option(const char *name, const char *value)
+{
+    if (strncmp(value, "--", 2) != 0 || value[2] == '\0')
+        return 0;
+    cli_error("%s needs a value, not the option \"%s\" (for a value that starts with --, write %s=%s)",
+              name, value, name, value);
     return 1;
 }
 
