@@ -20,6 +20,9 @@ static struct {
     _Atomic uint64_t exec;
     _Atomic uint64_t info;
 } launch_cache[LAUNCH_CACHE];
+/* Writers of the cache (instantiations, rare) one at a time: two filling the same slot at once
+ * could leave one graph's handle with the other's info. Launches read without it. */
+static atomic_flag launch_cache_writing = ATOMIC_FLAG_INIT;
 
 static inline unsigned launch_index(uint64_t exec)
 {
@@ -205,12 +208,15 @@ void graph_instantiated(CUgraphExec exec, CUgraph graph, int device, CUcontext c
                            .refs = (uint32_t)nb.mask, .maps = (uint32_t)(nb.mask >> 32)};
     table_put(&shim.execs, &e, NULL);
     unsigned li = launch_index(e.key);
+    while (atomic_flag_test_and_set_explicit(&launch_cache_writing, memory_order_acquire))
+        ;
     atomic_store_explicit(&launch_cache[li].exec, 0, memory_order_release);
     atomic_store_explicit(&launch_cache[li].info,
                           (uint64_t)(uint32_t)(slot + 1) | (uint64_t)(uint16_t)(device + 1) << 32 |
                               (uint64_t)(uint16_t)(pool + 1) << 48,
                           memory_order_release);
     atomic_store_explicit(&launch_cache[li].exec, e.key, memory_order_release);
+    atomic_flag_clear_explicit(&launch_cache_writing, memory_order_release);
     account_device_stat_add(device, CUSHIM_DEV_graphs_instantiated, 1);
     account_device_stat_add(device, CUSHIM_DEV_graph_execs_alive, 1);
 }
@@ -405,7 +411,9 @@ void graph_pool_sample_all(void)
 
 void graph_after_fork_child(void)
 {
-    /* The parent's executable graphs are not the child's (shim.execs is emptied by the caller). */
+    /* The parent's executable graphs are not the child's (shim.execs is emptied by the caller);
+     * a writer of the parent's cut off by the fork leaves nothing held. */
+    atomic_flag_clear_explicit(&launch_cache_writing, memory_order_relaxed);
     for (unsigned i = 0; i < LAUNCH_CACHE; i++) {
         atomic_store_explicit(&launch_cache[i].exec, 0, memory_order_relaxed);
         atomic_store_explicit(&launch_cache[i].info, 0, memory_order_relaxed);
