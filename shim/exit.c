@@ -116,7 +116,9 @@ static void write_report(const struct cushim_snapshot *snap, const char *report,
         bad = 1;
         e = errno;
     }
-    shim_write_guard_end(&g, bad ? e : 0);
+    if (bad)
+        shim_write_guard_failed(&g, e);
+    shim_write_guard_end(&g);
     if (bad)
         LOG_ERROR("cannot write CUSHIM_REPORT=\"%s\": %s", path, strerror(e ? e : EIO));
 }

@@ -114,25 +114,37 @@ void shim_write_guard_begin(struct shim_write_guard *g)
     sigpending(&pending);
     g->pipe_was_pending = sigismember(&pending, SIGPIPE);
     g->fsize_was_pending = sigismember(&pending, SIGXFSZ);
+    g->epipe = g->efbig = 0;
     pthread_sigmask(SIG_BLOCK, &set, &g->mask);
 }
 
-void shim_write_guard_end(struct shim_write_guard *g, int err)
+void shim_write_guard_failed(struct shim_write_guard *g, int err)
 {
-    sigset_t pending;
+    g->epipe |= err == EPIPE;
+    g->efbig |= err == EFBIG;
+}
+
+/* Takes away a pending `sig` (one of this thread's own writes raised it). */
+static void take_away(int sig)
+{
+    sigset_t one, pending;
     sigpending(&pending);
-    int sig = err == EPIPE && !g->pipe_was_pending    ? SIGPIPE
-              : err == EFBIG && !g->fsize_was_pending ? SIGXFSZ
-                                                      : 0;
-    if (sig && sigismember(&pending, sig)) {
-        /* Ours (a write to a pipe nobody reads any more, or past the file size limit): taken
-         * away, not delivered. */
-        sigset_t one;
-        sigemptyset(&one);
-        sigaddset(&one, sig);
-        struct timespec now = {0, 0};
-        sigtimedwait(&one, NULL, &now);
-    }
+    if (!sigismember(&pending, sig))
+        return;
+    sigemptyset(&one);
+    sigaddset(&one, sig);
+    struct timespec now = {0, 0};
+    sigtimedwait(&one, NULL, &now);
+}
+
+void shim_write_guard_end(struct shim_write_guard *g)
+{
+    /* Ours (a write to a pipe nobody reads any more, or past the file size limit): taken away,
+     * not delivered. */
+    if (g->epipe && !g->pipe_was_pending)
+        take_away(SIGPIPE);
+    if (g->efbig && !g->fsize_was_pending)
+        take_away(SIGXFSZ);
     pthread_sigmask(SIG_SETMASK, &g->mask, NULL);
 }
 
@@ -241,7 +253,7 @@ static void log_write(const char *line, size_t len)
      * program (SIGPIPE, SIGXFSZ). */
     struct shim_write_guard g;
     shim_write_guard_begin(&g);
-    int fd = atomic_load(&log_fd), err = 0;
+    int fd = atomic_load(&log_fd);
     if (fd != 2 && !still_ours(fd)) {
         /* The program closed the log file and its number is now a file of the program's: never
          * written into; the log goes to stderr from now on. */
@@ -249,17 +261,18 @@ static void log_write(const char *line, size_t len)
         fd = 2;
     }
     if (write(fd, line, len) < 0) {
-        err = errno;
+        int err = errno;
+        shim_write_guard_failed(&g, err);
         if (fd != 2 && atomic_compare_exchange_strong(&log_fd, &fd, 2)) {
             /* The log file stopped taking lines (disk full, ...): say so once, then use stderr. */
             char note[160];
             int k = snprintf(note, sizeof note, "cushim[%d] error: cannot write to CUSHIM_LOG_FILE: %s; "
-                             "logging to stderr\n", (int)getpid(), strerror(errno));
+                             "logging to stderr\n", (int)getpid(), strerror(err));
             if (write(2, note, k > 0 && (size_t)k < sizeof note ? (size_t)k : 0) < 0 || write(2, line, len) < 0)
-                err = errno == EPIPE ? EPIPE : err;
+                shim_write_guard_failed(&g, errno);
         }
     }
-    shim_write_guard_end(&g, err);
+    shim_write_guard_end(&g);
 }
 
 void shim_log_line(const char *text)

@@ -37,11 +37,14 @@ int shim_open_output(const char *path, int append, const char **why);
 struct shim_write_guard {
     sigset_t mask;
     int pipe_was_pending, fsize_was_pending;
+    int epipe, efbig; /* a write in between failed so (shim_write_guard_failed) */
 };
 void shim_write_guard_begin(struct shim_write_guard *g);
-/* err: the errno of a write in between that failed (0: none); only then is a signal that came
- * meanwhile the shim's (EPIPE: SIGPIPE, EFBIG: SIGXFSZ), others are delivered. */
-void shim_write_guard_end(struct shim_write_guard *g, int err);
+/* A write in between failed with errno err: EPIPE and EFBIG are noted (any number of writes). */
+void shim_write_guard_failed(struct shim_write_guard *g, int err);
+/* Only a signal that came meanwhile for a failure noted is the shim's (EPIPE: SIGPIPE, EFBIG:
+ * SIGXFSZ) and taken away; any other is delivered as the mask is restored. */
+void shim_write_guard_end(struct shim_write_guard *g);
 
 /* Opens CUSHIM_LOG_FILE of c (kept: c must outlive the process's logging), %p expanded to the
  * pid; stderr if it is not set or cannot be opened (said in one line). */

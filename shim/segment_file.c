@@ -343,7 +343,8 @@ int segment_copy_to(const struct cushim_segment *s, const char *dir)
         ssize_t w = write(fd, p, left);
         if (w <= 0) {
             int e = w < 0 ? errno : EIO;
-            shim_write_guard_end(&g, e);
+            shim_write_guard_failed(&g, e);
+            shim_write_guard_end(&g);
             close(fd);
             unlinkat(dfd, tmp, 0);
             close(dfd);
@@ -353,7 +354,7 @@ int segment_copy_to(const struct cushim_segment *s, const char *dir)
         p += w;
         left -= (size_t)w;
     }
-    shim_write_guard_end(&g, 0);
+    shim_write_guard_end(&g);
     if (close(fd) != 0 || renameat(dfd, tmp, dfd, name) != 0) {
         int e = errno;
         unlinkat(dfd, tmp, 0);

@@ -412,6 +412,32 @@ Test(run, a_file_size_limit_never_kills_the_program)
     run_free(&r);
 }
 
+/* A log at the file size limit whose fallback, stderr, is a pipe nobody reads: both writes fail
+ * (EFBIG, then EPIPE), and both signals they raised are taken away (before, only the last
+ * error's was, and SIGXFSZ killed the program; found by a review helper). */
+Test(run, two_failed_log_writes_never_kill_the_program)
+{
+    struct run_result r;
+    char log[700], st[700], le[800];
+    snprintf(log, sizeof log, "%s/full.log", test_dir());
+    snprintf(st, sizeof st, "%s/full.status", test_dir());
+    FILE *f = fopen(log, "w");
+    cr_assert(f != NULL);
+    for (int i = 0; i < 2048; i++)
+        fputc('x', f);
+    fclose(f);
+    snprintf(le, sizeof le, "CUSHIM_LOG_FILE=%s", log);
+    const char *extra[] = {le, "CUSHIM_LOG=info", NULL};
+    const char *argv[] = {"/bin/sh", "-c",
+                          "ulimit -f 1; (LD_PRELOAD=\"$2\" \"$0\" malloc 2>&1 >/dev/null; echo \"status=$?\" >\"$1\") | true",
+                          program("rt_prog"), st, shim_lib(), NULL};
+    run_cmd(&r, argv, sim_env(extra));
+    char *status = slurp(st);
+    cr_expect(status != NULL && strcmp(status, "status=0\n") == 0, "%s", status ? status : "(no status)");
+    free(status);
+    run_free(&r);
+}
+
 /* A relative TMPDIR: the run directory is made absolute from the working directory (before, the
  * shims refused it as CUSHIM_RUN_DIR and the whole summary was lost). */
 Test(run, a_relative_tmpdir_keeps_the_summary)
