@@ -249,6 +249,9 @@ void graph_exec_take(CUgraphExec exec, struct graph_exec_taken *t)
     t->n = 0;
     if (!t->found)
         return;
+    /* Out of the launch cache now too: once destroyed, its handle value may be a new exec's. */
+    uint64_t key = t->e.key;
+    atomic_compare_exchange_strong(&launch_cache[launch_index(key)].exec, &key, 0);
     for (uint64_t m = entry_mask(&t->e); m; m &= m - 1)
         if (table_take(&shim.graph_nodes, node_key(t->e.key, __builtin_ctzll(m)), &t->nodes[t->n]))
             t->n++;

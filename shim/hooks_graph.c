@@ -78,7 +78,7 @@ SHIM_EXPORT CUresult CUDAAPI cuGraphInstantiateWithParams_ptsz(CUgraphExec *phGr
 SHIM_EXPORT CUresult CUDAAPI cuGraphExecDestroy(CUgraphExec hGraphExec)
 {
     REAL_OR_FAIL(cuGraphExecDestroy);
-    if (!shim_enter())
+    if (!hGraphExec || !shim_enter()) /* NULL: the driver's to refuse (no key of the tables) */
         return real_(hGraphExec);
     struct graph_exec_taken t;
     graph_exec_take(hGraphExec, &t);
@@ -91,7 +91,7 @@ SHIM_EXPORT CUresult CUDAAPI cuGraphExecDestroy(CUgraphExec hGraphExec)
 SHIM_EXPORT CUresult CUDAAPI cuGraphDestroy(CUgraph hGraph)
 {
     REAL_OR_FAIL(cuGraphDestroy);
-    if (!shim_enter())
+    if (!hGraph || !shim_enter())
         return real_(hGraph);
     struct shim_entry taken;
     bool had = graph_take(hGraph, &taken);

@@ -18,11 +18,15 @@ static bool ref_add(struct shim_entry *e, void *arg)
     return true;
 }
 
+/* arg (if not NULL): a bool set when a reference was there to drop (handle_drop_after undoes
+ * only a drop that happened). */
 static bool ref_drop(struct shim_entry *e, void *arg)
 {
-    (void)arg;
-    if (e->refs > 0)
+    if (e->refs > 0) {
         e->refs--;
+        if (arg)
+            *(bool *)arg = true;
+    }
     return e->refs > 0 || e->maps > 0;
 }
 
@@ -44,9 +48,11 @@ static bool map_add(struct shim_entry *e, void *arg)
 
 static bool map_drop(struct shim_entry *e, void *arg)
 {
-    (void)arg;
-    if (e->maps > 0)
+    if (e->maps > 0) {
         e->maps--;
+        if (arg)
+            *(bool *)arg = true;
+    }
     return e->refs > 0 || e->maps > 0;
 }
 
@@ -69,13 +75,14 @@ static void handle_gone(const struct shim_entry *e)
  * same value, and an update made after would land on that new handle's entry. */
 struct handle_drop {
     bool found, removed;    /* the entry was there; it left the table (no reference, no mapping) */
+    bool dropped;           /* a reference or mapping was there to drop, and was */
     struct shim_entry left; /* the entry as the drop left it */
 };
 
 static struct handle_drop handle_drop_before(uint64_t handle, bool (*fn)(struct shim_entry *, void *))
 {
     struct handle_drop d = {0};
-    d.found = table_update(&shim.vmm_handles, handle, fn, NULL, &d.left);
+    d.found = table_update(&shim.vmm_handles, handle, fn, &d.dropped, &d.left);
     d.removed = d.found && d.left.refs == 0 && d.left.maps == 0;
     return d;
 }
@@ -90,6 +97,13 @@ static void handle_drop_after(const struct handle_drop *d, CUresult r, bool is_m
     if (r == CUDA_SUCCESS) {
         if (d->removed)
             handle_gone(&d->left);
+        return;
+    }
+    if (!d->dropped) {
+        /* Nothing was dropped (a second release of a handle still mapped): nothing to undo; an
+         * entry the drop found empty and took out goes back as it was. */
+        if (d->removed)
+            table_put(&shim.vmm_handles, &d->left, NULL);
         return;
     }
     if (d->removed) {
@@ -154,6 +168,10 @@ SHIM_EXPORT CUresult CUDAAPI cuMemRelease(CUmemGenericAllocationHandle handle)
     REAL_OR_FAIL(cuMemRelease);
     if (!shim_enter())
         return real_(handle);
+    if (handle == 0) { /* not a handle: the driver's to refuse (0 is no key of the table) */
+        shim_leave();
+        return real_(handle);
+    }
     struct handle_drop d = handle_drop_before(handle, ref_drop);
     CUresult r = real_(handle);
     handle_drop_after(&d, r, false);
@@ -230,7 +248,7 @@ SHIM_EXPORT CUresult CUDAAPI cuMemMap(CUdeviceptr ptr, size_t size, size_t offse
 SHIM_EXPORT CUresult CUDAAPI cuMemUnmap(CUdeviceptr ptr, size_t size)
 {
     REAL_OR_FAIL(cuMemUnmap);
-    if (!shim_enter())
+    if (ptr == 0 || !shim_enter()) /* 0 maps nothing (and is no key of the tables) */
         return real_(ptr, size);
     /* cuda.h (cuMemUnmap): the range is whole mappings, possibly several contiguous ones. Take
      * them out before the real call (address reuse), put them back if it fails. */
@@ -247,7 +265,9 @@ SHIM_EXPORT CUresult CUDAAPI cuMemUnmap(CUdeviceptr ptr, size_t size)
     for (unsigned i = 0; i < n; i++)
         drops[i] = handle_drop_before(taken[i].aux, map_drop);
     CUresult r = real_(ptr, size);
-    for (unsigned i = 0; i < n; i++) {
+    /* Settled last first: undone, a handle mapped twice in the range gets back its later drop
+     * (on the entry the earlier one put back) after its earlier one. */
+    for (unsigned i = n; i-- > 0;) {
         handle_drop_after(&drops[i], r, true);
         if (r != CUDA_SUCCESS)
             table_put(&shim.vmm_maps, &taken[i], NULL);

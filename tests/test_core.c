@@ -191,6 +191,29 @@ RT_TEST(vmm_handle_values_reused_at_once)
     run_free(&r);
 }
 
+/* A release or unmap the driver refuses undoes exactly what the shim took before the call: a
+ * second release of a handle still mapped took nothing (before, its undo added a reference and
+ * the handle stayed counted after its unmap); a refused unmap of a range holding one handle twice
+ * gives both mappings back (before, one: the memory was counted freed at the first real unmap).
+ * Found by a review helper. */
+RT_TEST(vmm_refused_release_and_unmap_undo_exactly)
+{
+    struct run_result r;
+    const char *extra[] = {"SIMCUDA_INJECT=cuMemUnmap:2:CUDA_ERROR_INVALID_VALUE", NULL};
+    json_t *j = scenario(&r, p->static_rt, "vmm_undo", extra);
+    uint64_t g = kv_u64(r.out, "granularity");
+    cr_expect_eq(kv_u64(r.out, "released"), 2 * g, "released, still mapped");
+    cr_expect_neq(kv_u64(r.out, "second_release_rc"), 0);
+    cr_expect_eq(kv_u64(r.out, "after_second_release"), 2 * g);
+    cr_expect_eq(kv_u64(r.out, "after_unmap"), g);
+    cr_expect_eq(kv_u64(r.out, "failed_unmap_rc"), 1);
+    cr_expect_eq(kv_u64(r.out, "after_failed_unmap"), g);
+    cr_expect_eq(kv_u64(r.out, "after_unmaps"), 0);
+    expect_kind(j, 0, "vmm", 0, 2 * g, 2, 2, 0);
+    json_decref(j);
+    run_free(&r);
+}
+
 RT_TEST(arrays)
 {
     struct run_result r;

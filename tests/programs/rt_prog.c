@@ -204,6 +204,40 @@ static int scenario_vmm_release_race(void)
     return 0;
 }
 
+/* Failed releases and unmaps undo exactly what they took: a second cuMemRelease of a released
+ * handle still mapped (the driver refuses it), then a cuMemUnmap of a range holding the handle
+ * twice that fails (SIMCUDA_INJECT=cuMemUnmap:1:...), then the unmap that works. Prints the
+ * device's current bytes (cushim.h) after each step. */
+static int scenario_vmm_undo(void)
+{
+    CHECK(cudaFree(NULL));
+    struct vmm_api v = vmm_api();
+    uint64_t (*current)(int) = (uint64_t(*)(int))cushim_fn("cushim_device_current_bytes");
+    CUmemAllocationProp prop = vmm_prop(0);
+    size_t g = 0;
+    CUmemGenericAllocationHandle h, k;
+    CUdeviceptr va, vb;
+    if (!current || v.granularity(&g, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM) || v.create(&h, g, &prop, 0) ||
+        v.create(&k, g, &prop, 0) || v.reserve(&va, g, 0, 0, 0) || v.reserve(&vb, 2 * g, 0, 0, 0) ||
+        v.map(va, g, 0, h, 0) || v.map(vb, g, 0, k, 0) || v.map(vb + g, g, 0, k, 0))
+        return 13;
+    if (v.release(h) || v.release(k))
+        return 14;
+    printf("released=%llu\n", (unsigned long long)current(0));
+    printf("second_release_rc=%d\n", (int)v.release(h));
+    printf("after_second_release=%llu\n", (unsigned long long)current(0));
+    if (v.unmap(va, g))
+        return 15;
+    printf("after_unmap=%llu\n", (unsigned long long)current(0));
+    printf("failed_unmap_rc=%d\n", (int)v.unmap(vb, 2 * g)); /* the injected failure */
+    printf("after_failed_unmap=%llu\n", (unsigned long long)current(0));
+    if (v.unmap(vb, 2 * g))
+        return 16;
+    printf("after_unmaps=%llu\n", (unsigned long long)current(0));
+    printf("granularity=%zu\n", g);
+    return 0;
+}
+
 static int scenario_array(void)
 {
     PFN_cuArrayCreate_v3020 create = entry("cuArrayCreate", 3020);
@@ -927,6 +961,7 @@ static const struct scenario scenarios[] = {
     {"malloc", scenario_malloc, 1},         {"pitch", scenario_pitch, 1},
     {"host", scenario_host, 1},             {"managed", scenario_managed, 1},
     {"async", scenario_async, 1},           {"vmm", scenario_vmm, 1}, {"vmm_release_race", scenario_vmm_release_race, 1},
+    {"vmm_undo", scenario_vmm_undo, 1},
     {"array", scenario_array, 1},           {"array_formats", scenario_array_formats, 1},
     {"vmm_devices", scenario_vmm_devices, 1}, {"ipc_parent", scenario_ipc_parent, 1},
     {"ipc_child", scenario_ipc_child, 1},   {"ipc_parent_threads", scenario_ipc_parent_threads, 1},
