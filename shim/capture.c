@@ -106,23 +106,28 @@ static _Atomic int *mode_counter(unsigned mode)
                                                          : NULL;
 }
 
+/* The thread's cancellation state before its outermost section, and how deep it is in sections
+ * (one may open inside another: a free that releases a block to the cache): only the outermost
+ * sets and restores the state. */
 static SHIM_TLS int unsafe_cancel_state;
+static SHIM_TLS int unsafe_depth;
 
 bool capture_unsafe_begin(void)
 {
-    pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &unsafe_cancel_state);
+    if (unsafe_depth++ == 0)
+        pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &unsafe_cancel_state);
     atomic_fetch_add_explicit(&capture_unsafe_inflight, 1, memory_order_seq_cst);
     if (__builtin_expect(!capture_prohibits_here(), 1))
         return true;
-    atomic_fetch_sub_explicit(&capture_unsafe_inflight, 1, memory_order_release);
-    pthread_setcancelstate(unsafe_cancel_state, NULL);
+    capture_unsafe_end();
     return false;
 }
 
 void capture_unsafe_end(void)
 {
     atomic_fetch_sub_explicit(&capture_unsafe_inflight, 1, memory_order_release);
-    pthread_setcancelstate(unsafe_cancel_state, NULL);
+    if (--unsafe_depth == 0)
+        pthread_setcancelstate(unsafe_cancel_state, NULL);
 }
 
 void capture_begin_announce(CUstreamCaptureMode mode)

@@ -295,19 +295,25 @@ static CUresult release_host(const struct shim_entry *e, bool idle)
     return free_host ? free_host(host) : CUDA_ERROR_NOT_INITIALIZED;
 }
 
-CUresult offload_free(const struct shim_entry *e)
+/* offload_free; `idle`: the work on the block is known to be over (release_host). */
+static CUresult free_block(const struct shim_entry *e, bool idle)
 {
     /* The range goes first (the driver may hand the address out again as soon as it is freed)
      * and comes back if the free fails: the block is still the program's then, and so is the
      * entry, which the caller puts back. */
     ranges_remove(e->key);
-    CUresult r = release_host(e, false);
+    CUresult r = release_host(e, idle);
     if (r == CUDA_SUCCESS)
         account_free(e->device, CUSHIM_KIND_OFFLOADED, e->size, e->flags);
     else if (!ranges_add(e->key, e->size))
         LOG_ONCE(CUSHIM_LOG_WARN, "offloaded range table full: a range whose free failed is not "
                  "rerouted any more");
     return r;
+}
+
+CUresult offload_free(const struct shim_entry *e)
+{
+    return free_block(e, false);
 }
 
 /* ---- deferred frees: an event per cuMemFreeAsync of an offloaded range ---- */
@@ -467,7 +473,7 @@ CUresult offload_free_async(const struct shim_entry *e, CUstream stream, bool pt
         }
         if (!capture_unsafe_begin())
             return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
-        CUresult r = offload_free(e);
+        CUresult r = free_block(e, true); /* the stream has reached the free */
         capture_unsafe_end();
         return r;
     }

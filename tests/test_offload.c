@@ -431,6 +431,23 @@ Test(offload, an_uncounted_allocation_gives_its_budget_back)
     run_free(&r);
 }
 
+/* The shim's sections around its own calls nest (a free that cannot be deferred, releasing its
+ * block to the cache): the thread's cancellation state is as it was afterwards (before, the
+ * inner section saved the outer one's "disabled" and the thread could never be cancelled again;
+ * found by a review helper). */
+Test(offload, nested_sections_give_back_the_cancellation_state)
+{
+    struct run_result r;
+    const char *extra[] = {"CUSHIM_OFFLOAD=always", "CUSHIM_OFFLOAD_MIN=1MiB", "CUSHIM_OFFLOAD_CACHE=8MiB",
+                           "SIMCUDA_INJECT=cuEventCreate:*:CUDA_ERROR_OUT_OF_MEMORY", NULL};
+    json_t *j = offload_run(&r, "free_async_cancel_state", extra);
+    cr_expect_eq(kv_u64(r.out, "cancel_enabled"), 1);
+    cr_expect_eq(jpath_u64(j, "devices.0.offloaded.free_count"), 1);
+    cr_expect_eq(jpath_u64(j, "devices.0.offload_host.cached_bytes"), 2 * MiB);
+    json_decref(j);
+    run_free(&r);
+}
+
 Test(offload, a_bounded_cache_reuses_freed_pinned_blocks)
 {
     struct run_result r;

@@ -220,6 +220,22 @@ static int scenario_async_free(void)
     return 0;
 }
 
+/* A cudaFreeAsync of an offloaded block that cannot be deferred (run with cuEventCreate
+ * failing), with the cache on: prints the thread's cancellation state afterwards
+ * (cancel_enabled=1: as it was). */
+static int scenario_free_async_cancel_state(void)
+{
+    cudaStream_t s;
+    void *p;
+    CHECK(cudaStreamCreate(&s));
+    CHECK(cudaMalloc(&p, 2 * MiB));
+    CHECK(cudaFreeAsync(p, s));
+    int old;
+    pthread_setcancelstate(PTHREAD_CANCEL_ENABLE, &old);
+    printf("cancel_enabled=%d\n", old == PTHREAD_CANCEL_ENABLE);
+    return 0;
+}
+
 /* Four rounds of a 512 MiB cudaMalloc and its cudaFree: prints rc.N=<cudaError> for each. */
 static int scenario_budget_rounds(void)
 {
@@ -991,6 +1007,7 @@ static const struct scenario scenarios[] = {
     {"phase_stack", scenario_phase_stack, 1},     {"capture_destroyed", scenario_capture_destroyed, 1},
     {"phase_fork", scenario_phase_fork, 1},       {"phase_stale", scenario_phase_stale, 1},
     {"phase_other_kinds", scenario_phase_other_kinds, 1}, {"phase_race", scenario_phase_race, 1}, {"budget_rounds", scenario_budget_rounds, 1},
+    {"free_async_cancel_state", scenario_free_async_cancel_state, 1},
     {"async_free_exit", scenario_async_free_exit, 1},
     {"fork_reader", scenario_fork_reader, 1},     {"async_budget", scenario_async_budget, 1},
     {"pitched", scenario_pitched, 1},             {"peer", scenario_peer, 1},
