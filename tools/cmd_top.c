@@ -219,7 +219,6 @@ static void sleep_seconds(double s)
 
 static int run_screen(double interval, long iterations)
 {
-    int stdin_gone = 0;
     const char *term = getenv("TERM");
     SCREEN *screen = newterm(NULL, stdout, stdin);
     if (!screen) {
@@ -242,10 +241,6 @@ static int run_screen(double interval, long iterations)
         frame(&k, &l);
         refresh();
         proc_list_free(&l);
-        if (stdin_gone) {
-            sleep_seconds(interval);
-            continue;
-        }
         struct timespec t0, t1;
         clock_gettime(CLOCK_MONOTONIC, &t0);
         int ch = getch();
@@ -253,12 +248,11 @@ static int run_screen(double interval, long iterations)
             break;
         clock_gettime(CLOCK_MONOTONIC, &t1);
         double waited = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
-        if (ch == ERR && waited < interval / 2) {
-            /* No key and no wait: standard input is at its end (</dev/null, a closed pipe), and
-             * would answer at once for ever: frames come every interval without it. */
-            stdin_gone = 1;
+        if (ch == ERR && waited < interval / 2)
+            /* No key and no wait: standard input is at its end (</dev/null, a closed pipe), or the
+             * wait was cut short (a stop and continue, Ctrl-Z then fg): the rest of the interval
+             * is slept, and keys are still read at the next frame. */
             sleep_seconds(interval - waited);
-        }
     }
     endwin();
     delscreen(screen);
