@@ -353,6 +353,40 @@ Test(lifecycle, a_killed_process_of_a_nested_run_reaches_the_outer_run)
     json_decref(out);
 }
 
+/* Three runs nested (A holds B, B holds C) and C's cushim killed: B takes C's summaries, and
+ * hands them up to A with its own (before, B handed its directory over first and A's summary
+ * had no descendant; found by a review helper). */
+Test(lifecycle, a_killed_run_two_levels_down_reaches_the_outermost_summary)
+{
+    struct run_result r;
+    char a[700], b[700], c_sh[700], b_sh[700];
+    snprintf(a, sizeof a, "%s/three-a.json", test_dir());
+    snprintf(b, sizeof b, "%s/three-b.json", test_dir());
+    snprintf(c_sh, sizeof c_sh, "%s/three-c.sh", test_dir());
+    snprintf(b_sh, sizeof b_sh, "%s/three-b.sh", test_dir());
+    FILE *f = fopen(c_sh, "w"); /* C's program: a CUDA process, then C's cushim killed */
+    cr_assert(f != NULL);
+    fprintf(f, "%s malloc >/dev/null; kill -9 $PPID\n", program("rt_prog"));
+    fclose(f);
+    f = fopen(b_sh, "w"); /* B's program: C */
+    cr_assert(f != NULL);
+    fprintf(f, "%s run --quiet --json %s/three-c.json -- sh %s\n", cushim_bin(), test_dir(), c_sh);
+    fclose(f);
+    char body[2000];
+    snprintf(body, sizeof body, "%s run --quiet --json %s -- sh %s", cushim_bin(), b, b_sh);
+    const char *argv[] = {cushim_bin(), "run", "--quiet", "--json", a, "--", "sh", "-c", body, NULL};
+    run_cmd(&r, argv, sim_env(NULL));
+    run_free(&r);
+    json_t *ja = json_load(a), *jb = json_load(b);
+    cr_assert_eq(json_array_size(jpath(jb, "descendants")), 1, "B took C's summary");
+    cr_assert_eq(json_array_size(jpath(ja, "descendants")), 1, "A has it too");
+    cr_expect_eq(jpath_u64(ja, "descendants.0.pid"), jpath_u64(jb, "descendants.0.pid"));
+    cr_expect_eq(jpath_u64(ja, "descendants.0.devices.0.device.peak_bytes"), 1 + 255 + MiB + 1024 * MiB);
+    cr_expect_eq(jpath_u64(ja, "descendants_still_running"), 0);
+    json_decref(ja);
+    json_decref(jb);
+}
+
 Test(lifecycle, a_pid_reused_within_a_run_keeps_both_processes)
 {
     struct run_result r;

@@ -171,7 +171,7 @@ static void read_nested(const char *dir, struct collected *c)
 
 /* The directory of a run inside this one that was killed before it closed it (SIGKILL: nothing
  * said): its summaries are this run's to read, like its dead processes (add_live). */
-static void read_killed_nested_runs(struct collected *c)
+static void read_killed_nested_runs(struct collected *c, const struct outer_run *outer, uint64_t run_id)
 {
     for (int i = 0; i < c->nnested; i++) {
         const char *dir = c->nested_dir[i];
@@ -185,6 +185,10 @@ static void read_killed_nested_runs(struct collected *c)
         if (rename(dir, closed) != 0)
             continue;
         read_closed_dir(closed, c);
+        /* This run's own summaries go up to an enclosing run: so do those it took from a killed
+         * run inside it (that run registered with this one, not with the enclosing one). */
+        if (outer->id)
+            outer_run_hand_over(outer, closed, run_id);
         remove_closed_run_dir(closed);
     }
 }
@@ -285,7 +289,7 @@ void run_collect(const char *dir, uint64_t run_id, const struct outer_run *outer
     if (outer->id)
         outer_run_hand_over(outer, last, run_id);
     remove_closed_run_dir(last);
-    read_killed_nested_runs(c);
+    read_killed_nested_runs(c, outer, run_id);
     for (int i = 0; i < c->nalive; i++) {
         struct cushim_snapshot s = {.pid = c->alive[i].pid, .created_ns = c->alive[i].created_ns};
         c->running += !collected_already(c, &s);
