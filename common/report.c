@@ -129,9 +129,11 @@ static const char *read_age(const struct cushim_snapshot *s, uint64_t at, char *
     clock_gettime(CLOCK_REALTIME, &ts);
     uint64_t now = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
     buf[0] = '\0';
-    if (!s->exited && !at)
+    if (s->exited || s->over)
+        return buf; /* figures as of its end */
+    if (!at)
         snprintf(buf, len, " (not sampled yet)");
-    else if (!s->exited && now >= at)
+    else if (now >= at)
         snprintf(buf, len, " (the driver's figures %.1f s ago)", (double)(now - at) / 1e9);
     return buf;
 }
@@ -181,7 +183,7 @@ void cushim_text_process(FILE *f, const struct cushim_snapshot *s, const char *t
                 d->identified ? cushim_format_uuid(d->uuid, u, sizeof u) : "(uuid unknown)",
                 fmt(d->total_bytes, a, sizeof a),
                 d->untracked_sampled_ns ? fmt(d->untracked_bytes, b, sizeof b)
-                : s->exited             ? "never sampled"
+                : s->exited || s->over  ? "never sampled"
                                         : "not sampled yet");
         if (d->dev[CUSHIM_DEV_limit])
             /* A budget above the device's memory is the device's memory (cudaMemGetInfo says so). */

@@ -47,6 +47,10 @@ struct cushim_snapshot {
     uint32_t phase_requested;             /* `cushim phase` not yet applied: 1 + enum cushim_phase, 0 none */
     uint32_t flags;                       /* CUSHIM_SEG_F_* */
     uint32_t exited;
+    /* The process has ended, with or without its exit report (exited): set by a reader that knows
+     * (cushim run's summary of its processes), 0 from cushim_snapshot_read. Its figures are
+     * those at its end: the text says no "not sampled yet" or age for them. */
+    uint32_t over;
     /* Device records copied without a quiet moment in CUSHIM_COPY_PATIENCE_NS: a writer was
      * stopped in the middle of an update (the process killed, or replaced by exec, while counting
      * an allocation; or preempted that long). Their counters may be off by the allocations in

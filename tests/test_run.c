@@ -512,6 +512,25 @@ Test(run, report_env_with_plain_ld_preload)
 }
 
 /* A program killed by a signal writes no exit report: its live segment gives its last counters. */
+/* A descendant killed during the run is over when the run says its summary: no "not sampled
+ * yet" or "the driver's figures N s ago", as for a live process (found by a review helper). */
+Test(run, a_killed_descendants_summary_is_not_a_live_view)
+{
+    struct run_result r;
+    const char *ready = fresh_dir("ready-killed-desc");
+    char body[2000], rd[700];
+    snprintf(rd, sizeof rd, "READY_DIR=%s", ready);
+    snprintf(body, sizeof body, "%s hold & while [ -z \"$(ls %s)\" ]; do sleep 0.02; done; kill -9 $!; wait",
+             program("rt_prog"), ready);
+    const char *argv[] = {cushim_bin(), "run", "--", "sh", "-c", body, NULL};
+    const char *extra[] = {rd, "HOLD_FILE=/nonexistent", NULL};
+    run_cmd(&r, argv, sim_env(extra));
+    cr_expect(strstr(r.err, "cushim: descendant pid ") != NULL, "%s", r.err);
+    cr_expect(strstr(r.err, "  untracked never sampled\n") != NULL, "%s", r.err);
+    cr_expect(strstr(r.err, "not sampled yet") == NULL && strstr(r.err, " s ago)") == NULL, "%s", r.err);
+    run_free(&r);
+}
+
 Test(run, a_killed_program_is_reported_from_its_segment)
 {
     const char *segdir = fresh_dir("seg-kill"), *ready = fresh_dir("ready-kill");

@@ -45,12 +45,14 @@ static void add_summary(struct collected *c, const struct cushim_snapshot *s)
     if (s->flags & CUSHIM_SEG_F_TOP) {
         if (!c->top && (c->top = malloc(sizeof *s)) != NULL) {
             *c->top = *s;
+            c->top->over = 1; /* every summary collected is of a process that has ended */
             return;
         }
         if (c->top && s->created_ns > c->top->created_ns) {
             static struct cushim_snapshot earlier;
             earlier = *c->top;
             *c->top = *s;
+            c->top->over = 1;
             to_desc = &earlier;
         }
     }
@@ -58,7 +60,8 @@ static void add_summary(struct collected *c, const struct cushim_snapshot *s)
     if (!grown)
         return;
     c->desc = grown;
-    c->desc[c->ndesc++] = *to_desc;
+    c->desc[c->ndesc] = *to_desc;
+    c->desc[c->ndesc++].over = 1;
 }
 
 /* Whether the summary of this very process image (pid and segment creation time) is in c. */
