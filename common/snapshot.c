@@ -1,5 +1,6 @@
 #include "common/snapshot.h"
 
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -153,20 +154,31 @@ static int copy_graphs(const struct cushim_segment *s, uint32_t count, struct cu
     out->graph_count = 0;
     for (uint32_t i = 0; i < count; i++) {
         struct cushim_graph_record *g = (struct cushim_graph_record *)&s->graphs[i];
-        uint32_t state = atomic_load_explicit(&g->state, memory_order_acquire);
-        if (state > 3)
-            FAIL("graph record %u is corrupt", i);
-        if (state < 2)
-            continue;
-        struct cushim_graph_snapshot *o = &out->graphs[out->graph_count++];
-        o->id = g->id;
-        o->device = g->device;
-        o->alive = state == 2;
-        o->instantiated_ns = g->instantiated_ns;
-        o->destroyed_ns = g->destroyed_ns;
-        o->launches = atomic_load_explicit(&g->launches, memory_order_relaxed);
-        o->alloc_node_bytes = g->alloc_node_bytes;
-        o->capture_bytes = g->capture_bytes;
+        struct cushim_graph_snapshot *o = &out->graphs[out->graph_count];
+        /* A destroyed record's slot may be taken by a new graph while it is copied (state 3, 1
+         * while filled, 2): the copy holds only if the state and id are the same after it (an
+         * alive graph destroyed meanwhile is taken as it was, alive). A few tries, then left out
+         * of this snapshot. */
+        bool copied = false;
+        for (int tries = 0; tries < 4 && !copied; tries++) {
+            uint32_t state = atomic_load_explicit(&g->state, memory_order_acquire);
+            if (state > 3)
+                FAIL("graph record %u is corrupt", i);
+            if (state < 2)
+                break;
+            o->id = g->id;
+            o->device = g->device;
+            o->alive = state == 2;
+            o->instantiated_ns = g->instantiated_ns;
+            o->destroyed_ns = state == 2 ? 0 : g->destroyed_ns;
+            o->launches = atomic_load_explicit(&g->launches, memory_order_relaxed);
+            o->alloc_node_bytes = g->alloc_node_bytes;
+            o->capture_bytes = g->capture_bytes;
+            atomic_thread_fence(memory_order_acquire);
+            uint32_t after = atomic_load_explicit(&g->state, memory_order_relaxed);
+            copied = g->id == o->id && (after == state || (state == 2 && after == 3));
+        }
+        out->graph_count += copied;
     }
     qsort(out->graphs, out->graph_count, sizeof out->graphs[0], by_id);
     return 0;
