@@ -72,7 +72,7 @@ static void write_report(const struct cushim_snapshot *snap, const char *report,
         f = to_stderr ? stderr : stdout;
         snprintf(path, sizeof path, "%s", report);
     } else {
-        const char *why = "the name is too long once %p is the pid";
+        const char *why = SHIM_EXPANDED_TOO_LONG;
         int fd = shim_expand_pid(report, path, sizeof path)
                      ? shim_open_output(path, shim_log_is_file(path), &why) /* never empties the log */
                      : -1;

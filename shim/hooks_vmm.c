@@ -166,12 +166,8 @@ SHIM_EXPORT CUresult CUDAAPI cuMemCreate(CUmemGenericAllocationHandle *handle, s
 SHIM_EXPORT CUresult CUDAAPI cuMemRelease(CUmemGenericAllocationHandle handle)
 {
     REAL_OR_FAIL(cuMemRelease);
-    if (!shim_enter())
+    if (handle == 0 || !shim_enter()) /* 0: the driver's to refuse (and is no key of the table) */
         return real_(handle);
-    if (handle == 0) { /* not a handle: the driver's to refuse (0 is no key of the table) */
-        shim_leave();
-        return real_(handle);
-    }
     struct handle_drop d = handle_drop_before(handle, ref_drop);
     CUresult r = real_(handle);
     handle_drop_after(&d, r, false);

@@ -48,8 +48,6 @@ static bool expand_pid(const char *in, char *out, size_t len)
     return true;
 }
 
-static const char too_long[] = "the name is too long once %p is the pid";
-
 /* A copy of the program's descriptor std (not inherited across exec, as the shim's own). */
 static int std_copy(int std, const char **why)
 {
@@ -174,7 +172,7 @@ void shim_log_open(const struct cushim_config *c)
     log_level = c->log;
     if (c->log_file[0]) {
         char path[SHIM_EXPANDED_MAX];
-        const char *why = too_long;
+        const char *why = SHIM_EXPANDED_TOO_LONG;
         int fd = expand_pid(c->log_file, path, sizeof path) ? shim_open_output(path, 1, &why) : -1;
         if (fd >= 0) {
             remember(fd);
@@ -211,7 +209,7 @@ static void child_reopen_log(void)
     int cancel;
     pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cancel); /* open() is a cancellation point */
     char path[SHIM_EXPANDED_MAX];
-    const char *why = too_long;
+    const char *why = SHIM_EXPANDED_TOO_LONG;
     bool named = expand_pid(log_cfg->log_file, path, sizeof path);
     int old = atomic_load(&log_fd);
     bool mine = old != 2 && still_ours(old);

@@ -14,6 +14,8 @@
  * false, with out empty, when the result does not fit: never a shorter name, which would be
  * another file's. SHIM_EXPANDED_MAX holds any path the walk of common/path.h accepts. */
 #define SHIM_EXPANDED_MAX (2 * CUSHIM_PATH_MAX)
+/* What is said of a name shim_expand_pid refused. */
+#define SHIM_EXPANDED_TOO_LONG "the name is too long once %p is the pid"
 
 /* Whether `path` names the file the log is being written to (CUSHIM_LOG_FILE, open): a report
  * there is appended after the log's lines instead of emptying it. */

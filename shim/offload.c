@@ -149,11 +149,11 @@ static void *cache_take(uint64_t bytes, uint64_t ctx, int device, uint64_t *size
     return p;
 }
 
+/* A block of at most CUSHIM_OFFLOAD_CACHE bytes (cache_put_after_work checks) into the cache:
+ * false when it is full. */
 static bool cache_put(void *host, uint64_t size, uint64_t ctx, int device)
 {
     bool kept = false;
-    if (!shim.cfg.offload_cache || size > shim.cfg.offload_cache)
-        return false;
     /* Counted before the block is published: cache_take may take it (and count it off) as soon
      * as the lock is released. */
     account_device_stat_add(device, CUSHIM_DEV_offload_cached_bytes, (int64_t)size);
@@ -276,8 +276,9 @@ static bool cache_put_after_work(const struct shim_entry *e, bool idle)
         __typeof__(&cuCtxGetCurrent) getcur = REAL(cuCtxGetCurrent);
         CUcontext cur = NULL;
         if (!sync || !getcur || getcur(&cur) != CUDA_SUCCESS || (uint64_t)(uintptr_t)cur != e->ctx ||
-            capture_any_live() || !capture_unsafe_begin())
+            !capture_unsafe_begin())
             return false;
+        /* Looked at inside the section: a capture that began before it is seen. */
         CUresult r = capture_any_live() ? CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED : sync();
         capture_unsafe_end();
         if (r != CUDA_SUCCESS)

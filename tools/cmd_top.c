@@ -168,14 +168,22 @@ static void emit_stdout(struct sink *k, int y, int attrs, const char *text)
     k->next = y + 1;
 }
 
+/* Sleeps s seconds (none if s <= 0), through signals that interrupt the sleep. */
+static void sleep_seconds(double s)
+{
+    if (s <= 0)
+        return;
+    struct timespec ts = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+        ;
+}
+
 static int run_batch(double interval, long iterations)
 {
     for (long n = 0; iterations < 0 || n < iterations; n++) {
         struct sink k = {emit_stdout, INT_MAX, 0};
         if (n) {
-            struct timespec ts = {(time_t)interval, (long)((interval - (double)(time_t)interval) * 1e9)};
-            while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
-                ;
+            sleep_seconds(interval);
             putchar('\n');
         }
         struct proc_list l;
@@ -206,15 +214,6 @@ static void emit_screen(struct sink *k, int y, int attrs, const char *text)
     mvaddnstr(y, 0, text, COLS > 0 ? COLS : 0);
     if (a)
         attroff(a);
-}
-
-static void sleep_seconds(double s)
-{
-    if (s <= 0)
-        return;
-    struct timespec ts = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};
-    while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
-        ;
 }
 
 static int run_screen(double interval, long iterations)
