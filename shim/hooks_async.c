@@ -24,6 +24,13 @@ static inline enum cushim_kind pool_kind(CUmemoryPool pool, int *device)
     return CUSHIM_KIND_ASYNC;
 }
 
+/* ASYNC_NO_CONTEXT: a stream-ordered allocation is tracked with no context, so that
+ * shim_drop_context (cuCtxDestroy, cudaDeviceReset, the last primary release) leaves it counted
+ * until its own free: cuda.h cuCtxDestroy, "will not destroy memory allocations by cuMemCreate(),
+ * cuMemAllocAsync() and cuMemAllocFromPoolAsync(). These memory allocations are not associated
+ * with any CUDA context and need to be destroyed explicitly"; cuda_runtime_api.h says the same of
+ * cudaDeviceReset. (Offloaded ones are pinned host memory of a context: offload.c.) */
+
 /* Where a stream-ordered allocation goes and what it counts as. */
 struct async_req {
     CUcontext ctx;
@@ -64,8 +71,8 @@ static inline __attribute__((always_inline)) bool async_reserve(struct async_req
 static inline __attribute__((always_inline)) CUresult async_end(const struct async_req *q, CUresult r, CUdeviceptr *dptr, size_t bytes)
 {
     if (r == CUDA_SUCCESS) {
-        if (!q->capturing)
-            track_alloc_on(&shim.ptrs, q->kind, *dptr, bytes, q->device, q->ctx,
+        if (!q->capturing) /* no context: a teardown leaves it alone (ASYNC_NO_CONTEXT) */
+            track_alloc_on(&shim.ptrs, q->kind, *dptr, bytes, q->device, NULL,
                            q->reserved ? SHIM_F_RESERVED : 0);
         if (!capture_any_live()) /* the pools are not read while a capture could be disturbed */
             async_pool_tick(q->device);
@@ -116,7 +123,7 @@ static inline __attribute__((always_inline)) CUresult async_end(const struct asy
         int device = r == CUDA_SUCCESS || r == CUDA_ERROR_OUT_OF_MEMORY                      \
                          ? shim_stream_device(hStream, &ctx) : shim_current_device(&ctx);   \
         struct cushim_device_record *rec = device >= 0 ? account_record(device) : NULL;      \
-        track_plain_result(r, dptr, bytesize, CUSHIM_KIND_ASYNC, device, ctx, rec);          \
+        track_plain_result(r, dptr, bytesize, CUSHIM_KIND_ASYNC, device, NULL, rec);         \
         if (likely(r == CUDA_SUCCESS))                                                       \
             async_pool_tick(device);                                                         \
         shim_leave();                                                                        \

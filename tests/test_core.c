@@ -337,6 +337,34 @@ RT_TEST(device_reset_drops_and_recounts)
     run_free(&r);
 }
 
+/* cudaDeviceReset leaves cudaMallocAsync / cudaMallocFromPoolAsync memory alive (cuda_runtime_api.h
+ * cudaDeviceReset, cuda.h cuCtxDestroy): it stays counted until its frees. Before, the reset counted
+ * it freed (device total 0 with 1.5 MiB still allocated) and the real frees went uncounted. Plain
+ * path, and the full path under a budget, whose reservation must stay too. */
+static void async_reset(int static_rt, const char *const *extra, uint64_t limit)
+{
+    struct run_result r;
+    json_t *j = scenario(&r, static_rt, "async_reset", extra);
+    cr_expect_eq(kv_u64(r.out, "after_reset.device_total"), MiB + MiB / 2, "%s", r.out);
+    cr_expect_eq(kv_u64(r.out, "after_reset.sim_async"), MiB + MiB / 2);
+    cr_expect_eq(kv_u64(r.out, "rc_free_a"), 0);
+    cr_expect_eq(kv_u64(r.out, "rc_free_b"), 0);
+    cr_expect_eq(kv_u64(r.out, "after_free.device_total"), 0);
+    expect_kind(j, 0, "async", 0, MiB + MiB / 2, 2, 2, 0);
+    expect_kind(j, 0, "device", 0, 2 * MiB, 1, 1, 0);
+    cr_expect_eq(jpath_u64(j, "devices.0.device_total.limit_bytes"), limit);
+    cr_expect_eq(kv_u64(r.out, "sim.async.0"), 0);
+    json_decref(j);
+    run_free(&r);
+}
+
+RT_TEST(device_reset_leaves_stream_ordered_memory)
+{
+    async_reset(p->static_rt, NULL, 0);
+    const char *limit[] = {"CUSHIM_DEVICE_LIMIT=1GiB", NULL};
+    async_reset(p->static_rt, limit, GiB);
+}
+
 RT_TEST(interleaved_peaks)
 {
     struct run_result r;

@@ -191,12 +191,23 @@ static int cmd_teardown(void)
     int rc_destroy = call.rc;
     uint64_t s2 = shim_kind(K_DEVICE);
     int rc_attr = (int)attr(&owner, CU_POINTER_ATTRIBUTE_CONTEXT, p);
+    // A stream-ordered allocation outlives the reset (cuda_runtime_api.h cudaDeviceReset: "will
+    // not destroy memory allocations by cudaMallocAsync()"): still counted, freed afterwards.
+    void *q = NULL;
+    uint64_t a0 = shim_kind(K_ASYNC);
+    CHECK(cudaMallocAsync(&q, 16 * MiB, 0));
+    CHECK(cudaStreamSynchronize(0));
     CHECK(cudaDeviceReset());
     CHECK(cudaFree(0));
-    uint64_t s3 = shim_kind(K_DEVICE);
+    uint64_t s3 = shim_kind(K_DEVICE), a1 = shim_kind(K_ASYNC);
+    int rc_free_async = (int)cudaFreeAsync(q, 0);
+    CHECK(cudaStreamSynchronize(0));
+    uint64_t a2 = shim_kind(K_ASYNC);
     printf("rc=%d rc_destroy=%d created=%llu after_destroy=%llu after_reset=%llu rc_attr_destroyed=%d\n",
            rc, rc_destroy, (unsigned long long)(s1 - s0), (unsigned long long)(s2 - s0),
            (unsigned long long)s3, rc_attr);
+    printf("async_after_reset=%llu rc_free_async=%d async_after_free=%llu\n",
+           (unsigned long long)(a1 - a0), rc_free_async, (unsigned long long)(a2 - a0));
     return 0;
 }
 

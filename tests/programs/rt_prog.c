@@ -459,6 +459,33 @@ static int scenario_reset(void)
     return 0;
 }
 
+/* Stream-ordered allocations outlive a device reset (cuda_runtime_api.h cudaDeviceReset: "will
+ * not destroy memory allocations by cudaMallocAsync() and cudaMallocFromPoolAsync()"): they stay
+ * counted until their own frees, which succeed after the reset. */
+static int scenario_async_reset(void)
+{
+    void *a, *b, *c;
+    cudaMemPool_t pool;
+    struct cushim_device_stats st;
+    CHECK(cudaDeviceGetDefaultMemPool(&pool, 0));
+    CHECK(cudaMallocAsync(&a, MiB, 0));
+    CHECK(cudaMallocFromPoolAsync(&b, MiB / 2, pool, 0));
+    CHECK(cudaMalloc(&c, 2 * MiB));
+    CHECK(cudaStreamSynchronize(0));
+    CHECK(cudaDeviceReset());
+    if (cushim_stats(0, &st, 0) != 0)
+        return 20;
+    printf("after_reset.device_total=%llu\nafter_reset.sim_async=%llu\n",
+           (unsigned long long)st.device_total_current_bytes, (unsigned long long)sim_api().live(0, 1));
+    printf("rc_free_a=%d\n", (int)cudaFreeAsync(a, 0));
+    printf("rc_free_b=%d\n", (int)cudaFreeAsync(b, 0));
+    CHECK(cudaStreamSynchronize(0));
+    if (cushim_stats(0, &st, 0) != 0)
+        return 21;
+    printf("after_free.device_total=%llu\n", (unsigned long long)st.device_total_current_bytes);
+    return 0;
+}
+
 static int scenario_peaks(void)
 {
     void *a, *b, *c, *d;
@@ -967,6 +994,7 @@ static const struct scenario scenarios[] = {
     {"ipc_child", scenario_ipc_child, 1},   {"ipc_parent_threads", scenario_ipc_parent_threads, 1},
     {"ipc_parent_fails", scenario_ipc_parent_fails, 1},
     {"ipc_parent_capture", scenario_ipc_parent_capture, 1},           {"reset", scenario_reset, 1},
+    {"async_reset", scenario_async_reset, 1},
     {"peaks", scenario_peaks, 1},           {"reset_peak", scenario_reset_peak, 1},
     {"two_devices", scenario_two_devices, 2}, {"oom", scenario_oom, 1},
     {"ctx_destroy", scenario_ctx_destroy, 2}, {"many_reset", scenario_many_reset, 1},

@@ -26,16 +26,30 @@ Test(contexts, primary_reset_frees_every_allocation_of_the_context)
     cr_assert_eq(live(SIMCUDA_ARRAY), 64 * 64 * 4);
     cr_assert_eq(simcuda_used_bytes(0), MiB + 64 * 64 * 4 + 2 * MiB + 2 * MiB);
     OK(cuDevicePrimaryCtxReset_v2(0));
+    /* The VMM handle and the stream-ordered allocation (with its pool's 2 MiB chunk) are not the
+     * context's: cuda.h cuCtxDestroy, "will not destroy memory allocations by cuMemCreate(),
+     * cuMemAllocAsync() and cuMemAllocFromPoolAsync()". */
     for (int k = 0; k < SIMCUDA_KIND_COUNT; k++)
-        cr_expect_eq(live((simcuda_kind)k), k == SIMCUDA_VMM ? 2 * MiB : 0, "kind %d", k);
-    cr_assert_eq(simcuda_used_bytes(0), 2 * MiB); /* the VMM handle is device-level */
+        cr_expect_eq(live((simcuda_kind)k),
+                     k == SIMCUDA_VMM || k == SIMCUDA_POOL_RESERVED ? 2 * MiB : k == SIMCUDA_ASYNC ? MiB : 0,
+                     "kind %d", k);
+    cr_assert_eq(simcuda_used_bytes(0), 4 * MiB);
     OK(cuDevicePrimaryCtxGetState(0, &flags, &active));
     cr_assert_eq(active, 0);
     cr_assert_eq(cuMemAlloc_v2(&d, 16), CUDA_ERROR_CONTEXT_IS_DESTROYED);
     OK(cuDevicePrimaryCtxRelease_v2(0)); /* "safe ... even after resetting the device" */
     cr_assert_eq(cuDevicePrimaryCtxRelease_v2(0), CUDA_ERROR_INVALID_CONTEXT);
     OK(cuMemRelease(vmm));
+    cr_assert_eq(simcuda_used_bytes(0), 2 * MiB);
+    /* Freed explicitly in a new primary context. */
+    CUcontext again;
+    OK(cuDevicePrimaryCtxRetain(&again, 0));
+    OK(cuCtxSetCurrent(again));
+    OK(cuMemFreeAsync(a, NULL));
+    OK(cuCtxSynchronize());
+    cr_assert_eq(live(SIMCUDA_ASYNC), 0);
     cr_assert_eq(simcuda_used_bytes(0), 0);
+    OK(cuDevicePrimaryCtxRelease_v2(0));
 }
 
 Test(contexts, last_primary_release_and_ctx_destroy_tear_down)

@@ -36,10 +36,15 @@ void sim_mem_release(const struct sim_range *r)
     sim_account(r->dev, r->counted, -(int64_t)r->size, -(int64_t)r->charge);
 }
 
+/* A context's teardown releases its linear, managed and pinned memory. Not stream-ordered
+ * allocations: cuda.h cuCtxDestroy, "will not destroy memory allocations by cuMemCreate(),
+ * cuMemAllocAsync() and cuMemAllocFromPoolAsync(). These memory allocations are not associated
+ * with any CUDA context and need to be destroyed explicitly" (cuda_runtime_api.h says the same of
+ * cudaDeviceReset). Graph allocations and IPC imports have their own release. */
 void sim_mem_release_ctx(CUcontext ctx)
 {
     struct sim_range *taken;
-    size_t n = sim_reg_take_ctx(ctx, SIM_MEM_ALL & ~(SIM_MEM(GRAPH) | SIM_MEM(IMPORTED)), &taken);
+    size_t n = sim_reg_take_ctx(ctx, SIM_MEM_ALL & ~(SIM_MEM(ASYNC) | SIM_MEM(GRAPH) | SIM_MEM(IMPORTED)), &taken);
     for (size_t i = 0; i < n; i++)
         sim_mem_release(&taken[i]);
     free(taken);

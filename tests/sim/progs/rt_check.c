@@ -64,7 +64,9 @@ static void scenario_hide(void)
     printf("last_again=%d\n", cudaGetLastError());
 }
 
-/* cudaDeviceReset frees the context's memory; the next call binds a fresh primary context. */
+/* cudaDeviceReset frees the context's memory, not stream-ordered allocations (cuda_runtime_api.h:
+ * "will not destroy memory allocations by cudaMallocAsync()"); the next call binds a fresh primary
+ * context, and the async allocation is freed there. */
 static void scenario_reset(void)
 {
     void *a, *b;
@@ -78,6 +80,9 @@ static void scenario_reset(void)
            live(SIMCUDA_ASYNC), live(SIMCUDA_POOL_RESERVED), used());
     printf("malloc_again=%d\n", cudaMalloc(&a, 4096));
     printf("again.device=%llu\n", live(SIMCUDA_DEVICE));
+    printf("free_async=%d\n", cudaFreeAsync(b, 0));
+    printf("sync=%d\n", cudaDeviceSynchronize());
+    printf("freed.async=%llu freed.pool=%llu\n", live(SIMCUDA_ASYNC), live(SIMCUDA_POOL_RESERVED));
 }
 
 /* Per-thread entry points reach the per-thread driver variants. */
