@@ -135,7 +135,14 @@ static void *entry(const char *name, unsigned version)
 {
     void *fn = NULL;
     cudaDriverEntryPointQueryResult q;
+#if CUDART_VERSION >= 12050
     CHECK(cudaGetDriverEntryPointByVersion(name, &fn, version, cudaEnableDefault, &q));
+#else
+    // Before 12.5 (cuda_runtime_api.h): no ByVersion; the entry point of this runtime's CUDA
+    // version, which for these symbols is the version the PFN types here name.
+    (void)version;
+    CHECK(cudaGetDriverEntryPoint(name, &fn, cudaEnableDefault, &q));
+#endif
     if (!fn) {
         fprintf(stderr, "no %s\n", name);
         exit(11);
@@ -626,6 +633,10 @@ static int cmd_harmless(void)
 
 int main(int argc, char **argv)
 {
+    // Line-buffered even into run.py's pipe: each figure is out as soon as printed, so a crash or a
+    // hang at exit (in the shim's exit report, the runtime's teardown) does not take the output
+    // with it (a full buffer is flushed only after the exit handlers and destructors have run).
+    setvbuf(stdout, NULL, _IOLBF, 0);
     const char *cmd = argc > 1 ? argv[1] : "";
     if (!strcmp(cmd, "exactness"))
         return cmd_exactness();

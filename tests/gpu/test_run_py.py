@@ -235,6 +235,72 @@ class Failures(unittest.TestCase):
             self.suite.run([prog])
         self.assertEqual(self.suite.run([prog], shim=False), "")
 
+    def test_stdout_line_buffered(self):
+        """gpu_checks.cu makes stdout line-buffered first thing: into run.py's pipe it would be
+        fully buffered, and a crash or hang in an exit handler (the shim's report) would lose every
+        figure printed (glibc flushes stdout after the exit handlers and destructors)."""
+        self.assertRegex(CU, r"int main\(int argc, char \*\*argv\)\n\{\n(?:\s*//[^\n]*\n)*"
+                             r"\s*setvbuf\(stdout, NULL, _IOLBF, 0\);")
+
+    def test_harmless_without_the_shared_build(self):
+        """Only the shared-cudart program missing: the static half is still compared, and the
+        check is not counted as passed."""
+        prog = self.program("echo hash=0x00000000000001e5\n")
+        static = os.path.join(self.dir.name, "bin", "gpu_checks_static")
+        os.rename(prog, static)
+        self.suite.static = static
+        expected, measured, verdict = run.check_harmless(self.suite)
+        self.assertEqual(verdict, "not run: gpu_checks_shared was not built (see the log) "
+                                  "(the static cudart half is identical)")
+        self.assertIn("plain 0x00000000000001e5, shim 0x00000000000001e5", measured)
+
+    def test_overhead_keeps_cases_measured_before_the_deadline(self):
+        """The deadline during the third case: the first two cases' ratios are reported."""
+        prog = self.program("echo ns_per_pair=100.0\n")
+        self.suite.static = prog
+        calls = []
+        real_run = self.suite.run
+
+        def run_until(cmd, **kw):
+            calls.append(cmd)
+            if len(calls) > 12:  # 2 cases x 3 rounds x (plain, shim)
+                raise run.DeadlineReached("the run's deadline came")
+            return real_run(cmd, **kw)
+        self.suite.run = run_until
+        expected, measured, verdict = run.check_bench_overhead(self.suite)
+        self.assertEqual(measured["4 KiB"], "plain 100 ns, shim 100 ns, ratio 1.000")
+        self.assertEqual(measured["1 MiB"], "plain 100 ns, shim 100 ns, ratio 1.000")
+        self.assertEqual(measured["256 MiB"], "not run: deadline")
+        self.assertEqual(verdict, "pass")
+
+    def test_probe_torch(self):
+        """PyTorch is probed in another interpreter: a CPU-only build, one that sees no GPU and
+        one whose import fails are "none (...)", so its checks say not run."""
+        fake = os.path.join(self.dir.name, "fake")
+        os.makedirs(os.path.join(fake, "torch"))
+        cases = [("None", "False", "none (torch 9.9 is a CPU-only build)"),
+                 ("'13.0'", "False", "none (torch 9.9, CUDA 13.0, sees no GPU: "
+                                     "torch.cuda.is_available() is false)"),
+                 ("'13.0'", "True", "9.9 (CUDA 13.0)"),
+                 ("raise", "", "none (ImportError: no libcudart here)")]
+        old = os.environ.get("PYTHONPATH")
+        os.environ["PYTHONPATH"] = fake
+        try:
+            for cuda, available, want in cases:
+                with open(os.path.join(fake, "torch", "__init__.py"), "w") as f:
+                    if cuda == "raise":
+                        f.write("raise ImportError('no libcudart here')\n")
+                    else:
+                        f.write("import types\n__version__ = '9.9'\nversion = types.SimpleNamespace("
+                                "cuda=%s)\ncuda = types.SimpleNamespace(is_available=lambda: %s)\n"
+                                % (cuda, available))
+                self.assertEqual(self.suite.probe_torch(), want)
+        finally:
+            if old is None:
+                del os.environ["PYTHONPATH"]
+            else:
+                os.environ["PYTHONPATH"] = old
+
     def test_no_cublas(self):
         with open(os.path.join(self.dir.name, "bin", "no-cublas"), "w"):
             pass

@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """PyTorch checks of scripts/gpu-check (issue 6), run under libcushim.so by tests/gpu/run.py.
 
-usage: torch_checks.py peak | graph | forward OUTFILE | async_backend
-Prints one JSON object on its last line. Reads cushim's counters in-process through cushim.h's
+usage: torch_checks.py peak | graph | forward OUTFILE | async_backend | equal FILE FILE
+Prints one JSON object on its last line. `equal` (no shim needed) compares two saved tensors, so
+that run.py itself never imports torch. Reads cushim's counters in-process through cushim.h's
 API (ctypes.CDLL(None)) and the per-graph table through `cushim stat PID --json` ($GPUCHECK_CUSHIM).
 """
 import ctypes
@@ -196,8 +197,14 @@ def check_async_backend():
 
 def main():
     global shim
-    shim = load_shim()
     what = sys.argv[1] if len(sys.argv) > 1 else ""
+    if what == "equal" and len(sys.argv) > 3:
+        # Tensors only: loadable with weights_only=True (torch.load's default since 2.6, said here
+        # so that no version warns or refuses).
+        a, b = (torch.load(f, map_location="cpu", weights_only=True) for f in sys.argv[2:4])
+        print(json.dumps({"equal": bool(torch.equal(a, b))}), flush=True)
+        return
+    shim = load_shim()
     if what == "peak":
         result = check_peak()
     elif what == "graph":
@@ -208,7 +215,7 @@ def main():
         result = check_async_backend()
     else:
         sys.exit(__doc__)
-    print(json.dumps(result))
+    print(json.dumps(result), flush=True)
 
 
 if __name__ == "__main__":
