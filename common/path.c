@@ -24,10 +24,9 @@ int cushim_run_dir_check(const char *dir)
     const char *base = strrchr(dir, '/');
     if (lstat(dir, &st) != 0)
         return errno == ENOENT ? CUSHIM_RUN_DIR_GONE : -1;
-    if (!S_ISDIR(st.st_mode) || st.st_uid != geteuid() || (st.st_mode & 077) != 0 ||
-        strncmp(base ? base + 1 : dir, "cushim-run.", 11) != 0)
+    if (!S_ISDIR(st.st_mode) || (st.st_mode & 077) != 0 || strncmp(base ? base + 1 : dir, "cushim-run.", 11) != 0)
         return CUSHIM_RUN_DIR_NOT;
-    return 0;
+    return st.st_uid == geteuid() ? 0 : CUSHIM_RUN_DIR_OTHER_USER;
 }
 
 int cushim_run_dir_owner(const char *dir, int *pid, uint64_t *start, uint64_t *pidns, int *done)

@@ -11,9 +11,12 @@ void cushim_parent_dir(const char *path, char *buf, size_t len);
 /* Whether `dir` is a run directory made by `cushim run` that this user may write summaries to:
  * named cushim-run.*, a directory (not a link), owned by the effective user, mode 0700 (nobody
  * else can put or swap a file there). 0: yes; CUSHIM_RUN_DIR_GONE: it does not exist (the run
- * has ended); CUSHIM_RUN_DIR_NOT: something else; -1: lstat failed otherwise (errno set). */
+ * has ended); CUSHIM_RUN_DIR_OTHER_USER: such a directory, but another user's (the process changed
+ * user after the run started it: setuid, gosu, runuser); CUSHIM_RUN_DIR_NOT: something else; -1:
+ * lstat failed otherwise (errno set). */
 #define CUSHIM_RUN_DIR_GONE (-2)
 #define CUSHIM_RUN_DIR_NOT (-3)
+#define CUSHIM_RUN_DIR_OTHER_USER (-4)
 int cushim_run_dir_check(const char *dir);
 
 /* The `cushim run` a run directory belongs to, from its name (the last component of `dir`):

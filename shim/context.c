@@ -312,7 +312,11 @@ static void drop_done(const struct shim_entry *e, void *arg)
     (void)arg;
     if (e->kind == CUSHIM_KIND_OFFLOADED)
         offload_range_gone(e->key);
-    account_free(e->device, (enum cushim_kind)e->kind, e->size, e->flags);
+    /* After the exit report (the runtime's own exit handler releases the primary context after
+     * the shim's) the figures are final, as shim_resolve_contexts has them: a segment kept for the
+     * run to read (its copy could not be written) says what the report said. */
+    if (!atomic_load(&shim.seg->h.exited))
+        account_free(e->device, (enum cushim_kind)e->kind, e->size, e->flags);
 }
 
 void shim_drop_context(CUcontext ctx)

@@ -142,13 +142,19 @@ static bool hand_over_and_report(const struct cushim_segment *seg, uint64_t pati
         else if (rc == SEGMENT_COPY_NOT_RUN_DIR)
             LOG_ERROR("CUSHIM_RUN_DIR=\"%s\" is not a directory made by `cushim run` (cushim-run.*, "
                       "yours, mode 0700): summary not written there", shim.cfg.run_dir);
+        else if (rc == SEGMENT_COPY_OTHER_USER)
+            LOG_INFO("`cushim run`'s directory %s is another user's (this process changed user to "
+                     "uid %u after the run started it): %s", shim.cfg.run_dir, (unsigned)geteuid(),
+                     anonymous ? "its summary is said here instead (no live segment either)"
+                               : "the run reads its summary from the live segment instead");
         else if (rc != 0)
             LOG_ERROR("cannot write the summary for `cushim run` into %s: %s; %s", shim.cfg.run_dir,
                       strerror(errno), anonymous ? "it is said here instead (no live segment either)"
                                                  : "the run reads it from the live segment instead");
     }
-    /* A run that could not be handed the copy (its directory full) reads the live segment as
-     * that of a process that ended: it stays. */
+    /* A run that could not be handed the copy (its directory full, or another user's after a
+     * change of user: setuid, gosu, runuser) reads the live segment as that of a process that
+     * ended: it stays. */
     bool lost = shim.cfg.run_dir[0] && seg->h.run_id == shim.run_id && rc != 0 &&
                 rc != SEGMENT_COPY_GONE && rc != SEGMENT_COPY_NOT_RUN_DIR;
     bool keep_segment = lost && !anonymous;

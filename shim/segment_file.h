@@ -33,9 +33,12 @@ void segment_unlink(const char *path);
  * owned by the effective user, with no group or other permissions, not a symbolic link.
  * Returns 0; SEGMENT_COPY_GONE when dir no longer exists, or goes away meanwhile (the run has
  * finished);
- * SEGMENT_COPY_NOT_RUN_DIR when it is not such a directory; -1 on a write error (errno set). */
+ * SEGMENT_COPY_OTHER_USER when it is such a directory but another user's (this process changed
+ * user after the run started it); SEGMENT_COPY_NOT_RUN_DIR when it is not such a directory; -1 on
+ * a write error (errno set). */
 #define SEGMENT_COPY_GONE CUSHIM_RUN_DIR_GONE          /* common/path.h */
 #define SEGMENT_COPY_NOT_RUN_DIR CUSHIM_RUN_DIR_NOT
+#define SEGMENT_COPY_OTHER_USER CUSHIM_RUN_DIR_OTHER_USER
 int segment_copy_to(const struct cushim_segment *s, const char *dir);
 /* The copy is dir/PID-CREATED.seg (CREATED: the segment's created_ns in hex), so an image before
  * an exec and a later process given the same pid keep their own. The run reads its directory

@@ -883,6 +883,54 @@ Test(run, cushim_library_names_the_preloaded_library)
     run_free(&r);
 }
 
+/* ld.so splits LD_PRELOAD at spaces and colons: a shim under "My Projects" preloaded nothing, and
+ * the run said it saw no CUDA activity and exited 0. Now it is refused before anything runs. */
+Test(run, a_library_path_ld_preload_cannot_hold_is_refused)
+{
+    static const char *const dirs[] = {"my proj", "a:b"};
+    static const char *const what[] = {"space", "colon"};
+    for (int k = 0; k < 2; k++) {
+        char dir[700], copy[800], cmd[2000], flag[820], want[1400];
+        snprintf(dir, sizeof dir, "%s/%s", fresh_dir("odd-lib"), dirs[k]);
+        snprintf(copy, sizeof copy, "%s/libcushim.so", dir);
+        snprintf(cmd, sizeof cmd, "mkdir -p '%s' && cp '%s' '%s'", dir, shim_lib(), copy);
+        cr_assert_eq(system(cmd), 0);
+        snprintf(flag, sizeof flag, "--library=%s", copy);
+        const char *argv[] = {cushim_bin(), "run", flag, "--", "/bin/echo", "ran", NULL};
+        struct run_result r;
+        run_cmd(&r, argv, sim_env(NULL));
+        cr_expect_eq(r.status, 2);
+        cr_expect_str_eq(r.out, "", "the program did not run");
+        snprintf(want, sizeof want, "cushim: the shim library's path \"%s\" has a %s, which LD_PRELOAD "
+                 "cannot hold (the loader splits its list there); put cushim (or a copy of libcushim.so, "
+                 "given with --library) under a path without spaces or colons; nothing was run\n",
+                 copy, what[k]);
+        cr_expect_str_eq(r.err, want);
+        run_free(&r);
+    }
+}
+
+/* A segment directory nothing can be created in, whose mode lets root through access(2): before,
+ * the program ran uncounted by ps/stat/top; now the run stops before it (exit 2). */
+Test(run, a_segment_directory_root_cannot_create_in_stops_the_run)
+{
+    static const char *const dirs[] = {"CUSHIM_SEGMENT_DIR=/proc", "CUSHIM_SEGMENT_DIR=/sys"};
+    for (int k = 0; k < 2; k++) {
+        const char *extra[] = {dirs[k], NULL};
+        const char *argv[] = {cushim_bin(), "run", "--", "/bin/echo", "ran", NULL};
+        struct run_result r;
+        run_cmd(&r, argv, sim_env(extra));
+        cr_expect_eq(r.status, 2);
+        cr_expect_str_eq(r.out, "");
+        char want[200];
+        snprintf(want, sizeof want, "cushim: CUSHIM_SEGMENT_DIR=\"%s\": cannot create files in %s (",
+                 dirs[k] + 19, dirs[k] + 19);
+        cr_expect(strncmp(r.err, want, strlen(want)) == 0 && strchr(r.err, '\n') == r.err + strlen(r.err) - 1,
+                  "%s", r.err);
+        run_free(&r);
+    }
+}
+
 Test(run, stale_run_variables_are_replaced_not_reported)
 {
     struct run_result r;

@@ -13,6 +13,8 @@
 
 #define OWNER "65534"
 #define OTHER "65533"
+#define MiB (1024ull * 1024)
+#define GiB (1024ull * MiB)
 
 static void as_user(struct run_result *r, const char *uid, const char *const *argv,
                     const char *const *env)
@@ -619,5 +621,64 @@ Test(security, an_exporter_with_dac_read_search_sees_everyone)
     const char *root_gc[] = {cushim_bin(), "gc", NULL};
     run_cmd(&r, root_gc, env);
     cr_expect(strstr(r.out, "removed ") != NULL, "root's own gc removes it: %s%s", r.out, r.err);
+    run_free(&r);
+}
+
+/* `cushim run -- setpriv --reuid=... PROGRAM` (gosu, su-exec and runuser do the same): the program
+ * runs as another user than the run, whose directory (mode 0700, the run's user) it cannot write
+ * its summary into. Before, the summary was lost and the run said it saw no CUDA activity. Now
+ * the process leaves its live segment for the run to read (a segment directory it can write), or
+ * says its own summary on stderr (one it cannot). */
+static int count(const char *text, const char *what)
+{
+    int n = 0;
+    for (const char *p = strstr(text, what); p; p = strstr(p + 1, what))
+        n++;
+    return n;
+}
+
+static void expect_malloc_summary(json_t *j)
+{
+    cr_expect_eq(jpath_u64(j, "devices.0.device.current_bytes"), 1 + MiB);
+    cr_expect_eq(jpath_u64(j, "devices.0.device.peak_bytes"), 1 + 255 + MiB + GiB);
+    cr_expect_eq(jpath_u64(j, "devices.0.device.alloc_count"), 4);
+    cr_expect_eq(jpath_u64(j, "devices.0.device.free_count"), 2);
+}
+
+Test(security, a_program_that_changes_user_keeps_its_summary)
+{
+    if (geteuid() != 0) {
+        printf("not run: needs root to change user (setpriv)\n");
+        cr_skip_test("not run: needs root to switch users");
+    }
+    const char *shared = fresh_dir("chuser-shared");
+    cr_assert_eq(chmod(shared, 01777), 0);
+    char seg[600];
+    snprintf(seg, sizeof seg, "CUSHIM_SEGMENT_DIR=%s", shared);
+    const char *extra[] = {seg, NULL};
+    const char *argv[] = {"setpriv", "--reuid=" OWNER, "--regid=" OWNER, "--clear-groups", "--",
+                          program("rt_prog"), "malloc", NULL};
+    struct run_result r;
+    json_t *j = run_under_cushim(&r, argv, sim_env(extra));
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    expect_malloc_summary(j);
+    cr_expect(strstr(r.err, "no CUDA memory activity") == NULL, "%s", r.err);
+    cr_expect_eq(count(r.err, "cushim: pid "), 1, "%s", r.err); /* the run's, once */
+    json_decref(j);
+    run_free(&r);
+    char leftover[700];
+    snprintf(leftover, sizeof leftover, "ls -A '%s' | grep -q .", shared);
+    cr_expect_neq(system(leftover), 0, "the run left the kept segment in %s", shared);
+
+    /* A segment directory the new user cannot write: private memory, so it says its own. */
+    const char *mine = fresh_dir("chuser-private");
+    cr_assert_eq(chmod(mine, 0700), 0);
+    snprintf(seg, sizeof seg, "CUSHIM_SEGMENT_DIR=%s", mine);
+    j = run_under_cushim(&r, argv, sim_env(extra));
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    cr_expect(strstr(r.err, "\n    device               1.00 MiB     1.00 GiB          4          2        0\n"),
+              "%s", r.err);
+    cr_expect_eq(count(r.err, "cushim: pid "), 1, "%s", r.err);
+    json_decref(j);
     run_free(&r);
 }

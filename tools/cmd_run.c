@@ -166,6 +166,24 @@ static int fsize_below_segment(void)
            l.rlim_cur < sizeof(struct cushim_segment);
 }
 
+/* Whether a file can be created in dir: made and removed at once (errno set when not).
+ * access(2) is not enough for root, whom it lets through wherever the mode allows nothing
+ * (/proc, /sys, a read-only bind mount it does not check). */
+static int create_probe(const char *dir)
+{
+    char p[4300];
+    if ((size_t)snprintf(p, sizeof p, "%s/.cushim-probe.XXXXXX", dir) >= sizeof p) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    int fd = mkstemp(p);
+    if (fd < 0)
+        return -1;
+    close(fd);
+    unlink(p);
+    return 0;
+}
+
 static int check_paths(const struct cushim_config *cfg)
 {
     static const struct {
@@ -281,7 +299,7 @@ static int check_paths(const struct cushim_config *cfg)
             }
             continue;
         }
-        if (access(dir, W_OK | X_OK) != 0) {
+        if (access(dir, W_OK | X_OK) != 0 || create_probe(dir) != 0) {
             cli_error("%s\"%s\": cannot create files in %s (%s)", name, v, dir, strerror(errno));
             bad = 1;
         }
@@ -438,6 +456,16 @@ int cmd_run(int argc, char **argv)
     char lib[4096];
     if (cli_library_path(set_by_flag[CUSHIM_OPT_LIBRARY] ? "--library " : "CUSHIM_LIBRARY=", lib, sizeof lib) != 0)
         return EXIT_USAGE;
+    /* ld.so splits LD_PRELOAD at spaces and colons (ld.so(8): "separated by spaces or colons", no
+     * quoting): such a path would preload nothing, and the run would count nothing. */
+    const char *sep = strpbrk(lib, " :");
+    if (sep) {
+        cli_error("the shim library's path \"%s\" has a %s, which LD_PRELOAD cannot hold (the "
+                  "loader splits its list there); put cushim (or a copy of libcushim.so, given with "
+                  "--library) under a path without spaces or colons; nothing was run",
+                  lib, *sep == ' ' ? "space" : "colon");
+        return EXIT_USAGE;
+    }
     const char *old = getenv("LD_PRELOAD");
     size_t need = strlen(lib) + (old ? strlen(old) : 0) + 2;
     char *preload = malloc(need);
