@@ -760,6 +760,24 @@ Test(live, top_keeps_its_notes_on_a_short_screen)
     cr_expect_eq(wait_bg(p2), 0);
 }
 
+/* TERM=dumb (no cursor addressing): before, about 1,900 blanks and the frame run together, exit 0;
+ * now one line pointing to --batch, exit 2, nothing drawn. */
+Test(live, top_refuses_a_terminal_that_cannot_move_the_cursor)
+{
+    const char *segdir = fresh_dir("seg-dumb");
+    char cmd[2048], seg[700];
+    snprintf(cmd, sizeof cmd, "%s top --interval 0.1 --iterations 1 2>&1; echo status=$?", cushim_bin());
+    snprintf(seg, sizeof seg, "CUSHIM_SEGMENT_DIR=%s", segdir);
+    const char *env[] = {seg, "TERM=dumb", "COLUMNS=80", "LINES=24", NULL};
+    const char *sc[] = {"script", "-qec", cmd, "/dev/null", NULL};
+    struct run_result r;
+    run_cmd(&r, sc, env);
+    cr_expect_eq(r.status, 0, "%s%s", r.out, r.err);
+    cr_expect_str_eq(r.out, "cushim: the terminal type \"dumb\" cannot move the cursor (terminfo has no "
+                            "\"cup\"): use --batch, or set TERM, e.g. TERM=xterm\r\nstatus=2\r\n");
+    run_free(&r);
+}
+
 /* On a terminal whose standard input is at its end (</dev/null), top still draws a frame every
  * interval (before, each key read answered at once: frames without a pause, a core spinning).
  * A lower bound only: a slow machine cannot fail it. */

@@ -217,6 +217,22 @@ Test(security, a_segment_forged_by_another_user_is_not_believed)
     cr_expect(strstr(r.out, "\"current_bytes\": 1052672") != NULL, "%s", r.out);
     run_free(&r);
 
+    /* A copy left whole (name and header the owner's) but made by the other user: said so,
+     * naming the file's owner (before: "header names pid N uid 65534, file is cushim-65534-N",
+     * as if name and header disagreed). */
+    const char *copies = fresh_dir("forged-copy");
+    char copy[700], copy_env[700], copy_why[1600];
+    snprintf(copy, sizeof copy, "%s/cushim-%s-%d", copies, OWNER, (int)pid);
+    read_segment(real, &seg);
+    write_segment_as(copy, &seg, 65533);
+    snprintf(copy_env, sizeof copy_env, "CUSHIM_SEGMENT_DIR=%s", copies);
+    snprintf(copy_why, sizeof copy_why, "%s: header and name say uid %s, the file is owned by uid %s\n",
+             copy, OWNER, OTHER);
+    const char *env_copy[] = {copy_env, NULL};
+    run_cmd(&r, ps, env_copy);
+    cr_expect(strstr(r.out, copy_why) != NULL, "%s%s", r.out, r.err);
+    run_free(&r);
+
     cr_assert_eq(unlink(real), 0);
     const char *reset[] = {cushim_bin(), "reset-peak", p, NULL};
     run_cmd(&r, reset, env);

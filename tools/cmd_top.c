@@ -19,6 +19,7 @@
 
 #ifdef CUSHIM_HAVE_NCURSES
 #include <curses.h>
+#include <term.h>
 #endif
 
 enum { ATTR_BOLD = 1, ATTR_REVERSE = 2 };
@@ -219,6 +220,20 @@ static void emit_screen(struct sink *k, int y, int attrs, const char *text)
 static int run_screen(double interval, long iterations)
 {
     const char *term = getenv("TERM");
+    /* A frame is drawn in place: a terminal that cannot move the cursor (terminfo "cup": TERM=dumb,
+     * an emacs shell) would get every frame's blanks and lines run together. Asked of the terminfo
+     * entry alone, before curses writes anything. */
+    int setup_err = 0;
+    if (setupterm(NULL, fileno(stdout), &setup_err) == OK) {
+        const char *cup = tigetstr("cup");
+        bool moves = cup != NULL && cup != (char *)-1;
+        del_curterm(cur_term);
+        if (!moves) {
+            cli_error("the terminal type \"%s\" cannot move the cursor (terminfo has no \"cup\"): "
+                      "use --batch, or set TERM, e.g. TERM=xterm", term ? term : "");
+            return EXIT_USAGE;
+        }
+    }
     SCREEN *screen = newterm(NULL, stdout, stdin);
     if (!screen) {
         cli_error("cannot use the terminal type \"%s\" (set TERM, e.g. TERM=xterm, or use --batch)",

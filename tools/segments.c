@@ -458,8 +458,14 @@ int seg_scan(const pid_t *pids, int npids, int (*fn)(struct seg_entry *, void *)
              * agree with each other, the file's owner is the host's view. */
             uid_t owner = seg_other_namespace(&e.snap) ? (uid_t)e.snap.uid : st.st_uid;
             if (e.snap.pid != pid || e.snap.uid != (uint32_t)owner || uid != owner) {
-                snprintf(e.err, sizeof e.err, "header names pid %d uid %u, file is %s",
-                         (int)e.snap.pid, e.snap.uid, de->d_name);
+                /* What disagrees: a name and header that agree with each other but not with the
+                 * file's owner say the owner (a copy made by another user). */
+                if (e.snap.pid == pid && e.snap.uid == uid)
+                    snprintf(e.err, sizeof e.err, "header and name say uid %u, the file is owned by uid %u",
+                             (unsigned)uid, (unsigned)owner);
+                else
+                    snprintf(e.err, sizeof e.err, "header names pid %d uid %u, file is %s owned by uid %u",
+                             (int)e.snap.pid, e.snap.uid, de->d_name, (unsigned)owner);
             } else {
                 pid_t here;
                 e.stale = is_stale(&e.snap, &here);
