@@ -55,6 +55,7 @@
     X(cuIpcCloseMemHandle, cuIpcCloseMemHandle, 4010, 0)               \
     X(cuCtxDestroy, cuCtxDestroy, 2000, 0)                             \
     X(cuCtxDestroy_v2, cuCtxDestroy, 4000, 0)                          \
+    X(cuCtxDetach, cuCtxDetach, 2000, 0)                               \
     X(cuDevicePrimaryCtxRelease, cuDevicePrimaryCtxRelease, 7000, 0)   \
     X(cuDevicePrimaryCtxRelease_v2, cuDevicePrimaryCtxRelease, 11000, 0) \
     X(cuDevicePrimaryCtxReset, cuDevicePrimaryCtxReset, 7000, 0)       \
@@ -130,6 +131,7 @@
 #define SHIM_REAL_ONLY(X)                                              \
     X(cuCtxGetCurrent, cuCtxGetCurrent, 4000, 0)                       \
     X(cuCtxGetDevice, cuCtxGetDevice, 2000, 0)                         \
+    X(cuCtxGetApiVersion, cuCtxGetApiVersion, 3020, 0)                 \
     X(cuCtxSynchronize, cuCtxSynchronize, 2000, 0)                     \
     X(cuDeviceGetCount, cuDeviceGetCount, 2000, 0)                     \
     X(cuPointerGetAttribute, cuPointerGetAttribute, 4000, 0)           \

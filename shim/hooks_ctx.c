@@ -1,4 +1,5 @@
-/* Context teardown frees memory without any free call (DESIGN.md): cuCtxDestroy (and _v2),
+/* Context teardown frees memory without any free call (DESIGN.md): cuCtxDestroy (and _v2), the
+ * cuCtxDetach that ends a context,
  * cuDevicePrimaryCtxReset (and _v2; cudaDeviceReset), and the last cuDevicePrimaryCtxRelease
  * (cuda.h: "the context is automatically reset once the last reference to it is released") drop
  * every tracked allocation of that context. */
@@ -36,6 +37,25 @@ SHIM_EXPORT CUresult CUDAAPI cuCtxDestroy(CUcontext ctx)
     REAL_OR_FAIL(cuCtxDestroy);
     before_teardown(ctx);
     return destroyed(real_(ctx), ctx);
+}
+
+/* cuda.h cuCtxDetach (deprecated, and looked up by cudart 13.0: ../shared/reference/): "Decrements
+ * the usage count of the context ctx, and destroys the context if the usage count goes to 0". No
+ * call tells the count: whether it ended is asked of the handle afterwards (cuCtxGetApiVersion:
+ * the driver answers CUDA_ERROR_CONTEXT_IS_DESTROYED for a destroyed context, cuda.h cuCtxDestroy:
+ * "attempting to access ctx from those threads will result in the error
+ * CUDA_ERROR_CONTEXT_IS_DESTROYED"; INVALID_CONTEXT is taken the same way). */
+SHIM_EXPORT CUresult CUDAAPI cuCtxDetach(CUcontext ctx)
+{
+    REAL_OR_FAIL(cuCtxDetach);
+    before_teardown(ctx);
+    CUresult r = real_(ctx);
+    __typeof__(&cuCtxGetApiVersion) ask = REAL(cuCtxGetApiVersion);
+    unsigned version;
+    CUresult q = r == CUDA_SUCCESS && ask ? ask(ctx, &version) : CUDA_SUCCESS;
+    if (q == CUDA_ERROR_CONTEXT_IS_DESTROYED || q == CUDA_ERROR_INVALID_CONTEXT)
+        return destroyed(r, ctx);
+    return r;
 }
 
 /* The primary context of dev, looked up before the call that may end it. */

@@ -365,6 +365,25 @@ RT_TEST(device_reset_leaves_stream_ordered_memory)
     async_reset(p->static_rt, limit, GiB);
 }
 
+/* cuCtxDetach ends a context when its usage count reaches 0 (cuda.h): the shim drops that
+ * context's 6 MiB then, not at the first detach (an attach raised the count). Before, cuCtxDetach
+ * was not wrapped and the 6 MiB stayed counted for the rest of the run. */
+RT_TEST(ctx_detach_that_ends_the_context_drops_its_memory)
+{
+    struct run_result r;
+    json_t *j = scenario(&r, p->static_rt, "ctx_detach", NULL);
+    cr_expect_eq(kv_u64(r.out, "rc_attach"), 0, "%s", r.out);
+    cr_expect_eq(kv_u64(r.out, "same"), 1);
+    cr_expect_eq(kv_u64(r.out, "rc_detach1"), 0);
+    cr_expect_eq(kv_u64(r.out, "after_detach1"), 7 * MiB);
+    cr_expect_eq(kv_u64(r.out, "rc_detach2"), 0);
+    cr_expect_eq(kv_u64(r.out, "after_detach2"), MiB);
+    expect_kind(j, 0, "device", MiB, 7 * MiB, 3, 2, 0);
+    cr_expect_eq(jpath_u64(j, "devices.0.device.current_bytes"), kv_u64(r.out, "sim.device.0"));
+    json_decref(j);
+    run_free(&r);
+}
+
 RT_TEST(interleaved_peaks)
 {
     struct run_result r;

@@ -572,6 +572,31 @@ static int memory_in_created_context(CUcontext *mine)
            set(primary);
 }
 
+/* cuCtxDetach (deprecated, looked up by cudart 13.0): an attach raises the context's usage count,
+ * so the first detach ends nothing and the second destroys the context with its 6 MiB. */
+static int scenario_ctx_detach(void)
+{
+    PFN_cuCtxAttach_v2000 attach = entry("cuCtxAttach", 2000);
+    PFN_cuCtxDetach_v2000 detach = entry("cuCtxDetach", 2000);
+    PFN_cuCtxSetCurrent_v4000 set = entry("cuCtxSetCurrent", 4000);
+    PFN_cuCtxGetCurrent_v4000 get = entry("cuCtxGetCurrent", 4000);
+    struct cushim_device_stats st;
+    CUcontext mine, again, primary;
+    if (get(&primary) != CUDA_SUCCESS || memory_in_created_context(&mine) || set(mine) != CUDA_SUCCESS)
+        return 20;
+    CUresult rc_attach = attach(&again, 0);
+    printf("rc_attach=%d\nsame=%d\n", (int)rc_attach, again == mine);
+    printf("rc_detach1=%d\n", (int)detach(mine));
+    if (cushim_stats(0, &st, 0) != 0)
+        return 21;
+    printf("after_detach1=%llu\n", (unsigned long long)st.kind[CUSHIM_MEM_DEVICE].current_bytes);
+    printf("rc_detach2=%d\n", (int)detach(mine));
+    if (cushim_stats(0, &st, 0) != 0)
+        return 22;
+    printf("after_detach2=%llu\n", (unsigned long long)st.kind[CUSHIM_MEM_DEVICE].current_bytes);
+    return set(primary) != CUDA_SUCCESS;
+}
+
 static int ctx_destroy(bool other_thread)
 {
     PFN_cuCtxDestroy_v4000 destroy = entry("cuCtxDestroy", 4000);
@@ -997,7 +1022,7 @@ static const struct scenario scenarios[] = {
     {"async_reset", scenario_async_reset, 1},
     {"peaks", scenario_peaks, 1},           {"reset_peak", scenario_reset_peak, 1},
     {"two_devices", scenario_two_devices, 2}, {"oom", scenario_oom, 1},
-    {"ctx_destroy", scenario_ctx_destroy, 2}, {"many_reset", scenario_many_reset, 1},
+    {"ctx_destroy", scenario_ctx_destroy, 2}, {"ctx_detach", scenario_ctx_detach, 1}, {"many_reset", scenario_many_reset, 1},
     {"ctx_destroy_thread", scenario_ctx_destroy_thread, 2},
     {"teardown_then_reset", scenario_teardown_then_reset, 1},
     {"release_cycles", scenario_release_cycles, 1},

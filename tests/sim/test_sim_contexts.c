@@ -106,3 +106,32 @@ Test(contexts, sixteen_threads_allocate_and_free, .timeout = 60)
     cr_assert_eq(live(SIMCUDA_DEVICE), 0);
     cr_assert_eq(simcuda_used_bytes(0), 300 * MiB);
 }
+
+/* cuda.h, cuCtxAttach / cuCtxDetach (deprecated): the usage count starts at 1 (cuCtxCreate), an
+ * attach raises it, and the detach that brings it to 0 destroys the context (popped, its memory
+ * freed); the context must be current to the detaching thread. */
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations" /* cuCtxAttach, cuCtxDetach */
+Test(contexts, detach_destroys_at_a_usage_count_of_zero)
+{
+    CUcontext primary = start(no_overhead), created, attached, current;
+    CUdeviceptr d;
+    OK(cuCtxCreate(&created, NULL, 0, 0));
+    OK(cuMemAlloc_v2(&d, 1000));
+    cr_assert_eq(cuCtxAttach(&attached, 1), CUDA_ERROR_INVALID_VALUE);
+    OK(cuCtxAttach(&attached, 0));
+    cr_assert_eq(attached, created);
+    cr_assert_eq(cuCtxDetach(primary), CUDA_ERROR_INVALID_CONTEXT); /* not current, and primary */
+    OK(cuCtxDetach(created));
+    cr_assert_eq(live(SIMCUDA_DEVICE), 1000);
+    OK(cuCtxGetCurrent(&current));
+    cr_assert_eq(current, created);
+    OK(cuCtxDetach(created));
+    cr_assert_eq(live(SIMCUDA_DEVICE), 0);
+    OK(cuCtxGetCurrent(&current));
+    cr_assert_eq(current, primary);
+    unsigned version;
+    cr_assert_eq(cuCtxGetApiVersion(created, &version), CUDA_ERROR_CONTEXT_IS_DESTROYED);
+    OK(cuCtxPushCurrent_v2(primary));
+    cr_assert_eq(cuCtxDetach(created), CUDA_ERROR_INVALID_CONTEXT);
+    OK(cuDevicePrimaryCtxRelease_v2(0));
+}

@@ -1,13 +1,12 @@
 /* Created contexts and the per-thread context stack (cuCtx*). Primary contexts: primary.c.
  *
- * Teardown (cuCtxDestroy_v2, cuDevicePrimaryCtxReset(_v2), the last primary release) frees every
- * allocation made in the context: device, async pool allocations, managed, pinned host,
+ * Teardown (cuCtxDestroy_v2, cuCtxDetach at a usage count of 0, cuDevicePrimaryCtxReset(_v2), the
+ * last primary release) frees every allocation made in the context: device, managed, pinned host,
  * registered host, arrays and imported IPC mappings, then gives back SIMCUDA_CTX_OVERHEAD. When
  * no active context is left on the device, the pools' and the graph allocator's unused reserve
- * is released too. VMM handles and graph allocations are device-level and survive.
- * Deliberate deviation (project brief): cuda.h's cuCtxDestroy note says allocations of
- * cuMemAllocAsync/cuMemAllocFromPoolAsync "are not associated with any CUDA context"; here they
- * go with the context that allocated them, like every other allocation.
+ * is released too. VMM handles, graph allocations and stream-ordered allocations survive: cuda.h
+ * cuCtxDestroy, "will not destroy memory allocations by cuMemCreate(), cuMemAllocAsync() and
+ * cuMemAllocFromPoolAsync(). These memory allocations are not associated with any CUDA context".
  */
 #include <pthread.h>
 #include <stdlib.h>
@@ -151,6 +150,7 @@ static CUresult create(CUcontext *pctx, unsigned int flags, CUdevice dev)
     pthread_mutex_lock(&lock);
     CUresult rc = sim_ctx_new(dev, false, flags, &ctx);
     if (rc == CUDA_SUCCESS) {
+        ctx->usage = 1;
         rc = sim_ctx_activate(ctx);
         ctx->destroyed = rc != CUDA_SUCCESS;
     }
@@ -205,6 +205,50 @@ CUresult CUDAAPI cuCtxDestroy_v2(CUcontext ctx)
     }
     pthread_mutex_unlock(&lock);
     if (rc == CUDA_SUCCESS && depth > 0 && stack[depth - 1] == ctx)
+        depth--;
+    return rc;
+}
+
+/* cuda.h, cuCtxAttach (deprecated): "Increments the usage count of the context and passes back a
+ * context handle in *pctx that must be passed to cuCtxDetach() when the application is done with
+ * the context. cuCtxAttach() fails if there is no context current to the thread. Currently, the
+ * flags parameter must be 0." */
+CUresult CUDAAPI cuCtxAttach(CUcontext *pctx, unsigned int flags)
+{
+    SIM_ENTER(cuCtxAttach);
+    if (!pctx || flags != 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    CUcontext ctx;
+    CUresult rc = sim_ctx_current(&ctx);
+    if (rc == CUDA_SUCCESS && ctx->primary)
+        rc = CUDA_ERROR_NOT_SUPPORTED; /* not modelled: a primary context's usage count */
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    pthread_mutex_lock(&lock);
+    ctx->usage++;
+    pthread_mutex_unlock(&lock);
+    *pctx = ctx;
+    return CUDA_SUCCESS;
+}
+
+/* cuda.h, cuCtxDetach (deprecated): "Decrements the usage count of the context ctx, and destroys
+ * the context if the usage count goes to 0. The context must be a handle that was passed back by
+ * cuCtxCreate() or cuCtxAttach(), and must be current to the calling thread." Destroyed, it is
+ * popped as cuCtxDestroy pops it. */
+CUresult CUDAAPI cuCtxDetach(CUcontext ctx)
+{
+    SIM_ENTER(cuCtxDetach);
+    if (!valid(ctx) || ctx->primary || depth == 0 || stack[depth - 1] != ctx)
+        return CUDA_ERROR_INVALID_CONTEXT;
+    pthread_mutex_lock(&lock);
+    CUresult rc = ctx->destroyed ? CUDA_ERROR_INVALID_CONTEXT : CUDA_SUCCESS;
+    bool ended = false;
+    if (rc == CUDA_SUCCESS && --ctx->usage == 0) {
+        ctx->destroyed = ended = true;
+        sim_ctx_teardown(ctx);
+    }
+    pthread_mutex_unlock(&lock);
+    if (ended)
         depth--;
     return rc;
 }

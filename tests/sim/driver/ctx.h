@@ -15,6 +15,7 @@ struct CUctx_st {
     atomic_bool active;     /* holds SIMCUDA_CTX_OVERHEAD; false once reset/destroyed */
     bool destroyed;         /* a created context after cuCtxDestroy (the handle stays readable) */
     unsigned flags;
+    unsigned usage;         /* created: cuCtxCreate's 1 + cuCtxAttach - cuCtxDetach */
     unsigned retains;       /* primary: outstanding cuDevicePrimaryCtxRetain */
     unsigned owed;          /* primary: retains a reset dropped; their releases still succeed */
     struct CUstream_st *legacy; /* this context's NULL / CU_STREAM_LEGACY stream */
