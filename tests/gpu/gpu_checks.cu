@@ -198,6 +198,26 @@ static int cmd_teardown(void)
     int rc_destroy = call.rc;
     uint64_t s2 = shim_kind(K_DEVICE);
     int rc_attr = (int)attr(&owner, CU_POINTER_ATTRIBUTE_CONTEXT, p);
+    // cuCtxDetach (deprecated): an attach raises the usage count; the second detach ends the
+    // context, and only then does the shim drop its 8 MiB (it asks cuCtxGetApiVersion afterwards).
+    PFN_cuCtxAttach_v2000 attach = (PFN_cuCtxAttach_v2000)entry("cuCtxAttach", 2000);
+    PFN_cuCtxDetach_v2000 detach = (PFN_cuCtxDetach_v2000)entry("cuCtxDetach", 2000);
+    CUcontext third = NULL, attached = NULL;
+    CUdeviceptr p3 = 0;
+    uint64_t d0 = shim_kind(K_DEVICE);
+    int rc_attach = (int)create(&third, 0, 0);
+    if (!rc_attach)
+        rc_attach = (int)alloc(&p3, 8 * MiB);
+    if (!rc_attach)
+        rc_attach = (int)attach(&attached, 0);
+    int rc_detach1 = rc_attach ? -1 : (int)detach(third);
+    uint64_t d1 = shim_kind(K_DEVICE);
+    int rc_detach2 = rc_attach ? -1 : (int)detach(third);
+    uint64_t d2 = shim_kind(K_DEVICE);
+    if (setcur(primary) != CUDA_SUCCESS)
+        rc = -3;
+    printf("rc_attach=%d rc_detach1=%d detach1_kept=%llu rc_detach2=%d detach2_left=%llu\n", rc_attach,
+           rc_detach1, (unsigned long long)(d1 - d0), rc_detach2, (unsigned long long)(d2 - d0));
     // A stream-ordered allocation outlives the reset (cuda_runtime_api.h cudaDeviceReset: "will
     // not destroy memory allocations by cudaMallocAsync()"): still counted, freed afterwards.
     void *q = NULL;

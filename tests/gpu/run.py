@@ -412,12 +412,14 @@ def check_context_teardown(suite):
     ok = (r.get("rc") == 0 and r.get("rc_destroy") == 0 and r.get("created") == 96 * MiB and
           r.get("after_destroy") == 64 * MiB and r.get("after_reset") == 0 and
           r.get("async_after_reset") == 16 * MiB and r.get("rc_free_async") == 0 and
-          r.get("async_after_free") == 0)
+          r.get("async_after_free") == 0 and r.get("rc_attach") == 0 and r.get("rc_detach1") == 0 and
+          r.get("detach1_kept") == 8 * MiB and r.get("rc_detach2") == 0 and r.get("detach2_left") == 0)
     return ("cudaMalloc 64 MiB (primary context) + cuMemAlloc 32 MiB (a cuCtxCreate context): "
             "cuCtxDestroy drops the 32 MiB only, cudaDeviceReset the rest (one device: the shim "
             "asks each allocation's context, cuPointerGetAttribute CONTEXT, before a teardown); "
             "a cudaMallocAsync of 16 MiB outlives the reset (cuda_runtime_api.h cudaDeviceReset), "
-            "counted until its cudaFreeAsync succeeds after it",
+            "counted until its cudaFreeAsync succeeds after it; cuMemAlloc 8 MiB in a third "
+            "context, cuCtxAttach, then two cuCtxDetach: kept after the first, dropped by the second",
             r, "pass" if ok else "fail")
 
 
