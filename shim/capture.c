@@ -132,6 +132,12 @@ void capture_unsafe_end(void)
 
 void capture_begin_announce(CUstreamCaptureMode mode)
 {
+    /* Live from before the begin (taken back in capture_begin_done): the driver makes the stream
+     * capturing inside the call, and an allocation another thread makes on it from then on is a
+     * graph node (cuda.h cuMemAllocAsync: "During stream capture, this function results in the
+     * creation of an allocation node"), which the plain path, taken while no capture is live,
+     * would count as memory. */
+    atomic_fetch_add(&shim_gate, SHIM_GATE_CAPTURE);
     /* A THREAD_LOCAL capture prohibits only its own thread's calls, and this thread is not in
      * one of the shim's now: counted once recorded. */
     if (mode != CU_STREAM_CAPTURE_MODE_GLOBAL)
@@ -171,6 +177,8 @@ void capture_begin_done(CUresult r, CUstream stream, bool per_thread, CUstreamCa
         atomic_fetch_sub_explicit(&capture_global, 1, memory_order_seq_cst);
     else if (recorded && mode == CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)
         atomic_fetch_add_explicit(&capture_thread_local, 1, memory_order_seq_cst);
+    /* The announce's count, now that the capture's own is in (capture_begun) or not needed. */
+    atomic_fetch_sub(&shim_gate, SHIM_GATE_CAPTURE);
 }
 
 /* A capture on a thread's per-thread default stream can only be ended by that thread (no other

@@ -53,7 +53,8 @@ static inline bool capture_prohibits_here(void)
 bool capture_unsafe_begin(void);
 void capture_unsafe_end(void);
 
-/* Just before the program begins a capture in `mode`: a GLOBAL one is counted, then the shim's
+/* Just before the program begins a capture in `mode`: any capture counts as live from here (the
+ * stream is capturing inside the driver's call), a GLOBAL one is counted, then the shim's
  * unsafe calls in flight are waited out (single driver calls; at most 5 s, then said once and
  * not waited for: a stuck call must not hang the program). capture_begin_done after
  * the begin, with its result, records it (or takes the count back). */

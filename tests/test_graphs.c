@@ -401,3 +401,24 @@ Test(graphs, exec_handle_values_reused_at_once)
     json_decref(j);
     run_free(&r);
 }
+
+/* An allocation on a stream whose capture another thread is beginning (the driver has made it
+ * capturing; the begin has not returned): a graph allocation node, not async memory. Before, no
+ * capture was counted live until the begin returned, and the plain path counted 1 MiB of async
+ * memory that was never allocated (and never freed). */
+Test(graphs, an_allocation_during_another_threads_begin_is_a_node)
+{
+    struct run_result r;
+    const char *extra[] = {"SIMCUDA_BEGIN_CAPTURE_MS=300", NULL};
+    json_t *j = graph_run_env(&r, "alloc_during_begin", extra);
+    cr_assert_eq(kv_u64(r.out, "capturing_before_alloc"), 1, "%s", r.out);
+    cr_expect_eq(kv_u64(r.out, "rc_alloc"), 0);
+    cr_expect_eq(kv_u64(r.out, "rc_begin"), 0);
+    cr_expect_eq(kv_u64(r.out, "rc_end"), 0);
+    cr_expect_eq(jpath_u64(j, "devices.0.async.alloc_count"), 0);
+    cr_expect_eq(jpath_u64(j, "devices.0.async.current_bytes"), 0);
+    cr_expect_eq(jpath_u64(j, "devices.0.device_total.peak_bytes"), 0);
+    cr_expect_eq(kv_u64(r.out, "sim.async.0"), 0);
+    json_decref(j);
+    run_free(&r);
+}

@@ -637,6 +637,40 @@ static int scenario_exec_handle_reuse(void)
     return 0;
 }
 
+/* A thread allocates on a stream while another thread's begin of a relaxed capture on it is still
+ * in the driver (SIMCUDA_BEGIN_CAPTURE_MS=300: the stream is capturing 300 ms before the begin
+ * returns): the allocation is a graph node, not memory. */
+static cudaStream_t begin_stream;
+static int begin_rc = -1;
+
+static void *begin_relaxed(void *arg)
+{
+    (void)arg;
+    begin_rc = (int)cudaStreamBeginCapture(begin_stream, cudaStreamCaptureModeRelaxed);
+    return NULL;
+}
+
+static int scenario_alloc_during_begin(void)
+{
+    pthread_t t;
+    void *p = NULL;
+    cudaGraph_t g;
+    CHECK(cudaStreamCreate(&begin_stream));
+    if (pthread_create(&t, NULL, begin_relaxed, NULL))
+        return 20;
+    usleep(100000);
+    enum cudaStreamCaptureStatus st;
+    CHECK(cudaStreamIsCapturing(begin_stream, &st));
+    printf("capturing_before_alloc=%d\n", st == cudaStreamCaptureStatusActive);
+    printf("rc_alloc=%d\n", (int)cudaMallocAsync(&p, MiB, begin_stream));
+    pthread_join(t, NULL);
+    printf("rc_begin=%d\n", begin_rc);
+    printf("rc_end=%d\n", (int)cudaStreamEndCapture(begin_stream, &g));
+    CHECK(cudaGraphDestroy(g));
+    CHECK(cudaStreamDestroy(begin_stream));
+    return 0;
+}
+
 static const struct scenario scenarios[] = {
     {"nodes", scenario_nodes, 1},
     {"capture_malloc", scenario_capture_malloc, 1},
@@ -655,6 +689,7 @@ static const struct scenario scenarios[] = {
     {"fork_during_capture", scenario_fork_during_capture, 1},
     {"many_execs", scenario_many_execs, 1},
     {"exec_handle_reuse", scenario_exec_handle_reuse, 1},
+    {"alloc_during_begin", scenario_alloc_during_begin, 1},
     {"capture_of_exited_thread_reset", scenario_capture_of_exited_thread_reset, 1},
     {"per_thread_captures_on_two_devices", scenario_per_thread_captures_on_two_devices, 2},
     {"per_thread_captures_on_many_contexts", scenario_per_thread_captures_on_many_contexts, 10},

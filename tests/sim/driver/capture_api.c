@@ -2,6 +2,7 @@
  * cuStreamBeginCaptureToGraph, cuStreamEndCapture, cuStreamIsCapturing, cuStreamGetCaptureInfo
  * (v1, _v2, _v3), each with its _ptsz twin, and cuThreadExchangeStreamCaptureMode. */
 #include <stdlib.h>
+#include <time.h>
 
 #include "capture_state.h"
 #include "graph.h"
@@ -42,6 +43,9 @@ static CUresult begin(CUstream h, bool per_thread_api, CUgraph graph, const CUgr
     pthread_mutex_unlock(&sim_capture_lock);
     if (rc != CUDA_SUCCESS)
         sim_capture_free(c);
+    else if (sim_cfg.begin_capture_ms) /* capturing already, as other threads see it */
+        nanosleep(&(struct timespec){(time_t)(sim_cfg.begin_capture_ms / 1000),
+                                     (long)(sim_cfg.begin_capture_ms % 1000) * 1000000L}, NULL);
     return rc;
 }
 

@@ -104,6 +104,14 @@ void sim_config_load(void)
     sim_cfg.lazy_events = v && strcmp(v, "1") == 0;
     if (v && strcmp(v, "0") != 0 && strcmp(v, "1") != 0)
         bad("SIMCUDA_LAZY_EVENTS", v);
+    v = getenv("SIMCUDA_BEGIN_CAPTURE_MS");
+    if (v) {
+        long n = strtol(v, &end, 10);
+        if (*v && !*end && n >= 0 && n <= 10000)
+            sim_cfg.begin_capture_ms = (uint64_t)n;
+        else
+            bad("SIMCUDA_BEGIN_CAPTURE_MS", v);
+    }
     sim_cfg.log_lookups = getenv("SIMCUDA_LOG_LOOKUPS");
     sim_cfg.hide = getenv("SIMCUDA_HIDE");
     sim_cfg.inject = getenv("SIMCUDA_INJECT");
