@@ -7,7 +7,11 @@
  * CUDA version that introduced this ABI (cudaTypedefs.h: PFN_<base>_v<version>[_ptsz|_ptds];
  * tests/test_hooks_table.c checks every row against that header). `pt` is 1 for the per-thread
  * default-stream variant (_ptsz/_ptds), returned for flags CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM.
- * SHIM_REAL_ONLY rows are only called by the shim (never exported).
+ * SHIM_REAL_ONLY rows are only called by the shim (never exported). A base name's rows list every
+ * ABI variant from the oldest one here up to the newest in cudaTypedefs.h, the ones the shim never
+ * calls too (cuCtxGetDevice_v2, ...): door 3 offers a looked-up function to the row of its own ABI,
+ * never to an older ABI's slot that the shim calls with the old prototype (tests/test_hooks_table.c
+ * checks that no newer variant is missing).
  *
  * X(symbol, base, version, pt)
  */
@@ -131,8 +135,10 @@
 #define SHIM_REAL_ONLY(X)                                              \
     X(cuCtxGetCurrent, cuCtxGetCurrent, 4000, 0)                       \
     X(cuCtxGetDevice, cuCtxGetDevice, 2000, 0)                         \
+    X(cuCtxGetDevice_v2, cuCtxGetDevice, 13000, 0)                     \
     X(cuCtxGetApiVersion, cuCtxGetApiVersion, 3020, 0)                 \
     X(cuCtxSynchronize, cuCtxSynchronize, 2000, 0)                     \
+    X(cuCtxSynchronize_v2, cuCtxSynchronize, 13000, 0)                 \
     X(cuDeviceGetCount, cuDeviceGetCount, 2000, 0)                     \
     X(cuPointerGetAttribute, cuPointerGetAttribute, 4000, 0)           \
     X(cuCtxPushCurrent_v2, cuCtxPushCurrent, 4000, 0)                  \
@@ -158,12 +164,16 @@
     X(cuEventSynchronize, cuEventSynchronize, 2000, 0)                 \
     X(cuEventDestroy_v2, cuEventDestroy, 4000, 0)                      \
     X(cuStreamSynchronize, cuStreamSynchronize, 2000, 0)              \
+    X(cuStreamSynchronize_ptsz, cuStreamSynchronize, 7000, 1)         \
     X(cuStreamQuery, cuStreamQuery, 2000, 0)                           \
     X(cuStreamQuery_ptsz, cuStreamQuery, 7000, 1)                      \
     X(cuGraphGetNodes, cuGraphGetNodes, 10000, 0)                      \
     X(cuGraphNodeGetType, cuGraphNodeGetType, 10000, 0)                \
     X(cuGraphMemAllocNodeGetParams, cuGraphMemAllocNodeGetParams, 11040, 0) \
     X(cuGraphChildGraphNodeGetGraph, cuGraphChildGraphNodeGetGraph, 10000, 0) \
-    X(cuStreamGetCtx, cuStreamGetCtx, 9020, 0)
+    X(cuStreamGetCtx, cuStreamGetCtx, 9020, 0)                         \
+    X(cuStreamGetCtx_ptsz, cuStreamGetCtx, 9020, 1)                    \
+    X(cuStreamGetCtx_v2, cuStreamGetCtx, 12050, 0)                     \
+    X(cuStreamGetCtx_v2_ptsz, cuStreamGetCtx, 12050, 1)
 
 #endif

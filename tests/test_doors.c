@@ -37,6 +37,32 @@ Test(doors, calls_before_cuInit_return_the_driver_result)
     run_free(&r);
 }
 
+/* A driver-API program whose first lookup of cuCtxGetDevice is at 13000 gets cuCtxGetDevice_v2
+ * (CUdevice *, CUcontext): before, door 3 put it in the slot of the cuCtxGetDevice the shim calls
+ * with one argument (a garbage context: the allocation on device 1 was counted wrong or not at
+ * all). Now each ABI has its own row, and the shim never calls the newer ones. */
+Test(doors, a_lookup_of_a_newer_abi_never_reaches_the_shims_own_calls)
+{
+    struct run_result r;
+    const char *argv[] = {program("drv_prog"), "newer_abi", NULL};
+    const char *extra[] = {"SIMCUDA_DEVICE_COUNT=2", NULL};
+    json_t *j = run_under_cushim(&r, argv, sim_env(extra));
+    cr_assert_eq(r.status, 0, "%s%s", r.out, r.err);
+    cr_expect_eq(kv_u64(r.out, "rc_lookup_getdevice"), 0);
+    cr_expect_eq(kv_u64(r.out, "rc_lookup_sync"), 0);
+    cr_expect_eq(kv_u64(r.out, "rc_lookup_stream_sync"), 0);
+    cr_expect_eq(kv_u64(r.out, "calls_getdevice_v2"), 0, "%s", r.out);
+    cr_expect_eq(kv_u64(r.out, "calls_sync_v2"), 0);
+    cr_expect_eq(kv_u64(r.out, "calls_stream_sync_ptsz"), 0);
+    cr_expect_eq(json_array_size(jpath(j, "devices")), 1);
+    cr_expect_eq(jpath_u64(j, "devices.0.ordinal"), 1);
+    cr_expect_eq(jpath_u64(j, "devices.0.device.alloc_count"), 1);
+    cr_expect_eq(jpath_u64(j, "devices.0.device.peak_bytes"), 1 << 20);
+    cr_expect_eq(jpath_u64(j, "devices.0.device.current_bytes"), 0);
+    json_decref(j);
+    run_free(&r);
+}
+
 /* dlsym_prog prints what dlsym answers; with the shim it must be the same, line for line. */
 static void dlsym_output(char *buf, size_t len, const char *preload)
 {

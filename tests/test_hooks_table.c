@@ -45,3 +45,47 @@ Test(hooks, every_row_is_a_real_abi_variant)
 #undef CHECK_ROW
     free(typedefs);
 }
+
+/* Door 3 hands a looked-up function to the row of the newest ABI at or below the requested version
+ * (shim/door_procaddr.c): a newer ABI of a base name missing from the table would land in an older
+ * row's slot, and the shim would call it with the old prototype (cuCtxGetDevice_v2 called as
+ * cuCtxGetDevice: a garbage context argument). So every PFN_<base>_v<version>[_ptsz|_ptds] of
+ * cudaTypedefs.h newer than a base's oldest row, legacy and per-thread alike, has a row. */
+static int has_row(const char *base, int version, int pt)
+{
+    int found = 0;
+#define FIND_ROW(sym, b, ver, p) found |= !strcmp(#b, base) && ver == version && p == pt;
+    SHIM_HOOKS(FIND_ROW)
+    SHIM_REAL_ONLY(FIND_ROW)
+#undef FIND_ROW
+    return found;
+}
+
+static void expect_no_newer_abi_missing(const char *base, int oldest)
+{
+    char needle[200];
+    snprintf(needle, sizeof needle, "PFN_%s_v", base);
+    for (const char *p = strstr(typedefs, needle); p; p = strstr(p + 1, needle)) {
+        const char *v = p + strlen(needle);
+        char *end;
+        long version = strtol(v, &end, 10);
+        if (end == v || (*end != ')' && *end != '_'))
+            continue;
+        int pt = !strncmp(end, "_ptsz)", 6) || !strncmp(end, "_ptds)", 6);
+        if (!pt && *end != ')')
+            continue;
+        if (version >= oldest)
+            cr_expect(has_row(base, (int)version, pt), "%s: no row for PFN_%s_v%ld%s, a newer ABI than the "
+                      "table's oldest (%d)", base, base, version, pt ? "_pt*" : "", oldest);
+    }
+}
+
+Test(hooks, no_newer_abi_variant_is_missing)
+{
+    load();
+#define CHECK_BASE(sym, base, ver, pt) expect_no_newer_abi_missing(#base, ver);
+    SHIM_HOOKS(CHECK_BASE)
+    SHIM_REAL_ONLY(CHECK_BASE)
+#undef CHECK_BASE
+    free(typedefs);
+}

@@ -1,17 +1,47 @@
 /* drv_prog SCENARIO: a program linked directly to libcuda (door 1: the shim's exported driver
  * symbols). Prints "key=value" lines. */
 #include <cuda.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+
+uint64_t simcuda_call_count(const char *symbol); /* tests/sim/simcuda.h */
+
+/* newer_abi (2 devices): the program's first lookups of functions the shim only calls are at
+ * versions whose ABI is newer than the one the shim calls (cuCtxGetDevice_v2(CUdevice *, CUcontext)
+ * at 13000, cuCtxSynchronize_v2, the per-thread cuStreamSynchronize); then a cuMemAlloc on device 1
+ * (the shim asks cuCtxGetDevice for the context's device). The shim must never call one of those
+ * with its own prototype. */
+static int newer_abi(void)
+{
+    CUcontext c1;
+    CUdeviceptr p;
+    void *fn;
+    CUdriverProcAddressQueryResult st;
+    if (cuInit(0))
+        return 10;
+    printf("rc_lookup_getdevice=%d\n", (int)cuGetProcAddress_v2("cuCtxGetDevice", &fn, 13000, 0, &st));
+    printf("rc_lookup_sync=%d\n", (int)cuGetProcAddress_v2("cuCtxSynchronize", &fn, 13000, 0, &st));
+    printf("rc_lookup_stream_sync=%d\n", (int)cuGetProcAddress_v2("cuStreamSynchronize", &fn, 12000,
+                                                                  CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM, &st));
+    if (cuDevicePrimaryCtxRetain(&c1, 1) || cuCtxSetCurrent(c1) || cuMemAlloc(&p, 1 << 20) || cuMemFree(p))
+        return 11;
+    printf("calls_getdevice_v2=%llu\n", (unsigned long long)simcuda_call_count("cuCtxGetDevice_v2"));
+    printf("calls_sync_v2=%llu\n", (unsigned long long)simcuda_call_count("cuCtxSynchronize_v2"));
+    printf("calls_stream_sync_ptsz=%llu\n", (unsigned long long)simcuda_call_count("cuStreamSynchronize_ptsz"));
+    return 0;
+}
 
 int main(int argc, char **argv)
 {
     CUdeviceptr p = 0;
     CUcontext ctx;
     size_t free_b, total_b;
+    if (argc == 2 && strcmp(argv[1], "newer_abi") == 0)
+        return newer_abi();
     if (argc > 2 || (argc == 2 && strcmp(argv[1], "before_init") != 0)) {
-        fprintf(stderr, "usage: %s [before_init] (cuMemAlloc/cuMemFree through the shim's exported driver "
-                "symbols; before_init: calls before cuInit first)\n", argv[0]);
+        fprintf(stderr, "usage: %s [before_init|newer_abi] (cuMemAlloc/cuMemFree through the shim's exported "
+                "driver symbols; before_init: calls before cuInit first)\n", argv[0]);
         return 2;
     }
     if (argc == 2 && strcmp(argv[1], "before_init") == 0) {
