@@ -53,11 +53,23 @@ static inline __attribute__((always_inline)) SHIM_EARLY void *dlsym_body(void *h
     shim_dlsym_fn real = shim_real_dlsym();
     if (handle == RTLD_NEXT || !is_cu_name(name) || shim.cfg.disable)
         return real(handle, name); /* tail call: the caller stays the caller */
-
+    /* A name the shim does not wrap: a tail call too. glibc searches RTLD_DEFAULT in the caller's
+     * scope (dlsym(3)), and a library loaded with RTLD_LOCAL (a Python extension module) has
+     * libcuda in its own scope only: looked up from here it would not be found. */
+    int row = shim_hook_by_symbol(name);
+    if (row < 0 || !shim_fns[row].wrapper)
+        return real(handle, name);
     void *p = real(handle, name);
-    int row = p ? shim_hook_by_symbol(name) : -1;
-    if (row < 0 || p == shim_fns[row].wrapper)
-        return p;
+    if (p == shim_fns[row].wrapper) {
+        /* The shim's own export (RTLD_DEFAULT, or the program's handle, finds it first): only if
+         * the driver has the function, as dlsym would answer without the shim; a probe such as
+         * dlsym(RTLD_DEFAULT, "cuMemGetMemPool") must not find a function the driver lacks. */
+        bool real_there = atomic_load_explicit(&shim_real_slot[row], memory_order_relaxed) != NULL ||
+                          shim_real_resolve((enum shim_fn)row) != NULL;
+        return real_there ? p : NULL;
+    }
+    if (!p)
+        return NULL;
     shim_real_offer((enum shim_fn)row, p);
     return shim_fns[row].wrapper;
 }

@@ -87,6 +87,34 @@ Test(doors, dlsym_is_transparent)
     cr_expect(strstr(plain, "next_open_2=__open64@libc.so.6\n") != NULL, "%s", plain);
     cr_expect(strstr(plain, "default_cudnnCreate=NULL") != NULL, "%s", plain);
     cr_expect(strstr(plain, "default_no_such_symbol=NULL") != NULL, "%s", plain);
+    /* Before, the shim answered its own wrappers with no driver loaded (a probe that said
+     * "available", then CUDA_ERROR_NOT_INITIALIZED). */
+    cr_expect(strstr(plain, "default_cuMemAlloc_v2=NULL@NULL\n") != NULL, "%s", plain);
+    cr_expect(strstr(plain, "default_cuGetProcAddress_v2=NULL@NULL\n") != NULL, "%s", plain);
+}
+
+/* A library loaded with RTLD_LOCAL (a Python extension module) that links libcuda and looks its
+ * functions up with dlsym(RTLD_DEFAULT, ...): glibc searches the caller's scope, where libcuda is.
+ * Before, the shim made the lookup itself (its own scope: the global one) and the library got
+ * NULL for every driver function the shim does not wrap. Wrapped ones come back wrapped. */
+Test(doors, rtld_default_from_a_local_library_finds_its_driver)
+{
+    char lib[1024];
+    snprintf(lib, sizeof lib, "%s", program("libcudauser.so"));
+    const char *argv[] = {program("dlsym_prog"), "local", lib, NULL};
+    for (int shimmed = 0; shimmed < 2; shimmed++) {
+        char pre[1100], ld[1100];
+        snprintf(pre, sizeof pre, "LD_PRELOAD=%s", shimmed ? shim_lib() : "");
+        snprintf(ld, sizeof ld, "LD_LIBRARY_PATH=%s", sim_libdir());
+        const char *env[] = {pre, ld, NULL};
+        struct run_result r;
+        run_cmd(&r, argv, env);
+        cr_assert_eq(r.status, 0, "%s%s", r.out, r.err);
+        cr_expect_str_eq(r.out, "global_cuInit=NULL\nlocal_default_cuInit=found\n"
+                                "local_default_cuDeviceGetCount=found\nlocal_default_cuMemAlloc_v2=found\n"
+                                "probe_rc=0\n", "shim %d", shimmed);
+        run_free(&r);
+    }
 }
 
 /* Another dlsym-wrapping interposer (HAMi-style) in front of the shim and behind it: both work,

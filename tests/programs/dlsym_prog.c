@@ -47,12 +47,31 @@ static int through_a_copy(const char *path)
     return 0;
 }
 
+/* dlsym_prog local PATH: dlopen()s a library linked to libcuda with RTLD_LOCAL (as Python loads
+ * extension modules) and has it look driver functions up with dlsym(RTLD_DEFAULT, ...). */
+static int local_library(const char *path)
+{
+    void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (!h) {
+        printf("dlopen=%s\n", dlerror());
+        return 1;
+    }
+    int (*probe)(void) = (int (*)(void))dlsym(h, "cudauser_probe");
+    if (!probe)
+        return 2;
+    printf("global_cuInit=%s\n", dlsym(RTLD_DEFAULT, "cuInit") ? "found" : "NULL");
+    printf("probe_rc=%d\n", probe());
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     if (argc == 3 && strcmp(argv[1], "copy") == 0)
         return through_a_copy(argv[2]);
+    if (argc == 3 && strcmp(argv[1], "local") == 0)
+        return local_library(argv[2]);
     if (argc != 1) {
-        fprintf(stderr, "usage: %s [copy PATH-OF-A-SHIM-COPY]\n", argv[0]);
+        fprintf(stderr, "usage: %s [copy PATH-OF-A-SHIM-COPY | local PATH-OF-LIBCUDAUSER]\n", argv[0]);
         return 2;
     }
     show("next_open_1", dlsym(RTLD_NEXT, "open"));
@@ -63,6 +82,10 @@ int main(int argc, char **argv)
     const char *e = dlerror();
     printf("dlerror=%s\n", e ? e : "(none)");
     show("default_malloc", dlsym(RTLD_DEFAULT, "malloc"));
+    /* No driver loaded: a probe for a driver function finds nothing, wrapped or not. */
+    show("default_cuMemAlloc_v2", dlsym(RTLD_DEFAULT, "cuMemAlloc_v2"));
+    show("default_cuGetProcAddress_v2", dlsym(RTLD_DEFAULT, "cuGetProcAddress_v2"));
+    show("default_cuInit", dlsym(RTLD_DEFAULT, "cuInit"));
     /* open() through whatever interposers are loaded: must not recurse. */
     int fd = open("/dev/null", O_RDONLY);
     printf("open=%s\n", fd >= 0 ? "ok" : "failed");
