@@ -136,7 +136,19 @@ static bool another_copy_first(const char **first, const char **self)
     return theirs.dli_fbase != mine.dli_fbase;
 }
 
+/* The configuration and everything decided from it, once: from the constructor, or from the first
+ * CUDA call if that comes first (glibc runs the constructors of the program's own libraries before
+ * those of preloaded ones: a static initializer there that calls CUDA started the shim with no
+ * configuration: segment in "/", no run, no budget). */
+static pthread_once_t load_once = PTHREAD_ONCE_INIT;
+static void shim_load_body(void);
+
 __attribute__((constructor)) static void shim_load(void)
+{
+    pthread_once(&load_once, shim_load_body);
+}
+
+static void shim_load_body(void)
 {
     /* Bad values are reported once: under `cushim run`, by the launcher, unless this process's
      * CUSHIM_ values differ from those it checked (a child that set its own). CUSHIM_LOG=off
@@ -179,12 +191,22 @@ __attribute__((constructor)) static void shim_load(void)
 
 bool shim_start_slow(bool from_api)
 {
+    pthread_once(&load_once, shim_load_body);
     int expected = SHIM_IDLE;
     if (atomic_compare_exchange_strong(&shim.run, &expected, SHIM_STARTING)) {
+        /* Other threads wait for STARTING to end: this thread must end it. No cancellation in
+         * segment_create's system calls (open, opendir are cancellation points), and a CUDA call
+         * this thread makes meanwhile (a signal handler, a malloc built on CUDA) passes through
+         * instead of waiting for itself. */
+        int cancel_state, depth = shim_depth;
+        pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cancel_state);
+        shim_depth = 1;
         unsigned flags = shim.top ? CUSHIM_SEG_F_TOP : 0;
         shim.seg = segment_create(&shim.cfg, flags, shim.run_id, shim.seg_path,
                                   sizeof shim.seg_path);
         shim.owner = getpid();
+        shim_depth = depth;
+        pthread_setcancelstate(cancel_state, NULL);
         if (!shim.seg) {
             LOG_ERROR("no memory for counters: passing every call through");
             atomic_store(&shim.run, SHIM_OFF);

@@ -201,3 +201,41 @@ Test(doors, the_api_of_a_copy_that_stands_aside_reaches_the_counting_one)
     cr_expect_eq(kv_i64(r.out, "phase_copy"), 1, "%s", r.out);
     run_free(&r);
 }
+
+/* A library of the program whose constructor allocates runs before the shim's constructor (glibc
+ * initializes the program's own libraries before preloaded ones). Before, that first call started
+ * the shim with an empty configuration: the segment went to "/" instead of CUSHIM_SEGMENT_DIR,
+ * the run got no summary ("no CUDA memory activity"), and CUSHIM_DEVICE_LIMIT was not applied. */
+Test(doors, a_cuda_call_before_the_shims_constructor_uses_the_configuration)
+{
+    struct run_result r;
+    const char *argv[] = {program("early_prog"), NULL};
+    const char *extra[] = {"CUSHIM_DEVICE_LIMIT=32MiB", NULL};
+    json_t *j = run_under_cushim(&r, argv, sim_env(extra));
+    cr_assert_eq(r.status, 0, "%s%s", r.out, r.err);
+    cr_expect_str_eq(r.out, "early_rc=0\nrc_big=2\nrc_free_early=0\n", "%s", r.err);
+    cr_expect_eq(jpath_u64(j, "devices.0.device.alloc_count"), 1);
+    cr_expect_eq(jpath_u64(j, "devices.0.device.peak_bytes"), 1 << 20);
+    cr_expect_eq(jpath_u64(j, "devices.0.device.failed_count"), 1);
+    cr_expect_eq(jpath_u64(j, "devices.0.device.current_bytes"), 0);
+    cr_expect_eq(jpath_u64(j, "devices.0.device_total.limit_bytes"), 32 << 20);
+    cr_expect(strstr(r.err, "no CUDA memory activity") == NULL, "%s", r.err);
+    json_decref(j);
+    run_free(&r);
+}
+
+/* The first CUDA call, which starts the shim, made by a thread with a cancellation pending: before,
+ * the thread was cancelled inside the start (open(2) is a cancellation point), the shim stayed
+ * "starting", and every later CUDA call of every thread waited for it for ever. */
+Test(doors, a_thread_cancelled_while_starting_the_shim_blocks_nobody)
+{
+    struct run_result r;
+    const char *argv[] = {"timeout", "20", program("drv_prog"), "cancel_start", NULL};
+    const char *extra[] = {preload_env(), "CUSHIM_REPORT=stderr", NULL};
+    run_cmd(&r, argv, sim_env(extra));
+    cr_assert_eq(r.status, 0, "%s%s", r.out, r.err);
+    cr_expect_str_eq(r.out, "worker_cancelled=1\nrc_main=0\n");
+    cr_expect(strstr(r.err, "\n    device               1.00 MiB     1.00 MiB          2          0        0\n"),
+              "%s", r.err);
+    run_free(&r);
+}

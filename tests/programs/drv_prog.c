@@ -1,6 +1,7 @@
 /* drv_prog SCENARIO: a program linked directly to libcuda (door 1: the shim's exported driver
  * symbols). Prints "key=value" lines. */
 #include <cuda.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -32,15 +33,48 @@ static int newer_abi(void)
     return 0;
 }
 
+/* cancel_start: the first CUDA call (which starts the shim: segment file, system calls that are
+ * cancellation points) comes from a thread with a cancellation pending; then main allocates. */
+static CUcontext cancel_ctx;
+
+static void *cancelled_worker(void *arg)
+{
+    CUdeviceptr *p = arg;
+    if (cuCtxSetCurrent(cancel_ctx))
+        return NULL;
+    pthread_cancel(pthread_self());
+    cuMemAlloc(p, 4096); /* deferred cancellation acts at the next cancellation point */
+    pthread_testcancel();
+    return NULL;
+}
+
+static int cancel_start(void)
+{
+    CUcontext ctx;
+    CUdeviceptr p = 0, q;
+    pthread_t t;
+    void *ret;
+    if (cuInit(0) || cuDevicePrimaryCtxRetain(&ctx, 0) || cuCtxSetCurrent(ctx))
+        return 10;
+    cancel_ctx = ctx;
+    if (pthread_create(&t, NULL, cancelled_worker, &p) || pthread_join(t, &ret))
+        return 11;
+    printf("worker_cancelled=%d\n", ret == PTHREAD_CANCELED);
+    printf("rc_main=%d\n", (int)cuMemAlloc(&q, 1 << 20));
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     CUdeviceptr p = 0;
+    if (argc == 2 && strcmp(argv[1], "cancel_start") == 0)
+        return cancel_start();
     CUcontext ctx;
     size_t free_b, total_b;
     if (argc == 2 && strcmp(argv[1], "newer_abi") == 0)
         return newer_abi();
     if (argc > 2 || (argc == 2 && strcmp(argv[1], "before_init") != 0)) {
-        fprintf(stderr, "usage: %s [before_init|newer_abi] (cuMemAlloc/cuMemFree through the shim's exported "
+        fprintf(stderr, "usage: %s [before_init|newer_abi|cancel_start] (cuMemAlloc/cuMemFree through the shim's exported "
                 "driver symbols; before_init: calls before cuInit first)\n", argv[0]);
         return 2;
     }
