@@ -245,6 +245,10 @@ int shim_log_enabled(int level)
  * SIGPIPE guard. */
 static void log_write(const char *line, size_t len)
 {
+    /* write(2) is a cancellation point, and a line may be logged with a lock of the shim held
+     * (phase.c's change_lock): a thread cancelled there would leave it held for ever. */
+    int cancel;
+    pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cancel);
     if (atomic_load_explicit(&child_reopen, memory_order_acquire))
         child_reopen_log();
     /* A log that is a pipe nobody reads any more, or a file at the size limit, must not kill the
@@ -271,6 +275,7 @@ static void log_write(const char *line, size_t len)
         }
     }
     shim_write_guard_end(&g);
+    pthread_setcancelstate(cancel, NULL);
 }
 
 void shim_log_line(const char *text)
