@@ -587,3 +587,18 @@ Test(lifecycle, a_sandbox_without_proc_is_live_from_the_host)
     touch(hold);
     wait_bg(bg);
 }
+
+/* A thread cancelled while the phase change it made is logged (with the phase lock held: write(2)
+ * is a cancellation point): before, the lock stayed held and the next fork() hung for ever in the
+ * shim's atfork handler. */
+Test(lifecycle, a_thread_cancelled_while_logging_a_phase_change_blocks_no_fork)
+{
+    struct run_result r;
+    const char *argv[] = {"timeout", "20", program("rt_prog"), "cancel_phase", NULL};
+    const char *extra[] = {preload_env(), "CUSHIM_LOG=info", NULL};
+    run_cmd(&r, argv, sim_env(extra));
+    cr_assert_eq(r.status, 0, "%s%s", r.out, r.err);
+    cr_expect(strstr(r.out, "forked=1\nphase=1\n") != NULL, "%s", r.out);
+    cr_expect(strstr(r.err, "info: phase run -> compile\n") != NULL, "%s", r.err);
+    run_free(&r);
+}

@@ -486,6 +486,36 @@ static int scenario_async_reset(void)
     return 0;
 }
 
+/* A thread cancelled while it sets the phase (CUSHIM_LOG=info logs the change with the phase lock
+ * held; write(2) is a cancellation point), then a fork: the lock must not be left held. */
+static void *set_phase_cancelled(void *arg)
+{
+    (void)arg;
+    int (*set)(int) = (int (*)(int))cushim_fn("cushim_set_phase");
+    pthread_cancel(pthread_self());
+    if (set)
+        set(1);
+    pthread_testcancel();
+    return NULL;
+}
+
+static int scenario_cancel_phase(void)
+{
+    void *p;
+    pthread_t t;
+    CHECK(cudaMalloc(&p, MiB));
+    if (pthread_create(&t, NULL, set_phase_cancelled, NULL) || pthread_join(t, NULL))
+        return 20;
+    pid_t child = fork();
+    if (child == 0)
+        _exit(0);
+    int status = -1;
+    printf("forked=%d\n", child > 0 && waitpid(child, &status, 0) == child && status == 0);
+    int (*get)(void) = (int (*)(void))cushim_fn("cushim_get_phase");
+    printf("phase=%d\n", get ? get() : -1);
+    return 0;
+}
+
 static int scenario_peaks(void)
 {
     void *a, *b, *c, *d;
@@ -1018,7 +1048,7 @@ static const struct scenario scenarios[] = {
     {"vmm_devices", scenario_vmm_devices, 1}, {"ipc_parent", scenario_ipc_parent, 1},
     {"ipc_child", scenario_ipc_child, 1},   {"ipc_parent_threads", scenario_ipc_parent_threads, 1},
     {"ipc_parent_fails", scenario_ipc_parent_fails, 1},
-    {"ipc_parent_capture", scenario_ipc_parent_capture, 1},           {"reset", scenario_reset, 1},
+    {"ipc_parent_capture", scenario_ipc_parent_capture, 1},           {"reset", scenario_reset, 1}, {"cancel_phase", scenario_cancel_phase, 1},
     {"async_reset", scenario_async_reset, 1},
     {"peaks", scenario_peaks, 1},           {"reset_peak", scenario_reset_peak, 1},
     {"two_devices", scenario_two_devices, 2}, {"oom", scenario_oom, 1},
