@@ -3,6 +3,7 @@
 #include <criterion/criterion.h>
 #include <dirent.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
@@ -71,9 +72,13 @@ Test(run, exit_status_and_signals)
     /* ... unless no driver can be found: CUDA's own message then misleads. */
     const char *no_driver[] = {"LD_LIBRARY_PATH=/nonexistent", NULL};
     cr_expect_eq(run_status(three, no_driver, &r), 3);
-    cr_expect_str_eq(r.err, "cushim: no CUDA memory activity in `sh -c exit 3` or its descendants "
-                            "before it exited with status 3; no CUDA driver, libcuda.so.1, is on the library "
-                            "path (without a GPU: LD_LIBRARY_PATH=build/tests/sim, README)\n");
+    /* The build tree's simulated driver, named absolute (it works from any directory). */
+    char want[PATH_MAX + 400], sim[PATH_MAX];
+    cr_assert(realpath(sim_libdir(), sim));
+    snprintf(want, sizeof want, "cushim: no CUDA memory activity in `sh -c exit 3` or its descendants "
+             "before it exited with status 3; no CUDA driver, libcuda.so.1, is on the library "
+             "path (without a GPU, the simulated one: LD_LIBRARY_PATH=%s)\n", sim);
+    cr_expect_str_eq(r.err, want);
     run_free(&r);
     const char *term[] = {"sh", "-c", "kill -TERM $$", NULL};
     cr_expect_eq(run_status(term, sim_env(NULL), &r), 128 + SIGTERM);
@@ -1717,5 +1722,17 @@ Test(run, an_output_named_by_a_standard_stream_is_appended_to_not_replaced)
     cr_expect(strncmp(text, "line1\nbefore\n[]\nafter\nprogram\n{", 31) == 0, "%s", text);
     cr_expect(strstr(text, "}\n[]\n") != NULL, "the stderr output after the run's JSON:\n%s", text);
     free(text);
+    run_free(&r);
+}
+
+/* `cushim help help` is the general usage (before: "no help for "help": not a command", exit 2). */
+Test(run, help_help_is_the_general_usage)
+{
+    const char *argv[] = {cushim_bin(), "help", "help", NULL};
+    struct run_result r;
+    run_cmd(&r, argv, NULL);
+    cr_expect_eq(r.status, 0, "%s", r.err);
+    cr_expect(strncmp(r.out, "usage: cushim COMMAND [ARGS]", 28) == 0, "%s", r.out);
+    cr_expect_str_eq(r.err, "");
     run_free(&r);
 }

@@ -116,5 +116,7 @@ int cmd_gc(int argc, char **argv)
     sweep_run_dirs(&a);
     if (scanned < 0 || a.failed)
         return EXIT_NOTHING;
+    if (a.removed == 0)
+        printf("nothing to remove\n");
     return 0;
 }

@@ -8,6 +8,7 @@
 #include <dirent.h>
 #include <dlfcn.h>
 #include <errno.h>
+#include <limits.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
@@ -305,6 +306,33 @@ static int check_paths(const struct cushim_config *cfg)
         }
     }
     return bad ? -1 : 0;
+}
+
+/* The simulated driver's directory of the build tree this cushim belongs to (<build>/tools/cushim
+ * beside <build>/tests/sim/libcuda.so.1), absolute, for a hint that works from any directory:
+ * 0, or -1 when there is none (an installed cushim). */
+static int sim_driver_dir(char *buf, size_t len)
+{
+    char exe[PATH_MAX], candidate[PATH_MAX + 32];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n <= 0)
+        return -1;
+    exe[n] = '\0';
+    char *slash = strrchr(exe, '/');
+    if (!slash)
+        return -1;
+    *slash = '\0';
+    snprintf(candidate, sizeof candidate, "%s/../tests/sim/libcuda.so.1", exe);
+    char *real = realpath(candidate, NULL);
+    if (!real)
+        return -1;
+    char *last = strrchr(real, '/');
+    *last = '\0';
+    int ok = strlen(real) < len;
+    if (ok)
+        strcpy(buf, real);
+    free(real);
+    return ok ? 0 : -1;
 }
 
 /* Whether the CUDA driver (libcuda.so.1) can be found where the program looked for it: this
@@ -626,10 +654,18 @@ int cmd_run(int argc, char **argv)
         } else if (!c.top && c.ndesc == 0 && !c.running && WIFEXITED(status) && code != 0) {
             /* A program that failed before any CUDA memory: its own messages say why, unless no
              * driver can be found (then CUDA's own message, "driver older than the runtime", misleads). */
+            char hint[PATH_MAX + 160] = "";
+            if (!driver_on_library_path()) {
+                char sim[PATH_MAX];
+                if (sim_driver_dir(sim, sizeof sim) == 0)
+                    snprintf(hint, sizeof hint, "; no CUDA driver, libcuda.so.1, is on the library path "
+                             "(without a GPU, the simulated one: LD_LIBRARY_PATH=%s)", sim);
+                else
+                    snprintf(hint, sizeof hint, "; no CUDA driver, libcuda.so.1, is on the library path "
+                             "(without a GPU, a build tree's simulated one: LD_LIBRARY_PATH=BUILD/tests/sim, README)");
+            }
             cli_error("no CUDA memory activity in `%s` or its descendants before it exited with "
-                      "status %d%s", top->command, code,
-                      driver_on_library_path() ? "" : "; no CUDA driver, libcuda.so.1, is on the library path "
-                                                      "(without a GPU: LD_LIBRARY_PATH=build/tests/sim, README)");
+                      "status %d%s", top->command, code, hint);
         } else if (!c.top && c.ndesc == 0 && !c.running) {
             cli_error("no CUDA memory activity in `%s` or its descendants (none allocated, or CUDA did "
                       "not start: is a driver, libcuda.so.1, on the library path?)", top->command);
