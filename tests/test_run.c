@@ -252,6 +252,9 @@ Test(run, usage_errors_exit_2)
         {{"serve", "--listen", NULL}, "cushim: --listen needs ADDR:PORT\n", 2},
         {{"reset-peak", "1", "--device", NULL}, "cushim: --device needs a device ordinal\n", 2},
         {{"reset-peak", "1", "--device=x", NULL}, "cushim: --device needs a device ordinal 0..63 (got \"x\")\n", 2},
+        /* digits only: strtol took these as device 0 */
+        {{"reset-peak", "1", "--device= +0", NULL}, "cushim: --device needs a device ordinal 0..63 (got \" +0\")\n", 2},
+        {{"reset-peak", "1", "--device=-0", NULL}, "cushim: --device needs a device ordinal 0..63 (got \"-0\")\n", 2},
         /* top's own short forms */
         {{"top", "-d", "0.1", "-n", "1", NULL}, "", 0},
         {{"top", "-n", "0", NULL}, "cushim: --iterations \"0\" is not a whole number from 1 to 9223372036854775807\n", 2},

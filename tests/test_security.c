@@ -595,6 +595,15 @@ Test(security, a_taken_segment_name_is_worked_around)
 
 /* An exporter run as its own user with only CAP_DAC_READ_SEARCH (systemd AmbientCapabilities)
  * reads every user's segments, as root does; without it, only its own. */
+/* How many times `what` occurs in text. */
+static int count(const char *text, const char *what)
+{
+    int n = 0;
+    for (const char *p = strstr(text, what); p; p = strstr(p + 1, what))
+        n++;
+    return n;
+}
+
 Test(security, an_exporter_with_dac_read_search_sees_everyone)
 {
     if (geteuid() != 0) {
@@ -624,6 +633,29 @@ Test(security, an_exporter_with_dac_read_search_sees_everyone)
     cr_expect_eq(r.status, 0, "%s", r.err);
     cr_expect(strstr(r.out, row) != NULL, "%s", r.out);
     run_free(&r);
+    /* A copy of root's segment (root's own, as its owner could make): this exporter cannot read
+     * root's /proc/PID/maps to tell which one the process maps. Before, both were exported (two
+     * series with one label set) and top summed the process twice; now one is, and the other is
+     * said to be skipped. */
+    char real[700], copy[720];
+    snprintf(real, sizeof real, "%s/cushim-0-%d", h.segdir, (int)pid);
+    snprintf(copy, sizeof copy, "%s.abcdef", real);
+    static struct cushim_segment copied;
+    read_segment(real, &copied);
+    write_segment_as(copy, &copied, 0);
+    const char *cap_prom[] = {"setpriv", "--reuid=" OWNER, "--regid=" OWNER, "--clear-groups", "--inh-caps=+dac_read_search",
+                              "--ambient-caps=+dac_read_search", "--", cushim_bin(), "stat", "--prometheus", NULL};
+    run_cmd(&r, cap_prom, env);
+    cr_expect_eq(r.status, 0, "%s", r.err);
+    char series[200];
+    snprintf(series, sizeof series, "cushim_device_total_bytes{pid=\"%d\",", (int)pid);
+    cr_expect_eq(count(r.out, series), 1, "%s", r.out);
+    char said[1200];
+    snprintf(said, sizeof said, "cushim: skipping %s: one of several segments of process %d, whose /proc/PID/maps "
+             "cannot be read here to tell which it maps: another is listed\n", copy, (int)pid);
+    cr_expect_str_eq(r.err, said);
+    run_free(&r);
+    cr_assert_eq(unlink(copy), 0);
     /* Reading is all the capability is for: gc leaves another user's stale segment alone. */
     kill(bg, SIGKILL);
     cr_expect_eq(wait_bg(bg), 128 + SIGKILL);
@@ -645,14 +677,6 @@ Test(security, an_exporter_with_dac_read_search_sees_everyone)
  * its summary into. Before, the summary was lost and the run said it saw no CUDA activity. Now
  * the process leaves its live segment for the run to read (a segment directory it can write), or
  * says its own summary on stderr (one it cannot). */
-static int count(const char *text, const char *what)
-{
-    int n = 0;
-    for (const char *p = strstr(text, what); p; p = strstr(p + 1, what))
-        n++;
-    return n;
-}
-
 static void expect_malloc_summary(json_t *j)
 {
     cr_expect_eq(jpath_u64(j, "devices.0.device.current_bytes"), 1 + MiB);
@@ -697,4 +721,44 @@ Test(security, a_program_that_changes_user_keeps_its_summary)
     cr_expect_eq(count(r.err, "cushim: pid "), 1, "%s", r.err);
     json_decref(j);
     run_free(&r);
+}
+
+/* A segment directory the user can list but not enter (mode 0644): before, `stat --prometheus
+ * --output` rewrote the metrics file with no samples and exited 0 (monitoring read "nothing
+ * running"), and ps/stat said "no live process" (exit 1). Now every command exits 2 at once and
+ * the file is left as it was. */
+Test(security, a_segment_directory_that_cannot_be_entered_is_a_usage_error)
+{
+    if (geteuid() != 0) {
+        printf("not run: needs root to make a directory another user can list but not enter\n");
+        cr_skip_test("not run: needs root to switch users");
+    }
+    const char *dir = fresh_dir("no-search");
+    cr_assert_eq(chown(dir, 65534, 65534), 0);
+    cr_assert_eq(chmod(dir, 0644), 0);
+    char prom[700], seg[700], want[1000];
+    snprintf(prom, sizeof prom, "%s/metrics.prom", test_dir());
+    FILE *f = fopen(prom, "w");
+    cr_assert(f);
+    fputs("old metrics\n", f);
+    fclose(f);
+    cr_assert_eq(chmod(prom, 0666), 0);
+    snprintf(seg, sizeof seg, "CUSHIM_SEGMENT_DIR=%s", dir);
+    const char *env[] = {seg, NULL};
+    snprintf(want, sizeof want, "cushim: cannot enter the segment directory %s (CUSHIM_SEGMENT_DIR): "
+             "Permission denied\n", dir);
+    const char *stat_prom[] = {cushim_bin(), "stat", "--prometheus", "--output", prom, NULL};
+    const char *ps[] = {cushim_bin(), "ps", NULL};
+    const char *const *cmds[] = {stat_prom, ps};
+    for (int k = 0; k < 2; k++) {
+        struct run_result r;
+        as_user(&r, OWNER, cmds[k], env);
+        cr_expect_eq(r.status, 2, "%s", r.err);
+        cr_expect_str_eq(r.out, "");
+        cr_expect_str_eq(r.err, want);
+        run_free(&r);
+    }
+    char *left = slurp(prom);
+    cr_expect_str_eq(left, "old metrics\n");
+    free(left);
 }

@@ -42,8 +42,11 @@ int cmd_reset_peak(int argc, char **argv)
         if (got < 0)
             return EXIT_USAGE;
         if (got) {
-            char *end;
-            if (!*v || (device = strtol(v, &end, 10), *end) || device < 0 || device >= (long)CUSHIM_MAX_DEVICES) {
+            /* Digits only (strtol alone would take " +0" and "-0"), as every number of the CLI. */
+            int digits = *v && strlen(v) <= 3;
+            for (const char *c = v; digits && *c; c++)
+                digits = *c >= '0' && *c <= '9';
+            if (!digits || (device = strtol(v, NULL, 10)) >= (long)CUSHIM_MAX_DEVICES) {
                 cli_error("--device needs a device ordinal 0..%u (got \"%s\")", CUSHIM_MAX_DEVICES - 1, v);
                 return EXIT_USAGE;
             }

@@ -72,6 +72,11 @@ int cmd_stat(int argc, char **argv)
     }
     struct proc_list l;
     proc_list_collect(&l, pids, npids, 1);
+    if (l.dir_unreadable) { /* said on stderr; no answer (an --output file is left as it was) */
+        free(pids);
+        proc_list_free(&l);
+        return EXIT_USAGE;
+    }
     int missing = 0;
     /* Each pid names the processes seg_names says, as for reset-peak and phase: by their pid here
      * first; else the one of another pid namespace with that pid there; two are ambiguous. */

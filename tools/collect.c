@@ -114,6 +114,22 @@ void seg_find_copies(const struct seg_file *f, int n, char *verdict)
         }
         for (int k = i; k < j && (!mapped || unknown); k++)
             verdict[idx[k]] = 0;
+        if (unknown) {
+            /* Which one the process maps cannot be told here (its maps are not readable: an
+             * exporter with CAP_DAC_READ_SEARCH only): one of them is kept, the plain name first
+             * (a copy's name has a suffix), so the process is listed and exported once. */
+            int keep = i;
+            for (int k = i; k < j; k++) {
+                const char *base = f[idx[k]].path ? strrchr(f[idx[k]].path, '/') : NULL;
+                if (base && !strchr(base, '.')) {
+                    keep = k;
+                    break;
+                }
+            }
+            for (int k = i; k < j; k++)
+                verdict[idx[k]] = k == keep ? 0 : 3;
+            continue;
+        }
         /* A hard link: the same file under another name. */
         for (int k = i + 1; k < j; k++)
             for (int q = i; q < k && !verdict[idx[k]]; q++)
@@ -137,7 +153,11 @@ static void drop_copies(struct collect_arg *a)
     for (int i = 0; i < n; i++) {
         if (verdict[i]) {
             l->copies++;
-            if (a->report)
+            if (a->report && verdict[i] == 3)
+                cli_error("skipping %s: one of several segments of process %d, whose /proc/PID/maps cannot "
+                          "be read here to tell which it maps: another is listed", a->files[i].path ? a->files[i].path : "?",
+                          (int)(a->files[i].here > 0 ? a->files[i].here : a->files[i].pid));
+            else if (a->report)
                 cli_error("skipping %s: %s process %d's segment%s", a->files[i].path ? a->files[i].path : "?",
                           verdict[i] == 2 ? "another name of" : "a copy of",
                           (int)(a->files[i].here > 0 ? a->files[i].here : a->files[i].pid),

@@ -45,8 +45,10 @@ struct seg_file seg_file_of(struct seg_entry *e);
 
 /* Of n live segment files, the copies: when several name one process (a copy its user made, or a
  * second name of one file), verdict[i] = 1 for a file the process does not map while it maps one
- * of them (seg_mapped_by; all are kept when that cannot be told), 2 for a second name of a file
- * kept (a hard link), else 0. What stat, top and the exporter skip and ps shows as `copy`. */
+ * of them (seg_mapped_by), 2 for a second name of a file kept (a hard link), 3 for all but one of
+ * them when which one the process maps cannot be told here (its maps not readable: the plain name
+ * is kept, else the first listed), else 0. What stat, top and the exporter skip and ps shows as
+ * `copy`: a process is listed once. */
 void seg_find_copies(const struct seg_file *f, int n, char *verdict);
 
 /* Sum over the process's devices of a device stat (CUSHIM_DEV_*). */

@@ -83,6 +83,13 @@ int cli_segment_dir_check(void)
         return -1;
     }
     closedir(d);
+    /* Listed but not entered (no search permission): no segment in it could be read, and an
+     * answer of "no process" (a Prometheus file rewritten with no samples) would be false. */
+    if (access(seg_dir(), X_OK) != 0) {
+        cli_error("cannot enter the segment directory %s%s: %s", seg_dir(),
+                  v && *v ? " (CUSHIM_SEGMENT_DIR)" : "", strerror(errno));
+        return -1;
+    }
     return 0;
 }
 
