@@ -457,7 +457,16 @@ CUresult offload_free_async(const struct shim_entry *e, CUstream stream, bool pt
          * prohibits them is live the free is refused and the memory stays the program's (rare:
          * no event could be made, or 1024 frees are pending). */
         __typeof__(&cuStreamQuery) query = pt ? REAL(cuStreamQuery_ptsz) : REAL(cuStreamQuery);
-        for (CUresult q = CUDA_ERROR_NOT_READY; q == CUDA_ERROR_NOT_READY;) {
+        /* With no capture live, one synchronize of the stream (what cudaFree does to the whole
+         * device): a loop of queries would spin for ever on a stream whose work completes only
+         * when the program synchronizes it, as the simulator's SIMCUDA_LAZY_EVENTS models. */
+        __typeof__(&cuStreamSynchronize) sync = pt ? REAL(cuStreamSynchronize_ptsz) : REAL(cuStreamSynchronize);
+        CUresult synced = CUDA_ERROR_NOT_READY;
+        if (sync && !capture_any_live() && capture_unsafe_begin()) {
+            synced = sync(stream);
+            capture_unsafe_end();
+        }
+        for (CUresult q = synced == CUDA_SUCCESS ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY; q == CUDA_ERROR_NOT_READY;) {
             if (!capture_unsafe_begin()) {
                 LOG_ONCE(CUSHIM_LOG_WARN, "cuMemFreeAsync of offloaded memory could not be deferred "
                          "while a capture is live: refused (CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED)");

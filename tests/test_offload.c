@@ -813,6 +813,29 @@ Test(offload, pending_frees_take_turns)
     run_free(&r);
 }
 
+/* Every deferred-free slot taken (1,024 frees pending on a stream whose work completes only when
+ * it is synchronized: SIMCUDA_LAZY_EVENTS): before, the 1,025th cudaFreeAsync spun on the stream's
+ * query for ever (the program never got to its synchronize). Now it synchronizes the stream once
+ * and frees, as cudaFree would. */
+Test(offload, a_free_with_every_slot_taken_does_not_wait_for_ever)
+{
+    struct run_result r;
+    const char *extra[] = {"CUSHIM_OFFLOAD=always", "CUSHIM_OFFLOAD_MIN=1", "SIMCUDA_LAZY_EVENTS=1", NULL};
+    const char *argv[] = {"timeout", "30", program("offload_prog"), "deferred_frees_full", NULL};
+    json_t *j = run_under_cushim(&r, argv, sim_env(extra));
+    cr_assert_eq(r.status, 0, "%s%s", r.out, r.err);
+    cr_expect_eq(kv_u64(r.out, "done"), 1);
+    json_t *d = json_array_get(jpath(j, "descendants"), 0);
+    cr_assert(d, "the program is timeout's descendant");
+    /* 1,100 pairs and the cudaMalloc of 256 B (offloaded too: CUSHIM_OFFLOAD_MIN=1) */
+    cr_expect_eq(jpath_u64(d, "devices.0.offloaded.alloc_count"), 1101);
+    cr_expect_eq(jpath_u64(d, "devices.0.offloaded.free_count"), 1101);
+    cr_expect_eq(jpath_u64(d, "devices.0.offloaded.current_bytes"), 0);
+    cr_expect_eq(jpath_u64(d, "devices.0.offload_host.pending_free_bytes"), 0);
+    json_decref(j);
+    run_free(&r);
+}
+
 Test(offload, a_reset_destroys_every_event_left_in_another_context)
 {
     /* Only 64 were destroyed; the rest leaked in device 1's live context. */

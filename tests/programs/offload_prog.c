@@ -934,6 +934,25 @@ static int scenario_pending_frees_take_turns(void)
     return 0;
 }
 
+/* Run with SIMCUDA_LAZY_EVENTS=1 (work completes only at a synchronize): 1,100 offloaded
+ * cudaMallocAsync / cudaFreeAsync pairs on one stream, never synchronized meanwhile: the 1,025th
+ * free finds every deferred-free slot taken. */
+static int scenario_deferred_frees_full(void)
+{
+    cudaStream_t s;
+    void *p;
+    CHECK(cudaStreamCreate(&s));
+    for (int i = 0; i < 1100; i++) {
+        CHECK(cudaMallocAsync(&p, 4096, s));
+        CHECK(cudaFreeAsync(p, s));
+    }
+    CHECK(cudaStreamSynchronize(s));
+    CHECK(cudaMalloc(&p, 256));
+    CHECK(cudaFree(p));
+    printf("done=1\n");
+    return 0;
+}
+
 /* Run with SIMCUDA_DEVICE_COUNT=2 SIMCUDA_LAZY_EVENTS=1: 200 offloaded blocks of the current
  * device's context freed on a stream of device 1 (their events are device 1's), then device 0
  * reset: every one of those events is destroyed. */
@@ -1000,7 +1019,7 @@ static int scenario_capture_thread_exits(void)
 
 static const struct scenario scenarios[] = {
     {"cache", scenario_cache, 1},                 {"phase_first", scenario_phase_first, 1},
-    {"compile_run", scenario_compile_run, 1},     {"budget", scenario_budget, 1},
+    {"compile_run", scenario_compile_run, 1}, {"deferred_frees_full", scenario_deferred_frees_full, 1},     {"budget", scenario_budget, 1},
     {"capture", scenario_capture, 1},             {"pytorch_capture", scenario_pytorch_capture, 1},
     {"async_free", scenario_async_free, 1},       {"phase_loop", scenario_phase_loop, 1},
     {"reset", scenario_reset, 1},                 {"vmm_budget", scenario_vmm_budget, 1},
