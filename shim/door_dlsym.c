@@ -42,6 +42,13 @@ int shim_hook_by_symbol(const char *symbol)
     return row ? *row : -1;
 }
 
+/* Whether code addresses a and b are in one loaded object (dladdr). */
+static bool shim_same_object(const void *a, const void *b)
+{
+    Dl_info x, y;
+    return dladdr(a, &x) && dladdr(b, &y) && x.dli_fbase == y.dli_fbase;
+}
+
 static inline SHIM_EARLY bool is_cu_name(const char *name)
 {
     return name && name[0] == 'c' && name[1] == 'u' && name[2] >= 'A' && name[2] <= 'Z';
@@ -59,6 +66,7 @@ static inline __attribute__((always_inline)) SHIM_EARLY void *dlsym_body(void *h
     int row = shim_hook_by_symbol(name);
     if (row < 0 || !shim_fns[row].wrapper)
         return real(handle, name);
+    void *caller = __builtin_return_address(0);
     void *p = real(handle, name);
     if (p == shim_fns[row].wrapper) {
         /* The shim's own export (RTLD_DEFAULT, or the program's handle, finds it first): only if
@@ -66,10 +74,24 @@ static inline __attribute__((always_inline)) SHIM_EARLY void *dlsym_body(void *h
          * dlsym(RTLD_DEFAULT, "cuMemGetMemPool") must not find a function the driver lacks. */
         bool real_there = atomic_load_explicit(&shim_real_slot[row], memory_order_relaxed) != NULL ||
                           shim_real_resolve((enum shim_fn)row) != NULL;
-        return real_there ? p : NULL;
+        if (real_there)
+            return p;
+        /* NULL with dlerror() set, as glibc answers: the lookup again, after the shim (nothing
+         * there: the driver has no such function), whose error is the caller's to read (the
+         * resolve's dlopen and dlclose cleared the first one). */
+        p = real(RTLD_NEXT, name);
+        if (!p)
+            return NULL;
     }
     if (!p)
         return NULL;
+    /* A driver stub in front (a library whose cu* functions look the driver's up with
+     * dlsym(dlopen("libcuda.so.1"), ...) and forward to them) asking for the function the shim
+     * already calls as its real one: the stub gets the driver's own, or the wrapper and the stub
+     * would call each other for ever. */
+    void *slot = atomic_load_explicit(&shim_real_slot[row], memory_order_relaxed);
+    if (slot && slot != p && shim_same_object(caller, slot))
+        return p;
     shim_real_offer((enum shim_fn)row, p);
     return shim_fns[row].wrapper;
 }

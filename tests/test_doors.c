@@ -89,7 +89,7 @@ Test(doors, dlsym_is_transparent)
     cr_expect(strstr(plain, "default_no_such_symbol=NULL") != NULL, "%s", plain);
     /* Before, the shim answered its own wrappers with no driver loaded (a probe that said
      * "available", then CUDA_ERROR_NOT_INITIALIZED). */
-    cr_expect(strstr(plain, "default_cuMemAlloc_v2=NULL@NULL\n") != NULL, "%s", plain);
+    cr_expect(strstr(plain, "default_cuMemAlloc_v2=NULL@NULL\ndlerror_cuMemAlloc_v2=set\n") != NULL, "%s", plain);
     cr_expect(strstr(plain, "default_cuGetProcAddress_v2=NULL@NULL\n") != NULL, "%s", plain);
 }
 
@@ -236,6 +236,26 @@ Test(doors, a_thread_cancelled_while_starting_the_shim_blocks_nobody)
     cr_assert_eq(r.status, 0, "%s%s", r.out, r.err);
     cr_expect_str_eq(r.out, "worker_cancelled=1\nrc_main=0\n");
     cr_expect(strstr(r.err, "\n    device               1.00 MiB     1.00 MiB          2          0        0\n"),
+              "%s", r.err);
+    run_free(&r);
+}
+
+/* A lazy driver stub preloaded behind the shim (its cu* functions look the driver's up by handle
+ * and forward): the shim's real cuMemAlloc_v2 is the stub's, and the stub's own lookup came back
+ * as the shim's wrapper: wrapper and stub called each other until the stack overflowed (SIGSEGV).
+ * Now the stub gets the driver's function, and each allocation is counted once. */
+Test(doors, a_driver_stub_behind_the_shim_does_not_recurse)
+{
+    char pre[2100];
+    snprintf(pre, sizeof pre, "LD_PRELOAD=%s %s", shim_lib(), program("libdriverstub.so"));
+    const char *extra[] = {pre, "CUSHIM_REPORT=stderr", NULL};
+    /* (the two could also call each other in a loop of tail calls, without end: bounded here) */
+    const char *argv[] = {"timeout", "20", program("drv_prog"), NULL};
+    struct run_result r;
+    run_cmd(&r, argv, sim_env(extra));
+    cr_assert_eq(r.status, 0, "%s%s", r.out, r.err);
+    cr_expect_str_eq(r.out, "alloc=ok\n");
+    cr_expect(strstr(r.err, "\n    device               4.00 KiB     1.00 MiB          2          1        0\n"),
               "%s", r.err);
     run_free(&r);
 }

@@ -83,7 +83,10 @@ int main(int argc, char **argv)
     printf("dlerror=%s\n", e ? e : "(none)");
     show("default_malloc", dlsym(RTLD_DEFAULT, "malloc"));
     /* No driver loaded: a probe for a driver function finds nothing, wrapped or not. */
+    dlerror();
     show("default_cuMemAlloc_v2", dlsym(RTLD_DEFAULT, "cuMemAlloc_v2"));
+    /* and the error to read, as glibc leaves it (a program that builds its message from it) */
+    printf("dlerror_cuMemAlloc_v2=%s\n", dlerror() ? "set" : "(none)");
     show("default_cuGetProcAddress_v2", dlsym(RTLD_DEFAULT, "cuGetProcAddress_v2"));
     show("default_cuInit", dlsym(RTLD_DEFAULT, "cuInit"));
     /* open() through whatever interposers are loaded: must not recurse. */

@@ -988,9 +988,12 @@ static int scenario_fallback_per_thread(void)
     void *p = dev(2 * MiB); /* offloaded */
     struct sim_api sim = sim_api();
     uint64_t q = sim.calls("cuStreamQuery"), qpt = sim.calls("cuStreamQuery_ptsz");
+    uint64_t y = sim.calls("cuStreamSynchronize"), ypt = sim.calls("cuStreamSynchronize_ptsz");
     printf("rc_free=%d\n", (int)free_async((CUdeviceptr)p, NULL));
     printf("legacy_queries=%llu\n", (unsigned long long)(sim.calls("cuStreamQuery") - q));
     printf("per_thread_queries=%llu\n", (unsigned long long)(sim.calls("cuStreamQuery_ptsz") - qpt));
+    printf("legacy_syncs=%llu\n", (unsigned long long)(sim.calls("cuStreamSynchronize") - y));
+    printf("per_thread_syncs=%llu\n", (unsigned long long)(sim.calls("cuStreamSynchronize_ptsz") - ypt));
     printf("host_live=%llu\n", (unsigned long long)sim.live(0, 5));
     return 0;
 }
