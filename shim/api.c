@@ -51,6 +51,7 @@ static void *counting_copy(const char *name)
 /* At the top of an API function: when this copy stands aside, the counting copy's answers. */
 #define FORWARD(name, ret_type, params, args)                                 \
     do {                                                                     \
+        shim_ensure_loaded(); /* a call from a constructor before the shim's */ \
         if (__builtin_expect(shim_aside, 0)) {                               \
             ret_type(*f_) params = (ret_type(*) params)counting_copy(#name); \
             if (f_)                                                          \

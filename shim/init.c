@@ -148,6 +148,11 @@ __attribute__((constructor)) static void shim_load(void)
     pthread_once(&load_once, shim_load_body);
 }
 
+void shim_ensure_loaded(void)
+{
+    pthread_once(&load_once, shim_load_body);
+}
+
 static void shim_load_body(void)
 {
     /* Bad values are reported once: under `cushim run`, by the launcher, unless this process's

@@ -121,6 +121,10 @@ extern SHIM_HIDDEN SHIM_TLS int shim_depth;
  * shim is off (CUSHIM_DISABLE, or a failed start): the caller passes through. from_api: the
  * in-process API, which creates the segment but leaves the exit handler to the first CUDA call. */
 bool shim_start_slow(bool from_api);
+/* The configuration loaded (init.c): what the constructor does, done first by whichever comes
+ * first, the constructor, a CUDA call or a cushim.h call (a library of the program may make
+ * either from its own constructor, which glibc runs before a preloaded library's). Thread-safe. */
+void shim_ensure_loaded(void);
 static inline bool shim_started(void)
 {
     int r = atomic_load_explicit(&shim.run, memory_order_acquire);

@@ -4,11 +4,12 @@
 #include <stdio.h>
 
 extern CUdeviceptr early_block;
-extern int early_rc;
+extern int early_rc, early_phase;
 
 int main(void)
 {
     CUdeviceptr big;
+    printf("early_phase=%d\n", early_phase);
     printf("early_rc=%d\n", early_rc);
     printf("rc_big=%d\n", (int)cuMemAlloc(&big, 64 << 20));
     printf("rc_free_early=%d\n", (int)cuMemFree(early_block));
