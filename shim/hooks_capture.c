@@ -1,5 +1,7 @@
 /* Stream capture: begin and end, so allocation hooks know when a stream is capturing and which
  * capture to credit (capture.h). Results are returned unchanged. */
+#include <pthread.h>
+
 #include "shim/capture.h"
 #include "shim/graph.h"
 #include "shim/shim.h"
@@ -11,33 +13,57 @@ static CUresult begun(CUresult r, CUstream s, bool pt, CUstreamCaptureMode mode)
     return r;
 }
 
+/* A thread cancelled inside the driver's begin (a cancellation point there) takes the announce
+ * back, or the shim would take a capture to be live for the rest of the process (every later
+ * allocation counted as capture, offload off). */
+static void begin_cancelled(void *mode)
+{
+    capture_begin_done(CUDA_ERROR_UNKNOWN, NULL, false, *(CUstreamCaptureMode *)mode);
+}
+
+#define CAPTURE_BEGIN_CALL(r, call, mode)                          \
+    do {                                                           \
+        CUstreamCaptureMode mode_ = (mode);                        \
+        pthread_cleanup_push(begin_cancelled, &mode_);             \
+        r = (call);                                                \
+        pthread_cleanup_pop(0);                                    \
+    } while (0)
+
 /* The 10000 ABI has no mode: such captures behave as GLOBAL (the mode's default). */
 SHIM_EXPORT CUresult CUDAAPI cuStreamBeginCapture(CUstream hStream)
 {
     REAL_OR_FAIL(cuStreamBeginCapture);
     capture_begin_announce(CU_STREAM_CAPTURE_MODE_GLOBAL);
-    return begun(real_(hStream), hStream, false, CU_STREAM_CAPTURE_MODE_GLOBAL);
+    CUresult r;
+    CAPTURE_BEGIN_CALL(r, real_(hStream), CU_STREAM_CAPTURE_MODE_GLOBAL);
+    return begun(r, hStream, false, CU_STREAM_CAPTURE_MODE_GLOBAL);
 }
 
 SHIM_EXPORT CUresult CUDAAPI cuStreamBeginCapture_ptsz(CUstream hStream)
 {
     REAL_OR_FAIL(cuStreamBeginCapture_ptsz);
     capture_begin_announce(CU_STREAM_CAPTURE_MODE_GLOBAL);
-    return begun(real_(hStream), hStream, true, CU_STREAM_CAPTURE_MODE_GLOBAL);
+    CUresult r;
+    CAPTURE_BEGIN_CALL(r, real_(hStream), CU_STREAM_CAPTURE_MODE_GLOBAL);
+    return begun(r, hStream, true, CU_STREAM_CAPTURE_MODE_GLOBAL);
 }
 
 SHIM_EXPORT CUresult CUDAAPI cuStreamBeginCapture_v2(CUstream hStream, CUstreamCaptureMode mode)
 {
     REAL_OR_FAIL(cuStreamBeginCapture_v2);
     capture_begin_announce(mode);
-    return begun(real_(hStream, mode), hStream, false, mode);
+    CUresult r;
+    CAPTURE_BEGIN_CALL(r, real_(hStream, mode), mode);
+    return begun(r, hStream, false, mode);
 }
 
 SHIM_EXPORT CUresult CUDAAPI cuStreamBeginCapture_v2_ptsz(CUstream hStream, CUstreamCaptureMode mode)
 {
     REAL_OR_FAIL(cuStreamBeginCapture_v2_ptsz);
     capture_begin_announce(mode);
-    return begun(real_(hStream, mode), hStream, true, mode);
+    CUresult r;
+    CAPTURE_BEGIN_CALL(r, real_(hStream, mode), mode);
+    return begun(r, hStream, true, mode);
 }
 
 SHIM_EXPORT CUresult CUDAAPI cuStreamBeginCaptureToGraph(CUstream hStream, CUgraph hGraph,
@@ -48,8 +74,9 @@ SHIM_EXPORT CUresult CUDAAPI cuStreamBeginCaptureToGraph(CUstream hStream, CUgra
 {
     REAL_OR_FAIL(cuStreamBeginCaptureToGraph);
     capture_begin_announce(mode);
-    return begun(real_(hStream, hGraph, dependencies, dependencyData, numDependencies, mode),
-                 hStream, false, mode);
+    CUresult r;
+    CAPTURE_BEGIN_CALL(r, real_(hStream, hGraph, dependencies, dependencyData, numDependencies, mode), mode);
+    return begun(r, hStream, false, mode);
 }
 
 SHIM_EXPORT CUresult CUDAAPI cuStreamBeginCaptureToGraph_ptsz(CUstream hStream, CUgraph hGraph,
@@ -60,8 +87,9 @@ SHIM_EXPORT CUresult CUDAAPI cuStreamBeginCaptureToGraph_ptsz(CUstream hStream, 
 {
     REAL_OR_FAIL(cuStreamBeginCaptureToGraph_ptsz);
     capture_begin_announce(mode);
-    return begun(real_(hStream, hGraph, dependencies, dependencyData, numDependencies, mode),
-                 hStream, true, mode);
+    CUresult r;
+    CAPTURE_BEGIN_CALL(r, real_(hStream, hGraph, dependencies, dependencyData, numDependencies, mode), mode);
+    return begun(r, hStream, true, mode);
 }
 
 static CUresult ended(CUresult r, CUstream s, bool pt, CUgraph *graph)

@@ -422,3 +422,19 @@ Test(graphs, an_allocation_during_another_threads_begin_is_a_node)
     json_decref(j);
     run_free(&r);
 }
+
+/* A thread cancelled inside its global capture's begin: before, the shim's count of live captures
+ * kept the begin's announce for ever: every later allocation was counted as capture memory and
+ * none was offloaded. */
+Test(graphs, a_thread_cancelled_in_a_begin_leaves_no_capture_live)
+{
+    struct run_result r;
+    const char *extra[] = {"SIMCUDA_BEGIN_CAPTURE_MS=2000", "CUSHIM_OFFLOAD=always", "CUSHIM_OFFLOAD_MIN=1MiB", NULL};
+    json_t *j = graph_run_env(&r, "cancel_in_begin", extra);
+    cr_assert_eq(kv_u64(r.out, "cancelled"), 1, "%s", r.out);
+    cr_expect_eq(jpath_u64(j, "devices.0.offloaded.alloc_count"), 1);
+    cr_expect_eq(jpath_u64(j, "devices.0.capture.alloc_count"), 0);
+    cr_expect_eq(jpath_u64(j, "devices.0.device.alloc_count"), 0);
+    json_decref(j);
+    run_free(&r);
+}

@@ -671,6 +671,34 @@ static int scenario_alloc_during_begin(void)
     return 0;
 }
 
+/* A thread cancelled inside its capture's begin (SIMCUDA_BEGIN_CAPTURE_MS: the simulator's begin
+ * sleeps, a cancellation point, with the stream capturing); the stream is destroyed (its capture
+ * ends with it), then an allocation of 8 MiB: no capture is live. */
+static void *begin_to_be_cancelled(void *arg)
+{
+    (void)arg;
+    cudaStreamBeginCapture(begin_stream, cudaStreamCaptureModeGlobal);
+    return NULL;
+}
+
+static int scenario_cancel_in_begin(void)
+{
+    pthread_t t;
+    void *p;
+    CHECK(cudaStreamCreate(&begin_stream));
+    if (pthread_create(&t, NULL, begin_to_be_cancelled, NULL))
+        return 20;
+    usleep(200000);
+    pthread_cancel(t);
+    void *ret = NULL;
+    pthread_join(t, &ret);
+    printf("cancelled=%d\n", ret == PTHREAD_CANCELED);
+    CHECK(cudaStreamDestroy(begin_stream));
+    CHECK(cudaMalloc(&p, 8 * MiB));
+    CHECK(cudaFree(p));
+    return 0;
+}
+
 static const struct scenario scenarios[] = {
     {"nodes", scenario_nodes, 1},
     {"capture_malloc", scenario_capture_malloc, 1},
@@ -690,6 +718,7 @@ static const struct scenario scenarios[] = {
     {"many_execs", scenario_many_execs, 1},
     {"exec_handle_reuse", scenario_exec_handle_reuse, 1},
     {"alloc_during_begin", scenario_alloc_during_begin, 1},
+    {"cancel_in_begin", scenario_cancel_in_begin, 1},
     {"capture_of_exited_thread_reset", scenario_capture_of_exited_thread_reset, 1},
     {"per_thread_captures_on_two_devices", scenario_per_thread_captures_on_two_devices, 2},
     {"per_thread_captures_on_many_contexts", scenario_per_thread_captures_on_many_contexts, 10},
