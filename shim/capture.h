@@ -47,8 +47,9 @@ static inline bool capture_prohibits_here(void)
  * so none overlaps it: the check and the call are one step as the capture sees it. Lock-free:
  * seq_cst increment, then load, on both sides. A section holds one driver call that does not wait
  * on the program's work (but for offload's cache: cuCtxSynchronize, made only with no capture
- * live, where the program's own free would have synchronized; a GLOBAL capture beginning then
- * waits for it, 5 s at most), with thread cancellation off (a cancelled thread must not leave one
+ * live, where the program's own free would have synchronized; and a cudaFreeAsync of offloaded
+ * memory that could not be deferred: cuStreamSynchronize of its stream; a GLOBAL capture
+ * beginning then waits for either, 5 s at most), with thread cancellation off (a cancelled thread must not leave one
  * open). Not on a hot path. */
 bool capture_unsafe_begin(void);
 void capture_unsafe_end(void);

@@ -44,17 +44,27 @@ SHIM_EXPORT CUresult CUDAAPI cuCtxDestroy(CUcontext ctx)
  * call tells the count: whether it ended is asked of the handle afterwards (cuCtxGetApiVersion:
  * the driver answers CUDA_ERROR_CONTEXT_IS_DESTROYED for a destroyed context, cuda.h cuCtxDestroy:
  * "attempting to access ctx from those threads will result in the error
- * CUDA_ERROR_CONTEXT_IS_DESTROYED"; INVALID_CONTEXT is taken the same way). */
+ * CUDA_ERROR_CONTEXT_IS_DESTROYED"; INVALID_CONTEXT is taken the same way). A context another
+ * thread creates meanwhile under the same handle would answer for it: the ended one's allocations
+ * then stay counted (the API leaves no way to tell). Nothing is asked when the shim is off. */
 SHIM_EXPORT CUresult CUDAAPI cuCtxDetach(CUcontext ctx)
 {
     REAL_OR_FAIL(cuCtxDetach);
-    before_teardown(ctx);
+    if (!shim_enter()) /* off (CUSHIM_DISABLE, a copy standing aside) or nested: nothing added */
+        return real_(ctx);
+    shim_resolve_contexts(ctx);
+    shim_leave();
     CUresult r = real_(ctx);
+    if (r != CUDA_SUCCESS || !shim_enter())
+        return r;
     __typeof__(&cuCtxGetApiVersion) ask = REAL(cuCtxGetApiVersion);
     unsigned version;
-    CUresult q = r == CUDA_SUCCESS && ask ? ask(ctx, &version) : CUDA_SUCCESS;
-    if (q == CUDA_ERROR_CONTEXT_IS_DESTROYED || q == CUDA_ERROR_INVALID_CONTEXT)
-        return destroyed(r, ctx);
+    CUresult q = ask ? ask(ctx, &version) : CUDA_SUCCESS;
+    if (q == CUDA_ERROR_CONTEXT_IS_DESTROYED || q == CUDA_ERROR_INVALID_CONTEXT) {
+        shim_drop_context(ctx);
+        shim_context_forget(ctx);
+    }
+    shim_leave();
     return r;
 }
 

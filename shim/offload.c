@@ -452,17 +452,19 @@ CUresult offload_free_async(const struct shim_entry *e, CUstream stream, bool pt
             slot_unclaim(k);
         /* Wait for the stream's work the slow way, then free as cuMemFree does. Both are calls
          * a capture may prohibit, so each query of the stream (the per-thread one for a _ptsz
-         * call) and the free is a handshake section of one call that does not block (capture.h:
-         * a capture's begin must never wait on the program's own stream); while a capture that
+         * call) and the free is a handshake section of one call (capture.h); while a capture that
          * prohibits them is live the free is refused and the memory stays the program's (rare:
          * no event could be made, or 1024 frees are pending). */
         __typeof__(&cuStreamQuery) query = pt ? REAL(cuStreamQuery_ptsz) : REAL(cuStreamQuery);
-        /* With no capture live, one synchronize of the stream (what cudaFree does to the whole
-         * device): a loop of queries would spin for ever on a stream whose work completes only
-         * when the program synchronizes it, as the simulator's SIMCUDA_LAZY_EVENTS models. */
+        /* Unless a capture that prohibits it is live, one synchronize of the stream (what
+         * cudaFree does to the whole device): a loop of queries would spin for ever on a stream
+         * whose work completes only when the program synchronizes it, as the simulator's
+         * SIMCUDA_LAZY_EVENTS models. The one section that blocks on the program's work, as the
+         * offload cache's synchronize does (capture.h): a GLOBAL capture beginning meanwhile
+         * waits for it, 5 s at most. */
         __typeof__(&cuStreamSynchronize) sync = pt ? REAL(cuStreamSynchronize_ptsz) : REAL(cuStreamSynchronize);
         CUresult synced = CUDA_ERROR_NOT_READY;
-        if (sync && !capture_any_live() && capture_unsafe_begin()) {
+        if (sync && capture_unsafe_begin()) {
             synced = sync(stream);
             capture_unsafe_end();
         }

@@ -378,6 +378,7 @@ RT_TEST(ctx_detach_that_ends_the_context_drops_its_memory)
     cr_expect_eq(kv_u64(r.out, "after_detach1"), 7 * MiB);
     cr_expect_eq(kv_u64(r.out, "rc_detach2"), 0);
     cr_expect_eq(kv_u64(r.out, "after_detach2"), MiB);
+    cr_expect_eq(kv_u64(r.out, "api_version_asks"), 2, "one question after each detach");
     expect_kind(j, 0, "device", MiB, 7 * MiB, 3, 2, 0);
     cr_expect_eq(jpath_u64(j, "devices.0.device.current_bytes"), kv_u64(r.out, "sim.device.0"));
     json_decref(j);

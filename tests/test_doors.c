@@ -260,3 +260,22 @@ Test(doors, a_driver_stub_behind_the_shim_does_not_recurse)
               "%s", r.err);
     run_free(&r);
 }
+
+/* cuCtxDetach through the shim's exported symbol (door 1): with the shim counting, the driver is
+ * asked once afterwards whether the context ended (and its 4 KiB dropped); with CUSHIM_DISABLE=1
+ * nothing is added to what the program calls (before, the question was asked either way). */
+Test(doors, cuCtxDetach_asks_the_driver_only_when_counting)
+{
+    const char *argv[] = {program("drv_prog"), "detach", NULL};
+    for (int disabled = 0; disabled < 2; disabled++) {
+        const char *extra[] = {preload_env(), "CUSHIM_REPORT=stderr", disabled ? "CUSHIM_DISABLE=1" : NULL, NULL};
+        struct run_result r;
+        run_cmd(&r, argv, sim_env(extra));
+        cr_assert_eq(r.status, 0, "%s%s", r.out, r.err);
+        cr_expect_str_eq(r.out, disabled ? "rc_detach=0\napi_version_asks=0\n" : "rc_detach=0\napi_version_asks=1\n");
+        if (!disabled)
+            cr_expect(strstr(r.err, "\n    device                    0 B     4.00 KiB          1          1        0\n"),
+                      "%s", r.err);
+        run_free(&r);
+    }
+}

@@ -116,7 +116,9 @@ int cmd_gc(int argc, char **argv)
     sweep_run_dirs(&a);
     if (scanned < 0 || a.failed)
         return EXIT_NOTHING;
-    if (a.removed == 0)
+    /* On a terminal, silence would leave a person wondering; from cron (README: "In production")
+     * any output is mailed, so elsewhere an idle gc says nothing. */
+    if (a.removed == 0 && isatty(STDOUT_FILENO))
         printf("nothing to remove\n");
     return 0;
 }

@@ -64,9 +64,27 @@ static int cancel_start(void)
     return 0;
 }
 
+/* detach: a created context ended with cuCtxDetach (deprecated), through the shim's exported
+ * symbol; prints how often the driver was asked cuCtxGetApiVersion. */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+static int detach(void)
+{
+    CUcontext c;
+    CUdeviceptr p;
+    if (cuInit(0) || cuCtxCreate(&c, NULL, 0, 0) || cuMemAlloc(&p, 4096))
+        return 10;
+    printf("rc_detach=%d\n", (int)cuCtxDetach(c));
+    printf("api_version_asks=%llu\n", (unsigned long long)simcuda_call_count("cuCtxGetApiVersion"));
+    return 0;
+}
+#pragma GCC diagnostic pop
+
 int main(int argc, char **argv)
 {
     CUdeviceptr p = 0;
+    if (argc == 2 && strcmp(argv[1], "detach") == 0)
+        return detach();
     if (argc == 2 && strcmp(argv[1], "cancel_start") == 0)
         return cancel_start();
     CUcontext ctx;
@@ -74,7 +92,7 @@ int main(int argc, char **argv)
     if (argc == 2 && strcmp(argv[1], "newer_abi") == 0)
         return newer_abi();
     if (argc > 2 || (argc == 2 && strcmp(argv[1], "before_init") != 0)) {
-        fprintf(stderr, "usage: %s [before_init|newer_abi|cancel_start] (cuMemAlloc/cuMemFree through the shim's exported "
+        fprintf(stderr, "usage: %s [before_init|newer_abi|cancel_start|detach] (cuMemAlloc/cuMemFree through the shim's exported "
                 "driver symbols; before_init: calls before cuInit first)\n", argv[0]);
         return 2;
     }

@@ -934,18 +934,29 @@ static int scenario_pending_frees_take_turns(void)
     return 0;
 }
 
-/* Run with SIMCUDA_LAZY_EVENTS=1 (work completes only at a synchronize): 1,100 offloaded
- * cudaMallocAsync / cudaFreeAsync pairs on one stream, never synchronized meanwhile: the 1,025th
- * free finds every deferred-free slot taken. */
+/* Run with SIMCUDA_LAZY_EVENTS=1 (work completes only at a synchronize): 1,200 offloaded
+ * cudaMallocAsync blocks freed on one stream, never synchronized meanwhile: the 1,025th free finds
+ * every deferred-free slot taken, while a relaxed capture of another stream is live. */
 static int scenario_deferred_frees_full(void)
 {
-    cudaStream_t s;
+    cudaStream_t s, s2;
+    cudaGraph_t g;
     void *p;
+    static void *q[1200];
     CHECK(cudaStreamCreate(&s));
-    for (int i = 0; i < 1100; i++) {
-        CHECK(cudaMallocAsync(&p, 4096, s));
-        CHECK(cudaFreeAsync(p, s));
-    }
+    CHECK(cudaStreamCreate(&s2));
+    for (int i = 0; i < 1200; i++)
+        CHECK(cudaMallocAsync(&q[i], 4096, s));
+    for (int i = 0; i < 1024; i++) /* every slot taken, none done */
+        CHECK(cudaFreeAsync(q[i], s));
+    /* with a relaxed capture live on another stream (it prohibits nothing here) */
+    CHECK(cudaStreamBeginCapture(s2, cudaStreamCaptureModeRelaxed));
+    for (int i = 1024; i < 1100; i++)
+        CHECK(cudaFreeAsync(q[i], s));
+    CHECK(cudaStreamEndCapture(s2, &g));
+    CHECK(cudaGraphDestroy(g));
+    for (int i = 1100; i < 1200; i++)
+        CHECK(cudaFreeAsync(q[i], s));
     CHECK(cudaStreamSynchronize(s));
     CHECK(cudaMalloc(&p, 256));
     CHECK(cudaFree(p));

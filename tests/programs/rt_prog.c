@@ -617,13 +617,12 @@ static int scenario_ctx_detach(void)
     CUresult rc_attach = attach(&again, 0);
     printf("rc_attach=%d\nsame=%d\n", (int)rc_attach, again == mine);
     printf("rc_detach1=%d\n", (int)detach(mine));
-    if (cushim_stats(0, &st, 0) != 0)
-        return 21;
-    printf("after_detach1=%llu\n", (unsigned long long)st.kind[CUSHIM_MEM_DEVICE].current_bytes);
+    if (cushim_stats(0, &st, 0) == 0)
+        printf("after_detach1=%llu\n", (unsigned long long)st.kind[CUSHIM_MEM_DEVICE].current_bytes);
     printf("rc_detach2=%d\n", (int)detach(mine));
-    if (cushim_stats(0, &st, 0) != 0)
-        return 22;
-    printf("after_detach2=%llu\n", (unsigned long long)st.kind[CUSHIM_MEM_DEVICE].current_bytes);
+    if (cushim_stats(0, &st, 0) == 0)
+        printf("after_detach2=%llu\n", (unsigned long long)st.kind[CUSHIM_MEM_DEVICE].current_bytes);
+    printf("api_version_asks=%llu\n", (unsigned long long)sim_api().calls("cuCtxGetApiVersion"));
     return set(primary) != CUDA_SUCCESS;
 }
 

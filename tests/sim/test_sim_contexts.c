@@ -120,7 +120,7 @@ Test(contexts, detach_destroys_at_a_usage_count_of_zero)
     cr_assert_eq(cuCtxAttach(&attached, 1), CUDA_ERROR_INVALID_VALUE);
     OK(cuCtxAttach(&attached, 0));
     cr_assert_eq(attached, created);
-    cr_assert_eq(cuCtxDetach(primary), CUDA_ERROR_INVALID_CONTEXT); /* not current, and primary */
+    cr_assert_eq(cuCtxDetach(primary), CUDA_ERROR_INVALID_CONTEXT); /* not current */
     OK(cuCtxDetach(created));
     cr_assert_eq(live(SIMCUDA_DEVICE), 1000);
     OK(cuCtxGetCurrent(&current));
@@ -133,5 +133,13 @@ Test(contexts, detach_destroys_at_a_usage_count_of_zero)
     cr_assert_eq(cuCtxGetApiVersion(created, &version), CUDA_ERROR_CONTEXT_IS_DESTROYED);
     OK(cuCtxPushCurrent_v2(primary));
     cr_assert_eq(cuCtxDetach(created), CUDA_ERROR_INVALID_CONTEXT);
+    /* The primary context: an attach and its detach end nothing; a second detach is refused. */
+    cr_assert_eq(cuCtxDetach(primary), CUDA_ERROR_INVALID_CONTEXT);
+    OK(cuCtxAttach(&attached, 0));
+    cr_assert_eq(attached, primary);
+    OK(cuCtxDetach(primary));
+    cr_assert_eq(cuCtxDetach(primary), CUDA_ERROR_INVALID_CONTEXT);
+    OK(cuMemAlloc_v2(&d, 100));
+    cr_assert_eq(live(SIMCUDA_DEVICE), 100);
     OK(cuDevicePrimaryCtxRelease_v2(0));
 }

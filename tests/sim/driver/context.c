@@ -220,8 +220,6 @@ CUresult CUDAAPI cuCtxAttach(CUcontext *pctx, unsigned int flags)
         return CUDA_ERROR_INVALID_VALUE;
     CUcontext ctx;
     CUresult rc = sim_ctx_current(&ctx);
-    if (rc == CUDA_SUCCESS && ctx->primary)
-        rc = CUDA_ERROR_NOT_SUPPORTED; /* not modelled: a primary context's usage count */
     if (rc != CUDA_SUCCESS)
         return rc;
     pthread_mutex_lock(&lock);
@@ -234,16 +232,20 @@ CUresult CUDAAPI cuCtxAttach(CUcontext *pctx, unsigned int flags)
 /* cuda.h, cuCtxDetach (deprecated): "Decrements the usage count of the context ctx, and destroys
  * the context if the usage count goes to 0. The context must be a handle that was passed back by
  * cuCtxCreate() or cuCtxAttach(), and must be current to the calling thread." Destroyed, it is
- * popped as cuCtxDestroy pops it. */
+ * popped as cuCtxDestroy pops it. A primary context (cuCtxAttach passed it back) counts its
+ * attaches here, its life being the retains' (cuDevicePrimaryCtxRelease): a detach takes one back
+ * and ends nothing; one more than the attaches is CUDA_ERROR_INVALID_CONTEXT. */
 CUresult CUDAAPI cuCtxDetach(CUcontext ctx)
 {
     SIM_ENTER(cuCtxDetach);
-    if (!valid(ctx) || ctx->primary || depth == 0 || stack[depth - 1] != ctx)
+    if (!valid(ctx) || depth == 0 || stack[depth - 1] != ctx)
         return CUDA_ERROR_INVALID_CONTEXT;
     pthread_mutex_lock(&lock);
-    CUresult rc = ctx->destroyed ? CUDA_ERROR_INVALID_CONTEXT : CUDA_SUCCESS;
+    CUresult rc = ctx->destroyed || (ctx->primary && ctx->usage == 0) ? CUDA_ERROR_INVALID_CONTEXT : CUDA_SUCCESS;
     bool ended = false;
-    if (rc == CUDA_SUCCESS && --ctx->usage == 0) {
+    if (rc == CUDA_SUCCESS && ctx->primary) {
+        ctx->usage--;
+    } else if (rc == CUDA_SUCCESS && --ctx->usage == 0) {
         ctx->destroyed = ended = true;
         sim_ctx_teardown(ctx);
     }
