@@ -138,18 +138,29 @@ static int cmd_async(void)
     return 0;
 }
 
-static void *entry(const char *name, unsigned version)
+#if CUDART_VERSION < 12000
+#error "gpu_checks.cu needs CUDA 12.0 or newer (cudaGetDriverEntryPoint's driverStatus argument)"
+#endif
+
+// A driver entry point, or NULL when the driver does not hand it out.
+static void *entry_or_null(const char *name, unsigned version)
 {
     void *fn = NULL;
     cudaDriverEntryPointQueryResult q;
 #if CUDART_VERSION >= 12050
-    CHECK(cudaGetDriverEntryPointByVersion(name, &fn, version, cudaEnableDefault, &q));
+    cudaError_t e = cudaGetDriverEntryPointByVersion(name, &fn, version, cudaEnableDefault, &q);
 #else
     // Before 12.5 (cuda_runtime_api.h): no ByVersion; the entry point of this runtime's CUDA
     // version, which for these symbols is the version the PFN types here name.
     (void)version;
-    CHECK(cudaGetDriverEntryPoint(name, &fn, cudaEnableDefault, &q));
+    cudaError_t e = cudaGetDriverEntryPoint(name, &fn, cudaEnableDefault, &q);
 #endif
+    return e == cudaSuccess ? fn : NULL;
+}
+
+static void *entry(const char *name, unsigned version)
+{
+    void *fn = entry_or_null(name, version);
     if (!fn) {
         fprintf(stderr, "no %s\n", name);
         exit(11);
@@ -205,26 +216,39 @@ static int cmd_teardown(void)
     int rc_destroy = call.rc;
     uint64_t s2 = shim_kind(K_DEVICE);
     int rc_attr = (int)attr(&owner, CU_POINTER_ATTRIBUTE_CONTEXT, p);
+    // Said at once: the steps below must not cost these figures.
+    printf("rc=%d rc_destroy=%d created=%llu after_destroy=%llu rc_attr_destroyed=%d\n", rc, rc_destroy,
+           (unsigned long long)(s1 - s0), (unsigned long long)(s2 - s0), rc_attr);
     // cuCtxDetach (deprecated): an attach raises the usage count; the second detach ends the
     // context, and only then does the shim drop its 8 MiB (it asks cuCtxGetApiVersion afterwards).
-    PFN_cuCtxAttach_v2000 attach = (PFN_cuCtxAttach_v2000)entry("cuCtxAttach", 2000);
-    PFN_cuCtxDetach_v2000 detach = (PFN_cuCtxDetach_v2000)entry("cuCtxDetach", 2000);
+    // A step that fails is said (-11: the driver hands out no such entry point) and the context
+    // is destroyed, so that the reset below still starts from the primary context's memory only.
+    PFN_cuCtxAttach_v2000 attach = (PFN_cuCtxAttach_v2000)entry_or_null("cuCtxAttach", 2000);
+    PFN_cuCtxDetach_v2000 detach = (PFN_cuCtxDetach_v2000)entry_or_null("cuCtxDetach", 2000);
     CUcontext third = NULL, attached = NULL;
     CUdeviceptr p3 = 0;
-    uint64_t d0 = shim_kind(K_DEVICE);
-    int rc_attach = (int)create(&third, 0, 0);
+    uint64_t d0 = shim_kind(K_DEVICE), d1 = d0, d2 = d0;
+    int rc_attach = attach && detach ? (int)create(&third, 0, 0) : -11;
+    bool made = rc_attach == 0;
     if (!rc_attach)
         rc_attach = (int)alloc(&p3, 8 * MiB);
     if (!rc_attach)
         rc_attach = (int)attach(&attached, 0);
-    int rc_detach1 = rc_attach ? -1 : (int)detach(third);
-    uint64_t d1 = shim_kind(K_DEVICE);
-    int rc_detach2 = rc_attach ? -1 : (int)detach(third);
-    uint64_t d2 = shim_kind(K_DEVICE);
-    if (setcur(primary) != CUDA_SUCCESS)
-        rc = -3;
-    printf("rc_attach=%d rc_detach1=%d detach1_kept=%llu rc_detach2=%d detach2_left=%llu\n", rc_attach,
-           rc_detach1, (unsigned long long)(d1 - d0), rc_detach2, (unsigned long long)(d2 - d0));
+    int rc_detach1 = -1, rc_detach2 = -1;
+    if (!rc_attach) {
+        rc_detach1 = (int)detach(third);
+        d1 = shim_kind(K_DEVICE);
+        if (rc_detach1 == 0 && d1 - d0 == 8 * MiB) { // still there: the second detach ends it
+            rc_detach2 = (int)detach(third);
+            d2 = shim_kind(K_DEVICE);
+        }
+    } else if (made) {
+        destroy(third);
+    }
+    int rc_primary = (int)setcur(primary);
+    printf("rc_attach=%d rc_detach1=%d detach1_kept=%llu rc_detach2=%d detach2_left=%llu rc_primary=%d\n",
+           rc_attach, rc_detach1, (unsigned long long)(d1 - d0), rc_detach2, (unsigned long long)(d2 - d0),
+           rc_primary);
     // A stream-ordered allocation outlives the reset (cuda_runtime_api.h cudaDeviceReset: "will
     // not destroy memory allocations by cudaMallocAsync()"): still counted, freed afterwards.
     void *q = NULL;
@@ -237,11 +261,8 @@ static int cmd_teardown(void)
     int rc_free_async = (int)cudaFreeAsync(q, 0);
     CHECK(cudaStreamSynchronize(0));
     uint64_t a2 = shim_kind(K_ASYNC);
-    printf("rc=%d rc_destroy=%d created=%llu after_destroy=%llu after_reset=%llu rc_attr_destroyed=%d\n",
-           rc, rc_destroy, (unsigned long long)(s1 - s0), (unsigned long long)(s2 - s0),
-           (unsigned long long)s3, rc_attr);
-    printf("async_after_reset=%llu rc_free_async=%d async_after_free=%llu\n",
-           (unsigned long long)(a1 - a0), rc_free_async, (unsigned long long)(a2 - a0));
+    printf("after_reset=%llu async_after_reset=%llu rc_free_async=%d async_after_free=%llu\n",
+           (unsigned long long)s3, (unsigned long long)(a1 - a0), rc_free_async, (unsigned long long)(a2 - a0));
     return 0;
 }
 

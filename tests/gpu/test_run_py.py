@@ -271,7 +271,7 @@ class Failures(unittest.TestCase):
         self.assertEqual(measured["4 KiB"], "plain 100 ns, shim 100 ns, ratio 1.000")
         self.assertEqual(measured["1 MiB"], "plain 100 ns, shim 100 ns, ratio 1.000")
         self.assertEqual(measured["256 MiB"], "not run: deadline")
-        self.assertEqual(verdict, "pass")
+        self.assertEqual(verdict, "pass (2 of 4 cases; the rest not run: deadline)")
 
     def test_probe_torch(self):
         """PyTorch is probed in another interpreter: a CPU-only build, one that sees no GPU and
@@ -338,7 +338,7 @@ class Torch(unittest.TestCase):
             if (isinstance(node, ast.If) and isinstance(node.test, (ast.Compare, ast.BoolOp))):
                 mode = [c.value for c in ast.walk(node.test) if isinstance(c, ast.Constant)
                         and isinstance(c.value, str)]
-                call = node.body[0].value
+                call = getattr(node.body[0], "value", None)  # `equal` opens with its own test
                 if mode and isinstance(call, ast.Call):
                     emitted[mode[0]] = {k.value for d in ast.walk(tc[call.func.id])
                                         if isinstance(d, ast.Dict) for k in d.keys

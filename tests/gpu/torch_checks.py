@@ -198,7 +198,9 @@ def check_async_backend():
 def main():
     global shim
     what = sys.argv[1] if len(sys.argv) > 1 else ""
-    if what == "equal" and len(sys.argv) > 3:
+    if what == "equal":
+        if len(sys.argv) != 4:
+            sys.exit(__doc__)
         # Tensors only: loadable with weights_only=True (torch.load's default since 2.6, said here
         # so that no version warns or refuses).
         a, b = (torch.load(f, map_location="cpu", weights_only=True) for f in sys.argv[2:4])
