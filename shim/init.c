@@ -143,14 +143,14 @@ static bool another_copy_first(const char **first, const char **self)
 static pthread_once_t load_once = PTHREAD_ONCE_INIT;
 static void shim_load_body(void);
 
-__attribute__((constructor)) static void shim_load(void)
+void shim_ensure_loaded(void)
 {
     pthread_once(&load_once, shim_load_body);
 }
 
-void shim_ensure_loaded(void)
+__attribute__((constructor)) static void shim_load(void)
 {
-    pthread_once(&load_once, shim_load_body);
+    shim_ensure_loaded();
 }
 
 static void shim_load_body(void)
@@ -196,7 +196,7 @@ static void shim_load_body(void)
 
 bool shim_start_slow(bool from_api)
 {
-    pthread_once(&load_once, shim_load_body);
+    shim_ensure_loaded();
     int expected = SHIM_IDLE;
     if (atomic_compare_exchange_strong(&shim.run, &expected, SHIM_STARTING)) {
         /* Other threads wait for STARTING to end: this thread must end it. No cancellation in
