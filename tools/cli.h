@@ -32,6 +32,10 @@ void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
  * installed library directory. 0 or -1 (message printed). */
 int cli_library_path(const char *shown_as, char *buf, size_t len);
 
+/* The real path of `relative` taken from this program's own directory (/proc/self/exe), into buf
+ * (len bytes): 0, or -1 when it does not exist or does not fit. */
+int cli_beside_exe(const char *relative, char *buf, size_t len);
+
 /* Removes run directory `path` (its files, then itself) without following a symbolic link in
  * its place. 0, or -1 with errno set. */
 int cli_remove_run_dir(const char *path);

@@ -313,26 +313,10 @@ static int check_paths(const struct cushim_config *cfg)
  * 0, or -1 when there is none (an installed cushim). */
 static int sim_driver_dir(char *buf, size_t len)
 {
-    char exe[PATH_MAX], candidate[PATH_MAX + 32];
-    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    if (n <= 0)
+    if (cli_beside_exe("../tests/sim/libcuda.so.1", buf, len) != 0)
         return -1;
-    exe[n] = '\0';
-    char *slash = strrchr(exe, '/');
-    if (!slash)
-        return -1;
-    *slash = '\0';
-    snprintf(candidate, sizeof candidate, "%s/../tests/sim/libcuda.so.1", exe);
-    char *real = realpath(candidate, NULL);
-    if (!real)
-        return -1;
-    char *last = strrchr(real, '/');
-    *last = '\0';
-    int ok = strlen(real) < len;
-    if (ok)
-        strcpy(buf, real);
-    free(real);
-    return ok ? 0 : -1;
+    *strrchr(buf, '/') = '\0';
+    return 0;
 }
 
 /* Whether the CUDA driver (libcuda.so.1) can be found where the program looked for it: this

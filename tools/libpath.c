@@ -98,10 +98,26 @@ static int is_cushim(const char *path, const char **why)
     return *why ? -1 : 0;
 }
 
+int cli_beside_exe(const char *relative, char *buf, size_t len)
+{
+    char exe[PATH_MAX], candidate[PATH_MAX + 64];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n <= 0)
+        return -1;
+    exe[n] = '\0';
+    snprintf(candidate, sizeof candidate, "%s/%s", dirname(exe), relative);
+    char *real = realpath(candidate, NULL);
+    int ok = real && strlen(real) < len;
+    if (ok)
+        strcpy(buf, real);
+    free(real);
+    return ok ? 0 : -1;
+}
+
 int cli_library_path(const char *shown_as, char *buf, size_t len)
 {
     const char *env = getenv("CUSHIM_LIBRARY");
-    char exe[PATH_MAX], candidate[PATH_MAX + 32];
+    char candidate[PATH_MAX + 32];
     if (env && *env) {
         const char *why = NULL;
         char *real = realpath(env, NULL);
@@ -133,30 +149,12 @@ int cli_library_path(const char *shown_as, char *buf, size_t len)
         free(real);
         return 0;
     }
-    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    if (n > 0) {
-        exe[n] = '\0';
-        /* Build tree: <build>/tools/cushim next to <build>/shim/libcushim.so. */
-        const char *dir = dirname(exe); /* (modifies exe: called once) */
-        snprintf(candidate, sizeof candidate, "%s/../shim/libcushim.so", dir);
-        char *real = realpath(candidate, NULL);
-        if (real && usable(real) && strlen(real) < len) {
-            strcpy(buf, real);
-            free(real);
-            return 0;
-        }
-        free(real);
-        /* Installed: <prefix>/bin/cushim beside <prefix>/<libdir>/libcushim.so, wherever the
-         * prefix was moved to (a DESTDIR staging tree, a relocated install). */
-        snprintf(candidate, sizeof candidate, "%s/%s/libcushim.so", dir, CUSHIM_BINDIR_TO_LIBDIR);
-        real = realpath(candidate, NULL);
-        if (real && usable(real) && strlen(real) < len) {
-            strcpy(buf, real);
-            free(real);
-            return 0;
-        }
-        free(real);
-    }
+    /* Build tree: <build>/tools/cushim next to <build>/shim/libcushim.so. Installed:
+     * <prefix>/bin/cushim beside <prefix>/<libdir>/libcushim.so, wherever the prefix was moved to
+     * (a DESTDIR staging tree, a relocated install). */
+    if ((cli_beside_exe("../shim/libcushim.so", buf, len) == 0 && usable(buf)) ||
+        (cli_beside_exe(CUSHIM_BINDIR_TO_LIBDIR "/libcushim.so", buf, len) == 0 && usable(buf)))
+        return 0;
     snprintf(candidate, sizeof candidate, "%s/libcushim.so", CUSHIM_INSTALL_LIBDIR);
     if (usable(candidate) && strlen(candidate) < len) {
         strcpy(buf, candidate);
