@@ -112,8 +112,6 @@ void seg_find_copies(const struct seg_file *f, int n, char *verdict)
             unknown |= m < 0;
             verdict[idx[k]] = m == 0;
         }
-        for (int k = i; k < j && (!mapped || unknown); k++)
-            verdict[idx[k]] = 0;
         if (unknown) {
             /* Which one the process maps cannot be told here (its maps are not readable: an
              * exporter with CAP_DAC_READ_SEARCH only): one of them is kept, the plain name first
@@ -130,6 +128,8 @@ void seg_find_copies(const struct seg_file *f, int n, char *verdict)
                 verdict[idx[k]] = k == keep ? 0 : 3;
             continue;
         }
+        for (int k = i; k < j && !mapped; k++)
+            verdict[idx[k]] = 0;
         /* A hard link: the same file under another name. */
         for (int k = i + 1; k < j; k++)
             for (int q = i; q < k && !verdict[idx[k]]; q++)
