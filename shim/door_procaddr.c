@@ -23,20 +23,47 @@ static int select_row(const char *base, int version, cuuint64_t flags)
     return best;
 }
 
+/* The real driver's function at (name, version): NULL when it has none. */
+static void *real_lookup(const char *name, int version, cuuint64_t flags)
+{
+    void *fn = NULL;
+    CUresult (*gpa)(const char *, void **, int, cuuint64_t, CUdriverProcAddressQueryResult *) =
+        REAL(cuGetProcAddress_v2);
+    if (!gpa || gpa(name, &fn, version, flags, NULL) != CUDA_SUCCESS)
+        return NULL;
+    return fn;
+}
+
+/* The one name whose ABI changed without a version suffix: cuda.h has
+ * `#define cuGraphInstantiate cuGraphInstantiateWithFlags` since CUDA 12.0, so a lookup of
+ * "cuGraphInstantiate" at 12000 or later may answer the three-argument cuGraphInstantiateWithFlags
+ * (cudaTypedefs.h PFN_cuGraphInstantiateWithFlags_v11040) where the rule above picks the
+ * five-argument cuGraphInstantiate_v2 (PFN_cuGraphInstantiate_v11000). The driver's answer
+ * decides: whichever of the two it is, by identity; neither: -1, passed through. */
+static int instantiate_row(int version, cuuint64_t flags, void *real_fn)
+{
+    if (real_fn == real_lookup("cuGraphInstantiateWithFlags", 11040, flags))
+        return SHIM_FN_cuGraphInstantiateWithFlags;
+    if (real_fn == real_lookup("cuGraphInstantiate", 11000, flags))
+        return SHIM_FN_cuGraphInstantiate_v2;
+    LOG_ONCE(CUSHIM_LOG_WARN, "cuGraphInstantiate at version %d is neither cuGraphInstantiate_v2 nor "
+             "cuGraphInstantiateWithFlags: passed through uncounted", version);
+    return -1;
+}
+
 void *shim_wrap_proc(const char *base, int version, cuuint64_t flags, void *real_fn)
 {
     if (!base || !real_fn || shim.cfg.disable)
         return real_fn;
-    int row = select_row(base, version, flags);
+    int row = version >= 12000 && strcmp(base, "cuGraphInstantiate") == 0
+                  ? instantiate_row(version, flags, real_fn)
+                  : select_row(base, version, flags);
     if (row < 0)
         return real_fn;
     if (version > CUDA_VERSION) {
         /* A driver newer than our headers may know a newer ABI of this name: wrap only if it
          * returns the same function at the newest version we know. */
-        void *known = NULL;
-        CUresult (*gpa)(const char *, void **, int, cuuint64_t, CUdriverProcAddressQueryResult *) =
-            REAL(cuGetProcAddress_v2);
-        if (!gpa || gpa(base, &known, CUDA_VERSION, flags, NULL) != CUDA_SUCCESS || known != real_fn) {
+        if (real_lookup(base, CUDA_VERSION, flags) != real_fn) {
             LOG_ONCE(CUSHIM_LOG_WARN, "%s at version %d may have an ABI newer than cushim's "
                      "headers (%d): passed through uncounted", base, version, CUDA_VERSION);
             return real_fn;

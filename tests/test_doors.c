@@ -63,6 +63,50 @@ Test(doors, a_lookup_of_a_newer_abi_never_reaches_the_shims_own_calls)
     run_free(&r);
 }
 
+/* cuda.h: `#define cuGraphInstantiate cuGraphInstantiateWithFlags` (since 12.0): "cuGraphInstantiate"
+ * looked up at 12000 is the three-argument function, which the simulated driver answers
+ * (tests/sim/README.md). Before, door 3 chose the five-argument cuGraphInstantiate_v2 row for it:
+ * the program got the v2 wrapper (its flags taken for an error-node pointer: a crash when the v2
+ * slot was already filled), or the v2 slot got the three-argument function (a later direct
+ * cuGraphInstantiate_v2 passed its error-node pointer as flags). Both orders, through both ABIs. */
+static void instantiate_both_abis(const char *scenario, uint64_t lookup_exec_id)
+{
+    struct run_result r;
+    const char *argv[] = {program("drv_prog"), scenario, NULL};
+    json_t *j = run_under_cushim(&r, argv, sim_env(NULL));
+    cr_assert_eq(r.status, 0, "%s: %s%s", scenario, r.out, r.err);
+    cr_expect_eq(kv_u64(r.out, "rc_lookup"), 0);
+    cr_expect_eq(kv_u64(r.out, "rc_instantiate"), 0, "%s", r.out);
+    cr_expect_eq(kv_u64(r.out, "rc_launch1"), 0);
+    cr_expect_eq(kv_u64(r.out, "rc_launch2"), 0, "AUTO_FREE_ON_LAUNCH reached the driver: %s", r.out);
+    cr_expect_eq(kv_u64(r.out, "rc_sync"), 0);
+    cr_expect_eq(kv_u64(r.out, "rc_exec_destroy"), 0);
+    cr_expect_eq(kv_u64(r.out, "rc_v2"), 0, "%s", r.out);
+    cr_expect_eq(kv_u64(r.out, "v2_error_node_cleared"), 1);
+    cr_expect_eq(jpath_u64(j, "devices.0.graphs.instantiated"), 2);
+    cr_expect_eq(jpath_u64(j, "devices.0.graphs.launches"), 2);
+    cr_expect_eq(jpath_u64(j, "devices.0.graphs.execs_alive"), 0);
+    cr_assert_eq(json_array_size(jpath(j, "executable_graphs")), 2);
+    for (uint64_t k = 0; k < 2; k++) {
+        json_t *e = json_array_get(jpath(j, "executable_graphs"), k);
+        cr_expect_eq(json_integer_value(json_object_get(e, "id")), (json_int_t)k + 1);
+        cr_expect_eq(json_integer_value(json_object_get(e, "alloc_node_bytes")), 1 << 20);
+        cr_expect_eq(json_integer_value(json_object_get(e, "launches")), k + 1 == lookup_exec_id ? 2 : 0);
+    }
+    json_decref(j);
+    run_free(&r);
+}
+
+Test(doors, cuGraphInstantiate_looked_up_at_12000_is_the_three_argument_abi)
+{
+    instantiate_both_abis("instantiate_lookup", 1);
+}
+
+Test(doors, cuGraphInstantiate_v2_called_first_keeps_its_five_argument_abi)
+{
+    instantiate_both_abis("instantiate_v2_first", 2);
+}
+
 /* dlsym_prog prints what dlsym answers; with the shim it must be the same, line for line. */
 static void dlsym_output(char *buf, size_t len, const char *preload)
 {

@@ -80,6 +80,55 @@ static int detach(void)
 }
 #pragma GCC diagnostic pop
 
+/* instantiate_lookup / instantiate_v2_first: cuda.h has `#define cuGraphInstantiate
+ * cuGraphInstantiateWithFlags` since 12.0, so "cuGraphInstantiate" looked up at 12000 is the
+ * three-argument function; the 11000 ABI, cuGraphInstantiate_v2, has five (cudaTypedefs.h). A graph
+ * with one 1 MiB allocation node and no free node is instantiated through both, in either order:
+ * with AUTO_FREE_ON_LAUNCH through the lookup (launched twice), without flags through the v2 ABI. */
+CUresult CUDAAPI cuGraphInstantiate_v2(CUgraphExec *phGraphExec, CUgraph hGraph, CUgraphNode *phErrorNode,
+                                       char *logBuffer, size_t bufferSize);
+
+static CUresult instantiate_v2(CUgraph g)
+{
+    CUgraphExec e;
+    CUgraphNode err = (CUgraphNode)1;
+    char log[64] = "unchanged";
+    CUresult rc = cuGraphInstantiate_v2(&e, g, &err, log, sizeof log);
+    printf("v2_error_node_cleared=%d\n", err == NULL);
+    return rc == CUDA_SUCCESS ? cuGraphExecDestroy(e) : rc;
+}
+
+static int instantiate_lookup(int v2_first)
+{
+    CUcontext ctx;
+    CUgraph g;
+    CUgraphNode node;
+    CUDA_MEM_ALLOC_NODE_PARAMS ap = {0};
+    ap.poolProps.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+    ap.poolProps.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    ap.poolProps.location.id = 0;
+    ap.bytesize = 1 << 20;
+    if (cuInit(0) || cuDevicePrimaryCtxRetain(&ctx, 0) || cuCtxSetCurrent(ctx) || cuGraphCreate(&g, 0) ||
+        cuGraphAddMemAllocNode(&node, g, NULL, 0, &ap))
+        return 10;
+    if (v2_first)
+        printf("rc_v2=%d\n", (int)instantiate_v2(g));
+    CUresult (*with_flags)(CUgraphExec *, CUgraph, unsigned long long) = NULL;
+    CUdriverProcAddressQueryResult st;
+    printf("rc_lookup=%d\n", (int)cuGetProcAddress_v2("cuGraphInstantiate", (void **)&with_flags, 12000, 0, &st));
+    if (!with_flags)
+        return 11;
+    CUgraphExec e;
+    printf("rc_instantiate=%d\n", (int)with_flags(&e, g, CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH));
+    printf("rc_launch1=%d\n", (int)cuGraphLaunch(e, NULL));
+    printf("rc_launch2=%d\n", (int)cuGraphLaunch(e, NULL));
+    printf("rc_sync=%d\n", (int)cuStreamSynchronize(NULL));
+    printf("rc_exec_destroy=%d\n", (int)cuGraphExecDestroy(e));
+    if (!v2_first)
+        printf("rc_v2=%d\n", (int)instantiate_v2(g));
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     CUdeviceptr p = 0;
@@ -87,12 +136,16 @@ int main(int argc, char **argv)
         return detach();
     if (argc == 2 && strcmp(argv[1], "cancel_start") == 0)
         return cancel_start();
+    if (argc == 2 && strcmp(argv[1], "instantiate_lookup") == 0)
+        return instantiate_lookup(0);
+    if (argc == 2 && strcmp(argv[1], "instantiate_v2_first") == 0)
+        return instantiate_lookup(1);
     CUcontext ctx;
     size_t free_b, total_b;
     if (argc == 2 && strcmp(argv[1], "newer_abi") == 0)
         return newer_abi();
     if (argc > 2 || (argc == 2 && strcmp(argv[1], "before_init") != 0)) {
-        fprintf(stderr, "usage: %s [before_init|newer_abi|cancel_start|detach] (cuMemAlloc/cuMemFree through the shim's exported "
+        fprintf(stderr, "usage: %s [before_init|newer_abi|cancel_start|detach|instantiate_lookup|instantiate_v2_first] (cuMemAlloc/cuMemFree through the shim's exported "
                 "driver symbols; before_init: calls before cuInit first)\n", argv[0]);
         return 2;
     }
