@@ -30,6 +30,12 @@ static bool ref_drop(struct shim_entry *e, void *arg)
     return e->refs > 0 || e->maps > 0;
 }
 
+static void import_ref(struct shim_entry *e, void *arg)
+{
+    (void)arg;
+    e->refs++;
+}
+
 struct map_arg {
     uint64_t size;
     int first_size; /* out: this mapping sized an imported handle */
@@ -208,9 +214,12 @@ SHIM_EXPORT CUresult CUDAAPI cuMemImportFromShareableHandle(CUmemGenericAllocati
                              prop.location.type == CU_MEM_LOCATION_TYPE_DEVICE
                          ? prop.location.id
                          : shim_current_device(NULL);
+        /* cuda.h: "There is no guarantee that the contents of handle will be the same CUDA
+         * memory handle for the same given OS shareable handle": it may be one this process
+         * already holds (its own export, or a second import), which is then one reference more. */
         struct shim_entry e = {.key = *handle, .size = 0, .device = device,
                                .kind = CUSHIM_KIND_IMPORTED, .refs = 1};
-        table_put(&shim.vmm_handles, &e, NULL);
+        table_upsert(&shim.vmm_handles, &e, import_ref, NULL);
     } else {
         track_fail(CUSHIM_KIND_IMPORTED);
     }

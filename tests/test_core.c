@@ -265,6 +265,33 @@ RT_TEST(vmm_handles_count_on_their_own_device)
     run_free(&r);
 }
 
+RT_TEST(an_import_that_returns_a_handle_the_process_holds_is_one_reference_more)
+{
+    /* cuda.h: "no guarantee that the contents of handle will be the same CUDA memory handle"; the
+     * simulated driver returns the held handle (SIMCUDA_IMPORT_SAME_HANDLE=1). Before, each import
+     * replaced the handle's entry by an empty imported one: its vmm bytes were never counted
+     * freed, and the mapping counted them a second time as imported. */
+    struct run_result r;
+    const char *extra[] = {"SIMCUDA_IMPORT_SAME_HANDLE=1", NULL};
+    json_t *j = scenario(&r, p->static_rt, "vmm_import_own", extra);
+    uint64_t g = kv_u64(r.out, "granularity");
+    cr_expect_eq(g, 2 << 20);
+    cr_expect_eq(kv_u64(r.out, "same_handle"), 1, "%s", r.out);
+    cr_expect_eq(kv_u64(r.out, "rc_map"), 0);
+    cr_expect_eq(kv_u64(r.out, "rc_unmap"), 0);
+    cr_expect_eq(kv_u64(r.out, "rc_release1"), 0);
+    cr_expect_eq(kv_u64(r.out, "rc_release2"), 0);
+    cr_expect_eq(kv_u64(r.out, "rc_release3"), 0);
+    cr_expect_eq(kv_u64(r.out, "rc_release4"), 1 /* CUDA_ERROR_INVALID_VALUE: released */);
+    cr_expect_eq(kv_u64(r.out, "sim.vmm.0"), 0);
+    expect_kind(j, 0, "vmm", 0, g, 1, 1, 0);
+    expect_kind(j, 0, "imported", 0, 0, 0, 0, 0);
+    cr_expect_eq(jpath_u64(j, "devices.0.device_total.current_bytes"), 0);
+    cr_expect_eq(jpath_u64(j, "devices.0.device_total.peak_bytes"), g);
+    json_decref(j);
+    run_free(&r);
+}
+
 RT_TEST(an_ipc_handle_opened_twice_is_one_mapping_until_its_last_close)
 {
     /* The second open replaced the entry (counted as a free) and the first close counted a second

@@ -313,6 +313,39 @@ static int scenario_vmm_devices(void)
     return 0;
 }
 
+/* VMM import of this process's own memory (run with SIMCUDA_IMPORT_SAME_HANDLE=1, where the
+ * import returns the handle that holds it): a handle made, exported, imported twice, mapped,
+ * unmapped and released three times (once per create and per import, cuda.h). */
+static int scenario_vmm_import_own(void)
+{
+    struct vmm_api v = vmm_api();
+    PFN_cuMemExportToShareableHandle_v10020 export_ = entry("cuMemExportToShareableHandle", 10020);
+    PFN_cuMemImportFromShareableHandle_v10020 import_ = entry("cuMemImportFromShareableHandle", 10020);
+    CHECK(cudaFree(NULL));
+    CUmemAllocationProp prop = vmm_prop(0);
+    prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+    size_t g;
+    CUmemGenericAllocationHandle h, i1, i2;
+    CUdeviceptr va;
+    int fd = -1;
+    if (v.granularity(&g, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM) || v.create(&h, g, &prop, 0) ||
+        export_(&fd, h, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0) ||
+        import_(&i1, (void *)(intptr_t)fd, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) ||
+        import_(&i2, (void *)(intptr_t)fd, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) ||
+        v.reserve(&va, g, 0, 0, 0))
+        return 13;
+    printf("same_handle=%d\n", i1 == h && i2 == h);
+    printf("rc_map=%d\n", (int)v.map(va, g, 0, i1, 0));
+    printf("rc_unmap=%d\n", (int)v.unmap(va, g));
+    printf("rc_release1=%d\n", (int)v.release(h));
+    printf("rc_release2=%d\n", (int)v.release(i1));
+    printf("rc_release3=%d\n", (int)v.release(i2));
+    printf("rc_release4=%d\n", (int)v.release(h));
+    printf("granularity=%zu\n", g);
+    print_sim(1);
+    return 0;
+}
+
 /* CUDA IPC: the parent exports 1,000,000 bytes of device memory; its child (this program again,
  * the handle in CUDA_IPC_HANDLE as hex) opens the handle twice (the same mapping, cuda.h: a
  * reference count) and closes it once, leaving it open at exit. */
@@ -1044,7 +1077,7 @@ static const struct scenario scenarios[] = {
     {"async", scenario_async, 1},           {"vmm", scenario_vmm, 1}, {"vmm_release_race", scenario_vmm_release_race, 1},
     {"vmm_undo", scenario_vmm_undo, 1},
     {"array", scenario_array, 1},           {"array_formats", scenario_array_formats, 1},
-    {"vmm_devices", scenario_vmm_devices, 1}, {"ipc_parent", scenario_ipc_parent, 1},
+    {"vmm_devices", scenario_vmm_devices, 1}, {"vmm_import_own", scenario_vmm_import_own, 1}, {"ipc_parent", scenario_ipc_parent, 1},
     {"ipc_child", scenario_ipc_child, 1},   {"ipc_parent_threads", scenario_ipc_parent_threads, 1},
     {"ipc_parent_fails", scenario_ipc_parent_fails, 1},
     {"ipc_parent_capture", scenario_ipc_parent_capture, 1},           {"reset", scenario_reset, 1}, {"cancel_phase", scenario_cancel_phase, 1},

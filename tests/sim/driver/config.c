@@ -104,6 +104,10 @@ void sim_config_load(void)
     sim_cfg.lazy_events = v && strcmp(v, "1") == 0;
     if (v && strcmp(v, "0") != 0 && strcmp(v, "1") != 0)
         bad("SIMCUDA_LAZY_EVENTS", v);
+    v = getenv("SIMCUDA_IMPORT_SAME_HANDLE");
+    sim_cfg.import_same_handle = v && strcmp(v, "1") == 0;
+    if (v && strcmp(v, "0") != 0 && strcmp(v, "1") != 0)
+        bad("SIMCUDA_IMPORT_SAME_HANDLE", v);
     v = getenv("SIMCUDA_BEGIN_CAPTURE_MS");
     if (v) {
         long n = strtol(v, &end, 10);

@@ -35,6 +35,8 @@ struct sim_config {
     uint64_t granularity;
     uint64_t vmm_granularity;
     bool lazy_events;
+    bool import_same_handle; /* SIMCUDA_IMPORT_SAME_HANDLE: an import of a live handle's memory
+                              * returns that handle, one reference more */
     uint64_t begin_capture_ms; /* SIMCUDA_BEGIN_CAPTURE_MS: a begin returns this long after the
                                   stream is capturing (a driver call that takes time) */
     const char *log_lookups; /* SIMCUDA_LOG_LOOKUPS path, or NULL */

@@ -32,7 +32,8 @@ static CUmemGenericAllocationHandle handle_of(struct sim_vmm_handle *h)
 
 /* cuda.h, cuMemRelease: "The memory allocation will be freed when all outstanding mappings to the
  * memory are unmapped and when all outstanding references to the handle (including it's shareable
- * counterparts) are also released." */
+ * counterparts) are also released." Deviation: a descriptor exported from the handle and still open
+ * is not waited for (the simulator cannot see its close); the capacity comes back here. */
 void sim_vmm_handle_put(struct sim_vmm_handle *h)
 {
     if (h->refs > 0 || h->maps > 0)
@@ -172,10 +173,25 @@ static int device_of(int fd)
     return strncmp(target, "/memfd:simcuda-vmm-host", 23) == 0 ? -1 : -2;
 }
 
+/* The live handle of this process whose memory the descriptor `fd` is (same memfd), or NULL.
+ * Caller holds the lock. */
+static struct sim_vmm_handle *handle_of_fd(int fd)
+{
+    struct stat a, b;
+    if (fstat(fd, &a) != 0)
+        return NULL;
+    for (struct sim_vmm_handle *h = handles; h; h = h->next)
+        if (h->refs > 0 && fstat(h->fd, &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino)
+            return h;
+    return NULL;
+}
+
 /* cuda.h: "There is no guarantee that the contents of handle will be the same CUDA memory handle
  * for the same given OS shareable handle": every import is a new handle, released with
  * cuMemRelease ("Each time a recipient process imports a shareable handle, it needs to pair it
- * with cuMemRelease"). For POSIX descriptors osHandle is the descriptor itself. */
+ * with cuMemRelease"); with SIMCUDA_IMPORT_SAME_HANDLE=1, the import of memory a live handle of
+ * this process holds is that handle, one reference more (the other reading the header allows).
+ * For POSIX descriptors osHandle is the descriptor itself. */
 CUresult CUDAAPI cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *handle, void *osHandle,
                                                 CUmemAllocationHandleType shHandleType)
 {
@@ -188,6 +204,17 @@ CUresult CUDAAPI cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *ha
     struct stat st;
     if (dev < -1 || fstat(fd, &st) != 0 || st.st_size <= 0)
         return CUDA_ERROR_INVALID_VALUE;
+    if (sim_cfg.import_same_handle) {
+        pthread_mutex_lock(&sim_vmm_lock);
+        struct sim_vmm_handle *h = handle_of_fd(fd);
+        if (h) {
+            h->refs++;
+            *handle = handle_of(h);
+        }
+        pthread_mutex_unlock(&sim_vmm_lock);
+        if (h)
+            return CUDA_SUCCESS;
+    }
     int mine = fcntl(fd, F_DUPFD_CLOEXEC, 0);
     if (mine < 0)
         return CUDA_ERROR_OUT_OF_MEMORY;
