@@ -59,8 +59,9 @@ struct cushim_device_stats {
     uint64_t device_total_peak_bytes;
     /* Version 2. The device's stream-ordered pools as the driver last reported them
      * (cuMemPoolGetAttribute, summed over the device's pools; read at cudaMemGetInfo, from
-     * cudaMallocAsync at most every 100 ms, and at exit: docs/SUMMARY-JSON.md "async_pool"). The
-     * reserve is device memory the pools hold, freed memory kept for reuse included. */
+     * cudaMallocAsync at most every 100 ms, after cudaMemPoolTrimTo or a high-water-mark reset,
+     * and at exit: docs/SUMMARY-JSON.md "async_pool"). The reserve is device memory the pools
+     * hold, freed memory kept for reuse included. */
     uint64_t async_pool_used_current_bytes;
     uint64_t async_pool_used_high_bytes;
     uint64_t async_pool_reserved_current_bytes;
@@ -69,7 +70,8 @@ struct cushim_device_stats {
     /* Version 3. When untracked_bytes was sampled (CLOCK_REALTIME ns; 0 = never, it is then 0),
      * and the device's graph memory pool as the driver last reported it
      * (cuDeviceGetGraphMemAttribute; read at graph launches at most every 100 ms, at
-     * cudaMemGetInfo, when the program reads it, and at exit). */
+     * cudaMemGetInfo, when the program reads it, after cudaDeviceGraphMemTrim and
+     * cudaDeviceSetGraphMemAttribute, and at exit). */
     uint64_t untracked_sampled_ns;
     uint64_t graph_pool_used_current_bytes;
     uint64_t graph_pool_used_high_bytes;

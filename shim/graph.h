@@ -1,6 +1,6 @@
 /* CUDA graphs as the shim sees them (issue 5): the per-graph table in the segment, per-device
  * graph counters, and the driver's graph memory pool read after uploads and launches (at most
- * every 100 ms, and at exit). Thread-safe. */
+ * every 100 ms), after a trim or a high-water-mark reset (hooks_graph.c), and at exit. Thread-safe. */
 #ifndef CUSHIM_GRAPH_H
 #define CUSHIM_GRAPH_H
 

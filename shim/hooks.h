@@ -43,6 +43,8 @@
     X(cuMemPoolCreate, cuMemPoolCreate, 11020, 0)                      \
     X(cuMemPoolDestroy, cuMemPoolDestroy, 11020, 0)                    \
     X(cuMemPoolImportPointer, cuMemPoolImportPointer, 11020, 0)        \
+    X(cuMemPoolTrimTo, cuMemPoolTrimTo, 11020, 0)                      \
+    X(cuMemPoolSetAttribute, cuMemPoolSetAttribute, 11020, 0)          \
     X(cuMemCreate, cuMemCreate, 10020, 0)                              \
     X(cuMemRelease, cuMemRelease, 10020, 0)                            \
     X(cuMemRetainAllocationHandle, cuMemRetainAllocationHandle, 11000, 0) \
@@ -119,6 +121,7 @@
     X(cuGraphUpload_ptsz, cuGraphUpload, 11010, 1)                     \
     X(cuDeviceGetGraphMemAttribute, cuDeviceGetGraphMemAttribute, 11040, 0) \
     X(cuDeviceGraphMemTrim, cuDeviceGraphMemTrim, 11040, 0)           \
+    X(cuDeviceSetGraphMemAttribute, cuDeviceSetGraphMemAttribute, 11040, 0) \
     X(cuDeviceGetDefaultMemPool, cuDeviceGetDefaultMemPool, 11020, 0)  \
     X(cuDeviceGetMemPool, cuDeviceGetMemPool, 11020, 0)                \
     SHIM_HOOKS_CUDA13(X)

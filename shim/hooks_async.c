@@ -309,6 +309,48 @@ SHIM_EXPORT CUresult CUDAAPI cuMemPoolDestroy(CUmemoryPool pool)
     return r;
 }
 
+/* After a call that changes what a pool holds or its high-water marks (cuMemPoolTrimTo: "Releases
+ * memory back to the OS"; cuMemPoolSetAttribute: RESERVED_MEM_HIGH / USED_MEM_HIGH "can only be
+ * reset to zero", a release threshold), the pools of its device are read again, so the live view
+ * shows PyTorch's empty_cache (cudaMemPoolTrimTo) at once rather than at the next sample. A pool
+ * the shim does not know: every device's. Not while a capture is live (no query may disturb it). */
+static void pool_changed(CUmemoryPool pool)
+{
+    if (capture_any_live())
+        return;
+    int device = -1;
+    if (pool_kind(pool, &device) != CUSHIM_KIND_ASYNC) /* a host or managed pool: not in the sums */
+        return;
+    if (device >= 0)
+        async_pool_sample(device);
+    else
+        async_pool_sample_all();
+}
+
+SHIM_EXPORT CUresult CUDAAPI cuMemPoolTrimTo(CUmemoryPool pool, size_t minBytesToKeep)
+{
+    REAL_OR_FAIL(cuMemPoolTrimTo);
+    CUresult r = real_(pool, minBytesToKeep);
+    if (r == CUDA_SUCCESS && shim_enter()) {
+        pool_changed(pool);
+        shim_leave();
+    }
+    return r;
+}
+
+SHIM_EXPORT CUresult CUDAAPI cuMemPoolSetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void *value)
+{
+    REAL_OR_FAIL(cuMemPoolSetAttribute);
+    CUresult r = real_(pool, attr, value);
+    if (r == CUDA_SUCCESS &&
+        (attr == CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH || attr == CU_MEMPOOL_ATTR_USED_MEM_HIGH) &&
+        shim_enter()) {
+        pool_changed(pool);
+        shim_leave();
+    }
+    return r;
+}
+
 SHIM_EXPORT CUresult CUDAAPI cuMemPoolImportPointer(CUdeviceptr *ptr_out, CUmemoryPool pool,
                                                     CUmemPoolPtrExportData *shareData)
 {

@@ -146,6 +146,20 @@ SHIM_EXPORT CUresult CUDAAPI cuDeviceGetGraphMemAttribute(CUdevice device, CUgra
     return r;
 }
 
+/* cuda.h cuDeviceSetGraphMemAttribute: CU_GRAPH_MEM_ATTR_USED_MEM_HIGH and RESERVED_MEM_HIGH "can
+ * only be reset to zero": the pool is read again, so the live view shows the reset at once. */
+SHIM_EXPORT CUresult CUDAAPI cuDeviceSetGraphMemAttribute(CUdevice device, CUgraphMem_attribute attr,
+                                                          void *value)
+{
+    REAL_OR_FAIL(cuDeviceSetGraphMemAttribute);
+    CUresult r = real_(device, attr, value);
+    if (r == CUDA_SUCCESS && shim_enter()) {
+        graph_pool_sample(device, true);
+        shim_leave();
+    }
+    return r;
+}
+
 SHIM_EXPORT CUresult CUDAAPI cuDeviceGraphMemTrim(CUdevice device)
 {
     REAL_OR_FAIL(cuDeviceGraphMemTrim);

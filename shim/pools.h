@@ -4,7 +4,8 @@
  * also keeps freed memory reserved until its release threshold lets it go, and that reserve is
  * device memory the program holds (what `torch.cuda.memory_reserved()` is for PyTorch's caching
  * allocator). Read, not counted: a few driver calls per device, at exit, whenever the program
- * calls cuMemGetInfo, and now and then from cudaMallocAsync (async_pool_tick). Thread-safe. */
+ * calls cuMemGetInfo, after cuMemPoolTrimTo and a high-water-mark reset (hooks_async.c), and now
+ * and then from cudaMallocAsync (async_pool_tick). Thread-safe. */
 #ifndef CUSHIM_POOLS_H
 #define CUSHIM_POOLS_H
 

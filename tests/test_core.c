@@ -292,6 +292,25 @@ RT_TEST(an_import_that_returns_a_handle_the_process_holds_is_one_reference_more)
     run_free(&r);
 }
 
+RT_TEST(a_pool_trim_and_a_high_water_mark_reset_are_read_at_once)
+{
+    /* cudaMemPoolTrimTo (PyTorch's empty_cache on the cudaMallocAsync backend) and a reset of
+     * RESERVED_MEM_HIGH: before, the pools' figures kept the last sample's (4 MiB reserved) until
+     * the next cudaMallocAsync sample or cudaMemGetInfo. */
+    struct run_result r;
+    json_t *j = scenario(&r, p->static_rt, "pool_trim", NULL);
+    cr_expect_eq(kv_u64(r.out, "kept.reserved"), 4 * MiB, "%s", r.out);
+    cr_expect_eq(kv_u64(r.out, "kept.reserved_high"), 4 * MiB);
+    cr_expect_eq(kv_u64(r.out, "trimmed.reserved"), 0);
+    cr_expect_eq(kv_u64(r.out, "trimmed.reserved_high"), 4 * MiB);
+    cr_expect_eq(kv_u64(r.out, "reset.reserved_high"), 0);
+    cr_expect_eq(kv_u64(r.out, "sim.reserved_high"), 0);
+    cr_expect_eq(jpath_u64(j, "devices.0.async_pool.reserved_current_bytes"), 0);
+    expect_kind(j, 0, "async", 0, 4 * MiB, 1, 1, 0);
+    json_decref(j);
+    run_free(&r);
+}
+
 RT_TEST(an_ipc_handle_opened_twice_is_one_mapping_until_its_last_close)
 {
     /* The second open replaced the entry (counted as a free) and the first close counted a second

@@ -240,6 +240,25 @@ Test(live, stat_shows_the_async_pool_reserve_live)
     cr_expect_eq(wait_bg(pid), 0);
 }
 
+/* A reset of the graph pool's high-water mark (cudaDeviceSetGraphMemAttribute) is read at once:
+ * before, the live view kept the figures of the launch (8 MiB in use, high 8 MiB) after the
+ * memory was freed and the mark reset. */
+Test(live, stat_shows_a_graph_pool_high_water_mark_reset_at_once)
+{
+    const char *segdir;
+    char hold[600];
+    pid_t pid = start_held("hold_graph_reset", "t-graph-high", &segdir, hold, sizeof hold);
+    struct run_result r;
+    json_t *j = stat_json(segdir, pid, &r);
+    cr_expect_eq(jpath_u64(j, "0.devices.0.graph_pool.used_current_bytes"), 0);
+    cr_expect_eq(jpath_u64(j, "0.devices.0.graph_pool.used_high_bytes"), 0);
+    cr_expect_eq(jpath_u64(j, "0.devices.0.graph_pool.reserved_current_bytes"), 8 * MiB);
+    json_decref(j);
+    run_free(&r);
+    touch(hold);
+    cr_expect_eq(wait_bg(pid), 0);
+}
+
 /* A process whose main thread has ended (a zombie main thread) but whose other threads run is
  * alive: listed live, readable, its segment kept by gc. */
 Test(live, busy_counters_are_still_read_reset_and_switched)

@@ -313,6 +313,46 @@ static int scenario_vmm_devices(void)
     return 0;
 }
 
+/* A pool that keeps freed memory (release threshold UINT64_MAX): 4 MiB allocated and freed, then
+ * cudaMemPoolTrimTo(0) (PyTorch's empty_cache on its cudaMallocAsync backend) and a reset of the
+ * reserve's high-water mark; what cushim.h says after each. */
+static int scenario_pool_trim(void)
+{
+    cudaStream_t s;
+    cudaMemPool_t pool;
+    struct cudaMemPoolProps props = device_pool_props(0);
+    uint64_t keep = UINT64_MAX, zero = 0;
+    void *a;
+    CHECK(cudaStreamCreate(&s));
+    CHECK(cudaMemPoolCreate(&pool, &props));
+    CHECK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep));
+    CHECK(cudaMallocFromPoolAsync(&a, 4 * MiB, pool, s));
+    CHECK(cudaFreeAsync(a, s));
+    CHECK(cudaStreamSynchronize(s));
+    int (*get)(int, struct cushim_device_stats *) =
+        (int (*)(int, struct cushim_device_stats *))cushim_fn("cushim_get_device_stats");
+    struct cushim_device_stats st;
+    memset(&st, 0, sizeof st);
+    st.size = sizeof st;
+    if (!get || get(0, &st) != 0)
+        return 2;
+    printf("kept.reserved=%llu\nkept.reserved_high=%llu\n", (unsigned long long)st.async_pool_reserved_current_bytes,
+           (unsigned long long)st.async_pool_reserved_high_bytes);
+    CHECK(cudaMemPoolTrimTo(pool, 0));
+    if (get(0, &st) != 0)
+        return 3;
+    printf("trimmed.reserved=%llu\ntrimmed.reserved_high=%llu\n", (unsigned long long)st.async_pool_reserved_current_bytes,
+           (unsigned long long)st.async_pool_reserved_high_bytes);
+    CHECK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReservedMemHigh, &zero));
+    if (get(0, &st) != 0)
+        return 4;
+    printf("reset.reserved_high=%llu\n", (unsigned long long)st.async_pool_reserved_high_bytes);
+    uint64_t x = 0;
+    CHECK(cudaMemPoolGetAttribute(pool, cudaMemPoolAttrReservedMemHigh, &x));
+    printf("sim.reserved_high=%llu\n", (unsigned long long)x);
+    return 0;
+}
+
 /* VMM import of this process's own memory (run with SIMCUDA_IMPORT_SAME_HANDLE=1, where the
  * import returns the handle that holds it): a handle made, exported, imported twice, mapped,
  * unmapped and released three times (once per create and per import, cuda.h). */
@@ -933,6 +973,35 @@ static int scenario_hold_async(void)
     return 0;
 }
 
+/* Graph memory: 8 MiB attached by a launch, freed with cudaFree, then the graph pool's in-use
+ * high-water mark reset (cudaDeviceSetGraphMemAttribute: "can only be reset to zero"); held for
+ * the live view. */
+static int scenario_hold_graph_reset(void)
+{
+    struct cudaMemAllocNodeParams params;
+    memset(&params, 0, sizeof params);
+    params.poolProps.allocType = cudaMemAllocationTypePinned;
+    params.poolProps.location.type = cudaMemLocationTypeDevice;
+    params.poolProps.location.id = 0;
+    params.bytesize = 8 * MiB;
+    cudaStream_t s;
+    cudaGraph_t g;
+    cudaGraphNode_t node;
+    cudaGraphExec_t x;
+    uint64_t zero = 0;
+    CHECK(cudaStreamCreate(&s));
+    CHECK(cudaGraphCreate(&g, 0));
+    CHECK(cudaGraphAddMemAllocNode(&node, g, NULL, 0, &params));
+    CHECK(cudaGraphInstantiateWithFlags(&x, g, 0));
+    CHECK(cudaGraphLaunch(x, s));
+    CHECK(cudaStreamSynchronize(s));
+    CHECK(cudaFree(params.dptr));
+    CHECK(cudaDeviceSetGraphMemAttribute(0, cudaGraphMemAttrUsedMemHigh, &zero));
+    ready();
+    hold();
+    return 0;
+}
+
 /* A forked child that exits normally must leave the parent's segment alone. */
 static int scenario_fork(void)
 {
@@ -1069,7 +1138,7 @@ static const struct scenario scenarios[] = {
     {"hold", scenario_hold, 1},             {"fork", scenario_fork, 1},
     {"fork_child_cuda", scenario_fork_child_cuda, 1}, {"daemon_fds", scenario_daemon_fds, 1},
     {"hold_api", scenario_hold_api, 1},     {"api_misuse", scenario_api_misuse, 1},
-    {"hold_async", scenario_hold_async, 1}, {"main_exits", scenario_main_exits, 1},
+    {"hold_async", scenario_hold_async, 1}, {"hold_graph_reset", scenario_hold_graph_reset, 1}, {"main_exits", scenario_main_exits, 1},
     {"churn", scenario_churn, 1},           {"exec", scenario_exec, 1},
     {"busy", scenario_busy, 1},
     {"malloc", scenario_malloc, 1},         {"pitch", scenario_pitch, 1},
@@ -1077,7 +1146,7 @@ static const struct scenario scenarios[] = {
     {"async", scenario_async, 1},           {"vmm", scenario_vmm, 1}, {"vmm_release_race", scenario_vmm_release_race, 1},
     {"vmm_undo", scenario_vmm_undo, 1},
     {"array", scenario_array, 1},           {"array_formats", scenario_array_formats, 1},
-    {"vmm_devices", scenario_vmm_devices, 1}, {"vmm_import_own", scenario_vmm_import_own, 1}, {"ipc_parent", scenario_ipc_parent, 1},
+    {"vmm_devices", scenario_vmm_devices, 1}, {"vmm_import_own", scenario_vmm_import_own, 1}, {"pool_trim", scenario_pool_trim, 1}, {"ipc_parent", scenario_ipc_parent, 1},
     {"ipc_child", scenario_ipc_child, 1},   {"ipc_parent_threads", scenario_ipc_parent_threads, 1},
     {"ipc_parent_fails", scenario_ipc_parent_fails, 1},
     {"ipc_parent_capture", scenario_ipc_parent_capture, 1},           {"reset", scenario_reset, 1}, {"cancel_phase", scenario_cancel_phase, 1},
