@@ -477,6 +477,45 @@ Test(lifecycle, the_summaries_of_a_killed_nested_run_reach_the_outer_run)
     cr_expect_eq(count_entries(tmp), 0, "no run directory left");
 }
 
+/* The program of a killed nested run used CUDA itself and was killed too: it is a descendant of
+ * the outer run, whose top level stays the program it launched (before, the inner program's
+ * segment, marked as the top of its own run, took the outer top level: "pid" and "command" named
+ * it and the launched sh was missing). 20 more runs inside the run start while it holds: before,
+ * only 16 were known (the first 16 of a directory listing), and the processes of the others were
+ * not the run's (found by a review helper). */
+Test(lifecycle, a_killed_nested_runs_program_is_a_descendant_however_many_runs_came_before)
+{
+    const char *tmp = fresh_dir("tmp-killed-nested-top"), *ready = fresh_dir("ready-killed-nested-top");
+    char json[700], body[4500], tmpenv[700], rd[700], hf[700];
+    snprintf(tmpenv, sizeof tmpenv, "TMPDIR=%s", tmp);
+    snprintf(rd, sizeof rd, "READY_DIR=%s", ready);
+    snprintf(hf, sizeof hf, "HOLD_FILE=%s/never", test_dir());
+    snprintf(json, sizeof json, "%s/killed-nested-top.json", test_dir());
+    snprintf(body, sizeof body,
+             "%s run --quiet -- %s hold >/dev/null 2>&1 & R=$!; while [ -z \"$(ls %s)\" ]; do sleep 0.02; done; "
+             "i=0; while [ $i -lt 20 ]; do %s run --quiet -- true || exit 9; i=$((i+1)); done; "
+             "P=$(ls %s); kill -9 $R; kill -9 $P; wait $R; while kill -0 $P 2>/dev/null; do sleep 0.02; done; true",
+             cushim_bin(), program("rt_prog"), ready, cushim_bin(), ready);
+    const char *argv[] = {cushim_bin(), "run", "--quiet", "--json", json, "--", "sh", "-c", body, NULL};
+    const char *extra[] = {tmpenv, rd, hf, NULL};
+    struct run_result r;
+    run_cmd(&r, argv, sim_env(extra));
+    cr_expect_eq(r.status, 0, "%s", r.err);
+    run_free(&r);
+    json_t *j = json_load(json);
+    cr_assert(j);
+    cr_expect(strncmp(json_string_value(jpath(j, "command")), "sh -c ", 6) == 0,
+              "the launched program at the top: %s", json_string_value(jpath(j, "command")));
+    cr_expect_eq(json_array_size(jpath(j, "devices")), 0, "sh used no CUDA");
+    cr_assert_eq(json_array_size(jpath(j, "descendants")), 1, "the inner run's program");
+    cr_expect(strstr(json_string_value(jpath(j, "descendants.0.command")), "rt_prog hold") != NULL);
+    cr_expect(json_is_false(jpath(j, "descendants.0.exited")), "killed: no exit report");
+    cr_expect_eq(jpath_u64(j, "descendants.0.devices.0.device.current_bytes"), MiB + 4096);
+    cr_expect_eq(jpath_u64(j, "descendants_still_running"), 0);
+    json_decref(j);
+    cr_expect_eq(count_entries(tmp), 0, "no run directory left");
+}
+
 Test(lifecycle, a_full_segment_directory_never_kills_the_program)
 {
     /* A container's small /dev/shm, full: the segment's space is taken when it is made, or the

@@ -26,7 +26,13 @@ static void add_nested(struct collected *c, uint64_t id, int dfd, const char *na
     for (int i = 0; i < c->nnested; i++)
         if (c->nested[i] == id)
             return;
-    if (c->nnested >= (int)(sizeof c->nested / sizeof c->nested[0]))
+    uint64_t *ids = realloc(c->nested, (size_t)(c->nnested + 1) * sizeof *ids);
+    if (ids)
+        c->nested = ids;
+    char **dirs = realloc(c->nested_dir, (size_t)(c->nnested + 1) * sizeof *dirs);
+    if (dirs)
+        c->nested_dir = dirs;
+    if (!ids || !dirs)
         return;
     char path[4096];
     int fd = openat(dfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
@@ -38,11 +44,13 @@ static void add_nested(struct collected *c, uint64_t id, int dfd, const char *na
 }
 
 /* Adds one process's summary. The launched program's latest image is the top level; an image
- * of it before an exec (same pid, created earlier) is listed with the descendants. */
+ * of it before an exec (same pid, created earlier) is listed with the descendants. The program
+ * of a run inside this one that was killed (its summaries are this run's to read) is a
+ * descendant: its segment is marked as the top of that run, not of this one. */
 static void add_summary(struct collected *c, const struct cushim_snapshot *s)
 {
     const struct cushim_snapshot *to_desc = s;
-    if (s->flags & CUSHIM_SEG_F_TOP) {
+    if ((s->flags & CUSHIM_SEG_F_TOP) && s->run_id == c->run_id) {
         if (!c->top && (c->top = malloc(sizeof *s)) != NULL) {
             *c->top = *s;
             c->top->over = 1; /* every summary collected is of a process that has ended */
@@ -279,6 +287,7 @@ static int add_live(struct seg_entry *e, void *argp)
 void run_collect(const char *dir, uint64_t run_id, const struct outer_run *outer, struct collected *c)
 {
     memset(c, 0, sizeof *c);
+    c->run_id = run_id;
     read_nested(dir, c);
     struct live_arg a = {run_id, dir, c};
     seg_scan(NULL, 0, add_live, &a);
@@ -305,6 +314,8 @@ void run_collected_free(struct collected *c)
 {
     for (int i = 0; i < c->nnested; i++)
         free(c->nested_dir[i]);
+    free(c->nested);
+    free(c->nested_dir);
     free(c->top);
     free(c->desc);
     free(c->alive);

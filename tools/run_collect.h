@@ -21,8 +21,9 @@ struct collected {
                                       sorted by creation time */
     int ndesc;
     int running;                   /* processes of the run using CUDA still alive at its end */
-    uint64_t nested[16];           /* ids of runs started inside this one (their run-ID files) */
-    char *nested_dir[16];          /* their run directories (malloc'd; NULL if not said) */
+    uint64_t run_id;               /* the run's own id: only its launched program is the top level */
+    uint64_t *nested;              /* ids of runs started inside this one (their run-ID files) */
+    char **nested_dir;             /* their run directories (malloc'd; NULL if not said) */
     int nnested;
     struct run_alive *alive;       /* live processes seen before the directory was closed */
     int nalive;
