@@ -135,7 +135,7 @@ static bool hand_over_and_report(const struct cushim_segment *seg, uint64_t pati
     bool anonymous = seg->h.flags & CUSHIM_SEG_F_ANONYMOUS; /* no file the run could read */
     /* The run of this segment only (an image before an exec may have had another). */
     if (shim.cfg.run_dir[0] && seg->h.run_id == shim.run_id) {
-        rc = segment_copy_to(seg, shim.cfg.run_dir);
+        rc = segment_copy_to(seg, shim.cfg.run_dir, patience_ns);
         if (rc == SEGMENT_COPY_GONE)
             LOG_INFO("`cushim run` has finished (%s is gone): this process's summary is not in "
                      "its report", shim.cfg.run_dir);

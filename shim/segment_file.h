@@ -29,7 +29,9 @@ bool segment_is_suffixed(const char *entry, const char *name);
 void segment_unlink(const char *path);
 
 /* Writes a copy of s to <dir>/<pid>.seg atomically (temporary file, then rename), for
- * `cushim run`'s summary. `dir` must be what `cushim run` made: a directory named cushim-run.*,
+ * `cushim run`'s summary; each device record copied under its seqlock, for up to patience_ns
+ * while other threads still count (CUSHIM_COPY_PATIENCE_NS; 0 when none can). Not reentrant:
+ * called at a process's end. `dir` must be what `cushim run` made: a directory named cushim-run.*,
  * owned by the effective user, with no group or other permissions, not a symbolic link.
  * Returns 0; SEGMENT_COPY_GONE when dir no longer exists, or goes away meanwhile (the run has
  * finished);
@@ -39,7 +41,7 @@ void segment_unlink(const char *path);
 #define SEGMENT_COPY_GONE CUSHIM_RUN_DIR_GONE          /* common/path.h */
 #define SEGMENT_COPY_NOT_RUN_DIR CUSHIM_RUN_DIR_NOT
 #define SEGMENT_COPY_OTHER_USER CUSHIM_RUN_DIR_OTHER_USER
-int segment_copy_to(const struct cushim_segment *s, const char *dir);
+int segment_copy_to(const struct cushim_segment *s, const char *dir, uint64_t patience_ns);
 /* The copy is dir/PID-CREATED.seg (CREATED: the segment's created_ns in hex), so an image before
  * an exec and a later process given the same pid keep their own. The run reads its directory
  * only after renaming it (closing it), and takes each copy before reading it (renames it to

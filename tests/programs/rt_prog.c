@@ -1107,6 +1107,32 @@ static int scenario_busy(void)
     return 0;
 }
 
+/* 16 threads allocating and freeing 4 KiB without a pause (errors ignored: the process is ending
+ * around them) while main calls exit(0) after 50 ms: the summary is taken while they count. */
+static void *exit_busy_thread(void *arg)
+{
+    (void)arg;
+    for (;;) {
+        void *p;
+        if (cudaMalloc(&p, 4096) == cudaSuccess)
+            cudaFree(p);
+    }
+    return NULL;
+}
+
+static int scenario_exit_while_busy(void)
+{
+    void *keep;
+    CHECK(cudaMalloc(&keep, MiB));
+    pthread_t t;
+    for (int i = 0; i < 16; i++)
+        if (pthread_create(&t, NULL, exit_busy_thread, NULL) != 0)
+            return 20;
+    struct timespec pause = {0, 50000000};
+    nanosleep(&pause, NULL);
+    exit(0);
+}
+
 /* 1000 B kept, then exec of `sh -c "$EXEC_CMD"` (same pid; the memory goes with the old image). */
 static int scenario_exec(void)
 {
@@ -1138,7 +1164,8 @@ static const struct scenario scenarios[] = {
     {"hold", scenario_hold, 1},             {"fork", scenario_fork, 1},
     {"fork_child_cuda", scenario_fork_child_cuda, 1}, {"daemon_fds", scenario_daemon_fds, 1},
     {"hold_api", scenario_hold_api, 1},     {"api_misuse", scenario_api_misuse, 1},
-    {"hold_async", scenario_hold_async, 1}, {"hold_graph_reset", scenario_hold_graph_reset, 1}, {"main_exits", scenario_main_exits, 1},
+    {"hold_async", scenario_hold_async, 1}, {"hold_graph_reset", scenario_hold_graph_reset, 1},
+    {"exit_while_busy", scenario_exit_while_busy, 1}, {"main_exits", scenario_main_exits, 1},
     {"churn", scenario_churn, 1},           {"exec", scenario_exec, 1},
     {"busy", scenario_busy, 1},
     {"malloc", scenario_malloc, 1},         {"pitch", scenario_pitch, 1},
