@@ -115,6 +115,17 @@ Test(run, forwards_sigterm_to_the_program)
     unlink(script);
 }
 
+/* A signal the program sends its parent (now cushim run) is not sent back to it: before, `kill
+ * -USR1 $PPID` killed the program itself (exit 138; found by a review helper). */
+Test(run, a_signal_the_program_sends_its_parent_is_not_sent_back)
+{
+    struct run_result r;
+    const char *usr1[] = {"sh", "-c", "kill -USR1 $PPID; sleep 0.2; echo end", NULL};
+    cr_expect_eq(run_status(usr1, sim_env(NULL), &r), 0, "%s", r.err);
+    cr_expect_str_eq(r.out, "end\n");
+    run_free(&r);
+}
+
 Test(run, descendants_are_reported)
 {
     struct run_result r;

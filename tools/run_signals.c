@@ -12,11 +12,14 @@ _Static_assert(NFORWARDED + 1 <= sizeof((struct run_signals *)0)->old / sizeof(s
 static volatile sig_atomic_t child_pid;
 
 /* Forward signals that were sent to cushim itself; a terminal's ^C already reached the program
- * through the foreground process group (si_code SI_KERNEL), so it is not sent twice. */
+ * through the foreground process group (si_code SI_KERNEL), so it is not sent twice. One the
+ * program sent (to its parent, `kill -USR1 $PPID`, or to its process group, which it is in) is
+ * not sent back to it: without cushim it would not have reached it that way. */
 static void forward(int sig, siginfo_t *info, void *ctx)
 {
     (void)ctx;
-    if (child_pid > 0 && info && (info->si_code == SI_USER || info->si_code == SI_QUEUE))
+    if (child_pid > 0 && info && (info->si_code == SI_USER || info->si_code == SI_QUEUE) &&
+        info->si_pid != child_pid)
         kill(child_pid, sig);
 }
 
