@@ -3,6 +3,7 @@
 #include <criterion/criterion.h>
 #include <dirent.h>
 #include <fcntl.h>
+#include <locale.h>
 #include <time.h>
 #include <signal.h>
 #include <stdio.h>
@@ -777,6 +778,40 @@ Test(live, top_keeps_its_notes_on_a_short_screen)
     touch(hold);
     cr_expect_eq(wait_bg(p1), 0);
     cr_expect_eq(wait_bg(p2), 0);
+}
+
+/* A command line in UTF-8 is drawn as its characters on a UTF-8 terminal: before, curses (with
+ * no locale set) showed each byte escaped, "jos~C~)_..." (found by a review helper). */
+Test(live, top_draws_a_utf8_command_line_as_it_is)
+{
+    locale_t utf8 = newlocale(LC_CTYPE_MASK, "C.UTF-8", (locale_t)0);
+    if (!utf8)
+        cr_skip_test("not run: this system has no C.UTF-8 locale");
+    freelocale(utf8);
+    const char *segdir = fresh_dir("seg-utf8"), *ready = fresh_dir("ready-utf8");
+    char hold[700], name[800], cmd[2048], seg[700];
+    snprintf(hold, sizeof hold, "%s/go-utf8", test_dir());
+    snprintf(name, sizeof name, "%s/jos\xc3\xa9_\xe6\xa8\xa1\xe5\x9e\x8b", test_dir()); /* josé_模型 */
+    unlink(name);
+    cr_assert_eq(symlink(program("rt_prog"), name), 0);
+    const char *argv[] = {name, "hold", NULL};
+    pid_t p = spawn_bg(argv, live_env(segdir, ready, hold));
+    pid_t rp;
+    wait_ready(ready, 1, &rp);
+    snprintf(cmd, sizeof cmd, "%s top --interval 0.1 --iterations 1", cushim_bin());
+    snprintf(seg, sizeof seg, "CUSHIM_SEGMENT_DIR=%s", segdir);
+    const char *env[] = {seg, "TERM=xterm", "LANG=C.UTF-8", "LC_ALL", "COLUMNS=240", "LINES=12", NULL};
+    const char *sc[] = {"script", "-qec", cmd, "/dev/null", NULL};
+    struct run_result r;
+    run_cmd(&r, sc, env);
+    cr_expect_eq(r.status, 0, "%s%s", r.out, r.err);
+    char want[900];
+    snprintf(want, sizeof want, "%s hold", name);
+    cr_expect(strstr(r.out, want) != NULL, "the command as it is:\n%s", r.out);
+    run_free(&r);
+    touch(hold);
+    cr_expect_eq(wait_bg(p), 0);
+    unlink(name);
 }
 
 /* TERM=dumb (no cursor addressing): before, about 1,900 blanks and the frame run together, exit 0;

@@ -19,7 +19,9 @@
 
 #ifdef CUSHIM_HAVE_NCURSES
 #include <curses.h>
+#include <locale.h>
 #include <term.h>
+#include <wchar.h>
 #endif
 
 enum { ATTR_BOLD = 1, ATTR_REVERSE = 2 };
@@ -206,13 +208,40 @@ static int run_batch(double interval, long iterations)
 }
 
 #ifdef CUSHIM_HAVE_NCURSES
+/* How many bytes of `text` fit in `cols` terminal columns, whole characters only (a command line
+ * in UTF-8: one character may be several bytes and two columns). Bytes that are no character of
+ * the locale count one column each, as curses shows them escaped. */
+static int fitting_bytes(const char *text, int cols)
+{
+    mbstate_t st;
+    memset(&st, 0, sizeof st);
+    size_t len = strlen(text), at = 0;
+    int used = 0;
+    while (at < len) {
+        wchar_t wc;
+        size_t n = mbrtowc(&wc, text + at, len - at, &st);
+        int w = 1;
+        if (n == (size_t)-1 || n == (size_t)-2 || n == 0) {
+            n = 1;
+            memset(&st, 0, sizeof st);
+        } else if ((w = wcwidth(wc)) < 0) {
+            w = 1;
+        }
+        if (used + w > cols)
+            break;
+        used += w;
+        at += n;
+    }
+    return (int)at;
+}
+
 static void emit_screen(struct sink *k, int y, int attrs, const char *text)
 {
     (void)k;
     int a = (attrs & ATTR_BOLD ? A_BOLD : 0) | (attrs & ATTR_REVERSE ? A_REVERSE : 0);
     if (a)
         attron(a);
-    mvaddnstr(y, 0, text, COLS > 0 ? COLS : 0);
+    mvaddnstr(y, 0, text, fitting_bytes(text, COLS > 0 ? COLS : 0));
     if (a)
         attroff(a);
 }
@@ -234,6 +263,9 @@ static int run_screen(double interval, long iterations)
             return EXIT_USAGE;
         }
     }
+    /* The terminal's character set (LANG, LC_ALL, LC_CTYPE): curses shows a UTF-8 command line as
+     * its characters, not as escaped bytes. */
+    setlocale(LC_CTYPE, "");
     SCREEN *screen = newterm(NULL, stdout, stdin);
     if (!screen) {
         cli_error("cannot use the terminal type \"%s\" (set TERM, e.g. TERM=xterm, or use --batch)",
