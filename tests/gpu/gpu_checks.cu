@@ -679,6 +679,52 @@ static int cmd_harmless(void)
     return 0;
 }
 
+// ---- "cuGraphInstantiate" looked up at 12000: cuda.h has `#define cuGraphInstantiate
+// cuGraphInstantiateWithFlags` since 12.0, and the simulator answers that lookup with
+// cuGraphInstantiateWithFlags (three arguments) where the 11000 ABI, cuGraphInstantiate_v2, has
+// five. Which one the real driver answers is printed (under the shim, each wrapper is one
+// function: the lookup's answer is the WithFlags one or the v2 one); then a graph of one 64 MiB
+// allocation node and no free node is instantiated through that answer with AUTO_FREE_ON_LAUNCH
+// (WithFlags) and launched twice: a second launch of such a graph without the flag fails
+// (cuda.h cuGraphInstantiateWithFlags).
+static int cmd_instantiate_lookup(void)
+{
+    CHECK(cudaFree(0));
+    int dev = 0;
+    CHECK(cudaGetDevice(&dev));
+    void *at12 = entry("cuGraphInstantiate", 12000);
+    void *with_flags = entry("cuGraphInstantiateWithFlags", 11040);
+    void *v2 = entry_or_null("cuGraphInstantiate", 11000);
+    int is_with_flags = at12 == with_flags, is_v2 = v2 != NULL && at12 == v2;
+    printf("lookup_is_with_flags=%d lookup_is_v2=%d\n", is_with_flags, is_v2);
+    cudaMemAllocNodeParams p;
+    memset(&p, 0, sizeof p);
+    p.poolProps.allocType = cudaMemAllocationTypePinned;
+    p.poolProps.location.type = cudaMemLocationTypeDevice;
+    p.poolProps.location.id = dev;
+    p.bytesize = 64 * MiB;
+    cudaGraph_t g;
+    cudaGraphNode_t node;
+    cudaStream_t s;
+    CHECK(cudaStreamCreate(&s));
+    CHECK(cudaGraphCreate(&g, 0));
+    CHECK(cudaGraphAddMemAllocNode(&node, g, NULL, 0, &p));
+    CUgraphExec e = NULL;
+    int rc = -1;
+    if (is_with_flags)
+        rc = (int)((PFN_cuGraphInstantiateWithFlags_v11040)at12)(&e, (CUgraph)g,
+                                                                 CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH);
+    printf("rc_instantiate=%d\n", rc);
+    if (rc != 0)
+        return 0;
+    printf("rc_launch1=%d\n", (int)cudaGraphLaunch((cudaGraphExec_t)e, s));
+    printf("rc_launch2=%d\n", (int)cudaGraphLaunch((cudaGraphExec_t)e, s));
+    printf("rc_sync=%d\n", (int)cudaStreamSynchronize(s));
+    printf("rc_free=%d\n", (int)cudaFree(p.dptr));
+    printf("rc_exec_destroy=%d\n", (int)cudaGraphExecDestroy((cudaGraphExec_t)e));
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     // Line-buffered even into run.py's pipe: each figure is out as soon as printed, so a crash or a
@@ -714,7 +760,9 @@ int main(int argc, char **argv)
         return cmd_threads(atoi(argv[2]), atol(argv[3]));
     if (!strcmp(cmd, "harmless"))
         return cmd_harmless();
+    if (!strcmp(cmd, "instantiate_lookup"))
+        return cmd_instantiate_lookup();
     fprintf(stderr, "usage: gpu_checks exactness|async|vmm|teardown|hold S|vecadd|sgemm|bandwidth|pinned_cost|"
-                    "overhead SIZE N [async]|threads T N|harmless\n");
+                    "overhead SIZE N [async]|threads T N|harmless|instantiate_lookup\n");
     return 2;
 }

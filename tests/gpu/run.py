@@ -425,6 +425,19 @@ def check_context_teardown(suite):
             r, "pass" if ok else "fail")
 
 
+def check_instantiate_lookup(suite):
+    r = suite.kv(suite.run([suite.static, "instantiate_lookup"]))
+    which = ("cuGraphInstantiateWithFlags" if r.get("lookup_is_with_flags") == 1 else
+             "cuGraphInstantiate_v2" if r.get("lookup_is_v2") == 1 else "neither")
+    ok = (r.get("lookup_is_with_flags") == 1 and r.get("rc_instantiate") == 0 and r.get("rc_launch1") == 0 and
+          r.get("rc_launch2") == 0 and r.get("rc_sync") == 0 and r.get("rc_free") == 0 and
+          r.get("rc_exec_destroy") == 0)
+    return ('"cuGraphInstantiate" looked up at 12000 is cuGraphInstantiateWithFlags (cuda.h #define; the '
+            "simulator's reading); through the shim's wrapper, a graph with a 64 MiB allocation node "
+            "instantiated with AUTO_FREE_ON_LAUNCH launches twice",
+            "driver answers %s; %s" % (which, r), "pass" if ok else "fail")
+
+
 def check_per_thread_contexts(suite):
     r = suite.kv(suite.run([suite.static, "per_thread_contexts"]))
     ok = (all(r.get(k) == 0 for k in ("rc", "rc_begin_a", "rc_status_b", "rc_begin_b", "rc_end_b", "rc_end_a")) and
@@ -585,6 +598,7 @@ CHECKS = [
     ("async_exactness", check_async_exactness, False, "stream-ordered pools"),
     ("vmm_exactness", check_vmm_exactness, False, "virtual memory management"),
     ("per_thread_contexts", check_per_thread_contexts, False, "per-thread stream per context"),
+    ("instantiate_lookup", check_instantiate_lookup, False, "cuGraphInstantiate at 12000"),
     ("offload_vecadd", check_offload_vecadd, False, "kernels on offloaded memory"),
     ("offload_sgemm", check_offload_sgemm, False, "cuBLAS on offloaded memory"),
     ("nvidia_smi", check_nvidia_smi, False, "per-process figure vs nvidia-smi"),
