@@ -77,13 +77,12 @@ uint64_t cushim_proc_start_time(pid_t pid)
     return strtoull(p + 1, NULL, 10);
 }
 
-int cushim_proc_cmdline(pid_t pid, char *buf, size_t len)
+/* The command line in the /proc file `path`, as cushim_proc_cmdline. */
+static int cmdline_at(const char *path, char *buf, size_t len)
 {
-    char path[64];
     if (len == 0)
         return -1;
     buf[0] = '\0';
-    snprintf(path, sizeof path, "/proc/%d/cmdline", (int)pid);
     ssize_t n = read_file(path, buf, len - 1);
     if (n <= 0)
         return -1;
@@ -107,6 +106,22 @@ int cushim_proc_cmdline(pid_t pid, char *buf, size_t len)
             buf[i] = ' ';
     buf[n] = '\0';
     return 0;
+}
+
+int cushim_proc_cmdline(pid_t pid, char *buf, size_t len)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/cmdline", (int)pid);
+    return cmdline_at(path, buf, len);
+}
+
+int cushim_self_cmdline(char *buf, size_t len)
+{
+    /* proc(5): /proc/PID/cmdline is empty once the thread-group leader has ended (its memory
+     * description gone, "a zombie"); the calling thread's own entry reads the same memory. */
+    if (cmdline_at("/proc/thread-self/cmdline", buf, len) == 0 && buf[0])
+        return 0;
+    return cmdline_at("/proc/self/cmdline", buf, len);
 }
 
 uint64_t cushim_pidns_inode(void)

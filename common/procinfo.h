@@ -16,6 +16,9 @@ uint64_t cushim_proc_start_time(pid_t pid);
 /* The command line of `pid`, arguments joined by single spaces, truncated to len-1 bytes,
  * always NUL-terminated. Returns 0, or -1 (buf = ""). */
 int cushim_proc_cmdline(pid_t pid, char *buf, size_t len);
+/* The calling process's own, as cushim_proc_cmdline, also when its main thread has ended
+ * (pthread_exit from main: /proc/self/cmdline is then empty; the calling thread's is not). */
+int cushim_self_cmdline(char *buf, size_t len);
 
 /* The pidfs inode of process `pid` of this pid namespace: since Linux 6.9 (pidfs), a pidfd's
  * inode number is unique to its process for the machine's lifetime (64-bit), the same across

@@ -56,7 +56,7 @@ static void fill_header(struct cushim_segment *s, unsigned flags, uint64_t run_i
     for (unsigned i = 0; i < CUSHIM_MAX_DEVICES; i++)
         s->devices[i].ordinal = (int32_t)i;
     atomic_store_explicit(&h->phase, (uint32_t)c->phase, memory_order_relaxed);
-    cushim_proc_cmdline(getpid(), h->command, sizeof h->command);
+    cushim_self_cmdline(h->command, sizeof h->command);
     snprintf(h->version, sizeof h->version, "%s", CUSHIM_VERSION);
     /* The magic goes last: a reader that sees it sees a complete header. */
     atomic_thread_fence(memory_order_release);

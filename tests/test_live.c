@@ -555,6 +555,10 @@ Test(live, a_process_whose_main_thread_ended_is_alive)
     struct run_result r;
     json_t *j = stat_json(segdir, pid, &r);
     cr_expect_eq(jpath_u64(j, "0.devices.0.device.current_bytes"), MiB);
+    /* Its command line, read by the shim after the main thread ended (before: "", found by a
+     * fresh-user helper). */
+    const char *command = json_string_value(jpath(j, "0.command"));
+    cr_expect(command && strstr(command, "rt_prog main_exits") != NULL, "command \"%s\"", command ? command : "(none)");
     json_decref(j);
     run_free(&r);
     cr_expect_eq(cli(segdir, &r, "gc", NULL, NULL), 0);

@@ -941,11 +941,25 @@ static int scenario_api_misuse(void)
     return 0;
 }
 
-/* The main thread ends (pthread_exit) while another one holds memory: the process lives on. */
+/* The main thread ends (pthread_exit) while another one holds memory: the process lives on. Its
+ * first CUDA call comes after the main thread has ended (its state Z: /proc/PID/cmdline empty). */
 static void *holder(void *arg)
 {
     (void)arg;
     void *p;
+    char path[64], state[512];
+    snprintf(path, sizeof path, "/proc/self/task/%d/stat", (int)getpid());
+    for (int i = 0; i < 500; i++) {
+        FILE *f = fopen(path, "r");
+        size_t n = f ? fread(state, 1, sizeof state - 1, f) : 0;
+        if (f)
+            fclose(f);
+        state[n] = '\0';
+        const char *close_paren = strrchr(state, ')');
+        if (!f || (close_paren && close_paren[1] == ' ' && close_paren[2] == 'Z'))
+            break;
+        usleep(10000);
+    }
     CHECK(cudaMalloc(&p, MiB));
     ready();
     hold();
