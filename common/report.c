@@ -216,7 +216,7 @@ void cushim_text_process(FILE *f, const struct cushim_snapshot *s, const char *t
         /* Only where a compile phase held memory: a run that never compiled (spill, offload
          * always) has one phase, and its peaks are the lines above. */
         if (d->dev[CUSHIM_DEV_compile_peak] || d->dev[CUSHIM_DEV_compile_offloaded_peak])
-            fprintf(f, "    phase peaks: compile device %s offloaded %s; run device %s offloaded %s\n",
+            fprintf(f, "    phase peaks: compile device_total %s offloaded %s; run device_total %s offloaded %s\n",
                     fmt(d->dev[CUSHIM_DEV_compile_peak], a, sizeof a),
                     fmt(d->dev[CUSHIM_DEV_compile_offloaded_peak], b, sizeof b),
                     fmt(d->dev[CUSHIM_DEV_run_peak], c, sizeof c),

@@ -912,14 +912,14 @@ Test(live, top_draws_processes_and_device_totals)
         frames++;
     cr_expect_eq(frames, 2, "%s", r.out);
     char row[160];
-    snprintf(row, sizeof row, "\n%7d 0        run            1.00 MiB  4.00 MiB       0 B       0 B  ", (int)pid);
+    snprintf(row, sizeof row, "\n%7d 0        run             1.00 MiB   4.00 MiB       0 B       0 B  ", (int)pid);
     cr_expect(strstr(r.out, row) != NULL, "process row:\n%s", r.out);
     cr_expect(strstr(r.out, "\nGPU-00010203-0405-0607-0809-0a0b0c0d0e0f     1   16.0 GiB   1.00 MiB   4.00 MiB\n") != NULL,
               "device totals:\n%s", r.out);
     /* Both tables fit 80 columns up to the command. */
     cr_expect(strstr(r.out, "\nUUID                                     PROCS      TOTAL    CURRENT  SUM-PEAKS\n") != NULL,
               "%s", r.out);
-    cr_expect(strstr(r.out, "\n    PID DEVICES  PHASE       DEV-CURRENT  DEV-PEAK    PINNED OFFLOADED  COMMAND\n") != NULL,
+    cr_expect(strstr(r.out, "\n    PID DEVICES  PHASE       DEVICE-TOTAL TOTAL-PEAK    PINNED OFFLOADED  COMMAND\n") != NULL,
               "%s", r.out);
     run_free(&r);
     touch(hold);
@@ -946,12 +946,12 @@ Test(live, top_shows_the_device_limit_when_a_process_has_one)
     struct run_result r;
     run_cmd(&r, top, env);
     cr_expect_eq(r.status, 0, "%s", r.err);
-    cr_expect(strstr(r.out, "\n    PID DEVICES  PHASE       DEV-CURRENT  DEV-PEAK     LIMIT    PINNED OFFLOADED  COMMAND\n") != NULL,
+    cr_expect(strstr(r.out, "\n    PID DEVICES  PHASE       DEVICE-TOTAL TOTAL-PEAK     LIMIT    PINNED OFFLOADED  COMMAND\n") != NULL,
               "%s", r.out);
     char row[160];
-    snprintf(row, sizeof row, "\n%7d 0        run            1.00 MiB  4.00 MiB  3.00 GiB       0 B       0 B  ", (int)limited);
+    snprintf(row, sizeof row, "\n%7d 0        run             1.00 MiB   4.00 MiB  3.00 GiB       0 B       0 B  ", (int)limited);
     cr_expect(strstr(r.out, row) != NULL, "limited row:\n%s", r.out);
-    snprintf(row, sizeof row, "\n%7d 0        run            1.00 MiB  4.00 MiB         -       0 B       0 B  ", (int)plain);
+    snprintf(row, sizeof row, "\n%7d 0        run             1.00 MiB   4.00 MiB         -       0 B       0 B  ", (int)plain);
     cr_expect(strstr(r.out, row) != NULL, "plain row:\n%s", r.out);
     run_free(&r);
     touch(hold);

@@ -31,7 +31,7 @@ Test(offload, compile_phase_intermediates_go_to_host_memory)
     /* Offloaded peak: the intermediates at or above it. */
     cr_expect_eq(jpath_u64(j, "devices.0.offloaded.peak_bytes"), 6 * MiB + 512 * KiB);
     cr_expect_eq(jpath_u64(j, "devices.0.phase_peaks.compile_offloaded_peak_bytes"), 6 * MiB + 512 * KiB);
-    cr_expect(strstr(r.err, "\n    phase peaks: compile device 5.25 MiB offloaded 6.50 MiB; run device 10.0 MiB "
+    cr_expect(strstr(r.err, "\n    phase peaks: compile device_total 5.25 MiB offloaded 6.50 MiB; run device_total 10.0 MiB "
                             "offloaded 1.50 MiB\n") != NULL, "%s", r.err);
     cr_expect_eq(jpath_u64(j, "devices.0.offloaded.current_bytes"), 1536 * KiB);
     cr_expect_eq(jpath_u64(j, "devices.0.offloaded.alloc_count"), 3);

@@ -94,7 +94,7 @@ int cmd_ps(int argc, char **argv)
     if (a.nlive > 1 && (a.copy = malloc((size_t)a.nlive)) != NULL)
         seg_find_copies(a.live, a.nlive, a.copy);
     printf("%7s %-10s %-7s %-8s %12s %12s %-11s %s\n", "PID", "USER", "STATE", "DEVICES",
-           "DEV-CURRENT", "DEV-PEAK", "PHASE", "COMMAND");
+           "DEVICE-TOTAL", "TOTAL-PEAK", "PHASE", "COMMAND");
     seg_scan(NULL, 0, row, &a);
     if (a.hidden)
         printf("* the pid in its own pid namespace (a container's), whose processes are not visible here\n");

@@ -55,7 +55,7 @@ struct dev_total {
     int procs;
 };
 
-/* The LIMIT column of a process: the sum of its devices' budgets (as DEV-CURRENT sums their
+/* The LIMIT column of a process: the sum of its devices' budgets (as DEVICE-TOTAL sums their
  * bytes); "-" when none of its devices has one; a trailing "+" when only some have one (the
  * others are limited by the card alone). */
 static void limit_label(const struct cushim_snapshot *p, char *out, size_t len)
@@ -117,11 +117,11 @@ static void frame(struct sink *k, const struct proc_list *l)
     for (int i = 0; i < l->count && !limits; i++)
         limits = proc_sum(&l->procs[i], CUSHIM_DEV_limit) != 0;
     if (limits)
-        line(k, y++, ATTR_REVERSE, "%7s %-8s %-11s %11s %9s %9s %9s %9s  %s", "PID", "DEVICES", "PHASE",
-             "DEV-CURRENT", "DEV-PEAK", "LIMIT", "PINNED", "OFFLOADED", "COMMAND");
+        line(k, y++, ATTR_REVERSE, "%7s %-8s %-11s %12s %10s %9s %9s %9s  %s", "PID", "DEVICES", "PHASE",
+             "DEVICE-TOTAL", "TOTAL-PEAK", "LIMIT", "PINNED", "OFFLOADED", "COMMAND");
     else
-        line(k, y++, ATTR_REVERSE, "%7s %-8s %-11s %11s %9s %9s %9s  %s", "PID", "DEVICES", "PHASE",
-             "DEV-CURRENT", "DEV-PEAK", "PINNED", "OFFLOADED", "COMMAND");
+        line(k, y++, ATTR_REVERSE, "%7s %-8s %-11s %12s %10s %9s %9s  %s", "PID", "DEVICES", "PHASE",
+             "DEVICE-TOTAL", "TOTAL-PEAK", "PINNED", "OFFLOADED", "COMMAND");
     /* The notes below the table keep their lines when the processes fill the screen. */
     int notes = (l->bad != 0) + (l->copies != 0);
     for (int i = 0; i < l->count; i++)
@@ -142,7 +142,7 @@ static void frame(struct sink *k, const struct proc_list *l)
         char pid[16], limit[48] = "";
         if (limits)
             limit_label(p, limit, sizeof limit);
-        line(k, y++, 0, "%7s %-8s %-11s %11s %9s %*s%s%9s %9s  %s", cushim_pid_label(p, pid, sizeof pid), devs,
+        line(k, y++, 0, "%7s %-8s %-11s %12s %10s %*s%s%9s %9s  %s", cushim_pid_label(p, pid, sizeof pid), devs,
              cushim_phase_label(p, phase, sizeof phase),
              cushim_format_bytes(proc_sum(p, CUSHIM_DEV_total_current), a, sizeof a),
              cushim_format_bytes(proc_sum(p, CUSHIM_DEV_total_peak), b, sizeof b),

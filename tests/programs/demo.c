@@ -1,5 +1,6 @@
 /* demo: what a model server does with device memory, in a few seconds. Loads weights, runs a
- * "compile" step with a large temporary workspace, resets the peak and runs one profiling step
+ * compile step with a large temporary workspace (marked as cushim's compile phase through
+ * cushim.h: with CUSHIM_OFFLOAD=compile the workspace is host memory), resets the peak and runs one profiling step
  * (as vLLM does to size its KV cache), reads the peak through cushim.h, then serves for a while
  * with a KV cache, pinned staging buffers and stream-ordered allocations. Uses only the CUDA
  * runtime API: it runs on a real GPU and on the simulated device alike. */
@@ -26,6 +27,8 @@ int main(void)
     cudaStream_t s;
     size_t free_b, total_b;
     int (*reset)(int) = (int (*)(int))cushim_fn("cushim_reset_peak");
+    int (*push_phase)(int) = (int (*)(int))cushim_fn("cushim_push_phase");
+    int (*pop_phase)(void) = (int (*)(void))cushim_fn("cushim_pop_phase");
     uint64_t (*peak)(int) = (uint64_t(*)(int))cushim_fn("cushim_device_peak_bytes");
     uint64_t (*current)(int) = (uint64_t(*)(int))cushim_fn("cushim_device_current_bytes");
 
@@ -34,9 +37,13 @@ int main(void)
         weights[i] = dev(128 * MiB);
     printf("demo: loaded 1 GiB of weights\n");
 
+    int compiling = push_phase && pop_phase && push_phase(CUSHIM_COMPILE) >= 0;
     workspace = dev(1536 * MiB);
     CHECK(cudaFree(workspace));
-    printf("demo: compiled with a 1.5 GiB temporary workspace\n");
+    if (compiling)
+        pop_phase();
+    printf("demo: compiled with a 1.5 GiB temporary workspace%s\n",
+           compiling ? " (cushim's compile phase: its peak is the summary's compile phase peak)" : "");
 
     if (reset) {
         reset(-1);
