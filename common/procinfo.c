@@ -53,10 +53,11 @@ static int other_threads(pid_t pid)
     return others;
 }
 
-uint64_t cushim_proc_start_time(pid_t pid)
+/* Field 22 of the stat file at `path` (process `pid`; 0: the caller itself, which is running
+ * whatever its main thread's state). */
+static uint64_t start_time_at(const char *path, pid_t pid)
 {
-    char path[64], buf[1024];
-    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    char buf[1024];
     if (read_text(path, buf, sizeof buf) <= 0)
         return 0;
     /* The command (field 2) is in parentheses and may contain anything: skip to the last ')'. */
@@ -66,7 +67,7 @@ uint64_t cushim_proc_start_time(pid_t pid)
     p++;
     /* Field 3, the state: a dead (X) process has ended; a zombie (Z) too, unless only its main
      * thread has ended (pthread_exit in main) and other threads still run. */
-    if (p[0] == ' ' && (p[1] == 'X' || (p[1] == 'Z' && !other_threads(pid))))
+    if (pid != 0 && p[0] == ' ' && (p[1] == 'X' || (p[1] == 'Z' && !other_threads(pid))))
         return 0;
     /* Fields 3.. follow; field 22 is the 20th after the ')'. */
     for (int field = 3; field < 22 && p; field++) {
@@ -75,6 +76,20 @@ uint64_t cushim_proc_start_time(pid_t pid)
     if (!p)
         return 0;
     return strtoull(p + 1, NULL, 10);
+}
+
+uint64_t cushim_proc_start_time(pid_t pid)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    return start_time_at(path, pid);
+}
+
+uint64_t cushim_self_start_time(void)
+{
+    /* /proc/self, not /proc/<getpid()>: in a pid namespace that mounts no /proc of its own (unshare
+     * --pid without --mount-proc), /proc/<our pid> is another process of the host's. */
+    return start_time_at("/proc/self/stat", 0);
 }
 
 /* The command line in the /proc file `path`, as cushim_proc_cmdline. */

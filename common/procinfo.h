@@ -12,6 +12,9 @@
  * (state X, or Z with no thread left besides the main one: proc(5)), since it will never write
  * to its segment again. */
 uint64_t cushim_proc_start_time(pid_t pid);
+/* The calling process's own, from /proc/self (right also in a pid namespace that sees the host's
+ * /proc); 0 when unreadable. */
+uint64_t cushim_self_start_time(void);
 
 /* The command line of `pid`, arguments joined by single spaces, truncated to len-1 bytes,
  * always NUL-terminated. Returns 0, or -1 (buf = ""). */

@@ -1,7 +1,8 @@
 /* Layout of the per-process shared-memory segment (DESIGN.md "Shared-memory segment").
  *
- * One file per process in CUSHIM_SEGMENT_DIR (default /dev/shm), named cushim-<uid>-<pid> (or
- * cushim-<uid>-<pid>.<6 random [a-z0-9]> when another user's file took that name),
+ * One file per process in CUSHIM_SEGMENT_DIR (default /dev/shm), named cushim-<uid>-<pid> with
+ * <uid> its effective uid, which owns the file (or cushim-<uid>-<pid>.<6 random [a-z0-9]> when
+ * another user's file took that name),
  * created 0600 with O_EXCL at the process's first CUDA activity and removed at normal exit. The
  * counters live in it: the shim updates them with atomics, readers (the CLI) map it read-only and
  * copy it under the per-device sequence lock (seqlock.h); the owner's CLI may also write the peaks
@@ -87,7 +88,7 @@ struct cushim_segment_header {
     uint32_t graph_record_size;           /* sizeof(struct cushim_graph_record) */
     uint64_t total_size;                  /* bytes of the whole segment */
     int32_t pid;
-    uint32_t uid;
+    uint32_t uid;                         /* effective uid at creation: the file's owner */
     uint64_t start_time;                  /* /proc/<pid>/stat field 22, clock ticks after boot */
     uint64_t pidns_inode;                 /* inode of /proc/self/ns/pid, 0 if unknown */
     uint64_t created_ns;                  /* CLOCK_REALTIME at creation */

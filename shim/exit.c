@@ -232,7 +232,7 @@ static bool finish_previous_image(const char *path, bool *exists)
         return false;
     struct stat st;
     struct cushim_segment *seg = MAP_FAILED;
-    if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == getuid() &&
+    if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == geteuid() &&
         (size_t)st.st_size == sizeof *seg)
         seg = mmap(NULL, sizeof *seg, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     close(fd);
@@ -248,7 +248,7 @@ static bool finish_previous_image(const char *path, bool *exists)
         seg->h.layout_version == CUSHIM_LAYOUT_VERSION && seg->h.pid == (int32_t)getpid() &&
         seg->h.pidns_inode == cushim_pidns_inode() &&
         (seg->h.pidfs_ino && mine ? seg->h.pidfs_ino == mine
-                                  : seg->h.start_time == cushim_proc_start_time(getpid())) &&
+                                  : seg->h.start_time == cushim_self_start_time()) &&
         !atomic_exchange(&seg->h.exited, 1)) {
         mine_before = true;
         /* Its CUDA memory went with the old address space: finished, as at an exit. One of
@@ -268,7 +268,7 @@ void shim_exit_previous_image(void)
 {
     char path[CUSHIM_PATH_MAX + 64];
     int n = snprintf(path, sizeof path, "%s/%s%u-%d", shim.cfg.segment_dir, CUSHIM_SEGMENT_PREFIX,
-                     (unsigned)getuid(), (int)getpid());
+                     (unsigned)geteuid(), (int)getpid());
     if (n <= 0 || (size_t)n >= sizeof path)
         return;
     bool plain;

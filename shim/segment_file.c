@@ -37,8 +37,8 @@ static void fill_header(struct cushim_segment *s, unsigned flags, uint64_t run_i
     h->graph_record_size = sizeof(struct cushim_graph_record);
     h->total_size = sizeof *s;
     h->pid = (int32_t)getpid();
-    h->uid = (uint32_t)getuid();
-    h->start_time = cushim_proc_start_time(getpid());
+    h->uid = (uint32_t)geteuid(); /* the owner of the file it makes (its filesystem uid) */
+    h->start_time = cushim_self_start_time();
     h->pidfs_ino = cushim_proc_pidfs_ino(getpid());
     h->pidns_inode = cushim_pidns_inode();
     h->created_ns = shim_clock_ns(CLOCK_REALTIME);
@@ -139,7 +139,7 @@ static int replace_stale(const char *path)
     struct stat st;
     if (lstat(path, &st) != 0)
         return errno == ENOENT ? 0 : -1;
-    if (!S_ISREG(st.st_mode) || st.st_uid != getuid() || !same_pid_namespace(path)) {
+    if (!S_ISREG(st.st_mode) || st.st_uid != geteuid() || !same_pid_namespace(path)) {
         errno = EEXIST;
         return -1;
     }
@@ -163,7 +163,7 @@ static void remove_own_suffixed(const char *dir, const char *name)
         if (!segment_is_suffixed(de->d_name, name))
             continue;
         snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
-        if (lstat(path, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == getuid() && same_pid_namespace(path) &&
+        if (lstat(path, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == geteuid() && same_pid_namespace(path) &&
             !run_owned(path))
             unlink(path);
     }
@@ -189,7 +189,7 @@ static int place_named(const struct cushim_config *c, char *path, size_t pathlen
 {
     int fd = -1;
     snprintf(path, pathlen, "%s/%s%u-%d", c->segment_dir, CUSHIM_SEGMENT_PREFIX,
-             (unsigned)getuid(), (int)getpid());
+             (unsigned)geteuid(), (int)getpid());
     for (int attempt = 0; attempt < 2 && fd < 0; attempt++) {
         fd = place(path, tmpfd);
         if (fd < 0 && (errno != EEXIST || replace_stale(path) != 0))
@@ -211,7 +211,7 @@ static int place_named(const struct cushim_config *c, char *path, size_t pathlen
             fd = place(path, tmpfd);
         }
         struct stat st;
-        bool other_user = lstat(taken, &st) == 0 && st.st_uid != getuid();
+        bool other_user = lstat(taken, &st) == 0 && st.st_uid != geteuid();
         if (fd >= 0 && other_user)
             LOG_WARN("%s is taken by a file that is not ours: the live-stats segment is %s", taken, path);
         else if (fd >= 0) /* a container sharing the directory: expected, not worth a warning */
@@ -254,7 +254,7 @@ struct cushim_segment *segment_create(const struct cushim_config *c, unsigned fl
      * killed while making it leaves nothing behind, and a reader never sees it half made. Where
      * the directory's file system cannot (or /proc is missing), the file is named first and its
      * header written last (readers wait for its magic). */
-    snprintf(path, pathlen, "%s/%s%u-%d", c->segment_dir, CUSHIM_SEGMENT_PREFIX, (unsigned)getuid(),
+    snprintf(path, pathlen, "%s/%s%u-%d", c->segment_dir, CUSHIM_SEGMENT_PREFIX, (unsigned)geteuid(),
              (int)getpid()); /* for the message, if no name is taken */
     int tmpfd = open(c->segment_dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
     if (tmpfd >= 0) {

@@ -1,6 +1,7 @@
 /* Issue 3: a segment of another user is neither readable nor writable. CI runs as root, so the
  * test drops privileges with setpriv to two unprivileged uids. */
 #include <criterion/criterion.h>
+#include <dirent.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -761,4 +762,90 @@ Test(security, a_segment_directory_that_cannot_be_entered_is_a_usage_error)
     char *left = slurp(prom);
     cr_expect_str_eq(left, "old metrics\n");
     free(left);
+}
+
+/* A process whose real and effective uids differ at its first CUDA call (a setuid helper, or a
+ * program between setresuid calls): its segment file is its effective uid's, and so are its name
+ * and header. Before, they said the real uid: every reader took the segment as invalid ("header
+ * and name say uid 0, the file is owned by uid 65534"), and `cushim run` saw no CUDA memory
+ * activity (found by an attack helper). */
+Test(security, a_process_whose_real_and_effective_uids_differ_is_counted)
+{
+    if (geteuid() != 0) {
+        printf("not run: needs root to set another effective uid\n");
+        cr_skip_test("not run: needs root to set another effective uid");
+    }
+    /* A shared segment directory, as /dev/shm is (sticky, everyone's). */
+    const char *segdir = fresh_dir("seg-ids-differ");
+    cr_assert_eq(chmod(segdir, 01777), 0);
+    char sd[800];
+    snprintf(sd, sizeof sd, "CUSHIM_SEGMENT_DIR=%s", segdir);
+    static const char *ids[][2] = {{"SET_RUID=0", "SET_EUID=" OWNER}, {"SET_RUID=" OWNER, "SET_EUID=0"}};
+    for (int i = 0; i < 2; i++) {
+        struct run_result r;
+        const char *argv[] = {program("rt_prog"), "ids_differ", NULL};
+        const char *extra[] = {ids[i][0], ids[i][1], sd, NULL};
+        json_t *j = run_under_cushim(&r, argv, sim_env(extra));
+        cr_assert_eq(r.status, 0, "%s %s: %s", ids[i][0], ids[i][1], r.err);
+        cr_expect(strstr(r.err, "no CUDA memory activity") == NULL, "%s", r.err);
+        cr_assert_eq(json_array_size(jpath(j, "devices")), 1, "%s %s: %s", ids[i][0], ids[i][1], r.err);
+        cr_expect_eq(jpath_u64(j, "devices.0.device.peak_bytes"), 3 * MiB);
+        cr_expect_eq(jpath_u64(j, "devices.0.device.current_bytes"), 3 * MiB);
+        json_decref(j);
+        run_free(&r);
+    }
+}
+
+/* A pid namespace without its own /proc (unshare --pid --fork, no --mount-proc): /proc/<its pid>
+ * there is the host's process with that pid. Before, the shim read its start time there: the live
+ * process was listed as stale (pid 1 of its namespace, the host's pid 1's start time), and `cushim
+ * gc` removed its live segment (found by an attack helper). */
+Test(security, a_pid_namespace_seeing_the_hosts_proc_keeps_its_live_segment)
+{
+    const char *probe[] = {"unshare", "--pid", "--fork", "true", NULL};
+    if (geteuid() != 0 || !runs(probe)) {
+        printf("not run: needs unshare --pid (root) to make a pid namespace\n");
+        cr_skip_test("not run: needs unshare --pid");
+    }
+    const char *segdir = fresh_dir("seg-hostproc"), *ready = fresh_dir("ready-hostproc");
+    char hold[700], rd[800], hf[800], sd[800], pre[1200];
+    snprintf(hold, sizeof hold, "%s/go-hostproc", test_dir());
+    snprintf(rd, sizeof rd, "READY_DIR=%s", ready);
+    snprintf(hf, sizeof hf, "HOLD_FILE=%s", hold);
+    snprintf(sd, sizeof sd, "CUSHIM_SEGMENT_DIR=%s", segdir);
+    snprintf(pre, sizeof pre, "LD_PRELOAD=%s", shim_lib());
+    const char *argv[] = {"unshare", "--pid", "--fork", program("rt_prog"), "hold", NULL};
+    const char *extra[] = {rd, hf, sd, pre, NULL};
+    pid_t bg = spawn_bg(argv, sim_env(extra)), inner;
+    wait_ready(ready, 1, &inner);
+    cr_expect_eq(inner, 1, "pid 1 of its namespace");
+    struct run_result r;
+    const char *ps[] = {cushim_bin(), "ps", NULL};
+    const char *stat[] = {cushim_bin(), "stat", "--json", NULL};
+    const char *gc[] = {cushim_bin(), "gc", NULL};
+    const char *env[] = {sd, NULL};
+    run_cmd(&r, ps, env);
+    cr_expect_eq(r.status, 0, "%s", r.err);
+    cr_expect(strstr(r.out, " live ") != NULL && strstr(r.out, "rt_prog hold") != NULL, "%s", r.out);
+    run_free(&r);
+    run_cmd(&r, stat, env);
+    cr_expect_eq(r.status, 0, "%s", r.err);
+    json_t *j = json_loads(r.out, 0, NULL);
+    cr_expect_eq(jpath_u64(j, "0.devices.0.device.current_bytes"), MiB + 4096);
+    cr_expect(strstr(json_string_value(jpath(j, "0.command")), "rt_prog hold") != NULL);
+    json_decref(j);
+    run_free(&r);
+    run_cmd(&r, gc, env);
+    cr_expect_eq(r.status, 0, "%s", r.err);
+    cr_expect(strstr(r.out, "removed") == NULL, "nothing of a live process removed:\n%s", r.out);
+    run_free(&r);
+    DIR *d = opendir(segdir);
+    int files = 0;
+    for (struct dirent *de; d && (de = readdir(d)) != NULL;)
+        files += de->d_name[0] != '.';
+    if (d)
+        closedir(d);
+    cr_expect_eq(files, 1, "its live segment is still there");
+    touch(hold);
+    cr_expect_eq(wait_bg(bg), 0);
 }

@@ -1147,6 +1147,18 @@ static int scenario_exit_while_busy(void)
     exit(0);
 }
 
+/* Real and effective uid set to $SET_RUID and $SET_EUID (saved: this process's), then the first
+ * CUDA call: 3 MiB kept. */
+static int scenario_ids_differ(void)
+{
+    const char *r = getenv("SET_RUID"), *e = getenv("SET_EUID");
+    if (!r || !e || setresuid((uid_t)atoi(r), (uid_t)atoi(e), geteuid()) != 0)
+        return 20;
+    void *a;
+    CHECK(cudaMalloc(&a, 3 * MiB));
+    return 0;
+}
+
 /* 1000 B kept, then exec of `sh -c "$EXEC_CMD"` (same pid; the memory goes with the old image). */
 static int scenario_exec(void)
 {
@@ -1179,7 +1191,7 @@ static const struct scenario scenarios[] = {
     {"fork_child_cuda", scenario_fork_child_cuda, 1}, {"daemon_fds", scenario_daemon_fds, 1},
     {"hold_api", scenario_hold_api, 1},     {"api_misuse", scenario_api_misuse, 1},
     {"hold_async", scenario_hold_async, 1}, {"hold_graph_reset", scenario_hold_graph_reset, 1},
-    {"exit_while_busy", scenario_exit_while_busy, 1}, {"main_exits", scenario_main_exits, 1},
+    {"exit_while_busy", scenario_exit_while_busy, 1}, {"ids_differ", scenario_ids_differ, 1}, {"main_exits", scenario_main_exits, 1},
     {"churn", scenario_churn, 1},           {"exec", scenario_exec, 1},
     {"busy", scenario_busy, 1},
     {"malloc", scenario_malloc, 1},         {"pitch", scenario_pitch, 1},
