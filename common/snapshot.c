@@ -181,6 +181,12 @@ static int copy_graphs(const struct cushim_segment *s, uint32_t count, struct cu
         out->graph_count += copied;
     }
     qsort(out->graphs, out->graph_count, sizeof out->graphs[0], by_id);
+    /* Ids are given once each (1, 2, ... in instantiation order): two records with one id are
+     * corruption, and would be two series with the same labels in an exposition (a scrape
+     * Prometheus rejects whole). */
+    for (uint32_t i = 1; i < out->graph_count; i++)
+        if (out->graphs[i].id == out->graphs[i - 1].id)
+            FAIL("two graph records have id %llu", (unsigned long long)out->graphs[i].id);
     return 0;
 }
 

@@ -124,6 +124,9 @@ Test(reader, crafted_headers_are_rejected_with_a_reason)
         {"phase", "phase 9 out of range", NULL},
         {"record", "device record 0 is corrupt", NULL},
         {"garbage version", "layout version 2745113700 is not one any cushim writes (a corrupt segment)", NULL},
+        /* Before, both were read: two series with the same labels in the exposition, a scrape
+         * Prometheus rejects whole (found by an attack helper). */
+        {"graph ids", "two graph records have id 1", NULL},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         memcpy(c, s, sizeof *s);
@@ -136,6 +139,14 @@ Test(reader, crafted_headers_are_rejected_with_a_reason)
         case 5: atomic_store(&c->h.phase, 9); break;
         case 6: atomic_store(&c->devices[0].state, 7); break;
         case 7: c->h.layout_version = 2745113700u; break;
+        case 8:
+            atomic_store(&c->h.graph_count, 2);
+            for (int g = 0; g < 2; g++) {
+                memset(&c->graphs[g], 0, sizeof c->graphs[g]);
+                c->graphs[g].id = 1;
+                atomic_store(&c->graphs[g].state, 2);
+            }
+            break;
         }
         cr_expect_eq(read_err(c, sizeof *c, err, sizeof err), -1, "%s accepted", cases[i].what);
         cr_expect_str_eq(err, cases[i].expect, "%s", cases[i].what);
