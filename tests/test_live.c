@@ -203,6 +203,10 @@ Test(live, stat_reset_peak_and_exit)
     cr_expect_eq(r.status, 1);
     cr_expect_str_eq(r.err, want);
     run_free(&r);
+    /* reset-peak too (before: "\"--\" is not a process id"; found by an attack helper). */
+    cr_expect_eq(cli(segdir, &r, "reset-peak", "--", "2147483646"), 1);
+    cr_expect_str_eq(r.err, want);
+    run_free(&r);
 
     touch(hold);
     cr_expect_eq(wait_bg(pid), 0);

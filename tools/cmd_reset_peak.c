@@ -30,15 +30,20 @@ int cmd_reset_peak(int argc, char **argv)
 {
     pid_t pid = 0;
     long device = -1;
+    int options = 1; /* until "--": after it, the PID (as stat and phase take it) */
     for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
+        if (options && strcmp(argv[i], "--") == 0) {
+            options = 0;
+            continue;
+        }
+        if (options && (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0)) {
             printf("usage: cushim reset-peak PID [--device N]\n\nSets the peaks of process PID "
                    "(of device N only, with --device) to their\ncurrent values, like "
                    "torch.cuda.reset_peak_memory_stats.\n");
             return 0;
         }
         const char *v;
-        int got = cli_option_value(argc, argv, &i, "--device", "a device ordinal", &v);
+        int got = options ? cli_option_value(argc, argv, &i, "--device", "a device ordinal", &v) : 0;
         if (got < 0)
             return EXIT_USAGE;
         if (got) {
