@@ -93,6 +93,18 @@ Test(run, exit_status_and_signals)
     run_free(&r);
 }
 
+/* A TMPDIR the run cannot use is named as such, quoted (a trailing space shows). */
+Test(run, an_unusable_tmpdir_is_named)
+{
+    struct run_result r;
+    const char *argv[] = {"true", NULL};
+    const char *extra[] = {"TMPDIR=/nonexistent ", NULL};
+    cr_expect_eq(run_status(argv, sim_env(extra), &r), 2);
+    cr_expect_str_eq(r.err, "cushim: cannot create a run directory under \"/nonexistent \" (TMPDIR): "
+                            "No such file or directory\n");
+    run_free(&r);
+}
+
 Test(run, forwards_sigterm_to_the_program)
 {
     /* cushim run -- sh -c 'trap "exit 42" TERM; ...': cushim's SIGTERM reaches sh. */
@@ -1320,9 +1332,9 @@ Test(run, a_bad_segment_dir_stops_every_reading_command)
         const char *value, *err;
     } bad[] = {
         {"rel", "cushim: CUSHIM_SEGMENT_DIR=\"rel\" is not an absolute directory path\n"},
-        {"/nonexistent-dir", "cushim: cannot open the segment directory /nonexistent-dir (CUSHIM_SEGMENT_DIR): "
+        {"/nonexistent-dir", "cushim: cannot open the segment directory \"/nonexistent-dir\" (CUSHIM_SEGMENT_DIR): "
                              "No such file or directory\n"},
-        {"/x\033]0;t\007", "cushim: cannot open the segment directory /x\\x1b]0;t\\x07 (CUSHIM_SEGMENT_DIR): "
+        {"/x\033]0;t\007", "cushim: cannot open the segment directory \"/x\\x1b]0;t\\x07\" (CUSHIM_SEGMENT_DIR): "
                           "No such file or directory\n"},
     };
     static const char *commands[][4] = {

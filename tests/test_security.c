@@ -746,7 +746,7 @@ Test(security, a_segment_directory_that_cannot_be_entered_is_a_usage_error)
     cr_assert_eq(chmod(prom, 0666), 0);
     snprintf(seg, sizeof seg, "CUSHIM_SEGMENT_DIR=%s", dir);
     const char *env[] = {seg, NULL};
-    snprintf(want, sizeof want, "cushim: cannot enter the segment directory %s (CUSHIM_SEGMENT_DIR): "
+    snprintf(want, sizeof want, "cushim: cannot enter the segment directory \"%s\" (CUSHIM_SEGMENT_DIR): "
              "Permission denied\n", dir);
     const char *stat_prom[] = {cushim_bin(), "stat", "--prometheus", "--output", prom, NULL};
     const char *ps[] = {cushim_bin(), "ps", NULL};

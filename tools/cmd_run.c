@@ -507,8 +507,8 @@ int cmd_run(int argc, char **argv)
              tmp && *tmp ? tmp : "/tmp", (int)getpid(),
              (unsigned long long)cushim_proc_start_time(getpid()), (unsigned long long)cushim_pidns_inode());
     if (!mkdtemp(dir)) {
-        cli_error("cannot create a run directory under %s: %s", tmp && *tmp ? tmp : "/tmp",
-                  strerror(errno));
+        cli_error("cannot create a run directory under \"%s\"%s: %s", tmp && *tmp ? tmp : "/tmp",
+                  tmp && *tmp ? " (TMPDIR)" : "", strerror(errno));
         return EXIT_USAGE;
     }
     chmod(dir, 0700); /* whatever the umask: the run's processes write into it, the run reads it */

@@ -78,7 +78,7 @@ int cli_segment_dir_check(void)
         return -1;
     DIR *d = opendir(seg_dir());
     if (!d) {
-        cli_error("cannot open the segment directory %s%s: %s", seg_dir(),
+        cli_error("cannot open the segment directory \"%s\"%s: %s", seg_dir(),
                   v && *v ? " (CUSHIM_SEGMENT_DIR)" : "", strerror(errno));
         return -1;
     }
@@ -86,7 +86,7 @@ int cli_segment_dir_check(void)
     /* Listed but not entered (no search permission): no segment in it could be read, and an
      * answer of "no process" (a Prometheus file rewritten with no samples) would be false. */
     if (access(seg_dir(), X_OK) != 0) {
-        cli_error("cannot enter the segment directory %s%s: %s", seg_dir(),
+        cli_error("cannot enter the segment directory \"%s\"%s: %s", seg_dir(),
                   v && *v ? " (CUSHIM_SEGMENT_DIR)" : "", strerror(errno));
         return -1;
     }
@@ -411,7 +411,7 @@ int seg_scan(const pid_t *pids, int npids, int (*fn)(struct seg_entry *, void *)
     static struct seg_entry e;
     if (!d || access(seg_dir(), X_OK) != 0) {
         /* Listed but not entered (no search permission): every file would vanish silently. */
-        cli_error("cannot %s the segment directory %s: %s", d ? "enter" : "open", seg_dir(), strerror(errno));
+        cli_error("cannot %s the segment directory \"%s\": %s", d ? "enter" : "open", seg_dir(), strerror(errno));
         if (d)
             closedir(d);
         return -1;
