@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,6 +37,30 @@ static ssize_t read_text(const char *path, char *buf, size_t len)
     if (n >= 0)
         buf[n] = '\0';
     return n;
+}
+
+/* Whether /proc is another pid namespace's view than ours: a pid namespace that mounted no /proc
+ * of its own (unshare --pid --fork without --mount-proc) sees the host's, where /proc/<pid> is
+ * the host's process of that number and /proc/self links to our pid there, not getpid(). Such a
+ * /proc says nothing about a pid of ours: it is treated as no /proc (pids are told alive by
+ * kill(pid, 0); start times, command lines and users are unknown). Cached per process. */
+static int proc_foreign(void)
+{
+    static _Atomic pid_t for_pid;
+    static _Atomic int answer;
+    pid_t me = getpid();
+    if (atomic_load_explicit(&for_pid, memory_order_acquire) == me)
+        return atomic_load_explicit(&answer, memory_order_relaxed);
+    char link[32];
+    ssize_t n = readlink("/proc/self", link, sizeof link - 1);
+    int foreign = 0;
+    if (n > 0) {
+        link[n] = '\0';
+        foreign = atoi(link) != (int)me;
+    }
+    atomic_store_explicit(&answer, foreign, memory_order_relaxed);
+    atomic_store_explicit(&for_pid, me, memory_order_release);
+    return foreign;
 }
 
 /* Whether process pid has a thread besides its main one (/proc/<pid>/task). */
@@ -81,6 +106,8 @@ static uint64_t start_time_at(const char *path, pid_t pid)
 uint64_t cushim_proc_start_time(pid_t pid)
 {
     char path[64];
+    if (proc_foreign())
+        return 0;
     snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
     return start_time_at(path, pid);
 }
@@ -126,6 +153,11 @@ static int cmdline_at(const char *path, char *buf, size_t len)
 int cushim_proc_cmdline(pid_t pid, char *buf, size_t len)
 {
     char path[64];
+    if (proc_foreign()) {
+        if (len)
+            buf[0] = '\0';
+        return -1;
+    }
     snprintf(path, sizeof path, "/proc/%d/cmdline", (int)pid);
     return cmdline_at(path, buf, len);
 }
@@ -189,7 +221,7 @@ int cushim_proc_uids(pid_t pid, uid_t uids[4])
 {
     char path[64], buf[4096];
     snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
-    if (pid <= 0 || read_text(path, buf, sizeof buf) <= 0)
+    if (pid <= 0 || proc_foreign() || read_text(path, buf, sizeof buf) <= 0)
         return -1;
     char *p = strstr(buf, "\nUid:");
     if (!p)
@@ -333,9 +365,9 @@ int cushim_proc_alive(pid_t pid)
 {
     if (cushim_proc_start_time(pid) != 0)
         return 1;
-    /* No /proc to look in (hidden in a sandbox's mount namespace): only whether the pid exists
-     * can be told (EPERM: it does, another user's). */
-    if (access("/proc/self/stat", R_OK) != 0)
+    /* No /proc to look in (hidden in a sandbox's mount namespace), or another pid namespace's:
+     * only whether the pid exists can be told (EPERM: it does, another user's). */
+    if (access("/proc/self/stat", R_OK) != 0 || proc_foreign())
         return kill(pid, 0) == 0 || errno == EPERM;
     return 0; /* no such process, or only its zombie */
 }

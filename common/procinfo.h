@@ -10,7 +10,10 @@
 /* Start time of `pid` (field 22 of /proc/<pid>/stat: clock ticks after boot). 0 when there is
  * no running process `pid`: none, unreadable, or one that has ended and waits to be reaped
  * (state X, or Z with no thread left besides the main one: proc(5)), since it will never write
- * to its segment again. */
+ * to its segment again; also 0 when /proc is missing or another pid namespace's (a pid namespace
+ * that mounted none of its own sees the host's: /proc/<pid> is not our `pid` there). The
+ * command line and user ids below are unknown (-1) in that case too; cushim_proc_alive then
+ * asks kill(pid, 0). */
 uint64_t cushim_proc_start_time(pid_t pid);
 /* The calling process's own, from /proc/self (right also in a pid namespace that sees the host's
  * /proc); 0 when unreadable. */

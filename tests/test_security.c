@@ -3,6 +3,7 @@
 #include <criterion/criterion.h>
 #include <dirent.h>
 #include <signal.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -848,4 +849,40 @@ Test(security, a_pid_namespace_seeing_the_hosts_proc_keeps_its_live_segment)
     cr_expect_eq(files, 1, "its live segment is still there");
     touch(hold);
     cr_expect_eq(wait_bg(bg), 0);
+}
+
+/* The same namespace read from inside it, where /proc is the host's and /proc/<pid> another
+ * process: the segment's pidfs inode zeroed (a kernel before 6.9 has none), so its start time
+ * would decide. Before, the shim took its start time from /proc/self and the readers compared it
+ * with /proc/<pid> there: the live process was stale to `ps` and `gc` removed its segment (found
+ * by a review helper). Now such a /proc is taken as none: the pid alone decides. */
+Test(security, a_reader_inside_a_pid_namespace_seeing_the_hosts_proc_keeps_a_live_segment)
+{
+    const char *probe[] = {"unshare", "--pid", "--fork", "true", NULL};
+    if (geteuid() != 0 || !runs(probe)) {
+        printf("not run: needs unshare --pid (root) to make a pid namespace\n");
+        cr_skip_test("not run: needs unshare --pid");
+    }
+    const char *segdir = fresh_dir("seg-inside"), *ready = fresh_dir("ready-inside");
+    char hold[700], body[6000], sd[800];
+    snprintf(hold, sizeof hold, "%s/go-inside", test_dir());
+    snprintf(sd, sizeof sd, "CUSHIM_SEGMENT_DIR=%s", segdir);
+    snprintf(body, sizeof body,
+             "READY_DIR=%s HOLD_FILE=%s LD_PRELOAD=%s %s hold >/dev/null & "
+             "while [ -z \"$(ls %s)\" ]; do sleep 0.02; done; "
+             "printf '\\0\\0\\0\\0\\0\\0\\0\\0' | dd of=%s/$(ls %s) bs=1 seek=%zu conv=notrunc 2>/dev/null; "
+             "echo '== ps'; %s ps; echo '== gc'; %s gc; echo '== left'; ls %s; touch %s; wait",
+             ready, hold, shim_lib(), program("rt_prog"), ready, segdir, segdir,
+             offsetof(struct cushim_segment_header, pidfs_ino), cushim_bin(), cushim_bin(), segdir, hold);
+    const char *argv[] = {"unshare", "--pid", "--fork", "sh", "-c", body, NULL};
+    const char *extra[] = {sd, NULL};
+    struct run_result r;
+    run_cmd(&r, argv, sim_env(extra));
+    cr_expect_eq(r.status, 0, "%s%s", r.out, r.err);
+    const char *ps = strstr(r.out, "== ps\n"), *gc = strstr(r.out, "== gc\n"), *left = strstr(r.out, "== left\n");
+    cr_assert(ps && gc && left, "%s%s", r.out, r.err);
+    cr_expect(strstr(ps, " live ") != NULL && strstr(ps, " live ") < gc, "listed live:\n%s", r.out);
+    cr_expect(strstr(gc, "removed") == NULL || strstr(gc, "removed") > left, "nothing removed:\n%s", r.out);
+    cr_expect(strstr(left, "cushim-0-") != NULL, "its segment is still there:\n%s", r.out);
+    run_free(&r);
 }

@@ -505,7 +505,7 @@ int cmd_run(int argc, char **argv)
      * own pid namespace only (a /tmp shared with a container holds runs it cannot judge). */
     snprintf(dir, sizeof dir, "%s%s%s/cushim-run.%d-%llu-%llu.XXXXXX", cwd, cwd[0] ? "/" : "",
              tmp && *tmp ? tmp : "/tmp", (int)getpid(),
-             (unsigned long long)cushim_proc_start_time(getpid()), (unsigned long long)cushim_pidns_inode());
+             (unsigned long long)cushim_self_start_time(), (unsigned long long)cushim_pidns_inode());
     if (!mkdtemp(dir)) {
         cli_error("cannot create a run directory under \"%s\"%s: %s", tmp && *tmp ? tmp : "/tmp",
                   tmp && *tmp ? " (TMPDIR)" : "", strerror(errno));
