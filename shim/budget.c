@@ -8,15 +8,22 @@ _Atomic uint64_t budget_used[CUSHIM_MAX_DEVICES];
 _Atomic uint64_t budget_graph[CUSHIM_MAX_DEVICES];
 _Atomic unsigned char budget_graph_stale[CUSHIM_MAX_DEVICES];
 
-static _Atomic uint64_t launches_read[CUSHIM_MAX_DEVICES]; /* the device's launches at the last read */
+static _Atomic uint64_t launches_read[CUSHIM_MAX_DEVICES]; /* the process's launches at the device's last read */
 
-/* The device's graph launches so far (0 before its record exists). */
-uint64_t budget_graph_launches(int device)
+/* The process's graph launches so far, on every device: a launch counts on the device its graph
+ * was instantiated on, but attaches memory on the device(s) of its allocation nodes' pools, which
+ * may be any (graph.c). Counted here, on the budget's path, so the launch path adds nothing. */
+uint64_t budget_graph_launches(void)
 {
     struct cushim_segment *seg = shim.seg;
-    return seg && atomic_load(&seg->devices[device].state) != 0
-               ? atomic_load(&seg->devices[device].dev[CUSHIM_DEV_graph_launches])
-               : 0;
+    if (!seg)
+        return 0;
+    uint64_t sum = 0;
+    uint32_t n = atomic_load(&seg->h.device_count);
+    for (uint32_t d = 0; d < n && d < CUSHIM_MAX_DEVICES; d++)
+        if (atomic_load(&seg->devices[d].state) != 0)
+            sum += atomic_load(&seg->devices[d].dev[CUSHIM_DEV_graph_launches]);
+    return sum;
 }
 
 void budget_graph_read(int device, uint64_t reserve, uint64_t launches)
@@ -32,7 +39,7 @@ void budget_graph_refresh(int device)
         return;
     /* No call the capture prohibits while one is live: the last reading stands until it ends. */
     if ((atomic_load_explicit(&budget_graph_stale[device], memory_order_relaxed) ||
-         budget_graph_launches(device) != atomic_load_explicit(&launches_read[device], memory_order_relaxed)) &&
+         budget_graph_launches() != atomic_load_explicit(&launches_read[device], memory_order_relaxed)) &&
         !capture_any_live())
         graph_pool_sample(device, true); /* calls budget_graph_read */
 }

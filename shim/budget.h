@@ -16,14 +16,15 @@ extern SHIM_HIDDEN _Atomic uint64_t budget_graph[CUSHIM_MAX_DEVICES]; /* the gra
 /* 1: a read of the reserve was skipped during a capture: read again before the budget next decides. */
 extern SHIM_HIDDEN _Atomic unsigned char budget_graph_stale[CUSHIM_MAX_DEVICES];
 /* Before the budget of `device` decides: reads the graph pool's reserve again if it may have
- * changed since it was read (a graph launched on the device since, or a read skipped during a
- * capture) and no capture is live. The launch path itself does nothing more (budget.c). */
+ * changed since it was read (a graph launched since, on any device: its allocation nodes may draw
+ * on this device's pool; or a read skipped during a capture) and no capture is live. The launch
+ * path itself does nothing more (budget.c). */
 void budget_graph_refresh(int device);
 /* The graph pool's reserve of `device` as just read (graph_pool_sample): the budget's until the
- * device launches a graph again. `launches`: budget_graph_launches(device) taken *before* the
+ * process launches a graph again. `launches`: budget_graph_launches() taken *before* the
  * driver was asked, so that a launch on another thread during the read counts as unseen. */
 void budget_graph_read(int device, uint64_t reserve, uint64_t launches);
-uint64_t budget_graph_launches(int device);
+uint64_t budget_graph_launches(void);
 
 /* What the budget of `device` holds now: counted and reserved device bytes plus the graph pool's
  * reserve (saturating). */

@@ -386,7 +386,7 @@ bool graph_pool_sample(int device, bool force)
     if (!atomic_compare_exchange_strong(&last_sample_ns[device], &last, now) && !force)
         return false; /* another thread is sampling */
     bool read = false, unsupported = true;
-    uint64_t launches = budget_any ? budget_graph_launches(device) : 0; /* before the driver reads */
+    uint64_t launches = budget_any ? budget_graph_launches() : 0; /* before the driver reads */
     for (unsigned i = 0; i < sizeof attrs / sizeof attrs[0]; i++) {
         cuuint64_t v = 0;
         CUresult r = get(device, attrs[i].attr, &v);

@@ -48,7 +48,7 @@ static CUresult instantiated_with_params(CUresult r, CUgraphExec *exec, CUgraph 
 {
     r = instantiated(r, exec, graph);
     if (r == CUDA_SUCCESS && upload && exec && shim_enter()) {
-        graph_exec_pool_sample(*exec, false);
+        graph_exec_pool_sample(*exec, budget_any); /* a budget needs the reserve now (budget.h) */
         shim_leave();
     }
     return r;
@@ -124,7 +124,8 @@ LAUNCH(cuGraphLaunch_ptsz)
         REAL_OR_FAIL(sym);                                                       \
         CUresult r = real_(hGraphExec, hStream);                                 \
         if (r == CUDA_SUCCESS && shim_enter()) {                                 \
-            graph_exec_pool_sample(hGraphExec, false);                           \
+            /* A budget needs the reserve now: read whatever the last read's age. */ \
+            graph_exec_pool_sample(hGraphExec, budget_any);                      \
             shim_leave();                                                        \
         }                                                                        \
         return r;                                                                \

@@ -151,6 +151,34 @@ Test(graphs, graph_memory_is_never_untracked_at_meminfo)
     run_free(&r);
 }
 
+/* Graph memory on another device's pool (allocation nodes on device 1, graphs instantiated and
+ * launched from device 0) counts against device 1's budget: before, the launches were counted on
+ * device 0 and device 1's budget never read its pool again, so 800 MiB more were given past a
+ * 1 GiB budget holding 416 MiB of graph memory (found by an attack helper). */
+Test(graphs, graph_memory_on_another_devices_pool_counts_against_that_budget)
+{
+    struct run_result r;
+    const char *extra[] = {"SIMCUDA_DEVICE_COUNT=2", "CUSHIM_DEVICE_LIMIT=1:1GiB", NULL};
+    json_t *j = graph_run_env(&r, "budget_other_device_pool", extra);
+    cr_expect_eq(kv_u64(r.out, "rc_800"), 2, "cudaErrorMemoryAllocation: %s", r.out);
+    json_decref(j);
+    run_free(&r);
+}
+
+/* cudaGraphUpload attaches graph memory: under a budget the pool is read at once, whatever the
+ * last read's age (before: within 100 ms of a cudaMemGetInfo, 800 MiB more were given past a
+ * 1 GiB budget holding 400 MiB of graph memory; found by an attack helper). */
+Test(graphs, an_upload_counts_against_the_budget_at_once)
+{
+    struct run_result r;
+    const char *extra[] = {"CUSHIM_DEVICE_LIMIT=1GiB", NULL};
+    json_t *j = graph_run_env(&r, "budget_upload", extra);
+    cr_expect_eq(kv_u64(r.out, "rc_800"), 2, "cudaErrorMemoryAllocation: %s", r.out);
+    cr_expect_eq(kv_u64(r.out, "free"), 624 * MiB, "1 GiB less the 400 MiB attached");
+    json_decref(j);
+    run_free(&r);
+}
+
 /* A device budget holds the graph pool's reserve too: 272 MiB attached by two launches (read for
  * the budget although the second came within the sampling interval) leave 240 of a 512 MiB
  * budget to cudaMalloc; cudaMemGetInfo then says 40 MiB are free. */

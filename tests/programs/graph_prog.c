@@ -177,6 +177,47 @@ static int scenario_budget_and_graph_memory(void)
     return 0;
 }
 
+/* Under a budget on device 1 (SIMCUDA_DEVICE_COUNT=2, CUSHIM_DEVICE_LIMIT=1:1GiB): two graphs
+ * instantiated while device 0 is current, whose allocation nodes draw on device 1's pool (16 MiB,
+ * then 400 MiB, the second launch within the sampling interval), launched on a device-0 stream;
+ * then whether device 1 gives 800 MiB more. */
+static int scenario_budget_other_device_pool(void)
+{
+    cudaStream_t s;
+    CHECK(cudaSetDevice(0));
+    CHECK(cudaStreamCreate(&s));
+    cudaGraphExec_t x1, x2;
+    CHECK(cudaGraphInstantiateWithFlags(&x1, node_graph(16 * MiB, 1), 0));
+    CHECK(cudaGraphInstantiateWithFlags(&x2, node_graph(400 * MiB, 1), 0));
+    CHECK(cudaGraphLaunch(x1, s));
+    CHECK(cudaGraphLaunch(x2, s));
+    CHECK(cudaStreamSynchronize(s));
+    CHECK(cudaSetDevice(1));
+    void *a = NULL;
+    printf("rc_800=%d\n", (int)cudaMalloc(&a, 800 * MiB));
+    return 0;
+}
+
+/* Under a device budget (CUSHIM_DEVICE_LIMIT=1GiB): a graph of one 400 MiB allocation node,
+ * instantiated, the pool read (cudaMemGetInfo), then uploaded (cudaGraphUpload attaches its
+ * memory) within the sampling interval; then whether 800 MiB can be had. */
+static int scenario_budget_upload(void)
+{
+    cudaStream_t s;
+    CHECK(cudaStreamCreate(&s));
+    cudaGraphExec_t x;
+    CHECK(cudaGraphInstantiateWithFlags(&x, node_graph(400 * MiB, 0), 0));
+    size_t f, t;
+    CHECK(cudaMemGetInfo(&f, &t));
+    CHECK(cudaGraphUpload(x, s));
+    CHECK(cudaStreamSynchronize(s));
+    void *a = NULL;
+    printf("rc_800=%d\n", (int)cudaMalloc(&a, 800 * MiB));
+    CHECK(cudaMemGetInfo(&f, &t));
+    printf("free=%zu\n", f);
+    return 0;
+}
+
 /* Under a device budget (CUSHIM_DEVICE_LIMIT=512MiB): 400 MiB of graph memory attached by a
  * launch, freed, its graph destroyed, then the pool trimmed while another stream captures (the
  * shim cannot read the pool then); after the capture, whether 300 MiB can be had. */
@@ -706,6 +747,8 @@ static const struct scenario scenarios[] = {
     {"decoder_pool", scenario_decoder_pool, 1},
     {"meminfo_after_launch", scenario_meminfo_after_launch, 1},
     {"budget_and_graph_memory", scenario_budget_and_graph_memory, 1},
+    {"budget_other_device_pool", scenario_budget_other_device_pool, 1},
+    {"budget_upload", scenario_budget_upload, 1},
     {"budget_after_trim_during_capture", scenario_budget_after_trim_during_capture, 1},
     {"capture_other_device_reset", scenario_capture_other_device_reset, 2},
     {"capture_current_device_reset", scenario_capture_current_device_reset, 2},
