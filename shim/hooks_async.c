@@ -38,6 +38,8 @@ struct async_req {
     enum cushim_kind kind;
     bool capturing;  /* a graph node: its memory is the graph pool's, not counted here */
     bool reserved;   /* budget reserved (device pools only) */
+    bool spillable;  /* cuMemAllocAsync (the stream's current pool): CUSHIM_SPILL may serve it; a
+                      * request from a pool the program names keeps that pool's properties, or fails */
 };
 
 /* Before the real call: classify, reserve the budget. False when over the budget. */
@@ -53,6 +55,7 @@ static inline __attribute__((always_inline)) void async_begin(struct async_req *
     q->kind = pool_kind(pool, &q->device);
     q->capturing = capture_stream_is_capturing(stream, pt);
     q->reserved = false;
+    q->spillable = pool == NULL;
 }
 
 /* The request's bytes against the device budget (device memory from a device pool, not while
@@ -79,8 +82,8 @@ static inline __attribute__((always_inline)) CUresult async_end(const struct asy
     } else {
         if (q->reserved)
             budget_release(q->device, bytes);
-        if (r == CUDA_ERROR_OUT_OF_MEMORY && shim.cfg.spill && !q->capturing && !capture_any_live() &&
-            q->kind == CUSHIM_KIND_ASYNC && offload_alloc(dptr, bytes, SHIM_F_SPILLED, q->device) == CUDA_SUCCESS)
+        if (r == CUDA_ERROR_OUT_OF_MEMORY && shim.cfg.spill && q->spillable && !q->capturing &&
+            !capture_any_live() && q->kind == CUSHIM_KIND_ASYNC && offload_alloc(dptr, bytes, SHIM_F_SPILLED, q->device, q->ctx) == CUDA_SUCCESS)
             r = CUDA_SUCCESS;
         else
             account_fail(q->device, q->kind);
@@ -103,7 +106,7 @@ static inline __attribute__((always_inline)) CUresult async_end(const struct asy
             return real_(dptr, bytesize, hStream);                                           \
         async_begin(&q, NULL, hStream, pt);                                                  \
         if (unlikely(!q.capturing && offload_wanted(bytesize)) &&                            \
-            offload_alloc(dptr, bytesize, 0, q.device) == CUDA_SUCCESS) {                    \
+            offload_alloc(dptr, bytesize, 0, q.device, q.ctx) == CUDA_SUCCESS) {             \
             shim_leave();                                                                    \
             return CUDA_SUCCESS;                                                             \
         }                                                                                    \

@@ -14,7 +14,7 @@
 static bool spill(CUresult r, CUdeviceptr *dptr, uint64_t bytes)
 {
     return r == CUDA_ERROR_OUT_OF_MEMORY && shim.cfg.spill && !capture_any_live() &&
-           offload_alloc(dptr, bytes, SHIM_F_SPILLED, -1) == CUDA_SUCCESS;
+           offload_alloc(dptr, bytes, SHIM_F_SPILLED, -1, NULL) == CUDA_SUCCESS;
 }
 
 /* cuMemAlloc_v2 with a policy at work (offload, budget, spill) or something to apply first
@@ -31,7 +31,7 @@ static CUresult alloc_with_policy(__typeof__(&cuMemAlloc_v2) real_, CUdeviceptr 
             account_fail(shim_current_device(NULL), CUSHIM_KIND_DEVICE);
         return r;
     }
-    if (unlikely(offload_wanted(bytesize)) && offload_alloc(dptr, bytesize, 0, -1) == CUDA_SUCCESS)
+    if (unlikely(offload_wanted(bytesize)) && offload_alloc(dptr, bytesize, 0, -1, NULL) == CUDA_SUCCESS)
         return CUDA_SUCCESS;
     CUcontext ctx;
     int device = shim_current_device(&ctx);

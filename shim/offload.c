@@ -189,7 +189,7 @@ bool offload_wanted_slow(uint64_t bytes)
 static CUresult offload_alloc_in_section(CUdeviceptr *dptr, uint64_t bytes, unsigned flags,
                                          int device, CUcontext ctx);
 
-CUresult offload_alloc(CUdeviceptr *dptr, uint64_t bytes, unsigned flags, int for_device)
+CUresult offload_alloc(CUdeviceptr *dptr, uint64_t bytes, unsigned flags, int for_device, CUcontext in_ctx)
 {
     __typeof__(&cuMemHostAlloc) host_alloc = REAL(cuMemHostAlloc);
     __typeof__(&cuMemHostGetDevicePointer_v2) devptr = REAL(cuMemHostGetDevicePointer_v2);
@@ -207,7 +207,24 @@ CUresult offload_alloc(CUdeviceptr *dptr, uint64_t bytes, unsigned flags, int fo
      * did). */
     if (!capture_unsafe_begin())
         return CUDA_ERROR_NOT_SUPPORTED;
+    /* The stream's context, when it is not the current one (a stream of another device): its
+     * memory, freed by its teardown only. */
+    __typeof__(&cuCtxPushCurrent_v2) push = REAL(cuCtxPushCurrent_v2);
+    __typeof__(&cuCtxPopCurrent_v2) pop = REAL(cuCtxPopCurrent_v2);
+    bool pushed = false;
+    if (in_ctx && in_ctx != ctx) {
+        if (!push || !pop || push(in_ctx) != CUDA_SUCCESS) {
+            capture_unsafe_end();
+            return CUDA_ERROR_NOT_SUPPORTED;
+        }
+        pushed = true;
+        ctx = in_ctx;
+    }
     CUresult r = offload_alloc_in_section(dptr, bytes, flags, device, ctx);
+    if (pushed) {
+        CUcontext popped;
+        pop(&popped);
+    }
     capture_unsafe_end();
     return r;
 }

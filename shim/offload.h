@@ -26,12 +26,14 @@ static inline bool offload_wanted(uint64_t bytes)
     return unlikely(shim.cfg.offload != CUSHIM_OFFLOAD_OFF) && offload_wanted_slow(bytes);
 }
 
-/* Serves a device request from pinned mapped host memory (allocated in the current context),
- * tracked as kind `offloaded` on `device`, the device the request was for (-1: the current
- * context's; a stream-ordered request names its stream's). flags: SHIM_F_SPILLED when a failure
- * sent it here. Returns CUDA_SUCCESS with *dptr set, or the host allocation's error (the caller
- * then falls back). */
-CUresult offload_alloc(CUdeviceptr *dptr, uint64_t bytes, unsigned flags, int device);
+/* Serves a device request from pinned mapped host memory, tracked as kind `offloaded` on `device`,
+ * the device the request was for (-1: the current context's; a stream-ordered request names its
+ * stream's). `in_ctx`: the context the host memory belongs to (a stream-ordered request's stream's,
+ * so that only a teardown of that context frees it, as README Limits says), made current around
+ * the allocation when it is not; NULL: the current one. flags: SHIM_F_SPILLED when a failure sent
+ * it here. Returns CUDA_SUCCESS with *dptr set, or the host allocation's error (the caller then
+ * falls back). */
+CUresult offload_alloc(CUdeviceptr *dptr, uint64_t bytes, unsigned flags, int device, CUcontext in_ctx);
 
 /* Frees an offloaded entry already taken out of the table: now (sync), or once the work queued
  * on `stream` so far has finished (async; `pt`: per-thread variant). Counts the free. */

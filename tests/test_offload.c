@@ -730,8 +730,9 @@ Test(offload, another_devices_stream_frees_without_blocking_and_caches_on_the_ri
     cr_expect_eq(kv_u64(r.out, "rc_free_async"), 0);
     cr_expect_eq(kv_u64(r.out, "stream_syncs"), 0, "an event, not a blocking synchronize");
     cr_expect_eq(kv_u64(r.out, "rc_malloc"), 0);
-    cr_expect_eq(jpath_u64(j, "devices.0.offload_host.cached_bytes"), 0, "the block is in use again");
-    cr_expect_eq(jpath_u64(j, "devices.1.offload_host.cached_bytes"), 0);
+    cr_expect_eq(jpath_u64(j, "devices.0.offload_host.cached_bytes"), 0);
+    cr_expect_eq(jpath_u64(j, "devices.1.offload_host.cached_bytes"), MiB,
+                 "cached for device 1's context, whose memory it is (not reused by device 0's)");
     cr_expect_eq(jpath_u64(j, "devices.0.offloaded.current_bytes"), MiB);
     cr_expect_eq(jpath_u64(j, "devices.1.offloaded.free_count"), 1);
     cr_expect(strstr(r.err, "underflow") == NULL, "%s", r.err);
@@ -846,7 +847,9 @@ Test(offload, a_reset_destroys_every_event_left_in_another_context)
     json_t *j = offload_run(&r, "events_of_another_context", extra);
     cr_expect_eq(kv_u64(r.out, "events_made"), 200);
     cr_expect_eq(kv_u64(r.out, "events_destroyed_at_reset"), 200);
-    cr_expect_eq(jpath_u64(j, "devices.1.offload_host.pending_free_bytes"), 0);
+    cr_expect_eq(json_array_size(jpath(j, "devices")), 1, "the blocks are device 0's");
+    cr_expect_eq(jpath_u64(j, "devices.0.offload_host.pending_free_bytes"), 0);
+    cr_expect_eq(jpath_u64(j, "devices.0.offloaded.free_count"), 200);
     json_decref(j);
     run_free(&r);
 }
@@ -895,6 +898,40 @@ Test(offload, a_capture_left_by_an_exited_thread_is_over)
     cr_expect_eq(kv_u64(r.out, "rc_malloc"), 0);
     cr_expect_eq(kv_u64(r.out, "host_live"), 8 * MiB, "offloaded");
     cr_expect_eq(jpath_u64(j, "devices.0.capture.alloc_count"), 0);
+    json_decref(j);
+    run_free(&r);
+}
+
+/* An offloaded cudaMallocAsync is pinned memory of its stream's context (README Limits): before,
+ * it was the current context's, and a reset of the current device (0) freed the memory of a
+ * stream of device 1: the read-back and the free failed (found by an attack helper). */
+Test(offload, offloaded_stream_ordered_memory_is_its_streams_contexts)
+{
+    struct run_result r;
+    const char *extra[] = {"SIMCUDA_DEVICE_COUNT=2", "CUSHIM_OFFLOAD=always", "CUSHIM_OFFLOAD_MIN=1MiB", NULL};
+    json_t *j = offload_run(&r, "async_reset_other_device", extra);
+    cr_expect_eq(kv_u64(r.out, "rc_read"), 0, "%s", r.out);
+    cr_expect_eq(kv_u64(r.out, "same"), 1);
+    cr_expect_eq(kv_u64(r.out, "rc_free_async"), 0);
+    cr_expect_eq(jpath_u64(j, "devices.1.offloaded.alloc_count"), 1);
+    cr_expect_eq(jpath_u64(j, "devices.1.offloaded.free_count"), 1);
+    cr_expect_eq(jpath_u64(j, "devices.1.offloaded.current_bytes"), 0);
+    json_decref(j);
+    run_free(&r);
+}
+
+/* CUSHIM_SPILL serves cudaMalloc and cudaMallocAsync (the stream's current pool): a request from
+ * a pool the program made fails as the budget says (before, it came back as host memory, without
+ * the pool's properties; found by an attack helper). */
+Test(offload, spill_leaves_a_named_pools_requests_alone)
+{
+    struct run_result r;
+    const char *extra[] = {"CUSHIM_SPILL=on", "CUSHIM_DEVICE_LIMIT=1GiB", NULL};
+    json_t *j = offload_run(&r, "spill_from_pool", extra);
+    cr_expect_eq(kv_u64(r.out, "rc_second"), 2, "cudaErrorMemoryAllocation: %s", r.out);
+    cr_expect_eq(jpath_u64(j, "devices.0.offloaded.alloc_count"), 0);
+    cr_expect_eq(jpath_u64(j, "devices.0.async.failed_count"), 1);
+    cr_expect_eq(jpath_u64(j, "devices.0.async.peak_bytes"), 900 * MiB);
     json_decref(j);
     run_free(&r);
 }

@@ -784,9 +784,9 @@ static int scenario_async_other_device(void)
 }
 
 /* Offloaded stream-ordered memory of device 1's stream while device 0 is current (run with
- * SIMCUDA_DEVICE_COUNT=2): its asynchronous free waits on an event of the stream's context (no
- * blocking stream synchronize), and a block cached from it and reused by device 0 leaves no
- * cached bytes behind on either device. */
+ * SIMCUDA_DEVICE_COUNT=2): pinned memory of the stream's context (device 1's); its asynchronous
+ * free waits on an event of that context (no blocking stream synchronize), and the block is
+ * cached for that context: device 0's cudaMalloc then takes a block of its own. */
 static int scenario_offload_other_device(void)
 {
     cudaStream_t s1;
@@ -801,6 +801,53 @@ static int scenario_offload_other_device(void)
     printf("stream_syncs=%llu\n", (unsigned long long)(sim.calls("cuStreamSynchronize") - syncs));
     CHECK(cudaStreamSynchronize(s1));
     printf("rc_malloc=%d\n", (int)cudaMalloc(&b, MiB));
+    return 0;
+}
+
+/* Run with SIMCUDA_DEVICE_COUNT=2: offloaded cudaMallocAsync on a stream of device 1 while device
+ * 0 is current, data written, device 0 reset (cudaDeviceReset), data read back, freed on its
+ * stream: the memory is device 1's context's, which the reset leaves alone. */
+static int scenario_async_reset_other_device(void)
+{
+    cudaStream_t s1;
+    char *d;
+    static char in[4096], out[4096];
+    for (size_t i = 0; i < sizeof in; i++)
+        in[i] = (char)(i * 7 + 1);
+    CHECK(cudaSetDevice(1));
+    CHECK(cudaStreamCreate(&s1));
+    CHECK(cudaSetDevice(0));
+    CHECK(cudaFree(NULL));
+    CHECK(cudaMallocAsync((void **)&d, 8 * MiB, s1));
+    CHECK(cudaStreamSynchronize(s1));
+    CHECK(cudaMemcpy(d, in, sizeof in, cudaMemcpyHostToDevice));
+    CHECK(cudaDeviceReset());
+    printf("rc_read=%d\n", (int)cudaMemcpy(out, d, sizeof out, cudaMemcpyDeviceToHost));
+    printf("same=%d\n", memcmp(in, out, sizeof in) == 0);
+    printf("rc_free_async=%d\n", (int)cudaFreeAsync(d, s1));
+    CHECK(cudaStreamSynchronize(s1));
+    return 0;
+}
+
+/* Run with CUSHIM_SPILL=on CUSHIM_DEVICE_LIMIT=1GiB: 900 MiB twice from a pool the program made
+ * (cudaMallocFromPoolAsync): the second is over the budget and fails; spill serves the stream's
+ * current pool only (a named pool's properties would be lost on host memory). */
+static int scenario_spill_from_pool(void)
+{
+    cudaStream_t s;
+    cudaMemPool_t pool;
+    struct cudaMemPoolProps props;
+    memset(&props, 0, sizeof props);
+    props.allocType = cudaMemAllocationTypePinned;
+    props.location.type = cudaMemLocationTypeDevice;
+    props.location.id = 0;
+    void *a, *b = NULL;
+    CHECK(cudaStreamCreate(&s));
+    CHECK(cudaMemPoolCreate(&pool, &props));
+    CHECK(cudaMallocFromPoolAsync(&a, 900 * MiB, pool, s));
+    printf("rc_second=%d\n", (int)cudaMallocFromPoolAsync(&b, 900 * MiB, pool, s));
+    CHECK(cudaFreeAsync(a, s));
+    CHECK(cudaStreamSynchronize(s));
     return 0;
 }
 
@@ -965,8 +1012,8 @@ static int scenario_deferred_frees_full(void)
 }
 
 /* Run with SIMCUDA_DEVICE_COUNT=2 SIMCUDA_LAZY_EVENTS=1: 200 offloaded blocks of the current
- * device's context freed on a stream of device 1 (their events are device 1's), then device 0
- * reset: every one of those events is destroyed. */
+ * device's context (cudaMalloc) freed on a stream of device 1 (cudaFreeAsync: their events are
+ * device 1's), then device 0 reset: every one of those events is destroyed. */
 static int scenario_events_of_another_context(void)
 {
     enum { N = 200 };
@@ -978,7 +1025,7 @@ static int scenario_events_of_another_context(void)
     CHECK(cudaFree(NULL));
     struct sim_api sim = sim_api();
     for (int i = 0; i < N; i++)
-        CHECK(cudaMallocAsync(&a[i], 16 * KiB, s1));
+        CHECK(cudaMalloc(&a[i], 16 * KiB));
     for (int i = 0; i < N; i++)
         CHECK(cudaFreeAsync(a[i], s1));
     uint64_t destroyed = sim.calls("cuEventDestroy_v2");
@@ -1054,6 +1101,8 @@ static const struct scenario scenarios[] = {
     {"events_of_another_context", scenario_events_of_another_context, 2},
     {"fallback_per_thread", scenario_fallback_per_thread, 1},
     {"capture_thread_exits", scenario_capture_thread_exits, 1},
+    {"async_reset_other_device", scenario_async_reset_other_device, 1},
+    {"spill_from_pool", scenario_spill_from_pool, 1},
 };
 
 int main(int argc, char **argv)
