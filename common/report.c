@@ -239,6 +239,10 @@ void cushim_text_process(FILE *f, const struct cushim_snapshot *s, const char *t
                     (unsigned long long)d->dev[CUSHIM_DEV_graph_launches],
                     fmt(d->dev[CUSHIM_DEV_graph_alloc_node_bytes], a, sizeof a));
             pool_line(f, s, d, "graph pool", CUSHIM_DEV_graph_pool_used_current, CUSHIM_DEV_graph_pool_sampled_ns);
+        } else if (d->dev[CUSHIM_DEV_graph_pool_reserved_high]) {
+            /* Graph memory of graphs instantiated on another device (allocation nodes draw on the
+             * pool their poolProps name): the pool holds it all the same. */
+            pool_line(f, s, d, "graph pool", CUSHIM_DEV_graph_pool_used_current, CUSHIM_DEV_graph_pool_sampled_ns);
         }
         if (d->dev[CUSHIM_DEV_async_pool_reserved_high])
             pool_line(f, s, d, "async pools", CUSHIM_DEV_async_pool_used_current, CUSHIM_DEV_async_pool_sampled_ns);
