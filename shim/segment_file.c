@@ -311,8 +311,12 @@ private_memory:
 
 void segment_unlink(const char *path)
 {
-    if (path && path[0])
-        unlink(path);
+    if (!path || !path[0] || unlink(path) == 0 || errno == ENOENT)
+        return;
+    /* A process that made its segment as one user and ends as another (it dropped privileges:
+     * a sticky /dev/shm lets only the file's owner remove it): left, finished, for `cushim gc`. */
+    LOG_INFO("cannot remove the segment %s at exit (%s; this process is uid %u now): it is left, "
+             "finished, for `cushim gc`", path, strerror(errno), (unsigned)geteuid());
 }
 
 /* One device record copied under its seqlock (common/seqlock.h): 1 when no writer was inside

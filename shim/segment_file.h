@@ -25,7 +25,8 @@ void segment_own_suffixed(const char *plain, char *out, size_t len);
  * `name`.XXXXXX: a segment of that pid under another name. */
 bool segment_is_suffixed(const char *entry, const char *name);
 
-/* Removes the segment's file (if path is not empty); the mapping stays valid. */
+/* Removes the segment's file (if path is not empty); the mapping stays valid. A file it cannot
+ * remove (the process changed user since it made it) is said in one log line and left. */
 void segment_unlink(const char *path);
 
 /* Writes a copy of s to <dir>/<pid>.seg atomically (temporary file, then rename), for

@@ -1159,6 +1159,18 @@ static int scenario_ids_differ(void)
     return 0;
 }
 
+/* 1 MiB kept, then every uid set to $SET_UID (a server dropping privileges after its start),
+ * then a normal exit. */
+static int scenario_drop_after(void)
+{
+    const char *u = getenv("SET_UID");
+    void *a;
+    CHECK(cudaMalloc(&a, MiB));
+    if (!u || setresuid((uid_t)atoi(u), (uid_t)atoi(u), (uid_t)atoi(u)) != 0)
+        return 20;
+    return 0;
+}
+
 /* 1000 B kept, then exec of `sh -c "$EXEC_CMD"` (same pid; the memory goes with the old image). */
 static int scenario_exec(void)
 {
@@ -1191,7 +1203,8 @@ static const struct scenario scenarios[] = {
     {"fork_child_cuda", scenario_fork_child_cuda, 1}, {"daemon_fds", scenario_daemon_fds, 1},
     {"hold_api", scenario_hold_api, 1},     {"api_misuse", scenario_api_misuse, 1},
     {"hold_async", scenario_hold_async, 1}, {"hold_graph_reset", scenario_hold_graph_reset, 1},
-    {"exit_while_busy", scenario_exit_while_busy, 1}, {"ids_differ", scenario_ids_differ, 1}, {"main_exits", scenario_main_exits, 1},
+    {"exit_while_busy", scenario_exit_while_busy, 1}, {"ids_differ", scenario_ids_differ, 1},
+    {"drop_after", scenario_drop_after, 1}, {"main_exits", scenario_main_exits, 1},
     {"churn", scenario_churn, 1},           {"exec", scenario_exec, 1},
     {"busy", scenario_busy, 1},
     {"malloc", scenario_malloc, 1},         {"pitch", scenario_pitch, 1},
