@@ -313,8 +313,9 @@ SHIM_EXPORT CUresult CUDAAPI cuMemPoolDestroy(CUmemoryPool pool)
 }
 
 /* After a call that changes what a pool holds or its high-water marks (cuMemPoolTrimTo: "Releases
- * memory back to the OS"; cuMemPoolSetAttribute: RESERVED_MEM_HIGH / USED_MEM_HIGH "can only be
- * reset to zero", a release threshold), the pools of its device are read again, so the live view
+ * memory back to the OS"; cuMemPoolSetAttribute of RESERVED_MEM_HIGH / USED_MEM_HIGH, which "can
+ * only be reset to zero"; a new release threshold frees nothing until a synchronize), the pools of
+ * its device are read again, so the live view
  * shows PyTorch's empty_cache (cudaMemPoolTrimTo) at once rather than at the next sample. A pool
  * the shim does not know: every device's. Not while a capture is live (no query may disturb it). */
 static void pool_changed(CUmemoryPool pool)
