@@ -82,6 +82,8 @@ void cushim_json_process(struct jsonw *w, const char *key, const struct cushim_s
     jsonw_string(w, "phase_requested",
                  s->phase_requested && s->phase_requested - 1 != s->phase ? cushim_phase_name(s->phase_requested - 1)
                                                                           : NULL);
+    jsonw_string(w, "offload", cushim_offload_label(s->flags));
+    jsonw_bool(w, "spill", (s->flags & CUSHIM_SEG_F_SPILL) != 0);
     jsonw_bool(w, "exited", (int)s->exited);
     jsonw_bool(w, "counters_torn", s->torn > 0);
     jsonw_array_begin(w, "devices");
@@ -174,9 +176,12 @@ void cushim_text_process(FILE *f, const struct cushim_snapshot *s, const char *t
     else
         snprintf(who, sizeof who, "pid %d of pid namespace %llu (not visible here)", (int)s->pid,
                  (unsigned long long)s->pidns_inode);
-    fprintf(f, "%s%s `%s`: %u device%s, phase %s%s\n", title ? title : "", who, cmd,
+    const char *offload = cushim_offload_label(s->flags);
+    fprintf(f, "%s%s `%s`: %u device%s, phase %s%s%s%s%s\n", title ? title : "", who, cmd,
             s->device_count, s->device_count == 1 ? "" : "s", phase,
-            strchr(phase, '>') ? " (requested, at the next allocation)" : "");
+            strchr(phase, '>') ? " (requested, at the next allocation)" : "",
+            strcmp(offload, "off") ? ", offload " : "", strcmp(offload, "off") ? offload : "",
+            s->flags & CUSHIM_SEG_F_SPILL ? ", spill on" : "");
     for (uint32_t i = 0; i < s->device_count; i++) {
         const struct cushim_device_snapshot *d = &s->devices[i];
         fprintf(f, "  device %d  %s  total %s  untracked %s", d->ordinal,

@@ -116,6 +116,12 @@ struct cushim_segment_header {
 
 #define CUSHIM_SEG_F_TOP 1u               /* the image `cushim run` launched (not a descendant) */
 #define CUSHIM_SEG_F_ANONYMOUS 2u         /* not backed by a file (segment creation failed) */
+/* The process's offload policy (CUSHIM_OFFLOAD: neither bit = off) and CUSHIM_SPILL=on, as it
+ * started; a writer before these bits (cushim before 2026-12-02) leaves them 0 whatever its
+ * policy. */
+#define CUSHIM_SEG_F_OFFLOAD_COMPILE 4u
+#define CUSHIM_SEG_F_OFFLOAD_ALWAYS 8u
+#define CUSHIM_SEG_F_SPILL 16u
 
 /* The whole segment: header, device records, control area. */
 struct cushim_segment {

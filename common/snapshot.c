@@ -50,6 +50,13 @@ const char *cushim_pid_label(const struct cushim_snapshot *s, char *buf, size_t 
     return buf;
 }
 
+const char *cushim_offload_label(uint32_t flags)
+{
+    return flags & CUSHIM_SEG_F_OFFLOAD_ALWAYS    ? "always"
+           : flags & CUSHIM_SEG_F_OFFLOAD_COMPILE ? "compile"
+                                                  : "off";
+}
+
 const char *cushim_phase_name(uint32_t phase)
 {
     static const char *names[] = {

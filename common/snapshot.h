@@ -94,6 +94,10 @@ char *cushim_format_uuid(const uint8_t uuid[16], char *buf, size_t len);
 /* Name of a phase ("run", "compile"), "unknown" when out of range. */
 const char *cushim_phase_name(uint32_t phase);
 
+/* The offload policy a segment's flags say (segment.h CUSHIM_SEG_F_OFFLOAD_*): "off", "compile" or
+ * "always" (CUSHIM_OFFLOAD's values). A static string. */
+const char *cushim_offload_label(uint32_t flags);
+
 /* The phase as ps, top and the text summary show it: "run", or "run>compile" while a requested
  * change waits for the process's next allocation. Written to buf (>= 24 bytes), returned. */
 const char *cushim_phase_label(const struct cushim_snapshot *s, char *buf, size_t len);

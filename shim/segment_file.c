@@ -52,7 +52,10 @@ static void fill_header(struct cushim_segment *s, unsigned flags, uint64_t run_i
             h->run_start_time = start;
         }
     }
-    h->flags = flags;
+    h->flags = flags | (c->offload == CUSHIM_OFFLOAD_COMPILE  ? CUSHIM_SEG_F_OFFLOAD_COMPILE
+                        : c->offload == CUSHIM_OFFLOAD_ALWAYS ? CUSHIM_SEG_F_OFFLOAD_ALWAYS
+                                                              : 0) |
+               (c->spill ? CUSHIM_SEG_F_SPILL : 0);
     for (unsigned i = 0; i < CUSHIM_MAX_DEVICES; i++)
         s->devices[i].ordinal = (int32_t)i;
     atomic_store_explicit(&h->phase, (uint32_t)c->phase, memory_order_relaxed);

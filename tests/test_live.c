@@ -144,10 +144,11 @@ Test(live, stat_reset_peak_and_exit)
 
     /* A phase change waits for the next allocation, which this process never makes: shown as
      * requested; asking for the phase it is in withdraws it. */
-    char said[200];
+    char said[400];
     cr_expect_eq(cli(segdir, &r, "phase", p, "compile"), 0, "%s", r.err);
-    snprintf(said, sizeof said, "pid %d: compile phase requested; it takes effect at the process's next allocation\n",
-             (int)pid);
+    /* Its offload is off (the default): said, so that nobody waits for an offload. */
+    snprintf(said, sizeof said, "pid %d: compile phase requested; it takes effect at the process's next allocation\n"
+             "pid %d: its offload is off (CUSHIM_OFFLOAD): the phase only marks its phase peaks\n", (int)pid, (int)pid);
     cr_expect_str_eq(r.out, said);
     run_free(&r);
     cr_expect_eq(cli(segdir, &r, "ps", NULL, NULL), 0);
@@ -159,8 +160,8 @@ Test(live, stat_reset_peak_and_exit)
     json_decref(j);
     run_free(&r);
     cr_expect_eq(cli(segdir, &r, "phase", p, "run"), 0, "%s", r.err);
-    snprintf(said, sizeof said, "pid %d: already in the run phase; the waiting compile request is withdrawn\n",
-             (int)pid);
+    snprintf(said, sizeof said, "pid %d: already in the run phase; the waiting compile request is withdrawn\n"
+             "pid %d: its offload is off (CUSHIM_OFFLOAD): the phase only marks its phase peaks\n", (int)pid, (int)pid);
     cr_expect_str_eq(r.out, said);
     run_free(&r);
     j = stat_json(segdir, pid, &r);
@@ -168,7 +169,8 @@ Test(live, stat_reset_peak_and_exit)
     json_decref(j);
     run_free(&r);
     cr_expect_eq(cli(segdir, &r, "phase", p, "run"), 0, "%s", r.err);
-    snprintf(said, sizeof said, "pid %d: already in the run phase\n", (int)pid);
+    snprintf(said, sizeof said, "pid %d: already in the run phase\n"
+             "pid %d: its offload is off (CUSHIM_OFFLOAD): the phase only marks its phase peaks\n", (int)pid, (int)pid);
     cr_expect_str_eq(r.out, said);
     run_free(&r);
     /* Output that cannot be written is an error (exit 2), never a silent success. */

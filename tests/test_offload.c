@@ -23,6 +23,10 @@ Test(offload, compile_phase_intermediates_go_to_host_memory)
     struct run_result r;
     const char *extra[] = {"CUSHIM_OFFLOAD=compile", "CUSHIM_OFFLOAD_MIN=1MiB", NULL};
     json_t *j = offload_run(&r, "compile_run", extra);
+    /* The policy shows in the summary (JSON and the text's first line). */
+    cr_expect_str_eq(json_string_value(jpath(j, "offload")), "compile");
+    cr_expect(json_is_false(jpath(j, "spill")));
+    cr_expect(strstr(r.err, "`: 1 device, phase run, offload compile\n") != NULL, "%s", r.err);
     /* Weights before the compile phase: on the device, whatever their size. */
     cr_expect_eq(kv_u64(r.out, "set_compile"), 0, "was in the run phase");
     cr_expect_eq(kv_u64(r.out, "set_run"), 1, "was in the compile phase");
@@ -192,6 +196,9 @@ Test(offload, spill_serves_the_request_from_host_memory)
     const char *extra[] = {"CUSHIM_DEVICE_LIMIT=1GiB", "SIMCUDA_DEVICE_MEMORY=4GiB",
                            "CUSHIM_SPILL=on", NULL};
     json_t *j = offload_run(&r, "budget", extra);
+    cr_expect_str_eq(json_string_value(jpath(j, "offload")), "off");
+    cr_expect(json_is_true(jpath(j, "spill")));
+    cr_expect(strstr(r.err, "`: 1 device, phase run, spill on\n") != NULL, "%s", r.err);
     cr_expect_eq(kv_u64(r.out, "rc_over"), 0);
     cr_expect_eq(jpath_u64(j, "devices.0.offloaded.alloc_count"), 1);
     cr_expect_eq(jpath_u64(j, "devices.0.offloaded.spill_count"), 1);
@@ -325,9 +332,9 @@ Test(offload, cushim_phase_switches_a_live_process)
     const char *phase[] = {cushim_bin(), "phase", p, "run", NULL};
     run_cmd(&r, phase, env);
     cr_expect_eq(r.status, 0, "%s", r.err);
-    char said[160];
-    snprintf(said, sizeof said, "pid %d: run phase requested; it takes effect at the process's next allocation\n",
-             (int)pid);
+    char said[400];
+    snprintf(said, sizeof said, "pid %d: run phase requested; it takes effect at the process's next allocation\n"
+             "pid %d: its offload is off (CUSHIM_OFFLOAD): the phase only marks its phase peaks\n", (int)pid, (int)pid);
     cr_expect_str_eq(r.out, said);
     run_free(&r);
     int switched = 0;

@@ -8,13 +8,15 @@
 
 struct request {
     uint32_t phase;
-    int already;  /* the process is in that phase already */
-    uint32_t was; /* the request this one replaced then */
+    int already;    /* the process is in that phase already */
+    uint32_t was;   /* the request this one replaced then */
+    uint32_t flags; /* the segment's (its offload policy) */
 };
 
 static void request(struct cushim_segment *s, void *argp)
 {
     struct request *a = argp;
+    a->flags = s->h.flags;
     if (atomic_load(&s->h.phase) == a->phase) {
         /* Nothing to change; a request for the other phase still waiting is replaced by ours,
          * which the process applies as a no-op (and which still holds if it switched away in
@@ -57,7 +59,7 @@ int cmd_phase(int argc, char **argv)
     struct cushim_segment *s = seg_map_rw(pid);
     if (!s)
         return EXIT_NOTHING;
-    struct request a = {(uint32_t)phase, 0, 0};
+    struct request a = {(uint32_t)phase, 0, 0, 0};
     int truncated = seg_write_guarded(s, request, &a);
     seg_unmap(s);
     if (truncated) {
@@ -72,5 +74,12 @@ int cmd_phase(int argc, char **argv)
                cushim_phase_name(phase), cushim_phase_name(a.was - 1));
     else
         printf("pid %d: already in the %s phase\n", (int)pid, cushim_phase_name(phase));
+    /* A phase moves memory only under CUSHIM_OFFLOAD=compile: said, so that nobody waits for
+     * an offload that will not come. */
+    if (!(a.flags & (CUSHIM_SEG_F_OFFLOAD_COMPILE | CUSHIM_SEG_F_OFFLOAD_ALWAYS)))
+        printf("pid %d: its offload is off (CUSHIM_OFFLOAD): the phase only marks its phase peaks\n", (int)pid);
+    else if (a.flags & CUSHIM_SEG_F_OFFLOAD_ALWAYS)
+        printf("pid %d: its offload is always (CUSHIM_OFFLOAD): every phase offloads; the phase only marks "
+               "its phase peaks\n", (int)pid);
     return 0;
 }
