@@ -437,6 +437,15 @@ static CUevent stream_event(CUstream stream, bool pt, uint64_t *ctx_out)
     return ev;
 }
 
+/* An answer that refuses the call itself (cuda.h cuMemFreeAsync: CUDA_ERROR_INVALID_CONTEXT for
+ * the default stream with no current context; a stream handle the driver does not know), not one
+ * about earlier work: the free is refused the same way, nothing freed. */
+static bool call_refused(CUresult r)
+{
+    return r == CUDA_ERROR_INVALID_CONTEXT || r == CUDA_ERROR_INVALID_HANDLE || r == CUDA_ERROR_INVALID_VALUE ||
+           r == CUDA_ERROR_CONTEXT_IS_DESTROYED || r == CUDA_ERROR_NOT_INITIALIZED || r == CUDA_ERROR_DEINITIALIZED;
+}
+
 CUresult offload_free_async(const struct shim_entry *e, CUstream stream, bool pt)
 {
     if (capture_any_live()) {
@@ -485,6 +494,8 @@ CUresult offload_free_async(const struct shim_entry *e, CUstream stream, bool pt
             synced = sync(stream);
             capture_unsafe_end();
         }
+        if (call_refused(synced))
+            return synced;
         for (CUresult q = synced == CUDA_SUCCESS ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY; q == CUDA_ERROR_NOT_READY;) {
             if (!capture_unsafe_begin()) {
                 LOG_ONCE(CUSHIM_LOG_WARN, "cuMemFreeAsync of offloaded memory could not be deferred "
@@ -497,6 +508,8 @@ CUresult offload_free_async(const struct shim_entry *e, CUstream stream, bool pt
              * legacy stream while a blocking stream captures) tells nothing about its work. */
             if (q >= CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED && q <= CUDA_ERROR_STREAM_CAPTURE_IMPLICIT)
                 return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+            if (call_refused(q))
+                return q;
             if (q == CUDA_ERROR_NOT_READY)
                 sched_yield();
         }

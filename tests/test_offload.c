@@ -942,3 +942,20 @@ Test(offload, spill_leaves_a_named_pools_requests_alone)
     json_decref(j);
     run_free(&r);
 }
+
+/* cuMemFreeAsync of offloaded memory that the driver would refuse (no current context: cuda.h,
+ * CUDA_ERROR_INVALID_CONTEXT) is refused the same way, nothing freed: before, it was freed and
+ * CUDA_SUCCESS returned, and the program's later cudaFree failed (found by a review helper). */
+Test(offload, a_refused_async_free_frees_nothing)
+{
+    struct run_result r;
+    const char *extra[] = {"CUSHIM_OFFLOAD=always", "CUSHIM_OFFLOAD_MIN=1MiB", NULL};
+    json_t *j = offload_run(&r, "free_async_no_context", extra);
+    cr_expect_eq(kv_u64(r.out, "rc_free_async_no_context"), 201 /* CUDA_ERROR_INVALID_CONTEXT */, "%s", r.out);
+    cr_expect_eq(kv_u64(r.out, "rc_free"), 0);
+    cr_expect_eq(jpath_u64(j, "devices.0.offloaded.alloc_count"), 1);
+    cr_expect_eq(jpath_u64(j, "devices.0.offloaded.free_count"), 1);
+    cr_expect_eq(jpath_u64(j, "devices.0.offloaded.current_bytes"), 0);
+    json_decref(j);
+    run_free(&r);
+}

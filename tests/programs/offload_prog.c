@@ -829,6 +829,26 @@ static int scenario_async_reset_other_device(void)
     return 0;
 }
 
+/* Offloaded memory freed with cuMemFreeAsync on the default stream while no context is current
+ * (cuda.h cuMemFreeAsync: CUDA_ERROR_INVALID_CONTEXT), then with the context back: the first is
+ * refused, nothing freed; the memory is still the program's to free. */
+static int scenario_free_async_no_context(void)
+{
+    PFN_cuCtxGetCurrent_v4000 getcur = entry("cuCtxGetCurrent", 4000);
+    PFN_cuCtxSetCurrent_v4000 setcur = entry("cuCtxSetCurrent", 4000);
+    PFN_cuMemFreeAsync_v11020 free_async = entry("cuMemFreeAsync", 11020);
+    void *a;
+    CUcontext ctx;
+    CHECK(cudaMalloc(&a, 2 * MiB));
+    if (getcur(&ctx) || setcur(NULL))
+        return 20;
+    printf("rc_free_async_no_context=%d\n", (int)free_async((CUdeviceptr)(uintptr_t)a, NULL));
+    if (setcur(ctx))
+        return 21;
+    printf("rc_free=%d\n", (int)cudaFree(a));
+    return 0;
+}
+
 /* Run with CUSHIM_SPILL=on CUSHIM_DEVICE_LIMIT=1GiB: 900 MiB twice from a pool the program made
  * (cudaMallocFromPoolAsync): the second is over the budget and fails; spill serves the stream's
  * current pool only (a named pool's properties would be lost on host memory). */
@@ -1103,6 +1123,7 @@ static const struct scenario scenarios[] = {
     {"capture_thread_exits", scenario_capture_thread_exits, 1},
     {"async_reset_other_device", scenario_async_reset_other_device, 1},
     {"spill_from_pool", scenario_spill_from_pool, 1},
+    {"free_async_no_context", scenario_free_async_no_context, 1},
 };
 
 int main(int argc, char **argv)
