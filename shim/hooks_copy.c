@@ -8,68 +8,127 @@
  * Pitched copies (2D, 3D, 3D peer) naming an offloaded range as device memory name it as unified
  * memory.
  * Everything else passes through: with no offloaded range alive each check is one load. */
+#include "shim/capture.h"
 #include "shim/offload.h"
 #include "shim/shim.h"
 
 #define ADDR(p) ((uint64_t)(uintptr_t)(p))
 
-#define COPY_SYNC(sym, unified, dst_t, src_t)                                                 \
+/* Whether a copy touching offloaded memory may go ahead as a unified one: CUDA_SUCCESS, or the
+ * CUresult the explicit call would refuse it with. d_, s_: offload_span of each side (-1: it runs
+ * past its offloaded range). A side the explicit call names as device memory that is not
+ * offloaded (dst_dev, src_dev) must lie in one device allocation, as the driver requires of it
+ * (cuda.h cuMemcpyDtoD: "dstDevice - Destination device pointer"): asked of the driver
+ * (cuMemGetAddressRange_v2); the unified copy would take any address. */
+static __attribute__((noinline, cold)) CUresult reroute_refusal(int d_, int s_, uint64_t dst, bool dst_dev,
+                                                                uint64_t src, bool src_dev, size_t n)
+{
+    if (d_ < 0 || s_ < 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    __typeof__(&cuMemGetAddressRange_v2) range = REAL(cuMemGetAddressRange_v2);
+    uint64_t sides[2] = {dst_dev && !d_ ? dst : 0, src_dev && !s_ ? src : 0};
+    for (int i = 0; i < 2 && n; i++) {
+        CUdeviceptr base = 0;
+        size_t size = 0;
+        if (!sides[i])
+            continue;
+        if (!range || range(&base, &size, (CUdeviceptr)sides[i]) != CUDA_SUCCESS || sides[i] + n < sides[i] ||
+            sides[i] + n > base + size)
+            return CUDA_ERROR_INVALID_VALUE;
+    }
+    return CUDA_SUCCESS;
+}
+
+/* A refused copy gets the driver's own refusal first where it has one (no current context, a
+ * stream it does not know, a synchronous copy during a capture that prohibits it, which the call
+ * also invalidates), as the explicit call would have: the unified call with nothing to copy
+ * asks the same. Not on a capturing stream (it would add a node). */
+#define REFUSED(no, probe) ((no) != CUDA_SUCCESS ? ((probe) != CUDA_SUCCESS ? (probe) : (no)) : CUDA_SUCCESS)
+
+#define COPY_SYNC(sym, unified, dst_t, src_t, dst_dev, src_dev)                               \
     SHIM_EXPORT CUresult CUDAAPI sym(dst_t dst, src_t src, size_t ByteCount)                  \
     {                                                                                         \
         REAL_OR_FAIL(sym);                                                                    \
         int d_ = offload_span(ADDR(dst), ByteCount), s_ = offload_span(ADDR(src), ByteCount); \
         if (unlikely(d_ | s_)) {                                                              \
-            if (d_ < 0 || s_ < 0)                                                             \
-                return CUDA_ERROR_INVALID_VALUE;                                              \
             __typeof__(&unified) u = REAL(unified);                                           \
+            CUresult no = reroute_refusal(d_, s_, ADDR(dst), dst_dev, ADDR(src), src_dev, ByteCount); \
+            if (no != CUDA_SUCCESS)                                                           \
+                return REFUSED(no, u ? u((CUdeviceptr)ADDR(dst), (CUdeviceptr)ADDR(src), 0) : no); \
             if (u)                                                                            \
                 return u((CUdeviceptr)ADDR(dst), (CUdeviceptr)ADDR(src), ByteCount);          \
         }                                                                                     \
         return real_(dst, src, ByteCount);                                                    \
     }
 
-#define COPY_ASYNC(sym, unified, dst_t, src_t)                                                \
+#define COPY_ASYNC(sym, unified, dst_t, src_t, dst_dev, src_dev, pt)                          \
     SHIM_EXPORT CUresult CUDAAPI sym(dst_t dst, src_t src, size_t ByteCount, CUstream hStream) \
     {                                                                                         \
         REAL_OR_FAIL(sym);                                                                    \
         int d_ = offload_span(ADDR(dst), ByteCount), s_ = offload_span(ADDR(src), ByteCount); \
         if (unlikely(d_ | s_)) {                                                              \
-            if (d_ < 0 || s_ < 0)                                                             \
-                return CUDA_ERROR_INVALID_VALUE;                                              \
             __typeof__(&unified) u = REAL(unified);                                           \
+            CUresult no = reroute_refusal(d_, s_, ADDR(dst), dst_dev, ADDR(src), src_dev, ByteCount); \
+            if (no != CUDA_SUCCESS)                                                           \
+                return REFUSED(no, u && !capture_stream_is_capturing(hStream, pt)             \
+                                       ? u((CUdeviceptr)ADDR(dst), (CUdeviceptr)ADDR(src), 0, hStream) \
+                                       : no);                                                 \
             if (u)                                                                            \
                 return u((CUdeviceptr)ADDR(dst), (CUdeviceptr)ADDR(src), ByteCount, hStream); \
         }                                                                                     \
         return real_(dst, src, ByteCount, hStream);                                           \
     }
 
-COPY_SYNC(cuMemcpyHtoD_v2, cuMemcpy, CUdeviceptr, const void *)
-COPY_SYNC(cuMemcpyHtoD_v2_ptds, cuMemcpy_ptds, CUdeviceptr, const void *)
-COPY_SYNC(cuMemcpyDtoH_v2, cuMemcpy, void *, CUdeviceptr)
-COPY_SYNC(cuMemcpyDtoH_v2_ptds, cuMemcpy_ptds, void *, CUdeviceptr)
-COPY_SYNC(cuMemcpyDtoD_v2, cuMemcpy, CUdeviceptr, CUdeviceptr)
-COPY_SYNC(cuMemcpyDtoD_v2_ptds, cuMemcpy_ptds, CUdeviceptr, CUdeviceptr)
-COPY_ASYNC(cuMemcpyHtoDAsync_v2, cuMemcpyAsync, CUdeviceptr, const void *)
-COPY_ASYNC(cuMemcpyHtoDAsync_v2_ptsz, cuMemcpyAsync_ptsz, CUdeviceptr, const void *)
-COPY_ASYNC(cuMemcpyDtoHAsync_v2, cuMemcpyAsync, void *, CUdeviceptr)
-COPY_ASYNC(cuMemcpyDtoHAsync_v2_ptsz, cuMemcpyAsync_ptsz, void *, CUdeviceptr)
-COPY_ASYNC(cuMemcpyDtoDAsync_v2, cuMemcpyAsync, CUdeviceptr, CUdeviceptr)
-COPY_ASYNC(cuMemcpyDtoDAsync_v2_ptsz, cuMemcpyAsync_ptsz, CUdeviceptr, CUdeviceptr)
+COPY_SYNC(cuMemcpyHtoD_v2, cuMemcpy, CUdeviceptr, const void *, true, false)
+COPY_SYNC(cuMemcpyHtoD_v2_ptds, cuMemcpy_ptds, CUdeviceptr, const void *, true, false)
+COPY_SYNC(cuMemcpyDtoH_v2, cuMemcpy, void *, CUdeviceptr, false, true)
+COPY_SYNC(cuMemcpyDtoH_v2_ptds, cuMemcpy_ptds, void *, CUdeviceptr, false, true)
+COPY_SYNC(cuMemcpyDtoD_v2, cuMemcpy, CUdeviceptr, CUdeviceptr, true, true)
+COPY_SYNC(cuMemcpyDtoD_v2_ptds, cuMemcpy_ptds, CUdeviceptr, CUdeviceptr, true, true)
+COPY_ASYNC(cuMemcpyHtoDAsync_v2, cuMemcpyAsync, CUdeviceptr, const void *, true, false, false)
+COPY_ASYNC(cuMemcpyHtoDAsync_v2_ptsz, cuMemcpyAsync_ptsz, CUdeviceptr, const void *, true, false, true)
+COPY_ASYNC(cuMemcpyDtoHAsync_v2, cuMemcpyAsync, void *, CUdeviceptr, false, true, false)
+COPY_ASYNC(cuMemcpyDtoHAsync_v2_ptsz, cuMemcpyAsync_ptsz, void *, CUdeviceptr, false, true, true)
+COPY_ASYNC(cuMemcpyDtoDAsync_v2, cuMemcpyAsync, CUdeviceptr, CUdeviceptr, true, true, false)
+COPY_ASYNC(cuMemcpyDtoDAsync_v2_ptsz, cuMemcpyAsync_ptsz, CUdeviceptr, CUdeviceptr, true, true, true)
 
-/* Peer copies: the contexts name where each side's device memory lives; cuMemcpy needs none
- * ("infers the type of the transfer ... from the pointer values", which unified addressing
- * places in their device or in host memory), but runs in the calling thread's current context,
- * which cudart's cudaMemcpyPeer always sets; a driver-API caller with no current context gets
- * cuMemcpy's CUDA_ERROR_INVALID_CONTEXT for a copy that touches offloaded memory. */
-#define COPY_PEER(sym, unified, params, args, uargs)                                          \
+/* The contexts of a peer copy, as the driver checks them (cuda.h cuMemcpyPeer:
+ * CUDA_ERROR_INVALID_CONTEXT): each must be a context (cuCtxGetApiVersion answers for a live
+ * one; NULL would mean the current one there, and names none here). */
+static __attribute__((noinline, cold)) CUresult peer_contexts(CUcontext dst, CUcontext src)
+{
+    __typeof__(&cuCtxGetApiVersion) version = REAL(cuCtxGetApiVersion);
+    CUcontext both[2] = {dst, src};
+    for (int i = 0; i < 2; i++) {
+        unsigned v;
+        if (!both[i])
+            return CUDA_ERROR_INVALID_CONTEXT;
+        CUresult r = version ? version(both[i], &v) : CUDA_SUCCESS;
+        if (r != CUDA_SUCCESS)
+            return r;
+    }
+    return CUDA_SUCCESS;
+}
+
+/* Peer copies: the contexts name where each side's device memory lives (checked as the driver
+ * checks them); cuMemcpy needs none ("infers the type of the transfer ... from the pointer
+ * values", which unified addressing places in their device or in host memory), but runs in the
+ * calling thread's current context, which cudart's cudaMemcpyPeer always sets; a driver-API
+ * caller with no current context gets cuMemcpy's CUDA_ERROR_INVALID_CONTEXT for a copy that
+ * touches offloaded memory. */
+#define COPY_PEER(sym, unified, params, args, uargs, probe)                                   \
     SHIM_EXPORT CUresult CUDAAPI sym params                                                   \
     {                                                                                         \
         REAL_OR_FAIL(sym);                                                                    \
         int d_ = offload_span(dstDevice, ByteCount), s_ = offload_span(srcDevice, ByteCount); \
         if (unlikely(d_ | s_)) {                                                              \
-            if (d_ < 0 || s_ < 0)                                                             \
-                return CUDA_ERROR_INVALID_VALUE;                                              \
             __typeof__(&unified) u = REAL(unified);                                           \
+            CUresult no = peer_contexts(dstContext, srcContext);                              \
+            if (no != CUDA_SUCCESS)                                                           \
+                return no;                                                                    \
+            no = reroute_refusal(d_, s_, dstDevice, true, srcDevice, true, ByteCount);        \
+            if (no != CUDA_SUCCESS)                                                           \
+                return REFUSED(no, u ? probe : no);                                           \
             if (u)                                                                            \
                 return u uargs;                                                               \
         }                                                                                     \
@@ -77,15 +136,19 @@ COPY_ASYNC(cuMemcpyDtoDAsync_v2_ptsz, cuMemcpyAsync_ptsz, CUdeviceptr, CUdevicep
     }
 #define PEER_PARAMS CUdeviceptr dstDevice, CUcontext dstContext, CUdeviceptr srcDevice, CUcontext srcContext, size_t ByteCount
 COPY_PEER(cuMemcpyPeer, cuMemcpy, (PEER_PARAMS),
-          (dstDevice, dstContext, srcDevice, srcContext, ByteCount), (dstDevice, srcDevice, ByteCount))
+          (dstDevice, dstContext, srcDevice, srcContext, ByteCount), (dstDevice, srcDevice, ByteCount),
+          u(dstDevice, srcDevice, 0))
 COPY_PEER(cuMemcpyPeer_ptds, cuMemcpy_ptds, (PEER_PARAMS),
-          (dstDevice, dstContext, srcDevice, srcContext, ByteCount), (dstDevice, srcDevice, ByteCount))
+          (dstDevice, dstContext, srcDevice, srcContext, ByteCount), (dstDevice, srcDevice, ByteCount),
+          u(dstDevice, srcDevice, 0))
 COPY_PEER(cuMemcpyPeerAsync, cuMemcpyAsync, (PEER_PARAMS, CUstream hStream),
           (dstDevice, dstContext, srcDevice, srcContext, ByteCount, hStream),
-          (dstDevice, srcDevice, ByteCount, hStream))
+          (dstDevice, srcDevice, ByteCount, hStream),
+          capture_stream_is_capturing(hStream, false) ? no : u(dstDevice, srcDevice, 0, hStream))
 COPY_PEER(cuMemcpyPeerAsync_ptsz, cuMemcpyAsync_ptsz, (PEER_PARAMS, CUstream hStream),
           (dstDevice, dstContext, srcDevice, srcContext, ByteCount, hStream),
-          (dstDevice, srcDevice, ByteCount, hStream))
+          (dstDevice, srcDevice, ByteCount, hStream),
+          capture_stream_is_capturing(hStream, true) ? no : u(dstDevice, srcDevice, 0, hStream))
 
 /* Pitched copies (cuda.h, cuMemcpy2D / cuMemcpy3D): a side that names an offloaded range as
  * CU_MEMORYTYPE_DEVICE is passed as CU_MEMORYTYPE_UNIFIED, "the (unified virtual address space)

@@ -959,3 +959,29 @@ Test(offload, a_refused_async_free_frees_nothing)
     json_decref(j);
     run_free(&r);
 }
+
+/* Explicit copies the shim makes unified because they touch offloaded memory refuse what the
+ * explicit call refuses, with its code (the values a program gets without offload, which the
+ * simulated driver gives; found by a review helper). Before: the non-offloaded device side was
+ * not bounded (a write 512 KiB past a device allocation succeeded), peer contexts were ignored,
+ * and a copy past an offloaded range got CUDA_ERROR_INVALID_VALUE before the driver's own
+ * refusal, which left a global capture valid. */
+Test(offload, rerouted_copies_refuse_what_the_explicit_ones_refuse)
+{
+    struct run_result r;
+    const char *extra[] = {"CUSHIM_OFFLOAD=always", "CUSHIM_OFFLOAD_MIN=1MiB", NULL};
+    json_t *j = offload_run(&r, "reroute_checks", extra);
+    cr_expect_eq(jpath_u64(j, "devices.0.offloaded.alloc_count"), 1, "the 2 MiB one is offloaded");
+    cr_expect_eq(kv_u64(r.out, "rc_dtod_ok"), 0);
+    cr_expect_eq(kv_u64(r.out, "rc_dtod_read_past"), 1 /* CUDA_ERROR_INVALID_VALUE */, "%s", r.out);
+    cr_expect_eq(kv_u64(r.out, "rc_dtod_write_past"), 1);
+    cr_expect_eq(kv_u64(r.out, "rc_dtod_heap"), 1);
+    cr_expect_eq(kv_u64(r.out, "rc_peer_null_dst_ctx"), 201 /* CUDA_ERROR_INVALID_CONTEXT */);
+    cr_expect_eq(kv_u64(r.out, "rc_peer_async_null_src_ctx"), 201);
+    cr_expect_eq(kv_u64(r.out, "rc_htod_past_no_context"), 201);
+    cr_expect_eq(kv_u64(r.out, "rc_htod_async_past_destroyed_stream"), 400 /* CUDA_ERROR_INVALID_HANDLE */);
+    cr_expect_eq(kv_u64(r.out, "rc_htod_past_in_capture"), 900 /* CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED */);
+    cr_expect_eq(kv_u64(r.out, "rc_end_capture"), 901 /* CUDA_ERROR_STREAM_CAPTURE_INVALIDATED */);
+    json_decref(j);
+    run_free(&r);
+}

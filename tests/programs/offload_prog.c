@@ -829,6 +829,54 @@ static int scenario_async_reset_other_device(void)
     return 0;
 }
 
+/* Explicit copies touching offloaded memory (CUSHIM_OFFLOAD=always, CUSHIM_OFFLOAD_MIN=1MiB): what
+ * the explicit calls refuse stays refused when the shim makes them unified copies: a device side
+ * that is not one device allocation (past its end, or host memory), a peer context that is none,
+ * and, for a copy past an offloaded range, the driver's own refusal first (no current context, a
+ * destroyed stream, a synchronous copy during a global capture, which it invalidates). */
+static int scenario_reroute_checks(void)
+{
+    PFN_cuMemcpyDtoD_v3020 dtod = entry("cuMemcpyDtoD", 3020);
+    PFN_cuMemcpyHtoD_v3020 htod = entry("cuMemcpyHtoD", 3020);
+    PFN_cuMemcpyHtoDAsync_v3020 htod_async = entry("cuMemcpyHtoDAsync", 3020);
+    PFN_cuMemcpyPeer_v4000 peer = entry("cuMemcpyPeer", 4000);
+    PFN_cuMemcpyPeerAsync_v4000 peer_async = entry("cuMemcpyPeerAsync", 4000);
+    PFN_cuCtxGetCurrent_v4000 getcur = entry("cuCtxGetCurrent", 4000);
+    PFN_cuCtxSetCurrent_v4000 setcur = entry("cuCtxSetCurrent", 4000);
+    PFN_cuStreamBeginCapture_v10010 begin = entry("cuStreamBeginCapture", 10010);
+    PFN_cuStreamEndCapture_v10000 end = entry("cuStreamEndCapture", 10000);
+    CUdeviceptr off = (CUdeviceptr)(uintptr_t)dev(2 * MiB);     /* offloaded */
+    CUdeviceptr small = (CUdeviceptr)(uintptr_t)dev(512 * KiB); /* device */
+    static unsigned char host[2 * MiB + 1];
+    void *heap = malloc(64);
+    CUcontext ctx;
+    if (!heap || getcur(&ctx))
+        return 20;
+    printf("rc_dtod_ok=%d\n", (int)dtod(off, small, 4096));
+    printf("rc_dtod_read_past=%d\n", (int)dtod(off, small, MiB));
+    printf("rc_dtod_write_past=%d\n", (int)dtod(small, off, MiB));
+    printf("rc_dtod_heap=%d\n", (int)dtod(off, (CUdeviceptr)(uintptr_t)heap, 64));
+    printf("rc_peer_null_dst_ctx=%d\n", (int)peer(off, NULL, small, ctx, 16));
+    printf("rc_peer_async_null_src_ctx=%d\n", (int)peer_async(off, ctx, small, NULL, 16, NULL));
+    if (setcur(NULL))
+        return 21;
+    printf("rc_htod_past_no_context=%d\n", (int)htod(off, host, sizeof host));
+    if (setcur(ctx))
+        return 22;
+    cudaStream_t gone, s;
+    CHECK(cudaStreamCreate(&gone));
+    CHECK(cudaStreamDestroy(gone));
+    printf("rc_htod_async_past_destroyed_stream=%d\n", (int)htod_async(off, host, sizeof host, (CUstream)gone));
+    CHECK(cudaStreamCreate(&s));
+    if (begin((CUstream)s, CU_STREAM_CAPTURE_MODE_GLOBAL))
+        return 23;
+    printf("rc_htod_past_in_capture=%d\n", (int)htod(off, host, sizeof host));
+    CUgraph g = NULL;
+    printf("rc_end_capture=%d\n", (int)end((CUstream)s, &g));
+    free(heap);
+    return 0;
+}
+
 /* Offloaded memory freed with cuMemFreeAsync on the default stream while no context is current
  * (cuda.h cuMemFreeAsync: CUDA_ERROR_INVALID_CONTEXT), then with the context back: the first is
  * refused, nothing freed; the memory is still the program's to free. */
@@ -1124,6 +1172,7 @@ static const struct scenario scenarios[] = {
     {"async_reset_other_device", scenario_async_reset_other_device, 1},
     {"spill_from_pool", scenario_spill_from_pool, 1},
     {"free_async_no_context", scenario_free_async_no_context, 1},
+    {"reroute_checks", scenario_reroute_checks, 1},
 };
 
 int main(int argc, char **argv)
