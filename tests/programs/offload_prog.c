@@ -704,6 +704,11 @@ static int scenario_budget_edges(void)
     printf("rc_null=%d\n", (int)alloc(NULL, 20 * MiB));
     printf("rc_null_async=%d\n", (int)alloc_async(NULL, 20 * MiB, NULL));
     print_host_live("host_live");
+    /* The budget's edge: what is left of it, exactly, then one byte more. */
+    void *d, *e;
+    CHECK(cudaMemGetInfo(&free_b, &total_b));
+    printf("rc_exact=%d\n", (int)cudaMalloc(&d, free_b));
+    printf("rc_one_byte_more=%d\n", (int)cudaMalloc(&e, 1));
     return 0;
 }
 
