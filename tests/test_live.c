@@ -266,6 +266,71 @@ Test(live, stat_shows_a_graph_pool_high_water_mark_reset_at_once)
     cr_expect_eq(wait_bg(pid), 0);
 }
 
+/* One sample of the exposition, exact: "FAMILY{LABELS} VALUE\n" for the held process. */
+static void expect_prom(const char *out, const char *labels, const char *family, const char *kind, uint64_t value)
+{
+    char line[1200];
+    if (kind)
+        snprintf(line, sizeof line, "\n%s{%s,kind=\"%s\"} %llu\n", family, labels, kind, (unsigned long long)value);
+    else
+        snprintf(line, sizeof line, "\n%s{%s} %llu\n", family, labels, (unsigned long long)value);
+    cr_expect(strstr(out, line) != NULL, "no %s", line + 1);
+}
+
+/* The figures of ps, the exposition and reset-peak --device, exact (before, ps's byte columns,
+ * every exposition family but one and reset-peak of one device went unchecked; found by a test
+ * audit helper). rt_prog hold: 1 MiB + 4 KiB held, peak 4 MiB + 4 KiB, 3 allocations, 1 free. */
+Test(live, ps_the_exposition_and_reset_peak_of_one_device_show_exact_figures)
+{
+    const char *segdir;
+    char hold[600], p[32], seg[700], labels[900], want[300];
+    pid_t pid = start_held("hold", "t-exact", &segdir, hold, sizeof hold);
+    snprintf(p, sizeof p, "%d", (int)pid);
+    snprintf(seg, sizeof seg, "CUSHIM_SEGMENT_DIR=%s", segdir);
+    const char *env[] = {seg, NULL};
+    snprintf(labels, sizeof labels, "pid=\"%d\",command=\"%s hold\",device=\"0\","
+             "uuid=\"GPU-00010203-0405-0607-0809-0a0b0c0d0e0f\"", (int)pid, program("rt_prog"));
+    struct run_result r;
+    cr_expect_eq(cli(segdir, &r, "ps", NULL, NULL), 0);
+    cr_expect(strstr(r.out, "    1.00 MiB     4.00 MiB run ") != NULL, "DEVICE-TOTAL and TOTAL-PEAK:\n%s", r.out);
+    run_free(&r);
+    const char *prom[] = {cushim_bin(), "stat", p, "--prometheus", NULL};
+    run_cmd(&r, prom, env);
+    cr_expect_eq(r.status, 0, "%s", r.err);
+    const uint64_t cur = MiB + 4096, peak = 4 * MiB + 4096;
+    expect_prom(r.out, labels, "cushim_bytes", "device", cur);
+    expect_prom(r.out, labels, "cushim_peak_bytes", "device", peak);
+    expect_prom(r.out, labels, "cushim_allocations_total", "device", 3);
+    expect_prom(r.out, labels, "cushim_frees_total", "device", 1);
+    expect_prom(r.out, labels, "cushim_failed_allocations_total", "device", 0);
+    expect_prom(r.out, labels, "cushim_bytes", "pinned_host", 0);
+    expect_prom(r.out, labels, "cushim_device_total_bytes", NULL, cur);
+    expect_prom(r.out, labels, "cushim_device_total_peak_bytes", NULL, peak);
+    expect_prom(r.out, labels, "cushim_device_limit_bytes", NULL, 0);
+    expect_prom(r.out, labels, "cushim_peak_resets_total", NULL, 0);
+    run_free(&r);
+    /* One device's peaks: device 1 has none here (exit 1, said), device 0's become current. */
+    const char *other[] = {cushim_bin(), "reset-peak", p, "--device", "1", NULL};
+    run_cmd(&r, other, env);
+    cr_expect_eq(r.status, 1);
+    snprintf(want, sizeof want, "cushim: process %d has no activity on device 1\n", (int)pid);
+    cr_expect_str_eq(r.err, want);
+    run_free(&r);
+    const char *zero[] = {cushim_bin(), "reset-peak", p, "--device", "0", NULL};
+    run_cmd(&r, zero, env);
+    cr_expect_eq(r.status, 0, "%s", r.err);
+    snprintf(want, sizeof want, "pid %d: peaks of device 0 set to their current values\n", (int)pid);
+    cr_expect_str_eq(r.out, want);
+    run_free(&r);
+    run_cmd(&r, prom, env);
+    expect_prom(r.out, labels, "cushim_peak_bytes", "device", cur);
+    expect_prom(r.out, labels, "cushim_device_total_peak_bytes", NULL, cur);
+    expect_prom(r.out, labels, "cushim_peak_resets_total", NULL, 1);
+    run_free(&r);
+    touch(hold);
+    cr_expect_eq(wait_bg(pid), 0);
+}
+
 /* A process whose main thread has ended (a zombie main thread) but whose other threads run is
  * alive: listed live, readable, its segment kept by gc. */
 Test(live, busy_counters_are_still_read_reset_and_switched)
