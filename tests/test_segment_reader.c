@@ -127,6 +127,11 @@ Test(reader, crafted_headers_are_rejected_with_a_reason)
         /* Before, both were read: two series with the same labels in the exposition, a scrape
          * Prometheus rejects whole (found by an attack helper). */
         {"graph ids", "two graph records have id 1", NULL},
+        /* The rest of the reader's refusals (found untested by a test audit helper). */
+        {"ordinal", "device record 0 is corrupt", NULL},
+        {"graph count", "graph count 257 past the end (at most 256)", NULL},
+        {"graph state", "graph record 0 is corrupt", NULL},
+        {"version string", "unterminated string in header", NULL},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         memcpy(c, s, sizeof *s);
@@ -147,6 +152,13 @@ Test(reader, crafted_headers_are_rejected_with_a_reason)
                 atomic_store(&c->graphs[g].state, 2);
             }
             break;
+        case 9: c->devices[0].ordinal = 1; break;
+        case 10: atomic_store(&c->h.graph_count, CUSHIM_MAX_GRAPHS + 1); break;
+        case 11:
+            atomic_store(&c->h.graph_count, 1);
+            atomic_store(&c->graphs[0].state, 5);
+            break;
+        case 12: memset(c->h.version, 'V', sizeof c->h.version); break;
         }
         cr_expect_eq(read_err(c, sizeof *c, err, sizeof err), -1, "%s accepted", cases[i].what);
         cr_expect_str_eq(err, cases[i].expect, "%s", cases[i].what);
