@@ -57,14 +57,24 @@ void async_pool_sample(int device)
             p.pool[p.n++] = (uint64_t)(uintptr_t)def;
     }
     uint64_t sum[sizeof attrs / sizeof attrs[0]] = {0};
+    bool all_read = true;
     for (unsigned i = 0; i < p.n; i++)
         for (unsigned a = 0; a < sizeof attrs / sizeof attrs[0]; a++) {
             cuuint64_t v = 0;
             /* No pool is destroyed while we query it (async_pool_quiesce). */
             if (get((CUmemoryPool)(uintptr_t)p.pool[i], attrs[a].attr, &v) == CUDA_SUCCESS)
                 sum[a] += v;
+            else
+                all_read = false;
         }
     atomic_fetch_sub(&sampling, 1);
+    /* A reading the driver did not give in full is no reading: the last one stands, and so does
+     * its time (sampled_ns would date zeros as the driver's figures). */
+    if (!all_read) {
+        LOG_ONCE(CUSHIM_LOG_WARN, "cuMemPoolGetAttribute failed for a pool of device %d: its pools' "
+                 "figures are left as last read", device);
+        return;
+    }
     for (unsigned a = 0; a < sizeof attrs / sizeof attrs[0]; a++)
         account_device_stat_set(device, attrs[a].stat, sum[a]);
     account_device_stat_set(device, CUSHIM_DEV_async_pool_sampled_ns, shim_clock_ns(CLOCK_REALTIME));

@@ -292,6 +292,38 @@ RT_TEST(an_import_that_returns_a_handle_the_process_holds_is_one_reference_more)
     run_free(&r);
 }
 
+RT_TEST(a_pool_reading_the_driver_refuses_is_no_reading)
+{
+    /* Before: every cuMemPoolGetAttribute failed, the sums stayed 0 and sampled_ns was set, so
+     * zeros were dated as the driver's figures (found by a test audit helper). */
+    struct run_result r;
+    const char *extra[] = {"SIMCUDA_INJECT=cuMemPoolGetAttribute:*:CUDA_ERROR_UNKNOWN", "CUSHIM_LOG=warn", NULL};
+    json_t *j = scenario(&r, p->static_rt, "async_plain", extra);
+    expect_kind(j, 0, "async", 0, MiB, 1, 1, 0);
+    cr_expect_eq(jpath_u64(j, "devices.0.async_pool.sampled_ns"), 0, "never read");
+    cr_expect_eq(jpath_u64(j, "devices.0.async_pool.reserved_current_bytes"), 0);
+    cr_expect(strstr(r.err, "cuMemPoolGetAttribute failed for a pool of device 0: its pools' figures are left "
+                            "as last read\n") != NULL, "%s", r.err);
+    json_decref(j);
+    run_free(&r);
+}
+
+RT_TEST(refused_array_and_vmm_requests_are_counted_failed)
+{
+    /* The driver's refusal of an array and of a VMM handle: each kind's failed_count (untested
+     * before; found by a test audit helper). */
+    struct run_result r;
+    const char *extra[] = {"SIMCUDA_INJECT=cuArrayCreate_v2:1:CUDA_ERROR_OUT_OF_MEMORY,cuMemCreate:1:CUDA_ERROR_OUT_OF_MEMORY",
+                           NULL};
+    json_t *j = scenario(&r, p->static_rt, "refused_array_vmm", extra);
+    cr_expect_eq(kv_u64(r.out, "rc_array"), 2 /* CUDA_ERROR_OUT_OF_MEMORY */, "%s", r.out);
+    cr_expect_eq(kv_u64(r.out, "rc_vmm"), 2);
+    expect_kind(j, 0, "array", 0, 0, 0, 0, 1);
+    expect_kind(j, 0, "vmm", 0, 0, 0, 0, 1);
+    json_decref(j);
+    run_free(&r);
+}
+
 RT_TEST(a_pool_trim_and_a_high_water_mark_reset_are_read_at_once)
 {
     /* cudaMemPoolTrimTo (PyTorch's empty_cache on the cudaMallocAsync backend) and a reset of

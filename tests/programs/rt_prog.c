@@ -1147,6 +1147,37 @@ static int scenario_exit_while_busy(void)
     exit(0);
 }
 
+/* 1 MiB from the default pool, freed, synchronized: nothing read of the pools by the program. */
+static int scenario_async_plain(void)
+{
+    cudaStream_t s;
+    void *a;
+    CHECK(cudaStreamCreate(&s));
+    CHECK(cudaMallocAsync(&a, MiB, s));
+    CHECK(cudaFreeAsync(a, s));
+    CHECK(cudaStreamSynchronize(s));
+    return 0;
+}
+
+/* An array and a VMM handle asked for through the driver, results printed (the tests make the
+ * driver refuse them: SIMCUDA_INJECT). */
+static int scenario_refused_array_vmm(void)
+{
+    PFN_cuArrayCreate_v3020 array_create = entry("cuArrayCreate", 3020);
+    struct vmm_api v = vmm_api();
+    CHECK(cudaFree(NULL));
+    CUarray arr;
+    CUDA_ARRAY_DESCRIPTOR ad = {.Width = 64, .Height = 64, .Format = CU_AD_FORMAT_FLOAT, .NumChannels = 1};
+    printf("rc_array=%d\n", (int)array_create(&arr, &ad));
+    CUmemAllocationProp prop = vmm_prop(0);
+    size_t g;
+    CUmemGenericAllocationHandle h;
+    if (v.granularity(&g, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM))
+        return 20;
+    printf("rc_vmm=%d\n", (int)v.create(&h, g, &prop, 0));
+    return 0;
+}
+
 /* Real and effective uid set to $SET_RUID and $SET_EUID (saved: this process's), then the first
  * CUDA call: 3 MiB kept. */
 static int scenario_ids_differ(void)
@@ -1204,7 +1235,8 @@ static const struct scenario scenarios[] = {
     {"hold_api", scenario_hold_api, 1},     {"api_misuse", scenario_api_misuse, 1},
     {"hold_async", scenario_hold_async, 1}, {"hold_graph_reset", scenario_hold_graph_reset, 1},
     {"exit_while_busy", scenario_exit_while_busy, 1}, {"ids_differ", scenario_ids_differ, 1},
-    {"drop_after", scenario_drop_after, 1}, {"main_exits", scenario_main_exits, 1},
+    {"drop_after", scenario_drop_after, 1}, {"async_plain", scenario_async_plain, 1},
+    {"refused_array_vmm", scenario_refused_array_vmm, 1}, {"main_exits", scenario_main_exits, 1},
     {"churn", scenario_churn, 1},           {"exec", scenario_exec, 1},
     {"busy", scenario_busy, 1},
     {"malloc", scenario_malloc, 1},         {"pitch", scenario_pitch, 1},
