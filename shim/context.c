@@ -93,10 +93,17 @@ int shim_current_device_slow(CUcontext ctx)
     shim_tls_ctx.ctx = 0; /* filled again below only when complete */
     int d = cache_lookup(c);
     if (d < 0) {
-        CUdevice dev;
+        CUdevice dev = -1;
         __typeof__(&cuCtxGetDevice) get = REAL(cuCtxGetDevice);
-        if (!get || get(&dev) != CUDA_SUCCESS || dev < 0 || dev >= (int)CUSHIM_MAX_DEVICES)
+        CUresult r = get ? get(&dev) : CUDA_ERROR_NOT_FOUND;
+        if (r != CUDA_SUCCESS || dev < 0 || dev >= (int)CUSHIM_MAX_DEVICES) {
+            /* A context is current and the driver will not say its device: what is allocated in
+             * it goes uncounted, said once (with none current, the program's own call fails). */
+            if (ctx)
+                LOG_ONCE(CUSHIM_LOG_WARN, "cannot tell the device of the current context (cuCtxGetDevice: "
+                         "error %d, device %d): what it allocates is not counted", (int)r, (int)dev);
             return -1;
+        }
         d = dev;
         cache_insert(c, d);
     }

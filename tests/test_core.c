@@ -308,6 +308,20 @@ RT_TEST(a_pool_reading_the_driver_refuses_is_no_reading)
     run_free(&r);
 }
 
+RT_TEST(a_context_whose_device_the_driver_will_not_say_is_said)
+{
+    /* cuCtxGetDevice failing: nothing can be counted, which was silent (the summary said "0
+     * devices"; found by a test audit helper). Now one warning. */
+    struct run_result r;
+    const char *extra[] = {"SIMCUDA_INJECT=cuCtxGetDevice:*:CUDA_ERROR_UNKNOWN", "CUSHIM_LOG=warn", NULL};
+    json_t *j = scenario(&r, p->static_rt, "malloc", extra);
+    cr_expect_eq(json_array_size(jpath(j, "devices")), 0);
+    cr_expect(strstr(r.err, "warn: cannot tell the device of the current context (cuCtxGetDevice: error 999, "
+                            "device -1): what it allocates is not counted\n") != NULL, "%s", r.err);
+    json_decref(j);
+    run_free(&r);
+}
+
 RT_TEST(refused_array_and_vmm_requests_are_counted_failed)
 {
     /* The driver's refusal of an array and of a VMM handle: each kind's failed_count (untested
