@@ -18,6 +18,18 @@
 #define MiB (1024ull * 1024)
 #define GiB (1024ull * MiB)
 
+/* How many entries of dir do not start with a dot. */
+static int visible_files(const char *dir)
+{
+    DIR *d = opendir(dir);
+    int files = 0;
+    for (struct dirent *de; d && (de = readdir(d)) != NULL;)
+        files += de->d_name[0] != '.';
+    if (d)
+        closedir(d);
+    return files;
+}
+
 static void as_user(struct run_result *r, const char *uid, const char *const *argv,
                     const char *const *env)
 {
@@ -840,12 +852,7 @@ Test(security, a_pid_namespace_seeing_the_hosts_proc_keeps_its_live_segment)
     cr_expect_eq(r.status, 0, "%s", r.err);
     cr_expect(strstr(r.out, "removed") == NULL, "nothing of a live process removed:\n%s", r.out);
     run_free(&r);
-    DIR *d = opendir(segdir);
-    int files = 0;
-    for (struct dirent *de; d && (de = readdir(d)) != NULL;)
-        files += de->d_name[0] != '.';
-    if (d)
-        closedir(d);
+    int files = visible_files(segdir);
     cr_expect_eq(files, 1, "its live segment is still there");
     touch(hold);
     cr_expect_eq(wait_bg(bg), 0);
@@ -918,11 +925,6 @@ Test(security, a_segment_left_by_a_process_that_dropped_privileges_is_said_and_c
     cr_expect_eq(r.status, 0, "%s", r.err);
     cr_expect(strstr(r.out, "removed ") != NULL, "%s", r.out);
     run_free(&r);
-    DIR *d = opendir(segdir);
-    int files = 0;
-    for (struct dirent *de; d && (de = readdir(d)) != NULL;)
-        files += de->d_name[0] != '.';
-    if (d)
-        closedir(d);
+    int files = visible_files(segdir);
     cr_expect_eq(files, 0, "gc removed it");
 }
