@@ -53,7 +53,9 @@ static int proc_foreign(void)
         return atomic_load_explicit(&answer, memory_order_relaxed);
     char link[32];
     ssize_t n = readlink("/proc/self", link, sizeof link - 1);
-    int foreign = 0;
+    /* No /proc/self: no /proc, or one where we have no pid at all (a container's, entered with
+     * nsenter -m): it says nothing about our pids either. */
+    int foreign = 1;
     if (n > 0) {
         link[n] = '\0';
         foreign = atoi(link) != (int)me;
@@ -103,13 +105,18 @@ static uint64_t start_time_at(const char *path, pid_t pid)
     return strtoull(p + 1, NULL, 10);
 }
 
-uint64_t cushim_proc_start_time(pid_t pid)
+/* The start time of /proc's own process `pid`, whoever's /proc it is (the rows of a pid
+ * namespace scan are that /proc's numbering). */
+static uint64_t proc_row_start_time(pid_t pid)
 {
     char path[64];
-    if (proc_foreign())
-        return 0;
     snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
     return start_time_at(path, pid);
+}
+
+uint64_t cushim_proc_start_time(pid_t pid)
+{
+    return proc_foreign() ? 0 : proc_row_start_time(pid);
 }
 
 uint64_t cushim_self_start_time(void)
@@ -313,7 +320,7 @@ static int same_process(pid_t pid, uint64_t start_time)
     char who[32];
     int64_t theirs, mine;
     snprintf(who, sizeof who, "%d", (int)pid);
-    uint64_t here = cushim_proc_start_time(pid);
+    uint64_t here = proc_row_start_time(pid);
     if (boottime_offset_ns(who, &theirs) != 0 || boottime_offset_ns("self", &mine) != 0 || here == 0)
         return 1;
     int64_t tick = 1000000000 / sysconf(_SC_CLK_TCK), diff = theirs - mine;
@@ -327,7 +334,7 @@ static int same_process(pid_t pid, uint64_t start_time)
  * must be equal) do not match. */
 static int same_process_strict(pid_t pid, uint64_t start_time)
 {
-    uint64_t here = cushim_proc_start_time(pid);
+    uint64_t here = proc_row_start_time(pid);
     if (start_time == 0 || here == 0)
         return 0;
     if (here == start_time)
@@ -407,8 +414,8 @@ int cushim_pidns_alive(const struct cushim_pidns_map *m, uint64_t ns, pid_t nspi
         if (m->rows[i].nspid == nspid) {
             if (!same_process(m->rows[i].pid, start_time))
                 return 0;
-            if (here)
-                *here = m->rows[i].pid;
+            if (here) /* its pid here, unless /proc numbers another namespace's processes */
+                *here = proc_foreign() ? 0 : m->rows[i].pid;
             return 1;
         }
         seen = 1;

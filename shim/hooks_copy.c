@@ -20,22 +20,50 @@
  * offloaded (dst_dev, src_dev) must lie in one device allocation, as the driver requires of it
  * (cuda.h cuMemcpyDtoD: "dstDevice - Destination device pointer"): asked of the driver
  * (cuMemGetAddressRange_v2); the unified copy would take any address. */
+/* Whether addr is in memory mapped from a cuMemCreate handle (the driver retains one for it). */
+static bool vmm_mapped(CUdeviceptr addr)
+{
+    __typeof__(&cuMemRetainAllocationHandle) retain = REAL(cuMemRetainAllocationHandle);
+    __typeof__(&cuMemRelease) release = REAL(cuMemRelease);
+    CUmemGenericAllocationHandle h;
+    if (!retain || !release || retain(&h, (void *)(uintptr_t)addr) != CUDA_SUCCESS)
+        return false;
+    release(h);
+    return true;
+}
+
+/* Whether [p, p + n) is device memory the explicit copies take: one allocation, or mappings of
+ * cuMemCreate handles back to back (cuMemGetAddressRange_v2 answers for one mapping; a copy may
+ * span several, as PyTorch's expandable segments do). */
+static bool device_span(CUdeviceptr p, size_t n)
+{
+    __typeof__(&cuMemGetAddressRange_v2) range = REAL(cuMemGetAddressRange_v2);
+    CUdeviceptr at = p, end = p + n;
+    if (!range || end < p)
+        return false;
+    for (unsigned hop = 0; hop < 4096; hop++) {
+        CUdeviceptr base = 0;
+        size_t size = 0;
+        if (range(&base, &size, at) != CUDA_SUCCESS || (hop && base != at))
+            return false;
+        if (base + size >= end)
+            return true;
+        if (!vmm_mapped(at) || !vmm_mapped(base + size))
+            return false;
+        at = base + size;
+    }
+    return false;
+}
+
 static __attribute__((noinline, cold)) CUresult reroute_refusal(int d_, int s_, uint64_t dst, bool dst_dev,
                                                                 uint64_t src, bool src_dev, size_t n)
 {
     if (d_ < 0 || s_ < 0)
         return CUDA_ERROR_INVALID_VALUE;
-    __typeof__(&cuMemGetAddressRange_v2) range = REAL(cuMemGetAddressRange_v2);
     uint64_t sides[2] = {dst_dev && !d_ ? dst : 0, src_dev && !s_ ? src : 0};
-    for (int i = 0; i < 2 && n; i++) {
-        CUdeviceptr base = 0;
-        size_t size = 0;
-        if (!sides[i])
-            continue;
-        if (!range || range(&base, &size, (CUdeviceptr)sides[i]) != CUDA_SUCCESS || sides[i] + n < sides[i] ||
-            sides[i] + n > base + size)
+    for (int i = 0; i < 2 && n; i++)
+        if (sides[i] && !device_span((CUdeviceptr)sides[i], n))
             return CUDA_ERROR_INVALID_VALUE;
-    }
     return CUDA_SUCCESS;
 }
 

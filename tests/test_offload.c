@@ -982,6 +982,10 @@ Test(offload, rerouted_copies_refuse_what_the_explicit_ones_refuse)
     cr_expect_eq(kv_u64(r.out, "rc_dtod_read_past"), 1 /* CUDA_ERROR_INVALID_VALUE */, "%s", r.out);
     cr_expect_eq(kv_u64(r.out, "rc_dtod_write_past"), 1);
     cr_expect_eq(kv_u64(r.out, "rc_dtod_heap"), 1);
+    /* Across two VMM mappings back to back: taken, as the explicit call takes it (a first version
+     * of the check, one cuMemGetAddressRange, refused it; found by a review helper). */
+    cr_expect_eq(kv_u64(r.out, "rc_dtod_across_vmm_mappings"), 0, "%s", r.out);
+    cr_expect_eq(kv_u64(r.out, "rc_dtod_past_vmm_mappings"), 1);
     cr_expect_eq(kv_u64(r.out, "rc_peer_null_dst_ctx"), 201 /* CUDA_ERROR_INVALID_CONTEXT */);
     cr_expect_eq(kv_u64(r.out, "rc_peer_async_null_src_ctx"), 201);
     cr_expect_eq(kv_u64(r.out, "rc_htod_past_no_context"), 201);

@@ -861,6 +861,21 @@ static int scenario_reroute_checks(void)
     printf("rc_dtod_read_past=%d\n", (int)dtod(off, small, MiB));
     printf("rc_dtod_write_past=%d\n", (int)dtod(small, off, MiB));
     printf("rc_dtod_heap=%d\n", (int)dtod(off, (CUdeviceptr)(uintptr_t)heap, 64));
+    /* Two VMM handles mapped back to back (PyTorch's expandable segments): a copy across their
+     * boundary is one the explicit call takes; past the second mapping's end, not. */
+    struct vmm_api v = vmm_api();
+    CUmemAllocationProp prop = vmm_prop(0);
+    size_t g;
+    CUmemGenericAllocationHandle h1, h2;
+    CUdeviceptr va;
+    CUmemAccessDesc access = {.location = {CU_MEM_LOCATION_TYPE_DEVICE, 0}, .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
+    PFN_cuMemSetAccess_v10020 set_access = entry("cuMemSetAccess", 10020);
+    if (v.granularity(&g, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM) || v.create(&h1, g, &prop, 0) ||
+        v.create(&h2, g, &prop, 0) || v.reserve(&va, 2 * g, 0, 0, 0) || v.map(va, g, 0, h1, 0) ||
+        v.map(va + g, g, 0, h2, 0) || set_access(va, 2 * g, &access, 1))
+        return 24;
+    printf("rc_dtod_across_vmm_mappings=%d\n", (int)dtod(va + g - 4096, off, 8192));
+    printf("rc_dtod_past_vmm_mappings=%d\n", (int)dtod(va + 2 * g - 4096, off, 8192));
     printf("rc_peer_null_dst_ctx=%d\n", (int)peer(off, NULL, small, ctx, 16));
     printf("rc_peer_async_null_src_ctx=%d\n", (int)peer_async(off, ctx, small, NULL, 16, NULL));
     if (setcur(NULL))
@@ -876,8 +891,8 @@ static int scenario_reroute_checks(void)
     if (begin((CUstream)s, CU_STREAM_CAPTURE_MODE_GLOBAL))
         return 23;
     printf("rc_htod_past_in_capture=%d\n", (int)htod(off, host, sizeof host));
-    CUgraph g = NULL;
-    printf("rc_end_capture=%d\n", (int)end((CUstream)s, &g));
+    CUgraph graph = NULL;
+    printf("rc_end_capture=%d\n", (int)end((CUstream)s, &graph));
     free(heap);
     return 0;
 }
