@@ -44,6 +44,16 @@ void budget_graph_refresh(int device)
         graph_pool_sample(device, true); /* calls budget_graph_read */
 }
 
+void budget_refused(int device, uint64_t bytes, uint64_t held, uint64_t limit)
+{
+    static _Atomic int said;
+    int level = atomic_exchange_explicit(&said, 1, memory_order_relaxed) ? CUSHIM_LOG_DEBUG : CUSHIM_LOG_INFO;
+    shim_log(level, "device %d: a request of %llu bytes refused by the budget (CUSHIM_DEVICE_LIMIT): "
+             "%llu of its %llu bytes held: CUDA_ERROR_OUT_OF_MEMORY%s", device, (unsigned long long)bytes,
+             (unsigned long long)held, (unsigned long long)limit,
+             level == CUSHIM_LOG_INFO ? " (later refusals at CUSHIM_LOG=debug)" : "");
+}
+
 void budget_mem_info(int device, size_t *free_bytes, size_t *total_bytes)
 {
     if (!budget_any || (unsigned)device >= CUSHIM_MAX_DEVICES || !shim.cfg.device_limit[device])

@@ -34,6 +34,10 @@ static inline uint64_t budget_held(int device, uint64_t used)
     return used + graph < used ? UINT64_MAX : used + graph;
 }
 
+/* A request the budget refuses, said (the program sees only CUDA_ERROR_OUT_OF_MEMORY, which a
+ * real shortage gives too): the first at CUSHIM_LOG=info, each at debug. Off the success path. */
+void budget_refused(int device, uint64_t bytes, uint64_t held, uint64_t limit);
+
 /* Reserves `bytes` on `device`: false when that would pass its limit (nothing reserved). The test
  * is `bytes <= limit - used`, never `used + bytes <= limit`: a request near SIZE_MAX (which the
  * driver then refuses) would wrap the sum, pass, and its release would leave the count wrong. */
@@ -50,8 +54,10 @@ static inline bool budget_reserve(int device, uint64_t bytes)
     uint64_t used = atomic_load_explicit(&budget_used[device], memory_order_relaxed);
     do {
         uint64_t held = budget_held(device, used);
-        if (held > limit || bytes > limit - held)
+        if (held > limit || bytes > limit - held) {
+            budget_refused(device, bytes, held, limit);
             return false;
+        }
     } while (!atomic_compare_exchange_weak_explicit(&budget_used[device], &used, used + bytes,
                                                     memory_order_relaxed, memory_order_relaxed));
     return true;
