@@ -3,6 +3,7 @@
 #include <criterion/criterion.h>
 #include <dirent.h>
 #include <fcntl.h>
+#include <ftw.h>
 #include <signal.h>
 #include <spawn.h>
 #include <stdio.h>
@@ -28,16 +29,36 @@ char *slurp(const char *path)
     return buf;
 }
 
+static char test_dir_path[256];
+static pid_t test_dir_owner;
+
+static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    (void)st, (void)flag, (void)ftw;
+    remove(path);
+    return 0;
+}
+
+/* At the test process's exit: its directory and all in it (a suite run straight with `meson
+ * test`, without scripts/test's TMPDIR, left one per test in /tmp). Not in a child it forked. */
+static void remove_test_dir(void)
+{
+    if (test_dir_path[0] && getpid() == test_dir_owner)
+        nftw(test_dir_path, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+}
+
 const char *test_dir(void)
 {
-    static char dir[256];
+    char *dir = test_dir_path;
     if (!dir[0]) {
         /* Under the caller's TMPDIR (scripts/test gives one per run and removes it), else /tmp. */
         const char *base = getenv("TMPDIR");
         if (!base || base[0] != '/' || strlen(base) > 180)
             base = "/tmp";
-        snprintf(dir, sizeof dir, "%s/cushim-test.XXXXXX", base);
+        snprintf(dir, sizeof test_dir_path, "%s/cushim-test.XXXXXX", base);
         cr_assert(mkdtemp(dir), "mkdtemp");
+        test_dir_owner = getpid();
+        atexit(remove_test_dir);
         chmod(dir, 0755);
         /* Run directories (`cushim run`) go here too: `cushim gc` sweeps TMPDIR, which must
          * hold only this test's (the machine's /tmp may hold anyone's dead runs). */
