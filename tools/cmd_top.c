@@ -103,9 +103,9 @@ static void frame(struct sink *k, const struct proc_list *l)
     int y = 2;
     /* 80 columns hold both tables (byte figures are at most 8 characters, "999 MiB", "1.50 GiB";
      * a command line is cut at the right edge). */
-    line(k, y++, ATTR_REVERSE, "%-40s %5s %10s %10s %10s", "UUID", "PROCS", "TOTAL", "CURRENT", "SUM-PEAKS");
+    line(k, y++, ATTR_REVERSE, "%-40s %5s %10s %12s %10s", "UUID", "PROCS", "TOTAL", "DEVICE-TOTAL", "SUM-PEAKS");
     for (int j = 0; j < ntot; j++)
-        line(k, y++, 0, "%-40s %5d %10s %10s %10s",
+        line(k, y++, 0, "%-40s %5d %10s %12s %10s",
                  tot[j].identified ? cushim_format_uuid(tot[j].uuid, u, sizeof u) : "(unknown uuid)",
                  tot[j].procs, cushim_format_bytes(tot[j].total, a, sizeof a),
                  cushim_format_bytes(tot[j].current, b, sizeof b),
@@ -350,6 +350,10 @@ int cmd_top(int argc, char **argv)
                    "processes. q quits. A LIMIT column appears when a process has a\n"
                    "device budget (CUSHIM_DEVICE_LIMIT): the sum over its devices, \"+\" when only\n"
                    "some of them have one.\n\n"
+                   "Devices: TOTAL is the GPU's memory; DEVICE-TOTAL the device memory the listed\n"
+                   "processes hold (cudaMalloc, stream-ordered, VMM and array memory: the summary's\n"
+                   "device_total); SUM-PEAKS the sum of their device-total peaks. Processes:\n"
+                   "DEVICE-TOTAL and TOTAL-PEAK over their devices; PINNED and OFFLOADED host memory.\n\n"
                    "  -d, --interval SECONDS  time between frames (0.1..3600, default 1)\n"
                    "  -n, --iterations N      stop after N frames (default: until q or a signal)\n"
                    "  -b, --batch             print frame after frame as plain text (the default\n"
