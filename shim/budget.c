@@ -1,5 +1,7 @@
 #include "shim/budget.h"
 
+#include <sched.h>
+
 #include "shim/capture.h"
 #include "shim/graph.h"
 
@@ -26,11 +28,21 @@ uint64_t budget_graph_launches(void)
     return sum;
 }
 
+/* The (launches, reserve) pair of each device is published as one: two reads racing (a forced
+ * one beside a launch's) must not leave an older reserve under a newer launch count, which no
+ * refresh would look at again until the next launch. */
+static atomic_flag read_lock[CUSHIM_MAX_DEVICES];
+
 void budget_graph_read(int device, uint64_t reserve, uint64_t launches)
 {
-    atomic_store(&launches_read[device], launches);
-    atomic_store(&budget_graph_stale[device], 0);
-    atomic_store_explicit(&budget_graph[device], reserve, memory_order_relaxed);
+    while (atomic_flag_test_and_set_explicit(&read_lock[device], memory_order_acquire))
+        sched_yield();
+    if (launches >= atomic_load_explicit(&launches_read[device], memory_order_relaxed)) {
+        atomic_store(&launches_read[device], launches);
+        atomic_store(&budget_graph_stale[device], 0);
+        atomic_store_explicit(&budget_graph[device], reserve, memory_order_relaxed);
+    }
+    atomic_flag_clear_explicit(&read_lock[device], memory_order_release);
 }
 
 void budget_graph_refresh(int device)
