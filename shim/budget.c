@@ -56,6 +56,17 @@ void budget_graph_refresh(int device)
         graph_pool_sample(device, true); /* calls budget_graph_read */
 }
 
+void budget_after_fork_child(void)
+{
+    for (unsigned i = 0; i < CUSHIM_MAX_DEVICES; i++) {
+        atomic_store(&budget_used[i], 0);
+        atomic_store(&budget_graph[i], 0);
+        atomic_store(&budget_graph_stale[i], 0);
+        atomic_store(&launches_read[i], 0);
+        atomic_flag_clear(&read_lock[i]);
+    }
+}
+
 void budget_refused(int device, uint64_t bytes, uint64_t held, uint64_t limit)
 {
     static _Atomic int said;

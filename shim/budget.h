@@ -24,6 +24,9 @@ void budget_graph_refresh(int device);
  * process launches a graph again. `launches`: budget_graph_launches() taken *before* the
  * driver was asked, so that a launch on another thread during the read counts as unseen. */
 void budget_graph_read(int device, uint64_t reserve, uint64_t launches);
+/* In a child after fork(): nothing held, nothing read (its segment's launch counts start at 0),
+ * no lock held by a thread of the parent's. */
+void budget_after_fork_child(void);
 uint64_t budget_graph_launches(void);
 
 /* What the budget of `device` holds now: counted and reserved device bytes plus the graph pool's

@@ -96,11 +96,7 @@ static void after_fork_child(void)
     capture_after_fork_child(); /* no capture of the parent's is live here */
     graph_after_fork_child();
     offload_after_fork_child();
-    for (unsigned i = 0; i < CUSHIM_MAX_DEVICES; i++) {
-        atomic_store(&budget_used[i], 0);
-        atomic_store(&budget_graph[i], 0);
-        atomic_store(&budget_graph_stale[i], 0);
-    }
+    budget_after_fork_child();
     shim_context_after_fork_child();
     /* Per-thread context caches point into the parent's segment: invalidate them. */
     atomic_fetch_add_explicit(&shim_ctx_generation, 1, memory_order_relaxed);
