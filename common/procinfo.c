@@ -53,9 +53,10 @@ static int proc_foreign(void)
         return atomic_load_explicit(&answer, memory_order_relaxed);
     char link[32];
     ssize_t n = readlink("/proc/self", link, sizeof link - 1);
-    /* No /proc/self: no /proc, or one where we have no pid at all (a container's, entered with
-     * nsenter -m): it says nothing about our pids either. */
-    int foreign = 1;
+    /* No /proc/self (ENOENT): no /proc, or one where we have no pid at all (a container's,
+     * entered with nsenter -m): it says nothing about our pids either. A link refused otherwise
+     * (a security policy) says nothing against this /proc: it is taken as ours, as before. */
+    int foreign = n <= 0 && errno == ENOENT;
     if (n > 0) {
         link[n] = '\0';
         foreign = atoi(link) != (int)me;
@@ -414,8 +415,8 @@ int cushim_pidns_alive(const struct cushim_pidns_map *m, uint64_t ns, pid_t nspi
         if (m->rows[i].nspid == nspid) {
             if (!same_process(m->rows[i].pid, start_time))
                 return 0;
-            if (here) /* its pid here, unless /proc numbers another namespace's processes */
-                *here = proc_foreign() ? 0 : m->rows[i].pid;
+            if (here)
+                *here = m->rows[i].pid;
             return 1;
         }
         seen = 1;

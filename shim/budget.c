@@ -28,16 +28,25 @@ uint64_t budget_graph_launches(void)
     return sum;
 }
 
-/* The (launches, reserve) pair of each device is published as one: two reads racing (a forced
- * one beside a launch's) must not leave an older reserve under a newer launch count, which no
- * refresh would look at again until the next launch. */
+/* The (launches, reserve) pair of each device is published as one, by the reading that began
+ * last: two readings racing (a forced one beside a launch's, a trim's beside cuMemGetInfo's) must
+ * not leave an older reserve under a newer launch count, which no refresh would look at again
+ * until the next launch. */
 static atomic_flag read_lock[CUSHIM_MAX_DEVICES];
+static _Atomic uint64_t tickets[CUSHIM_MAX_DEVICES];   /* handed out */
+static _Atomic uint64_t published[CUSHIM_MAX_DEVICES]; /* the ticket of the reading kept */
 
-void budget_graph_read(int device, uint64_t reserve, uint64_t launches)
+uint64_t budget_graph_ticket(int device)
+{
+    return atomic_fetch_add(&tickets[device], 1) + 1;
+}
+
+void budget_graph_read(int device, uint64_t reserve, uint64_t launches, uint64_t ticket)
 {
     while (atomic_flag_test_and_set_explicit(&read_lock[device], memory_order_acquire))
         sched_yield();
-    if (launches >= atomic_load_explicit(&launches_read[device], memory_order_relaxed)) {
+    if (ticket == 0 || ticket > atomic_load_explicit(&published[device], memory_order_relaxed)) {
+        atomic_store_explicit(&published[device], ticket, memory_order_relaxed);
         atomic_store(&launches_read[device], launches);
         atomic_store(&budget_graph_stale[device], 0);
         atomic_store_explicit(&budget_graph[device], reserve, memory_order_relaxed);
@@ -63,6 +72,8 @@ void budget_after_fork_child(void)
         atomic_store(&budget_graph[i], 0);
         atomic_store(&budget_graph_stale[i], 0);
         atomic_store(&launches_read[i], 0);
+        atomic_store(&tickets[i], 0);
+        atomic_store(&published[i], 0);
         atomic_flag_clear(&read_lock[i]);
     }
 }
@@ -72,8 +83,10 @@ void budget_refused(int device, uint64_t bytes, uint64_t held, uint64_t limit)
     static _Atomic int said;
     int level = atomic_exchange_explicit(&said, 1, memory_order_relaxed) ? CUSHIM_LOG_DEBUG : CUSHIM_LOG_INFO;
     shim_log(level, "device %d: a request of %llu bytes refused by the budget (CUSHIM_DEVICE_LIMIT): "
-             "%llu of its %llu bytes held: CUDA_ERROR_OUT_OF_MEMORY%s", device, (unsigned long long)bytes,
-             (unsigned long long)held, (unsigned long long)limit,
+             "%llu of its %llu bytes held: %s%s", device, (unsigned long long)bytes, (unsigned long long)held,
+             (unsigned long long)limit,
+             shim.cfg.spill ? "served from host memory where it can be (CUSHIM_SPILL), else CUDA_ERROR_OUT_OF_MEMORY"
+                            : "CUDA_ERROR_OUT_OF_MEMORY",
              level == CUSHIM_LOG_INFO ? " (later refusals at CUSHIM_LOG=debug)" : "");
 }
 

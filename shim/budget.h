@@ -23,7 +23,10 @@ void budget_graph_refresh(int device);
 /* The graph pool's reserve of `device` as just read (graph_pool_sample): the budget's until the
  * process launches a graph again. `launches`: budget_graph_launches() taken *before* the
  * driver was asked, so that a launch on another thread during the read counts as unseen. */
-void budget_graph_read(int device, uint64_t reserve, uint64_t launches);
+void budget_graph_read(int device, uint64_t reserve, uint64_t launches, uint64_t ticket);
+/* A reading's place among the device's (taken before the driver is asked, like `launches`): of
+ * two readings, the one that began later is kept, whichever ends first. */
+uint64_t budget_graph_ticket(int device);
 /* In a child after fork(): nothing held, nothing read (its segment's launch counts start at 0),
  * no lock held by a thread of the parent's. */
 void budget_after_fork_child(void);

@@ -386,14 +386,16 @@ bool graph_pool_sample(int device, bool force)
     if (!atomic_compare_exchange_strong(&last_sample_ns[device], &last, now) && !force)
         return false; /* another thread is sampling */
     bool read = false, unsupported = true;
-    uint64_t launches = budget_any ? budget_graph_launches() : 0; /* before the driver reads */
+    /* Before the driver reads: the launches seen, and this reading's place among the device's. */
+    uint64_t launches = budget_any ? budget_graph_launches() : 0;
+    uint64_t ticket = budget_any ? budget_graph_ticket(device) : 0;
     for (unsigned i = 0; i < sizeof attrs / sizeof attrs[0]; i++) {
         cuuint64_t v = 0;
         CUresult r = get(device, attrs[i].attr, &v);
         if (r == CUDA_SUCCESS) {
             account_device_stat_set(device, attrs[i].stat, v);
             if (attrs[i].attr == CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT)
-                budget_graph_read(device, v, launches);
+                budget_graph_read(device, v, launches, ticket);
             read = true;
         }
         unsupported &= r == CUDA_ERROR_NOT_SUPPORTED;

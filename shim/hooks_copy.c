@@ -41,7 +41,7 @@ static bool device_span(CUdeviceptr p, size_t n)
     CUdeviceptr at = p, end = p + n;
     if (!range || end < p)
         return false;
-    for (unsigned hop = 0; hop < 4096; hop++) {
+    for (unsigned hop = 0; hop < 65536; hop++) { /* 65536 mappings: over a TiB of 20 MiB segments */
         CUdeviceptr base = 0;
         size_t size = 0;
         if (range(&base, &size, at) != CUDA_SUCCESS || (hop && base != at))

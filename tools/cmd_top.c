@@ -103,9 +103,9 @@ static void frame(struct sink *k, const struct proc_list *l)
     int y = 2;
     /* 80 columns hold both tables (byte figures are at most 8 characters, "999 MiB", "1.50 GiB";
      * a command line is cut at the right edge). */
-    line(k, y++, ATTR_REVERSE, "%-40s %5s %10s %12s %10s", "UUID", "PROCS", "TOTAL", "DEVICE-TOTAL", "SUM-PEAKS");
+    line(k, y++, ATTR_REVERSE, "%-40s %5s %9s %12s %9s", "UUID", "PROCS", "TOTAL", "DEVICE-TOTAL", "SUM-PEAKS");
     for (int j = 0; j < ntot; j++)
-        line(k, y++, 0, "%-40s %5d %10s %12s %10s",
+        line(k, y++, 0, "%-40s %5d %9s %12s %9s",
                  tot[j].identified ? cushim_format_uuid(tot[j].uuid, u, sizeof u) : "(unknown uuid)",
                  tot[j].procs, cushim_format_bytes(tot[j].total, a, sizeof a),
                  cushim_format_bytes(tot[j].current, b, sizeof b),
