@@ -225,6 +225,18 @@ Test(security, a_segment_forged_by_another_user_is_not_believed)
     cr_expect(strstr(r.out, why) != NULL, "root's ps says why the copy is not believed:\n%s%s", r.out, r.err);
     cr_expect_eq(count_lines_with(r.out, p), 2, "the process once, the copy as invalid:\n%s", r.out);
     run_free(&r);
+    /* Root's ps from a pid namespace that sees this /proc as another's (unshare --pid without
+     * --mount-proc): the owners cannot be read there, so neither file is believed (fails closed;
+     * a first version of the foreign-/proc handling believed the forged copy: found by a review
+     * helper). */
+    const char *probe[] = {"unshare", "--pid", "--fork", "true", NULL};
+    if (runs(probe)) {
+        const char *ps_ns[] = {"unshare", "--pid", "--fork", cushim_bin(), "ps", NULL};
+        run_cmd(&r, ps_ns, env);
+        cr_expect(strstr(r.out, " live ") == NULL, "nothing believed live there:\n%s%s", r.out, r.err);
+        cr_expect(strstr(r.out, "not believed") != NULL, "%s%s", r.out, r.err);
+        run_free(&r);
+    }
     const char *stat_pid[] = {cushim_bin(), "stat", p, "--json", NULL};
     run_cmd(&r, stat_pid, env);
     cr_expect_eq(r.status, 0, "root: %s", r.err);
