@@ -329,22 +329,18 @@ static int scenario_pool_trim(void)
     CHECK(cudaMallocFromPoolAsync(&a, 4 * MiB, pool, s));
     CHECK(cudaFreeAsync(a, s));
     CHECK(cudaStreamSynchronize(s));
-    int (*get)(int, struct cushim_device_stats *) =
-        (int (*)(int, struct cushim_device_stats *))cushim_fn("cushim_get_device_stats");
     struct cushim_device_stats st;
-    memset(&st, 0, sizeof st);
-    st.size = sizeof st;
-    if (!get || get(0, &st) != 0)
+    if (cushim_stats(0, &st, 0) != 0)
         return 2;
     printf("kept.reserved=%llu\nkept.reserved_high=%llu\n", (unsigned long long)st.async_pool_reserved_current_bytes,
            (unsigned long long)st.async_pool_reserved_high_bytes);
     CHECK(cudaMemPoolTrimTo(pool, 0));
-    if (get(0, &st) != 0)
+    if (cushim_stats(0, &st, 0) != 0)
         return 3;
     printf("trimmed.reserved=%llu\ntrimmed.reserved_high=%llu\n", (unsigned long long)st.async_pool_reserved_current_bytes,
            (unsigned long long)st.async_pool_reserved_high_bytes);
     CHECK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReservedMemHigh, &zero));
-    if (get(0, &st) != 0)
+    if (cushim_stats(0, &st, 0) != 0)
         return 4;
     printf("reset.reserved_high=%llu\n", (unsigned long long)st.async_pool_reserved_high_bytes);
     uint64_t x = 0;
