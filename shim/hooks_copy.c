@@ -14,12 +14,6 @@
 
 #define ADDR(p) ((uint64_t)(uintptr_t)(p))
 
-/* Whether a copy touching offloaded memory may go ahead as a unified one: CUDA_SUCCESS, or the
- * CUresult the explicit call would refuse it with. d_, s_: offload_span of each side (-1: it runs
- * past its offloaded range). A side the explicit call names as device memory that is not
- * offloaded (dst_dev, src_dev) must lie in one device allocation, as the driver requires of it
- * (cuda.h cuMemcpyDtoD: "dstDevice - Destination device pointer"): asked of the driver
- * (cuMemGetAddressRange_v2); the unified copy would take any address. */
 /* Whether addr is in memory mapped from a cuMemCreate handle (the driver retains one for it). */
 static bool vmm_mapped(CUdeviceptr addr)
 {
@@ -55,6 +49,12 @@ static bool device_span(CUdeviceptr p, size_t n)
     return false;
 }
 
+/* Whether a copy touching offloaded memory may go ahead as a unified one: CUDA_SUCCESS, or the
+ * CUresult the explicit call would refuse it with. d_, s_: offload_span of each side (-1: it runs
+ * past its offloaded range). A side the explicit call names as device memory that is not
+ * offloaded (dst_dev, src_dev) must be device memory, as the driver requires of it (cuda.h
+ * cuMemcpyDtoD: "dstDevice - Destination device pointer"): asked of the driver (device_span);
+ * the unified copy would take any address. */
 static __attribute__((noinline, cold)) CUresult reroute_refusal(int d_, int s_, uint64_t dst, bool dst_dev,
                                                                 uint64_t src, bool src_dev, size_t n)
 {
@@ -69,9 +69,13 @@ static __attribute__((noinline, cold)) CUresult reroute_refusal(int d_, int s_, 
 
 /* A refused copy gets the driver's own refusal first where it has one (no current context, a
  * stream it does not know, a synchronous copy during a capture that prohibits it, which the call
- * also invalidates), as the explicit call would have: the unified call with nothing to copy
- * asks the same. Not on a capturing stream (it would add a node). */
-#define REFUSED(no, probe) ((no) != CUDA_SUCCESS ? ((probe) != CUDA_SUCCESS ? (probe) : (no)) : CUDA_SUCCESS)
+ * also invalidates), as the explicit call would have: `probe`, the unified call with nothing to
+ * copy, asks the same (made once; not on a capturing stream, where it would add a node); else
+ * the shim's own refusal `no`. */
+static inline CUresult refused(CUresult no, CUresult probe)
+{
+    return probe != CUDA_SUCCESS ? probe : no;
+}
 
 #define COPY_SYNC(sym, unified, dst_t, src_t, dst_dev, src_dev)                               \
     SHIM_EXPORT CUresult CUDAAPI sym(dst_t dst, src_t src, size_t ByteCount)                  \
@@ -82,7 +86,7 @@ static __attribute__((noinline, cold)) CUresult reroute_refusal(int d_, int s_, 
             __typeof__(&unified) u = REAL(unified);                                           \
             CUresult no = reroute_refusal(d_, s_, ADDR(dst), dst_dev, ADDR(src), src_dev, ByteCount); \
             if (no != CUDA_SUCCESS)                                                           \
-                return REFUSED(no, u ? u((CUdeviceptr)ADDR(dst), (CUdeviceptr)ADDR(src), 0) : no); \
+                return refused(no, u ? u((CUdeviceptr)ADDR(dst), (CUdeviceptr)ADDR(src), 0) : no); \
             if (u)                                                                            \
                 return u((CUdeviceptr)ADDR(dst), (CUdeviceptr)ADDR(src), ByteCount);          \
         }                                                                                     \
@@ -98,7 +102,7 @@ static __attribute__((noinline, cold)) CUresult reroute_refusal(int d_, int s_, 
             __typeof__(&unified) u = REAL(unified);                                           \
             CUresult no = reroute_refusal(d_, s_, ADDR(dst), dst_dev, ADDR(src), src_dev, ByteCount); \
             if (no != CUDA_SUCCESS)                                                           \
-                return REFUSED(no, u && !capture_stream_is_capturing(hStream, pt)             \
+                return refused(no, u && !capture_stream_is_capturing(hStream, pt)             \
                                        ? u((CUdeviceptr)ADDR(dst), (CUdeviceptr)ADDR(src), 0, hStream) \
                                        : no);                                                 \
             if (u)                                                                            \
@@ -156,7 +160,7 @@ static __attribute__((noinline, cold)) CUresult peer_contexts(CUcontext dst, CUc
                 return no;                                                                    \
             no = reroute_refusal(d_, s_, dstDevice, true, srcDevice, true, ByteCount);        \
             if (no != CUDA_SUCCESS)                                                           \
-                return REFUSED(no, u ? probe : no);                                           \
+                return refused(no, u ? probe : no);                                           \
             if (u)                                                                            \
                 return u uargs;                                                               \
         }                                                                                     \
