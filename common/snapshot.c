@@ -88,8 +88,9 @@ static int terminated(const char *s, size_t cap)
 }
 
 /* One attempt: 1 when no writer was inside the record's bracket meanwhile. */
-static int record_copy_once(struct cushim_device_record *r, struct cushim_device_snapshot *d)
+static int record_copy_once(struct cushim_device_record *r, void *out)
 {
+    struct cushim_device_snapshot *d = out;
     uint64_t token = cushim_seq_read_begin(&r->seq_end);
     d->ordinal = r->ordinal;
     d->identified = atomic_load_explicit(&r->state, memory_order_acquire) == 2;
@@ -113,13 +114,25 @@ static uint64_t monotonic_ns(void)
     return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
 }
 
-/* cushim_record_copy, its patience a budget: *left (ns) is what may still be spent, and is
- * lowered by what this copy spent waiting. */
-static int record_copy_budget(struct cushim_device_record *r, struct cushim_device_snapshot *d,
-                              unsigned spin_limit, uint64_t *left)
+/* One attempt at the record's raw words, as the atomics they are: 1 when no writer was inside
+ * its bracket meanwhile. */
+static int record_raw_once(struct cushim_device_record *r, void *out)
+{
+    uint64_t token = cushim_seq_read_begin(&r->seq_end);
+    const uint64_t *from = (const uint64_t *)r;
+    uint64_t *to = out;
+    for (size_t i = 0; i < sizeof *r / sizeof *from; i++)
+        to[i] = __atomic_load_n(&from[i], __ATOMIC_RELAXED);
+    return cushim_seq_read_valid(&r->seq_begin, token);
+}
+
+/* Attempts of `once` into out, with cushim_record_copy's patience as a budget: *left (ns) is what
+ * may still be spent, and is lowered by what this copy spent waiting. */
+static int record_copy_budget(struct cushim_device_record *r, int (*once)(struct cushim_device_record *, void *),
+                              void *out, unsigned spin_limit, uint64_t *left)
 {
     for (unsigned attempt = 0; attempt <= spin_limit; attempt++)
-        if (record_copy_once(r, d))
+        if (once(r, out))
             return 0;
     /* Still busy: a writer the scheduler preempted inside its bracket holds every reader off
      * until it runs again (many allocating threads on few cores). Give up the CPU between
@@ -132,7 +145,7 @@ static int record_copy_budget(struct cushim_device_record *r, struct cushim_devi
         struct timespec pause = {0, 20000};
         nanosleep(&pause, NULL);
         for (unsigned attempt = 0; attempt < 64 && rc != 0; attempt++)
-            if (record_copy_once(r, d))
+            if (once(r, out))
                 rc = 0;
         spent = monotonic_ns() - start;
     } while (rc != 0 && spent < *left);
@@ -145,7 +158,13 @@ int cushim_record_copy(const struct cushim_device_record *rc, struct cushim_devi
 {
     /* The counters are atomics in shared memory: read them as such. */
     uint64_t left = patience_ns;
-    return record_copy_budget((struct cushim_device_record *)rc, d, spin_limit, &left);
+    return record_copy_budget((struct cushim_device_record *)rc, record_copy_once, d, spin_limit, &left);
+}
+
+int cushim_record_settle(const struct cushim_device_record *r, struct cushim_device_record *out,
+                         unsigned spin_limit, uint64_t *patience_left)
+{
+    return record_copy_budget((struct cushim_device_record *)r, record_raw_once, out, spin_limit, patience_left);
 }
 
 static int by_id(const void *a, const void *b)
@@ -272,7 +291,7 @@ int cushim_snapshot_read(const void *mem, size_t len, struct cushim_snapshot *ou
             FAIL("device record %u is corrupt", i);
         struct cushim_device_snapshot *d = &out->devices[out->device_count];
         memset(d, 0, sizeof *d);
-        if (record_copy_budget((struct cushim_device_record *)r, d, spin_limit, &patience_left) != 0)
+        if (record_copy_budget((struct cushim_device_record *)r, record_copy_once, d, spin_limit, &patience_left) != 0)
             out->torn++; /* taken as it is: its writer may never come back */
         out->device_count++;
     }

@@ -88,6 +88,14 @@ int cushim_snapshot_read(const void *mem, size_t len, struct cushim_snapshot *ou
 int cushim_record_copy(const struct cushim_device_record *r, struct cushim_device_snapshot *d,
                        unsigned spin_limit, uint64_t patience_ns);
 
+/* The record's raw bytes into *out, as cushim_record_copy copies it (same attempts, same waits),
+ * the patience a budget shared by several records: *patience_left (ns) is lowered by what this
+ * copy spent waiting. Returns 0 (out's seq_begin then equals its seq_end), or -1 if the record
+ * never held still (out then holds the last attempt, taken as it was). For the writer's own
+ * segment (trusted memory). */
+int cushim_record_settle(const struct cushim_device_record *r, struct cushim_device_record *out,
+                         unsigned spin_limit, uint64_t *patience_left);
+
 /* "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx" (nvidia-smi's form) into buf (>= 41 bytes). */
 char *cushim_format_uuid(const uint8_t uuid[16], char *buf, size_t len);
 

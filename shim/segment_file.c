@@ -14,7 +14,7 @@
 
 #include "common/path.h"
 #include "common/procinfo.h"
-#include "common/seqlock.h"
+#include "common/snapshot.h"
 #include "shim/segment_file.h"
 
 #ifndef CUSHIM_VERSION
@@ -322,47 +322,19 @@ void segment_unlink(const char *path)
              "finished, for `cushim gc`", path, strerror(errno), (unsigned)geteuid());
 }
 
-/* One device record copied under its seqlock (common/seqlock.h): 1 when no writer was inside
- * its bracket meanwhile. Word by word, as the atomics they are. */
-static int record_settled_once(const struct cushim_device_record *r, struct cushim_device_record *out)
-{
-    uint64_t token = cushim_seq_read_begin((_Atomic uint64_t *)&r->seq_end);
-    const uint64_t *from = (const uint64_t *)r;
-    uint64_t *to = (uint64_t *)out;
-    for (size_t i = 0; i < sizeof *r / sizeof *from; i++)
-        to[i] = __atomic_load_n(&from[i], __ATOMIC_RELAXED);
-    return cushim_seq_read_valid((_Atomic uint64_t *)&r->seq_begin, token);
-}
-
 /* *s as one consistent picture per device record, into *out: threads still counting while the
  * process ends (exit() from one thread while others allocate) would leave a copy taken as it is
- * torn (a device figure and the device total one allocation apart). Each record is retried
- * while writers stay inside it, up to patience_ns in all (20 us pauses); one that never held
+ * torn (a device figure and the device total one allocation apart). Each record is copied under
+ * its seqlock (cushim_record_settle), up to patience_ns for all of them; one that never held
  * still is marked torn (seq_begin ahead of seq_end), as a reader of the live segment would see it. */
 static void segment_settled_copy(const struct cushim_segment *s, struct cushim_segment *out, uint64_t patience_ns)
 {
     memcpy(out, s, sizeof *out);
-    struct timespec t0;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
+    uint64_t left = patience_ns;
     for (unsigned d = 0; d < CUSHIM_MAX_DEVICES; d++) {
         const struct cushim_device_record *r = &s->devices[d];
-        if (atomic_load_explicit((_Atomic uint32_t *)&r->state, memory_order_acquire) == 0)
-            continue;
-        int ok = 0;
-        for (unsigned attempt = 0; attempt < 1000 && !ok; attempt++)
-            ok = record_settled_once(r, &out->devices[d]);
-        while (!ok) {
-            struct timespec now, pause = {0, 20000};
-            clock_gettime(CLOCK_MONOTONIC, &now);
-            uint64_t spent = (uint64_t)(now.tv_sec - t0.tv_sec) * 1000000000u + (uint64_t)now.tv_nsec -
-                             (uint64_t)t0.tv_nsec;
-            if (spent >= patience_ns)
-                break;
-            nanosleep(&pause, NULL);
-            for (unsigned attempt = 0; attempt < 64 && !ok; attempt++)
-                ok = record_settled_once(r, &out->devices[d]);
-        }
-        if (!ok)
+        if (atomic_load_explicit((_Atomic uint32_t *)&r->state, memory_order_acquire) != 0 &&
+            cushim_record_settle(r, &out->devices[d], 1000, &left) != 0)
             atomic_store_explicit(&out->devices[d].seq_begin,
                                   atomic_load_explicit(&out->devices[d].seq_end, memory_order_relaxed) + 1,
                                   memory_order_relaxed);
