@@ -42,7 +42,8 @@ static bool device_span(CUdeviceptr p, size_t n)
             return false;
         if (base + size >= end)
             return true;
-        if (!vmm_mapped(at) || !vmm_mapped(base + size))
+        /* `at` was found mapped at the previous hop (as its next mapping's start). */
+        if ((!hop && !vmm_mapped(at)) || !vmm_mapped(base + size))
             return false;
         at = base + size;
     }
