@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "common/peaks.h"
+#include "common/units.h"
 #include "tools/cli.h"
 
 struct reset_arg {
@@ -48,13 +49,12 @@ int cmd_reset_peak(int argc, char **argv)
             return EXIT_USAGE;
         if (got) {
             /* Digits only (strtol alone would take " +0" and "-0"), as every number of the CLI. */
-            int digits = *v && strlen(v) <= 3;
-            for (const char *c = v; digits && *c; c++)
-                digits = *c >= '0' && *c <= '9';
-            if (!digits || (device = strtol(v, NULL, 10)) >= (long)CUSHIM_MAX_DEVICES) {
+            uint64_t ordinal;
+            if (strlen(v) > 3 || cushim_parse_u64(v, CUSHIM_MAX_DEVICES - 1, &ordinal) != 0) {
                 cli_error("--device needs a device ordinal 0..%u (got \"%s\")", CUSHIM_MAX_DEVICES - 1, v);
                 return EXIT_USAGE;
             }
+            device = (long)ordinal;
         } else if (pid == 0) {
             if ((pid = cli_parse_pid(argv[i])) < 0)
                 return EXIT_USAGE;

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "common/text.h"
+#include "common/units.h"
 #include "tools/cli.h"
 
 #ifndef CUSHIM_VERSION
@@ -86,13 +87,8 @@ int cli_value_is_option(const char *name, const char *value)
 
 pid_t cli_parse_pid(const char *s)
 {
-    unsigned long long v = 0;
-    int ok = s && *s && strlen(s) <= 10;
-    for (const char *p = s; ok && *p; p++)
-        ok = *p >= '0' && *p <= '9';
-    if (ok)
-        v = strtoull(s, NULL, 10);
-    if (!ok || v < 1 || v > 0x7fffffff) {
+    uint64_t v = 0;
+    if (!s || strlen(s) > 10 || cushim_parse_u64(s, 0x7fffffff, &v) != 0 || v < 1) {
         cli_error("\"%s\" is not a process id (a number from 1 to 2147483647)", s ? s : "");
         return -1;
     }
