@@ -3,7 +3,8 @@
  * allocation's, from cuMemGetAddressRange_v2. cuda.h cuIpcOpenMemHandle: a handle opened again in
  * the same context gives the same pointer and increments a reference count, which
  * cuIpcCloseMemHandle decrements, unmapping at 0: one allocation, counted until its last close
- * (entry refs: opens, 0 meaning 1). */
+ * (entry refs: opens, 0 meaning 1). Counted on the device that holds the memory; torn down with
+ * the context that opened it. */
 #include "shim/shim.h"
 #include "shim/track.h"
 
@@ -40,6 +41,15 @@ static void opened(CUresult r, CUdeviceptr p)
     CUcontext ctx;
     __typeof__(&cuMemGetAddressRange_v2) range = REAL(cuMemGetAddressRange_v2);
     int device = shim_current_device(&ctx);
+    /* Counted on the device that holds the memory (the exporter's), as a VMM import is, not on
+     * the one current here (each rank of a custom all-reduce opens its peers' buffers with its
+     * own device current): cuda.h CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, "a device ordinal of a
+     * device on which a pointer was allocated". The current device if the driver will not say. */
+    __typeof__(&cuPointerGetAttribute) attr = REAL(cuPointerGetAttribute);
+    int holder = -1;
+    if (p && attr && attr(&holder, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, p) == CUDA_SUCCESS &&
+        holder >= 0 && holder < (int)CUSHIM_MAX_DEVICES)
+        device = holder;
     if (p && device >= 0 && range && range(&base, &size, p) == CUDA_SUCCESS) {
         /* Opened while a stream of the process was capturing: also counted as `capture`. */
         unsigned flags = capture_any_live() ? SHIM_F_CAPTURE : 0;

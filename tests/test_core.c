@@ -375,6 +375,30 @@ RT_TEST(an_ipc_handle_opened_twice_is_one_mapping_until_its_last_close)
     run_free(&r);
 }
 
+RT_TEST(an_ipc_handle_counts_on_the_device_that_holds_its_memory)
+{
+    /* The parent's memory is device 1's; the child opens it with device 0 current. It was
+     * counted as device 0's imported memory. */
+    struct run_result r;
+    const char *extra[] = {"SIMCUDA_DEVICE_COUNT=2", NULL};
+    json_t *j = scenario(&r, p->static_rt, "ipc_parent_other_device", extra);
+    cr_expect_eq(kv_u64(r.out, "rc_open1"), 0);
+    cr_expect_eq(kv_u64(r.out, "rc_close1"), 0);
+    cr_assert_eq(json_array_size(jpath(j, "descendants")), 1);
+    json_t *child = json_array_get(jpath(j, "descendants"), 0);
+    cr_assert_eq(json_array_size(jpath(child, "devices")), 2, "device 0 current, device 1's memory");
+    cr_expect_eq(jpath_u64(child, "devices.0.ordinal"), 0);
+    cr_expect_eq(jpath_u64(child, "devices.1.ordinal"), 1);
+    expect_kind(child, 0, "imported", 0, 0, 0, 0, 0);
+    expect_kind(child, 1, "imported", 1000000, 1000000, 1, 0, 0);
+    cr_expect_eq(jpath_u64(child, "devices.1.device_total.current_bytes"), 0, "imported is not in the device total");
+    cr_assert_eq(json_array_size(jpath(j, "devices")), 1);
+    cr_expect_eq(jpath_u64(j, "devices.0.ordinal"), 1, "the parent used device 1 only");
+    expect_kind(j, 0, "device", 1000000, 1000000, 1, 0, 0);
+    json_decref(j);
+    run_free(&r);
+}
+
 RT_TEST(ipc_opens_and_closes_from_threads_keep_one_count)
 {
     /* Concurrent closes each saw another reference and none counted the free (stuck at 1 MB);

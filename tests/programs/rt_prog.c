@@ -391,6 +391,7 @@ static int scenario_ipc_parent(void)
     CUipcMemHandle h;
     PFN_cuMemAlloc_v3020 alloc = entry("cuMemAlloc", 3020);
     PFN_cuIpcGetMemHandle_v4010 get = entry("cuIpcGetMemHandle", 4010);
+    CHECK(cudaSetDevice(getenv("IPC_PARENT_DEVICE") ? atoi(getenv("IPC_PARENT_DEVICE")) : 0));
     CHECK(cudaFree(NULL));
     if (alloc(&d, 1000000) || get(&h, d))
         return 13;
@@ -407,6 +408,14 @@ static int scenario_ipc_parent(void)
     int status;
     waitpid(pid, &status, 0);
     return WIFEXITED(status) ? WEXITSTATUS(status) : 128;
+}
+
+/* The parent's memory on device 1, opened by the child with device 0 current (each rank of a
+ * custom all-reduce opens its peers' buffers so). */
+static int scenario_ipc_parent_other_device(void)
+{
+    setenv("IPC_PARENT_DEVICE", "1", 1);
+    return scenario_ipc_parent();
 }
 
 static int scenario_ipc_parent_threads(void)
@@ -1243,6 +1252,7 @@ static const struct scenario scenarios[] = {
     {"vmm_devices", scenario_vmm_devices, 1}, {"vmm_import_own", scenario_vmm_import_own, 1}, {"pool_trim", scenario_pool_trim, 1}, {"ipc_parent", scenario_ipc_parent, 1},
     {"ipc_child", scenario_ipc_child, 1},   {"ipc_parent_threads", scenario_ipc_parent_threads, 1},
     {"ipc_parent_fails", scenario_ipc_parent_fails, 1},
+    {"ipc_parent_other_device", scenario_ipc_parent_other_device, 2},
     {"ipc_parent_capture", scenario_ipc_parent_capture, 1},           {"reset", scenario_reset, 1}, {"cancel_phase", scenario_cancel_phase, 1},
     {"async_reset", scenario_async_reset, 1},
     {"peaks", scenario_peaks, 1},           {"reset_peak", scenario_reset_peak, 1},
