@@ -124,7 +124,19 @@
     X(cuDeviceSetGraphMemAttribute, cuDeviceSetGraphMemAttribute, 11040, 0) \
     X(cuDeviceGetDefaultMemPool, cuDeviceGetDefaultMemPool, 11020, 0)  \
     X(cuDeviceGetMemPool, cuDeviceGetMemPool, 11020, 0)                \
+    SHIM_HOOKS_CUDA121(X)                                              \
     SHIM_HOOKS_CUDA13(X)
+
+/* Rows that need CUDA 12.1 headers: multicast objects (hooks_multicast.c). */
+#if CUDA_VERSION >= 12010
+#define SHIM_HOOKS_CUDA121(X)                                          \
+    X(cuMulticastAddDevice, cuMulticastAddDevice, 12010, 0)            \
+    X(cuMulticastBindMem, cuMulticastBindMem, 12010, 0)                \
+    X(cuMulticastBindAddr, cuMulticastBindAddr, 12010, 0)              \
+    X(cuMulticastUnbind, cuMulticastUnbind, 12010, 0)
+#else
+#define SHIM_HOOKS_CUDA121(X)
+#endif
 
 /* Rows that need CUDA 13 headers (cudaTypedefs.h PFN_..._v13000). */
 #if CUDA_VERSION >= 13000

@@ -3,7 +3,7 @@
  * cuMemCreate and per cuMemRetainAllocationHandle) *and* every mapping of it is unmapped (cuda.h
  * doc of cuMemRelease and cuMemUnmap), so the shim counts it from creation until both hold.
  * Handles imported from another process (cuMemImportFromShareableHandle) count as `imported`,
- * sized by their first mapping. */
+ * sized by their first mapping, unless they are multicast objects (hooks_multicast.c). */
 #include <string.h>
 
 #include "shim/account.h"
@@ -45,7 +45,7 @@ static bool map_add(struct shim_entry *e, void *arg)
 {
     struct map_arg *m = arg;
     e->maps++;
-    if (e->kind == CUSHIM_KIND_IMPORTED && e->size == 0) {
+    if (e->kind == CUSHIM_KIND_IMPORTED && e->size == 0 && !(e->flags & SHIM_F_MULTICAST)) {
         e->size = m->size;
         m->first_size = 1;
     }
@@ -239,9 +239,17 @@ SHIM_EXPORT CUresult CUDAAPI cuMemMap(CUdeviceptr ptr, size_t size, size_t offse
         struct shim_entry h;
         if (table_update(&shim.vmm_handles, handle, map_add, &m, &h)) {
             struct shim_entry e = {.key = ptr, .size = size, .aux = handle, .device = h.device};
-            table_put(&shim.vmm_maps, &e, NULL);
+            if (table_put(&shim.vmm_maps, &e, NULL) < 0)
+                track_table_full();
             if (m.first_size)
                 account_alloc(h.device, CUSHIM_KIND_IMPORTED, size, 0);
+        } else {
+            /* A handle in no table (a multicast object made here): its mapping is kept too, with
+             * no device, so that an unmap of it and of counted mappings after it in one call
+             * (cuda.h cuMemUnmap: several contiguous mappings) walks past it. */
+            struct shim_entry e = {.key = ptr, .size = size, .aux = handle, .device = -1};
+            if (table_put(&shim.vmm_maps, &e, NULL) < 0)
+                track_table_full();
         }
     }
     shim_leave();
@@ -268,7 +276,7 @@ SHIM_EXPORT CUresult CUDAAPI cuMemUnmap(CUdeviceptr ptr, size_t size)
      * value may be another thread's new handle as soon as the call returns. */
     struct handle_drop drops[UNMAP_BATCH];
     for (unsigned i = 0; i < n; i++)
-        drops[i] = handle_drop_before(taken[i].aux, map_drop);
+        drops[i] = taken[i].device >= 0 ? handle_drop_before(taken[i].aux, map_drop) : (struct handle_drop){0};
     CUresult r = real_(ptr, size);
     /* Settled last first: undone, a handle mapped twice in the range gets back its later drop
      * (on the entry the earlier one put back) after its earlier one. */
@@ -280,8 +288,10 @@ SHIM_EXPORT CUresult CUDAAPI cuMemUnmap(CUdeviceptr ptr, size_t size)
     /* Mappings past the batch (more than UNMAP_BATCH in one call) are settled after the call. */
     struct shim_entry m;
     while (r == CUDA_SUCCESS && at < end && table_take(&shim.vmm_maps, at, &m)) {
-        struct handle_drop d = handle_drop_before(m.aux, map_drop);
-        handle_drop_after(&d, CUDA_SUCCESS, true);
+        if (m.device >= 0) {
+            struct handle_drop d = handle_drop_before(m.aux, map_drop);
+            handle_drop_after(&d, CUDA_SUCCESS, true);
+        }
         at += m.size ? m.size : end;
     }
     shim_leave();

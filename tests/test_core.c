@@ -358,6 +358,33 @@ RT_TEST(a_pool_trim_and_a_high_water_mark_reset_are_read_at_once)
     run_free(&r);
 }
 
+RT_TEST(an_imported_multicast_object_is_no_memory)
+{
+    /* An imported multicast object was sized by its mapping as imported memory (4 granules, an
+     * NVLS buffer on every rank); an unmap that began at a mapping in no table (the local
+     * multicast object's) stopped there, and the released handle mapped after it stayed counted. */
+    struct run_result r;
+    json_t *j = scenario(&r, p->static_rt, "multicast", NULL);
+    uint64_t g = kv_u64(r.out, "granularity");
+    cr_expect_eq(kv_u64(r.out, "rc_add1"), 0);
+    cr_expect_eq(kv_u64(r.out, "rc_map1"), 0);
+    cr_expect_eq(kv_u64(r.out, "rc_map2"), 0);
+    cr_expect_eq(kv_u64(r.out, "rc_bind2"), 0);
+    cr_expect_eq(kv_u64(r.out, "rc_unbind2"), 0);
+    cr_expect_eq(kv_u64(r.out, "rc_unmap12"), 0);
+    cr_expect_eq(kv_u64(r.out, "rc_release12"), 0);
+    cr_expect_eq(kv_u64(r.out, "rc_map3"), 0);
+    cr_expect_eq(kv_u64(r.out, "rc_release_uc2"), 0);
+    cr_expect_eq(kv_u64(r.out, "rc_unmap3"), 0);
+    /* The second import was counted by its mapping until its bind said what it is. */
+    expect_kind(j, 0, "imported", 0, 4 * g, 1, 1, 0);
+    /* uc (bound, never released) and uc2 (released, then unmapped). */
+    expect_kind(j, 0, "vmm", g, 2 * g, 2, 1, 0);
+    cr_expect_eq(jpath_u64(j, "devices.0.vmm.current_bytes"), kv_u64(r.out, "sim.vmm.0"));
+    json_decref(j);
+    run_free(&r);
+}
+
 RT_TEST(an_ipc_handle_opened_twice_is_one_mapping_until_its_last_close)
 {
     /* The second open replaced the entry (counted as a free) and the first close counted a second

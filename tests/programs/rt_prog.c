@@ -382,6 +382,55 @@ static int scenario_vmm_import_own(void)
     return 0;
 }
 
+/* Multicast objects (NCCL's NVLS buffers): one made here (in no table), exported and imported
+ * twice, as another team member would: the first import is added to a device before it is
+ * mapped (never memory), the second mapped before it is bound (counted as imported by the
+ * mapping, then taken back). Then an unmap of the local object's mapping and of a counted mapping
+ * after it in one call: the counted one's handle, released, is freed. Granularity g; the
+ * object is 4 g. */
+static int scenario_multicast(void)
+{
+    struct vmm_api v = vmm_api();
+    PFN_cuMemExportToShareableHandle_v10020 export_ = entry("cuMemExportToShareableHandle", 10020);
+    PFN_cuMemImportFromShareableHandle_v10020 import_ = entry("cuMemImportFromShareableHandle", 10020);
+    PFN_cuMulticastCreate_v12010 mc_create = entry("cuMulticastCreate", 12010);
+    PFN_cuMulticastAddDevice_v12010 mc_add = entry("cuMulticastAddDevice", 12010);
+    PFN_cuMulticastBindMem_v12010 mc_bind = entry("cuMulticastBindMem", 12010);
+    PFN_cuMulticastUnbind_v12010 mc_unbind = entry("cuMulticastUnbind", 12010);
+    CHECK(cudaFree(NULL));
+    CUmemAllocationProp prop = vmm_prop(0);
+    size_t g;
+    if (v.granularity(&g, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM))
+        return 13;
+    CUmulticastObjectProp mp = {.numDevices = 1, .size = 4 * g,
+                                .handleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR};
+    CUmemGenericAllocationHandle mc, uc, uc2, imc1, imc2;
+    CUdeviceptr va1, va2, va3;
+    int fd = -1;
+    if (mc_create(&mc, &mp) || mc_add(mc, 0) || v.create(&uc, g, &prop, 0) || mc_bind(mc, 0, uc, 0, g, 0) ||
+        export_(&fd, mc, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0) ||
+        import_(&imc1, (void *)(intptr_t)fd, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) ||
+        import_(&imc2, (void *)(intptr_t)fd, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) ||
+        v.reserve(&va1, 4 * g, 0, 0, 0) || v.reserve(&va2, 4 * g, 0, 0, 0) || v.reserve(&va3, 2 * g, 0, 0, 0))
+        return 14;
+    printf("rc_add1=%d\n", (int)mc_add(imc1, 0));
+    printf("rc_map1=%d\n", (int)v.map(va1, 4 * g, 0, imc1, 0));
+    printf("rc_map2=%d\n", (int)v.map(va2, 4 * g, 0, imc2, 0));
+    printf("rc_bind2=%d\n", (int)mc_bind(imc2, g, uc, 0, g, 0));
+    printf("rc_unbind2=%d\n", (int)mc_unbind(imc2, 0, g, g));
+    printf("rc_unmap12=%d\n", (int)(v.unmap(va1, 4 * g) | v.unmap(va2, 4 * g)));
+    printf("rc_release12=%d\n", (int)(v.release(imc1) | v.release(imc2)));
+    /* The local object's mapping, then a counted one right after it, unmapped in one call. */
+    if (v.create(&uc2, g, &prop, 0))
+        return 15;
+    printf("rc_map3=%d\n", (int)(v.map(va3, g, 0, mc, 0) | v.map(va3 + g, g, 0, uc2, 0)));
+    printf("rc_release_uc2=%d\n", (int)v.release(uc2));
+    printf("rc_unmap3=%d\n", (int)v.unmap(va3, 2 * g));
+    printf("granularity=%zu\n", g);
+    print_sim(1);
+    return 0;
+}
+
 /* CUDA IPC: the parent exports 1,000,000 bytes of device memory; its child (this program again,
  * the handle in CUDA_IPC_HANDLE as hex) opens the handle twice (the same mapping, cuda.h: a
  * reference count) and closes it once, leaving it open at exit. */
@@ -1251,7 +1300,7 @@ static const struct scenario scenarios[] = {
     {"array", scenario_array, 1},           {"array_formats", scenario_array_formats, 1},
     {"vmm_devices", scenario_vmm_devices, 1}, {"vmm_import_own", scenario_vmm_import_own, 1}, {"pool_trim", scenario_pool_trim, 1}, {"ipc_parent", scenario_ipc_parent, 1},
     {"ipc_child", scenario_ipc_child, 1},   {"ipc_parent_threads", scenario_ipc_parent_threads, 1},
-    {"ipc_parent_fails", scenario_ipc_parent_fails, 1},
+    {"ipc_parent_fails", scenario_ipc_parent_fails, 1}, {"multicast", scenario_multicast, 1},
     {"ipc_parent_other_device", scenario_ipc_parent_other_device, 2},
     {"ipc_parent_capture", scenario_ipc_parent_capture, 1},           {"reset", scenario_reset, 1}, {"cancel_phase", scenario_cancel_phase, 1},
     {"async_reset", scenario_async_reset, 1},

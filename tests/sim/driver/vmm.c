@@ -49,8 +49,8 @@ void sim_vmm_handle_put(struct sim_vmm_handle *h)
     free(h);
 }
 
-static CUresult handle_new(int fd, size_t size, const CUmemAllocationProp *prop, int dev, bool counted,
-                           CUmemGenericAllocationHandle *out)
+CUresult sim_vmm_handle_new(int fd, size_t size, const CUmemAllocationProp *prop, int dev, bool counted,
+                            CUmemGenericAllocationHandle *out)
 {
     struct sim_vmm_handle *h = calloc(1, sizeof *h);
     CUresult rc = h ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
@@ -111,7 +111,7 @@ CUresult CUDAAPI cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size, 
             close(fd);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
-    return handle_new(fd, size, prop, device ? prop->location.id : -1, device, handle);
+    return sim_vmm_handle_new(fd, size, prop, device ? prop->location.id : -1, device, handle);
 }
 
 CUresult CUDAAPI cuMemRelease(CUmemGenericAllocationHandle handle)
@@ -158,7 +158,8 @@ CUresult CUDAAPI cuMemExportToShareableHandle(void *shareableHandle, CUmemGeneri
     return CUDA_SUCCESS;
 }
 
-/* The device a simcuda memfd belongs to: -1 for host handles, -2 if it is not one. */
+/* The device a simcuda memfd belongs to: -1 for host handles, -3 for a multicast object, -2 if
+ * it is not one. */
 static int device_of(int fd)
 {
     char path[64], target[128];
@@ -170,6 +171,8 @@ static int device_of(int fd)
     target[n] = '\0';
     if (sscanf(target, "/memfd:simcuda-vmm-dev%d", &dev) == 1)
         return dev;
+    if (strncmp(target, "/memfd:" SIM_MULTICAST_MEMFD, strlen("/memfd:" SIM_MULTICAST_MEMFD)) == 0)
+        return -3;
     return strncmp(target, "/memfd:simcuda-vmm-host", 23) == 0 ? -1 : -2;
 }
 
@@ -202,7 +205,7 @@ CUresult CUDAAPI cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *ha
         return CUDA_ERROR_NOT_SUPPORTED;
     int fd = (int)(intptr_t)osHandle, dev = device_of(fd);
     struct stat st;
-    if (dev < -1 || fstat(fd, &st) != 0 || st.st_size <= 0)
+    if (dev == -2 || fstat(fd, &st) != 0 || st.st_size <= 0)
         return CUDA_ERROR_INVALID_VALUE;
     if (sim_cfg.import_same_handle) {
         pthread_mutex_lock(&sim_vmm_lock);
@@ -222,5 +225,14 @@ CUresult CUDAAPI cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *ha
                                 .requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR,
                                 .location = {dev >= 0 ? CU_MEM_LOCATION_TYPE_DEVICE : CU_MEM_LOCATION_TYPE_HOST,
                                              dev >= 0 ? dev : 0}};
-    return handle_new(mine, (size_t)st.st_size, &prop, dev, false, handle);
+    if (dev == -3) /* a multicast object: no location of its own (multicast.c) */
+        prop.location = (CUmemLocation){CU_MEM_LOCATION_TYPE_INVALID, 0};
+    CUresult rc = sim_vmm_handle_new(mine, (size_t)st.st_size, &prop, dev == -3 ? -1 : dev, false, handle);
+    if (rc == CUDA_SUCCESS && dev == -3) {
+        pthread_mutex_lock(&sim_vmm_lock);
+        struct sim_vmm_handle *h = sim_vmm_handle_find(*handle);
+        h->multicast = true;
+        pthread_mutex_unlock(&sim_vmm_lock);
+    }
+    return rc;
 }

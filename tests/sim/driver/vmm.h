@@ -17,6 +17,7 @@ struct sim_vmm_handle {
     bool counted;   /* made here with a device location: SIMCUDA_VMM and capacity */
     unsigned refs;  /* cuMemCreate / cuMemImportFromShareableHandle / cuMemRetainAllocationHandle */
     unsigned maps;  /* live cuMemMap mappings */
+    bool multicast; /* a multicast object (multicast.c): no memory of its own */
     struct sim_vmm_handle *next;
 };
 
@@ -26,6 +27,13 @@ extern pthread_mutex_t sim_vmm_lock;
 struct sim_vmm_handle *sim_vmm_handle_find(CUmemGenericAllocationHandle handle);
 /* Caller holds the lock. Frees the handle once it is released and unmapped. */
 void sim_vmm_handle_put(struct sim_vmm_handle *h);
+/* A new handle (one reference) of the memfd `fd` (owned from here, closed on failure); device
+ * handles made here (`counted`) count as SIMCUDA_VMM against the device's capacity. Takes the
+ * lock. */
+CUresult sim_vmm_handle_new(int fd, size_t size, const CUmemAllocationProp *prop, int dev, bool counted,
+                            CUmemGenericAllocationHandle *out);
+/* The memfd name of multicast objects, so that an importer knows one. */
+#define SIM_MULTICAST_MEMFD "simcuda-vmm-multicast"
 
 struct sim_vmm_info {
     uintptr_t res_base, map_base;
