@@ -122,7 +122,9 @@ class Checks(unittest.TestCase):
         d = cls.dir.name
         for sub in ("bin", "build/tools", "path"):
             os.makedirs(os.path.join(d, sub))
-        fake = "#!%s\nimport sys\nsys.stdout.write(%r[sys.argv[1]])\n" % (sys.executable, OUTPUT)
+        # As main() prints around each mode: whether the shim is in, and that the work ended.
+        fake = ("#!%s\nimport os, sys\nsys.stdout.write('shim_loaded=%%d\\n' %% ('LD_PRELOAD' in os.environ))\n"
+                "sys.stdout.write(%r[sys.argv[1]])\nsys.stdout.write('done=0\\n')\n" % (sys.executable, OUTPUT))
         for name in ("gpu_checks_static", "gpu_checks_shared"):
             executable(os.path.join(d, "bin", name), fake)
         executable(os.path.join(d, "build/tools/cushim"),
@@ -203,6 +205,45 @@ class Failures(unittest.TestCase):
         executable(path, "#!/bin/sh\n" + body)
         return path
 
+    # gpu_checks' first line: whether the shim is in (LD_PRELOAD set, even to "", by Suite.env).
+    SHIM_LINE = 'if [ -n "${LD_PRELOAD+x}" ]; then echo shim_loaded=1; else echo shim_loaded=0; fi\n'
+
+    def as_static(self, body):
+        """A stand-in gpu_checks_static with this body after its shim_loaded line."""
+        static = os.path.join(self.dir.name, "bin", "gpu_checks_static")
+        executable(static, "#!/bin/sh\n" + self.SHIM_LINE + body)
+        self.suite.static = static
+        return static
+
+    def test_exit_failure_after_the_work_is_judged(self):
+        """A crash at exit after the work (done=0 printed): the figures are returned and the exit
+        is kept for the verdict, a pass becoming a fail that says why."""
+        prog = self.as_static("echo size=1 shim_delta=1; echo done=0; exit 139\n")
+        out = self.suite.run([prog, "exactness"])
+        self.assertIn("size=1 shim_delta=1", out)
+        self.assertEqual(self.suite.exit_failures, ["[shim] %s exactness exited 139 after its work" % prog])
+        self.assertEqual(run.with_exit_failures("pass", self.suite.exit_failures),
+                         "fail: [shim] %s exactness exited 139 after its work (its figures pass)" % prog)
+        self.assertEqual(run.with_exit_failures("fail", ["x exited 1 after its work"]),
+                         "fail; also x exited 1 after its work")
+        self.assertEqual(run.with_exit_failures("pass", []), "pass")
+        # Without done=0 it failed during its work: an error, as before.
+        prog = self.as_static("echo size=1; exit 139\n")
+        with self.assertRaises(run.ProgramFailed):
+            self.suite.run([prog, "exactness"])
+
+    def test_a_refused_preload_is_no_run_under_the_shim(self):
+        """The loader ignored the preload (shim_loaded=0 under LD_PRELOAD): not a run under the
+        shim, whatever it printed."""
+        static = os.path.join(self.dir.name, "bin", "gpu_checks_static")
+        executable(static, "#!/bin/sh\necho shim_loaded=0; echo hash=0x00000000000001e5; echo done=0\n")
+        self.suite.static = static
+        with self.assertRaises(run.ProgramFailed) as cm:
+            self.suite.run([static, "harmless"])
+        self.assertIn("ran without the shim (shim_loaded=0)", str(cm.exception))
+        self.assertEqual(run.Suite.kv(self.suite, self.suite.run([static, "harmless"], shim=False))["hash"],
+                         "0x00000000000001e5")
+
     def test_crash_keeps_output(self):
         prog = self.program("echo size=1 shim_delta=1; echo 'Segmentation fault' >&2; exit 139\n")
         with self.assertRaises(run.ProgramFailed) as cm:
@@ -245,10 +286,7 @@ class Failures(unittest.TestCase):
     def test_harmless_without_the_shared_build(self):
         """Only the shared-cudart program missing: the static half is still compared, and the
         check is not counted as passed."""
-        prog = self.program("echo hash=0x00000000000001e5\n")
-        static = os.path.join(self.dir.name, "bin", "gpu_checks_static")
-        os.rename(prog, static)
-        self.suite.static = static
+        self.as_static("echo hash=0x00000000000001e5\n")
         expected, measured, verdict = run.check_harmless(self.suite)
         self.assertEqual(verdict, "not run: gpu_checks_shared was not built (see the log) "
                                   "(the static cudart half is identical)")
@@ -256,8 +294,7 @@ class Failures(unittest.TestCase):
 
     def test_overhead_keeps_cases_measured_before_the_deadline(self):
         """The deadline during the third case: the first two cases' ratios are reported."""
-        prog = self.program("echo ns_per_pair=100.0\n")
-        self.suite.static = prog
+        prog = self.as_static("echo ns_per_pair=100.0\n")
         calls = []
         real_run = self.suite.run
 
@@ -338,11 +375,14 @@ class Torch(unittest.TestCase):
             if (isinstance(node, ast.If) and isinstance(node.test, (ast.Compare, ast.BoolOp))):
                 mode = [c.value for c in ast.walk(node.test) if isinstance(c, ast.Constant)
                         and isinstance(c.value, str)]
-                call = getattr(node.body[0], "value", None)  # `equal` opens with its own test
+                call = getattr(node.body[0], "value", None)
                 if mode and isinstance(call, ast.Call):
-                    emitted[mode[0]] = {k.value for d in ast.walk(tc[call.func.id])
-                                        if isinstance(d, ast.Dict) for k in d.keys
-                                        if isinstance(k, ast.Constant)}
+                    body = list(ast.walk(tc[call.func.id]))
+                    # the keys of its dict literals, and those it stores (result["k"] = ...)
+                    emitted[mode[0]] = {k.value for d in body if isinstance(d, ast.Dict) for k in d.keys
+                                        if isinstance(k, ast.Constant)} | {
+                                        d.slice.value for d in body if isinstance(d, ast.Subscript)
+                                        and isinstance(d.ctx, ast.Store) and isinstance(d.slice, ast.Constant)}
         self.assertEqual(set(emitted), {"peak", "graph", "forward", "async_backend"})
         runs = 0
         for name, func in functions(run.__file__).items():

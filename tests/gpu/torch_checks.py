@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """PyTorch checks of scripts/gpu-check (issue 6), run under libcushim.so by tests/gpu/run.py.
 
-usage: torch_checks.py peak | graph | forward OUTFILE | async_backend | equal FILE FILE
-Prints one JSON object on its last line. `equal` (no shim needed) compares two saved tensors, so
-that run.py itself never imports torch. Reads cushim's counters in-process through cushim.h's
+usage: torch_checks.py peak | graph | forward OUTFILE [REFERENCE] | async_backend
+Prints one JSON object on its last line. `forward` saves its output to OUTFILE and, given the file
+of an earlier run, says whether its output equals that one (so that run.py itself never imports
+torch, and no interpreter is started only to compare). Reads cushim's counters in-process through cushim.h's
 API (ctypes.CDLL(None)) and the per-graph table through `cushim stat PID --json` ($GPUCHECK_CUSHIM).
 """
 import ctypes
@@ -91,6 +92,22 @@ def workload(dev):
     return keep
 
 
+def expandable_in_use():
+    """Whether PyTorch's allocator runs with expandable segments, as its memory snapshot says
+    (allocator_settings, else the segments' is_expandable); None when the snapshot does not say."""
+    try:
+        snap = torch.cuda.memory._snapshot()
+    except Exception:  # noqa: BLE001 - a private API: any version may lack or change it
+        return None
+    if not isinstance(snap, dict):
+        return None
+    settings = snap.get("allocator_settings")
+    if isinstance(settings, dict) and "expandable_segments" in settings:
+        return bool(settings["expandable_segments"])
+    flags = [s["is_expandable"] for s in snap.get("segments", []) if isinstance(s, dict) and "is_expandable" in s]
+    return any(flags) if flags else None
+
+
 def check_peak():
     dev = torch.device("cuda:0")
     torch.ones(1, device=dev) @ torch.ones(1, 1, device=dev)  # context, cuBLAS handle
@@ -112,9 +129,10 @@ def check_peak():
     torch.cuda.synchronize()
     second = {"shim_peak": shim.cushim_device_peak_bytes(0) - baseline,
               "torch_max_reserved": torch.cuda.max_memory_reserved(dev)}
+    in_use = expandable_in_use()  # while `keep` holds segments
     del keep
     s = stats()
-    return {"baseline": baseline, "first": first, "after_reset": second,
+    return {"baseline": baseline, "first": first, "after_reset": second, "expandable_in_use": in_use,
             "vmm_current": s.kind[KIND["vmm"]].current_bytes,
             "device_current": s.kind[KIND["device"]].current_bytes,
             "expandable": "expandable_segments:True" in os.environ.get("PYTORCH_CUDA_ALLOC_CONF", "")}
@@ -161,7 +179,7 @@ def check_graph():
             "y_sum": float(static_y.sum())}
 
 
-def check_forward(outfile):
+def check_forward(outfile, reference=None):
     dev = torch.device("cuda:0")
     torch.manual_seed(1234)
     free0, _ = torch.cuda.mem_get_info(dev)
@@ -171,10 +189,17 @@ def check_forward(outfile):
     x = torch.randn(64, 8192, device=dev)
     with torch.no_grad():
         y = model(x)
-    torch.save(y.cpu(), outfile)
+    out = y.cpu()
+    torch.save(out, outfile)
     s = stats()
-    return {"device_drop": free0 - free1, "offloaded_current": s.kind[KIND["offloaded"]].current_bytes,
-            "offloaded_allocs": s.kind[KIND["offloaded"]].alloc_count}
+    result = {"device_drop": free0 - free1, "offloaded_current": s.kind[KIND["offloaded"]].current_bytes,
+              "offloaded_allocs": s.kind[KIND["offloaded"]].alloc_count}
+    if reference:
+        # Tensors only: loadable with weights_only=True (torch.load's default since 2.6, said here
+        # so that no version warns or refuses).
+        result["equal_to_reference"] = bool(torch.equal(out, torch.load(reference, map_location="cpu",
+                                                                         weights_only=True)))
+    return result
 
 
 def check_async_backend():
@@ -198,21 +223,13 @@ def check_async_backend():
 def main():
     global shim
     what = sys.argv[1] if len(sys.argv) > 1 else ""
-    if what == "equal":
-        if len(sys.argv) != 4:
-            sys.exit(__doc__)
-        # Tensors only: loadable with weights_only=True (torch.load's default since 2.6, said here
-        # so that no version warns or refuses).
-        a, b = (torch.load(f, map_location="cpu", weights_only=True) for f in sys.argv[2:4])
-        print(json.dumps({"equal": bool(torch.equal(a, b))}), flush=True)
-        return
     shim = load_shim()
     if what == "peak":
         result = check_peak()
     elif what == "graph":
         result = check_graph()
-    elif what == "forward" and len(sys.argv) > 2:
-        result = check_forward(sys.argv[2])
+    elif what == "forward" and len(sys.argv) in (3, 4):
+        result = check_forward(*sys.argv[2:])
     elif what == "async_backend":
         result = check_async_backend()
     else:
