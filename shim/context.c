@@ -98,8 +98,9 @@ int shim_current_device_slow(CUcontext ctx)
         CUresult r = get ? get(&dev) : CUDA_ERROR_NOT_FOUND;
         if (r != CUDA_SUCCESS || dev < 0 || dev >= (int)CUSHIM_MAX_DEVICES) {
             /* A context is current and the driver will not say its device: what is allocated in
-             * it goes uncounted, said once (with none current, the program's own call fails). */
-            if (ctx)
+             * it goes uncounted, said once (with none current, or a destroyed one current, the
+             * program's own call fails: nothing to say). */
+            if (ctx && r != CUDA_ERROR_CONTEXT_IS_DESTROYED)
                 LOG_ONCE(CUSHIM_LOG_WARN, "cannot tell the device of the current context (cuCtxGetDevice: "
                          "error %d, device %d): what it allocates is not counted", (int)r, (int)dev);
             return -1;

@@ -135,6 +135,11 @@ static bool hand_over_and_report(const struct cushim_segment *seg, uint64_t pati
     bool anonymous = seg->h.flags & CUSHIM_SEG_F_ANONYMOUS; /* no file the run could read */
     /* The run of this segment only (an image before an exec may have had another). */
     if (shim.cfg.run_dir[0] && seg->h.run_id == shim.run_id) {
+        /* Where the summary goes when the copy cannot be written: the run reads the live segment,
+         * or, with none, this process says it on stderr, unless the run is quiet. */
+        const char *instead = !anonymous ? "is read by the run from the live segment instead"
+                              : shim.cfg.run_summary ? "is said here instead (no live segment either)"
+                                                     : "is lost (no live segment either, and the run is quiet)";
         rc = segment_copy_to(seg, shim.cfg.run_dir, patience_ns);
         if (rc == SEGMENT_COPY_GONE)
             LOG_INFO("`cushim run` has finished (%s is gone): this process's summary is not in "
@@ -144,13 +149,11 @@ static bool hand_over_and_report(const struct cushim_segment *seg, uint64_t pati
                       "yours, mode 0700): summary not written there", shim.cfg.run_dir);
         else if (rc == SEGMENT_COPY_OTHER_USER)
             LOG_INFO("`cushim run`'s directory %s is another user's (this process changed user to "
-                     "uid %u after the run started it): %s", shim.cfg.run_dir, (unsigned)geteuid(),
-                     anonymous ? "its summary is said here instead (no live segment either)"
-                               : "the run reads its summary from the live segment instead");
+                     "uid %u after the run started it): its summary %s", shim.cfg.run_dir,
+                     (unsigned)geteuid(), instead);
         else if (rc != 0)
-            LOG_ERROR("cannot write the summary for `cushim run` into %s: %s; %s", shim.cfg.run_dir,
-                      strerror(errno), anonymous ? "it is said here instead (no live segment either)"
-                                                 : "the run reads it from the live segment instead");
+            LOG_ERROR("cannot write the summary for `cushim run` into %s: %s; the summary %s",
+                      shim.cfg.run_dir, strerror(errno), instead);
     }
     /* A run that could not be handed the copy (its directory full, or another user's after a
      * change of user: setuid, gosu, runuser) reads the live segment as that of a process that

@@ -323,6 +323,25 @@ RT_TEST(a_context_whose_device_the_driver_will_not_say_is_said)
     run_free(&r);
 }
 
+RT_TEST(a_destroyed_current_context_is_no_warning)
+{
+    /* Another thread destroyed the context current here: the allocation fails (709) with the
+     * shim as without it, and nothing went uncounted. It warned "what it allocates is not
+     * counted" (found by an attack trial). */
+    struct run_result r;
+    const char *extra[] = {"CUSHIM_LOG=warn", NULL};
+    json_t *j = scenario(&r, p->static_rt, "destroyed_current", extra);
+    cr_expect_eq(kv_u64(r.out, "rc_alloc"), 0);
+    cr_expect_eq(kv_u64(r.out, "rc_destroy"), 0);
+    cr_expect_eq(kv_u64(r.out, "rc_alloc_after_destroy"), 709 /* CUDA_ERROR_CONTEXT_IS_DESTROYED */);
+    cr_expect(strstr(r.err, "cannot tell the device") == NULL, "%s", r.err);
+    /* The first MiB was the destroyed context's: freed with it. The refusal has no device to be
+     * counted on (the context's is no longer known): failed_count stays 0. */
+    expect_kind(j, 0, "device", 0, MiB, 1, 1, 0);
+    json_decref(j);
+    run_free(&r);
+}
+
 RT_TEST(refused_array_and_vmm_requests_are_counted_failed)
 {
     /* The driver's refusal of an array and of a VMM handle: each kind's failed_count (untested

@@ -436,12 +436,22 @@ Test(run, a_file_size_limit_never_kills_the_program)
                          program("rt_prog"), NULL};
     run_cmd(&r, run, sim_env(NULL));
     cr_expect_eq(r.status, 0, "%s", r.err);
-    cr_expect(strstr(r.err, "File too large; it is said here instead (no live segment either)\n") != NULL, "%s", r.err);
+    cr_expect(strstr(r.err, "File too large; the summary is said here instead (no live segment either)\n") != NULL, "%s", r.err);
     cr_expect(strstr(r.err, "    device               1.00 MiB     1.00 GiB          4          2        0\n") != NULL,
               "%s", r.err);
     cr_expect(strstr(r.err, "cushim: no summary of `") != NULL &&
               strstr(r.err, " malloc` reached the run: the file size limit (ulimit -f) is below a segment's ") != NULL,
               "%s", r.err);
+    run_free(&r);
+    /* A quiet run: nothing says the summary, and the message does not promise it (it did). */
+    const char *quiet[] = {"/bin/sh", "-c", "ulimit -f 10 && exec \"$0\" run --quiet -- \"$1\" malloc", cushim_bin(),
+                           program("rt_prog"), NULL};
+    run_cmd(&r, quiet, sim_env(NULL));
+    cr_expect_eq(r.status, 0, "%s", r.err);
+    cr_expect(strstr(r.err, "File too large; the summary is lost (no live segment either, and the run is quiet)\n") != NULL,
+              "%s", r.err);
+    cr_expect(strstr(r.err, "said here instead") == NULL, "%s", r.err);
+    cr_expect(strstr(r.err, "    device ") == NULL, "%s", r.err);
     run_free(&r);
 }
 

@@ -791,6 +791,34 @@ static int scenario_ctx_destroy_thread(void)
     return ctx_destroy(true);
 }
 
+/* A context created here and current on this thread, destroyed by another thread: the
+ * allocation that follows fails (CUDA_ERROR_CONTEXT_IS_DESTROYED), as without the shim. */
+static PFN_cuCtxDestroy_v4000 destroyed_by_thread_fn;
+static CUcontext destroyed_by_thread_ctx;
+
+static void *destroy_other(void *arg)
+{
+    (void)arg;
+    printf("rc_destroy=%d\n", (int)destroyed_by_thread_fn(destroyed_by_thread_ctx));
+    return NULL;
+}
+
+static int scenario_destroyed_current(void)
+{
+    PFN_cuCtxCreate_v3020 create = entry("cuCtxCreate", 3020);
+    PFN_cuMemAlloc_v3020 alloc = entry("cuMemAlloc", 3020);
+    destroyed_by_thread_fn = entry("cuCtxDestroy", 4000);
+    CUdeviceptr p;
+    pthread_t t;
+    if (create(&destroyed_by_thread_ctx, 0, 0))
+        return 20;
+    printf("rc_alloc=%d\n", (int)alloc(&p, MiB));
+    pthread_create(&t, NULL, destroy_other, NULL);
+    pthread_join(t, NULL);
+    printf("rc_alloc_after_destroy=%d\n", (int)alloc(&p, MiB));
+    return 0;
+}
+
 /* A context's allocations, then its teardown and a device reset: everything is gone. Run with
  * one cuPointerGetAttribute failing (a transient error), the allocation asked about is asked again
  * at the reset and does not stay counted for the rest of the process. */
@@ -1308,7 +1336,7 @@ static const struct scenario scenarios[] = {
     {"two_devices", scenario_two_devices, 2}, {"oom", scenario_oom, 1},
     {"ctx_destroy", scenario_ctx_destroy, 2}, {"ctx_detach", scenario_ctx_detach, 1}, {"many_reset", scenario_many_reset, 1},
     {"ctx_destroy_thread", scenario_ctx_destroy_thread, 2},
-    {"teardown_then_reset", scenario_teardown_then_reset, 1},
+    {"teardown_then_reset", scenario_teardown_then_reset, 1}, {"destroyed_current", scenario_destroyed_current, 1},
     {"release_cycles", scenario_release_cycles, 1},
     {"pool_locations", scenario_pool_locations, 2},
     {"unknown_free", scenario_unknown_free, 1}, {"no_async", scenario_no_async, 1},
