@@ -138,7 +138,7 @@ SHIM_EXPORT CUresult CUDAAPI cuArrayCreate_v2(CUarray *pHandle, const CUDA_ARRAY
     REAL_OR_FAIL(cuArrayCreate_v2);
     if (!shim_enter())
         return real_(pHandle, d);
-    CUresult r = real_(pHandle, d);
+    CUresult real_r = real_(pHandle, d), r = real_r;
     CUDA_ARRAY3D_DESCRIPTOR d3 = {0};
     if (d) {
         d3.Width = d->Width;
@@ -148,8 +148,8 @@ SHIM_EXPORT CUresult CUDAAPI cuArrayCreate_v2(CUarray *pHandle, const CUDA_ARRAY
     }
     r = array_done(r, r == CUDA_SUCCESS ? (uint64_t)(uintptr_t)*pHandle : 0,
                    r == CUDA_SUCCESS && d ? array_bytes(&d3, 1) : 0, false);
-    if (r != CUDA_SUCCESS && pHandle)
-        *pHandle = NULL;
+    if (r != CUDA_SUCCESS && real_r == CUDA_SUCCESS && pHandle)
+        *pHandle = NULL; /* the shim's refusal (array_done): the array it destroyed is no handle */
     return r;
 }
 
@@ -158,11 +158,11 @@ SHIM_EXPORT CUresult CUDAAPI cuArray3DCreate_v2(CUarray *pHandle, const CUDA_ARR
     REAL_OR_FAIL(cuArray3DCreate_v2);
     if (!shim_enter())
         return real_(pHandle, d);
-    CUresult r = real_(pHandle, d);
+    CUresult real_r = real_(pHandle, d), r = real_r;
     r = array_done(r, r == CUDA_SUCCESS ? (uint64_t)(uintptr_t)*pHandle : 0,
                    r == CUDA_SUCCESS && d ? array_bytes(d, 1) : 0, false);
-    if (r != CUDA_SUCCESS && pHandle)
-        *pHandle = NULL;
+    if (r != CUDA_SUCCESS && real_r == CUDA_SUCCESS && pHandle)
+        *pHandle = NULL; /* the shim's refusal (array_done): the array it destroyed is no handle */
     return r;
 }
 
@@ -181,11 +181,11 @@ SHIM_EXPORT CUresult CUDAAPI cuMipmappedArrayCreate(CUmipmappedArray *pHandle,
     REAL_OR_FAIL(cuMipmappedArrayCreate);
     if (!shim_enter())
         return real_(pHandle, d, numMipmapLevels);
-    CUresult r = real_(pHandle, d, numMipmapLevels);
+    CUresult real_r = real_(pHandle, d, numMipmapLevels), r = real_r;
     r = array_done(r, r == CUDA_SUCCESS ? (uint64_t)(uintptr_t)*pHandle : 0,
                    r == CUDA_SUCCESS && d ? array_bytes(d, numMipmapLevels) : 0, true);
-    if (r != CUDA_SUCCESS && pHandle)
-        *pHandle = NULL;
+    if (r != CUDA_SUCCESS && real_r == CUDA_SUCCESS && pHandle)
+        *pHandle = NULL; /* the shim's refusal (array_done): the array it destroyed is no handle */
     return r;
 }
 

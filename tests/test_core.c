@@ -351,6 +351,8 @@ RT_TEST(refused_array_and_vmm_requests_are_counted_failed)
                            NULL};
     json_t *j = scenario(&r, p->static_rt, "refused_array_vmm", extra);
     cr_expect_eq(kv_u64(r.out, "rc_array"), 2 /* CUDA_ERROR_OUT_OF_MEMORY */, "%s", r.out);
+    cr_expect_eq(kv_u64(r.out, "array_output_kept"), 1, "the driver's refusal reaches the program as "
+                 "it is: its output untouched (the shim set it to NULL)");
     cr_expect_eq(kv_u64(r.out, "rc_vmm"), 2);
     expect_kind(j, 0, "array", 0, 0, 0, 0, 1);
     expect_kind(j, 0, "vmm", 0, 0, 0, 0, 1);

@@ -1248,9 +1248,10 @@ static int scenario_refused_array_vmm(void)
     PFN_cuArrayCreate_v3020 array_create = entry("cuArrayCreate", 3020);
     struct vmm_api v = vmm_api();
     CHECK(cudaFree(NULL));
-    CUarray arr;
+    CUarray arr = (CUarray)(uintptr_t)0x5ca1ab1e; /* left as it is by a refused create */
     CUDA_ARRAY_DESCRIPTOR ad = {.Width = 64, .Height = 64, .Format = CU_AD_FORMAT_FLOAT, .NumChannels = 1};
     printf("rc_array=%d\n", (int)array_create(&arr, &ad));
+    printf("array_output_kept=%d\n", arr == (CUarray)(uintptr_t)0x5ca1ab1e);
     CUmemAllocationProp prop = vmm_prop(0);
     size_t g;
     CUmemGenericAllocationHandle h;
