@@ -244,10 +244,11 @@ SHIM_EXPORT CUresult CUDAAPI cuMemMap(CUdeviceptr ptr, size_t size, size_t offse
             if (m.first_size)
                 account_alloc(h.device, CUSHIM_KIND_IMPORTED, size, 0);
         } else {
-            /* A handle in no table (a multicast object made here): its mapping is kept too, with
-             * no device, so that an unmap of it and of counted mappings after it in one call
+            /* A handle in no table (a multicast object made here): its mapping is kept too,
+             * marked, so that an unmap of it and of counted mappings after it in one call
              * (cuda.h cuMemUnmap: several contiguous mappings) walks past it. */
-            struct shim_entry e = {.key = ptr, .size = size, .aux = handle, .device = -1};
+            struct shim_entry e = {.key = ptr, .size = size, .aux = handle, .device = -1,
+                                   .flags = SHIM_F_UNTRACKED};
             if (table_put(&shim.vmm_maps, &e, NULL) < 0)
                 track_table_full();
         }
@@ -276,7 +277,8 @@ SHIM_EXPORT CUresult CUDAAPI cuMemUnmap(CUdeviceptr ptr, size_t size)
      * value may be another thread's new handle as soon as the call returns. */
     struct handle_drop drops[UNMAP_BATCH];
     for (unsigned i = 0; i < n; i++)
-        drops[i] = taken[i].device >= 0 ? handle_drop_before(taken[i].aux, map_drop) : (struct handle_drop){0};
+        drops[i] = taken[i].flags & SHIM_F_UNTRACKED ? (struct handle_drop){0}
+                                                      : handle_drop_before(taken[i].aux, map_drop);
     CUresult r = real_(ptr, size);
     /* Settled last first: undone, a handle mapped twice in the range gets back its later drop
      * (on the entry the earlier one put back) after its earlier one. */
@@ -288,7 +290,7 @@ SHIM_EXPORT CUresult CUDAAPI cuMemUnmap(CUdeviceptr ptr, size_t size)
     /* Mappings past the batch (more than UNMAP_BATCH in one call) are settled after the call. */
     struct shim_entry m;
     while (r == CUDA_SUCCESS && at < end && table_take(&shim.vmm_maps, at, &m)) {
-        if (m.device >= 0) {
+        if (!(m.flags & SHIM_F_UNTRACKED)) {
             struct handle_drop d = handle_drop_before(m.aux, map_drop);
             handle_drop_after(&d, CUDA_SUCCESS, true);
         }

@@ -24,6 +24,7 @@
 #define SHIM_F_RELEASED 0x20u    /* vmm handle: its cuMemCreate reference was released */
 #define SHIM_F_RESERVED 0x40u    /* its bytes were reserved against the device budget (budget.h) */
 #define SHIM_F_MULTICAST 0x80u   /* vmm handle: an imported multicast object (no memory of its own) */
+#define SHIM_F_UNTRACKED 0x100u  /* vmm mapping: of a handle in no table (kept for cuMemUnmap's walk) */
 
 struct shim_entry {
     uint64_t key;      /* pointer or handle; 0 = empty slot */

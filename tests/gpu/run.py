@@ -117,16 +117,17 @@ class Suite:
         c_program = cmd[0] in (self.static, self.shared)
         if c_program:
             # gpu_checks says whether the shim is in it: a preload the loader refused ("cannot be
-            # preloaded ... ignored") must not pass as a run under the shim.
+            # preloaded ... ignored") must not pass as a run under the shim. A program that said
+            # nothing (a crash at load) is judged by its exit below.
             loaded = self.kv(p.stdout).get("shim_loaded")
-            if loaded != (1 if shim else 0):
+            if loaded is not None and loaded != (1 if shim else 0):
                 raise ProgramFailed("%s ran %s the shim (shim_loaded=%s): stderr %r" % (
                     label, "without" if shim else "with", loaded, p.stderr[-600:]))
         if p.returncode != 0:
             lines = p.stdout.strip().splitlines()
             finished = (self.kv(p.stdout).get("done") == 0 if c_program else
                         bool(lines) and lines[-1].startswith("{"))
-            if not finished:
+            if not finished or (c_program and loaded is None):
                 raise ProgramFailed("%s exited %d: stdout %r, stderr %r" % (
                     label, p.returncode, p.stdout[-600:], p.stderr[-600:]))
             # Its work done and printed, the exit failed (a crash in an exit handler): the figures
@@ -257,7 +258,7 @@ class Suite:
         try:
             version, cuda, available = json.loads(out.strip().splitlines()[-1])
         except (ValueError, IndexError, TypeError):
-            return "none (unexpected answer %r)" % p.stdout[-200:]
+            return "none (unexpected answer %r)" % out[-200:]
         if cuda is None:
             return "none (torch %s is a CPU-only build)" % version
         if not available:
@@ -271,7 +272,10 @@ class Suite:
 
     def has_torch(self):
         if getattr(self, "torch_probe", None) is not None:
-            self.platform["torch"] = self.probe_torch_finish()
+            try:
+                self.platform["torch"] = self.probe_torch_finish()
+            except Exception as e:  # noqa: BLE001 - the probe must never stop the run
+                self.platform["torch"] = "none (probing it failed: %s: %s)" % (type(e).__name__, e)
             self.write()
         return not self.platform.get("torch", "none").startswith("none")
 
@@ -733,8 +737,14 @@ def main():
         try:
             keeper = subprocess.Popen(["nvidia-smi", "dmon", "-d", "10"], stdout=subprocess.DEVNULL,
                                       stderr=subprocess.DEVNULL)
-            suite.platform["gpu_kept_initialized"] = "by nvidia-smi dmon for the run (persistence %s)" % (
-                suite.persistence)
+            time.sleep(1)
+            if keeper.poll() is None:
+                suite.platform["gpu_kept_initialized"] = "by nvidia-smi dmon for the run (persistence %s)" % (
+                    suite.persistence)
+            else:
+                suite.note("== nvidia-smi dmon ended at once (exit %s): the GPU is not kept initialized" %
+                           keeper.returncode)
+                keeper = None
         except OSError as e:
             suite.note("== nvidia-smi dmon: %s" % e)
     try:
@@ -748,7 +758,8 @@ def main():
     shutil.rmtree(suite.tmp, ignore_errors=True)
     counts = {}
     for r in suite.results:
-        word = re.match(r"[a-z]+( run)?", r["verdict"]).group(0)
+        m = re.match(r"[a-z]+( run)?", r["verdict"])
+        word = m.group(0) if m else r["verdict"][:20]
         counts[word] = counts.get(word, 0) + 1
     print("verdicts: %s" % ", ".join("%d %s" % (n, w) for w, n in sorted(counts.items())))
     print("reports: %s/gpu-report.md, %s/gpu-report.json" % (args.outdir, args.outdir))

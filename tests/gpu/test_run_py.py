@@ -232,6 +232,38 @@ class Failures(unittest.TestCase):
         with self.assertRaises(run.ProgramFailed):
             self.suite.run([prog, "exactness"])
 
+    def test_a_crash_at_load_is_a_crash(self):
+        """A program that said nothing (the shim's constructor crashed) is an exit failure, not a
+        refused preload."""
+        static = os.path.join(self.dir.name, "bin", "gpu_checks_static")
+        executable(static, "#!/bin/sh\necho 'Segmentation fault' >&2; exit 139\n")
+        self.suite.static = static
+        with self.assertRaises(run.ProgramFailed) as cm:
+            self.suite.run([static, "exactness"])
+        self.assertIn("exactness exited 139", str(cm.exception))
+        self.assertNotIn("without the shim", str(cm.exception))
+
+    def test_a_torch_probe_with_output_after_its_answer(self):
+        """A torch whose exit prints after the answer: "none (unexpected answer ...)", and the run
+        goes on (the probe's own error was a TypeError that stopped every check)."""
+        fake = os.path.join(self.dir.name, "fake")
+        os.makedirs(os.path.join(fake, "torch"))
+        with open(os.path.join(fake, "torch", "__init__.py"), "w") as f:
+            f.write("import atexit, types\n__version__ = '9.9'\nversion = types.SimpleNamespace(cuda='13.0')\n"
+                    "cuda = types.SimpleNamespace(is_available=lambda: True)\n"
+                    "atexit.register(lambda: print('bye'))\n")
+        old = os.environ.get("PYTHONPATH")
+        os.environ["PYTHONPATH"] = fake
+        try:
+            self.suite.probe_torch_start()
+            self.assertFalse(self.suite.has_torch())
+            self.assertEqual(self.suite.platform["torch"], "none (unexpected answer '[\"9.9\", \"13.0\", true]\\nbye\\n')")
+        finally:
+            if old is None:
+                del os.environ["PYTHONPATH"]
+            else:
+                os.environ["PYTHONPATH"] = old
+
     def test_a_refused_preload_is_no_run_under_the_shim(self):
         """The loader ignored the preload (shim_loaded=0 under LD_PRELOAD): not a run under the
         shim, whatever it printed."""
