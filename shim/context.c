@@ -120,6 +120,18 @@ int shim_current_device_slow(CUcontext ctx)
     return d;
 }
 
+int shim_pointer_device(CUdeviceptr p, int fallback)
+{
+    __typeof__(&cuPointerGetAttribute) attr = REAL(cuPointerGetAttribute);
+    __typeof__(&cuDeviceGetCount) count = REAL(cuDeviceGetCount);
+    int holder = -1, n = 0;
+    if (p && attr && count && attr(&holder, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, p) == CUDA_SUCCESS &&
+        count(&n) == CUDA_SUCCESS && holder >= 0 && holder < n && holder < (int)CUSHIM_MAX_DEVICES &&
+        account_record(holder))
+        return holder;
+    return fallback;
+}
+
 void shim_context_forget(CUcontext ctx)
 {
     uint64_t c = (uint64_t)(uintptr_t)ctx;

@@ -363,11 +363,16 @@ SHIM_EXPORT CUresult CUDAAPI cuMemPoolImportPointer(CUdeviceptr *ptr_out, CUmemo
         return real_(ptr_out, pool, shareData);
     CUresult r = real_(ptr_out, pool, shareData);
     if (r == CUDA_SUCCESS) {
+        /* Another process's pool allocation: counted on the device holding it, as an opened IPC
+         * handle is, and in no context (cuda.h cuCtxDestroy: memory of cuMemAllocAsync "not
+         * associated with any CUDA context"), so that no teardown here counts it freed; it leaves
+         * with its cuMemFree or cuMemFreeAsync. */
         CUdeviceptr base = 0;
         size_t size = 0;
         __typeof__(&cuMemGetAddressRange_v2) range = REAL(cuMemGetAddressRange_v2);
         if (range && range(&base, &size, *ptr_out) == CUDA_SUCCESS)
-            track_alloc(&shim.ptrs, CUSHIM_KIND_IMPORTED, *ptr_out, size, 0);
+            track_alloc_on(&shim.ptrs, CUSHIM_KIND_IMPORTED, *ptr_out, size,
+                           shim_pointer_device(*ptr_out, shim_current_device(NULL)), NULL, 0);
     } else {
         track_fail(CUSHIM_KIND_IMPORTED);
     }

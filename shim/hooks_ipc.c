@@ -5,7 +5,6 @@
  * cuIpcCloseMemHandle decrements, unmapping at 0: one allocation, counted until its last close
  * (entry refs: opens, 0 meaning 1). Counted on the device that holds the memory; torn down with
  * the context that opened it. */
-#include "shim/account.h"
 #include "shim/shim.h"
 #include "shim/track.h"
 
@@ -46,15 +45,7 @@ static void opened(CUresult r, CUdeviceptr p)
      * the one current here (each rank of a custom all-reduce opens its peers' buffers with its
      * own device current): cuda.h CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, "a device ordinal of a
      * device on which a pointer was allocated". The current device if the driver will not say. */
-    __typeof__(&cuPointerGetAttribute) attr = REAL(cuPointerGetAttribute);
-    __typeof__(&cuDeviceGetCount) count = REAL(cuDeviceGetCount);
-    int holder = -1, n = 0;
-    /* Only an ordinal of this process's (cuda_runtime_api.h cudaIpcOpenMemHandle: a handle "to
-     * devices that may not be visible in the process calling the API" opens too), with a record. */
-    if (p && attr && count && attr(&holder, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, p) == CUDA_SUCCESS &&
-        count(&n) == CUDA_SUCCESS && holder >= 0 && holder < n && holder < (int)CUSHIM_MAX_DEVICES &&
-        account_record(holder))
-        device = holder;
+    device = shim_pointer_device(p, device);
     if (p && device >= 0 && range && range(&base, &size, p) == CUDA_SUCCESS) {
         /* Opened while a stream of the process was capturing: also counted as `capture`. */
         unsigned flags = capture_any_live() ? SHIM_F_CAPTURE : 0;

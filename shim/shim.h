@@ -177,6 +177,12 @@ void account_device_stat_set(int device, enum cushim_device_stat stat, uint64_t 
 int shim_context_device(CUcontext ctx);
 /* Forget a destroyed context. */
 void shim_context_forget(CUcontext ctx);
+/* The ordinal of the device holding the memory at `p` (memory another process exported: an IPC
+ * handle, a pool pointer), as the driver says (cuda.h CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, "a
+ * device on which a pointer was allocated"), when it is a device of this process with a record;
+ * else `fallback` (cuda_runtime_api.h cudaIpcOpenMemHandle: a handle "to devices that may not be
+ * visible in the process calling the API" opens too). Two driver calls; inside the shim. */
+int shim_pointer_device(CUdeviceptr p, int fallback);
 /* Drops every tracked allocation of `ctx` (teardown), counting frees. */
 void shim_drop_context(CUcontext ctx);
 /* Before a call that may tear down context `ending` (hooks_ctx.c; made current for the queries

@@ -406,6 +406,30 @@ RT_TEST(an_imported_multicast_object_is_no_memory)
     run_free(&r);
 }
 
+RT_TEST(a_pool_pointer_import_is_the_exporters_device_and_in_no_context)
+{
+    /* cuMemPoolImportPointer: counted on the current device, with the current context, so that
+     * a reset of that context counted it freed while it was still mapped (cuda.h: pool memory is
+     * in no context); its cuMemFree then found nothing. */
+    struct run_result r;
+    const char *extra[] = {"SIMCUDA_DEVICE_COUNT=2", NULL};
+    json_t *j = scenario(&r, p->static_rt, "pool_ipc_parent", extra);
+    cr_expect_eq(kv_u64(r.out, "rc_import_pool"), 0, "%s", r.out);
+    cr_expect_eq(kv_u64(r.out, "rc_import_ptr"), 0);
+    cr_expect_eq(kv_u64(r.out, "imported_after_reset"), 3 * MiB, "still mapped after the reset");
+    cr_expect_eq(kv_u64(r.out, "rc_free"), 0);
+    cr_assert_eq(json_array_size(jpath(j, "descendants")), 1);
+    json_t *child = json_array_get(jpath(j, "descendants"), 0);
+    cr_assert_eq(json_array_size(jpath(child, "devices")), 2);
+    cr_expect_eq(jpath_u64(child, "devices.1.ordinal"), 1);
+    expect_kind(child, 0, "imported", 0, 0, 0, 0, 0);
+    expect_kind(child, 1, "imported", 0, 3 * MiB, 1, 1, 0);
+    cr_expect_eq(jpath_u64(j, "devices.0.ordinal"), 1);
+    expect_kind(j, 0, "async", 0, 3 * MiB, 1, 1, 0);
+    json_decref(j);
+    run_free(&r);
+}
+
 RT_TEST(an_ipc_handle_opened_twice_is_one_mapping_until_its_last_close)
 {
     /* The second open replaced the entry (counted as a free) and the first close counted a second

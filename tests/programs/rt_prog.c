@@ -431,6 +431,80 @@ static int scenario_multicast(void)
     return 0;
 }
 
+/* Pool IPC: the parent's pool on device 1 (POSIX descriptor handles) exports itself and a 3 MiB
+ * allocation; its child (this program again: the pool's descriptor number in POOL_FD, the pointer's
+ * export data as hex in POOL_PTR) imports both with device 0 current, resets device 0's primary
+ * context, then frees the pointer. */
+static int scenario_pool_ipc_parent(void)
+{
+    PFN_cuMemPoolExportToShareableHandle_v11020 export_pool = entry("cuMemPoolExportToShareableHandle", 11020);
+    PFN_cuMemPoolExportPointer_v11020 export_ptr = entry("cuMemPoolExportPointer", 11020);
+    struct cudaMemPoolProps props = device_pool_props(1);
+    props.handleTypes = cudaMemHandleTypePosixFileDescriptor;
+    cudaMemPool_t pool;
+    cudaStream_t st;
+    void *a;
+    CHECK(cudaSetDevice(1));
+    CHECK(cudaStreamCreate(&st));
+    CHECK(cudaMemPoolCreate(&pool, &props));
+    CHECK(cudaMallocFromPoolAsync(&a, 3 * MiB, pool, st));
+    CHECK(cudaStreamSynchronize(st));
+    int fd = -1;
+    CUmemPoolPtrExportData data;
+    if (export_pool(&fd, (CUmemoryPool)pool, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0) ||
+        export_ptr(&data, (CUdeviceptr)a))
+        return 13;
+    char hex[2 * sizeof data.reserved + 1], num[16];
+    for (size_t i = 0; i < sizeof data.reserved; i++)
+        snprintf(hex + 2 * i, 3, "%02x", (unsigned char)data.reserved[i]);
+    snprintf(num, sizeof num, "%d", fd);
+    setenv("POOL_PTR", hex, 1);
+    setenv("POOL_FD", num, 1);
+    fcntl(fd, F_SETFD, 0); /* the child inherits the descriptor */
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) {
+        execl("/proc/self/exe", "rt_prog", "pool_ipc_child", (char *)NULL);
+        _exit(127);
+    }
+    int status;
+    waitpid(pid, &status, 0);
+    CHECK(cudaFreeAsync(a, st));
+    CHECK(cudaStreamSynchronize(st));
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128;
+}
+
+static int scenario_pool_ipc_child(void)
+{
+    PFN_cuMemPoolImportFromShareableHandle_v11020 import_pool = entry("cuMemPoolImportFromShareableHandle", 11020);
+    PFN_cuMemPoolImportPointer_v11020 import_ptr = entry("cuMemPoolImportPointer", 11020);
+    PFN_cuMemFree_v3020 free_ = entry("cuMemFree", 3020);
+    const char *hex = getenv("POOL_PTR"), *num = getenv("POOL_FD");
+    CUmemPoolPtrExportData data;
+    if (!hex || !num || strlen(hex) != 2 * sizeof data.reserved)
+        return 14;
+    for (size_t i = 0; i < sizeof data.reserved; i++) {
+        unsigned v;
+        sscanf(hex + 2 * i, "%2x", &v);
+        data.reserved[i] = (unsigned char)v;
+    }
+    CUmemoryPool pool;
+    CUdeviceptr p;
+    CHECK(cudaSetDevice(0));
+    CHECK(cudaFree(NULL));
+    printf("rc_import_pool=%d\n", (int)import_pool(&pool, (void *)(intptr_t)atoi(num),
+                                                     CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0));
+    printf("rc_import_ptr=%d\n", (int)import_ptr(&p, pool, &data));
+    CHECK(cudaDeviceReset()); /* device 0's primary context: the imported memory is in none */
+    CHECK(cudaFree(NULL));
+    struct cushim_device_stats st;
+    if (cushim_stats(1, &st, 0) != 0)
+        return 15;
+    printf("imported_after_reset=%llu\n", (unsigned long long)st.kind[CUSHIM_MEM_IMPORTED].current_bytes);
+    printf("rc_free=%d\n", (int)free_(p));
+    return 0;
+}
+
 /* CUDA IPC: the parent exports 1,000,000 bytes of device memory; its child (this program again,
  * the handle in CUDA_IPC_HANDLE as hex) opens the handle twice (the same mapping, cuda.h: a
  * reference count) and closes it once, leaving it open at exit. */
@@ -1330,6 +1404,7 @@ static const struct scenario scenarios[] = {
     {"vmm_devices", scenario_vmm_devices, 1}, {"vmm_import_own", scenario_vmm_import_own, 1}, {"pool_trim", scenario_pool_trim, 1}, {"ipc_parent", scenario_ipc_parent, 1},
     {"ipc_child", scenario_ipc_child, 1},   {"ipc_parent_threads", scenario_ipc_parent_threads, 1},
     {"ipc_parent_fails", scenario_ipc_parent_fails, 1}, {"multicast", scenario_multicast, 1},
+    {"pool_ipc_parent", scenario_pool_ipc_parent, 2}, {"pool_ipc_child", scenario_pool_ipc_child, 2},
     {"ipc_parent_other_device", scenario_ipc_parent_other_device, 2},
     {"ipc_parent_capture", scenario_ipc_parent_capture, 1},           {"reset", scenario_reset, 1}, {"cancel_phase", scenario_cancel_phase, 1},
     {"async_reset", scenario_async_reset, 1},

@@ -13,10 +13,17 @@
  * used device memory (SIMCUDA_POOL_RESERVED); host pools (CU_MEM_LOCATION_TYPE_HOST /
  * HOST_NUMA) do not touch device capacity.
  */
+#include <fcntl.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "ctx.h"
+#include "mem.h"
 #include "pool.h"
 
 #define POOL_MAGIC 0x504f4f4cu
@@ -27,6 +34,8 @@ struct CUmemPoolHandle_st {
     int dev; /* a device pool's device; -1 for host pools */
     bool is_default, destroyed;
     int reuse[3]; /* the CU_MEMPOOL_ATTR_REUSE_* switches, stored only */
+    bool imported; /* cuMemPoolImportFromShareableHandle: another process's pool, no memory here */
+    int export_fd; /* the memfd its exports duplicate (cuMemPoolExportToShareableHandle); 0: none */
     uint64_t threshold, reserved, reserved_high, used, used_high, outstanding;
     struct CUmemPoolHandle_st *next;
 };
@@ -127,6 +136,8 @@ static void release_if_done(CUmemoryPool p)
     if (!p->destroyed || p->outstanding > 0)
         return;
     set_reserved(p, 0);
+    if (p->export_fd > 0)
+        close(p->export_fd);
     for (CUmemoryPool *q = &pools; *q; q = &(*q)->next)
         if (*q == p) {
             *q = p->next;
@@ -140,6 +151,10 @@ CUresult sim_pool_take(CUmemoryPool p, size_t bytes)
 {
     uint64_t need = sim_round(bytes);
     CUresult rc = CUDA_SUCCESS;
+    /* cuda.h cuMemPoolImportFromShareableHandle: "Imported memory pools do not support creating
+     * new allocations." */
+    if (p->imported)
+        return CUDA_ERROR_INVALID_VALUE;
     pthread_mutex_lock(&lock);
     uint64_t used = p->used + need;
     if (used > p->reserved) {
@@ -159,7 +174,8 @@ CUresult sim_pool_take(CUmemoryPool p, size_t bytes)
 void sim_pool_give(CUmemoryPool p, size_t bytes)
 {
     pthread_mutex_lock(&lock);
-    p->used -= sim_round(bytes);
+    if (!p->imported) /* an imported allocation is the exporter's memory */
+        p->used -= sim_round(bytes);
     p->outstanding--;
     release_if_done(p);
     pthread_mutex_unlock(&lock);
@@ -466,3 +482,154 @@ CUresult CUDAAPI cuMemSetMemPool(CUmemLocation *location, CUmemAllocationType ty
     return rc;
 }
 #endif
+
+/* ---- pool IPC: cuMemPoolExportToShareableHandle, cuMemPoolImportFromShareableHandle,
+ * cuMemPoolExportPointer, cuMemPoolImportPointer (POSIX file descriptors only). A pool's export is a
+ * memfd named "simcuda-pool-dev<N>" (or "simcuda-pool-host"), so that an importer knows the
+ * device; an imported pool makes no allocations of its own. An imported pointer, as an opened IPC
+ * handle, is a fresh zeroed mapping of the allocation's size (data is NOT shared between
+ * processes), never counted, a stream-ordered allocation of the imported pool: it outlives any
+ * context (cuda.h cuCtxDestroy) and is freed with cuMemFree or cuMemFreeAsync (cuda.h
+ * cuMemPoolImportPointer). */
+
+/* cuda.h cuMemPoolExportToShareableHandle: "Given an IPC capable mempool" ("a mempool with a
+ * CUmemAllocationHandleType other than CU_MEM_HANDLE_TYPE_NONE"); flags "must be 0". */
+CUresult CUDAAPI cuMemPoolExportToShareableHandle(void *handle_out, CUmemoryPool pool,
+                                                  CUmemAllocationHandleType handleType, unsigned long long flags)
+{
+    SIM_ENTER(cuMemPoolExportToShareableHandle);
+    if (!handle_out || flags != 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (handleType != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    pthread_mutex_lock(&lock);
+    CUresult rc = sim_pool_check(pool);
+    if (rc == CUDA_SUCCESS && (pool->imported || !(pool->props.handleTypes & handleType)))
+        rc = CUDA_ERROR_INVALID_VALUE;
+    if (rc == CUDA_SUCCESS && pool->export_fd <= 0) {
+        char name[32] = "simcuda-pool-host";
+        if (pool->dev >= 0)
+            snprintf(name, sizeof name, "simcuda-pool-dev%d", pool->dev);
+        int fd = memfd_create(name, MFD_CLOEXEC);
+        if (fd <= 0) {
+            if (fd == 0)
+                close(fd);
+            rc = CUDA_ERROR_OUT_OF_MEMORY;
+        } else {
+            pool->export_fd = fd;
+        }
+    }
+    int fd = rc == CUDA_SUCCESS ? fcntl(pool->export_fd, F_DUPFD_CLOEXEC, 0) : -1;
+    pthread_mutex_unlock(&lock);
+    if (rc == CUDA_SUCCESS && fd < 0)
+        rc = CUDA_ERROR_OUT_OF_MEMORY;
+    if (rc == CUDA_SUCCESS)
+        *(int *)handle_out = fd;
+    return rc;
+}
+
+/* The device of a simcuda pool export: -1 for a host pool, -2 if it is not one. */
+static int pool_export_device(int fd)
+{
+    char path[64], target[128];
+    snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
+    ssize_t n = readlink(path, target, sizeof target - 1);
+    int dev;
+    if (n < 0)
+        return -2;
+    target[n] = '\0';
+    if (sscanf(target, "/memfd:simcuda-pool-dev%d", &dev) == 1)
+        return sim_device_valid(dev) ? dev : -2;
+    return strncmp(target, "/memfd:simcuda-pool-host", 24) == 0 ? -1 : -2;
+}
+
+/* For POSIX descriptors `handle` is the descriptor itself; flags "must be 0". */
+CUresult CUDAAPI cuMemPoolImportFromShareableHandle(CUmemoryPool *pool_out, void *handle,
+                                                    CUmemAllocationHandleType handleType, unsigned long long flags)
+{
+    SIM_ENTER(cuMemPoolImportFromShareableHandle);
+    if (!pool_out || flags != 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (handleType != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    int dev = pool_export_device((int)(intptr_t)handle);
+    if (dev == -2)
+        return CUDA_ERROR_INVALID_VALUE;
+    CUmemPoolProps props = {.allocType = CU_MEM_ALLOCATION_TYPE_PINNED,
+                            .handleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR,
+                            .location = {dev >= 0 ? CU_MEM_LOCATION_TYPE_DEVICE : CU_MEM_LOCATION_TYPE_HOST,
+                                         dev >= 0 ? dev : 0}};
+    pthread_mutex_lock(&lock);
+    CUmemoryPool p = pool_new(&props, dev);
+    if (p)
+        p->imported = true;
+    pthread_mutex_unlock(&lock);
+    if (!p)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    *pool_out = p;
+    return CUDA_SUCCESS;
+}
+
+static const char pool_ptr_magic[8] = "simpool";
+
+struct pool_ptr_payload {
+    char magic[8];
+    int32_t pid, dev;
+    uint64_t addr, size, id;
+};
+_Static_assert(sizeof(struct pool_ptr_payload) <= sizeof(CUmemPoolPtrExportData),
+               "payload fits a CUmemPoolPtrExportData");
+
+/* cuda.h cuMemPoolExportPointer: "a specific allocation from an already shared memory pool". */
+CUresult CUDAAPI cuMemPoolExportPointer(CUmemPoolPtrExportData *shareData_out, CUdeviceptr ptr)
+{
+    SIM_ENTER(cuMemPoolExportPointer);
+    struct sim_range r;
+    if (!shareData_out || !sim_reg_find(ptr, 0, SIM_MEM(ASYNC), &r) || r.base != ptr || !r.pool)
+        return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&lock);
+    bool shareable = r.pool->magic == POOL_MAGIC && !r.pool->imported &&
+                     (r.pool->props.handleTypes & CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
+    pthread_mutex_unlock(&lock);
+    if (!shareable)
+        return CUDA_ERROR_INVALID_VALUE;
+    struct pool_ptr_payload p = {.pid = getpid(), .dev = r.dev, .addr = r.base, .size = r.size, .id = r.id};
+    memcpy(p.magic, pool_ptr_magic, sizeof p.magic);
+    memset(shareData_out, 0, sizeof *shareData_out);
+    memcpy(shareData_out->reserved, &p, sizeof p);
+    return CUDA_SUCCESS;
+}
+
+/* cuda.h cuMemPoolImportPointer: from an imported pool, of another process's allocation (this
+ * process's own: CUDA_ERROR_INVALID_VALUE here). */
+CUresult CUDAAPI cuMemPoolImportPointer(CUdeviceptr *ptr_out, CUmemoryPool pool, CUmemPoolPtrExportData *shareData)
+{
+    SIM_ENTER(cuMemPoolImportPointer);
+    struct pool_ptr_payload p;
+    if (!ptr_out || !shareData)
+        return CUDA_ERROR_INVALID_VALUE;
+    memcpy(&p, shareData->reserved, sizeof p);
+    if (memcmp(p.magic, pool_ptr_magic, sizeof p.magic) != 0 || p.pid == getpid() || p.size == 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&lock);
+    CUresult rc = sim_pool_check(pool);
+    if (rc == CUDA_SUCCESS && !pool->imported)
+        rc = CUDA_ERROR_INVALID_VALUE;
+    if (rc == CUDA_SUCCESS)
+        pool->outstanding++;
+    pthread_mutex_unlock(&lock);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    CUcontext ctx = NULL;
+    sim_ctx_current(&ctx);
+    struct sim_range r = {.size = p.size, .kind = SIM_MEM_ASYNC, .ctx = ctx,
+                          .dev = pool->dev >= 0 ? pool->dev : (ctx ? ctx->dev : 0),
+                          .counted = SIM_NO_KIND, .pool = pool};
+    rc = sim_mem_new(&r);
+    if (rc != CUDA_SUCCESS) {
+        sim_pool_give(pool, p.size);
+        return rc;
+    }
+    *ptr_out = r.base;
+    return CUDA_SUCCESS;
+}
