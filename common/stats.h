@@ -118,7 +118,10 @@ enum cushim_phase {
     X(peak_reset_count, peak_reset, count, "peak_resets_total", "", counter,                      \
       "peak resets (cushim_reset_peak or `cushim reset-peak`): the peaks are since the last one")  \
     X(peak_reset_ns, peak_reset, last_ns, "", "", gauge,                                          \
-      "when the peaks were last reset (CLOCK_REALTIME ns; 0 = never); not a Prometheus metric")
+      "when the peaks were last reset (CLOCK_REALTIME ns; 0 = never); not a Prometheus metric")    \
+    X(limit_refused, device_total, limit_refused_count, "device_limit_refusals_total", "",       \
+      counter, "requests the budget (CUSHIM_DEVICE_LIMIT) refused: out of memory for the program " \
+      "(also in their kind's failed_count), or served from host memory with CUSHIM_SPILL")
 
 enum cushim_device_stat {
 #define CUSHIM_X_ENUM(f, g, n, p, l, t, h) CUSHIM_DEV_##f,

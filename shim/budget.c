@@ -80,6 +80,7 @@ void budget_after_fork_child(void)
 
 void budget_refused(int device, uint64_t bytes, uint64_t held, uint64_t limit)
 {
+    account_device_stat_add(device, CUSHIM_DEV_limit_refused, 1);
     static _Atomic int said;
     int level = atomic_exchange_explicit(&said, 1, memory_order_relaxed) ? CUSHIM_LOG_DEBUG : CUSHIM_LOG_INFO;
     shim_log(level, "device %d: a request of %llu bytes refused by the budget (CUSHIM_DEVICE_LIMIT): "

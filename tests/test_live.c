@@ -307,6 +307,7 @@ Test(live, ps_the_exposition_and_reset_peak_of_one_device_show_exact_figures)
     expect_prom(r.out, labels, "cushim_device_total_bytes", NULL, cur);
     expect_prom(r.out, labels, "cushim_device_total_peak_bytes", NULL, peak);
     expect_prom(r.out, labels, "cushim_device_limit_bytes", NULL, 0);
+    expect_prom(r.out, labels, "cushim_device_limit_refusals_total", NULL, 0);
     expect_prom(r.out, labels, "cushim_peak_resets_total", NULL, 0);
     run_free(&r);
     /* One device's peaks: device 1 has none here (exit 1, said), device 0's become current. */

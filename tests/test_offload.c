@@ -166,8 +166,10 @@ Test(offload, budget_limits_what_the_program_sees_and_gets)
     cr_expect_eq(jpath_u64(j, "devices.0.device_total.peak_bytes"), 768 * MiB);
     cr_expect_eq(jpath_u64(j, "devices.0.device_total.limit_bytes"), 1ull << 30, "the budget is shown");
     cr_expect_eq(kv_u64(r.out, "api.limit"), 1ull << 30, "and read through cushim.h");
-    cr_expect(strstr(r.err, "  total 4.00 GiB  untracked 0 B  limit 1.00 GiB\n") != NULL,
+    cr_expect(strstr(r.err, "  total 4.00 GiB  untracked 0 B  limit 1.00 GiB (1 request refused by it)\n") != NULL,
               "%s", r.err);
+    cr_expect_eq(jpath_u64(j, "devices.0.device_total.limit_refused_count"), 1,
+                 "the failure is the budget's, not the device's: said without CUSHIM_LOG");
     cr_expect_eq(jpath_u64(j, "devices.0.device.failed_count"), 1);
     cr_expect_eq(jpath_u64(j, "devices.0.offloaded.alloc_count"), 0);
     cr_expect_eq(kv_u64(r.out, "sim.device.0"), 768 * MiB);
@@ -186,6 +188,7 @@ Test(offload, a_budget_above_the_device_says_so)
     cr_expect(strstr(r.err, "  total 4.00 GiB  untracked 0 B  limit 8.00 GiB (above the device's total)\n") != NULL,
               "%s", r.err);
     cr_expect_eq(jpath_u64(j, "devices.0.device_total.limit_bytes"), 8ull << 30, "the budget as set");
+    cr_expect_eq(jpath_u64(j, "devices.0.device_total.limit_refused_count"), 0, "the device's own refusal");
     json_decref(j);
     run_free(&r);
 }
@@ -206,6 +209,7 @@ Test(offload, spill_serves_the_request_from_host_memory)
     cr_expect(strstr(r.err, "phase peaks") == NULL, "no compile phase, no phase peaks line:\n%s", r.err);
     cr_expect_eq(jpath_u64(j, "devices.0.device_total.peak_bytes"), 768 * MiB);
     cr_expect_eq(jpath_u64(j, "devices.0.device.failed_count"), 0);
+    cr_expect_eq(jpath_u64(j, "devices.0.device_total.limit_refused_count"), 1, "refused by the budget, then spilled");
     json_decref(j);
     run_free(&r);
 }

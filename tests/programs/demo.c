@@ -75,7 +75,8 @@ int main(void)
             fclose(f);
         }
     }
-    printf("demo: serving (pid %d)\n", (int)getpid());
+    printf("demo: serving (pid %d): a 512 MiB KV cache, then 30 steps of 16 to 64 MiB batches "
+           "(cudaMallocAsync): the summary's peak adds them to the weights\n", (int)getpid());
     fflush(stdout);
     for (int step = 0; step < 30; step++) {
         CHECK(cudaMallocAsync(&batch, (size_t)(16 + step % 4 * 16) * MiB, s));
