@@ -528,21 +528,6 @@ CUresult CUDAAPI cuMemPoolExportToShareableHandle(void *handle_out, CUmemoryPool
     return rc;
 }
 
-/* The device of a simcuda pool export: -1 for a host pool, -2 if it is not one. */
-static int pool_export_device(int fd)
-{
-    char path[64], target[128];
-    snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
-    ssize_t n = readlink(path, target, sizeof target - 1);
-    int dev;
-    if (n < 0)
-        return -2;
-    target[n] = '\0';
-    if (sscanf(target, "/memfd:simcuda-pool-dev%d", &dev) == 1)
-        return sim_device_valid(dev) ? dev : -2;
-    return strncmp(target, "/memfd:simcuda-pool-host", 24) == 0 ? -1 : -2;
-}
-
 /* For POSIX descriptors `handle` is the descriptor itself; flags "must be 0". */
 CUresult CUDAAPI cuMemPoolImportFromShareableHandle(CUmemoryPool *pool_out, void *handle,
                                                     CUmemAllocationHandleType handleType, unsigned long long flags)
@@ -552,8 +537,8 @@ CUresult CUDAAPI cuMemPoolImportFromShareableHandle(CUmemoryPool *pool_out, void
         return CUDA_ERROR_INVALID_VALUE;
     if (handleType != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)
         return CUDA_ERROR_NOT_SUPPORTED;
-    int dev = pool_export_device((int)(intptr_t)handle);
-    if (dev == -2)
+    int dev = sim_memfd_device((int)(intptr_t)handle, "simcuda-pool");
+    if (dev == -2 || (dev >= 0 && !sim_device_valid(dev)))
         return CUDA_ERROR_INVALID_VALUE;
     CUmemPoolProps props = {.allocType = CU_MEM_ALLOCATION_TYPE_PINNED,
                             .handleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR,

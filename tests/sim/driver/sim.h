@@ -93,6 +93,10 @@ CUresult sim_account(int dev, simcuda_kind kind, int64_t bytes, int64_t charge);
 uint64_t sim_round(uint64_t bytes); /* up to SIMCUDA_GRANULARITY */
 uint64_t sim_round_to(uint64_t bytes, uint64_t unit);
 bool sim_device_valid(CUdevice dev);
+/* The device named by the memfd behind descriptor fd, made by the simulator as
+ * "<prefix>-dev<N>" (N) or "<prefix>-host" (-1); -2 for anything else (vmm.c). Exported handles
+ * (VMM handles, pools) are such memfds, so that an importer knows their device. */
+int sim_memfd_device(int fd, const char *prefix);
 uint64_t sim_device_used(int dev);
 
 /* A process-wide monotonic counter ordering enqueued work and synchronizations. */

@@ -158,22 +158,36 @@ CUresult CUDAAPI cuMemExportToShareableHandle(void *shareableHandle, CUmemGeneri
     return CUDA_SUCCESS;
 }
 
-/* The device a simcuda memfd belongs to: -1 for host handles, -3 for a multicast object, -2 if
- * it is not one. */
-static int device_of(int fd)
+int sim_memfd_device(int fd, const char *prefix)
 {
-    char path[64], target[128];
+    char path[64], target[160], want[96];
     snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
     ssize_t n = readlink(path, target, sizeof target - 1);
-    int dev;
+    int dev, len = 0;
     if (n < 0)
         return -2;
     target[n] = '\0';
-    if (sscanf(target, "/memfd:simcuda-vmm-dev%d", &dev) == 1)
+    snprintf(want, sizeof want, "/memfd:%s-dev%%d%%n", prefix);
+    if (sscanf(target, want, &dev, &len) == 1 && len > 0)
         return dev;
-    if (strncmp(target, "/memfd:" SIM_MULTICAST_MEMFD, strlen("/memfd:" SIM_MULTICAST_MEMFD)) == 0)
-        return -3;
-    return strncmp(target, "/memfd:simcuda-vmm-host", 23) == 0 ? -1 : -2;
+    snprintf(want, sizeof want, "/memfd:%s-host", prefix);
+    return strncmp(target, want, strlen(want)) == 0 ? -1 : -2;
+}
+
+/* The device of a VMM handle's descriptor: -1 for host handles, -3 for a multicast object, -2 if
+ * it is not one of the simulator's. */
+static int device_of(int fd)
+{
+    char path[64], target[128];
+    int dev = sim_memfd_device(fd, "simcuda-vmm");
+    if (dev != -2)
+        return dev;
+    snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
+    ssize_t n = readlink(path, target, sizeof target - 1);
+    if (n < 0)
+        return -2;
+    target[n] = '\0';
+    return strncmp(target, "/memfd:" SIM_MULTICAST_MEMFD, strlen("/memfd:" SIM_MULTICAST_MEMFD)) == 0 ? -3 : -2;
 }
 
 /* The live handle of this process whose memory the descriptor `fd` is (same memfd), or NULL.
