@@ -71,7 +71,10 @@ void *shim_wrap_proc(const char *base, int version, cuuint64_t flags, void *real
     }
     if (real_fn == shim_fns[row].wrapper)
         return real_fn;
-    shim_real_offer((enum shim_fn)row, real_fn);
+    /* A function of a library other than the one the shim calls (a stub's, a second driver's) is
+     * handed out as it is. */
+    if (!shim_real_offer((enum shim_fn)row, real_fn))
+        return real_fn;
     return shim_fns[row].wrapper ? shim_fns[row].wrapper : real_fn;
 }
 

@@ -53,7 +53,10 @@ extern SHIM_HIDDEN const struct shim_fn_info shim_fns[SHIM_FN_COUNT];
 extern SHIM_HIDDEN _Atomic(void *) shim_real_slot[SHIM_FN_COUNT];
 
 /* The real driver function of row `id`: from the slot, else resolved now (RTLD_NEXT from the
- * shim, then libcuda.so.1's handle). NULL if the driver lacks it. Thread-safe. */
+ * shim, then the driver a door last bound, then libcuda.so.1's handle). NULL if the driver lacks
+ * it. Thread-safe. A slot, once set, always holds a function of a loaded object: it changes only
+ * from one callable function to another (real.c), or to NULL when its object was unloaded and no
+ * loaded one has the function (the next use resolves it again). */
 void *shim_real_resolve(enum shim_fn id);
 static inline void *shim_real(enum shim_fn id)
 {
@@ -70,9 +73,19 @@ static inline void *shim_real(enum shim_fn id)
     if (unlikely(real_ == NULL))               \
         return CUDA_ERROR_NOT_INITIALIZED
 
-/* Records p as the real function of row id unless one is known already or p is the shim's own
- * wrapper (a loop). */
-void shim_real_offer(enum shim_fn id, void *p);
+/* A door found p, a real function of row id. True when the door hands out the wrapper: the slot
+ * now holds p, or keeps a function that serves for it (another entry point of p's library, an
+ * interposer's hook in a chain to it). False when the door hands out p as it is, uncounted: a
+ * stub library's, a second library's while the slot's is still loaded, the shim's own wrapper.
+ * The slot moves to p when its function's library was unloaded, or is a stub (or has no
+ * cuDriverGetVersion) and p's a driver: real.c. Thread-safe; makes loader calls (never on the hot
+ * paths). */
+bool shim_real_offer(enum shim_fn id, void *p);
+
+/* After something was unloaded since the last check (dlclose, anywhere in the process): every
+ * slot whose function's object is gone is looked up again, or emptied. Cheap when nothing was
+ * unloaded (one dl_iterate_phdr step). */
+void shim_real_check_unloads(void);
 
 /* The next dlsym after the shim: another interposer's, else libc's (real.c). */
 typedef void *(*shim_dlsym_fn)(void *, const char *);
@@ -81,6 +94,9 @@ typedef void *(*shim_dlsym_fn)(void *, const char *);
  * load. */
 extern SHIM_HIDDEN bool shim_aside;
 shim_dlsym_fn shim_real_dlsym(void);
+/* The next dlclose after the shim's own (door_dlsym.c): another interposer's, else libc's. */
+typedef int (*shim_dlclose_fn)(void *);
+shim_dlclose_fn shim_real_dlclose(void);
 
 /* ---- doors (door_dlsym.c, door_procaddr.c) ---- */
 /* Row of the wrapped export named `symbol`, or -1. */

@@ -323,3 +323,93 @@ Test(doors, cuCtxDetach_asks_the_driver_only_when_counting)
         run_free(&r);
     }
 }
+
+/* The simulated driver's path, and door_prog's output with and without the shim (compared). */
+static const char *sim_driver(void)
+{
+    static char path[1100];
+    snprintf(path, sizeof path, "%s/libcuda.so.1", sim_libdir());
+    return path;
+}
+
+/* door_prog `argv` run plainly on the simulated device: the output the shim must not change. */
+static void door_prog_plain(char *out, size_t len, const char *const *argv)
+{
+    struct run_result r;
+    run_cmd(&r, argv, sim_env(NULL));
+    cr_assert_eq(r.status, 0, "%s%s", r.out, r.err);
+    snprintf(out, len, "%s", r.out);
+    run_free(&r);
+}
+
+/* door_prog stub_first under `cushim run`: the same output as without the shim (`expected`), and
+ * the driver's allocations counted: 1 MiB and 4 KiB, the 1 MiB freed, no failure. */
+static void stub_first(const char *stub, const char *mode, const char *expected)
+{
+    const char *argv[] = {program("door_prog"), "stub_first", stub, sim_driver(), mode, NULL};
+    char plain[2048];
+    door_prog_plain(plain, sizeof plain, argv);
+    cr_expect_str_eq(plain, expected);
+    struct run_result r;
+    json_t *j = run_under_cushim(&r, argv, sim_env(NULL));
+    cr_assert_eq(r.status, 0, "%s: %s%s", mode, r.out, r.err);
+    cr_expect_str_eq(r.out, expected, "%s", r.err);
+    cr_expect_eq(jpath_u64(j, "devices.0.device.alloc_count"), 2, "%s", mode);
+    cr_expect_eq(jpath_u64(j, "devices.0.device.free_count"), 1);
+    cr_expect_eq(jpath_u64(j, "devices.0.device.failed_count"), 0);
+    cr_expect_eq(jpath_u64(j, "devices.0.device.current_bytes"), 4096);
+    cr_expect_eq(jpath_u64(j, "devices.0.device.peak_bytes"), (1 << 20) + 4096);
+    json_decref(j);
+    run_free(&r);
+}
+
+#define STUB_DRIVER_OK "rc_start=0\nrc_alloc=0\nrc_alloc_small=0\nrc_info=0\nrc_free=0\n"
+
+/* A program that tries a stub libcuda (the toolkit's stubs/libcuda.so: every call returns
+ * CUDA_ERROR_STUB_LIBRARY, 34) before the driver, looking up cuMemAlloc_v2 in each. Before, the
+ * shim's slot kept the stub's function (first come): the driver's cuMemAlloc_v2 returned 34 for
+ * ever; with the stub dlclose()d first, the wrapper called unmapped code (SIGSEGV). Now a stub's
+ * function is handed out as it is (the stub's pointer still says 34 afterwards) and the driver's
+ * is counted. */
+Test(doors, a_stub_libcuda_tried_first_leaves_the_driver_counted)
+{
+    stub_first(SIM_CUDA_STUB, "again", "stub_init=34\nstub_alloc=34\n" STUB_DRIVER_OK "stub_alloc_again=34\n");
+    stub_first(SIM_CUDA_STUB, "close", "stub_init=34\nstub_alloc=34\nstub_close=0\nstub_unloaded=1\n" STUB_DRIVER_OK);
+}
+
+/* The same with a hand-made stub that has no cuDriverGetVersion (three functions returning 34):
+ * the slot holds its cuMemAlloc_v2 (it cannot be told from a forwarder) until the driver's
+ * comes, which takes its place; dlclose()d first, it leaves nothing behind. */
+Test(doors, a_partial_stub_tried_first_yields_to_the_driver)
+{
+    stub_first(program("libpartialstub.so"), "", "stub_init=34\nstub_alloc=34\n" STUB_DRIVER_OK);
+    stub_first(program("libpartialstub.so"), "close", "stub_init=34\nstub_alloc=34\nstub_close=0\nstub_unloaded=1\n" STUB_DRIVER_OK);
+}
+
+/* A program that dlclose()s libcuda (it is unloaded) and loads it again at another address, and
+ * one that unloads it before it exits. Before, the slots (the program's functions and those the
+ * shim calls itself) still pointed into the unloaded image: the second round crashed (SIGSEGV),
+ * and so did the exit report. Now the dlclose door finds them again or empties them. */
+Test(doors, libcuda_unloaded_and_loaded_again_elsewhere)
+{
+    for (int close_at_end = 0; close_at_end < 2; close_at_end++) {
+        const char *argv[] = {program("door_prog"), "reload", sim_driver(), close_at_end ? "close" : NULL, NULL};
+        const char *expected = close_at_end
+            ? "round1=0,0,0,0\nclose1=0\nunloaded1=1\nround2=0,0,0,0\nmoved=1\nclose2=0\nunloaded2=1\n"
+            : "round1=0,0,0,0\nclose1=0\nunloaded1=1\nround2=0,0,0,0\nmoved=1\n";
+        char plain[2048];
+        door_prog_plain(plain, sizeof plain, argv);
+        cr_expect_str_eq(plain, expected);
+        struct run_result r;
+        json_t *j = run_under_cushim(&r, argv, sim_env(NULL));
+        cr_assert_eq(r.status, 0, "close %d: %s%s", close_at_end, r.out, r.err);
+        cr_expect_str_eq(r.out, expected, "%s", r.err);
+        cr_expect_eq(jpath_u64(j, "devices.0.device.alloc_count"), 2);
+        cr_expect_eq(jpath_u64(j, "devices.0.device.free_count"), 2);
+        cr_expect_eq(jpath_u64(j, "devices.0.device.failed_count"), 0);
+        cr_expect_eq(jpath_u64(j, "devices.0.device.current_bytes"), 0);
+        cr_expect_eq(jpath_u64(j, "devices.0.device.peak_bytes"), 2 << 20);
+        json_decref(j);
+        run_free(&r);
+    }
+}
