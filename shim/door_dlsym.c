@@ -1,9 +1,11 @@
 /* Door 2: dlsym (DESIGN.md). dlsym(handle, ...) on libcuda's handle never looks at preloaded
- * libraries, so the shim exports its own dlsym. Only names cu[A-Z]... with a handle other than
- * RTLD_NEXT are touched; everything else, and every RTLD_NEXT lookup, is a tail call to the real
- * dlsym, so glibc still sees the caller's return address (RTLD_NEXT is relative to the caller).
- * A wrapped name's non-NULL answer is the wrapper when the shim calls that function
- * (shim_real_offer), else the function itself. The file also holds the dlclose door.
+ * libraries, so the shim exports its own dlsym. Only names cu[A-Z]... that the shim wraps are
+ * touched; everything else is a tail call to the real dlsym, so glibc still sees the caller's
+ * return address (RTLD_NEXT is relative to the caller), and so is an RTLD_NEXT lookup of a wrapped
+ * name unless glibc would answer it with the shim's own export. A wrapped name's answer is NULL
+ * exactly when it would be NULL without the shim; a non-NULL one is the wrapper when the shim
+ * calls that function (shim_real_offer), else the function itself. The file also holds the
+ * dlclose door.
  * This file is compiled with -O2 -foptimize-sibling-calls whatever the build type (meson.build);
  * tests/test_doors.c checks the RTLD_NEXT behaviour. The work that is not a tail call lives in
  * functions of its own (noinline), so the exported dlsym has no local whose address escapes (GCC
@@ -13,6 +15,7 @@
 #include <string.h>
 
 #include <dlfcn.h>
+#include <link.h>
 
 #include "shim/shim.h"
 
@@ -58,6 +61,79 @@ static inline SHIM_EARLY bool is_cu_name(const char *name)
     return name && name[0] == 'c' && name[1] == 'u' && name[2] >= 'A' && name[2] <= 'Z';
 }
 
+/* Whether the loaded object described by `info` holds address a (one of its PT_LOAD segments). */
+static bool object_holds(const struct dl_phdr_info *info, const void *a)
+{
+    uintptr_t x = (uintptr_t)a;
+    for (int k = 0; k < info->dlpi_phnum; k++) {
+        const ElfW(Phdr) *ph = &info->dlpi_phdr[k];
+        uintptr_t start = info->dlpi_addr + ph->p_vaddr;
+        if (ph->p_type == PT_LOAD && x >= start && x - start < ph->p_memsz)
+            return true;
+    }
+    return false;
+}
+
+/* dlclose of a handle the door opened itself (RTLD_NOLOAD: it unloads nothing). */
+static void close_handle(void *h)
+{
+    shim_dlclose_fn f = shim_real_dlclose();
+    if (h && f)
+        f(h);
+}
+
+/* The objects loaded between a caller and the shim, in the loader's order. */
+#define BETWEEN_MAX 8
+struct between {
+    const void *caller, *self;
+    bool caller_seen, self_seen, overflow;
+    unsigned n;
+    char names[BETWEEN_MAX][256];
+};
+
+static int collect_between(struct dl_phdr_info *info, size_t size, void *data)
+{
+    (void)size;
+    struct between *b = data;
+    if (object_holds(info, b->self)) {
+        b->self_seen = true;
+        return 1;
+    }
+    if (b->caller_seen) {
+        const char *name = info->dlpi_name ? info->dlpi_name : "";
+        if (b->n < BETWEEN_MAX && strlen(name) < sizeof b->names[0])
+            strcpy(b->names[b->n++], name);
+        else
+            b->overflow = true;
+    } else if (object_holds(info, b->caller)) {
+        b->caller_seen = true;
+    }
+    return 0;
+}
+
+/* Whether glibc answers dlsym(RTLD_NEXT, name) from `caller` with the shim's own export: the
+ * caller's object comes before the shim (the program, an interposer preloaded in front of it) and
+ * no object between them defines name. Objects are taken in the loader's order
+ * (dl_iterate_phdr), which is the order of the global scope for the program and its preloads. */
+static SHIM_EARLY __attribute__((noinline)) bool next_is_shim(shim_dlsym_fn real, const void *caller,
+                                                              const char *name)
+{
+    struct between b = {.caller = caller, .self = (const void *)&next_is_shim};
+    dl_iterate_phdr(collect_between, &b);
+    if (!b.caller_seen || !b.self_seen || b.overflow)
+        return false;
+    for (unsigned k = 0; k < b.n; k++) {
+        void *h = b.names[k][0] ? dlopen(b.names[k], RTLD_LAZY | RTLD_NOLOAD) : NULL;
+        void *p = h ? real(h, name) : NULL;
+        Dl_info i;
+        bool defines = p && dladdr(p, &i) && i.dli_fname && strcmp(i.dli_fname, b.names[k]) == 0;
+        close_handle(h);
+        if (defines)
+            return false;
+    }
+    return true;
+}
+
 /* The door's answer for a non-NULL p, the real function of row `row`: the wrapper when the shim
  * calls p (or another entry point of its library), else p itself (shim_real_offer). The shim's
  * own loader calls leave no error for the program's dlerror(): its lookup succeeded. */
@@ -66,6 +142,34 @@ static void *answer(int row, void *p)
     void *out = shim_real_offer((enum shim_fn)row, p) ? shim_fns[row].wrapper : p;
     dlerror();
     return out;
+}
+
+/* dlsym(RTLD_NEXT, name) from a caller that glibc would answer with the shim's export: the
+ * lookup goes on after the shim, as it would without it (NULL with dlerror() set when nothing
+ * after the shim has the function, e.g. no libcuda in the global scope). */
+static SHIM_EARLY __attribute__((noinline)) void *next_after_shim(shim_dlsym_fn real, int row,
+                                                                 const char *name)
+{
+    void *p = real(RTLD_NEXT, name); /* from here: the objects after the shim */
+    return p ? answer(row, p) : NULL;
+}
+
+/* RTLD_DEFAULT from a library loaded with RTLD_LOCAL searches its own scope after the global one
+ * (dlsym(3)): name in the caller's object and its dependencies, or NULL (and for the program
+ * itself, whose scope is the global one). */
+static void *caller_scope(shim_dlsym_fn real, const void *caller, int row, const char *name)
+{
+    Dl_info i;
+    struct link_map *lm = NULL;
+    if (!caller || !dladdr1(caller, &i, (void **)&lm, RTLD_DL_LINKMAP) || !lm || !lm->l_prev ||
+        !i.dli_fname || !i.dli_fname[0])
+        return NULL;
+    void *h = dlopen(i.dli_fname, RTLD_LAZY | RTLD_NOLOAD);
+    if (!h)
+        return NULL;
+    void *p = real(h, name);
+    close_handle(h);
+    return p == shim_fns[row].wrapper ? NULL : p;
 }
 
 /* A wrapped name looked up in `handle` (not RTLD_NEXT), from `caller`. */
@@ -77,17 +181,15 @@ static SHIM_EARLY __attribute__((noinline)) void *lookup_wrapped(shim_dlsym_fn r
     if (!p)
         return NULL;
     if (p == shim_fns[row].wrapper) {
-        /* The shim's own export (RTLD_DEFAULT, or the program's handle, finds it first): only if
-         * the driver has the function, as dlsym would answer without the shim; a probe such as
-         * dlsym(RTLD_DEFAULT, "cuMemGetMemPool") must not find a function the driver lacks. */
-        bool real_there = atomic_load_explicit(&shim_real_slot[row], memory_order_relaxed) != NULL ||
-                          shim_real_resolve((enum shim_fn)row) != NULL;
-        if (real_there)
-            return p;
-        /* NULL with dlerror() set, as glibc answers: the lookup again, after the shim (nothing
-         * there: the driver has no such function), whose error is the caller's to read (the
-         * resolve's dlopen and dlclose cleared the first one). */
+        /* The shim's own export (RTLD_DEFAULT, or the program's handle, finds it first): what the
+         * search finds after the shim is the answer, as dlsym gives it without the shim. For
+         * RTLD_DEFAULT the global scope after the shim, then the caller's own scope (libcuda
+         * loaded RTLD_LOCAL, as the runtime loads it, is found from a library that links it and
+         * not from the program); a probe such as dlsym(RTLD_DEFAULT, "cuMemGetMemPool") must not
+         * find a function the driver lacks. */
         p = real(RTLD_NEXT, name);
+        if (!p && handle == RTLD_DEFAULT && (p = caller_scope(real, caller, row, name)) == NULL)
+            p = real(RTLD_NEXT, name); /* NULL again, its error the caller's to read */
         if (!p)
             return NULL;
     }
@@ -105,7 +207,9 @@ static SHIM_EARLY __attribute__((noinline)) void *lookup_wrapped(shim_dlsym_fn r
 static inline __attribute__((always_inline)) SHIM_EARLY void *dlsym_body(void *handle, const char *name)
 {
     shim_dlsym_fn real = shim_real_dlsym();
-    if (handle == RTLD_NEXT || !is_cu_name(name) || shim.cfg.disable)
+    /* A copy of the shim that stands aside (shim_aside) passes lookups through too: the copy that
+     * counts may reach it as its next dlsym, and its wrappers' addresses are that copy's. */
+    if (!is_cu_name(name) || shim.cfg.disable || shim_aside)
         return real(handle, name); /* tail call: the caller stays the caller */
     /* A name the shim does not wrap: a tail call too. glibc searches RTLD_DEFAULT in the caller's
      * scope (dlsym(3)), and a library loaded with RTLD_LOCAL (a Python extension module) has
@@ -114,6 +218,14 @@ static inline __attribute__((always_inline)) SHIM_EARLY void *dlsym_body(void *h
     if (row < 0 || !shim_fns[row].wrapper)
         return real(handle, name);
     void *caller = __builtin_return_address(0);
+    if (handle == RTLD_NEXT) {
+        /* Relative to the caller: a tail call, unless glibc would answer the shim's own export
+         * (the program asking with no libcuda in the global scope got a wrapper that returned
+         * CUDA_ERROR_NOT_INITIALIZED, where dlsym says NULL without the shim). */
+        if (!next_is_shim(real, caller, name))
+            return real(handle, name);
+        return next_after_shim(real, row, name);
+    }
     return lookup_wrapped(real, handle, name, row, caller);
 }
 

@@ -135,6 +135,9 @@ Test(doors, dlsym_is_transparent)
      * "available", then CUDA_ERROR_NOT_INITIALIZED). */
     cr_expect(strstr(plain, "default_cuMemAlloc_v2=NULL@NULL\ndlerror_cuMemAlloc_v2=set\n") != NULL, "%s", plain);
     cr_expect(strstr(plain, "default_cuGetProcAddress_v2=NULL@NULL\n") != NULL, "%s", plain);
+    /* Before, RTLD_NEXT from the program found the shim's export next (calling it returned
+     * CUDA_ERROR_NOT_INITIALIZED). */
+    cr_expect(strstr(plain, "next_cuMemAlloc_v2=NULL@NULL\ndlerror_next_cuMemAlloc_v2=set\n") != NULL, "%s", plain);
 }
 
 /* A library loaded with RTLD_LOCAL (a Python extension module) that links libcuda and looks its
@@ -412,4 +415,47 @@ Test(doors, libcuda_unloaded_and_loaded_again_elsewhere)
         json_decref(j);
         run_free(&r);
     }
+}
+
+/* libcuda loaded RTLD_LOCAL (as the runtime loads it): RTLD_DEFAULT, RTLD_NEXT and the program's
+ * own handle do not find its functions, and the error is there to read; its handle does. Before,
+ * RTLD_DEFAULT and the program's handle found the wrapped ones (the check asked for libcuda.so.1
+ * by name, which finds local loads too) and RTLD_NEXT answered the shim's own export for every
+ * wrapped name. The same lines with and without the shim. */
+Test(doors, probes_of_a_locally_loaded_driver_find_what_dlsym_finds)
+{
+    const char *argv[] = {program("dlsym_prog"), "local_driver", sim_driver(), NULL};
+    static const char *const names[] = {"cuMemAlloc_v2", "cuGetProcAddress_v2", "cuMemCreate", "cuInit"};
+    char expected[2048] = "";
+    for (unsigned i = 0; i < sizeof names / sizeof names[0]; i++)
+        snprintf(expected + strlen(expected), sizeof expected - strlen(expected),
+                 "default_%s=NULL,dlerror=set\nnext_%s=NULL,dlerror=set\nprogram_%s=NULL,dlerror=set\n"
+                 "handle_%s=found,dlerror=(none)\n", names[i], names[i], names[i], names[i]);
+    for (int shimmed = 0; shimmed < 2; shimmed++) {
+        const char *extra[] = {shimmed ? preload_env() : "LD_PRELOAD", NULL};
+        struct run_result r;
+        run_cmd(&r, argv, sim_env(extra));
+        cr_assert_eq(r.status, 0, "%s%s", r.out, r.err);
+        cr_expect_str_eq(r.out, expected, "shim %d", shimmed);
+        run_free(&r);
+    }
+}
+
+/* libcuda loaded RTLD_GLOBAL: RTLD_DEFAULT and RTLD_NEXT (from the program, the shim next) find
+ * cuMemAlloc_v2, with no error left to read, and what they answer is counted: 1 MiB through
+ * RTLD_NEXT's, 4 KiB through RTLD_DEFAULT's. */
+Test(doors, probes_of_a_global_driver_answer_counted_functions)
+{
+    const char *argv[] = {program("dlsym_prog"), "global_driver", sim_driver(), NULL};
+    const char *expected = "default_cuMemAlloc_v2=found,dlerror=(none)\nnext_cuMemAlloc_v2=found,dlerror=(none)\n"
+                           "rc_start=0\nrc_alloc_next=0\nrc_alloc_default=0\n";
+    struct run_result r;
+    json_t *j = run_under_cushim(&r, argv, sim_env(NULL));
+    cr_assert_eq(r.status, 0, "%s%s", r.out, r.err);
+    cr_expect_str_eq(r.out, expected, "%s", r.err);
+    cr_expect_eq(jpath_u64(j, "devices.0.device.alloc_count"), 2);
+    cr_expect_eq(jpath_u64(j, "devices.0.device.current_bytes"), (1 << 20) + 4096);
+    cr_expect_eq(jpath_u64(j, "devices.0.device.peak_bytes"), (1 << 20) + 4096);
+    json_decref(j);
+    run_free(&r);
 }

@@ -1,5 +1,7 @@
 /* dlsym_prog: prints what dlsym answers for lookups the shim must not change, so a test can
- * compare runs with and without the shim. Symbols are named by the object that defines them. */
+ * compare runs with and without the shim. Symbols are named by the object that defines them.
+ * Modes (argv[1]): none, copy, local, local_driver, global_driver (each function says what it
+ * does). */
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -64,14 +66,85 @@ static int local_library(const char *path)
     return 0;
 }
 
+/* found or NULL, and whether dlerror() then has an error to read: set or (none). */
+static void probe(const char *what, void *p)
+{
+    const char *e = dlerror();
+    printf("%s=%s,dlerror=%s\n", what, p ? "found" : "NULL", e ? "set" : "(none)");
+}
+
+/* dlsym_prog local_driver PATH: the driver loaded RTLD_LOCAL, as the runtime loads it: the program
+ * finds its functions through the handle only, not with RTLD_DEFAULT, RTLD_NEXT or the program's
+ * own handle. */
+static int local_driver(const char *path)
+{
+    static const char *const names[] = {"cuMemAlloc_v2", "cuGetProcAddress_v2", "cuMemCreate",
+                                         "cuInit"};
+    void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    void *self = dlopen(NULL, RTLD_NOW);
+    if (!h || !self)
+        return 1;
+    for (unsigned i = 0; i < sizeof names / sizeof names[0]; i++) {
+        char what[128];
+        dlerror();
+        snprintf(what, sizeof what, "default_%s", names[i]);
+        probe(what, dlsym(RTLD_DEFAULT, names[i]));
+        snprintf(what, sizeof what, "next_%s", names[i]);
+        probe(what, dlsym(RTLD_NEXT, names[i]));
+        snprintf(what, sizeof what, "program_%s", names[i]);
+        probe(what, dlsym(self, names[i]));
+        snprintf(what, sizeof what, "handle_%s", names[i]);
+        probe(what, dlsym(h, names[i]));
+    }
+    return 0;
+}
+
+/* dlsym_prog global_driver PATH: the driver loaded RTLD_GLOBAL: RTLD_DEFAULT and RTLD_NEXT find
+ * cuMemAlloc_v2, and what they answer allocates (1 MiB through RTLD_NEXT's, 4 KiB through
+ * RTLD_DEFAULT's), both counted under the shim. */
+static int global_driver(const char *path)
+{
+    typedef int (*alloc_fn)(unsigned long long *, size_t);
+    void *h = dlopen(path, RTLD_NOW | RTLD_GLOBAL);
+    if (!h)
+        return 1;
+    int (*init)(unsigned) = (int (*)(unsigned))dlsym(RTLD_DEFAULT, "cuInit");
+    int (*device_get)(int *, int) = (int (*)(int *, int))dlsym(RTLD_DEFAULT, "cuDeviceGet");
+    int (*retain)(void **, int) = (int (*)(void **, int))dlsym(RTLD_DEFAULT, "cuDevicePrimaryCtxRetain");
+    int (*set_current)(void *) = (int (*)(void *))dlsym(RTLD_DEFAULT, "cuCtxSetCurrent");
+    dlerror();
+    alloc_fn by_default = (alloc_fn)dlsym(RTLD_DEFAULT, "cuMemAlloc_v2");
+    probe("default_cuMemAlloc_v2", (void *)by_default);
+    alloc_fn by_next = (alloc_fn)dlsym(RTLD_NEXT, "cuMemAlloc_v2");
+    probe("next_cuMemAlloc_v2", (void *)by_next);
+    if (!init || !device_get || !retain || !set_current || !by_default || !by_next)
+        return 2;
+    int dev = -1;
+    void *ctx = NULL;
+    unsigned long long a = 0, b = 0;
+    int r = init(0);
+    r = r ? r : device_get(&dev, 0);
+    r = r ? r : retain(&ctx, dev);
+    r = r ? r : set_current(ctx);
+    printf("rc_start=%d\n", r);
+    printf("rc_alloc_next=%d\n", by_next(&a, 1 << 20));
+    printf("rc_alloc_default=%d\n", by_default(&b, 4096));
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     if (argc == 3 && strcmp(argv[1], "copy") == 0)
         return through_a_copy(argv[2]);
     if (argc == 3 && strcmp(argv[1], "local") == 0)
         return local_library(argv[2]);
+    if (argc == 3 && strcmp(argv[1], "local_driver") == 0)
+        return local_driver(argv[2]);
+    if (argc == 3 && strcmp(argv[1], "global_driver") == 0)
+        return global_driver(argv[2]);
     if (argc != 1) {
-        fprintf(stderr, "usage: %s [copy PATH-OF-A-SHIM-COPY | local PATH-OF-LIBCUDAUSER]\n", argv[0]);
+        fprintf(stderr, "usage: %s [copy PATH-OF-A-SHIM-COPY | local PATH-OF-LIBCUDAUSER | "
+                "local_driver PATH-OF-LIBCUDA | global_driver PATH-OF-LIBCUDA]\n", argv[0]);
         return 2;
     }
     show("next_open_1", dlsym(RTLD_NEXT, "open"));
@@ -88,6 +161,10 @@ int main(int argc, char **argv)
     /* and the error to read, as glibc leaves it (a program that builds its message from it) */
     printf("dlerror_cuMemAlloc_v2=%s\n", dlerror() ? "set" : "(none)");
     show("default_cuGetProcAddress_v2", dlsym(RTLD_DEFAULT, "cuGetProcAddress_v2"));
+    /* the same from the program with RTLD_NEXT: the next object after it is the preloaded shim */
+    dlerror();
+    show("next_cuMemAlloc_v2", dlsym(RTLD_NEXT, "cuMemAlloc_v2"));
+    printf("dlerror_next_cuMemAlloc_v2=%s\n", dlerror() ? "set" : "(none)");
     show("default_cuInit", dlsym(RTLD_DEFAULT, "cuInit"));
     /* open() through whatever interposers are loaded: must not recurse. */
     int fd = open("/dev/null", O_RDONLY);
