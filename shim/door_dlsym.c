@@ -82,13 +82,15 @@ static void close_handle(void *h)
         f(h);
 }
 
-/* The objects loaded between a caller and the shim, in the loader's order. */
-#define BETWEEN_MAX 8
+/* The objects loaded between a caller and the shim, in the loader's order: an address in each
+ * (its first loaded segment), BETWEEN_MAX at a time, from the `skip`th on (more, any number of
+ * preloads, are taken in further passes). */
+#define BETWEEN_MAX 32
 struct between {
     const void *caller, *self;
-    bool caller_seen, self_seen, overflow;
-    unsigned n;
-    char names[BETWEEN_MAX][256];
+    bool caller_seen, self_seen;
+    unsigned skip, seen, n;
+    const void *in[BETWEEN_MAX];
 };
 
 static int collect_between(struct dl_phdr_info *info, size_t size, void *data)
@@ -100,38 +102,51 @@ static int collect_between(struct dl_phdr_info *info, size_t size, void *data)
         return 1;
     }
     if (b->caller_seen) {
-        const char *name = info->dlpi_name ? info->dlpi_name : "";
-        if (b->n < BETWEEN_MAX && strlen(name) < sizeof b->names[0])
-            strcpy(b->names[b->n++], name);
-        else
-            b->overflow = true;
+        if (b->seen++ < b->skip || b->n >= BETWEEN_MAX)
+            return 0;
+        for (int k = 0; k < info->dlpi_phnum; k++)
+            if (info->dlpi_phdr[k].p_type == PT_LOAD) {
+                b->in[b->n++] = (const void *)(info->dlpi_addr + info->dlpi_phdr[k].p_vaddr);
+                break;
+            }
     } else if (object_holds(info, b->caller)) {
         b->caller_seen = true;
     }
     return 0;
 }
 
+/* Whether the object that holds address `in` has its own definition of name. */
+static bool defines(shim_dlsym_fn real, const void *in, const char *name)
+{
+    Dl_info i, d;
+    if (!dladdr(in, &i) || !i.dli_fname || !i.dli_fname[0])
+        return false;
+    void *h = dlopen(i.dli_fname, RTLD_LAZY | RTLD_NOLOAD);
+    void *p = h ? real(h, name) : NULL;
+    bool own = p && dladdr(p, &d) && d.dli_fbase == i.dli_fbase;
+    close_handle(h);
+    return own;
+}
+
 /* Whether glibc answers dlsym(RTLD_NEXT, name) from `caller` with the shim's own export: the
  * caller's object comes before the shim (the program, an interposer preloaded in front of it) and
  * no object between them defines name. Objects are taken in the loader's order
- * (dl_iterate_phdr), which is the order of the global scope for the program and its preloads. */
+ * (dl_iterate_phdr, under the shim's fork-safe lock: shim_iterate_phdr), which is the order of
+ * the global scope for the program and its preloads. */
 static SHIM_EARLY __attribute__((noinline)) bool next_is_shim(shim_dlsym_fn real, const void *caller,
                                                               const char *name)
 {
-    struct between b = {.caller = caller, .self = (const void *)&next_is_shim};
-    dl_iterate_phdr(collect_between, &b);
-    if (!b.caller_seen || !b.self_seen || b.overflow)
-        return false;
-    for (unsigned k = 0; k < b.n; k++) {
-        void *h = b.names[k][0] ? dlopen(b.names[k], RTLD_LAZY | RTLD_NOLOAD) : NULL;
-        void *p = h ? real(h, name) : NULL;
-        Dl_info i;
-        bool defines = p && dladdr(p, &i) && i.dli_fname && strcmp(i.dli_fname, b.names[k]) == 0;
-        close_handle(h);
-        if (defines)
+    for (unsigned skip = 0;; skip += BETWEEN_MAX) {
+        struct between b = {.caller = caller, .self = (const void *)&next_is_shim, .skip = skip};
+        shim_iterate_phdr(collect_between, &b);
+        if (!b.caller_seen || !b.self_seen)
             return false;
+        for (unsigned k = 0; k < b.n; k++)
+            if (defines(real, b.in[k], name))
+                return false;
+        if (b.seen <= skip + BETWEEN_MAX)
+            return true;
     }
-    return true;
 }
 
 /* The door's answer for a non-NULL p, the real function of row `row`: the wrapper when the shim
@@ -230,10 +245,13 @@ static inline __attribute__((always_inline)) SHIM_EARLY void *dlsym_body(void *h
 }
 
 /* The dlclose door: after a dlclose that unloaded something, no slot keeps a function of an
- * unloaded library (shim_real_check_unloads): a program that unloads libcuda and loads it again
- * elsewhere, or unloads it before it exits (the exit report asks the driver), would have the
- * shim call unmapped code. Not a tail call: nothing in dlclose depends on its caller. */
-SHIM_EXPORT SHIM_EARLY int dlclose(void *handle)
+ * unloaded library (shim_real_check_unloads, which first asks, in one dl_iterate_phdr step,
+ * whether anything was unloaded since it last looked): a program that unloads libcuda and loads
+ * it again elsewhere, or unloads it before it exits (the exit report asks the driver), would have
+ * the shim call unmapped code. Not a tail call: nothing in dlclose depends on its caller.
+ * Exported with glibc's versions, as dlsym is (below): dlvsym(RTLD_DEFAULT, "dlclose",
+ * "GLIBC_2.34") finds the door too. */
+static inline __attribute__((always_inline)) SHIM_EARLY int dlclose_body(void *handle)
 {
     shim_dlclose_fn real = shim_real_dlclose();
     if (!real)
@@ -243,6 +261,26 @@ SHIM_EXPORT SHIM_EARLY int dlclose(void *handle)
         shim_real_check_unloads();
     return r;
 }
+
+int cushim_dlclose_current(void *handle);
+int cushim_dlclose_base(void *handle);
+
+SHIM_EXPORT SHIM_EARLY int cushim_dlclose_current(void *handle)
+{
+    return dlclose_body(handle);
+}
+
+SHIM_EXPORT SHIM_EARLY int cushim_dlclose_base(void *handle)
+{
+    return dlclose_body(handle);
+}
+
+__asm__(".symver cushim_dlclose_current, dlclose@@GLIBC_2.34");
+#if defined(__aarch64__)
+__asm__(".symver cushim_dlclose_base, dlclose@GLIBC_2.17");
+#else
+__asm__(".symver cushim_dlclose_base, dlclose@GLIBC_2.2.5");
+#endif
 
 /* dlsym is exported with glibc's versions (dlsym@@GLIBC_2.34 and the architecture's base version,
  * shim/dlsym-*.map): another interposer that looks up "the real dlsym" with dlvsym(RTLD_NEXT,

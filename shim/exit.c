@@ -206,6 +206,9 @@ void shim_exit_finish(bool driver_alive)
         atomic_exchange(&exit_done, 1))
         return;
     shim_depth = 1; /* our own driver calls below are not the program's */
+    /* An unload the dlclose door did not see (a library bound to glibc's dlclose: RTLD_DEEPBIND)
+     * leaves no slot in unmapped code for the calls below. */
+    shim_real_check_unloads();
     if (driver_alive) {
         offload_drain();
         graph_pool_sample_all();

@@ -13,21 +13,27 @@
  * - a stub's function never enters an empty slot from a door: the program gets it as it is (it
  *   allocates nothing, there is nothing to count);
  * - a slot moves to a door's function p only when its function q is gone, or q is a stub's and p
- *   is not, or q is a partial object's and p a driver's, and q is not what the shim's own exports
- *   reach by the loader's order (the next definition after the shim: what a program linked to
- *   libcuda calls without the shim). Then every other slot in q's object moves to p's object too;
- * - otherwise the door hands p out as it is, uncounted (said once): the program gets exactly what
- *   it would get without the shim. Two entry points of one object (dlsym's and cuGetProcAddress's)
- *   are one function for this: the slot keeps its own and the door hands out the wrapper.
- * After an unload (shim_real_check_unloads, from the dlclose door and the doors' offers) a slot
- * whose object is gone is looked up again, or emptied when nothing loaded has the function (the
- * next use resolves it again): it never keeps an address in unmapped memory. */
+ *   is not (and q is not what the shim's own exports reach by the loader's order: the next
+ *   definition after the shim, what a program linked to libcuda calls without the shim). Then
+ *   every other slot in q's object moves to p's object too;
+ * - q next after the shim (libcuda linked, a forwarder preloaded behind the shim such as HAMi's,
+ *   whatever it answers to cuDriverGetVersion) or a partial object's (a tracer, which cannot be
+ *   told from a hand-made stub) keeps its slot and the door hands out the wrapper (first come);
+ * - otherwise (q a driver's, p a second driver's) the door hands p out as it is, uncounted (said
+ *   once): the program gets exactly what it would get without the shim. Two entry points of one
+ *   object (dlsym's and cuGetProcAddress's) are one function for this: the slot keeps its own and
+ *   the door hands out the wrapper.
+ * After an unload (shim_real_check_unloads, from the dlclose door, the doors' offers that change
+ * nothing fast, and the exit report) a slot whose object is gone is looked up again, or emptied
+ * when nothing loaded has the function (the next use resolves it again): it never keeps an address
+ * in unmapped memory. Every dl_iterate_phdr runs under a lock fork waits for (shim_iterate_phdr). */
 #include <dlfcn.h>
 #include <link.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stddef.h>
 #include <string.h>
+#include <sys/auxv.h>
 
 #include "shim/shim.h"
 
@@ -47,21 +53,78 @@ _Atomic(void *) shim_real_slot[SHIM_FN_COUNT];
  * paths read the slot alone, without it. */
 static uint64_t slot_obj[SHIM_FN_COUNT];
 static atomic_flag slot_lock = ATOMIC_FLAG_INIT;
-static pthread_once_t slot_lock_fork_once = PTHREAD_ONCE_INIT;
 
-static void slot_lock_child(void)
+/* The distinct objects the slots' functions were found in (slot_obj's values, 0 left out), for
+ * shim_real_check_unloads: an unload that took none of them needs no look at the slots. Added to
+ * under slot_lock; rebuilt from slot_obj by the check after a slot moved. */
+#define REC_OBJS 8
+static uint64_t rec_objs[REC_OBJS];
+static unsigned rec_count;
+static bool rec_overflow;
+
+/* Records obj (under slot_lock). */
+static void rec_add(uint64_t obj)
 {
-    atomic_flag_clear_explicit(&slot_lock, memory_order_relaxed);
+    bool known = obj == 0;
+    for (unsigned k = 0; k < rec_count && !known; k++)
+        known = rec_objs[k] == obj;
+    if (!known && rec_count < REC_OBJS)
+        rec_objs[rec_count++] = obj;
+    else if (!known)
+        rec_overflow = true;
 }
 
-static void slot_lock_register_fork(void)
+static void lock_slots(void);
+static void unlock_slots(void);
+
+/* dl_iterate_phdr takes the loader's write lock, which glibc 2.36 does not reset in a forked
+ * child: a fork while another thread of the shim was inside it left the child's next
+ * dl_iterate_phdr (C++ unwinding, say) waiting for ever. The shim's calls run under phdr_mutex,
+ * which a fork waits for (pthread_atfork, registered by the constructor or at first use, before
+ * the shim's first call). The fork handlers hold slot_lock across the fork too, so a child never
+ * sees a slot and its object half changed. */
+static pthread_mutex_t phdr_mutex = PTHREAD_MUTEX_INITIALIZER;
+static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
+
+static void fork_prepare(void)
 {
-    /* A child forked while another thread held the lock starts with it free. */
-    pthread_atfork(NULL, NULL, slot_lock_child);
+    pthread_mutex_lock(&phdr_mutex);
+    lock_slots();
+}
+
+static void fork_release(void)
+{
+    unlock_slots();
+    pthread_mutex_unlock(&phdr_mutex);
+}
+
+static void fork_register(void)
+{
+    pthread_atfork(fork_prepare, fork_release, fork_release);
+}
+
+SHIM_EARLY void shim_real_fork_setup(void)
+{
+    pthread_once(&fork_once, fork_register);
+}
+
+__attribute__((constructor)) static void real_load(void)
+{
+    shim_real_fork_setup();
+}
+
+SHIM_EARLY int shim_iterate_phdr(int (*cb)(struct dl_phdr_info *, size_t, void *), void *data)
+{
+    shim_real_fork_setup();
+    pthread_mutex_lock(&phdr_mutex);
+    int r = dl_iterate_phdr(cb, data);
+    pthread_mutex_unlock(&phdr_mutex);
+    return r;
 }
 
 static void lock_slots(void)
 {
+    shim_real_fork_setup();
     while (atomic_flag_test_and_set_explicit(&slot_lock, memory_order_acquire))
         sched_yield();
 }
@@ -84,11 +147,11 @@ static void *slot_read(enum shim_fn id, uint64_t *obj)
 /* Stores fn (found in object obj) in row id's slot if the slot still holds `expect`. */
 static bool slot_replace(enum shim_fn id, void *expect, void *fn, uint64_t obj)
 {
-    pthread_once(&slot_lock_fork_once, slot_lock_register_fork);
     lock_slots();
     bool ok = atomic_load_explicit(&shim_real_slot[id], memory_order_relaxed) == expect;
     if (ok) {
         slot_obj[id] = obj;
+        rec_add(obj);
         atomic_store_explicit(&shim_real_slot[id], fn, memory_order_release);
     }
     unlock_slots();
@@ -145,20 +208,26 @@ static void close_own(void *h)
         f(h);
 }
 
-/* The identity of the loaded object that holds code address fn: its base and file name hashed
- * (FNV-1a), never 0; 0 when no loaded object holds fn. */
+/* An object's identity from its base (where its first segment is mapped) and file name, hashed
+ * (FNV-1a), never 0. */
+static uint64_t obj_hash(uintptr_t base, const char *name)
+{
+    uint64_t h = 1469598103934665603ull;
+    for (unsigned k = 0; k < sizeof base; k++)
+        h = (h ^ ((base >> (8 * k)) & 0xff)) * 1099511628211ull;
+    for (const char *c = name ? name : ""; *c; c++)
+        h = (h ^ (unsigned char)*c) * 1099511628211ull;
+    return h ? h : 1;
+}
+
+/* The identity of the loaded object that holds code address fn (obj_hash), 0 when no loaded
+ * object holds fn. */
 static uint64_t obj_id(const void *fn)
 {
     Dl_info i;
     if (!fn || !dladdr(fn, &i) || !i.dli_fbase)
         return 0;
-    uint64_t h = 1469598103934665603ull;
-    uintptr_t base = (uintptr_t)i.dli_fbase;
-    for (unsigned k = 0; k < sizeof base; k++)
-        h = (h ^ ((base >> (8 * k)) & 0xff)) * 1099511628211ull;
-    for (const char *c = i.dli_fname ? i.dli_fname : ""; *c; c++)
-        h = (h ^ (unsigned char)*c) * 1099511628211ull;
-    return h ? h : 1;
+    return obj_hash((uintptr_t)i.dli_fbase, i.dli_fname);
 }
 
 /* A handle on the loaded object that holds fn (dlopen RTLD_NOLOAD of its file name; close it with
@@ -309,30 +378,97 @@ static void move_object(enum shim_fn skip, uint64_t old, const void *to)
     dlerror(); /* the lookups' errors are not the program's */
 }
 
+/* Which of the recorded objects (rec_objs) are loaded: one pass over the loaded objects, each
+ * one's identity made as obj_id makes it (dladdr's dli_fbase is where the object's first PT_LOAD
+ * segment is mapped, dli_fname its dlpi_name). An identity that does not match for another reason
+ * is only a slower check (the slots' own, below), never a wrong one. */
+static uintptr_t page_size;
+
+struct present {
+    unsigned n;
+    uint64_t ids[REC_OBJS];
+    bool found[REC_OBJS];
+};
+
+static int mark_present(struct dl_phdr_info *info, size_t size, void *data)
+{
+    (void)size;
+    struct present *pr = data;
+    for (int k = 0; k < info->dlpi_phnum; k++) {
+        const ElfW(Phdr) *ph = &info->dlpi_phdr[k];
+        if (ph->p_type != PT_LOAD)
+            continue;
+        uintptr_t base = info->dlpi_addr + (ph->p_vaddr & ~(uintptr_t)(page_size - 1));
+        uint64_t id = obj_hash(base, info->dlpi_name);
+        for (unsigned j = 0; j < pr->n; j++)
+            pr->found[j] |= pr->ids[j] == id;
+        break;
+    }
+    return 0;
+}
+
 SHIM_EARLY void shim_real_check_unloads(void)
 {
     unsigned long long subs = 0;
-    dl_iterate_phdr(count_subs, &subs);
+    shim_iterate_phdr(count_subs, &subs);
     unsigned long long seen = atomic_load_explicit(&checked_subs, memory_order_acquire);
     if (subs == seen)
         return;
     for (unsigned k = 0; k < RANK_CACHE; k++)
         atomic_store_explicit(&rank_cache[k], 0, memory_order_relaxed);
-    int moved = 0, emptied = 0;
-    for (int i = 0; i < SHIM_FN_COUNT; i++) {
-        uint64_t obj;
-        void *s = slot_read((enum shim_fn)i, &obj);
-        /* obj 0: found where no loaded object was (an interposer's trampoline): kept */
-        if (!s || obj == 0 || obj_id(s) == obj)
-            continue;
-        void *n = lookup((enum shim_fn)i);
-        if (slot_replace((enum shim_fn)i, s, n, obj_id(n)))
-            n ? moved++ : emptied++;
+    /* Something was unloaded: first, cheaply, whether it was an object a slot's function is in. */
+    if (!page_size)
+        page_size = (uintptr_t)getauxval(AT_PAGESZ);
+    struct present pr = {0};
+    lock_slots();
+    bool overflow = rec_overflow;
+    pr.n = rec_count;
+    memcpy(pr.ids, rec_objs, sizeof pr.ids);
+    unlock_slots();
+    bool all = !overflow;
+    if (all && pr.n > 0) {
+        shim_iterate_phdr(mark_present, &pr);
+        for (unsigned j = 0; j < pr.n; j++)
+            all = all && pr.found[j];
     }
-    if (moved || emptied)
-        LOG_INFO("a driver library was unloaded: %d of its functions found again, %d gone", moved,
-                 emptied);
-    dlerror(); /* the lookups' errors are not the program's */
+    if (!all) {
+        /* Then each slot, each distinct object it was found in asked once (dladdr). */
+        struct { uint64_t obj; bool alive; } asked[16];
+        unsigned n_asked = 0;
+        int moved = 0, emptied = 0;
+        for (int i = 0; i < SHIM_FN_COUNT; i++) {
+            uint64_t obj;
+            void *s = slot_read((enum shim_fn)i, &obj);
+            /* obj 0: found where no loaded object was (an interposer's trampoline): kept */
+            if (!s || obj == 0)
+                continue;
+            int alive = -1;
+            for (unsigned k = 0; k < n_asked && alive < 0; k++)
+                if (asked[k].obj == obj)
+                    alive = asked[k].alive;
+            if (alive < 0) {
+                alive = obj_id(s) == obj;
+                if (n_asked < sizeof asked / sizeof asked[0])
+                    asked[n_asked++] = (__typeof__(asked[0])){obj, alive};
+            }
+            if (alive)
+                continue;
+            void *n = lookup((enum shim_fn)i);
+            if (slot_replace((enum shim_fn)i, s, n, obj_id(n)))
+                n ? moved++ : emptied++;
+        }
+        /* The recorded objects again, from the slots as they are now. */
+        lock_slots();
+        rec_count = 0;
+        rec_overflow = false;
+        for (int i = 0; i < SHIM_FN_COUNT; i++)
+            rec_add(atomic_load_explicit(&shim_real_slot[i], memory_order_relaxed) ? slot_obj[i] : 0);
+        unlock_slots();
+        if (moved || emptied)
+            LOG_INFO("a driver library was unloaded: %d of its functions found again, %d gone",
+                     moved, emptied);
+        dlerror(); /* the lookups' errors are not the program's */
+    }
     atomic_compare_exchange_strong(&checked_subs, &seen, subs);
 }
 
@@ -343,10 +479,15 @@ enum offer_verdict { KEEP_SLOT, TAKE_P, HAND_OUT_P };
  * - a hook on either side (a function that is not its object's own definition of the name: an
  *   interposer's wrapper handed out by its dlsym or cuGetProcAddress) is a chain through that
  *   interposer: the slot keeps q, the door hands out the wrapper;
- * - both are their libraries' own definitions: q yields to p when q is a stub's, or a partial
- *   library's and p a driver's, unless q is what the shim's exports stand in front of (the
- *   program's own calls reach it, linked to it); a partial library there (a forwarder, an
- *   interposer behind the shim) keeps its place; otherwise the door hands p out as it is. */
+ * - q what the shim's exports stand in front of (the next definition after the shim: libcuda
+ *   linked by the program, a forwarder preloaded behind the shim such as HAMi's, whatever its
+ *   cuDriverGetVersion answers): the slot keeps q, the door hands out the wrapper, as the
+ *   program's own calls reach q; except when q is a true stub's and p is not, where the wrapper
+ *   would answer the stub's error for the driver's function: p is handed out as it is;
+ * - q a true stub's (its cuDriverGetVersion fails): q yields to p;
+ * - q a partial library's (no cuDriverGetVersion: a tracer, a forwarder, a hand-made stub): the
+ *   slot keeps q, the door hands out the wrapper (first come);
+ * - q a driver's: p (a second driver's) is handed out as it is. */
 static enum offer_verdict verdict(enum shim_fn id, void *q, void *p, int p_rank)
 {
     if (p_rank == OBJ_STUB)
@@ -355,9 +496,11 @@ static enum offer_verdict verdict(enum shim_fn id, void *q, void *p, int p_rank)
         return KEEP_SLOT;
     int q_rank = obj_rank(q);
     if (is_next_after_shim(id, q))
-        return q_rank == OBJ_PARTIAL ? KEEP_SLOT : HAND_OUT_P;
-    if (q_rank == OBJ_STUB || (q_rank == OBJ_PARTIAL && p_rank == OBJ_DRIVER))
+        return q_rank == OBJ_STUB ? HAND_OUT_P : KEEP_SLOT;
+    if (q_rank == OBJ_STUB)
         return TAKE_P;
+    if (q_rank == OBJ_PARTIAL)
+        return KEEP_SLOT;
     return HAND_OUT_P;
 }
 

@@ -77,8 +77,8 @@ static inline void *shim_real(enum shim_fn id)
  * now holds p, or keeps a function that serves for it (another entry point of p's library, an
  * interposer's hook in a chain to it). False when the door hands out p as it is, uncounted: a
  * stub library's, a second library's while the slot's is still loaded, the shim's own wrapper.
- * The slot moves to p when its function's library was unloaded, or is a stub (or has no
- * cuDriverGetVersion) and p's a driver: real.c. Thread-safe; makes loader calls (never on the hot
+ * The slot moves to p when its function's library was unloaded, or is a true stub (its
+ * cuDriverGetVersion fails) and p's is not: real.c. Thread-safe; makes loader calls (never on the hot
  * paths). */
 bool shim_real_offer(enum shim_fn id, void *p);
 
@@ -86,6 +86,14 @@ bool shim_real_offer(enum shim_fn id, void *p);
  * slot whose function's object is gone is looked up again, or emptied. Cheap when nothing was
  * unloaded (one dl_iterate_phdr step). */
 void shim_real_check_unloads(void);
+
+/* dl_iterate_phdr under the shim's lock that fork waits for (real.c): the shim's every call of it
+ * goes through here, so a forked child never starts with the loader's lock held by the shim. */
+struct dl_phdr_info;
+int shim_iterate_phdr(int (*cb)(struct dl_phdr_info *, size_t, void *), void *data);
+/* The fork handlers of the shim's loader and slot locks registered (once; the constructor, and
+ * every first use before it). */
+void shim_real_fork_setup(void);
 
 /* The next dlsym after the shim: another interposer's, else libc's (real.c). */
 typedef void *(*shim_dlsym_fn)(void *, const char *);

@@ -381,12 +381,65 @@ Test(doors, a_stub_libcuda_tried_first_leaves_the_driver_counted)
 }
 
 /* The same with a hand-made stub that has no cuDriverGetVersion (three functions returning 34):
- * the slot holds its cuMemAlloc_v2 (it cannot be told from a forwarder) until the driver's
- * comes, which takes its place; dlclose()d first, it leaves nothing behind. */
-Test(doors, a_partial_stub_tried_first_yields_to_the_driver)
+ * it cannot be told from a tracer or a forwarder (tests/programs/driver_stub.c), so the slot keeps
+ * its function (first come) and the driver's cuMemAlloc_v2 is handed out as the wrapper, which
+ * calls the stub's (README Limits). The rework that let the driver's take the slot bypassed a
+ * tracer looked up first; dlclose()d before the driver is loaded, the stub leaves nothing behind
+ * and the driver is counted. */
+Test(doors, a_partial_stub_tried_first_keeps_its_slot_until_unloaded)
 {
-    stub_first(program("libpartialstub.so"), "", "stub_init=34\nstub_alloc=34\n" STUB_DRIVER_OK);
     stub_first(program("libpartialstub.so"), "close", "stub_init=34\nstub_alloc=34\nstub_close=0\nstub_unloaded=1\n" STUB_DRIVER_OK);
+    const char *argv[] = {program("door_prog"), "stub_first", program("libpartialstub.so"), sim_driver(), NULL};
+    struct run_result r;
+    json_t *j = run_under_cushim(&r, argv, sim_env(NULL));
+    cr_assert_eq(r.status, 0, "%s%s", r.out, r.err);
+    cr_expect_str_eq(r.out, "stub_init=34\nstub_alloc=34\nrc_start=0\nrc_alloc=34\nrc_alloc_small=34\nrc_info=0\nrc_free=1\n",
+                     "%s", r.err);
+    cr_expect_eq(jpath_u64(j, "devices.0.device.alloc_count"), 0);
+    json_decref(j);
+    run_free(&r);
+}
+
+/* A forwarder with cuDriverGetVersion (HAMi-like: it answers like a driver) preloaded behind the
+ * shim fills the slot first (a dlsym lookup), then the runtime's cuGetProcAddress offers the
+ * driver's own function. The rework handed that out as it was, so every cudaMalloc went
+ * uncounted; the slot keeps what the shim's exports stand in front of, and the runtime gets the
+ * wrapper (through the forwarder to the driver). */
+Test(doors, a_forwarder_behind_the_shim_keeps_the_runtime_counted)
+{
+    char pre[2100];
+    snprintf(pre, sizeof pre, "LD_PRELOAD=%s %s", shim_lib(), program("libdriverstubv.so"));
+    char report[512];
+    snprintf(report, sizeof report, "CUSHIM_REPORT=%s/forwarder.json", test_dir());
+    const char *extra[] = {pre, report, "CUSHIM_REPORT_FORMAT=json", NULL};
+    const char *argv[] = {"timeout", "20", program("rt_prog"), "lookup_first", NULL};
+    struct run_result r;
+    run_cmd(&r, argv, sim_env(extra));
+    cr_assert_eq(r.status, 0, "%s%s", r.out, r.err);
+    cr_expect_eq(strstr(r.out, "lookup=found\n"), r.out, "%s", r.out);
+    cr_expect_null(strstr(r.err, "second library"), "%s", r.err);
+    json_t *j = json_load(strchr(report, '=') + 1);
+    cr_expect_eq(jpath_u64(j, "devices.0.device.alloc_count"), 4);
+    cr_expect_eq(jpath_u64(j, "devices.0.device.current_bytes"), 350);
+    cr_expect_eq(jpath_u64(j, "devices.0.device.peak_bytes"), 350);
+    json_decref(j);
+    run_free(&r);
+}
+
+/* Forked children walk the loaded objects (dl_iterate_phdr: C++ unwinding) while other threads
+ * look driver functions up and close libraries through the doors. The rework's checks called
+ * dl_iterate_phdr there, and glibc 2.36 does not reset its lock in a child: 8 of 200 children
+ * hung. The shim's calls of it now run under a lock that fork waits for. Bounded: 60 s. */
+Test(doors, forked_children_never_hang_in_the_loader, .timeout = 120)
+{
+    const char *argv[] = {"timeout", "60", program("rt_prog"), "fork_lookups", NULL};
+    const char *extra[] = {preload_env(), NULL};
+    struct run_result r;
+    run_cmd(&r, argv, sim_env(extra));
+    cr_assert_eq(r.status, 0, "%s%s", r.out, r.err);
+    cr_expect_eq(kv_u64(r.out, "children_hung"), 0, "%s", r.out);
+    cr_expect_eq(kv_u64(r.out, "children_failed"), 0, "%s", r.out);
+    run_free(&r);
 }
 
 /* A program that dlclose()s libcuda (it is unloaded) and loads it again at another address, and
@@ -417,6 +470,30 @@ Test(doors, libcuda_unloaded_and_loaded_again_elsewhere)
     }
 }
 
+/* libcuda unloaded past the dlclose door's name (a library loaded with RTLD_DEEPBIND, whose
+ * dlclose binds to glibc's; dlvsym(RTLD_DEFAULT, "dlclose", "GLIBC_2.34")) with 1 MiB still
+ * allocated, then the program exits. Before, the exit report called the unloaded driver (SIGSEGV);
+ * now the report looks for unloads first, and the versioned dlclose is the door. */
+Test(doors, an_unload_the_door_does_not_see_leaves_the_exit_report_whole)
+{
+    for (int vsym = 0; vsym < 2; vsym++) {
+        const char *argv[] = {program("door_prog"), "unload_unseen", sim_driver(), vsym ? "vsym" : "deep",
+                              vsym ? NULL : program("libdeepclose.so"), NULL};
+        const char *expected = "rc_start=0\nrc_alloc=0\nclose=0\nunloaded=1\n";
+        char plain[2048];
+        door_prog_plain(plain, sizeof plain, argv);
+        cr_expect_str_eq(plain, expected);
+        struct run_result r;
+        json_t *j = run_under_cushim(&r, argv, sim_env(NULL));
+        cr_assert_eq(r.status, 0, "vsym %d: %s%s", vsym, r.out, r.err);
+        cr_expect_str_eq(r.out, expected, "%s", r.err);
+        cr_expect_eq(jpath_u64(j, "devices.0.device.alloc_count"), 1);
+        cr_expect_eq(jpath_u64(j, "devices.0.device.current_bytes"), 1 << 20, "kept until exit");
+        json_decref(j);
+        run_free(&r);
+    }
+}
+
 /* libcuda loaded RTLD_LOCAL (as the runtime loads it): RTLD_DEFAULT, RTLD_NEXT and the program's
  * own handle do not find its functions, and the error is there to read; its handle does. Before,
  * RTLD_DEFAULT and the program's handle found the wrapped ones (the check asked for libcuda.so.1
@@ -431,8 +508,13 @@ Test(doors, probes_of_a_locally_loaded_driver_find_what_dlsym_finds)
         snprintf(expected + strlen(expected), sizeof expected - strlen(expected),
                  "default_%s=NULL,dlerror=set\nnext_%s=NULL,dlerror=set\nprogram_%s=NULL,dlerror=set\n"
                  "handle_%s=found,dlerror=(none)\n", names[i], names[i], names[i], names[i]);
-    for (int shimmed = 0; shimmed < 2; shimmed++) {
-        const char *extra[] = {shimmed ? preload_env() : "LD_PRELOAD", NULL};
+    /* 2: nine libraries preloaded in front of the shim (the rework looked at 8 at most, then let
+     * RTLD_NEXT answer the shim's own export: "found") */
+    char many[4096];
+    snprintf(many, sizeof many, "LD_PRELOAD=libm.so.6 libdl.so.2 librt.so.1 libutil.so.1 libanl.so.1 "
+             "libresolv.so.2 libpthread.so.0 libnss_files.so.2 %s %s", program("libdeepclose.so"), shim_lib());
+    for (int shimmed = 0; shimmed < 3; shimmed++) {
+        const char *extra[] = {shimmed == 2 ? many : shimmed ? preload_env() : "LD_PRELOAD", NULL};
         struct run_result r;
         run_cmd(&r, argv, sim_env(extra));
         cr_assert_eq(r.status, 0, "%s%s", r.out, r.err);

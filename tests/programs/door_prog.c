@@ -11,7 +11,12 @@
  *     loads DRIVER, allocates 1 MiB, asks cuMemGetInfo, frees, dlclose()s it (it is unloaded),
  *     maps a page where it was so that it loads elsewhere next, then the same with 2 MiB.
  *     `close`: the second load is dlclose()d before the program exits (the shim's exit report
- *     asks the driver for its figures). */
+ *     asks the driver for its figures).
+ *   door_prog unload_unseen DRIVER deep LIB | vsym
+ *     loads DRIVER, allocates 1 MiB (kept), then unloads DRIVER where the shim's dlclose door is
+ *     not called by name: through LIB (libdeepclose.so) loaded with RTLD_DEEPBIND, whose dlclose
+ *     binds to glibc's, or through dlvsym(RTLD_DEFAULT, "dlclose", "GLIBC_2.34"); then exits (the
+ *     shim's exit report asks the driver). */
 #include <cuda.h>
 #include <dlfcn.h>
 #include <stdbool.h>
@@ -155,6 +160,29 @@ static int reload(const char *driver, bool close_at_end)
     return 0;
 }
 
+static int unload_unseen(const char *driver, const char *how, const char *lib)
+{
+    struct driver d;
+    if (!open_driver(&d, driver))
+        return 1;
+    CUdeviceptr p = 0;
+    printf("rc_start=%d\n", (int)start(&d));
+    printf("rc_alloc=%d\n", (int)d.alloc(&p, 1 << 20));
+    int (*close_fn)(void *) = NULL;
+    if (strcmp(how, "deep") == 0 && lib) {
+        void *x = dlopen(lib, RTLD_NOW | RTLD_LOCAL | RTLD_DEEPBIND);
+        close_fn = x ? (int (*)(void *))dlsym(x, "deep_close") : NULL;
+    } else if (strcmp(how, "vsym") == 0) {
+        close_fn = (int (*)(void *))dlvsym(RTLD_DEFAULT, "dlclose", "GLIBC_2.34");
+    }
+    if (!close_fn)
+        return 2;
+    printf("close=%d\n", close_fn(d.handle));
+    printf("unloaded=%d\n", unloaded(driver));
+    fflush(stdout);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     setvbuf(stdout, NULL, _IOLBF, 0);
@@ -162,6 +190,9 @@ int main(int argc, char **argv)
         return stub_first(argv[2], argv[3], argc == 5 ? argv[4] : "");
     if ((argc == 3 || argc == 4) && strcmp(argv[1], "reload") == 0)
         return reload(argv[2], argc == 4 && strcmp(argv[3], "close") == 0);
-    fprintf(stderr, "usage: %s stub_first STUB DRIVER [close|again] | reload DRIVER [close]\n", argv[0]);
+    if ((argc == 4 || argc == 5) && strcmp(argv[1], "unload_unseen") == 0)
+        return unload_unseen(argv[2], argv[3], argc == 5 ? argv[4] : NULL);
+    fprintf(stderr, "usage: %s stub_first STUB DRIVER [close|again] | reload DRIVER [close] | "
+            "unload_unseen DRIVER deep LIB | vsym\n", argv[0]);
     return 2;
 }

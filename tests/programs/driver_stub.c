@@ -29,3 +29,7 @@ FORWARD(cuDevicePrimaryCtxRetain, (CUcontext * c, CUdevice d), (c, d))
 FORWARD(cuCtxSetCurrent, (CUcontext c), (c))
 FORWARD(cuMemAlloc_v2, (CUdeviceptr * p, size_t n), (p, n))
 FORWARD(cuMemFree_v2, (CUdeviceptr p), (p))
+#ifdef WITH_VERSION
+/* libdriverstubv.so: a full forwarder (HAMi's libvgpu.so, say) forwards this one too. */
+FORWARD(cuDriverGetVersion, (int *v), (v))
+#endif

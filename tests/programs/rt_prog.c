@@ -3,7 +3,10 @@
  * Each scenario prints "key=value" lines, ending with the simulated device's own counters. */
 #include <cuda.h>
 #include <cudaTypedefs.h>
+#include <dlfcn.h>
 #include <fcntl.h>
+#include <link.h>
+#include <signal.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -729,6 +732,77 @@ static int scenario_peaks(void)
     return 0;
 }
 
+/* The driver's cuMemAlloc_v2 looked up through dlsym before the runtime's first call: with a
+ * forwarder preloaded behind the shim, the lookup fills the shim's slot with the forwarder's
+ * function (the next one after the shim); then the peaks scenario through the runtime. */
+static int scenario_lookup_first(void)
+{
+    printf("lookup=%s\n", dlsym(RTLD_DEFAULT, "cuMemAlloc_v2") ? "found" : "none");
+    return scenario_peaks();
+}
+
+/* Two threads look driver functions up (RTLD_NEXT, RTLD_DEFAULT) and close a library (the
+ * dlclose door; it stays loaded: the main thread holds it, as the loader's own list changing
+ * would hang a child without the shim too) while the main thread forks 200 children, each of which walks the loaded objects
+ * (dl_iterate_phdr, as C++ exception unwinding does) within 5 seconds. */
+static atomic_int fork_stop;
+
+static void *fork_looker(void *arg)
+{
+    (void)arg;
+    for (unsigned i = 0; !atomic_load(&fork_stop); i++) {
+        dlsym(RTLD_NEXT, "cuMemAlloc_v2");
+        dlsym(RTLD_DEFAULT, "cuMemFree_v2");
+        if (i % 8 == 0) {
+            void *m = dlopen("libm.so.6", RTLD_NOW);
+            if (m)
+                dlclose(m);
+        }
+    }
+    return NULL;
+}
+
+static int count_objects(struct dl_phdr_info *info, size_t size, void *data)
+{
+    (void)info;
+    (void)size;
+    ++*(int *)data;
+    return 0;
+}
+
+static int scenario_fork_lookups(void)
+{
+    void *a;
+    CHECK(cudaMalloc(&a, 100));
+    if (!dlopen("libm.so.6", RTLD_NOW))
+        return 1;
+    pthread_t t[2];
+    for (int i = 0; i < 2; i++)
+        pthread_create(&t[i], NULL, fork_looker, NULL);
+    int hung = 0, failed = 0;
+    for (int i = 0; i < 200; i++) {
+        pid_t c = fork();
+        if (c == 0) {
+            alarm(5);
+            int n = 0;
+            dl_iterate_phdr(count_objects, &n);
+            _exit(n > 0 ? 0 : 1);
+        }
+        int st = 0;
+        if (c < 0 || waitpid(c, &st, 0) != c)
+            failed++;
+        else if (WIFSIGNALED(st) && WTERMSIG(st) == SIGALRM)
+            hung++;
+        else if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+            failed++;
+    }
+    atomic_store(&fork_stop, 1);
+    for (int i = 0; i < 2; i++)
+        pthread_join(t[i], NULL);
+    printf("children_hung=%d\nchildren_failed=%d\n", hung, failed);
+    return 0;
+}
+
 static int scenario_reset_peak(void)
 {
     void *a, *b, *c;
@@ -1408,7 +1482,8 @@ static const struct scenario scenarios[] = {
     {"ipc_parent_other_device", scenario_ipc_parent_other_device, 2},
     {"ipc_parent_capture", scenario_ipc_parent_capture, 1},           {"reset", scenario_reset, 1}, {"cancel_phase", scenario_cancel_phase, 1},
     {"async_reset", scenario_async_reset, 1},
-    {"peaks", scenario_peaks, 1},           {"reset_peak", scenario_reset_peak, 1},
+    {"peaks", scenario_peaks, 1},           {"lookup_first", scenario_lookup_first, 1},
+    {"fork_lookups", scenario_fork_lookups, 1},           {"reset_peak", scenario_reset_peak, 1},
     {"two_devices", scenario_two_devices, 2}, {"oom", scenario_oom, 1},
     {"ctx_destroy", scenario_ctx_destroy, 2}, {"ctx_detach", scenario_ctx_detach, 1}, {"many_reset", scenario_many_reset, 1},
     {"ctx_destroy_thread", scenario_ctx_destroy_thread, 2},
