@@ -1000,6 +1000,45 @@ Test(live, top_draws_processes_and_device_totals)
 
 /* With a device budget, top shows a LIMIT column: the budget of a process that has one, "-" for
  * one that has none. */
+/* A budget refusal of a live process, in the exposition and in stat (before, the new counter was
+ * only ever seen as 0 there; found by a test audit helper). */
+Test(live, a_budget_refusal_is_in_the_exposition_and_stat)
+{
+    const char *segdir = fresh_dir("seg-t-refused");
+    const char *ready = fresh_dir("ready-t-refused");
+    char hold[700], p[32], seg[700], labels[900];
+    snprintf(hold, sizeof hold, "%s/go-t-refused", test_dir());
+    const char *argv[] = {program("rt_prog"), "hold_refused", NULL};
+    pid_t pid = spawn_bg(argv, live_env_with(segdir, ready, hold, "CUSHIM_DEVICE_LIMIT=2MiB"));
+    pid_t rp;
+    wait_ready(ready, 1, &rp);
+    cr_assert_eq(rp, pid);
+    snprintf(p, sizeof p, "%d", (int)pid);
+    snprintf(seg, sizeof seg, "CUSHIM_SEGMENT_DIR=%s", segdir);
+    const char *env[] = {seg, NULL};
+    snprintf(labels, sizeof labels, "pid=\"%d\",command=\"%s hold_refused\",device=\"0\","
+             "uuid=\"GPU-00010203-0405-0607-0809-0a0b0c0d0e0f\"", (int)pid, program("rt_prog"));
+    struct run_result r;
+    const char *prom[] = {cushim_bin(), "stat", p, "--prometheus", NULL};
+    run_cmd(&r, prom, env);
+    cr_expect_eq(r.status, 0, "%s", r.err);
+    expect_prom(r.out, labels, "cushim_device_limit_refusals_total", NULL, 1);
+    expect_prom(r.out, labels, "cushim_failed_allocations_total", "device", 1);
+    expect_prom(r.out, labels, "cushim_device_limit_bytes", NULL, 2 * MiB);
+    run_free(&r);
+    const char *json[] = {cushim_bin(), "stat", p, "--json", NULL};
+    run_cmd(&r, json, env);
+    cr_expect_eq(r.status, 0, "%s", r.err);
+    cr_expect(strstr(r.out, "\"limit_refused_count\": 1") != NULL, "%s", r.out);
+    run_free(&r);
+    const char *text[] = {cushim_bin(), "stat", p, NULL};
+    run_cmd(&r, text, env);
+    cr_expect(strstr(r.out, "  limit 2.00 MiB (1 request refused by it)\n") != NULL, "%s", r.out);
+    run_free(&r);
+    touch(hold);
+    cr_expect_eq(wait_bg(pid), 0);
+}
+
 Test(live, top_shows_the_device_limit_when_a_process_has_one)
 {
     const char *segdir = fresh_dir("seg-t-limit");

@@ -385,50 +385,66 @@ static int scenario_vmm_import_own(void)
     return 0;
 }
 
-/* Multicast objects (NCCL's NVLS buffers): one made here (in no table), exported and imported
- * twice, as another team member would: the first import is added to a device before it is
- * mapped (never memory), the second mapped before it is bound (counted as imported by the
- * mapping, then taken back). Then an unmap of the local object's mapping and of a counted mapping
- * after it in one call: the counted one's handle, released, is freed. Granularity g; the
- * object is 4 g. */
+/* Multicast objects (NCCL's NVLS buffers), two devices: one made here (in no table) for a team of
+ * two, device 0 added and device 0's memory bound; exported and imported four times, as other
+ * team members would: the first import adds device 1 before it is mapped (never memory); the
+ * others are mapped before their first multicast call (counted as imported by the mapping, then
+ * taken back): a bind, a bind by address, an unbind. Then an unmap of the local object's mapping
+ * and of a counted mapping after it in one call: the counted one's handle, released, is freed.
+ * Granularity g; the object is 4 g. */
 static int scenario_multicast(void)
 {
     struct vmm_api v = vmm_api();
     PFN_cuMemExportToShareableHandle_v10020 export_ = entry("cuMemExportToShareableHandle", 10020);
     PFN_cuMemImportFromShareableHandle_v10020 import_ = entry("cuMemImportFromShareableHandle", 10020);
+    PFN_cuMemSetAccess_v10020 access = entry("cuMemSetAccess", 10020);
     PFN_cuMulticastCreate_v12010 mc_create = entry("cuMulticastCreate", 12010);
     PFN_cuMulticastAddDevice_v12010 mc_add = entry("cuMulticastAddDevice", 12010);
     PFN_cuMulticastBindMem_v12010 mc_bind = entry("cuMulticastBindMem", 12010);
+    PFN_cuMulticastBindAddr_v12010 mc_bind_addr = entry("cuMulticastBindAddr", 12010);
     PFN_cuMulticastUnbind_v12010 mc_unbind = entry("cuMulticastUnbind", 12010);
     CHECK(cudaFree(NULL));
     CUmemAllocationProp prop = vmm_prop(0);
     size_t g;
     if (v.granularity(&g, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM))
         return 13;
-    CUmulticastObjectProp mp = {.numDevices = 1, .size = 4 * g,
+    CUmulticastObjectProp mp = {.numDevices = 2, .size = 4 * g,
                                 .handleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR};
-    CUmemGenericAllocationHandle mc, uc, uc2, imc1, imc2;
-    CUdeviceptr va1, va2, va3;
+    CUmemGenericAllocationHandle mc, uc, uc2, imc[4];
+    CUdeviceptr va[4], va_uc, va3;
     int fd = -1;
     if (mc_create(&mc, &mp) || mc_add(mc, 0) || v.create(&uc, g, &prop, 0) || mc_bind(mc, 0, uc, 0, g, 0) ||
-        export_(&fd, mc, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0) ||
-        import_(&imc1, (void *)(intptr_t)fd, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) ||
-        import_(&imc2, (void *)(intptr_t)fd, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) ||
-        v.reserve(&va1, 4 * g, 0, 0, 0) || v.reserve(&va2, 4 * g, 0, 0, 0) || v.reserve(&va3, 2 * g, 0, 0, 0))
+        export_(&fd, mc, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0) || v.reserve(&va_uc, g, 0, 0, 0) ||
+        v.reserve(&va3, 2 * g, 0, 0, 0))
         return 14;
-    printf("rc_add1=%d\n", (int)mc_add(imc1, 0));
-    printf("rc_map1=%d\n", (int)v.map(va1, 4 * g, 0, imc1, 0));
-    printf("rc_map2=%d\n", (int)v.map(va2, 4 * g, 0, imc2, 0));
-    printf("rc_bind2=%d\n", (int)mc_bind(imc2, g, uc, 0, g, 0));
-    printf("rc_unbind2=%d\n", (int)mc_unbind(imc2, 0, g, g));
-    printf("rc_unmap12=%d\n", (int)(v.unmap(va1, 4 * g) | v.unmap(va2, 4 * g)));
-    printf("rc_release12=%d\n", (int)(v.release(imc1) | v.release(imc2)));
+    for (int i = 0; i < 4; i++)
+        if (import_(&imc[i], (void *)(intptr_t)fd, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) ||
+            v.reserve(&va[i], 4 * g, 0, 0, 0))
+            return 15;
+    CUmemAccessDesc ad = {.location = prop.location, .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
+    if (v.map(va_uc, g, 0, uc, 0) || access(va_uc, g, &ad, 1))
+        return 16;
+    printf("rc_add_again=%d\n", (int)mc_add(mc, 0)); /* device 0 is in the team already */
+    printf("rc_add1=%d\n", (int)mc_add(imc[0], 1));
+    printf("rc_map1=%d\n", (int)v.map(va[0], 4 * g, 0, imc[0], 0));
+    printf("rc_map2=%d\n", (int)v.map(va[1], 4 * g, 0, imc[1], 0));
+    printf("rc_bind2=%d\n", (int)mc_bind(imc[1], g, uc, 0, g, 0));
+    printf("rc_map3=%d\n", (int)v.map(va[2], 4 * g, 0, imc[2], 0));
+    printf("rc_bind_addr3=%d\n", (int)mc_bind_addr(imc[2], 2 * g, va_uc, g, 0));
+    printf("rc_map4=%d\n", (int)v.map(va[3], 4 * g, 0, imc[3], 0));
+    printf("rc_unbind4=%d\n", (int)mc_unbind(imc[3], 0, 0, g));
+    for (int i = 0; i < 4; i++) {
+        printf("rc_unmap_import%d=%d\n", i + 1, (int)v.unmap(va[i], 4 * g));
+        printf("rc_release_import%d=%d\n", i + 1, (int)v.release(imc[i]));
+    }
     /* The local object's mapping, then a counted one right after it, unmapped in one call. */
     if (v.create(&uc2, g, &prop, 0))
-        return 15;
-    printf("rc_map3=%d\n", (int)(v.map(va3, g, 0, mc, 0) | v.map(va3 + g, g, 0, uc2, 0)));
+        return 17;
+    printf("rc_map_local=%d\n", (int)v.map(va3, g, 0, mc, 0));
+    printf("rc_map_after=%d\n", (int)v.map(va3 + g, g, 0, uc2, 0));
     printf("rc_release_uc2=%d\n", (int)v.release(uc2));
-    printf("rc_unmap3=%d\n", (int)v.unmap(va3, 2 * g));
+    printf("rc_unmap_both=%d\n", (int)v.unmap(va3, 2 * g));
+    printf("rc_unmap_uc=%d\n", (int)v.unmap(va_uc, g));
     printf("granularity=%zu\n", g);
     print_sim(1);
     return 0;
@@ -1146,6 +1162,18 @@ static int scenario_hold(void)
     return 0;
 }
 
+/* Under a budget of 2 MiB (CUSHIM_DEVICE_LIMIT): 1 MiB kept, a request of 3 MiB refused; held. */
+static int scenario_hold_refused(void)
+{
+    void *a, *b;
+    CHECK(cudaMalloc(&a, MiB));
+    printf("rc_refused=%d\n", (int)cudaMalloc(&b, 3 * MiB));
+    fflush(stdout);
+    ready();
+    hold();
+    return 0;
+}
+
 /* The shim started through its API (a phase set before any CUDA call), then held: a process under
  * cushim with no device activity yet. */
 static int scenario_hold_api(void)
@@ -1400,6 +1428,15 @@ static int scenario_refused_array_vmm(void)
     CUDA_ARRAY_DESCRIPTOR ad = {.Width = 64, .Height = 64, .Format = CU_AD_FORMAT_FLOAT, .NumChannels = 1};
     printf("rc_array=%d\n", (int)array_create(&arr, &ad));
     printf("array_output_kept=%d\n", arr == (CUarray)(uintptr_t)0x5ca1ab1e);
+    PFN_cuArray3DCreate_v3020 array3d_create = entry("cuArray3DCreate", 3020);
+    PFN_cuMipmappedArrayCreate_v5000 mipmapped_create = entry("cuMipmappedArrayCreate", 5000);
+    CUDA_ARRAY3D_DESCRIPTOR d3 = {.Width = 64, .Height = 64, .Format = CU_AD_FORMAT_FLOAT, .NumChannels = 1};
+    CUarray arr3 = (CUarray)(uintptr_t)0x5ca1ab1e;
+    CUmipmappedArray mip = (CUmipmappedArray)(uintptr_t)0x5ca1ab1e;
+    printf("rc_array3d=%d\n", (int)array3d_create(&arr3, &d3));
+    printf("array3d_output_kept=%d\n", arr3 == (CUarray)(uintptr_t)0x5ca1ab1e);
+    printf("rc_mipmapped=%d\n", (int)mipmapped_create(&mip, &d3, 2));
+    printf("mipmapped_output_kept=%d\n", mip == (CUmipmappedArray)(uintptr_t)0x5ca1ab1e);
     CUmemAllocationProp prop = vmm_prop(0);
     size_t g;
     CUmemGenericAllocationHandle h;
@@ -1461,7 +1498,7 @@ static int scenario_churn(void)
 }
 
 static const struct scenario scenarios[] = {
-    {"hold", scenario_hold, 1},             {"fork", scenario_fork, 1},
+    {"hold", scenario_hold, 1},             {"fork", scenario_fork, 1}, {"hold_refused", scenario_hold_refused, 1},
     {"fork_child_cuda", scenario_fork_child_cuda, 1}, {"daemon_fds", scenario_daemon_fds, 1},
     {"hold_api", scenario_hold_api, 1},     {"api_misuse", scenario_api_misuse, 1},
     {"hold_async", scenario_hold_async, 1}, {"hold_graph_reset", scenario_hold_graph_reset, 1},
@@ -1477,7 +1514,7 @@ static const struct scenario scenarios[] = {
     {"array", scenario_array, 1},           {"array_formats", scenario_array_formats, 1},
     {"vmm_devices", scenario_vmm_devices, 1}, {"vmm_import_own", scenario_vmm_import_own, 1}, {"pool_trim", scenario_pool_trim, 1}, {"ipc_parent", scenario_ipc_parent, 1},
     {"ipc_child", scenario_ipc_child, 1},   {"ipc_parent_threads", scenario_ipc_parent_threads, 1},
-    {"ipc_parent_fails", scenario_ipc_parent_fails, 1}, {"multicast", scenario_multicast, 1},
+    {"ipc_parent_fails", scenario_ipc_parent_fails, 1}, {"multicast", scenario_multicast, 2},
     {"pool_ipc_parent", scenario_pool_ipc_parent, 2}, {"pool_ipc_child", scenario_pool_ipc_child, 2},
     {"ipc_parent_other_device", scenario_ipc_parent_other_device, 2},
     {"ipc_parent_capture", scenario_ipc_parent_capture, 1},           {"reset", scenario_reset, 1}, {"cancel_phase", scenario_cancel_phase, 1},

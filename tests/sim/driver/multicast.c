@@ -6,6 +6,7 @@
  * device supports multicast; binds and mappings do not wait for the team to be complete (the
  * driver blocks until all devices are added); data written through a multicast mapping lands in
  * the object's own backing, not in the memory bound to it. */
+#include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -33,7 +34,9 @@ CUresult CUDAAPI cuMulticastCreate(CUmemGenericAllocationHandle *mcHandle, const
     if (!mcHandle || !prop || prop->numDevices == 0 || prop->size == 0 ||
         prop->size % sim_cfg.vmm_granularity != 0 || prop->flags != 0)
         return CUDA_ERROR_INVALID_VALUE;
-    int fd = memfd_create(SIM_MULTICAST_MEMFD, MFD_CLOEXEC);
+    char name[64];
+    snprintf(name, sizeof name, SIM_MULTICAST_MEMFD "-n%u", prop->numDevices);
+    int fd = memfd_create(name, MFD_CLOEXEC);
     if (fd < 0 || ftruncate(fd, (off_t)prop->size) != 0) {
         if (fd >= 0)
             close(fd);
@@ -45,7 +48,9 @@ CUresult CUDAAPI cuMulticastCreate(CUmemGenericAllocationHandle *mcHandle, const
     CUresult rc = sim_vmm_handle_new(fd, prop->size, &p, -1, false, mcHandle);
     if (rc == CUDA_SUCCESS) {
         pthread_mutex_lock(&sim_vmm_lock);
-        sim_vmm_handle_find(*mcHandle)->multicast = true;
+        struct sim_vmm_handle *h = sim_vmm_handle_find(*mcHandle);
+        h->multicast = true;
+        h->mc_team = prop->numDevices;
         pthread_mutex_unlock(&sim_vmm_lock);
     }
     return rc;
@@ -62,12 +67,25 @@ static bool handle_ok(CUmemGenericAllocationHandle handle, bool multicast, size_
     return ok;
 }
 
+/* cuda.h cuMulticastAddDevice: "The added device will be a part of the multicast team of size
+ * specified by CUmulticastObjectProp::numDevices"; "The association of the device to the multicast
+ * object is permanent": a device added twice, or one more than the team's size, is refused
+ * (CUDA_ERROR_INVALID_VALUE; the header names no error for it). The simulator keeps the team per
+ * handle: an imported object's team starts empty in the importer. */
 CUresult CUDAAPI cuMulticastAddDevice(CUmemGenericAllocationHandle mcHandle, CUdevice dev)
 {
     SIM_ENTER(cuMulticastAddDevice);
     if (!sim_device_valid(dev))
         return CUDA_ERROR_INVALID_DEVICE;
-    return handle_ok(mcHandle, true, 0, 0) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&sim_vmm_lock);
+    struct sim_vmm_handle *h = sim_vmm_handle_find(mcHandle);
+    uint64_t bit = 1ull << dev;
+    bool ok = h && h->multicast && !(h->mc_added & bit) &&
+              (unsigned)__builtin_popcountll(h->mc_added) < h->mc_team;
+    if (ok)
+        h->mc_added |= bit;
+    pthread_mutex_unlock(&sim_vmm_lock);
+    return ok ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
 
 /* cuda.h cuMulticastBindMem: memHandle "created via cuMemCreate"; size and both offsets multiples

@@ -243,9 +243,16 @@ CUresult CUDAAPI cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *ha
         prop.location = (CUmemLocation){CU_MEM_LOCATION_TYPE_INVALID, 0};
     CUresult rc = sim_vmm_handle_new(mine, (size_t)st.st_size, &prop, dev == -3 ? -1 : dev, false, handle);
     if (rc == CUDA_SUCCESS && dev == -3) {
+        char path[64], target[128];
+        unsigned team = 0;
+        snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
+        ssize_t n = readlink(path, target, sizeof target - 1);
+        target[n > 0 ? n : 0] = '\0';
+        sscanf(target, "/memfd:" SIM_MULTICAST_MEMFD "-n%u", &team);
         pthread_mutex_lock(&sim_vmm_lock);
         struct sim_vmm_handle *h = sim_vmm_handle_find(*handle);
         h->multicast = true;
+        h->mc_team = team;
         pthread_mutex_unlock(&sim_vmm_lock);
     }
     return rc;

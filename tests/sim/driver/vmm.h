@@ -18,6 +18,8 @@ struct sim_vmm_handle {
     unsigned refs;  /* cuMemCreate / cuMemImportFromShareableHandle / cuMemRetainAllocationHandle */
     unsigned maps;  /* live cuMemMap mappings */
     bool multicast; /* a multicast object (multicast.c): no memory of its own */
+    unsigned mc_team;   /* its CUmulticastObjectProp::numDevices */
+    uint64_t mc_added;  /* the devices cuMulticastAddDevice added through this handle (bits) */
     struct sim_vmm_handle *next;
 };
 
@@ -32,7 +34,7 @@ void sim_vmm_handle_put(struct sim_vmm_handle *h);
  * lock. */
 CUresult sim_vmm_handle_new(int fd, size_t size, const CUmemAllocationProp *prop, int dev, bool counted,
                             CUmemGenericAllocationHandle *out);
-/* The memfd name of multicast objects, so that an importer knows one. */
+/* The memfd name of multicast objects, so that an importer knows one: SIM_MULTICAST_MEMFD "-n<numDevices>". */
 #define SIM_MULTICAST_MEMFD "simcuda-vmm-multicast"
 
 struct sim_vmm_info {
