@@ -74,14 +74,6 @@ static bool object_holds(const struct dl_phdr_info *info, const void *a)
     return false;
 }
 
-/* dlclose of a handle the door opened itself (RTLD_NOLOAD: it unloads nothing). */
-static void close_handle(void *h)
-{
-    shim_dlclose_fn f = shim_real_dlclose();
-    if (h && f)
-        f(h);
-}
-
 /* The objects loaded between a caller and the shim, in the loader's order: an address in each
  * (its first loaded segment), BETWEEN_MAX at a time, from the `skip`th on (more, any number of
  * preloads, are taken in further passes). */
@@ -115,26 +107,12 @@ static int collect_between(struct dl_phdr_info *info, size_t size, void *data)
     return 0;
 }
 
-/* Whether the object that holds address `in` has its own definition of name. */
-static bool defines(shim_dlsym_fn real, const void *in, const char *name)
-{
-    Dl_info i, d;
-    if (!dladdr(in, &i) || !i.dli_fname || !i.dli_fname[0])
-        return false;
-    void *h = dlopen(i.dli_fname, RTLD_LAZY | RTLD_NOLOAD);
-    void *p = h ? real(h, name) : NULL;
-    bool own = p && dladdr(p, &d) && d.dli_fbase == i.dli_fbase;
-    close_handle(h);
-    return own;
-}
-
 /* Whether glibc answers dlsym(RTLD_NEXT, name) from `caller` with the shim's own export: the
  * caller's object comes before the shim (the program, an interposer preloaded in front of it) and
  * no object between them defines name. Objects are taken in the loader's order
  * (dl_iterate_phdr, under the shim's fork-safe lock: shim_iterate_phdr), which is the order of
  * the global scope for the program and its preloads. */
-static SHIM_EARLY __attribute__((noinline)) bool next_is_shim(shim_dlsym_fn real, const void *caller,
-                                                              const char *name)
+static SHIM_EARLY __attribute__((noinline)) bool next_is_shim(const void *caller, const char *name)
 {
     for (unsigned skip = 0;; skip += BETWEEN_MAX) {
         struct between b = {.caller = caller, .self = (const void *)&next_is_shim, .skip = skip};
@@ -142,7 +120,7 @@ static SHIM_EARLY __attribute__((noinline)) bool next_is_shim(shim_dlsym_fn real
         if (!b.caller_seen || !b.self_seen)
             return false;
         for (unsigned k = 0; k < b.n; k++)
-            if (defines(real, b.in[k], name))
+            if (shim_own_definition(b.in[k], name))
                 return false;
         if (b.seen <= skip + BETWEEN_MAX)
             return true;
@@ -183,7 +161,7 @@ static void *caller_scope(shim_dlsym_fn real, const void *caller, int row, const
     if (!h)
         return NULL;
     void *p = real(h, name);
-    close_handle(h);
+    shim_close_own(h);
     return p == shim_fns[row].wrapper ? NULL : p;
 }
 
@@ -237,7 +215,7 @@ static inline __attribute__((always_inline)) SHIM_EARLY void *dlsym_body(void *h
         /* Relative to the caller: a tail call, unless glibc would answer the shim's own export
          * (the program asking with no libcuda in the global scope got a wrapper that returned
          * CUDA_ERROR_NOT_INITIALIZED, where dlsym says NULL without the shim). */
-        if (!next_is_shim(real, caller, name))
+        if (!next_is_shim(caller, name))
             return real(handle, name);
         return next_after_shim(real, row, name);
     }

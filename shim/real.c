@@ -199,9 +199,7 @@ SHIM_EARLY shim_dlclose_fn shim_real_dlclose(void)
     return f;
 }
 
-/* dlclose without the shim's door: a handle the shim opened itself (dlopen with RTLD_NOLOAD, which
- * only counts a reference) never unloads anything. */
-static void close_own(void *h)
+SHIM_EARLY void shim_close_own(void *h)
 {
     shim_dlclose_fn f = shim_real_dlclose();
     if (h && f)
@@ -231,7 +229,7 @@ static uint64_t obj_id(const void *fn)
 }
 
 /* A handle on the loaded object that holds fn (dlopen RTLD_NOLOAD of its file name; close it with
- * close_own), or NULL (none holds it, or the main program's, which has no name to open). */
+ * shim_close_own), or NULL (none holds it, or the main program's, which has no name to open). */
 static void *obj_handle(const void *fn)
 {
     Dl_info i;
@@ -273,7 +271,7 @@ static int obj_rank(const void *fn)
             rank = version(&v) == CUDA_SUCCESS ? OBJ_DRIVER : OBJ_STUB;
         }
     }
-    close_own(h);
+    shim_close_own(h);
     if ((base & 3) == 0) {
         unsigned k = atomic_fetch_add_explicit(&rank_next, 1, memory_order_relaxed) % RANK_CACHE;
         atomic_store_explicit(&rank_cache[k], base | (uintptr_t)rank, memory_order_relaxed);
@@ -315,15 +313,19 @@ static void *get_anchor(void)
 }
 
 /* Row id's function found in the object that holds `in` (not one of its dependencies'), or NULL. */
-static void *lookup_in(enum shim_fn id, const void *in)
+SHIM_EARLY void *shim_own_definition(const void *in, const char *name)
 {
     shim_dlsym_fn sym = shim_real_dlsym();
     void *h = obj_handle(in);
-    void *p = h && sym ? sym(h, shim_fns[id].symbol) : NULL;
-    close_own(h);
-    if (!p || p == shim_fns[id].wrapper || obj_id(p) != obj_id(in))
-        return NULL;
-    return p;
+    void *p = h && sym ? sym(h, name) : NULL;
+    shim_close_own(h);
+    return p && obj_id(p) == obj_id(in) ? p : NULL;
+}
+
+static void *lookup_in(enum shim_fn id, const void *in)
+{
+    void *p = shim_own_definition(in, shim_fns[id].symbol);
+    return p == shim_fns[id].wrapper ? NULL : p;
 }
 
 /* Where the shim finds row id's function by itself: the next definition after the shim (another
@@ -343,7 +345,7 @@ static void *lookup(enum shim_fn id)
         return p;
     void *h = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD);
     p = h ? sym(h, shim_fns[id].symbol) : NULL;
-    close_own(h);
+    shim_close_own(h);
     return p && p != shim_fns[id].wrapper ? p : NULL;
 }
 
@@ -374,7 +376,7 @@ static void move_object(enum shim_fn skip, uint64_t old, const void *to)
         if (n && n != shim_fns[i].wrapper && obj_id(n) == to_obj)
             slot_replace((enum shim_fn)i, s, n, to_obj);
     }
-    close_own(h);
+    shim_close_own(h);
     dlerror(); /* the lookups' errors are not the program's */
 }
 

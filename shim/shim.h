@@ -87,6 +87,15 @@ bool shim_real_offer(enum shim_fn id, void *p);
  * unloaded (one dl_iterate_phdr step). */
 void shim_real_check_unloads(void);
 
+/* dlclose of a handle the shim opened itself (dlopen RTLD_NOLOAD: it only counts a reference and
+ * unloads nothing), past the shim's own dlclose door. NULL is ignored. real.c. */
+void shim_close_own(void *h);
+/* The function `name` as the loaded object that holds code address `in` defines it itself (not
+ * one of its dependencies'), or NULL (no such definition, no loaded object holds `in`, or it is
+ * the main program, which has no name to open). Loader calls (dladdr, dlopen RTLD_NOLOAD, dlsym);
+ * never on a hot path. real.c. */
+void *shim_own_definition(const void *in, const char *name);
+
 /* dl_iterate_phdr under the shim's lock that fork waits for (real.c): the shim's every call of it
  * goes through here, so a forked child never starts with the loader's lock held by the shim. */
 struct dl_phdr_info;
