@@ -9,6 +9,13 @@ void jsonw_init(struct jsonw *w, FILE *f)
     w->f = f;
     w->depth = 0;
     w->first[0] = 1;
+    w->compact = 0;
+}
+
+void jsonw_init_compact(struct jsonw *w, FILE *f)
+{
+    jsonw_init(w, f);
+    w->compact = 1;
 }
 
 static void put_string(FILE *f, const char *s)
@@ -45,14 +52,19 @@ static void put_string(FILE *f, const char *s)
 static void member(struct jsonw *w, const char *key)
 {
     if (w->depth > 0) {
-        fputs(w->first[w->depth] ? "\n" : ",\n", w->f);
+        if (w->compact) {
+            if (!w->first[w->depth])
+                fputc(',', w->f);
+        } else {
+            fputs(w->first[w->depth] ? "\n" : ",\n", w->f);
+            for (int i = 0; i < w->depth; i++)
+                fputs("  ", w->f);
+        }
         w->first[w->depth] = 0;
-        for (int i = 0; i < w->depth; i++)
-            fputs("  ", w->f);
     }
     if (key) {
         put_string(w->f, key);
-        fputs(": ", w->f);
+        fputs(w->compact ? ":" : ": ", w->f);
     }
 }
 
@@ -70,7 +82,7 @@ static void close_container(struct jsonw *w, char c)
     int empty = w->first[w->depth];
     if (w->depth > 0)
         w->depth--;
-    if (!empty) {
+    if (!empty && !w->compact) {
         fputc('\n', w->f);
         for (int i = 0; i < w->depth; i++)
             fputs("  ", w->f);

@@ -86,6 +86,7 @@ void cushim_json_process(struct jsonw *w, const char *key, const struct cushim_s
     jsonw_bool(w, "spill", (s->flags & CUSHIM_SEG_F_SPILL) != 0);
     jsonw_bool(w, "exited", (int)s->exited);
     jsonw_bool(w, "counters_torn", s->torn > 0);
+    jsonw_u64(w, "read_ns", s->read_ns);
     jsonw_array_begin(w, "devices");
     for (uint32_t i = 0; i < s->device_count; i++)
         json_device(w, &s->devices[i]);

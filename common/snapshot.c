@@ -265,6 +265,9 @@ int cushim_snapshot_read(const void *mem, size_t len, struct cushim_snapshot *ou
     out->start_time = h->start_time;
     out->pidns_inode = h->pidns_inode;
     out->created_ns = h->created_ns;
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    out->read_ns = (uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec;
     out->run_id = h->run_id;
     out->run_pid = h->run_pid;
     out->run_start_time = h->run_start_time;

@@ -34,6 +34,7 @@ struct cushim_snapshot {
     uint64_t start_time;
     uint64_t pidns_inode;
     uint64_t created_ns;
+    uint64_t read_ns;                     /* when cushim_snapshot_read copied it (CLOCK_REALTIME ns) */
     uint64_t run_id;
     int32_t run_pid;                      /* segment.h: the `cushim run` that launched it, 0 none */
     /* Filled by the CLI's scan (tools/segments.c), 0 elsewhere: whether the process is in

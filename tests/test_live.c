@@ -1412,3 +1412,156 @@ Test(live, an_idle_gc_speaks_on_a_terminal_only)
     cr_expect_str_eq(r.out, "");
     run_free(&r);
 }
+
+/* Lines of a file (at most `max`), each without its newline; returns the count, -1 when the file
+ * ends in a partial line. */
+static int file_lines(const char *path, char **lines, int max)
+{
+    char *text = slurp(path);
+    if (!text)
+        return 0;
+    int n = 0;
+    char *at = text;
+    while (*at && n < max) {
+        char *nl = strchr(at, '\n');
+        if (!nl) {
+            free(text);
+            for (int i = 0; i < n; i++)
+                free(lines[i]);
+            return -1;
+        }
+        lines[n++] = strndup(at, (size_t)(nl - at));
+        at = nl + 1;
+    }
+    free(text);
+    return n;
+}
+
+/* `stat PID --json --interval`: one array per line (JSON Lines), each object with its read_ns
+ * later than the line before's, exact figures in every line; the stat ends by itself, exit 0,
+ * when the process has ended. */
+Test(live, stat_interval_writes_json_lines_until_the_process_ends)
+{
+    const char *segdir;
+    char hold[600], cmd[2000], out[700];
+    pid_t pid = start_held("hold", "t-jsonl", &segdir, hold, sizeof hold);
+    snprintf(out, sizeof out, "%s/timeline.jsonl", test_dir());
+    snprintf(cmd, sizeof cmd, "CUSHIM_SEGMENT_DIR=%s exec %s stat %d --json --interval 0.1 >%s", segdir,
+             cushim_bin(), (int)pid, out);
+    const char *argv[] = {"/bin/sh", "-c", cmd, NULL};
+    pid_t stat = spawn_bg(argv, NULL);
+    char *lines[4096];
+    int n = 0;
+    for (int i = 0; i < 500 && n < 3; i++) {
+        usleep(10000);
+        int k = file_lines(out, lines, 4096);
+        for (int j = 0; j < k; j++)
+            free(lines[j]);
+        n = k;
+    }
+    cr_assert_geq(n, 3, "three snapshots in 5 s");
+    touch(hold);
+    cr_expect_eq(wait_bg(pid), 0);
+    cr_expect_eq(wait_bg(stat), 0, "stat --interval ends with its process, exit 0");
+    n = file_lines(out, lines, 4096);
+    cr_assert_geq(n, 3, "whole lines only (%d)", n);
+    uint64_t last = 0;
+    for (int i = 0; i < n; i++) {
+        json_error_t e;
+        json_t *j = json_loads(lines[i], 0, &e);
+        cr_assert(j, "line %d is not JSON: %s\n%s", i + 1, e.text, lines[i]);
+        cr_expect_eq(json_array_size(j), 1, "line %d: %s", i + 1, lines[i]);
+        cr_expect_eq(jpath_u64(j, "0.pid"), (uint64_t)pid);
+        cr_expect_eq(jpath_u64(j, "0.devices.0.device_total.current_bytes"), MiB + 4096);
+        cr_expect_eq(jpath_u64(j, "0.devices.0.device_total.peak_bytes"), 4 * MiB + 4096);
+        uint64_t at = jpath_u64(j, "0.read_ns");
+        cr_expect_gt(at, last, "line %d: read_ns %llu after %llu", i + 1, (unsigned long long)at,
+                     (unsigned long long)last);
+        cr_expect_geq(at - last, last ? 100000000u : 0u, "line %d: 0.1 s after the one before", i + 1);
+        last = at;
+        json_decref(j);
+        free(lines[i]);
+    }
+    unlink(out);
+}
+
+/* `stat --prometheus --output FILE --interval`: the file replaced at each snapshot, and SIGTERM
+ * ends the stat with exit 0, the file whole and no temporary file left beside it. */
+Test(live, stat_interval_output_is_replaced_and_a_signal_stops_it_cleanly)
+{
+    const char *segdir;
+    char hold[600], cmd[2000], labels[900];
+    pid_t pid = start_held("hold", "t-promw", &segdir, hold, sizeof hold);
+    const char *dir = fresh_dir("promw-out");
+    char file[700];
+    snprintf(file, sizeof file, "%s/cushim.prom", dir);
+    snprintf(cmd, sizeof cmd, "CUSHIM_SEGMENT_DIR=%s exec %s stat --prometheus --output %s -d 0.1",
+             segdir, cushim_bin(), file);
+    const char *argv[] = {"/bin/sh", "-c", cmd, NULL};
+    pid_t watcher = spawn_bg(argv, NULL);
+    struct stat st;
+    ino_t first = 0;
+    for (int i = 0; i < 500; i++) {
+        if (stat(file, &st) == 0) {
+            if (!first)
+                first = st.st_ino;
+            else if (st.st_ino != first)
+                break; /* replaced by the next snapshot (a rename: a new inode) */
+        }
+        usleep(10000);
+    }
+    cr_assert(first && stat(file, &st) == 0 && st.st_ino != first, "the file is replaced");
+    kill(watcher, SIGTERM);
+    cr_expect_eq(wait_bg(watcher), 0, "a stop signal is the end of a repeating stat");
+    DIR *d = opendir(dir);
+    struct dirent *de;
+    int files = 0;
+    while ((de = readdir(d)) != NULL)
+        if (de->d_name[0] != '.') {
+            cr_expect_str_eq(de->d_name, "cushim.prom", "only the output file is left");
+            files++;
+        }
+    closedir(d);
+    cr_expect_eq(files, 1);
+    char *text = slurp(file);
+    snprintf(labels, sizeof labels, "pid=\"%d\",command=\"%s hold\",device=\"0\","
+             "uuid=\"GPU-00010203-0405-0607-0809-0a0b0c0d0e0f\"", (int)pid, program("rt_prog"));
+    expect_prom(text, labels, "cushim_device_total_bytes", NULL, MiB + 4096);
+    free(text);
+    touch(hold);
+    cr_expect_eq(wait_bg(pid), 0);
+}
+
+/* Text snapshots of `stat -n 2 -d 0.1`: each headed by its line, a blank line between them;
+ * bad values said in one line, exit 2. */
+Test(live, stat_iterations_print_headed_text_snapshots)
+{
+    const char *segdir;
+    char hold[600], seg[700], p[32];
+    pid_t pid = start_held("hold", "t-statn", &segdir, hold, sizeof hold);
+    snprintf(seg, sizeof seg, "CUSHIM_SEGMENT_DIR=%s", segdir);
+    snprintf(p, sizeof p, "%d", (int)pid);
+    const char *env[] = {seg, NULL};
+    struct run_result r;
+    const char *two[] = {cushim_bin(), "stat", p, "-n", "2", "-d", "0.1", NULL};
+    run_cmd(&r, two, env);
+    cr_expect_eq(r.status, 0, "%s", r.err);
+    cr_expect_str_eq(r.err, "");
+    const char *second = strstr(r.out, "\n\ncushim stat: 1 process at ");
+    cr_expect(strncmp(r.out, "cushim stat: 1 process at ", 26) == 0, "%s", r.out);
+    cr_expect(second != NULL, "a blank line, then the second snapshot's header:\n%s", r.out);
+    cr_expect(second && !strstr(second + 2, "\n\ncushim stat:"), "two snapshots only:\n%s", r.out);
+    run_free(&r);
+    const char *zero[] = {cushim_bin(), "stat", "--interval", "0", NULL};
+    run_cmd(&r, zero, env);
+    cr_expect_eq(r.status, 2);
+    cr_expect_str_eq(r.err, "cushim: --interval \"0\" is not a number of seconds in 0.1..3600\n");
+    run_free(&r);
+    const char *none[] = {cushim_bin(), "stat", "-n", "0", NULL};
+    run_cmd(&r, none, env);
+    cr_expect_eq(r.status, 2);
+    cr_expect_str_eq(r.err, "cushim: --iterations \"0\" is not a whole number from 1 to 9223372036854775807\n");
+    run_free(&r);
+    touch(hold);
+    cr_expect_eq(wait_bg(pid), 0);
+}

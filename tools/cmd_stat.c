@@ -1,174 +1,281 @@
-/* cushim stat [PID...] [--json | --prometheus] [--output FILE]: a snapshot of live processes
- * (the caller's; everyone's for root). Exit 1 when none is found (but for --prometheus without
- * PIDs: the metric families with no samples are an answer). */
+/* cushim stat [PID...] [--json | --prometheus] [--output FILE] [--interval S] [--iterations N]: a
+ * snapshot of live processes (the caller's; everyone's for root), or one every S seconds. Exit 1
+ * when none is found (but for --prometheus, or a repeating stat, without PIDs: the metric families
+ * with no samples, or an empty snapshot, are an answer). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "common/report.h"
 #include "tools/collect.h"
 #include "tools/output.h"
 #include "tools/prometheus.h"
+#include "tools/watch.h"
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: cushim stat [PID...] [--json | --prometheus] [--output FILE]\n\n"
+    fprintf(f, "usage: cushim stat [PID...] [--json | --prometheus] [--output FILE]\n"
+               "                   [-d|--interval SECONDS] [-n|--iterations N]\n\n"
                "Prints the live counters of processes under cushim: the given PIDs, else all of\n"
                "yours (everyone's as root).\n"
                "  --json          JSON array, one summary object per process (docs/SUMMARY-JSON.md)\n"
                "  --prometheus    Prometheus text format\n"
                "  --output FILE   write to FILE instead of standard output, atomically (temporary\n"
                "                  file, then rename), in any format; e.g. --prometheus for\n"
-               "                  node_exporter's textfile collector\n");
+               "                  node_exporter's textfile collector\n"
+               "  -d, --interval SECONDS\n"
+               "                  a snapshot every SECONDS (0.1..3600) until SIGINT (Ctrl-C),\n"
+               "                  SIGTERM or SIGHUP, N snapshots, or, with PIDs, until all of\n"
+               "                  them have ended: a timeline. Text: each snapshot headed by a\n"
+               "                  line with its time, a blank line between them; --json: one\n"
+               "                  array per line (JSON Lines), each object with its read_ns;\n"
+               "                  --output FILE: each snapshot replaces the file (the textfile\n"
+               "                  collector's file kept fresh without cron)\n"
+               "  -n, --iterations N\n"
+               "                  stop after N snapshots (the interval defaults to 1 second)\n");
 }
 
-int cmd_stat(int argc, char **argv)
+struct stat_args {
+    int json, prom, npids;
+    const char *output;
+    double interval; /* > 0: repeat (--interval or --iterations) */
+    long iterations; /* -1: until a stop */
+    pid_t *pids;
+};
+
+/* Keeps in l the processes that the pids name; `say`: says each pid that names none. Each pid
+ * names the processes seg_names says, as for reset-peak and phase: by their pid here first; else
+ * the one of another pid namespace with that pid there; two are ambiguous. Returns how many pids
+ * named none, or -1 when out of memory (said). */
+static int select_named(struct proc_list *l, const pid_t *pids, int npids, int say)
 {
-    int json = 0, prom = 0, npids = 0;
-    const char *output = NULL;
-    pid_t *pids = calloc((size_t)argc, sizeof *pids);
-    if (!pids) {
-        cli_error("out of memory");
-        return EXIT_USAGE;
-    }
-    int options = 1; /* until "--": after it, every argument is a PID */
-    for (int i = 1; i < argc; i++) {
-        if (options && strcmp(argv[i], "--") == 0) {
-            options = 0;
-        } else if (!options) {
-            if ((pids[npids++] = cli_parse_pid(argv[i])) < 0) {
-                free(pids);
-                return EXIT_USAGE;
-            }
-        } else if (strcmp(argv[i], "--json") == 0) {
-            json = 1;
-        } else if (strcmp(argv[i], "--prometheus") == 0) {
-            prom = 1;
-        } else if (strncmp(argv[i], "--output", 8) == 0 && (argv[i][8] == '\0' || argv[i][8] == '=')) {
-            if (cli_option_value(argc, argv, &i, "--output", "a FILE", &output) < 0) {
-                free(pids);
-                return EXIT_USAGE;
-            }
-        } else if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
-            usage(stdout);
-            free(pids);
-            return 0;
-        } else if (argv[i][0] == '-') {
-            cli_error("unknown option \"%s\" for stat (see cushim stat --help)", argv[i]);
-            free(pids);
-            return EXIT_USAGE;
-        } else if ((pids[npids++] = cli_parse_pid(argv[i])) < 0) {
-            free(pids);
-            return EXIT_USAGE;
-        }
-    }
-    if (json && prom) {
-        cli_error("--json and --prometheus exclude each other");
-        free(pids);
-        return EXIT_USAGE;
-    }
-    struct proc_list l;
-    proc_list_collect(&l, pids, npids, 1);
-    if (l.dir_unreadable) { /* said on stderr; no answer (an --output file is left as it was) */
-        free(pids);
-        proc_list_free(&l);
-        return EXIT_USAGE;
-    }
     int missing = 0;
-    /* Each pid names the processes seg_names says, as for reset-peak and phase: by their pid here
-     * first; else the one of another pid namespace with that pid there; two are ambiguous. */
-    unsigned char *keep = calloc((size_t)l.count + 1, 1);
-    const struct cushim_snapshot **inner = calloc((size_t)l.count + 1, sizeof *inner);
+    unsigned char *keep = calloc((size_t)l->count + 1, 1);
+    const struct cushim_snapshot **inner = calloc((size_t)l->count + 1, sizeof *inner);
     if (!keep || !inner) {
         cli_error("out of memory");
         free(keep);
         free(inner);
-        free(pids);
-        proc_list_free(&l);
-        return EXIT_USAGE;
+        return -1;
     }
     for (int i = 0; i < npids; i++) {
         int found = 0, ninner = 0;
-        for (int k = 0; k < l.count; k++) {
-            int how = seg_names(&l.procs[k], pids[i]);
+        for (int k = 0; k < l->count; k++) {
+            int how = seg_names(&l->procs[k], pids[i]);
             if (how == 2)
                 found = keep[k] = 1;
             else if (how == 1)
-                inner[ninner++] = &l.procs[k];
+                inner[ninner++] = &l->procs[k];
         }
         if (!found && ninner == 1)
-            found = keep[inner[0] - l.procs] = 1;
+            found = keep[inner[0] - l->procs] = 1;
         if (!found && ninner > 1) {
-            seg_say_ambiguous(pids[i], inner, ninner);
+            if (say)
+                seg_say_ambiguous(pids[i], inner, ninner);
             missing++;
             continue;
         }
-        const char *gone = NULL;
-        for (int k = 0; k < l.ngone && !gone; k++)
-            if (l.gone[k].pid == pids[i])
-                gone = l.gone[k].path;
-        int unreadable = 0;
-        for (int k = 0; k < l.nunreadable; k++)
-            unreadable |= l.unreadable[k] == pids[i];
-        /* The same words as reset-peak and phase (segments.c). */
         missing += !found;
-        if (!found && unreadable)
+        if (found || !say)
+            continue;
+        const char *gone = NULL;
+        for (int k = 0; k < l->ngone && !gone; k++)
+            if (l->gone[k].pid == pids[i])
+                gone = l->gone[k].path;
+        int unreadable = 0;
+        for (int k = 0; k < l->nunreadable; k++)
+            unreadable |= l->unreadable[k] == pids[i];
+        /* The same words as reset-peak and phase (segments.c). */
+        if (unreadable)
             cli_error("process %d: its segment cannot be read (said above)", (int)pids[i]);
-        else if (!found && gone)
+        else if (gone)
             cli_error("process %d is gone (stale segment %s; `cushim gc` removes it)", (int)pids[i], gone);
-        else if (!found)
+        else
             seg_say_missing(pids[i]);
     }
-    if (npids) {
-        int n = 0;
-        for (int k = 0; k < l.count; k++)
-            if (keep[k])
-                l.procs[n++] = l.procs[k];
-        l.count = n;
-    }
+    int n = 0;
+    for (int k = 0; k < l->count; k++)
+        if (keep[k])
+            l->procs[n++] = l->procs[k];
+    l->count = n;
     free(keep);
     free(inner);
-    free(pids);
+    return missing;
+}
 
-    struct cli_output out;
-    FILE *f = stdout;
-    if (output) {
-        if (cli_output_open(&out, output) != 0) {
-            cli_error("cannot write --output \"%s\": %s", output, cli_output_strerror(errno));
-            proc_list_free(&l);
-            return EXIT_USAGE;
-        }
-        f = out.f;
-    }
-    if (prom) {
-        prometheus_write(f, &l);
-    } else if (json) {
+/* One snapshot of l to f in the chosen format; a repeating stat heads a text one with its time
+ * and writes JSON on one line. */
+static void write_snapshot(FILE *f, const struct stat_args *a, const struct proc_list *l)
+{
+    if (a->prom) {
+        prometheus_write(f, l);
+    } else if (a->json) {
         struct jsonw w;
-        jsonw_init(&w, f);
+        if (a->interval > 0)
+            jsonw_init_compact(&w, f);
+        else
+            jsonw_init(&w, f);
         jsonw_array_begin(&w, NULL);
-        for (int i = 0; i < l.count; i++)
-            cushim_json_process(&w, NULL, &l.procs[i], 1);
+        for (int i = 0; i < l->count; i++)
+            cushim_json_process(&w, NULL, &l->procs[i], 1);
         jsonw_array_end(&w);
     } else {
-        for (int i = 0; i < l.count; i++)
-            cushim_text_process(f, &l.procs[i], "");
+        if (a->interval > 0) {
+            char when[32];
+            time_t now = time(NULL);
+            struct tm tm;
+            strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S", localtime_r(&now, &tm));
+            fprintf(f, "cushim stat: %d process%s at %s\n", l->count, l->count == 1 ? "" : "es", when);
+        }
+        for (int i = 0; i < l->count; i++)
+            cushim_text_process(f, &l->procs[i], "");
     }
-    /* Exit 1 when nothing is shown or a named pid is not a live process under cushim (the
-     * others are still shown). */
-    /* Prometheus text with no process is an answer too (the families, no samples): a scrape
-     * file refreshed from cron stays quiet while nothing runs. */
-    int rc = (l.count || (prom && !npids)) && !missing ? 0 : EXIT_NOTHING;
-    if (output && !l.count && !prom && !json) {
+}
+
+static int parse(int argc, char **argv, struct stat_args *a)
+{
+    int options = 1; /* until "--": after it, every argument is a PID */
+    for (int i = 1; i < argc; i++) {
+        const char *v;
+        int got;
+        if (options && strcmp(argv[i], "--") == 0) {
+            options = 0;
+        } else if (!options) {
+            if ((a->pids[a->npids++] = cli_parse_pid(argv[i])) < 0)
+                return -1;
+        } else if (strcmp(argv[i], "--json") == 0) {
+            a->json = 1;
+        } else if (strcmp(argv[i], "--prometheus") == 0) {
+            a->prom = 1;
+        } else if ((got = cli_option_value(argc, argv, &i, "--output", "a FILE", &a->output)) != 0) {
+            if (got < 0)
+                return -1;
+        } else if ((got = cli_option_value(argc, argv, &i, "--interval", "SECONDS", &v)) != 0 ||
+                   (got = cli_option_value(argc, argv, &i, "-d", "SECONDS", &v)) != 0) {
+            if (got < 0 || watch_parse_interval("--interval", v, &a->interval) < 0)
+                return -1;
+        } else if ((got = cli_option_value(argc, argv, &i, "--iterations", "N", &v)) != 0 ||
+                   (got = cli_option_value(argc, argv, &i, "-n", "N", &v)) != 0) {
+            if (got < 0 || watch_parse_iterations("--iterations", v, &a->iterations) < 0)
+                return -1;
+        } else if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
+            usage(stdout);
+            return 1;
+        } else if (argv[i][0] == '-') {
+            cli_error("unknown option \"%s\" for stat (see cushim stat --help)", argv[i]);
+            return -1;
+        } else if ((a->pids[a->npids++] = cli_parse_pid(argv[i])) < 0) {
+            return -1;
+        }
+    }
+    if (a->json && a->prom) {
+        cli_error("--json and --prometheus exclude each other");
+        return -1;
+    }
+    if (a->iterations > 0 && a->interval <= 0)
+        a->interval = 1.0;
+    return 0;
+}
+
+/* Writes one snapshot where it goes: --output (replaced), else standard output (a blank line
+ * before every text snapshot but the first). 0, or EXIT_USAGE after a message. `empty_keeps`:
+ * with nothing to show the --output file is left as it was. */
+static int emit(const struct stat_args *a, const struct proc_list *l, long n, int empty_keeps)
+{
+    if (!a->output) {
+        if (n && !a->json && !a->prom)
+            putchar('\n');
+        write_snapshot(stdout, a, l);
+        if (a->interval > 0 && (fflush(stdout) != 0 || ferror(stdout))) {
+            int e = errno;
+            clearerr(stdout); /* said once, here (not again by cushim.c's check) */
+            if (watch_stopped())
+                return 0; /* a stop signal cut the write short */
+            cli_error("cannot write to standard output: %s", strerror(e));
+            return EXIT_USAGE;
+        }
+        return 0;
+    }
+    struct cli_output out;
+    if (cli_output_open(&out, a->output) != 0) {
+        cli_error("cannot write --output \"%s\": %s", a->output, cli_output_strerror(errno));
+        return EXIT_USAGE;
+    }
+    if (empty_keeps) {
         cli_output_abort(&out); /* nothing to write: the file is left as it was */
-    } else if (output && cli_output_commit(&out) != 0) {
-        cli_error("cannot write --output \"%s\": %s", output, cli_output_strerror(errno));
-        rc = EXIT_USAGE;
+        return 0;
     }
-    if (!l.count && !prom && !json && !npids)
-        cli_error("no live process under cushim");
-    proc_list_free(&l);
+    write_snapshot(out.f, a, l);
+    if (cli_output_commit(&out) != 0) {
+        if (watch_stopped())
+            return 0; /* cut short by a stop signal: the file is left as it was */
+        cli_error("cannot write --output \"%s\": %s", a->output, cli_output_strerror(errno));
+        return EXIT_USAGE;
+    }
+    return 0;
+}
+
+int cmd_stat(int argc, char **argv)
+{
+    struct stat_args a = {.iterations = -1};
+    if (!(a.pids = calloc((size_t)argc, sizeof *a.pids))) {
+        cli_error("out of memory");
+        return EXIT_USAGE;
+    }
+    int p = parse(argc, argv, &a);
+    if (p != 0) {
+        free(a.pids);
+        return p > 0 ? 0 : EXIT_USAGE;
+    }
+    if (a.interval > 0)
+        watch_catch_stop_signals();
+    int rc = 0;
+    for (long n = 0; a.iterations < 0 || n < a.iterations; n++) {
+        if (n && watch_sleep(a.interval))
+            break;
+        struct proc_list l;
+        /* What cannot be read is said at the first snapshot only. */
+        proc_list_collect(&l, a.pids, a.npids, n == 0);
+        if (l.dir_unreadable) { /* said on stderr; no answer (an --output file is left as it was) */
+            proc_list_free(&l);
+            rc = EXIT_USAGE;
+            break;
+        }
+        int missing = a.npids ? select_named(&l, a.pids, a.npids, n == 0) : 0;
+        if (missing < 0) {
+            proc_list_free(&l);
+            rc = EXIT_USAGE;
+            break;
+        }
+        if (n == 0) {
+            /* Exit 1 when nothing is shown or a named pid is not a live process under cushim (the
+             * others are still shown). Prometheus text with no process is an answer too (the
+             * families, no samples): a scrape file refreshed from cron stays quiet while nothing
+             * runs; so is an empty snapshot of a repeating stat, which waits for processes. */
+            int answered = l.count || (!a.npids && (a.prom || a.interval > 0));
+            rc = answered && !missing ? 0 : EXIT_NOTHING;
+            if (!l.count && !a.npids && !a.prom && !a.json && a.interval <= 0)
+                cli_error("no live process under cushim");
+        }
+        /* With PIDs, a repeating stat ends when none of them is left (the last snapshot stays in
+         * an --output file). */
+        if (a.npids && !l.count) {
+            proc_list_free(&l);
+            break;
+        }
+        int w = emit(&a, &l, n, !l.count && !a.prom && !a.json && a.interval <= 0);
+        proc_list_free(&l);
+        if (w) {
+            rc = w;
+            break;
+        }
+        if (a.interval <= 0 || watch_stopped())
+            break;
+    }
+    free(a.pids);
     return rc;
 }

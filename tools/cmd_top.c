@@ -16,6 +16,7 @@
 #include "common/units.h"
 #include "tools/cli.h"
 #include "tools/collect.h"
+#include "tools/watch.h"
 
 #ifdef CUSHIM_HAVE_NCURSES
 #include <curses.h>
@@ -340,7 +341,6 @@ int cmd_top(int argc, char **argv)
     argc = nargs;
     argv = args;
     for (int i = 1; i < argc; i++) {
-        char *end;
         const char *v;
         int got;
         if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
@@ -365,24 +365,12 @@ int cmd_top(int argc, char **argv)
             batch = 1;
         } else if ((got = cli_option_value(argc, argv, &i, "--interval", "SECONDS", &v)) != 0 ||
                    (got = cli_option_value(argc, argv, &i, "-d", "SECONDS", &v)) != 0) {
-            if (got < 0)
+            if (got < 0 || watch_parse_interval("--interval", v, &interval) < 0)
                 return EXIT_USAGE;
-            /* Decimal digits and a point only: strtod also takes " 1", "+1", "0x1", "1e0", "inf". */
-            interval = strtod(v, &end);
-            if (!*v || *end || v[strspn(v, "0123456789.")] || !(interval >= 0.1 && interval <= 3600)) {
-                cli_error("--interval \"%s\" is not a number of seconds in 0.1..3600", v);
-                return EXIT_USAGE;
-            }
         } else if ((got = cli_option_value(argc, argv, &i, "--iterations", "N", &v)) != 0 ||
                    (got = cli_option_value(argc, argv, &i, "-n", "N", &v)) != 0) {
-            if (got < 0)
+            if (got < 0 || watch_parse_iterations("--iterations", v, &iterations) < 0)
                 return EXIT_USAGE;
-            errno = 0;
-            iterations = strtol(v, &end, 10);
-            if (!*v || *end || v[strspn(v, "0123456789")] || iterations < 1 || errno == ERANGE) {
-                cli_error("--iterations \"%s\" is not a whole number from 1 to %ld", v, LONG_MAX);
-                return EXIT_USAGE;
-            }
         } else {
             cli_error("unknown argument \"%s\" for top (expected -d|--interval SECONDS, "
                       "-n|--iterations N or -b|--batch)", argv[i]);

@@ -1,0 +1,100 @@
+#include "tools/watch.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "tools/cli.h"
+
+int watch_parse_interval(const char *option, const char *v, double *seconds)
+{
+    char *end;
+    /* Decimal digits and a point only: strtod also takes " 1", "+1", "0x1", "1e0", "inf". */
+    double s = strtod(v, &end);
+    if (!*v || *end || v[strspn(v, "0123456789.")] || !(s >= 0.1 && s <= 3600)) {
+        cli_error("%s \"%s\" is not a number of seconds in 0.1..3600", option, v);
+        return -1;
+    }
+    *seconds = s;
+    return 0;
+}
+
+int watch_parse_iterations(const char *option, const char *v, long *n)
+{
+    char *end;
+    errno = 0;
+    long k = strtol(v, &end, 10);
+    if (!*v || *end || v[strspn(v, "0123456789")] || k < 1 || errno == ERANGE) {
+        cli_error("%s \"%s\" is not a whole number from 1 to %ld", option, v, LONG_MAX);
+        return -1;
+    }
+    *n = k;
+    return 0;
+}
+
+static volatile sig_atomic_t stopped;
+
+static void on_stop(int sig)
+{
+    (void)sig;
+    stopped = 1;
+}
+
+static const int stop_signals[] = {SIGINT, SIGTERM, SIGHUP};
+
+void watch_catch_stop_signals(void)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_stop;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = 0; /* no SA_RESTART: a write blocked on a full pipe returns */
+    for (size_t i = 0; i < sizeof stop_signals / sizeof stop_signals[0]; i++) {
+        struct sigaction old;
+        /* One ignored when we started stays ignored (nohup's SIGHUP, a background job's SIGINT). */
+        if (sigaction(stop_signals[i], NULL, &old) == 0 && old.sa_handler == SIG_IGN)
+            continue;
+        sigaction(stop_signals[i], &sa, NULL);
+    }
+}
+
+int watch_stopped(void)
+{
+    return stopped;
+}
+
+int watch_sleep(double seconds)
+{
+    sigset_t block, old;
+    sigemptyset(&block);
+    for (size_t i = 0; i < sizeof stop_signals / sizeof stop_signals[0]; i++)
+        sigaddset(&block, stop_signals[i]);
+    struct timespec now, until;
+    clock_gettime(CLOCK_MONOTONIC, &until);
+    until.tv_sec += (time_t)seconds;
+    until.tv_nsec += (long)((seconds - (double)(time_t)seconds) * 1e9);
+    if (until.tv_nsec >= 1000000000L) {
+        until.tv_sec++;
+        until.tv_nsec -= 1000000000L;
+    }
+    /* Blocked between the check and the wait, which unblocks them atomically (ppoll): a signal
+     * that comes between the two is not slept through. */
+    sigprocmask(SIG_BLOCK, &block, &old);
+    while (!stopped) {
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        if (now.tv_sec > until.tv_sec || (now.tv_sec == until.tv_sec && now.tv_nsec >= until.tv_nsec))
+            break;
+        struct timespec left = {until.tv_sec - now.tv_sec, until.tv_nsec - now.tv_nsec};
+        if (left.tv_nsec < 0) {
+            left.tv_sec--;
+            left.tv_nsec += 1000000000L;
+        }
+        ppoll(NULL, 0, &left, &old); /* EINTR: a signal (ours is seen at the loop's test) */
+    }
+    sigprocmask(SIG_SETMASK, &old, NULL);
+    return stopped;
+}
