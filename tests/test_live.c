@@ -971,7 +971,7 @@ Test(live, top_draws_processes_and_device_totals)
     run_cmd(&r, bundled_bad, env);
     cr_expect_eq(r.status, 2);
     cr_expect_str_eq(r.err, "cushim: unknown argument \"-bx\" for top (expected -d|--interval SECONDS, "
-                            "-n|--iterations N or -b|--batch)\n");
+                            "-n|--iterations N, -b|--batch or -s|--sort COLUMN)\n");
     run_free(&r);
     /* Without a terminal (a pipe here): batch mode, frame after frame as plain text. */
     const char *plain[] = {cushim_bin(), "top", "--interval", "0.1", "--iterations", "2", NULL};
@@ -1068,6 +1068,80 @@ Test(live, top_shows_the_device_limit_when_a_process_has_one)
     touch(hold);
     cr_expect_eq(wait_bg(limited), 0);
     cr_expect_eq(wait_bg(plain), 0);
+}
+
+/* Where the row of process `pid` is in top's output (-1: none). */
+static long row_at(const char *out, pid_t pid)
+{
+    char row[32];
+    snprintf(row, sizeof row, "\n%7d ", (int)pid);
+    const char *at = strstr(out, row);
+    return at ? at - out : -1;
+}
+
+/* `top --sort`: rows by the column asked for (largest first; pid smallest first), said in the
+ * title; the default order is DEVICE-TOTAL's. A: 1 MiB + 4 KiB now, 4 MiB + 4 KiB peak; B: 4 MiB
+ * now and peak. */
+Test(live, top_sorts_by_the_column_asked_for)
+{
+    const char *segdir = fresh_dir("seg-t-sort");
+    const char *ready = fresh_dir("ready-t-sort");
+    char hold[700], seg[700];
+    snprintf(hold, sizeof hold, "%s/go-t-sort", test_dir());
+    const char *hold_argv[] = {program("rt_prog"), "hold", NULL};
+    const char *big_argv[] = {program("rt_prog"), "hold_refused", NULL};
+    pid_t a = spawn_bg(hold_argv, live_env(segdir, ready, hold));
+    pid_t b = spawn_bg(big_argv, live_env(segdir, ready, hold));
+    pid_t pids[2];
+    wait_ready(ready, 2, pids);
+    snprintf(seg, sizeof seg, "CUSHIM_SEGMENT_DIR=%s", segdir);
+    const char *env[] = {seg, NULL};
+    struct run_result r;
+    const char *keys[] = {NULL, "device-total", "total-peak", "pid", "pinned"};
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+        const char *argv[] = {cushim_bin(), "top", "-bn1", "--sort", keys[i], NULL};
+        if (!keys[i])
+            argv[3] = NULL;
+        run_cmd(&r, argv, env);
+        cr_expect_eq(r.status, 0, "%s", r.err);
+        long ra = row_at(r.out, a), rb = row_at(r.out, b);
+        cr_assert(ra > 0 && rb > 0, "both rows:\n%s", r.out);
+        /* pinned: both 0 B, so by pid. */
+        int a_first = !keys[i] || !strcmp(keys[i], "device-total") ? 0
+                      : !strcmp(keys[i], "total-peak")             ? 1
+                                                                   : a < b;
+        cr_expect_eq(ra < rb, a_first, "--sort %s: %d %s %d\n%s", keys[i] ? keys[i] : "(default)", (int)a,
+                     a_first ? "first" : "second", (int)b, r.out);
+        const char *title = !keys[i] || !strcmp(keys[i], "device-total") ? "cushim top: 2 processes at "
+                            : !strcmp(keys[i], "total-peak") ? ", sorted by TOTAL-PEAK\n"
+                            : !strcmp(keys[i], "pid")        ? ", sorted by PID\n"
+                                                             : ", sorted by PINNED\n";
+        cr_expect(strstr(r.out, title) != NULL, "title says %s:\n%s", title, r.out);
+        if (!keys[i] || !strcmp(keys[i], "device-total"))
+            cr_expect(strstr(r.out, "sorted by") == NULL, "the default order is not said:\n%s", r.out);
+        run_free(&r);
+    }
+    /* On the screen, < moves the order a column left (from DEVICE-TOTAL round to PID), drawn at
+     * once: the frame a key asks for is not one of the -n frames. */
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "printf '<' | %s top --interval 0.3 --iterations 1", cushim_bin());
+    const char *screen_env[] = {seg, "TERM=xterm", "COLUMNS=160", "LINES=40", NULL};
+    const char *sc[] = {"script", "-qec", cmd, "/dev/null", NULL};
+    run_cmd(&r, sc, screen_env);
+    cr_expect_eq(r.status, 0, "%s%s", r.out, r.err);
+    cr_expect(strstr(r.out, "sorted by DEVICE-TOTAL (< > change it, q quits)") != NULL, "%s", r.out);
+    /* curses redraws only what changed: the title's word, bold, in place of DEVICE-TOTAL. */
+    cr_expect(strstr(r.out, "\033[1;48H\033(B\033[0;1mPID\033") != NULL, "redrawn by PID:\n%s", r.out);
+    run_free(&r);
+    const char *bad[] = {cushim_bin(), "top", "-bn1", "-s", "memory", NULL};
+    run_cmd(&r, bad, env);
+    cr_expect_eq(r.status, 2);
+    cr_expect_str_eq(r.err, "cushim: --sort \"memory\" is not a column (expected device-total, total-peak, "
+                            "pinned, offloaded or pid)\n");
+    run_free(&r);
+    touch(hold);
+    cr_expect_eq(wait_bg(a), 0);
+    cr_expect_eq(wait_bg(b), 0);
 }
 
 /* The environment of a held program with its own ready directory and hold file, copied into out

@@ -73,6 +73,54 @@ static void limit_label(const struct cushim_snapshot *p, char *out, size_t len)
     snprintf(out, len, "%s%s", b, limited < p->device_count ? "+" : "");
 }
 
+/* The process table's order (--sort; < and > on the screen move it a column left or right): a
+ * column, largest first (PID: smallest first), ties by pid. */
+enum sort_key { SORT_DEVICE_TOTAL, SORT_TOTAL_PEAK, SORT_PINNED, SORT_OFFLOADED, SORT_PID, SORT_COUNT };
+static const char *const sort_names[SORT_COUNT] = {"device-total", "total-peak", "pinned", "offloaded", "pid"};
+static const char *const sort_columns[SORT_COUNT] = {"DEVICE-TOTAL", "TOTAL-PEAK", "PINNED", "OFFLOADED", "PID"};
+
+/* Host memory of one kind (CUSHIM_KIND_*) a process holds now, over its devices. */
+static uint64_t kind_sum(const struct cushim_snapshot *p, int kind)
+{
+    uint64_t sum = 0;
+    for (uint32_t n = 0; n < p->device_count; n++)
+        sum = cushim_sat_add(sum, p->devices[n].kinds[kind][CUSHIM_STAT_current_bytes]);
+    return sum;
+}
+
+static enum sort_key sort_by;
+
+static uint64_t sort_value(const struct cushim_snapshot *p)
+{
+    switch (sort_by) {
+    case SORT_TOTAL_PEAK: return proc_sum(p, CUSHIM_DEV_total_peak);
+    case SORT_PINNED: return kind_sum(p, CUSHIM_KIND_PINNED_HOST);
+    case SORT_OFFLOADED: return kind_sum(p, CUSHIM_KIND_OFFLOADED);
+    case SORT_PID: return 0;
+    default: return proc_sum(p, CUSHIM_DEV_total_current);
+    }
+}
+
+static int by_sort_key(const void *x, const void *y)
+{
+    const struct cushim_snapshot *a = x, *b = y;
+    uint64_t va = sort_value(a), vb = sort_value(b);
+    if (va != vb)
+        return va > vb ? -1 : 1;
+    /* The pid as shown (a container's process by its pid here, when visible). */
+    int32_t pa = a->other_pidns && a->host_pid ? a->host_pid : a->pid;
+    int32_t pb = b->other_pidns && b->host_pid ? b->host_pid : b->pid;
+    return (pa > pb) - (pa < pb);
+}
+
+/* l in the order of `key` (proc_list_collect's is DEVICE-TOTAL's). */
+static void sort_list(struct proc_list *l, enum sort_key key)
+{
+    sort_by = key;
+    if (key != SORT_DEVICE_TOTAL && l->count > 1)
+        qsort(l->procs, (size_t)l->count, sizeof *l->procs, by_sort_key);
+}
+
 /* One frame below a title line (y = 0, written by the caller). */
 static void frame(struct sink *k, const struct proc_list *l)
 {
@@ -134,11 +182,7 @@ static void frame(struct sink *k, const struct proc_list *l)
     for (int i = 0; i < l->count && y < k->rows - notes; i++) {
         const struct cushim_snapshot *p = &l->procs[i];
         char devs[64], pinned[32], off[32], phase[32];
-        uint64_t pin = 0, offl = 0;
-        for (uint32_t n = 0; n < p->device_count; n++) {
-            pin = cushim_sat_add(pin, p->devices[n].kinds[CUSHIM_KIND_PINNED_HOST][CUSHIM_STAT_current_bytes]);
-            offl = cushim_sat_add(offl, p->devices[n].kinds[CUSHIM_KIND_OFFLOADED][CUSHIM_STAT_current_bytes]);
-        }
+        uint64_t pin = kind_sum(p, CUSHIM_KIND_PINNED_HOST), offl = kind_sum(p, CUSHIM_KIND_OFFLOADED);
         cushim_device_list(p, devs, sizeof devs, 8);
         char pid[16], limit[48] = "";
         if (limits)
@@ -182,7 +226,7 @@ static void sleep_seconds(double s)
         ;
 }
 
-static int run_batch(double interval, long iterations)
+static int run_batch(double interval, long iterations, enum sort_key key)
 {
     for (long n = 0; iterations < 0 || n < iterations; n++) {
         struct sink k = {emit_stdout, INT_MAX, 0};
@@ -192,11 +236,13 @@ static int run_batch(double interval, long iterations)
         }
         struct proc_list l;
         proc_list_collect(&l, NULL, 0, 0);
+        sort_list(&l, key);
         char when[32];
         time_t now = time(NULL);
         struct tm tm;
         strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S", localtime_r(&now, &tm));
-        line(&k, 0, ATTR_BOLD, "cushim top: %d process%s at %s", l.count, l.count == 1 ? "" : "es", when);
+        line(&k, 0, ATTR_BOLD, "cushim top: %d process%s at %s%s%s", l.count, l.count == 1 ? "" : "es", when,
+             key != SORT_DEVICE_TOTAL ? ", sorted by " : "", key != SORT_DEVICE_TOTAL ? sort_columns[key] : "");
         frame(&k, &l);
         proc_list_free(&l);
         if (fflush(stdout) != 0 || ferror(stdout)) {
@@ -247,7 +293,7 @@ static void emit_screen(struct sink *k, int y, int attrs, const char *text)
         attroff(a);
 }
 
-static int run_screen(double interval, long iterations)
+static int run_screen(double interval, long iterations, enum sort_key key)
 {
     const char *term = getenv("TERM");
     /* A frame is drawn in place: a terminal that cannot move the cursor (terminfo "cup": TERM=dumb,
@@ -281,10 +327,11 @@ static int run_screen(double interval, long iterations)
     for (long n = 0; iterations < 0 || n < iterations; n++) {
         struct proc_list l;
         proc_list_collect(&l, NULL, 0, 0);
+        sort_list(&l, key);
         struct sink k = {emit_screen, LINES, 0};
         erase();
-        line(&k, 0, ATTR_BOLD, "cushim top: %d process%s, every %.1fs (q quits)", l.count,
-             l.count == 1 ? "" : "es", interval);
+        line(&k, 0, ATTR_BOLD, "cushim top: %d process%s, every %.1fs, sorted by %s (< > change it, q quits)",
+             l.count, l.count == 1 ? "" : "es", interval, sort_columns[key]);
         frame(&k, &l);
         refresh();
         proc_list_free(&l);
@@ -293,6 +340,13 @@ static int run_screen(double interval, long iterations)
         int ch = getch();
         if (ch == 'q' || ch == 'Q')
             break;
+        if (ch == '<' || ch == '>') {
+            /* Another order, drawn at once (this frame's time is not waited out). */
+            key = (enum sort_key)((key + (ch == '>' ? 1 : SORT_COUNT - 1)) % SORT_COUNT);
+            if (iterations > 0)
+                n--; /* the frame asked for by a key is not one of the N */
+            continue;
+        }
         clock_gettime(CLOCK_MONOTONIC, &t1);
         double waited = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
         if (ch == ERR && waited < interval / 2)
@@ -312,6 +366,7 @@ int cmd_top(int argc, char **argv)
     double interval = 1.0;
     long iterations = -1;
     int batch = 0;
+    enum sort_key key = SORT_DEVICE_TOTAL;
     /* top's bundled short options: -bn1 is -b -n 1, -bd2 is -b -d 2, -n5 is -n 5. */
     char **args = calloc((size_t)argc * 3 + 1, sizeof *args), flag[3][3] = {"-b", "-d", "-n"};
     if (!args) {
@@ -344,7 +399,8 @@ int cmd_top(int argc, char **argv)
         const char *v;
         int got;
         if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
-            printf("usage: cushim top [-d|--interval SECONDS] [-n|--iterations N] [-b|--batch]\n\n"
+            printf("usage: cushim top [-d|--interval SECONDS] [-n|--iterations N] [-b|--batch]\n"
+                   "                  [-s|--sort COLUMN]\n\n"
                    "Live view of "
                    "processes under cushim, sorted by device bytes, with per-device\ntotals across "
                    "processes. q quits. A LIMIT column appears when a process has a\n"
@@ -359,7 +415,11 @@ int cmd_top(int argc, char **argv)
                    "  -b, --batch             print frame after frame as plain text (the default\n"
                    "                          when standard output is not a terminal), for logs\n"
                    "                          and scripts (top's -d, -n and -b mean the same,\n"
-                   "                          bundled too: -bn1)\n");
+                   "                          bundled too: -bn1)\n"
+                   "  -s, --sort COLUMN       order processes by device-total (the default),\n"
+                   "                          total-peak, pinned, offloaded (largest first) or pid;\n"
+                   "                          on the screen, < and > move to the column left or\n"
+                   "                          right\n");
             return 0;
         } else if (strcmp(argv[i], "-b") == 0 || strcmp(argv[i], "--batch") == 0) {
             batch = 1;
@@ -367,20 +427,33 @@ int cmd_top(int argc, char **argv)
                    (got = cli_option_value(argc, argv, &i, "-d", "SECONDS", &v)) != 0) {
             if (got < 0 || watch_parse_interval("--interval", v, &interval) < 0)
                 return EXIT_USAGE;
+        } else if ((got = cli_option_value(argc, argv, &i, "--sort", "a COLUMN", &v)) != 0 ||
+                   (got = cli_option_value(argc, argv, &i, "-s", "a COLUMN", &v)) != 0) {
+            if (got < 0)
+                return EXIT_USAGE;
+            int k = 0;
+            while (k < SORT_COUNT && strcmp(v, sort_names[k]) != 0)
+                k++;
+            if (k == SORT_COUNT) {
+                cli_error("--sort \"%s\" is not a column (expected device-total, total-peak, pinned, "
+                          "offloaded or pid)", v);
+                return EXIT_USAGE;
+            }
+            key = (enum sort_key)k;
         } else if ((got = cli_option_value(argc, argv, &i, "--iterations", "N", &v)) != 0 ||
                    (got = cli_option_value(argc, argv, &i, "-n", "N", &v)) != 0) {
             if (got < 0 || watch_parse_iterations("--iterations", v, &iterations) < 0)
                 return EXIT_USAGE;
         } else {
             cli_error("unknown argument \"%s\" for top (expected -d|--interval SECONDS, "
-                      "-n|--iterations N or -b|--batch)", argv[i]);
+                      "-n|--iterations N, -b|--batch or -s|--sort COLUMN)", argv[i]);
             return EXIT_USAGE;
         }
     }
     if (batch || !isatty(fileno(stdout)))
-        return run_batch(interval, iterations);
+        return run_batch(interval, iterations, key);
 #ifdef CUSHIM_HAVE_NCURSES
-    return run_screen(interval, iterations);
+    return run_screen(interval, iterations, key);
 #else
     cli_error("the live screen was not built (ncurses was not found at build time); "
               "use `cushim top --batch` or `cushim stat`");
