@@ -294,6 +294,14 @@ Test(live, ps_the_exposition_and_reset_peak_of_one_device_show_exact_figures)
     cr_expect_eq(cli(segdir, &r, "ps", NULL, NULL), 0);
     cr_expect(strstr(r.out, "    1.00 MiB     4.00 MiB run ") != NULL, "DEVICE-TOTAL and TOTAL-PEAK:\n%s", r.out);
     run_free(&r);
+    cr_expect_eq(cli(segdir, &r, "ps", "--json", NULL), 0, "%s", r.err);
+    json_t *ps = json_loads(r.out, 0, NULL);
+    cr_assert(ps, "%s", r.out);
+    cr_expect_str_eq(json_string_value(jpath(ps, "0.state")), "live");
+    cr_expect_eq(jpath_u64(ps, "0.device_total.current_bytes"), MiB + 4096);
+    cr_expect_null(jpath(ps, "0.host_pid"), "a process of this pid namespace has no host_pid");
+    json_decref(ps);
+    run_free(&r);
     const char *prom[] = {cushim_bin(), "stat", p, "--prometheus", NULL};
     run_cmd(&r, prom, env);
     cr_expect_eq(r.status, 0, "%s", r.err);
@@ -541,6 +549,23 @@ Test(live, an_older_version_segment_of_a_dead_process_says_gc_removes_it)
              CUSHIM_LAYOUT_VERSION - 1, CUSHIM_LAYOUT_VERSION);
     cr_expect(strstr(r.out, row) != NULL, "%s", r.out);
     run_free(&r);
+    /* The same as JSON: the file, its state and why, and exit 1 (no process). */
+    cr_expect_eq(cli(segdir, &r, "ps", "--json", NULL), 1);
+    cr_expect_str_eq(r.err, "");
+    json_error_t e;
+    json_t *j = json_loads(r.out, 0, &e);
+    cr_assert(j, "ps --json: %s\n%s", e.text, r.out);
+    cr_expect_eq(json_array_size(j), 1);
+    cr_expect_eq(jpath_u64(j, "0.pid"), (uint64_t)dead);
+    cr_expect_eq(jpath_u64(j, "0.uid"), (uint64_t)getuid());
+    cr_expect_str_eq(json_string_value(jpath(j, "0.state")), "invalid");
+    cr_expect_str_eq(json_string_value(jpath(j, "0.path")), path);
+    snprintf(row, sizeof row, "layout version %u, this cushim reads %u (another cushim version's segment); "
+             "its process is gone: `cushim gc` removes it", CUSHIM_LAYOUT_VERSION - 1, CUSHIM_LAYOUT_VERSION);
+    cr_expect_str_eq(json_string_value(jpath(j, "0.error")), row);
+    cr_expect_null(jpath(j, "0.device_total"));
+    json_decref(j);
+    run_free(&r);
     cr_expect_eq(cli(segdir, &r, "gc", NULL, NULL), 0, "%s", r.err);
     snprintf(row, sizeof row, "removed %s (pid %d dead, invalid segment)\n", path, (int)dead);
     cr_expect_str_eq(r.out, row);
@@ -656,6 +681,25 @@ Test(live, sigkill_leaves_a_stale_segment_that_gc_removes)
     char *row = strstr(r.out, line);
     cr_assert(row, "ps lists the dead process:\n%s", r.out);
     cr_expect(strncmp(row + 8 + 11, "stale", 5) == 0, "marked stale while a zombie:\n%s", r.out);
+    run_free(&r);
+    cr_expect_eq(cli(segdir, &r, "ps", "--json", NULL), 0);
+    json_error_t e;
+    json_t *j = json_loads(r.out, 0, &e);
+    cr_assert(j, "ps --json: %s\n%s", e.text, r.out);
+    cr_expect_eq(json_array_size(j), 1);
+    cr_expect_eq(jpath_u64(j, "0.pid"), (uint64_t)pid);
+    cr_expect_str_eq(json_string_value(jpath(j, "0.state")), "stale");
+    cr_expect_str_eq(json_string_value(jpath(j, "0.path")), seg_path(segdir, pid));
+    cr_expect_eq(jpath_u64(j, "0.devices.0"), 0);
+    cr_expect_eq(json_array_size(jpath(j, "0.devices")), 1);
+    cr_expect_eq(jpath_u64(j, "0.device_total.current_bytes"), MiB + 4096);
+    cr_expect_eq(jpath_u64(j, "0.device_total.peak_bytes"), 4 * MiB + 4096);
+    cr_expect_str_eq(json_string_value(jpath(j, "0.phase")), "run");
+    cr_expect(json_is_null(jpath(j, "0.phase_requested")));
+    char command[700];
+    snprintf(command, sizeof command, "%s hold", program("rt_prog"));
+    cr_expect_str_eq(json_string_value(jpath(j, "0.command")), command);
+    json_decref(j);
     run_free(&r);
     cr_expect_eq(wait_bg(pid), 128 + SIGKILL);
 

@@ -1,10 +1,12 @@
-/* cushim ps: one line per process under cushim: pid, user, devices, device current/peak (summed
- * over its devices), phase, command; segments of dead processes are marked stale. */
+/* cushim ps [--json]: one line per process under cushim: pid, user, devices, device current/peak
+ * (summed over its devices), phase, command; segments of dead processes are marked stale. --json:
+ * the same as a JSON array (docs/SUMMARY-JSON.md, "cushim ps --json"). */
 #include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/jsonw.h"
 #include "common/text.h"
 #include "common/units.h"
 #include "tools/cli.h"
@@ -20,7 +22,48 @@ struct ps_arg {
     struct seg_file *live;
     char *copy;
     int nlive;
+    struct jsonw *json; /* --json: the array's writer, else NULL */
 };
+
+/* One process as an object of ps --json's array. */
+static void json_row(struct jsonw *w, const struct seg_entry *e, const char *user, const char *state)
+{
+    jsonw_object_begin(w, NULL);
+    jsonw_i64(w, "pid", e->ok ? e->snap.pid : e->pid);
+    if (e->ok) {
+        jsonw_u64(w, "pid_namespace", e->snap.pidns_inode);
+        if (e->snap.other_pidns) {
+            if (e->snap.host_pid)
+                jsonw_i64(w, "host_pid", e->snap.host_pid);
+            else
+                jsonw_string(w, "host_pid", NULL);
+        }
+    }
+    jsonw_u64(w, "uid", e->uid);
+    jsonw_string(w, "user", user);
+    jsonw_string(w, "state", state);
+    jsonw_string(w, "path", e->path);
+    if (!e->ok) {
+        jsonw_string(w, "error", e->err);
+        jsonw_object_end(w);
+        return;
+    }
+    jsonw_array_begin(w, "devices");
+    for (uint32_t i = 0; i < e->snap.device_count; i++)
+        jsonw_i64(w, NULL, e->snap.devices[i].ordinal);
+    jsonw_array_end(w);
+    jsonw_object_begin(w, "device_total");
+    jsonw_u64(w, "current_bytes", proc_sum(&e->snap, CUSHIM_DEV_total_current));
+    jsonw_u64(w, "peak_bytes", proc_sum(&e->snap, CUSHIM_DEV_total_peak));
+    jsonw_object_end(w);
+    jsonw_string(w, "phase", cushim_phase_name(e->snap.phase));
+    jsonw_string(w, "phase_requested",
+                 e->snap.phase_requested && e->snap.phase_requested - 1 != e->snap.phase
+                     ? cushim_phase_name(e->snap.phase_requested - 1)
+                     : NULL);
+    jsonw_string(w, "command", e->snap.command);
+    jsonw_object_end(w);
+}
 
 static int gather_live(struct seg_entry *e, void *argp)
 {
@@ -53,13 +96,21 @@ static int row(struct seg_entry *e, void *argp)
     struct passwd *pw = getpwuid(e->uid);
     snprintf(user, sizeof user, "%s", pw ? pw->pw_name : "?");
     if (!e->ok) {
-        printf("%7d %-10s %-7s %s: %s\n", (int)e->pid, user, "invalid", e->path, e->err);
+        if (a->json)
+            json_row(a->json, e, pw ? pw->pw_name : NULL, "invalid");
+        else
+            printf("%7d %-10s %-7s %s: %s\n", (int)e->pid, user, "invalid", e->path, e->err);
         a->invalid++;
         return 0;
     }
     uint64_t c = proc_sum(&e->snap, CUSHIM_DEV_total_current), p = proc_sum(&e->snap, CUSHIM_DEV_total_peak);
     cushim_device_list(&e->snap, devs, sizeof devs, 8);
     const char *state = e->stale ? "stale" : is_copy(a, e) ? "copy" : "live";
+    if (a->json) {
+        json_row(a->json, e, pw ? pw->pw_name : NULL, state);
+        a->rows++;
+        return 0;
+    }
     char phase[32];
     const char *on = a->color && e->stale ? "\033[33m" : "", *off = a->color && e->stale ? "\033[0m" : "";
     char pid[16];
@@ -74,35 +125,48 @@ static int row(struct seg_entry *e, void *argp)
 
 int cmd_ps(int argc, char **argv)
 {
-    if (argc > 1) {
+    int json = argc == 2 && strcmp(argv[1], "--json") == 0;
+    if (argc > 1 && !json) {
         if (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0) {
-            printf("usage: cushim ps\n\nLists processes under cushim (yours; everyone's as root):\n"
+            printf("usage: cushim ps [--json]\n\nLists processes under cushim (yours; everyone's as root):\n"
                    "pid (as seen here, also for a container's process), user, state (live;\n"
                    "copy: another file or name of a live process's segment, not the one it uses;\n"
                    "stale: the process is gone), devices used, device bytes current and peak\n"
                    "(summed over its devices), phase (run>compile while a `cushim phase` request\n"
                    "waits for the process's next allocation), command. A file named like a\n"
                    "segment that cannot be read as one (another cushim version's, say) is listed\n"
-                   "as invalid, with why.\n");
+                   "as invalid, with why.\n\n"
+                   "  --json   the same as a JSON array, one object per segment file, with pid,\n"
+                   "           user, state, path and devices, device_total and phase in the\n"
+                   "           summary's names (docs/SUMMARY-JSON.md)\n");
             return 0;
         }
-        cli_error("ps takes no arguments (got \"%s\")", argv[1]);
+        int bad = strcmp(argv[1], "--json") == 0 ? 2 : 1;
+        cli_error("unknown argument \"%s\" for ps (expected --json)", argv[bad]);
         return EXIT_USAGE;
     }
-    struct ps_arg a = {0, 0, cli_color(stdout), 0, NULL, NULL, 0};
+    struct jsonw w;
+    struct ps_arg a = {0, 0, !json && cli_color(stdout), 0, NULL, NULL, 0, json ? &w : NULL};
     seg_scan(NULL, 0, gather_live, &a);
     if (a.nlive > 1 && (a.copy = malloc((size_t)a.nlive)) != NULL)
         seg_find_copies(a.live, a.nlive, a.copy);
-    printf("%7s %-10s %-7s %-8s %12s %12s %-11s %s\n", "PID", "USER", "STATE", "DEVICES",
-           "DEVICE-TOTAL", "TOTAL-PEAK", "PHASE", "COMMAND");
+    if (json) {
+        jsonw_init(&w, stdout);
+        jsonw_array_begin(&w, NULL);
+    } else {
+        printf("%7s %-10s %-7s %-8s %12s %12s %-11s %s\n", "PID", "USER", "STATE", "DEVICES",
+               "DEVICE-TOTAL", "TOTAL-PEAK", "PHASE", "COMMAND");
+    }
     seg_scan(NULL, 0, row, &a);
-    if (a.hidden)
+    if (json)
+        jsonw_array_end(&w);
+    else if (a.hidden)
         printf("* the pid in its own pid namespace (a container's), whose processes are not visible here\n");
     for (int i = 0; i < a.nlive; i++)
         free(a.live[i].path);
     free(a.live);
     free(a.copy);
-    if (!a.rows)
+    if (!a.rows && !json) /* JSON: an empty array, and the exit status */
         cli_error("no process under cushim (yours; everyone's as root) in %s%s", seg_dir(),
                   a.invalid ? ": only files that could not be read (listed above)" : "");
     return a.rows ? 0 : EXIT_NOTHING;

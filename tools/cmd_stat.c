@@ -262,18 +262,19 @@ int cmd_stat(int argc, char **argv)
                 cli_error("no live process under cushim");
         }
         /* With PIDs, a repeating stat ends when none of them is left (the last snapshot stays in
-         * an --output file). */
-        if (a.npids && !l.count) {
+         * an --output file); a first snapshot of none is an answer, as without --interval. */
+        if (n && a.npids && !l.count) {
             proc_list_free(&l);
             break;
         }
         int w = emit(&a, &l, n, !l.count && !a.prom && !a.json && a.interval <= 0);
+        int l_count = l.count;
         proc_list_free(&l);
         if (w) {
             rc = w;
             break;
         }
-        if (a.interval <= 0 || watch_stopped())
+        if (a.interval <= 0 || watch_stopped() || (a.npids && !l_count))
             break;
     }
     free(a.pids);
