@@ -178,8 +178,12 @@ void cushim_text_process(FILE *f, const struct cushim_snapshot *s, const char *t
         snprintf(who, sizeof who, "pid %d of pid namespace %llu (not visible here)", (int)s->pid,
                  (unsigned long long)s->pidns_inode);
     const char *offload = cushim_offload_label(s->flags);
-    fprintf(f, "%s%s `%s`: %u device%s, phase %s%s%s%s%s\n", title ? title : "", who, cmd,
-            s->device_count, s->device_count == 1 ? "" : "s", phase,
+    char used[32];
+    if (s->device_count)
+        snprintf(used, sizeof used, "%u device%s", s->device_count, s->device_count == 1 ? "" : "s");
+    else /* CUDA not used (the shim started by cushim.h's calls, a phase set) */
+        snprintf(used, sizeof used, "no device used%s", s->exited || s->over ? "" : " yet");
+    fprintf(f, "%s%s `%s`: %s, phase %s%s%s%s%s\n", title ? title : "", who, cmd, used, phase,
             strchr(phase, '>') ? " (requested, at the next allocation)" : "",
             strcmp(offload, "off") ? ", offload " : "", strcmp(offload, "off") ? offload : "",
             s->flags & CUSHIM_SEG_F_SPILL ? ", spill on" : "");

@@ -590,6 +590,12 @@ Test(live, reset_peak_of_a_process_with_no_device_says_so)
     cr_expect_str_eq(r.err, want);
     cr_expect_str_eq(r.out, "");
     run_free(&r);
+    /* Its summary says so in words (it said "0 devices"). */
+    cr_expect_eq(cli(segdir, &r, "stat", p, NULL), 0, "%s", r.err);
+    snprintf(want, sizeof want, "pid %d `%s hold_api`: no device used yet, phase run\n", (int)pid,
+             program("rt_prog"));
+    cr_expect_str_eq(r.out, want);
+    run_free(&r);
     touch(hold);
     cr_expect_eq(wait_bg(pid), 0);
 }
