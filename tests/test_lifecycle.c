@@ -458,8 +458,11 @@ Test(lifecycle, the_summaries_of_a_killed_nested_run_reach_the_outer_run)
     unlink(stop);
     /* The inner run's program ends normally (its summary waits in the inner run's directory), then
      * the inner run is killed before it could say anything. */
-    snprintf(inner, sizeof inner, "%s peaks >/dev/null; touch %s; while [ ! -e %s ]; do sleep 0.05; done",
-             program("rt_prog"), done, stop);
+    /* The inner sh outlives its killed run (an orphan): it also stops when the test directory is
+     * gone (removed before it saw the stop file, it spun on for ever), and after 30 s at most. */
+    snprintf(inner, sizeof inner, "%s peaks >/dev/null; touch %s; i=0; while [ ! -e %s ] && [ -d %s ] && "
+             "[ $i -lt 600 ]; do sleep 0.05; i=$((i+1)); done",
+             program("rt_prog"), done, stop, test_dir());
     snprintf(body, sizeof body,
              "%s run --quiet -- sh -c '%s' & R=$!; while [ ! -e %s ]; do sleep 0.02; done; kill -9 $R; wait $R; "
              "touch %s; true", cushim_bin(), inner, done, stop);
