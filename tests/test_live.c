@@ -8,6 +8,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -301,6 +302,11 @@ Test(live, ps_the_exposition_and_reset_peak_of_one_device_show_exact_figures)
     cr_expect_eq(jpath_u64(ps, "0.device_total.current_bytes"), MiB + 4096);
     cr_expect_null(jpath(ps, "0.host_pid"), "a process of this pid namespace has no host_pid");
     json_decref(ps);
+    run_free(&r);
+    cr_expect_eq(cli(segdir, &r, "ps", "--json", "--json"), 0, "an option given twice: %s", r.err);
+    run_free(&r);
+    cr_expect_eq(cli(segdir, &r, "ps", "--json", "-x"), 2);
+    cr_expect_str_eq(r.err, "cushim: unknown argument \"-x\" for ps (expected --json)\n");
     run_free(&r);
     const char *prom[] = {cushim_bin(), "stat", p, "--prometheus", NULL};
     run_cmd(&r, prom, env);
@@ -1186,8 +1192,20 @@ Test(live, top_sorts_by_the_column_asked_for)
     const char *bad[] = {cushim_bin(), "top", "-bn1", "-s", "memory", NULL};
     run_cmd(&r, bad, env);
     cr_expect_eq(r.status, 2);
-    cr_expect_str_eq(r.err, "cushim: --sort \"memory\" is not a column (expected device-total, total-peak, "
+    cr_expect_str_eq(r.err, "cushim: -s \"memory\" is not a column (expected device-total, total-peak, "
                             "pinned, offloaded or pid)\n");
+    run_free(&r);
+    /* Bundled as top's other short options, and the column named by its heading too. */
+    const char *bundled[] = {cushim_bin(), "top", "-bn1", "-sTOTAL-PEAK", NULL};
+    run_cmd(&r, bundled, env);
+    cr_expect_eq(r.status, 0, "%s", r.err);
+    cr_expect(strstr(r.out, ", sorted by TOTAL-PEAK\n") != NULL, "%s", r.out);
+    cr_expect_lt(row_at(r.out, a), row_at(r.out, b), "%s", r.out);
+    run_free(&r);
+    const char *bundled_b[] = {cushim_bin(), "top", "-bs", "pid", "-n1", NULL};
+    run_cmd(&r, bundled_b, env);
+    cr_expect_eq(r.status, 0, "%s", r.err);
+    cr_expect(strstr(r.out, ", sorted by PID\n") != NULL, "%s", r.out);
     run_free(&r);
     touch(hold);
     cr_expect_eq(wait_bg(a), 0);
@@ -1684,7 +1702,97 @@ Test(live, stat_iterations_print_headed_text_snapshots)
     const char *none[] = {cushim_bin(), "stat", "-n", "0", NULL};
     run_cmd(&r, none, env);
     cr_expect_eq(r.status, 2);
-    cr_expect_str_eq(r.err, "cushim: --iterations \"0\" is not a whole number from 1 to 9223372036854775807\n");
+    /* Named as typed. */
+    cr_expect_str_eq(r.err, "cushim: -n \"0\" is not a whole number from 1 to 9223372036854775807\n");
+    run_free(&r);
+    touch(hold);
+    cr_expect_eq(wait_bg(pid), 0);
+}
+
+/* A repeating stat whose reader has stopped reading (its pipe full, the write blocked) stops at
+ * the first SIGTERM, exit 0 (it wrote on after each interrupted write; found by an attack helper);
+ * a FIFO given as --output stays open from the first snapshot to the last (reopened per snapshot,
+ * its reader saw an end of file after the first, and the next open failed); `--output -` keeps
+ * the blank line between text snapshots. */
+Test(live, stat_interval_streams_stop_at_a_signal_and_stay_open)
+{
+    const char *segdir;
+    char hold[600], seg[700];
+    pid_t pid = start_held("hold", "t-stream", &segdir, hold, sizeof hold);
+    snprintf(seg, sizeof seg, "CUSHIM_SEGMENT_DIR=%s", segdir);
+    int fds[2];
+    cr_assert_eq(pipe(fds), 0);
+    pid_t watcher = fork();
+    if (watcher == 0) {
+        dup2(fds[1], 1);
+        close(fds[0]);
+        close(fds[1]);
+        putenv(seg);
+        execl(cushim_bin(), cushim_bin(), "stat", "--json", "-d", "0.1", (char *)NULL);
+        _exit(127);
+    }
+    close(fds[1]);
+    /* Full: nothing more comes for 0.5 s, five snapshots' time (a pipe is full when its buffers
+     * are, each write taking one: before its bytes reach F_GETPIPE_SZ). */
+    int queued = 0, last = -1, still = 0;
+    for (int i = 0; i < 600 && still < 5; i++) {
+        usleep(100000);
+        cr_assert_eq(ioctl(fds[0], FIONREAD, &queued), 0);
+        still = queued == last ? still + 1 : 0;
+        last = queued;
+    }
+    cr_assert(still == 5 && queued > 0, "the pipe filled up (%d bytes)", queued);
+    kill(watcher, SIGTERM);
+    int status = -1;
+    for (int i = 0; i < 300 && waitpid(watcher, &status, WNOHANG) == 0; i++)
+        usleep(10000);
+    if (status == -1) {
+        kill(watcher, SIGKILL);
+        waitpid(watcher, &status, 0);
+        cr_expect(0, "a repeating stat blocked on a full pipe did not stop at SIGTERM");
+    } else {
+        cr_expect(WIFEXITED(status) && WEXITSTATUS(status) == 0, "exit 0 (status %d)", status);
+    }
+    close(fds[0]);
+
+    char fifo[700], got[700], cmd[2000];
+    snprintf(fifo, sizeof fifo, "%s/stat.fifo", test_dir());
+    snprintf(got, sizeof got, "%s/stat.fifo.got", test_dir());
+    unlink(fifo);
+    cr_assert_eq(mkfifo(fifo, 0600), 0);
+    snprintf(cmd, sizeof cmd, "exec cat %s >%s", fifo, got);
+    const char *reader_argv[] = {"/bin/sh", "-c", cmd, NULL};
+    pid_t reader = spawn_bg(reader_argv, NULL);
+    const char *env[] = {seg, NULL};
+    struct run_result r;
+    const char *to_fifo[] = {cushim_bin(), "stat", "--json", "-d", "0.1", "-n", "3", "--output", fifo, NULL};
+    /* cat opens the FIFO for reading when it runs: until then the stat's open finds no reader. */
+    for (int i = 0; i < 100; i++) {
+        run_cmd(&r, to_fifo, env);
+        if (r.status == 0 || !strstr(r.err, "no reader"))
+            break;
+        run_free(&r);
+        usleep(20000);
+    }
+    cr_expect_eq(r.status, 0, "%s", r.err);
+    run_free(&r);
+    cr_expect_eq(wait_bg(reader), 0);
+    char *lines[8];
+    int n = file_lines(got, lines, 8);
+    cr_expect_eq(n, 3, "three snapshots through one open FIFO");
+    for (int i = 0; i < n; i++) {
+        json_t *j = json_loads(lines[i], 0, NULL);
+        cr_expect(j && jpath_u64(j, "0.pid") == (uint64_t)pid, "line %d: %s", i + 1, lines[i]);
+        json_decref(j);
+        free(lines[i]);
+    }
+    unlink(fifo);
+    unlink(got);
+
+    const char *dash[] = {cushim_bin(), "stat", "-n", "2", "-d", "0.1", "--output", "-", NULL};
+    run_cmd(&r, dash, env);
+    cr_expect_eq(r.status, 0, "%s", r.err);
+    cr_expect(strstr(r.out, "\n\ncushim stat: 1 process at ") != NULL, "a blank line between:\n%s", r.out);
     run_free(&r);
     touch(hold);
     cr_expect_eq(wait_bg(pid), 0);

@@ -940,3 +940,36 @@ Test(security, a_segment_left_by_a_process_that_dropped_privileges_is_said_and_c
     int files = visible_files(segdir);
     cr_expect_eq(files, 0, "gc removed it");
 }
+
+/* An --output file another user may write, in a directory that user may not write: the error
+ * says that the temporary file could not be created there (it said "Permission denied" alone,
+ * the file itself being writable; found by an attack helper), and the file is left as it was. */
+Test(security, an_output_in_a_directory_closed_to_its_user_says_why)
+{
+    if (geteuid() != 0) {
+        printf("not run: needs root to run the CLI as another user (setpriv)\n");
+        cr_skip_test("not run: needs root to switch users");
+    }
+    const char *dir = fresh_dir("closed-output");
+    cr_assert_eq(chmod(dir, 0755), 0);
+    char file[700], want[1600], seg[700];
+    snprintf(file, sizeof file, "%s/cushim.json", dir);
+    FILE *f = fopen(file, "w");
+    cr_assert(f);
+    fputs("before\n", f);
+    fclose(f);
+    cr_assert_eq(chmod(file, 0666), 0);
+    snprintf(seg, sizeof seg, "CUSHIM_SEGMENT_DIR=%s", fresh_dir("closed-output-seg"));
+    const char *env[] = {seg, NULL};
+    const char *argv[] = {cushim_bin(), "stat", "--json", "--output", file, NULL};
+    struct run_result r;
+    as_user(&r, OWNER, argv, env);
+    cr_expect_eq(r.status, 2);
+    snprintf(want, sizeof want, "cushim: cannot write --output \"%s\": Permission denied (a temporary file in "
+             "%s, renamed over it when complete, could not be created there)\n", file, dir);
+    cr_expect_str_eq(r.err, want);
+    run_free(&r);
+    char *text = slurp(file);
+    cr_expect_str_eq(text, "before\n");
+    free(text);
+}

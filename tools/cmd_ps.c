@@ -125,9 +125,15 @@ static int row(struct seg_entry *e, void *argp)
 
 int cmd_ps(int argc, char **argv)
 {
-    int json = argc == 2 && strcmp(argv[1], "--json") == 0;
-    if (argc > 1 && !json) {
-        if (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0) {
+    int json = 0, bad = 0;
+    for (int i = 1; i < argc && !bad; i++) {
+        if (strcmp(argv[i], "--json") == 0)
+            json = 1;
+        else
+            bad = i;
+    }
+    if (bad) {
+        if (strcmp(argv[bad], "-h") == 0 || strcmp(argv[bad], "--help") == 0) {
             printf("usage: cushim ps [--json]\n\nLists processes under cushim (yours; everyone's as root):\n"
                    "pid (as seen here, also for a container's process), user, state (live;\n"
                    "copy: another file or name of a live process's segment, not the one it uses;\n"
@@ -141,7 +147,6 @@ int cmd_ps(int argc, char **argv)
                    "           summary's names (docs/SUMMARY-JSON.md)\n");
             return 0;
         }
-        int bad = strcmp(argv[1], "--json") == 0 ? 2 : 1;
         cli_error("unknown argument \"%s\" for ps (expected --json)", argv[bad]);
         return EXIT_USAGE;
     }

@@ -34,7 +34,9 @@ static void usage(FILE *f)
                "                  line with its time, a blank line between them; --json: one\n"
                "                  array per line (JSON Lines), each object with its read_ns;\n"
                "                  --output FILE: each snapshot replaces the file (the textfile\n"
-               "                  collector's file kept fresh without cron)\n"
+               "                  collector's file kept fresh without cron; a FIFO or other\n"
+               "                  stream is written to, open from first to last); --prometheus\n"
+               "                  repeats the whole exposition: give it --output FILE\n"
                "  -n, --iterations N\n"
                "                  stop after N snapshots (the interval defaults to 1 second)\n");
 }
@@ -140,7 +142,7 @@ static int parse(int argc, char **argv, struct stat_args *a)
 {
     int options = 1; /* until "--": after it, every argument is a PID */
     for (int i = 1; i < argc; i++) {
-        const char *v;
+        const char *v, *opt; /* the option as typed, for its messages */
         int got;
         if (options && strcmp(argv[i], "--") == 0) {
             options = 0;
@@ -154,13 +156,13 @@ static int parse(int argc, char **argv, struct stat_args *a)
         } else if ((got = cli_option_value(argc, argv, &i, "--output", "a FILE", &a->output)) != 0) {
             if (got < 0)
                 return -1;
-        } else if ((got = cli_option_value(argc, argv, &i, "--interval", "SECONDS", &v)) != 0 ||
-                   (got = cli_option_value(argc, argv, &i, "-d", "SECONDS", &v)) != 0) {
-            if (got < 0 || watch_parse_interval("--interval", v, &a->interval) < 0)
+        } else if ((got = cli_option_value(argc, argv, &i, (opt = "--interval"), "SECONDS", &v)) != 0 ||
+                   (got = cli_option_value(argc, argv, &i, (opt = "-d"), "SECONDS", &v)) != 0) {
+            if (got < 0 || watch_parse_interval(opt, v, &a->interval) < 0)
                 return -1;
-        } else if ((got = cli_option_value(argc, argv, &i, "--iterations", "N", &v)) != 0 ||
-                   (got = cli_option_value(argc, argv, &i, "-n", "N", &v)) != 0) {
-            if (got < 0 || watch_parse_iterations("--iterations", v, &a->iterations) < 0)
+        } else if ((got = cli_option_value(argc, argv, &i, (opt = "--iterations"), "N", &v)) != 0 ||
+                   (got = cli_option_value(argc, argv, &i, (opt = "-n"), "N", &v)) != 0) {
+            if (got < 0 || watch_parse_iterations(opt, v, &a->iterations) < 0)
                 return -1;
         } else if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
             usage(stdout);
@@ -181,42 +183,101 @@ static int parse(int argc, char **argv, struct stat_args *a)
     return 0;
 }
 
-/* Writes one snapshot where it goes: --output (replaced), else standard output (a blank line
- * before every text snapshot but the first). 0, or EXIT_USAGE after a message. `empty_keeps`:
- * with nothing to show the --output file is left as it was. */
-static int emit(const struct stat_args *a, const struct proc_list *l, long n, int empty_keeps)
+/* Where the snapshots go: standard output, or --output; a stream output (a FIFO, a terminal,
+ * "-", /dev/stdout: written in place, tools/output.h) stays open from the first snapshot to the
+ * last, so that its reader sees one stream (a FIFO reopened per snapshot gave its reader an end
+ * of file after the first). */
+struct target {
+    struct cli_output kept;
+    int keeping;
+};
+
+/* Writes all of buf to fd, through interruptions, but for one by a stop signal: a write blocked
+ * on a full pipe (a reader that stopped reading) must not hold the command past its stop. 0; 1
+ * when stopped; -1 with errno set. */
+static int write_all(int fd, const char *buf, size_t len)
 {
-    if (!a->output) {
-        if (n && !a->json && !a->prom)
-            putchar('\n');
-        write_snapshot(stdout, a, l);
-        if (a->interval > 0 && (fflush(stdout) != 0 || ferror(stdout))) {
-            int e = errno;
-            clearerr(stdout); /* said once, here (not again by cushim.c's check) */
-            if (watch_stopped())
-                return 0; /* a stop signal cut the write short */
-            cli_error("cannot write to standard output: %s", strerror(e));
-            return EXIT_USAGE;
-        }
-        return 0;
-    }
-    struct cli_output out;
-    if (cli_output_open(&out, a->output) != 0) {
-        cli_error("cannot write --output \"%s\": %s", a->output, cli_output_strerror(errno));
-        return EXIT_USAGE;
-    }
-    if (empty_keeps) {
-        cli_output_abort(&out); /* nothing to write: the file is left as it was */
-        return 0;
-    }
-    write_snapshot(out.f, a, l);
-    if (cli_output_commit(&out) != 0) {
+    while (len) {
+        /* Also after a part was written: the signal that cut the write short may have come after
+         * the first bytes went (the write then returns their count, not EINTR). */
         if (watch_stopped())
-            return 0; /* cut short by a stop signal: the file is left as it was */
-        cli_error("cannot write --output \"%s\": %s", a->output, cli_output_strerror(errno));
-        return EXIT_USAGE;
+            return 1;
+        ssize_t k = write(fd, buf, len);
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k < 0)
+            return -1;
+        buf += k;
+        len -= (size_t)k;
     }
     return 0;
+}
+
+/* Writes one snapshot where it goes: --output (a regular file replaced, atomically; a stream
+ * written to), else standard output. A text snapshot after the first written to a stream is
+ * preceded by a blank line. The snapshot is composed in memory first, then written at once. 0, or
+ * EXIT_USAGE after a message. `empty_keeps`: with nothing to show a regular --output file is left
+ * as it was. */
+static int emit(const struct stat_args *a, const struct proc_list *l, long n, int empty_keeps,
+                struct target *t)
+{
+    struct cli_output out;
+    int stream = !a->output || t->keeping;
+    if (!stream) {
+        if (cli_output_open(&out, a->output) != 0) {
+            cli_error("cannot write --output \"%s\": %s", a->output, cli_output_strerror(errno));
+            return EXIT_USAGE;
+        }
+        if (out.direct && a->interval > 0) {
+            t->kept = out;
+            t->keeping = stream = 1;
+        } else if (empty_keeps) {
+            cli_output_abort(&out); /* nothing to write: the file is left as it was */
+            return 0;
+        }
+    }
+    char *text = NULL;
+    size_t len = 0;
+    FILE *m = open_memstream(&text, &len);
+    if (!m) {
+        cli_error("out of memory");
+        if (!stream)
+            cli_output_abort(&out);
+        return EXIT_USAGE;
+    }
+    if (stream && n && !a->json && !a->prom)
+        fputc('\n', m);
+    write_snapshot(m, a, l);
+    if (fclose(m) != 0) {
+        free(text);
+        cli_error("out of memory");
+        if (!stream)
+            cli_output_abort(&out);
+        return EXIT_USAGE;
+    }
+    int rc = 0;
+    if (stream) {
+        FILE *f = t->keeping ? t->kept.f : stdout;
+        int w = fflush(f) == 0 ? write_all(fileno(f), text, len) : -1;
+        if (w < 0) {
+            int e = errno;
+            if (f == stdout)
+                clearerr(stdout); /* said once, here (not again by cushim.c's check) */
+            if (a->output)
+                cli_error("cannot write --output \"%s\": %s", a->output, cli_output_strerror(e));
+            else
+                cli_error("cannot write to standard output: %s", strerror(e));
+            rc = EXIT_USAGE;
+        }
+    } else {
+        fwrite(text, 1, len, out.f);
+        if (cli_output_commit(&out) != 0 && !watch_stopped()) {
+            cli_error("cannot write --output \"%s\": %s", a->output, cli_output_strerror(errno));
+            rc = EXIT_USAGE;
+        }
+    }
+    free(text);
+    return rc;
 }
 
 int cmd_stat(int argc, char **argv)
@@ -233,6 +294,7 @@ int cmd_stat(int argc, char **argv)
     }
     if (a.interval > 0)
         watch_catch_stop_signals();
+    struct target t = {.keeping = 0};
     int rc = 0;
     for (long n = 0; a.iterations < 0 || n < a.iterations; n++) {
         if (n && watch_sleep(a.interval))
@@ -267,7 +329,7 @@ int cmd_stat(int argc, char **argv)
             proc_list_free(&l);
             break;
         }
-        int w = emit(&a, &l, n, !l.count && !a.prom && !a.json && a.interval <= 0);
+        int w = emit(&a, &l, n, !l.count && !a.prom && !a.json && a.interval <= 0, &t);
         int l_count = l.count;
         proc_list_free(&l);
         if (w) {
@@ -276,6 +338,10 @@ int cmd_stat(int argc, char **argv)
         }
         if (a.interval <= 0 || watch_stopped() || (a.npids && !l_count))
             break;
+    }
+    if (t.keeping && cli_output_commit(&t.kept) != 0 && !watch_stopped() && !rc) {
+        cli_error("cannot write --output \"%s\": %s", a.output, cli_output_strerror(errno));
+        rc = EXIT_USAGE;
     }
     free(a.pids);
     return rc;

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -367,8 +368,8 @@ int cmd_top(int argc, char **argv)
     long iterations = -1;
     int batch = 0;
     enum sort_key key = SORT_DEVICE_TOTAL;
-    /* top's bundled short options: -bn1 is -b -n 1, -bd2 is -b -d 2, -n5 is -n 5. */
-    char **args = calloc((size_t)argc * 3 + 1, sizeof *args), flag[3][3] = {"-b", "-d", "-n"};
+    /* top's bundled short options: -bn1 is -b -n 1, -bd2 is -b -d 2, -n5 is -n 5, -bs pid is -b -s pid. */
+    char **args = calloc((size_t)argc * 3 + 1, sizeof *args), flag[4][3] = {"-b", "-d", "-n", "-s"};
     if (!args) {
         cli_error("out of memory");
         return EXIT_USAGE;
@@ -376,13 +377,13 @@ int cmd_top(int argc, char **argv)
     int nargs = 0;
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i];
-        if (i > 0 && a[0] == '-' && a[1] && a[1] != '-' && a[2] && strchr("bdn", a[1]) &&
-            (a[1] != 'b' || strspn(a + 1, "b") + 1 == strlen(a) || strchr("dn", a[2]))) {
+        if (i > 0 && a[0] == '-' && a[1] && a[1] != '-' && a[2] && strchr("bdns", a[1]) &&
+            (a[1] != 'b' || strspn(a + 1, "b") + 1 == strlen(a) || strchr("dns", a[2]))) {
             for (const char *c = a + 1; *c; c++) {
-                const char *f = strchr("bdn", *c);
+                const char *f = strchr("bdns", *c);
                 if (!f)
                     break;
-                args[nargs++] = flag[f - "bdn"];
+                args[nargs++] = flag[f - "bdns"];
                 if (*c != 'b') {
                     if (c[1]) /* -n5, or -n=5 as cli_option_value takes it */
                         args[nargs++] = (char *)(c + 1 + (c[1] == '=' && c[2]));
@@ -396,7 +397,7 @@ int cmd_top(int argc, char **argv)
     argc = nargs;
     argv = args;
     for (int i = 1; i < argc; i++) {
-        const char *v;
+        const char *v, *opt; /* the option as typed, for its messages */
         int got;
         if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
             printf("usage: cushim top [-d|--interval SECONDS] [-n|--iterations N] [-b|--batch]\n"
@@ -423,26 +424,26 @@ int cmd_top(int argc, char **argv)
             return 0;
         } else if (strcmp(argv[i], "-b") == 0 || strcmp(argv[i], "--batch") == 0) {
             batch = 1;
-        } else if ((got = cli_option_value(argc, argv, &i, "--interval", "SECONDS", &v)) != 0 ||
-                   (got = cli_option_value(argc, argv, &i, "-d", "SECONDS", &v)) != 0) {
-            if (got < 0 || watch_parse_interval("--interval", v, &interval) < 0)
+        } else if ((got = cli_option_value(argc, argv, &i, (opt = "--interval"), "SECONDS", &v)) != 0 ||
+                   (got = cli_option_value(argc, argv, &i, (opt = "-d"), "SECONDS", &v)) != 0) {
+            if (got < 0 || watch_parse_interval(opt, v, &interval) < 0)
                 return EXIT_USAGE;
-        } else if ((got = cli_option_value(argc, argv, &i, "--sort", "a COLUMN", &v)) != 0 ||
-                   (got = cli_option_value(argc, argv, &i, "-s", "a COLUMN", &v)) != 0) {
+        } else if ((got = cli_option_value(argc, argv, &i, (opt = "--sort"), "a COLUMN", &v)) != 0 ||
+                   (got = cli_option_value(argc, argv, &i, (opt = "-s"), "a COLUMN", &v)) != 0) {
             if (got < 0)
                 return EXIT_USAGE;
-            int k = 0;
-            while (k < SORT_COUNT && strcmp(v, sort_names[k]) != 0)
+            int k = 0; /* in either case: the column's heading (TOTAL-PEAK) names it too */
+            while (k < SORT_COUNT && strcasecmp(v, sort_names[k]) != 0)
                 k++;
             if (k == SORT_COUNT) {
-                cli_error("--sort \"%s\" is not a column (expected device-total, total-peak, pinned, "
-                          "offloaded or pid)", v);
+                cli_error("%s \"%s\" is not a column (expected device-total, total-peak, pinned, "
+                          "offloaded or pid)", opt, v);
                 return EXIT_USAGE;
             }
             key = (enum sort_key)k;
-        } else if ((got = cli_option_value(argc, argv, &i, "--iterations", "N", &v)) != 0 ||
-                   (got = cli_option_value(argc, argv, &i, "-n", "N", &v)) != 0) {
-            if (got < 0 || watch_parse_iterations("--iterations", v, &iterations) < 0)
+        } else if ((got = cli_option_value(argc, argv, &i, (opt = "--iterations"), "N", &v)) != 0 ||
+                   (got = cli_option_value(argc, argv, &i, (opt = "-n"), "N", &v)) != 0) {
+            if (got < 0 || watch_parse_iterations(opt, v, &iterations) < 0)
                 return EXIT_USAGE;
         } else {
             cli_error("unknown argument \"%s\" for top (expected -d|--interval SECONDS, "

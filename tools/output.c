@@ -41,10 +41,15 @@ static int own_fd_name(const char *path)
 /* The last cli_output_open refused a link another user could have planted (its ELOOP is that,
  * not a loop). The CLI is one thread. */
 static int refused_link;
+/* The last cli_output_open could not create its temporary file: the errno, and the words for it
+ * (the target itself may be writable; its directory is not). */
+static int tmp_errno;
+static char tmp_why[4400];
 
 int cli_output_open(struct cli_output *o, const char *path)
 {
     refused_link = 0;
+    tmp_errno = 0;
     struct stat st;
     memset(o, 0, sizeof *o);
     o->path = path;
@@ -118,8 +123,17 @@ int cli_output_open(struct cli_output *o, const char *path)
         unlink(o->tmp);
         errno = e;
     }
-    if (fd < 0)
+    if (fd < 0) {
+        int e = errno;
+        /* The directory, not the file, refused it: said so (the file alone may be writable). */
+        char dir[4200];
+        snprintf(dir, sizeof dir, "%.*s", base > path ? (int)(base - path - 1) : 1, base > path ? path : ".");
+        snprintf(tmp_why, sizeof tmp_why, "%s (a temporary file in %s, renamed over it when complete, "
+                 "could not be created there)", strerror(e), dir[0] ? dir : "/");
+        tmp_errno = e;
+        errno = e;
         return -1;
+    }
     if (lstat(path, &st) == 0 && S_ISREG(st.st_mode)) {
         /* Replacing a file (not a link, whose target's attributes are not the file's to take):
          * it keeps its group and its read permissions, which a reader such as node_exporter's
@@ -176,6 +190,8 @@ void cli_output_abort(struct cli_output *o)
 
 const char *cli_output_strerror(int e)
 {
+    if (tmp_errno && e == tmp_errno)
+        return tmp_why;
     if (e == ENXIO)
         return "a FIFO with no reader (start its reader first)";
     if (e == ELOOP && refused_link)
