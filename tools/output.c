@@ -123,7 +123,7 @@ int cli_output_open(struct cli_output *o, const char *path)
         unlink(o->tmp);
         errno = e;
     }
-    if (fd < 0) {
+    if (fd < 0 && (errno == EACCES || errno == EPERM || errno == EROFS)) {
         int e = errno;
         /* The directory, not the file, refused it: said so (the file alone may be writable). */
         char dir[4200];
@@ -132,8 +132,9 @@ int cli_output_open(struct cli_output *o, const char *path)
                  "could not be created there)", strerror(e), dir[0] ? dir : "/");
         tmp_errno = e;
         errno = e;
-        return -1;
     }
+    if (fd < 0)
+        return -1;
     if (lstat(path, &st) == 0 && S_ISREG(st.st_mode)) {
         /* Replacing a file (not a link, whose target's attributes are not the file's to take):
          * it keeps its group and its read permissions, which a reader such as node_exporter's
