@@ -79,14 +79,15 @@ void cushim_json_process(struct jsonw *w, const char *key, const struct cushim_s
     }
     jsonw_string(w, "command", s->command);
     jsonw_string(w, "phase", cushim_phase_name(s->phase));
-    jsonw_string(w, "phase_requested",
-                 s->phase_requested && s->phase_requested - 1 != s->phase ? cushim_phase_name(s->phase_requested - 1)
-                                                                          : NULL);
+    jsonw_string(w, "phase_requested", cushim_phase_requested(s));
     jsonw_string(w, "offload", cushim_offload_label(s->flags));
     jsonw_bool(w, "spill", (s->flags & CUSHIM_SEG_F_SPILL) != 0);
     jsonw_bool(w, "exited", (int)s->exited);
     jsonw_bool(w, "counters_torn", s->torn > 0);
-    jsonw_u64(w, "read_ns", s->read_ns);
+    if (s->read_ns)
+        jsonw_u64(w, "read_ns", s->read_ns);
+    else
+        jsonw_string(w, "read_ns", NULL); /* no counters were read (a program under `cushim run` that used no CUDA) */
     jsonw_array_begin(w, "devices");
     for (uint32_t i = 0; i < s->device_count; i++)
         json_device(w, &s->devices[i]);

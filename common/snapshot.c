@@ -8,10 +8,17 @@
 
 #include "common/seqlock.h"
 
+const char *cushim_phase_requested(const struct cushim_snapshot *s)
+{
+    return s->phase_requested && s->phase_requested - 1 != s->phase ? cushim_phase_name(s->phase_requested - 1)
+                                                                    : NULL;
+}
+
 const char *cushim_phase_label(const struct cushim_snapshot *s, char *buf, size_t len)
 {
-    if (s->phase_requested && s->phase_requested - 1 != s->phase)
-        snprintf(buf, len, "%s>%s", cushim_phase_name(s->phase), cushim_phase_name(s->phase_requested - 1));
+    const char *requested = cushim_phase_requested(s);
+    if (requested)
+        snprintf(buf, len, "%s>%s", cushim_phase_name(s->phase), requested);
     else
         snprintf(buf, len, "%s", cushim_phase_name(s->phase));
     return buf;
@@ -265,9 +272,6 @@ int cushim_snapshot_read(const void *mem, size_t len, struct cushim_snapshot *ou
     out->start_time = h->start_time;
     out->pidns_inode = h->pidns_inode;
     out->created_ns = h->created_ns;
-    struct timespec now;
-    clock_gettime(CLOCK_REALTIME, &now);
-    out->read_ns = (uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec;
     out->run_id = h->run_id;
     out->run_pid = h->run_pid;
     out->run_start_time = h->run_start_time;
@@ -298,5 +302,9 @@ int cushim_snapshot_read(const void *mem, size_t len, struct cushim_snapshot *ou
             out->torn++; /* taken as it is: its writer may never come back */
         out->device_count++;
     }
+    /* When the counters were read: after the device records, whose copy may wait for writers. */
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    out->read_ns = (uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec;
     return copy_graphs(s, gcount, out, err, errlen);
 }

@@ -34,7 +34,9 @@ struct cushim_snapshot {
     uint64_t start_time;
     uint64_t pidns_inode;
     uint64_t created_ns;
-    uint64_t read_ns;                     /* when cushim_snapshot_read copied it (CLOCK_REALTIME ns) */
+    /* When the counters were read (CLOCK_REALTIME ns): by cushim_snapshot_read, after the device
+     * records; `cushim run` sets a final copy's to when its process wrote it. 0: never read. */
+    uint64_t read_ns;
     uint64_t run_id;
     int32_t run_pid;                      /* segment.h: the `cushim run` that launched it, 0 none */
     /* Filled by the CLI's scan (tools/segments.c), 0 elsewhere: whether the process is in
@@ -106,6 +108,10 @@ const char *cushim_phase_name(uint32_t phase);
 /* The offload policy a segment's flags say (segment.h CUSHIM_SEG_F_OFFLOAD_*): "off", "compile" or
  * "always" (CUSHIM_OFFLOAD's values). A static string. */
 const char *cushim_offload_label(uint32_t flags);
+
+/* The phase a `cushim phase` request asks for that the process has not switched to yet (it
+ * switches at its next allocation): "run" or "compile"; NULL when none waits. A static string. */
+const char *cushim_phase_requested(const struct cushim_snapshot *s);
 
 /* The phase as ps, top and the text summary show it: "run", or "run>compile" while a requested
  * change waits for the process's next allocation. Written to buf (>= 24 bytes), returned. */

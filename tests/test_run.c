@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -1796,5 +1797,45 @@ Test(run, help_help_is_the_general_usage)
     cr_expect_eq(r.status, 0, "%s", r.err);
     cr_expect(strncmp(r.out, "usage: cushim COMMAND [ARGS]", 28) == 0, "%s", r.out);
     cr_expect_str_eq(r.err, "");
+    run_free(&r);
+}
+
+/* read_ns under `cushim run`: a process's final counters are of its exit (when it wrote them),
+ * not of the run's later read (found by a review); a program that used no CUDA itself has none
+ * (null); and its summary says "no device used" in words. */
+Test(run, read_ns_of_a_final_summary_is_its_exit)
+{
+    char body[1200], json[600];
+    snprintf(body, sizeof body, "%s malloc >/dev/null; sleep 1", program("rt_prog"));
+    snprintf(json, sizeof json, "%s/read-ns.json", test_dir());
+    struct timespec t;
+    clock_gettime(CLOCK_REALTIME, &t);
+    uint64_t before = (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+    const char *argv[] = {cushim_bin(), "run", "--quiet", "--json", json, "--", "sh", "-c", body, NULL};
+    struct run_result r;
+    run_cmd(&r, argv, sim_env(NULL));
+    cr_expect_eq(r.status, 0, "%s", r.err);
+    run_free(&r);
+    clock_gettime(CLOCK_REALTIME, &t);
+    uint64_t after = (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+    json_t *j = json_load(json);
+    cr_assert(j);
+    cr_expect(json_is_null(jpath(j, "read_ns")), "sh used no CUDA: no counters read");
+    uint64_t exit_ns = jpath_u64(j, "descendants.0.read_ns");
+    cr_expect(exit_ns > before && exit_ns + 500000000u < after,
+              "read_ns %llu is the exit, a second before the run's end (%llu..%llu)",
+              (unsigned long long)exit_ns, (unsigned long long)before, (unsigned long long)after);
+    json_decref(j);
+    unlink(json);
+    /* A process under cushim that used no device: said in words. */
+    char ready[700], hold[700], want[800];
+    snprintf(ready, sizeof ready, "READY_DIR=%s", fresh_dir("ready-no-device"));
+    snprintf(hold, sizeof hold, "HOLD_FILE=%s", test_dir()); /* exists: no wait */
+    const char *extra[] = {ready, hold, NULL};
+    const char *api[] = {cushim_bin(), "run", "--", program("rt_prog"), "hold_api", NULL};
+    run_cmd(&r, api, sim_env(extra));
+    cr_expect_eq(r.status, 0, "%s", r.err);
+    snprintf(want, sizeof want, "`%s hold_api`: no device used, phase run\n", program("rt_prog"));
+    cr_expect(strstr(r.err, want) != NULL, "%s", r.err);
     run_free(&r);
 }

@@ -48,19 +48,22 @@ static void json_row(struct jsonw *w, const struct seg_entry *e, const char *use
         jsonw_object_end(w);
         return;
     }
+    /* Per device, in the summary's names (a subset of its device objects); the text's columns
+     * are their sums. */
     jsonw_array_begin(w, "devices");
-    for (uint32_t i = 0; i < e->snap.device_count; i++)
-        jsonw_i64(w, NULL, e->snap.devices[i].ordinal);
+    for (uint32_t i = 0; i < e->snap.device_count; i++) {
+        const struct cushim_device_snapshot *d = &e->snap.devices[i];
+        jsonw_object_begin(w, NULL);
+        jsonw_i64(w, "ordinal", d->ordinal);
+        jsonw_object_begin(w, "device_total");
+        jsonw_u64(w, "current_bytes", d->dev[CUSHIM_DEV_total_current]);
+        jsonw_u64(w, "peak_bytes", d->dev[CUSHIM_DEV_total_peak]);
+        jsonw_object_end(w);
+        jsonw_object_end(w);
+    }
     jsonw_array_end(w);
-    jsonw_object_begin(w, "device_total");
-    jsonw_u64(w, "current_bytes", proc_sum(&e->snap, CUSHIM_DEV_total_current));
-    jsonw_u64(w, "peak_bytes", proc_sum(&e->snap, CUSHIM_DEV_total_peak));
-    jsonw_object_end(w);
     jsonw_string(w, "phase", cushim_phase_name(e->snap.phase));
-    jsonw_string(w, "phase_requested",
-                 e->snap.phase_requested && e->snap.phase_requested - 1 != e->snap.phase
-                     ? cushim_phase_name(e->snap.phase_requested - 1)
-                     : NULL);
+    jsonw_string(w, "phase_requested", cushim_phase_requested(&e->snap));
     jsonw_string(w, "command", e->snap.command);
     jsonw_object_end(w);
 }

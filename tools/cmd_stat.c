@@ -192,27 +192,6 @@ struct target {
     int keeping;
 };
 
-/* Writes all of buf to fd, through interruptions, but for one by a stop signal: a write blocked
- * on a full pipe (a reader that stopped reading) must not hold the command past its stop. 0; 1
- * when stopped; -1 with errno set. */
-static int write_all(int fd, const char *buf, size_t len)
-{
-    while (len) {
-        /* Also after a part was written: the signal that cut the write short may have come after
-         * the first bytes went (the write then returns their count, not EINTR). */
-        if (watch_stopped())
-            return 1;
-        ssize_t k = write(fd, buf, len);
-        if (k < 0 && errno == EINTR)
-            continue;
-        if (k < 0)
-            return -1;
-        buf += k;
-        len -= (size_t)k;
-    }
-    return 0;
-}
-
 /* Writes one snapshot where it goes: --output (a regular file replaced, atomically; a stream
  * written to), else standard output. A text snapshot after the first written to a stream is
  * preceded by a blank line. The snapshot is composed in memory first, then written at once. 0, or
@@ -258,7 +237,7 @@ static int emit(const struct stat_args *a, const struct proc_list *l, long n, in
     int rc = 0;
     if (stream) {
         FILE *f = t->keeping ? t->kept.f : stdout;
-        int w = fflush(f) == 0 ? write_all(fileno(f), text, len) : -1;
+        int w = fflush(f) == 0 ? watch_write(fileno(f), text, len) : -1;
         if (w < 0) {
             int e = errno;
             if (f == stdout)
@@ -292,7 +271,9 @@ int cmd_stat(int argc, char **argv)
         free(a.pids);
         return p > 0 ? 0 : EXIT_USAGE;
     }
-    if (a.interval > 0)
+    /* Repeating, or writing a file through a temporary one: a stop ends it where it chooses
+     * (never a temporary file left). */
+    if (a.interval > 0 || a.output)
         watch_catch_stop_signals();
     struct target t = {.keeping = 0};
     int rc = 0;
@@ -339,7 +320,7 @@ int cmd_stat(int argc, char **argv)
         if (a.interval <= 0 || watch_stopped() || (a.npids && !l_count))
             break;
     }
-    if (t.keeping && cli_output_commit(&t.kept) != 0 && !watch_stopped() && !rc) {
+    if (t.keeping && cli_output_commit(&t.kept) != 0 && !watch_stopped() && rc != EXIT_USAGE) {
         cli_error("cannot write --output \"%s\": %s", a.output, cli_output_strerror(errno));
         rc = EXIT_USAGE;
     }

@@ -1,5 +1,5 @@
-/* cushim top [--interval SECONDS] [--iterations N] [--batch]: a live view of every process under
- * cushim, sorted by device bytes, with per-device totals across processes (grouped by UUID, so
+/* cushim top [--interval SECONDS] [--iterations N] [--batch] [--sort COLUMN]: a live view of every
+ * process under cushim, sorted by device bytes (or another column), with per-device totals across processes (grouped by UUID, so
  * processes with different CUDA_VISIBLE_DEVICES agree). On a terminal it is redrawn in place with
  * ncurses (q quits); in batch mode (--batch, or standard output not a terminal) each frame is
  * printed as plain text after the last, like `top -b`, and needs no ncurses. */
@@ -108,10 +108,7 @@ static int by_sort_key(const void *x, const void *y)
     uint64_t va = sort_value(a), vb = sort_value(b);
     if (va != vb)
         return va > vb ? -1 : 1;
-    /* The pid as shown (a container's process by its pid here, when visible). */
-    int32_t pa = a->other_pidns && a->host_pid ? a->host_pid : a->pid;
-    int32_t pb = b->other_pidns && b->host_pid ? b->host_pid : b->pid;
-    return (pa > pb) - (pa < pb);
+    return (a->pid > b->pid) - (a->pid < b->pid); /* as proc_list_collect's order */
 }
 
 /* l in the order of `key` (proc_list_collect's is DEVICE-TOTAL's). */
@@ -217,22 +214,12 @@ static void emit_stdout(struct sink *k, int y, int attrs, const char *text)
     k->next = y + 1;
 }
 
-/* Sleeps s seconds (none if s <= 0), through signals that interrupt the sleep. */
-static void sleep_seconds(double s)
-{
-    if (s <= 0)
-        return;
-    struct timespec ts = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};
-    while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
-        ;
-}
-
 static int run_batch(double interval, long iterations, enum sort_key key)
 {
     for (long n = 0; iterations < 0 || n < iterations; n++) {
         struct sink k = {emit_stdout, INT_MAX, 0};
         if (n) {
-            sleep_seconds(interval);
+            watch_sleep(interval);
             putchar('\n');
         }
         struct proc_list l;
@@ -331,7 +318,7 @@ static int run_screen(double interval, long iterations, enum sort_key key)
         sort_list(&l, key);
         struct sink k = {emit_screen, LINES, 0};
         erase();
-        line(&k, 0, ATTR_BOLD, "cushim top: %d process%s, every %.1fs, sorted by %s (< > change it, q quits)",
+        line(&k, 0, ATTR_BOLD, "cushim top: %d process%s, every %.1fs, by %s (< > sort, q quits)",
              l.count, l.count == 1 ? "" : "es", interval, sort_columns[key]);
         frame(&k, &l);
         refresh();
@@ -354,7 +341,7 @@ static int run_screen(double interval, long iterations, enum sort_key key)
             /* No key and no wait: standard input is at its end (</dev/null, a closed pipe), or the
              * wait was cut short (a stop and continue, Ctrl-Z then fg): the rest of the interval
              * is slept, and keys are still read at the next frame. */
-            sleep_seconds(interval - waited);
+            watch_sleep(interval - waited);
     }
     endwin();
     delscreen(screen);
@@ -403,7 +390,7 @@ int cmd_top(int argc, char **argv)
             printf("usage: cushim top [-d|--interval SECONDS] [-n|--iterations N] [-b|--batch]\n"
                    "                  [-s|--sort COLUMN]\n\n"
                    "Live view of "
-                   "processes under cushim, sorted by device bytes, with per-device\ntotals across "
+                   "processes under cushim, sorted by device bytes (or --sort), with\nper-device totals across "
                    "processes. q quits. A LIMIT column appears when a process has a\n"
                    "device budget (CUSHIM_DEVICE_LIMIT): the sum over its devices, \"+\" when only\n"
                    "some of them have one.\n\n"

@@ -32,7 +32,9 @@ int cli_output_commit(struct cli_output *o);
 void cli_output_abort(struct cli_output *o);
 
 /* strerror(e), in the words of an output: ENXIO is a FIFO with no reader; ELOOP a link refused
- * (another user could have planted it) when the last cli_output_open refused one, else a loop. */
+ * (another user could have planted it) when the last cli_output_open refused one, else a loop;
+ * EACCES, EPERM or EROFS from the last cli_output_open's temporary file name its directory (the
+ * target itself may be writable). A static string. */
 const char *cli_output_strerror(int e);
 
 #endif

@@ -132,6 +132,10 @@ static void read_closed_dir(const char *dir, struct collected *c)
             cli_error("summary %s/%s: %s", dir, names[i], err);
             continue;
         }
+        /* Written by the process at its exit: its counters are of then, not of this read. */
+        struct stat st;
+        if (stat(path, &st) == 0)
+            snap.read_ns = (uint64_t)st.st_mtim.tv_sec * 1000000000u + (uint64_t)st.st_mtim.tv_nsec;
         add_summary(c, &snap);
     }
     free(names);

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "tools/cli.h"
 
@@ -67,8 +68,57 @@ int watch_stopped(void)
     return stopped;
 }
 
+int watch_write(int fd, const char *buf, size_t len)
+{
+    sigset_t block, old;
+    sigemptyset(&block);
+    for (size_t i = 0; i < sizeof stop_signals / sizeof stop_signals[0]; i++)
+        sigaddset(&block, stop_signals[i]);
+    /* The stop signals are taken only inside ppoll: each write below runs with them blocked,
+     * after ppoll said fd takes at least PIPE_BUF bytes (a pipe's or FIFO's free buffer; a file
+     * or terminal always), so it does not block, and a signal cannot come between the test of
+     * the flag and a wait that would not see it. */
+    sigprocmask(SIG_BLOCK, &block, &old);
+    int rc = 0;
+    size_t done = 0;
+    while (done < len) {
+        struct pollfd p = {fd, POLLOUT, 0};
+        const struct timespec grace = {0, 200000000L};
+        int r;
+        if (stopped && !done) {
+            rc = 1; /* nothing of it written: dropped whole */
+            break;
+        }
+        r = ppoll(&p, 1, stopped ? &grace : NULL, &old);
+        if (r < 0 && errno == EINTR)
+            continue; /* a stop: the test above, or the grace below */
+        if (r == 0) {
+            rc = 1; /* stopped, and the reader took nothing more within the grace */
+            break;
+        }
+        /* POLLERR, POLLHUP (no reader), POLLNVAL: the write says which error it is. */
+        size_t chunk = len - done < PIPE_BUF ? len - done : PIPE_BUF;
+        ssize_t k = write(fd, buf + done, chunk);
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k < 0 && errno == EAGAIN)
+            continue; /* another writer took the room; wait again */
+        if (k < 0) {
+            rc = -1;
+            break;
+        }
+        done += (size_t)k;
+    }
+    int e = errno;
+    sigprocmask(SIG_SETMASK, &old, NULL);
+    errno = e;
+    return rc;
+}
+
 int watch_sleep(double seconds)
 {
+    if (!(seconds > 0))
+        return stopped;
     sigset_t block, old;
     sigemptyset(&block);
     for (size_t i = 0; i < sizeof stop_signals / sizeof stop_signals[0]; i++)
