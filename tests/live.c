@@ -1,0 +1,61 @@
+/* Shared by the suites that watch programs under the shim live (test_live.c, test_watch.c): held
+ * programs of tests/programs/rt_prog and the CLI run against their segment directory. */
+#include "live.h"
+
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "harness.h"
+
+const char *const *live_env_with(const char *segdir, const char *ready, const char *hold,
+                                 const char *setting)
+{
+    static char seg[600], rd[600], hd[600];
+    snprintf(seg, sizeof seg, "CUSHIM_SEGMENT_DIR=%s", segdir);
+    snprintf(rd, sizeof rd, "READY_DIR=%s", ready);
+    snprintf(hd, sizeof hd, "HOLD_FILE=%s", hold);
+    const char *extra[] = {preload_env(), seg, rd, hd, setting, NULL};
+    return sim_env(extra);
+}
+
+const char *const *live_env(const char *segdir, const char *ready, const char *hold)
+{
+    return live_env_with(segdir, ready, hold, NULL);
+}
+
+int cli(const char *segdir, struct run_result *r, const char *a, const char *b, const char *c)
+{
+    char seg[600];
+    snprintf(seg, sizeof seg, "CUSHIM_SEGMENT_DIR=%s", segdir);
+    const char *argv[] = {cushim_bin(), a, b, c, NULL};
+    const char *env[] = {seg, NULL};
+    run_cmd(r, argv, env);
+    return r->status;
+}
+
+pid_t start_held(const char *scenario, const char *tag, const char **segdir, char *hold, size_t len)
+{
+    char name[64];
+    snprintf(name, sizeof name, "seg-%s", tag);
+    *segdir = fresh_dir(name);
+    snprintf(name, sizeof name, "ready-%s", tag);
+    const char *ready = fresh_dir(name);
+    snprintf(hold, len, "%s/go-%s", test_dir(), tag);
+    const char *argv[] = {program("rt_prog"), scenario, NULL};
+    pid_t pid = spawn_bg(argv, live_env(*segdir, ready, hold));
+    pid_t rp;
+    wait_ready(ready, 1, &rp);
+    cr_assert_eq(rp, pid);
+    return pid;
+}
+
+void expect_prom(const char *out, const char *labels, const char *family, const char *kind, uint64_t value)
+{
+    char line[1200];
+    if (kind)
+        snprintf(line, sizeof line, "\n%s{%s,kind=\"%s\"} %llu\n", family, labels, kind, (unsigned long long)value);
+    else
+        snprintf(line, sizeof line, "\n%s{%s} %llu\n", family, labels, (unsigned long long)value);
+    cr_expect(strstr(out, line) != NULL, "no %s", line + 1);
+}

@@ -1,0 +1,32 @@
+/* Helpers of the suites that watch programs under the shim live (test_live.c, test_watch.c).
+ * Not thread-safe (Criterion runs each test in its own process). */
+#ifndef CUSHIM_TESTS_LIVE_H
+#define CUSHIM_TESTS_LIVE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "harness.h"
+
+/* The environment of a held program (preloaded with the shim, on the simulated device):
+ * segments in `segdir`, its ready file written into `ready`, held until `hold` exists; `setting`
+ * (NULL for none) is one more VAR=VALUE. A static array, reused by the next call. */
+const char *const *live_env_with(const char *segdir, const char *ready, const char *hold,
+                                 const char *setting);
+const char *const *live_env(const char *segdir, const char *ready, const char *hold);
+
+/* Runs `cushim A B C` (B, C may be NULL) with CUSHIM_SEGMENT_DIR=segdir into r (run_free it).
+ * Returns the exit status. */
+int cli(const char *segdir, struct run_result *r, const char *a, const char *b, const char *c);
+
+/* A program under the shim that is ready and holding (tests/programs/common.h): rt_prog SCENARIO
+ * with its own segment directory (*segdir, named after `tag`) and hold file (hold[len]; touch it
+ * to let it exit). Returns its pid. */
+pid_t start_held(const char *scenario, const char *tag, const char **segdir, char *hold, size_t len);
+
+/* One sample of a Prometheus exposition `out`, exact: "FAMILY{LABELS[,kind="KIND"]} VALUE\n"
+ * (kind NULL: no kind label); a Criterion expectation. */
+void expect_prom(const char *out, const char *labels, const char *family, const char *kind, uint64_t value);
+
+#endif
