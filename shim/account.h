@@ -148,8 +148,12 @@ static inline __attribute__((always_inline)) void account_free_to(struct cushim_
     atomic_fetch_add_explicit(&k[CUSHIM_STAT_free_count], 1, memory_order_relaxed);
     if (ACCOUNT_IN_TOTAL(kind)) {
         sub_clamped(&r->dev[CUSHIM_DEV_total_current], bytes);
-        if (!plain)
+        if (!plain) {
             budget_release(device, bytes);
+            /* The freed bytes go back to their pool, which may keep them (budget.h). */
+            if (kind == CUSHIM_KIND_ASYNC && unlikely(budget_any))
+                budget_pool_changed(device, bytes);
+        }
     }
     if (unlikely(flags & (SHIM_F_CAPTURE | SHIM_F_RESIDENT)))
         account_free_flagged(r, bytes, flags);

@@ -4,11 +4,16 @@
 
 #include "shim/capture.h"
 #include "shim/graph.h"
+#include "shim/pools.h"
 
 int budget_any;
 _Atomic uint64_t budget_used[CUSHIM_MAX_DEVICES];
 _Atomic uint64_t budget_graph[CUSHIM_MAX_DEVICES];
 _Atomic unsigned char budget_graph_stale[CUSHIM_MAX_DEVICES];
+_Atomic uint64_t budget_pool_idle[CUSHIM_MAX_DEVICES];
+_Atomic uint64_t budget_pool_changes[CUSHIM_MAX_DEVICES];
+static _Atomic uint64_t pool_changes_read[CUSHIM_MAX_DEVICES]; /* budget_pool_changes at the last read */
+static _Atomic uint64_t pool_read_ns[CUSHIM_MAX_DEVICES];      /* CLOCK_MONOTONIC_COARSE of the last read */
 
 static _Atomic uint64_t launches_read[CUSHIM_MAX_DEVICES]; /* the process's launches at the device's last read */
 
@@ -65,12 +70,83 @@ void budget_graph_refresh(int device)
         graph_pool_sample(device, true); /* calls budget_graph_read */
 }
 
+void budget_pool_read(int device, uint64_t idle, uint64_t changes)
+{
+    if ((unsigned)device >= CUSHIM_MAX_DEVICES)
+        return;
+    /* Two readings racing may publish out of order: an older one leaves its older count, which
+     * differs from the changes since, so the next decision reads again. */
+    atomic_store_explicit(&budget_pool_idle[device], idle, memory_order_relaxed);
+    atomic_store_explicit(&pool_changes_read[device], changes, memory_order_relaxed);
+    atomic_store_explicit(&pool_read_ns[device], shim_clock_ns(CLOCK_MONOTONIC_COARSE), memory_order_relaxed);
+}
+
+void budget_pool_refresh(int device, bool force)
+{
+    if ((unsigned)device >= CUSHIM_MAX_DEVICES || capture_any_live())
+        return;
+    if (!force) {
+        if (atomic_load_explicit(&budget_pool_changes[device], memory_order_relaxed) ==
+            atomic_load_explicit(&pool_changes_read[device], memory_order_relaxed))
+            return;
+        /* A burst of stream-ordered requests reads the pools once per clock tick, not per request. */
+        uint64_t last = atomic_load_explicit(&pool_read_ns[device], memory_order_relaxed);
+        if (last && shim_clock_ns(CLOCK_MONOTONIC_COARSE) == last)
+            return;
+    }
+    async_pool_sample(device); /* calls budget_pool_read */
+}
+
+bool budget_reserve_limited(int device, uint64_t bytes, bool from_pool)
+{
+    uint64_t limit = shim.cfg.device_limit[device];
+    budget_graph_refresh(device);
+    budget_pool_refresh(device, false);
+    for (int attempt = 0;; attempt++) {
+        uint64_t used = atomic_load_explicit(&budget_used[device], memory_order_relaxed);
+        uint64_t held, served;
+        do {
+            held = budget_held(device, used);
+            uint64_t idle = atomic_load_explicit(&budget_pool_idle[device], memory_order_relaxed);
+            served = from_pool ? (bytes < idle ? bytes : idle) : 0;
+            /* `bytes - served <= limit - held`, never a sum that could wrap (a request near
+             * SIZE_MAX, which the driver then refuses). */
+            if (held > limit || bytes - served > limit - held)
+                break;
+            if (atomic_compare_exchange_weak_explicit(&budget_used[device], &used, used + bytes,
+                                                      memory_order_relaxed, memory_order_relaxed)) {
+                if (served) { /* the reserve that serves it is in use now: taken off the idle */
+                    uint64_t idle_now = atomic_load_explicit(&budget_pool_idle[device], memory_order_relaxed);
+                    while (!atomic_compare_exchange_weak_explicit(&budget_pool_idle[device], &idle_now,
+                                                                  idle_now > served ? idle_now - served : 0,
+                                                                  memory_order_relaxed, memory_order_relaxed))
+                        ;
+                }
+                return true;
+            }
+        } while (1);
+        /* Over the limit while the pools' idle reserve counts: a synchronize may have released it
+         * since it was read (a release threshold below it); read again once before refusing. */
+        if (attempt == 0 && atomic_load_explicit(&budget_pool_idle[device], memory_order_relaxed) &&
+            !capture_any_live()) {
+            budget_pool_refresh(device, true);
+            continue;
+        }
+        budget_refused(device, bytes, held, limit);
+        return false;
+    }
+}
+
 void budget_after_fork_child(void)
 {
     for (unsigned i = 0; i < CUSHIM_MAX_DEVICES; i++) {
         atomic_store(&budget_used[i], 0);
         atomic_store(&budget_graph[i], 0);
         atomic_store(&budget_graph_stale[i], 0);
+        atomic_store(&budget_pool_idle[i], 0);
+        atomic_store(&budget_pool_changes[i], 0);
+        atomic_store(&pool_changes_read[i], 0);
+        atomic_store(&pool_read_ns[i], 0);
         atomic_store(&launches_read[i], 0);
         atomic_store(&tickets[i], 0);
         atomic_store(&published[i], 0);
@@ -100,6 +176,7 @@ void budget_mem_info(int device, size_t *free_bytes, size_t *total_bytes)
     if (total_bytes && *total_bytes < limit)
         limit = *total_bytes;
     budget_graph_refresh(device);
+    budget_pool_refresh(device, false);
     uint64_t used = budget_held(device, atomic_load_explicit(&budget_used[device], memory_order_relaxed));
     uint64_t left = used < limit ? limit - used : 0;
     if (free_bytes && *free_bytes > left)

@@ -1,6 +1,8 @@
 /* Per-process device budget (CUSHIM_DEVICE_LIMIT): device bytes (device + async + vmm + array,
  * the device total) plus the graph memory pool's reserve (memory the driver holds for the
- * process's graph allocation nodes, last read by graph_pool_sample) may not pass the limit. Bytes
+ * process's graph allocation nodes, last read by graph_pool_sample) plus the stream-ordered pools'
+ * idle reserve (freed memory a pool keeps below its release threshold, last read by
+ * async_pool_sample) may not pass the limit. Bytes
  * are reserved before the real call, so racing threads cannot overshoot, and released when the
  * allocation fails or is freed (account.h). The graph reserve grows at graph launch or upload,
  * which the shim does not refuse: it then leaves less for later allocations and for
@@ -13,6 +15,17 @@
 extern SHIM_HIDDEN int budget_any;                                  /* some device has a limit */
 extern SHIM_HIDDEN _Atomic uint64_t budget_used[CUSHIM_MAX_DEVICES]; /* device bytes counted plus reserved */
 extern SHIM_HIDDEN _Atomic uint64_t budget_graph[CUSHIM_MAX_DEVICES]; /* the graph pool's reserve, bytes */
+/* The device's stream-ordered pools' idle reserve, bytes: CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT
+ * minus USED_MEM_CURRENT summed over its pools (cuda.h: a pool keeps freed memory until a
+ * synchronize finds more than CU_MEMPOOL_ATTR_RELEASE_THRESHOLD bytes reserved; PyTorch's
+ * cudaMallocAsync backend sets the threshold to UINT64_MAX), as last read, less what stream-ordered
+ * requests took from it since. Memory the process holds in no allocation: a cudaMalloc beside a
+ * pool that keeps 10 GiB must find the budget 10 GiB fuller; a request from the pool that its
+ * reserve serves grows nothing. */
+extern SHIM_HIDDEN _Atomic uint64_t budget_pool_idle[CUSHIM_MAX_DEVICES];
+/* Stream-ordered allocations and frees of the device since start (counted only under a budget):
+ * the idle reserve read before the last of them may be out of date. */
+extern SHIM_HIDDEN _Atomic uint64_t budget_pool_changes[CUSHIM_MAX_DEVICES];
 /* 1: a read of the reserve was skipped during a capture: read again before the budget next decides. */
 extern SHIM_HIDDEN _Atomic unsigned char budget_graph_stale[CUSHIM_MAX_DEVICES];
 /* Before the budget of `device` decides: reads the graph pool's reserve again if it may have
@@ -32,41 +45,68 @@ uint64_t budget_graph_ticket(int device);
 void budget_after_fork_child(void);
 uint64_t budget_graph_launches(void);
 
+/* The stream-ordered pools' idle reserve of `device` as async_pool_sample just read it;
+ * `changes`: budget_pool_changes of the device taken *before* the driver was asked. */
+void budget_pool_read(int device, uint64_t idle, uint64_t changes);
+/* Before the budget of `device` decides: reads the pools again if a stream-ordered allocation or
+ * free happened since they were read, at most once per coarse clock tick (a few ms), or always
+ * when `force` (a request about to be refused while the reserve counts: it may have been released
+ * by a synchronize since); never while a capture is live. */
+void budget_pool_refresh(int device, bool force);
+/* A stream-ordered allocation (freed 0) or free of `freed` bytes on `device` (under a budget):
+ * the idle reserve may have changed. Freed bytes go back to their pool, which keeps them until a
+ * synchronize finds it above its release threshold: counted idle now (a free leaves what the
+ * budget holds as it was), and a refusal reads the pools again first (budget_reserve_limited), so
+ * bytes a synchronize released since never refuse a request. */
+static inline void budget_pool_changed(int device, uint64_t freed)
+{
+    if ((unsigned)device >= CUSHIM_MAX_DEVICES)
+        return;
+    if (freed) {
+        uint64_t idle = atomic_load_explicit(&budget_pool_idle[device], memory_order_relaxed);
+        while (!atomic_compare_exchange_weak_explicit(&budget_pool_idle[device], &idle,
+                                                      idle + freed < idle ? UINT64_MAX : idle + freed,
+                                                      memory_order_relaxed, memory_order_relaxed))
+            ;
+    }
+    atomic_fetch_add_explicit(&budget_pool_changes[device], 1, memory_order_relaxed);
+}
+
 /* What the budget of `device` holds now: counted and reserved device bytes plus the graph pool's
- * reserve (saturating). */
+ * reserve plus the pools' idle reserve (saturating). */
 static inline uint64_t budget_held(int device, uint64_t used)
 {
     uint64_t graph = atomic_load_explicit(&budget_graph[device], memory_order_relaxed);
-    return used + graph < used ? UINT64_MAX : used + graph;
+    uint64_t idle = atomic_load_explicit(&budget_pool_idle[device], memory_order_relaxed);
+    uint64_t held = used + graph < used ? UINT64_MAX : used + graph;
+    return held + idle < held ? UINT64_MAX : held + idle;
 }
 
 /* A request the budget refuses, said (the program sees only CUDA_ERROR_OUT_OF_MEMORY, which a
  * real shortage gives too): the first at CUSHIM_LOG=info, each at debug. Off the success path. */
 void budget_refused(int device, uint64_t bytes, uint64_t held, uint64_t limit);
 
-/* Reserves `bytes` on `device`: false when that would pass its limit (nothing reserved). The test
- * is `bytes <= limit - used`, never `used + bytes <= limit`: a request near SIZE_MAX (which the
- * driver then refuses) would wrap the sum, pass, and its release would leave the count wrong. */
-static inline bool budget_reserve(int device, uint64_t bytes)
+/* Reserves `bytes` on `device` (budget.c): false when that would pass its limit (nothing
+ * reserved). `from_pool`: a stream-ordered request from a device pool, which the pools' idle
+ * reserve may serve without growing (only what it cannot serve must fit; what it took is taken
+ * off the idle reserve). */
+bool budget_reserve_limited(int device, uint64_t bytes, bool from_pool);
+
+/* Reserves `bytes` on `device`: false when that would pass its limit (nothing reserved). */
+static inline bool budget_reserve_in(int device, uint64_t bytes, bool from_pool)
 {
     if (likely(!budget_any) || (unsigned)device >= CUSHIM_MAX_DEVICES)
         return true;
-    uint64_t limit = shim.cfg.device_limit[device];
-    if (!limit) {
+    if (!shim.cfg.device_limit[device]) {
         atomic_fetch_add_explicit(&budget_used[device], bytes, memory_order_relaxed);
         return true;
     }
-    budget_graph_refresh(device);
-    uint64_t used = atomic_load_explicit(&budget_used[device], memory_order_relaxed);
-    do {
-        uint64_t held = budget_held(device, used);
-        if (held > limit || bytes > limit - held) {
-            budget_refused(device, bytes, held, limit);
-            return false;
-        }
-    } while (!atomic_compare_exchange_weak_explicit(&budget_used[device], &used, used + bytes,
-                                                    memory_order_relaxed, memory_order_relaxed));
-    return true;
+    return budget_reserve_limited(device, bytes, from_pool);
+}
+
+static inline bool budget_reserve(int device, uint64_t bytes)
+{
+    return budget_reserve_in(device, bytes, false);
 }
 
 static inline void budget_release(int device, uint64_t bytes)

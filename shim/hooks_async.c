@@ -65,7 +65,7 @@ static inline __attribute__((always_inline)) bool async_reserve(struct async_req
 {
     if (q->capturing || q->kind != CUSHIM_KIND_ASYNC)
         return true;
-    if (!budget_reserve(q->device, bytes))
+    if (!budget_reserve_in(q->device, bytes, true))
         return false;
     q->reserved = budget_any;
     return true;
@@ -77,6 +77,8 @@ static inline __attribute__((always_inline)) CUresult async_end(const struct asy
         if (!q->capturing) /* no context: a teardown leaves it alone (ASYNC_NO_CONTEXT) */
             track_alloc_on(&shim.ptrs, q->kind, *dptr, bytes, q->device, NULL,
                            q->reserved ? SHIM_F_RESERVED : 0);
+        if (q->reserved)
+            budget_pool_changed(q->device, 0);
         if (!capture_any_live()) /* the pools are not read while a capture could be disturbed */
             async_pool_tick(q->device);
     } else {

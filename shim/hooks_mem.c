@@ -246,6 +246,10 @@ SHIM_EXPORT CUresult CUDAAPI cuMemGetInfo_v2(size_t *free, size_t *total)
      * graph memory attached since the last read would count as untracked. */
     bool pool_read = r == CUDA_SUCCESS && device >= 0 && !capture_any_live() &&
                      graph_pool_sample(device, true);
+    /* docs/SUMMARY-JSON.md async_pool; before the budget's figures, which count their idle
+     * reserve. */
+    if (r == CUDA_SUCCESS && device >= 0 && !capture_any_live())
+        async_pool_sample(device);
     if (r == CUDA_SUCCESS && limited) {
         if (pool_read)
             shim_sample_untracked(device, f, t);
@@ -258,8 +262,6 @@ SHIM_EXPORT CUresult CUDAAPI cuMemGetInfo_v2(size_t *free, size_t *total)
         /* A free sample of untracked memory for the live view. */
         shim_sample_untracked(device, *free, *total);
     }
-    if (r == CUDA_SUCCESS && device >= 0 && !capture_any_live()) /* docs/SUMMARY-JSON.md async_pool */
-        async_pool_sample(device);
     shim_leave();
     return r;
 }

@@ -5,6 +5,7 @@
 #include <time.h>
 
 #include "shim/account.h"
+#include "shim/budget.h"
 #include "shim/shim.h"
 
 SHIM_TLS uint32_t async_pool_allocs_here;
@@ -46,6 +47,8 @@ void async_pool_sample(int device)
     if (!get || device < 0 || device >= (int)CUSHIM_MAX_DEVICES)
         return;
     struct device_pools p = {.device = device};
+    /* Taken before the driver is asked: a change during the reading makes the budget read again. */
+    uint64_t changes = atomic_load_explicit(&budget_pool_changes[device], memory_order_relaxed);
     atomic_fetch_add(&sampling, 1);
     table_for_each(&shim.pools, collect, &p);
     CUmemoryPool def;
@@ -77,6 +80,8 @@ void async_pool_sample(int device)
     }
     for (unsigned a = 0; a < sizeof attrs / sizeof attrs[0]; a++)
         account_device_stat_set(device, attrs[a].stat, sum[a]);
+    if (budget_any) /* reserved (sum[0]) less used (sum[2]): what the pools keep idle */
+        budget_pool_read(device, sum[0] > sum[2] ? sum[0] - sum[2] : 0, changes);
     account_device_stat_set(device, CUSHIM_DEV_async_pool_sampled_ns, shim_clock_ns(CLOCK_REALTIME));
 }
 

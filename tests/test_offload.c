@@ -177,6 +177,33 @@ Test(offload, budget_limits_what_the_program_sees_and_gets)
     run_free(&r);
 }
 
+/* A stream-ordered pool's idle reserve (freed memory it keeps below its release threshold: what
+ * PyTorch's cudaMallocAsync backend keeps) counts in the budget: a cudaMalloc beside a pool that
+ * keeps 6 MiB of an 8 MiB budget is refused, a request the reserve serves is not, cudaMemGetInfo
+ * counts the reserve; a reserve a synchronize released is read again before a refusal (before,
+ * the reserve was outside the budget: the cudaMalloc got 4 MiB more than the budget allowed). */
+Test(offload, a_pools_idle_reserve_counts_in_the_budget)
+{
+    struct run_result r;
+    const char *extra[] = {"CUSHIM_DEVICE_LIMIT=8MiB", NULL};
+    const char *argv[] = {program("rt_prog"), "budget_pool_idle", NULL};
+    json_t *j = run_under_cushim(&r, argv, sim_env(extra));
+    cr_expect_eq(r.status, 0, "%s", r.err);
+    cr_expect_eq(kv_u64(r.out, "kept.malloc"), 2, "cudaErrorMemoryAllocation: 6 MiB idle + 4 > 8");
+    cr_expect_eq(kv_u64(r.out, "kept.pool"), 0, "5 MiB served by the pool's reserve");
+    cr_expect_eq(kv_u64(r.out, "kept.free"), 2 * MiB, "8 MiB less 5 in use and 1 idle");
+    cr_expect_eq(kv_u64(r.out, "kept.total"), 8 * MiB);
+    cr_expect_eq(kv_u64(r.out, "trimmed.malloc"), 0, "the trimmed pool keeps nothing");
+    cr_expect_eq(kv_u64(r.out, "freed.free"), 2 * MiB, "freed, not yet released: still the pool's");
+    cr_expect_eq(kv_u64(r.out, "released.malloc"), 0, "released by the synchronize: read again, not refused");
+    cr_assert(j);
+    cr_expect_eq(jpath_u64(j, "devices.0.device_total.limit_refused_count"), 1);
+    cr_expect_eq(jpath_u64(j, "devices.0.device.failed_count"), 1);
+    cr_expect_eq(jpath_u64(j, "devices.0.async.failed_count"), 0);
+    json_decref(j);
+    run_free(&r);
+}
+
 Test(offload, a_budget_above_the_device_says_so)
 {
     /* cudaMemGetInfo's total is then the device's own memory; the summary's limit says why the

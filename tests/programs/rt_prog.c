@@ -352,6 +352,53 @@ static int scenario_pool_trim(void)
     return 0;
 }
 
+/* Under CUSHIM_DEVICE_LIMIT=8MiB, a pool's idle reserve counts in the budget. A pool that keeps
+ * freed memory (release threshold UINT64_MAX) holds 6 MiB idle after a free: a cudaMalloc of 4 MiB
+ * does not fit (6 + 4 > 8), a cudaMallocFromPoolAsync of 5 MiB does (its reserve serves it),
+ * cudaMemGetInfo then says 2 MiB free (5 in use, 1 idle); after that free and cudaMemPoolTrimTo(0)
+ * the 4 MiB fit. With the threshold 0: 6 MiB allocated and freed, read idle by cudaMemGetInfo,
+ * then released by a synchronize: the 4 MiB fit (the budget reads the pools again before it
+ * refuses). Prints each call's code and the free figures. */
+static int scenario_budget_pool_idle(void)
+{
+    cudaStream_t s;
+    cudaMemPool_t pool;
+    struct cudaMemPoolProps props = device_pool_props(0);
+    uint64_t keep = UINT64_MAX, none = 0;
+    void *a, *b, *c;
+    size_t free_b = 0, total_b = 0;
+    CHECK(cudaStreamCreate(&s));
+    CHECK(cudaMemPoolCreate(&pool, &props));
+    CHECK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep));
+    CHECK(cudaMallocFromPoolAsync(&a, 6 * MiB, pool, s));
+    CHECK(cudaFreeAsync(a, s));
+    CHECK(cudaStreamSynchronize(s));
+    printf("kept.malloc=%d\n", (int)cudaMalloc(&b, 4 * MiB));
+    int r = (int)cudaMallocFromPoolAsync(&c, 5 * MiB, pool, s);
+    printf("kept.pool=%d\n", r);
+    CHECK(cudaMemGetInfo(&free_b, &total_b));
+    printf("kept.free=%zu\nkept.total=%zu\n", free_b, total_b);
+    if (r == 0)
+        CHECK(cudaFreeAsync(c, s));
+    CHECK(cudaStreamSynchronize(s));
+    CHECK(cudaMemPoolTrimTo(pool, 0));
+    r = (int)cudaMalloc(&b, 4 * MiB);
+    printf("trimmed.malloc=%d\n", r);
+    if (r == 0)
+        CHECK(cudaFree(b));
+    CHECK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &none));
+    CHECK(cudaMallocFromPoolAsync(&a, 6 * MiB, pool, s));
+    CHECK(cudaFreeAsync(a, s));
+    CHECK(cudaMemGetInfo(&free_b, &total_b));
+    printf("freed.free=%zu\n", free_b);
+    CHECK(cudaStreamSynchronize(s));
+    r = (int)cudaMalloc(&b, 4 * MiB);
+    printf("released.malloc=%d\n", r);
+    if (r == 0)
+        CHECK(cudaFree(b));
+    return 0;
+}
+
 /* VMM import of this process's own memory (run with SIMCUDA_IMPORT_SAME_HANDLE=1, where the
  * import returns the handle that holds it): a handle made, exported, imported twice, mapped,
  * unmapped and released three times (once per create and per import, cuda.h). */
@@ -1528,6 +1575,7 @@ static const struct scenario scenarios[] = {
     {"release_cycles", scenario_release_cycles, 1},
     {"pool_locations", scenario_pool_locations, 2},
     {"unknown_free", scenario_unknown_free, 1}, {"no_async", scenario_no_async, 1},
+    {"budget_pool_idle", scenario_budget_pool_idle, 1},
     {"entry_points", scenario_entry_points, 1}, {"threads", scenario_threads, 1},
 };
 
