@@ -13,7 +13,6 @@ _Atomic unsigned char budget_graph_stale[CUSHIM_MAX_DEVICES];
 _Atomic uint64_t budget_pool_idle[CUSHIM_MAX_DEVICES];
 _Atomic uint64_t budget_pool_changes[CUSHIM_MAX_DEVICES];
 static _Atomic uint64_t pool_changes_read[CUSHIM_MAX_DEVICES]; /* budget_pool_changes at the last read */
-static _Atomic uint64_t pool_read_ns[CUSHIM_MAX_DEVICES];      /* CLOCK_MONOTONIC_COARSE of the last read */
 
 static _Atomic uint64_t launches_read[CUSHIM_MAX_DEVICES]; /* the process's launches at the device's last read */
 
@@ -78,26 +77,19 @@ void budget_pool_read(int device, uint64_t idle, uint64_t changes)
      * differs from the changes since, so the next decision reads again. */
     atomic_store_explicit(&budget_pool_idle[device], idle, memory_order_relaxed);
     atomic_store_explicit(&pool_changes_read[device], changes, memory_order_relaxed);
-    atomic_store_explicit(&pool_read_ns[device], shim_clock_ns(CLOCK_MONOTONIC_COARSE), memory_order_relaxed);
 }
 
 void budget_pool_refresh(int device, bool force)
 {
     if ((unsigned)device >= CUSHIM_MAX_DEVICES || capture_any_live())
         return;
-    if (!force) {
-        if (atomic_load_explicit(&budget_pool_changes[device], memory_order_relaxed) ==
-            atomic_load_explicit(&pool_changes_read[device], memory_order_relaxed))
-            return;
-        /* A burst of stream-ordered requests reads the pools once per clock tick, not per request. */
-        uint64_t last = atomic_load_explicit(&pool_read_ns[device], memory_order_relaxed);
-        if (last && shim_clock_ns(CLOCK_MONOTONIC_COARSE) == last)
-            return;
-    }
+    if (!force && atomic_load_explicit(&budget_pool_changes[device], memory_order_relaxed) ==
+                      atomic_load_explicit(&pool_changes_read[device], memory_order_relaxed))
+        return;
     async_pool_sample(device); /* calls budget_pool_read */
 }
 
-bool budget_reserve_limited(int device, uint64_t bytes, bool from_pool)
+bool budget_reserve_limited(int device, uint64_t bytes, uint64_t own_idle)
 {
     uint64_t limit = shim.cfg.device_limit[device];
     budget_graph_refresh(device);
@@ -108,7 +100,9 @@ bool budget_reserve_limited(int device, uint64_t bytes, bool from_pool)
         do {
             held = budget_held(device, used);
             uint64_t idle = atomic_load_explicit(&budget_pool_idle[device], memory_order_relaxed);
-            served = from_pool ? (bytes < idle ? bytes : idle) : 0;
+            served = bytes < own_idle ? bytes : own_idle;
+            if (served > idle)
+                served = idle;
             /* `bytes - served <= limit - held`, never a sum that could wrap (a request near
              * SIZE_MAX, which the driver then refuses). */
             if (held > limit || bytes - served > limit - held)
@@ -146,7 +140,6 @@ void budget_after_fork_child(void)
         atomic_store(&budget_pool_idle[i], 0);
         atomic_store(&budget_pool_changes[i], 0);
         atomic_store(&pool_changes_read[i], 0);
-        atomic_store(&pool_read_ns[i], 0);
         atomic_store(&launches_read[i], 0);
         atomic_store(&tickets[i], 0);
         atomic_store(&published[i], 0);

@@ -49,9 +49,10 @@ uint64_t budget_graph_launches(void);
  * `changes`: budget_pool_changes of the device taken *before* the driver was asked. */
 void budget_pool_read(int device, uint64_t idle, uint64_t changes);
 /* Before the budget of `device` decides: reads the pools again if a stream-ordered allocation or
- * free happened since they were read, at most once per coarse clock tick (a few ms), or always
- * when `force` (a request about to be refused while the reserve counts: it may have been released
- * by a synchronize since); never while a capture is live. */
+ * free happened since they were read (a pool grows by whole chunks of the driver's choosing, which
+ * only a reading shows), or always when `force` (a request about to be refused while the reserve
+ * counts: a synchronize may have released it since); never while a capture is live (the last
+ * reading stands until it ends). */
 void budget_pool_refresh(int device, bool force);
 /* A stream-ordered allocation (freed 0) or free of `freed` bytes on `device` (under a budget):
  * the idle reserve may have changed. Freed bytes go back to their pool, which keeps them until a
@@ -87,13 +88,19 @@ static inline uint64_t budget_held(int device, uint64_t used)
 void budget_refused(int device, uint64_t bytes, uint64_t held, uint64_t limit);
 
 /* Reserves `bytes` on `device` (budget.c): false when that would pass its limit (nothing
- * reserved). `from_pool`: a stream-ordered request from a device pool, which the pools' idle
- * reserve may serve without growing (only what it cannot serve must fit; what it took is taken
- * off the idle reserve). */
-bool budget_reserve_limited(int device, uint64_t bytes, bool from_pool);
+ * reserved). `own_idle`: for a stream-ordered request, the idle reserve of the very pool it draws
+ * from (async_pool_idle_of; 0 otherwise), which serves it without growing: only what that
+ * reserve cannot serve must fit, and what it serves is taken off the device's idle reserve. */
+bool budget_reserve_limited(int device, uint64_t bytes, uint64_t own_idle);
+
+/* Whether `device` has a limit (every other device's requests are only counted). */
+static inline bool budget_limited(int device)
+{
+    return unlikely(budget_any) && (unsigned)device < CUSHIM_MAX_DEVICES && shim.cfg.device_limit[device];
+}
 
 /* Reserves `bytes` on `device`: false when that would pass its limit (nothing reserved). */
-static inline bool budget_reserve_in(int device, uint64_t bytes, bool from_pool)
+static inline bool budget_reserve_in(int device, uint64_t bytes, uint64_t own_idle)
 {
     if (likely(!budget_any) || (unsigned)device >= CUSHIM_MAX_DEVICES)
         return true;
@@ -101,12 +108,12 @@ static inline bool budget_reserve_in(int device, uint64_t bytes, bool from_pool)
         atomic_fetch_add_explicit(&budget_used[device], bytes, memory_order_relaxed);
         return true;
     }
-    return budget_reserve_limited(device, bytes, from_pool);
+    return budget_reserve_limited(device, bytes, own_idle);
 }
 
 static inline bool budget_reserve(int device, uint64_t bytes)
 {
-    return budget_reserve_in(device, bytes, false);
+    return budget_reserve_in(device, bytes, 0);
 }
 
 static inline void budget_release(int device, uint64_t bytes)

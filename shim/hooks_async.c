@@ -36,6 +36,7 @@ struct async_req {
     CUcontext ctx;
     int device;
     enum cushim_kind kind;
+    CUmemoryPool pool; /* the pool named, or NULL: the stream's device's current pool */
     bool capturing;  /* a graph node: its memory is the graph pool's, not counted here */
     bool reserved;   /* budget reserved (device pools only) */
     bool spillable;  /* cuMemAllocAsync (the stream's current pool): CUSHIM_SPILL may serve it; a
@@ -54,6 +55,7 @@ static inline __attribute__((always_inline)) void async_begin(struct async_req *
     q->device = pool ? shim_current_device(&q->ctx) : shim_stream_device(stream, &q->ctx);
     q->kind = pool_kind(pool, &q->device);
     q->capturing = capture_stream_is_capturing(stream, pt);
+    q->pool = pool;
     q->reserved = false;
     q->spillable = pool == NULL;
 }
@@ -65,7 +67,13 @@ static inline __attribute__((always_inline)) bool async_reserve(struct async_req
 {
     if (q->capturing || q->kind != CUSHIM_KIND_ASYNC)
         return true;
-    if (!budget_reserve_in(q->device, bytes, true))
+    /* Under a limit, with idle reserve on the device: how much of it is this pool's own (another
+     * pool's keeps serving that pool only). Not asked while a capture is live. */
+    uint64_t own = 0;
+    if (budget_limited(q->device) && atomic_load_explicit(&budget_pool_idle[q->device], memory_order_relaxed) &&
+        !capture_any_live())
+        own = async_pool_idle_of(q->pool, q->device);
+    if (!budget_reserve_in(q->device, bytes, own))
         return false;
     q->reserved = budget_any;
     return true;

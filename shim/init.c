@@ -19,6 +19,7 @@
 #include "common/procinfo.h"
 #include "shim/arena.h"
 #include "shim/budget.h"
+#include "shim/pools.h"
 #include "shim/capture.h"
 #include "shim/graph.h"
 #include "shim/offload.h"
@@ -97,6 +98,7 @@ static void after_fork_child(void)
     graph_after_fork_child();
     offload_after_fork_child();
     budget_after_fork_child();
+    async_pool_after_fork_child();
     shim_context_after_fork_child();
     /* Per-thread context caches point into the parent's segment: invalidate them. */
     atomic_fetch_add_explicit(&shim_ctx_generation, 1, memory_order_relaxed);

@@ -14,11 +14,14 @@ static _Atomic uint64_t last_read_ns[CUSHIM_MAX_DEVICES];
 static _Atomic int sampling;
 
 
-#define POOLS_READ 64 /* pools read per device; more are left out of the sums */
+#define POOLS_READ 64 /* pool handles copied per pass over the table */
 
+/* One pass's pools of a device: the `skip` first are left (read by earlier passes). */
 struct device_pools {
     int device;
-    unsigned n;
+    unsigned skip, seen, n;
+    uint64_t default_pool; /* the device's default pool, or 0 */
+    bool default_seen;
     uint64_t pool[POOLS_READ];
 };
 
@@ -26,7 +29,11 @@ struct device_pools {
 static bool collect(struct shim_entry *e, void *arg)
 {
     struct device_pools *p = arg;
-    if (e->device == p->device && e->aux == CUSHIM_KIND_ASYNC && p->n < POOLS_READ)
+    if (e->device != p->device || e->aux != CUSHIM_KIND_ASYNC)
+        return false;
+    if (e->key == p->default_pool)
+        p->default_seen = true;
+    if (p->seen++ >= p->skip && p->n < POOLS_READ)
         p->pool[p->n++] = e->key;
     return false;
 }
@@ -46,31 +53,36 @@ void async_pool_sample(int device)
     __typeof__(&cuDeviceGetDefaultMemPool) get_default = REAL(cuDeviceGetDefaultMemPool);
     if (!get || device < 0 || device >= (int)CUSHIM_MAX_DEVICES)
         return;
-    struct device_pools p = {.device = device};
     /* Taken before the driver is asked: a change during the reading makes the budget read again. */
     uint64_t changes = atomic_load_explicit(&budget_pool_changes[device], memory_order_relaxed);
-    atomic_fetch_add(&sampling, 1);
-    table_for_each(&shim.pools, collect, &p);
-    CUmemoryPool def;
-    if (get_default && get_default(&def, device) == CUDA_SUCCESS && def) {
-        bool known = false;
-        for (unsigned i = 0; i < p.n && !known; i++)
-            known = p.pool[i] == (uint64_t)(uintptr_t)def;
-        if (!known && p.n < POOLS_READ)
-            p.pool[p.n++] = (uint64_t)(uintptr_t)def;
-    }
+    CUmemoryPool def = NULL;
+    if (!get_default || get_default(&def, device) != CUDA_SUCCESS)
+        def = NULL;
     uint64_t sum[sizeof attrs / sizeof attrs[0]] = {0};
-    bool all_read = true;
-    for (unsigned i = 0; i < p.n; i++)
-        for (unsigned a = 0; a < sizeof attrs / sizeof attrs[0]; a++) {
-            cuuint64_t v = 0;
-            /* No pool is destroyed while we query it (async_pool_quiesce). */
-            if (get((CUmemoryPool)(uintptr_t)p.pool[i], attrs[a].attr, &v) == CUDA_SUCCESS)
-                sum[a] += v;
-            else
-                all_read = false;
+    bool all_read = true, default_read = false;
+    /* Every pool of the device, POOLS_READ at a time (the budget counts them all); the default
+     * pool last, unless the table holds it. */
+    struct device_pools p = {.device = device, .default_pool = (uint64_t)(uintptr_t)def};
+    do {
+        p.seen = p.n = 0;
+        atomic_fetch_add(&sampling, 1);
+        table_for_each(&shim.pools, collect, &p);
+        if (p.n < POOLS_READ && def && !p.default_seen && !default_read) {
+            p.pool[p.n++] = (uint64_t)(uintptr_t)def;
+            default_read = true;
         }
-    atomic_fetch_sub(&sampling, 1);
+        for (unsigned i = 0; i < p.n; i++)
+            for (unsigned a = 0; a < sizeof attrs / sizeof attrs[0]; a++) {
+                cuuint64_t v = 0;
+                /* No pool is destroyed while we query it (async_pool_quiesce). */
+                if (get((CUmemoryPool)(uintptr_t)p.pool[i], attrs[a].attr, &v) == CUDA_SUCCESS)
+                    sum[a] += v;
+                else
+                    all_read = false;
+            }
+        atomic_fetch_sub(&sampling, 1);
+        p.skip += POOLS_READ;
+    } while (p.n == POOLS_READ && p.skip < 1u << 20);
     /* A reading the driver did not give in full is no reading: the last one stands, and so does
      * its time (sampled_ns would date zeros as the driver's figures). */
     if (!all_read) {
@@ -83,6 +95,28 @@ void async_pool_sample(int device)
     if (budget_any) /* reserved (sum[0]) less used (sum[2]): what the pools keep idle */
         budget_pool_read(device, sum[0] > sum[2] ? sum[0] - sum[2] : 0, changes);
     account_device_stat_set(device, CUSHIM_DEV_async_pool_sampled_ns, shim_clock_ns(CLOCK_REALTIME));
+}
+
+uint64_t async_pool_idle_of(CUmemoryPool pool, int device)
+{
+    __typeof__(&cuMemPoolGetAttribute) get = REAL(cuMemPoolGetAttribute);
+    __typeof__(&cuDeviceGetMemPool) current = REAL(cuDeviceGetMemPool);
+    if (!get || (!pool && (!current || current(&pool, device) != CUDA_SUCCESS || !pool)))
+        return 0;
+    cuuint64_t reserved = 0, used = 0;
+    /* A pool the program names is its own to keep alive during its request. */
+    atomic_fetch_add(&sampling, 1);
+    bool ok = get(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &reserved) == CUDA_SUCCESS &&
+              get(pool, CU_MEMPOOL_ATTR_USED_MEM_CURRENT, &used) == CUDA_SUCCESS;
+    atomic_fetch_sub(&sampling, 1);
+    return ok && reserved > used ? reserved - used : 0;
+}
+
+void async_pool_after_fork_child(void)
+{
+    atomic_store(&sampling, 0);
+    for (unsigned i = 0; i < CUSHIM_MAX_DEVICES; i++)
+        atomic_store(&last_read_ns[i], 0);
 }
 
 void async_pool_quiesce(void)

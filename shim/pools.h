@@ -18,6 +18,15 @@ void async_pool_sample(int device);
 /* At exit: every device the process used. */
 void async_pool_sample_all(void);
 
+/* The idle reserve of one pool, bytes (CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT less
+ * USED_MEM_CURRENT, asked of the driver now): `pool`, or with NULL the current pool of `device`
+ * (cuDeviceGetMemPool: where cuMemAllocAsync draws from). 0 when the driver does not answer. Not
+ * while a capture is live (the caller checks). */
+uint64_t async_pool_idle_of(CUmemoryPool pool, int device);
+
+/* In a child after fork(): no sampler of the parent's threads is running here. */
+void async_pool_after_fork_child(void);
+
 /* cuMemPoolDestroy: after its pool was taken out of the table, waits until no sampler can still
  * be querying it (samplers copy handles out of the table, then ask the driver without a lock),
  * so the driver never sees a destroyed handle from the shim. A few microseconds at most. */

@@ -180,8 +180,9 @@ Test(offload, budget_limits_what_the_program_sees_and_gets)
 /* A stream-ordered pool's idle reserve (freed memory it keeps below its release threshold: what
  * PyTorch's cudaMallocAsync backend keeps) counts in the budget: a cudaMalloc beside a pool that
  * keeps 6 MiB of an 8 MiB budget is refused, a request the reserve serves is not, cudaMemGetInfo
- * counts the reserve; a reserve a synchronize released is read again before a refusal (before,
- * the reserve was outside the budget: the cudaMalloc got 4 MiB more than the budget allowed). */
+ * counts the reserve; a reserve a synchronize released is read again before a refusal; another
+ * pool's reserve does not serve a request (found by an attack trial: the device's sum did). Before,
+ * the reserve was outside the budget: the cudaMalloc got 4 MiB more than the budget allowed. */
 Test(offload, a_pools_idle_reserve_counts_in_the_budget)
 {
     struct run_result r;
@@ -196,10 +197,26 @@ Test(offload, a_pools_idle_reserve_counts_in_the_budget)
     cr_expect_eq(kv_u64(r.out, "trimmed.malloc"), 0, "the trimmed pool keeps nothing");
     cr_expect_eq(kv_u64(r.out, "freed.free"), 2 * MiB, "freed, not yet released: still the pool's");
     cr_expect_eq(kv_u64(r.out, "released.malloc"), 0, "released by the synchronize: read again, not refused");
+    cr_expect_eq(kv_u64(r.out, "cross.pool"), 2, "another pool's 6 MiB serve only that pool: refused");
     cr_assert(j);
-    cr_expect_eq(jpath_u64(j, "devices.0.device_total.limit_refused_count"), 1);
+    cr_expect_eq(jpath_u64(j, "devices.0.device_total.limit_refused_count"), 2);
     cr_expect_eq(jpath_u64(j, "devices.0.device.failed_count"), 1);
-    cr_expect_eq(jpath_u64(j, "devices.0.async.failed_count"), 0);
+    cr_expect_eq(jpath_u64(j, "devices.0.async.failed_count"), 1);
+    json_decref(j);
+    run_free(&r);
+}
+
+/* Pools past the 64 the shim copies per pass over its table count too, in the budget and in the
+ * pools' figures (found by an attack trial: 70 pools keeping 2 MiB each were read as 64). */
+Test(offload, every_pool_counts_however_many)
+{
+    struct run_result r;
+    const char *extra[] = {"CUSHIM_DEVICE_LIMIT=160MiB", NULL};
+    const char *argv[] = {program("rt_prog"), "budget_many_pools", NULL};
+    json_t *j = run_under_cushim(&r, argv, sim_env(extra));
+    cr_expect_eq(r.status, 0, "%s", r.err);
+    cr_expect_eq(kv_u64(r.out, "many.free"), 20 * MiB);
+    cr_expect_eq(kv_u64(r.out, "many.reserved"), 140 * MiB);
     json_decref(j);
     run_free(&r);
 }

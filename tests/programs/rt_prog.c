@@ -358,7 +358,8 @@ static int scenario_pool_trim(void)
  * cudaMemGetInfo then says 2 MiB free (5 in use, 1 idle); after that free and cudaMemPoolTrimTo(0)
  * the 4 MiB fit. With the threshold 0: 6 MiB allocated and freed, read idle by cudaMemGetInfo,
  * then released by a synchronize: the 4 MiB fit (the budget reads the pools again before it
- * refuses). Prints each call's code and the free figures. */
+ * refuses). Last, 6 MiB kept by a second pool do not serve a request of 6 MiB from the first.
+ * Prints each call's code and the free figures. */
 static int scenario_budget_pool_idle(void)
 {
     cudaStream_t s;
@@ -396,6 +397,46 @@ static int scenario_budget_pool_idle(void)
     printf("released.malloc=%d\n", r);
     if (r == 0)
         CHECK(cudaFree(b));
+    /* Another pool's reserve serves only that pool: 6 MiB kept by pool B leave 2 MiB for pool A. */
+    cudaMemPool_t other;
+    CHECK(cudaMemPoolCreate(&other, &props));
+    CHECK(cudaMemPoolSetAttribute(other, cudaMemPoolAttrReleaseThreshold, &keep));
+    CHECK(cudaMallocFromPoolAsync(&a, 6 * MiB, other, s));
+    CHECK(cudaFreeAsync(a, s));
+    CHECK(cudaStreamSynchronize(s));
+    r = (int)cudaMallocFromPoolAsync(&c, 6 * MiB, pool, s);
+    printf("cross.pool=%d\n", r);
+    if (r == 0)
+        CHECK(cudaFreeAsync(c, s));
+    CHECK(cudaStreamSynchronize(s));
+    return 0;
+}
+
+/* 70 pools that keep 2 MiB each (more than the 64 the shim copies per pass over its table): under
+ * CUSHIM_DEVICE_LIMIT=160MiB cudaMemGetInfo says 20 MiB free, and the pools' figures count all 70
+ * (before, pools past the first 64 were left out: 32 MiB free). */
+static int scenario_budget_many_pools(void)
+{
+    cudaStream_t s;
+    struct cudaMemPoolProps props = device_pool_props(0);
+    uint64_t keep = UINT64_MAX;
+    CHECK(cudaStreamCreate(&s));
+    for (int i = 0; i < 70; i++) {
+        cudaMemPool_t pool;
+        void *a;
+        CHECK(cudaMemPoolCreate(&pool, &props));
+        CHECK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep));
+        CHECK(cudaMallocFromPoolAsync(&a, 2 * MiB, pool, s));
+        CHECK(cudaFreeAsync(a, s));
+    }
+    CHECK(cudaStreamSynchronize(s));
+    size_t free_b = 0, total_b = 0;
+    CHECK(cudaMemGetInfo(&free_b, &total_b));
+    printf("many.free=%zu\n", free_b);
+    struct cushim_device_stats st;
+    if (cushim_stats(0, &st, 0) != 0)
+        return 2;
+    printf("many.reserved=%llu\n", (unsigned long long)st.async_pool_reserved_current_bytes);
     return 0;
 }
 
@@ -1575,7 +1616,7 @@ static const struct scenario scenarios[] = {
     {"release_cycles", scenario_release_cycles, 1},
     {"pool_locations", scenario_pool_locations, 2},
     {"unknown_free", scenario_unknown_free, 1}, {"no_async", scenario_no_async, 1},
-    {"budget_pool_idle", scenario_budget_pool_idle, 1},
+    {"budget_pool_idle", scenario_budget_pool_idle, 1}, {"budget_many_pools", scenario_budget_many_pools, 1},
     {"entry_points", scenario_entry_points, 1}, {"threads", scenario_threads, 1},
 };
 
