@@ -23,6 +23,14 @@ static void reset_one(_Atomic uint64_t *peak, _Atomic uint64_t *current)
 void cushim_reset_record_peaks(struct cushim_device_record *r, uint32_t phase)
 {
     cushim_seq_write_begin(&r->seq_begin);
+    /* The peak a reset takes away stays the whole life's (the segment keeps the highest such; a
+     * reader takes the larger of it and the peak since: cushim_lifetime_peak). */
+    uint64_t before = atomic_load_explicit(&r->dev[CUSHIM_DEV_total_peak], memory_order_seq_cst);
+    uint64_t kept = atomic_load_explicit(&r->dev[CUSHIM_DEV_lifetime_peak], memory_order_relaxed);
+    while (kept < before && !atomic_compare_exchange_weak_explicit(&r->dev[CUSHIM_DEV_lifetime_peak], &kept,
+                                                                   before, memory_order_relaxed,
+                                                                   memory_order_relaxed))
+        ;
     /* The total before its kinds: an allocation adds to the total before its kind and a free
      * takes from its kind first, so a kind's current, read later, is at most the total's then,
      * which the total's peak covers (never below a kind's peak after a reset either). */

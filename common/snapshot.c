@@ -108,6 +108,10 @@ static int record_copy_once(struct cushim_device_record *r, void *out)
             d->kinds[k][s] = atomic_load_explicit(&r->kinds[k].v[s], memory_order_relaxed);
     for (unsigned s = 0; s < CUSHIM_DEV_STAT_COUNT; s++)
         d->dev[s] = atomic_load_explicit(&r->dev[s], memory_order_relaxed);
+    /* The segment keeps the highest peak a reset took away; the whole life's is the larger of it
+     * and the peak since (common/peaks.c). */
+    if (d->dev[CUSHIM_DEV_lifetime_peak] < d->dev[CUSHIM_DEV_total_peak])
+        d->dev[CUSHIM_DEV_lifetime_peak] = d->dev[CUSHIM_DEV_total_peak];
     d->total_bytes = atomic_load_explicit(&r->total_bytes, memory_order_relaxed);
     d->untracked_bytes = atomic_load_explicit(&r->untracked_bytes, memory_order_relaxed);
     d->untracked_sampled_ns = atomic_load_explicit(&r->untracked_sampled_ns, memory_order_relaxed);

@@ -121,7 +121,10 @@ enum cushim_phase {
       "when the peaks were last reset (CLOCK_REALTIME ns; 0 = never); not a Prometheus metric")    \
     X(limit_refused, device_total, limit_refused_count, "device_limit_refusals_total", "",       \
       counter, "requests the budget (CUSHIM_DEVICE_LIMIT) refused: out of memory for the program " \
-      "(also in their kind's failed_count), or served from host memory with CUSHIM_SPILL")
+      "(also in their kind's failed_count), or served from host memory with CUSHIM_SPILL")        \
+    X(lifetime_peak, device_total, lifetime_peak_bytes, "device_total_lifetime_peak_bytes", "",   \
+      gauge, "high-water mark of the device total over the process's whole life: a peak reset "   \
+      "does not lower it")
 
 enum cushim_device_stat {
 #define CUSHIM_X_ENUM(f, g, n, p, l, t, h) CUSHIM_DEV_##f,

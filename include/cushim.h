@@ -19,8 +19,8 @@
 extern "C" {
 #endif
 
-#define CUSHIM_STATS_VERSION 4 /* 2: the async_pool fields; 3: untracked_sampled_ns, graph_pool;
-                                  4: limit, peak resets, phase peaks */
+#define CUSHIM_STATS_VERSION 5 /* 2: the async_pool fields; 3: untracked_sampled_ns, graph_pool;
+                                  4: limit, peak resets, phase peaks; 5: lifetime peak */
 
 enum cushim_public_kind {
     CUSHIM_MEM_DEVICE = 0,       /* cudaMalloc, cudaMallocPitch (cuMemAlloc_v2, cuMemAllocPitch_v2) */
@@ -89,6 +89,10 @@ struct cushim_device_stats {
     uint64_t peak_reset_last_ns;
     uint64_t run_device_peak_bytes;
     uint64_t compile_device_peak_bytes;
+    /* Version 5. The device-total high-water mark over the process's whole life, bytes: a peak
+     * reset does not lower it (the true peak of a run that reset its peaks to measure a part of
+     * it). The summary JSON's device_total.lifetime_peak_bytes. */
+    uint64_t device_total_lifetime_peak_bytes;
 };
 
 /* Copies device `ordinal`'s counters (one consistent snapshot) into *out; out->size must be set.

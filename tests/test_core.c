@@ -122,7 +122,7 @@ RT_TEST(async_and_pools)
     }
     cr_expect_gt(jpath_u64(j, "devices.0.async_pool.sampled_ns"), 1700000000ull * 1000000000ull, "read at exit");
     /* The in-process API (cushim.h, version 3) after cudaMemGetInfo: the same figures. */
-    cr_expect_eq(kv_u64(r.out, "api.version"), 4);
+    cr_expect_eq(kv_u64(r.out, "api.version"), 5);
     cr_expect_eq(kv_u64(r.out, "api.pools.reserved"), 6 * MiB);
     cr_expect_eq(kv_u64(r.out, "api.pools.reserved_high"), 8 * MiB);
     cr_expect_eq(kv_u64(r.out, "api.pools.used"), 6 * MiB);
@@ -595,18 +595,22 @@ RT_TEST(peak_reset_through_api)
     cr_expect_eq(kv_u64(r.out, "peak_before"), 3000);
     cr_expect_eq(kv_u64(r.out, "reset"), 1);
     cr_expect_eq(kv_u64(r.out, "peak_after_reset"), 1000);
-    cr_expect_eq(kv_u64(r.out, "api.version"), 4);
+    cr_expect_eq(kv_u64(r.out, "api.version"), 5);
     cr_expect_eq(kv_u64(r.out, "api.peak_reset_count"), 1);
     cr_expect_eq(kv_u64(r.out, "api.peak_reset_last_set"), 1);
     cr_expect_eq(kv_u64(r.out, "api.run_device_peak"), 1500);
     cr_expect_eq(kv_u64(r.out, "api.compile_device_peak"), 0);
     cr_expect_eq(kv_u64(r.out, "api.limit"), 0);
     cr_expect_eq(kv_u64(r.out, "peak_after_alloc"), 1500);
+    cr_expect_eq(kv_u64(r.out, "api.lifetime_peak"), 3000, "the whole life's peak: not lowered by the reset");
     expect_kind(j, 0, "device", 1500, 1500, 3, 1, 0);
-    /* The summary says its peaks are since a reset (the JSON: when). */
+    /* The summary says its peaks are since a reset (the JSON: when), and the whole run's peak. */
     cr_expect_eq(jpath_u64(j, "devices.0.peak_reset.count"), 1);
     cr_expect_neq(jpath_u64(j, "devices.0.peak_reset.last_ns"), 0);
-    cr_expect(strstr(r.err, "\n    the peaks above are since the last peak reset (1 reset)\n") != NULL, "%s", r.err);
+    cr_expect_eq(jpath_u64(j, "devices.0.device_total.peak_bytes"), 1500);
+    cr_expect_eq(jpath_u64(j, "devices.0.device_total.lifetime_peak_bytes"), 3000);
+    cr_expect(strstr(r.err, "\n    the peaks above are since the last peak reset (1 reset); device_total's peak over "
+                            "the whole run: 2.93 KiB\n") != NULL, "%s", r.err);
     json_decref(j);
     run_free(&r);
 }

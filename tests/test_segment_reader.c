@@ -117,10 +117,10 @@ Test(reader, crafted_headers_are_rejected_with_a_reason)
         void (*mutate)(struct cushim_segment *);
     } cases[] = {
         {"magic", "bad magic: not a cushim segment", NULL},
-        {"version", "layout version 7, this cushim reads 5 (another cushim version's segment)", NULL},
+        {"version", "layout version 7, this cushim reads 6 (another cushim version's segment)", NULL},
         {"count", "device count 65 past the end (at most 64)", NULL},
         {"command", "unterminated string in header", NULL},
-        {"sizes", "layout sizes do not match version 5", NULL},
+        {"sizes", "layout sizes do not match version 6", NULL},
         {"phase", "phase 9 out of range", NULL},
         {"record", "device record 0 is corrupt", NULL},
         {"garbage version", "layout version 2745113700 is not one any cushim writes (a corrupt segment)", NULL},

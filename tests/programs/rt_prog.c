@@ -922,15 +922,17 @@ static int scenario_reset_peak(void)
     printf("peak_after_reset=%llu\n", (unsigned long long)peak(0));
     CHECK(cudaMalloc(&c, 500));
     printf("peak_after_alloc=%llu\n", (unsigned long long)peak(0));
-    /* cushim.h version 4: the reset, the run phase's peak since it, the budget (none here). */
+    /* cushim.h version 4: the reset, the run phase's peak since it, the budget (none here);
+     * version 5: the whole life's peak, which the reset did not lower. */
     struct cushim_device_stats st;
     if (cushim_stats(0, &st, 0xab) != 0)
         return 21;
     printf("api.version=%u\napi.peak_reset_count=%llu\napi.peak_reset_last_set=%d\n"
-           "api.run_device_peak=%llu\napi.compile_device_peak=%llu\napi.limit=%llu\n", st.version,
+           "api.run_device_peak=%llu\napi.compile_device_peak=%llu\napi.limit=%llu\n"
+           "api.lifetime_peak=%llu\n", st.version,
            (unsigned long long)st.peak_reset_count, st.peak_reset_last_ns != 0,
            (unsigned long long)st.run_device_peak_bytes, (unsigned long long)st.compile_device_peak_bytes,
-           (unsigned long long)st.limit_bytes);
+           (unsigned long long)st.limit_bytes, (unsigned long long)st.device_total_lifetime_peak_bytes);
     return 0;
 }
 
