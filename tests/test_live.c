@@ -992,7 +992,7 @@ Test(live, top_draws_processes_and_device_totals)
     cr_expect(strstr(r.out, "\nGPU-00010203-0405-0607-0809-0a0b0c0d0e0f     1  16.0 GiB     1.00 MiB  4.00 MiB\n") != NULL,
               "device totals:\n%s", r.out);
     /* Both tables fit 80 columns up to the command. */
-    cr_expect(strstr(r.out, "\nUUID                                     PROCS     TOTAL DEVICE-TOTAL SUM-PEAKS\n") != NULL,
+    cr_expect(strstr(r.out, "\nUUID                                     PROCS    MEMORY DEVICE-TOTAL SUM-PEAKS\n") != NULL,
               "%s", r.out);
     cr_expect(strstr(r.out, "\n    PID DEVICES  PHASE       DEVICE-TOTAL TOTAL-PEAK    PINNED OFFLOADED  COMMAND\n") != NULL,
               "%s", r.out);

@@ -164,6 +164,24 @@ Test(watch, stat_iterations_print_headed_text_snapshots)
     cr_expect(strncmp(r.out, "cushim stat: 1 process at ", 26) == 0, "%s", r.out);
     cr_expect(second != NULL, "a blank line, then the second snapshot's header:\n%s", r.out);
     cr_expect(second && !strstr(second + 2, "\n\ncushim stat:"), "two snapshots only:\n%s", r.out);
+    /* Each snapshot's time to the millisecond: "at YYYY-MM-DD HH:MM:SS.mmm". */
+    const char *at = strstr(r.out, " process at ");
+    cr_expect(at && strlen(at) > 36 && at[12 + 19] == '.' && at[12 + 23] == '\n', "%s", r.out);
+    run_free(&r);
+    /* Repeated expositions are refused on standard output; a repeating stat of a process that is
+     * not there writes nothing. */
+    const char *prom[] = {cushim_bin(), "stat", "--prometheus", "-n", "2", NULL};
+    run_cmd(&r, prom, env);
+    cr_expect_eq(r.status, 2);
+    cr_expect_str_eq(r.out, "");
+    cr_expect_str_eq(r.err, "cushim: --prometheus with --interval or --iterations needs --output FILE (each "
+                            "snapshot replaces it; expositions one after another on standard output are no "
+                            "exposition)\n");
+    run_free(&r);
+    const char *gone[] = {cushim_bin(), "stat", "--json", "-n", "2", "-d", "0.1", "2147483647", NULL};
+    run_cmd(&r, gone, env);
+    cr_expect_eq(r.status, 1);
+    cr_expect_str_eq(r.out, "", "nothing written for a process that is not there");
     run_free(&r);
     const char *zero[] = {cushim_bin(), "stat", "--interval", "0", NULL};
     run_cmd(&r, zero, env);
@@ -331,6 +349,11 @@ Test(watch, top_sorts_by_the_column_asked_for)
     cr_expect_eq(r.status, 0, "%s", r.err);
     cr_expect(strstr(r.out, ", sorted by TOTAL-PEAK\n") != NULL, "%s", r.out);
     cr_expect_lt(row_at(r.out, a), row_at(r.out, b), "%s", r.out);
+    run_free(&r);
+    const char *json_name[] = {cushim_bin(), "top", "-bn1", "--sort", "total_peak", NULL};
+    run_cmd(&r, json_name, env);
+    cr_expect_eq(r.status, 0, "the JSON's spelling too: %s", r.err);
+    cr_expect(strstr(r.out, ", sorted by TOTAL-PEAK\n") != NULL, "%s", r.out);
     run_free(&r);
     const char *bundled_b[] = {cushim_bin(), "top", "-bs", "pid", "-n1", NULL};
     run_cmd(&r, bundled_b, env);

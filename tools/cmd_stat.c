@@ -35,8 +35,9 @@ static void usage(FILE *f)
                "                  array per line (JSON Lines), each object with its read_ns;\n"
                "                  --output FILE: each snapshot replaces the file (the textfile\n"
                "                  collector's file kept fresh without cron; a FIFO or other\n"
-               "                  stream is written to, open from first to last); --prometheus\n"
-               "                  repeats the whole exposition: give it --output FILE\n"
+               "                  stream is written to, open from first to last: for a\n"
+               "                  timeline in a file, redirect standard output instead);\n"
+               "                  --prometheus needs --output FILE\n"
                "  -n, --iterations N\n"
                "                  stop after N snapshots (the interval defaults to 1 second)\n");
 }
@@ -127,11 +128,14 @@ static void write_snapshot(FILE *f, const struct stat_args *a, const struct proc
         jsonw_array_end(&w);
     } else {
         if (a->interval > 0) {
+            /* To the millisecond: snapshots may be a tenth of a second apart. */
             char when[32];
-            time_t now = time(NULL);
+            struct timespec now;
             struct tm tm;
-            strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S", localtime_r(&now, &tm));
-            fprintf(f, "cushim stat: %d process%s at %s\n", l->count, l->count == 1 ? "" : "es", when);
+            clock_gettime(CLOCK_REALTIME, &now);
+            strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S", localtime_r(&now.tv_sec, &tm));
+            fprintf(f, "cushim stat: %d process%s at %s.%03ld\n", l->count, l->count == 1 ? "" : "es", when,
+                    now.tv_nsec / 1000000);
         }
         for (int i = 0; i < l->count; i++)
             cushim_text_process(f, &l->procs[i], "");
@@ -180,6 +184,12 @@ static int parse(int argc, char **argv, struct stat_args *a)
     }
     if (a->iterations > 0 && a->interval <= 0)
         a->interval = 1.0;
+    /* Expositions one after another are no exposition a scraper reads: each replaces a file. */
+    if (a->prom && a->interval > 0 && (!a->output || strcmp(a->output, "-") == 0)) {
+        cli_error("--prometheus with --interval or --iterations needs --output FILE (each snapshot "
+                  "replaces it; expositions one after another on standard output are no exposition)");
+        return -1;
+    }
     return 0;
 }
 
@@ -305,8 +315,8 @@ int cmd_stat(int argc, char **argv)
                 cli_error("no live process under cushim");
         }
         /* With PIDs, a repeating stat ends when none of them is left (the last snapshot stays in
-         * an --output file); a first snapshot of none is an answer, as without --interval. */
-        if (n && a.npids && !l.count) {
+         * an --output file), and writes nothing when none is there at first (said, exit 1). */
+        if (a.npids && !l.count && (n || a.interval > 0)) {
             proc_list_free(&l);
             break;
         }

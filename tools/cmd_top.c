@@ -150,7 +150,7 @@ static void frame(struct sink *k, const struct proc_list *l)
     int y = 2;
     /* 80 columns hold both tables (byte figures are at most 8 characters, "999 MiB", "1.50 GiB";
      * a command line is cut at the right edge). */
-    line(k, y++, ATTR_REVERSE, "%-40s %5s %9s %12s %9s", "UUID", "PROCS", "TOTAL", "DEVICE-TOTAL", "SUM-PEAKS");
+    line(k, y++, ATTR_REVERSE, "%-40s %5s %9s %12s %9s", "UUID", "PROCS", "MEMORY", "DEVICE-TOTAL", "SUM-PEAKS");
     for (int j = 0; j < ntot; j++)
         line(k, y++, 0, "%-40s %5d %9s %12s %9s",
                  tot[j].identified ? cushim_format_uuid(tot[j].uuid, u, sizeof u) : "(unknown uuid)",
@@ -394,7 +394,7 @@ int cmd_top(int argc, char **argv)
                    "processes. q quits. A LIMIT column appears when a process has a\n"
                    "device budget (CUSHIM_DEVICE_LIMIT): the sum over its devices, \"+\" when only\n"
                    "some of them have one.\n\n"
-                   "Devices: TOTAL is the GPU's memory; DEVICE-TOTAL the device memory the listed\n"
+                   "Devices: MEMORY is the GPU's memory; DEVICE-TOTAL the device memory the listed\n"
                    "processes hold (cudaMalloc, stream-ordered, VMM and array memory: the summary's\n"
                    "device_total); SUM-PEAKS the sum of their device-total peaks. Processes:\n"
                    "DEVICE-TOTAL and TOTAL-PEAK over their devices; PINNED and OFFLOADED host memory.\n\n"
@@ -419,8 +419,15 @@ int cmd_top(int argc, char **argv)
                    (got = cli_option_value(argc, argv, &i, (opt = "-s"), "a COLUMN", &v)) != 0) {
             if (got < 0)
                 return EXIT_USAGE;
-            int k = 0; /* in either case: the column's heading (TOTAL-PEAK) names it too */
-            while (k < SORT_COUNT && strcasecmp(v, sort_names[k]) != 0)
+            /* In either case, '_' for '-': the column's heading (TOTAL-PEAK) and the JSON's spelling
+             * (device_total) name it too. */
+            char name[32];
+            snprintf(name, sizeof name, "%s", v);
+            for (char *c = name; *c; c++)
+                if (*c == '_')
+                    *c = '-';
+            int k = 0;
+            while (k < SORT_COUNT && (strlen(v) >= sizeof name || strcasecmp(name, sort_names[k]) != 0))
                 k++;
             if (k == SORT_COUNT) {
                 cli_error("%s \"%s\" is not a column (expected device-total, total-peak, pinned, "
