@@ -30,7 +30,7 @@ KIND = {"device": 0, "async": 1, "vmm": 2, "array": 3, "managed": 4, "pinned_hos
 
 
 class DeviceStats(ctypes.Structure):
-    """struct cushim_device_stats, version 4 (include/cushim.h; the same field names: the test
+    """struct cushim_device_stats, version 5 (include/cushim.h; the same field names: the test
     tests/gpu/test_run_py.py compares every offset and the size with the C compiler's)."""
     _fields_ = [("size", ctypes.c_uint32), ("version", ctypes.c_uint32),
                 ("ordinal", ctypes.c_int32), ("uuid_valid", ctypes.c_int32),
@@ -48,7 +48,9 @@ class DeviceStats(ctypes.Structure):
                     "graph_pool_sampled_ns",
                     # version 4
                     "limit_bytes", "peak_reset_count", "peak_reset_last_ns", "run_device_peak_bytes",
-                    "compile_device_peak_bytes")]
+                    "compile_device_peak_bytes",
+                    # version 5
+                    "device_total_lifetime_peak_bytes")]
 
 
 shim = None  # libcushim.so's API, loaded by main() (importing this file needs no shim)
