@@ -4,13 +4,15 @@
 
 #include "common/seqlock.h"
 
-static void reset_one(_Atomic uint64_t *peak, _Atomic uint64_t *current)
+/* Sets *peak to *current; returns the peak it replaced. */
+static uint64_t reset_one(_Atomic uint64_t *peak, _Atomic uint64_t *current)
 {
     uint64_t p = atomic_load_explicit(peak, memory_order_seq_cst);
     uint64_t c = atomic_load_explicit(current, memory_order_seq_cst);
     while (!atomic_compare_exchange_weak_explicit(peak, &p, c, memory_order_seq_cst,
                                                   memory_order_seq_cst))
         c = atomic_load_explicit(current, memory_order_seq_cst);
+    uint64_t replaced = p;
     /* An allocation that added to current before our swap but raised the peak before it too
      * would leave peak < current: raise again from a fresh read. */
     c = atomic_load_explicit(current, memory_order_seq_cst);
@@ -18,23 +20,24 @@ static void reset_one(_Atomic uint64_t *peak, _Atomic uint64_t *current)
     while (p < c && !atomic_compare_exchange_weak_explicit(peak, &p, c, memory_order_seq_cst,
                                                            memory_order_seq_cst))
         ;
+    return replaced;
 }
 
 void cushim_reset_record_peaks(struct cushim_device_record *r, uint32_t phase)
 {
     cushim_seq_write_begin(&r->seq_begin);
-    /* The peak a reset takes away stays the whole life's (the segment keeps the highest such; a
-     * reader takes the larger of it and the peak since: cushim_lifetime_peak). */
-    uint64_t before = atomic_load_explicit(&r->dev[CUSHIM_DEV_total_peak], memory_order_seq_cst);
+    /* The total before its kinds: an allocation adds to the total before its kind and a free
+     * takes from its kind first, so a kind's current, read later, is at most the total's then,
+     * which the total's peak covers (never below a kind's peak after a reset either). */
+    uint64_t before = reset_one(&r->dev[CUSHIM_DEV_total_peak], &r->dev[CUSHIM_DEV_total_current]);
+    /* The peak the reset took away (the very value it replaced) stays the whole life's: the
+     * segment keeps the highest such, and a reader takes the larger of it and the peak since
+     * (common/snapshot.c). */
     uint64_t kept = atomic_load_explicit(&r->dev[CUSHIM_DEV_lifetime_peak], memory_order_relaxed);
     while (kept < before && !atomic_compare_exchange_weak_explicit(&r->dev[CUSHIM_DEV_lifetime_peak], &kept,
                                                                    before, memory_order_relaxed,
                                                                    memory_order_relaxed))
         ;
-    /* The total before its kinds: an allocation adds to the total before its kind and a free
-     * takes from its kind first, so a kind's current, read later, is at most the total's then,
-     * which the total's peak covers (never below a kind's peak after a reset either). */
-    reset_one(&r->dev[CUSHIM_DEV_total_peak], &r->dev[CUSHIM_DEV_total_current]);
     for (unsigned k = 0; k < CUSHIM_KIND_COUNT; k++)
         reset_one(&r->kinds[k].v[CUSHIM_STAT_peak_bytes], &r->kinds[k].v[CUSHIM_STAT_current_bytes]);
     _Atomic uint64_t *off = &r->kinds[CUSHIM_KIND_OFFLOADED].v[CUSHIM_STAT_current_bytes];

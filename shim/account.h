@@ -149,10 +149,14 @@ static inline __attribute__((always_inline)) void account_free_to(struct cushim_
     if (ACCOUNT_IN_TOTAL(kind)) {
         sub_clamped(&r->dev[CUSHIM_DEV_total_current], bytes);
         if (!plain) {
-            budget_release(device, bytes);
-            /* The freed bytes go back to their pool, which may keep them (budget.h). */
-            if (kind == CUSHIM_KIND_ASYNC && unlikely(budget_any))
+            /* The freed bytes go back to their pool, which may keep them (budget.h): counted idle
+             * before they leave the budget's used bytes, so that no decision in between finds
+             * them in neither. */
+            if (kind == CUSHIM_KIND_ASYNC && unlikely(budget_any)) {
+                budget_async_sub(device, bytes);
                 budget_pool_changed(device, bytes);
+            }
+            budget_release(device, bytes);
         }
     }
     if (unlikely(flags & (SHIM_F_CAPTURE | SHIM_F_RESIDENT)))

@@ -12,7 +12,24 @@ _Atomic uint64_t budget_graph[CUSHIM_MAX_DEVICES];
 _Atomic unsigned char budget_graph_stale[CUSHIM_MAX_DEVICES];
 _Atomic uint64_t budget_pool_idle[CUSHIM_MAX_DEVICES];
 _Atomic uint64_t budget_pool_changes[CUSHIM_MAX_DEVICES];
+_Atomic uint64_t budget_async[CUSHIM_MAX_DEVICES];
 static _Atomic uint64_t pool_changes_read[CUSHIM_MAX_DEVICES]; /* budget_pool_changes at the last read */
+/* Idle bytes claimed by stream-ordered requests in flight (budget_reserve_limited's *served), by
+ * pool: a pool's claims are in the bucket its handle hashes to (pools sharing a bucket are
+ * counted as one: a request may then be refused, never served twice). */
+#define CLAIM_BUCKETS 16u
+static _Atomic uint64_t pool_claimed[CUSHIM_MAX_DEVICES][CLAIM_BUCKETS];
+
+static _Atomic uint64_t *claims_of(int device, uint64_t pool)
+{
+    uint64_t h = pool * 0x9e3779b97f4a7c15ull; /* Fibonacci hashing: handles are aligned pointers */
+    return &pool_claimed[device][h >> 60];
+}
+/* The last read forced by a refusal: its CLOCK_MONOTONIC_COARSE time and budget_pool_changes
+ * then. Another is forced only when stream-ordered activity happened since, or a clock tick
+ * passed: a program that retries after out-of-memory does not read every pool at each try. */
+static _Atomic uint64_t forced_read_ns[CUSHIM_MAX_DEVICES];
+static _Atomic uint64_t forced_read_changes[CUSHIM_MAX_DEVICES];
 
 static _Atomic uint64_t launches_read[CUSHIM_MAX_DEVICES]; /* the process's launches at the device's last read */
 
@@ -69,14 +86,22 @@ void budget_graph_refresh(int device)
         graph_pool_sample(device, true); /* calls budget_graph_read */
 }
 
-void budget_pool_read(int device, uint64_t idle, uint64_t changes)
+void budget_pool_read(int device, uint64_t reserved, uint64_t changes, uint64_t async)
 {
     if ((unsigned)device >= CUSHIM_MAX_DEVICES)
         return;
-    /* Two readings racing may publish out of order: an older one leaves its older count, which
-     * differs from the changes since, so the next decision reads again. */
-    atomic_store_explicit(&budget_pool_idle[device], idle, memory_order_relaxed);
-    atomic_store_explicit(&pool_changes_read[device], changes, memory_order_relaxed);
+    uint64_t idle = reserved > async ? reserved - async : 0;
+    /* Published only if no stream-ordered event came since the reading began: an event bumps the
+     * count before it changes the idle estimate (budget_pool_changed), so a reading is either
+     * in place before the event's change or not published at all. Not published, the estimate
+     * kept by the events stands, and the next decision reads again. */
+    uint64_t cur = atomic_load_explicit(&budget_pool_idle[device], memory_order_seq_cst);
+    do {
+        if (atomic_load_explicit(&budget_pool_changes[device], memory_order_seq_cst) != changes)
+            return;
+    } while (!atomic_compare_exchange_weak_explicit(&budget_pool_idle[device], &cur, idle, memory_order_seq_cst,
+                                                    memory_order_seq_cst));
+    atomic_store_explicit(&pool_changes_read[device], changes, memory_order_seq_cst);
 }
 
 void budget_pool_refresh(int device, bool force)
@@ -89,41 +114,96 @@ void budget_pool_refresh(int device, bool force)
     async_pool_sample(device); /* calls budget_pool_read */
 }
 
-bool budget_reserve_limited(int device, uint64_t bytes, uint64_t own_idle)
+static void sub_saturating(_Atomic uint64_t *v, uint64_t n)
+{
+    uint64_t old = atomic_load_explicit(v, memory_order_relaxed);
+    while (!atomic_compare_exchange_weak_explicit(v, &old, old > n ? old - n : 0, memory_order_relaxed,
+                                                  memory_order_relaxed))
+        ;
+}
+
+/* Claims up to `want` idle bytes of `pool`, whose own idle reserve was read as `own`, against the
+ * claims of other requests in flight on it. The reserve is asked again once the claim is made: a
+ * request that was served, and gave its claim back once its real call was done, between our first
+ * reading and our claim took bytes that reading still counted (its claim is given back only after
+ * the driver's figures show its allocation, so the second reading does). */
+static uint64_t claim_idle(int device, uint64_t pool, uint64_t want, uint64_t own)
+{
+    _Atomic uint64_t *c = claims_of(device, pool);
+    uint64_t claimed = atomic_load_explicit(c, memory_order_relaxed), take;
+    /* All or nothing: a pool serves a request from one free stretch of its reserve, or grows by
+     * the whole request (part of it cannot come from the reserve). */
+    do {
+        uint64_t avail = own > claimed ? own - claimed : 0;
+        take = want;
+        if (!take || avail < want)
+            return 0;
+    } while (!atomic_compare_exchange_weak_explicit(c, &claimed, claimed + take, memory_order_relaxed,
+                                                    memory_order_relaxed));
+    /* `claimed`: the others' claims when ours was made (their bytes still idle in the driver's
+     * figures while their calls run). */
+    CUmemoryPool handle = (CUmemoryPool)(uintptr_t)pool;
+    uint64_t fresh = async_pool_idle_of(&handle, device);
+    uint64_t avail = fresh > claimed ? fresh - claimed : 0;
+    if (avail < take) {
+        sub_saturating(c, take);
+        take = 0;
+    }
+    return take;
+}
+
+void budget_pool_served_done(int device, uint64_t pool, uint64_t served, bool failed)
+{
+    if (!served || (unsigned)device >= CUSHIM_MAX_DEVICES)
+        return;
+    sub_saturating(claims_of(device, pool), served);
+    if (failed) /* the pool did not use them */
+        budget_pool_changed(device, served);
+}
+
+bool budget_reserve_limited(int device, uint64_t bytes, uint64_t own_idle, uint64_t pool, uint64_t *served_out)
 {
     uint64_t limit = shim.cfg.device_limit[device];
     budget_graph_refresh(device);
     budget_pool_refresh(device, false);
+    *served_out = 0;
     for (int attempt = 0;; attempt++) {
-        uint64_t used = atomic_load_explicit(&budget_used[device], memory_order_relaxed);
-        uint64_t held, served;
+        uint64_t idle = atomic_load_explicit(&budget_pool_idle[device], memory_order_relaxed);
+        uint64_t served = own_idle && idle >= bytes ? claim_idle(device, pool, bytes, own_idle) : 0;
+        uint64_t used = atomic_load_explicit(&budget_used[device], memory_order_relaxed), held;
+        bool fits;
         do {
             held = budget_held(device, used);
-            uint64_t idle = atomic_load_explicit(&budget_pool_idle[device], memory_order_relaxed);
-            served = bytes < own_idle ? bytes : own_idle;
-            if (served > idle)
-                served = idle;
             /* `bytes - served <= limit - held`, never a sum that could wrap (a request near
              * SIZE_MAX, which the driver then refuses). */
-            if (held > limit || bytes - served > limit - held)
-                break;
-            if (atomic_compare_exchange_weak_explicit(&budget_used[device], &used, used + bytes,
-                                                      memory_order_relaxed, memory_order_relaxed)) {
-                if (served) { /* the reserve that serves it is in use now: taken off the idle */
-                    uint64_t idle_now = atomic_load_explicit(&budget_pool_idle[device], memory_order_relaxed);
-                    while (!atomic_compare_exchange_weak_explicit(&budget_pool_idle[device], &idle_now,
-                                                                  idle_now > served ? idle_now - served : 0,
-                                                                  memory_order_relaxed, memory_order_relaxed))
-                        ;
-                }
-                return true;
+            fits = held <= limit && bytes - served <= limit - held;
+        } while (fits && !atomic_compare_exchange_weak_explicit(&budget_used[device], &used, used + bytes,
+                                                                memory_order_relaxed, memory_order_relaxed));
+        if (fits) {
+            /* The reserve that serves it is in use now: taken off the idle (after the count, as
+             * every change of the estimate). */
+            if (served) {
+                atomic_fetch_add_explicit(&budget_pool_changes[device], 1, memory_order_seq_cst);
+                sub_saturating(&budget_pool_idle[device], served);
             }
-        } while (1);
+            *served_out = served;
+            return true;
+        }
+        if (served)
+            sub_saturating(claims_of(device, pool), served);
         /* Over the limit while the pools' idle reserve counts: a synchronize may have released it
-         * since it was read (a release threshold below it); read again once before refusing. */
-        if (attempt == 0 && atomic_load_explicit(&budget_pool_idle[device], memory_order_relaxed) &&
-            !capture_any_live()) {
-            budget_pool_refresh(device, true);
+         * since it was read (a release threshold below it); read again once before refusing, at
+         * most once per clock tick. */
+        uint64_t now = shim_clock_ns(CLOCK_MONOTONIC_COARSE);
+        uint64_t changes = atomic_load_explicit(&budget_pool_changes[device], memory_order_relaxed);
+        bool stale = attempt == 0 && atomic_load_explicit(&budget_pool_idle[device], memory_order_relaxed);
+        if (stale) {
+            uint64_t t0 = atomic_exchange_explicit(&forced_read_ns[device], now, memory_order_relaxed);
+            uint64_t c0 = atomic_exchange_explicit(&forced_read_changes[device], changes, memory_order_relaxed);
+            stale = t0 != now || c0 != changes;
+        }
+        if (stale && !capture_any_live()) {
+            budget_pool_refresh(device, true); /* the request's own pool's reserve is capped by it too */
             continue;
         }
         budget_refused(device, bytes, held, limit);
@@ -140,6 +220,11 @@ void budget_after_fork_child(void)
         atomic_store(&budget_pool_idle[i], 0);
         atomic_store(&budget_pool_changes[i], 0);
         atomic_store(&pool_changes_read[i], 0);
+        atomic_store(&budget_async[i], 0);
+        for (unsigned b = 0; b < CLAIM_BUCKETS; b++)
+            atomic_store(&pool_claimed[i][b], 0);
+        atomic_store(&forced_read_ns[i], 0);
+        atomic_store(&forced_read_changes[i], 0);
         atomic_store(&launches_read[i], 0);
         atomic_store(&tickets[i], 0);
         atomic_store(&published[i], 0);

@@ -26,6 +26,12 @@ extern SHIM_HIDDEN _Atomic uint64_t budget_pool_idle[CUSHIM_MAX_DEVICES];
 /* Stream-ordered allocations and frees of the device since start (counted only under a budget):
  * the idle reserve read before the last of them may be out of date. */
 extern SHIM_HIDDEN _Atomic uint64_t budget_pool_changes[CUSHIM_MAX_DEVICES];
+/* The device's stream-ordered bytes in the budget whose calls are done (device pools; in
+ * budget_used too, from before the call). The pools' idle reserve is read as what they reserve
+ * less these: not less the driver's used, which still holds a cudaFreeAsync's bytes until its
+ * stream reaches it while the budget gave them back at the call (the pool keeps them either way);
+ * not less requests still in their call, whose growth a reading may not show yet. */
+extern SHIM_HIDDEN _Atomic uint64_t budget_async[CUSHIM_MAX_DEVICES];
 /* 1: a read of the reserve was skipped during a capture: read again before the budget next decides. */
 extern SHIM_HIDDEN _Atomic unsigned char budget_graph_stale[CUSHIM_MAX_DEVICES];
 /* Before the budget of `device` decides: reads the graph pool's reserve again if it may have
@@ -45,9 +51,10 @@ uint64_t budget_graph_ticket(int device);
 void budget_after_fork_child(void);
 uint64_t budget_graph_launches(void);
 
-/* The stream-ordered pools' idle reserve of `device` as async_pool_sample just read it;
- * `changes`: budget_pool_changes of the device taken *before* the driver was asked. */
-void budget_pool_read(int device, uint64_t idle, uint64_t changes);
+/* The stream-ordered pools of `device` as async_pool_sample just read them: `reserved`, their
+ * CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT summed; `changes` and `async`: budget_pool_changes and
+ * budget_async of the device taken *before* the driver was asked. */
+void budget_pool_read(int device, uint64_t reserved, uint64_t changes, uint64_t async);
 /* Before the budget of `device` decides: reads the pools again if a stream-ordered allocation or
  * free happened since they were read (a pool grows by whole chunks of the driver's choosing, which
  * only a reading shows), or always when `force` (a request about to be refused while the reserve
@@ -63,14 +70,26 @@ static inline void budget_pool_changed(int device, uint64_t freed)
 {
     if ((unsigned)device >= CUSHIM_MAX_DEVICES)
         return;
+    /* The count first: a reading that began before it and publishes after it is dropped
+     * (budget_pool_read), so it cannot overwrite the idle bytes added next. */
+    atomic_fetch_add_explicit(&budget_pool_changes[device], 1, memory_order_seq_cst);
     if (freed) {
-        uint64_t idle = atomic_load_explicit(&budget_pool_idle[device], memory_order_relaxed);
+        uint64_t idle = atomic_load_explicit(&budget_pool_idle[device], memory_order_seq_cst);
         while (!atomic_compare_exchange_weak_explicit(&budget_pool_idle[device], &idle,
                                                       idle + freed < idle ? UINT64_MAX : idle + freed,
-                                                      memory_order_relaxed, memory_order_relaxed))
+                                                      memory_order_seq_cst, memory_order_seq_cst))
             ;
     }
-    atomic_fetch_add_explicit(&budget_pool_changes[device], 1, memory_order_relaxed);
+}
+
+/* Stream-ordered bytes of `device` leave the budget (a free, a failed request): budget_async. */
+static inline void budget_async_sub(int device, uint64_t bytes)
+{
+    if ((unsigned)device >= CUSHIM_MAX_DEVICES)
+        return;
+    uint64_t a = atomic_fetch_sub_explicit(&budget_async[device], bytes, memory_order_relaxed);
+    if (a < bytes) /* never wrap */
+        atomic_fetch_add_explicit(&budget_async[device], bytes - a, memory_order_relaxed);
 }
 
 /* What the budget of `device` holds now: counted and reserved device bytes plus the graph pool's
@@ -90,8 +109,15 @@ void budget_refused(int device, uint64_t bytes, uint64_t held, uint64_t limit);
 /* Reserves `bytes` on `device` (budget.c): false when that would pass its limit (nothing
  * reserved). `own_idle`: for a stream-ordered request, the idle reserve of the very pool it draws
  * from (async_pool_idle_of; 0 otherwise), which serves it without growing: only what that
- * reserve cannot serve must fit, and what it serves is taken off the device's idle reserve. */
-bool budget_reserve_limited(int device, uint64_t bytes, uint64_t own_idle);
+ * reserve cannot serve must fit, and what it serves is taken off the device's idle reserve and
+ * claimed until the request is done (*served, bytes; give it back with budget_pool_served_done
+ * after the real call, whatever its result): two requests racing on one pool cannot both be
+ * served by the same idle bytes. */
+bool budget_reserve_limited(int device, uint64_t bytes, uint64_t own_idle, uint64_t pool, uint64_t *served);
+
+/* A served request's real call is done (budget_reserve_limited's *served, from `pool`): its claim
+ * is given back; a request that failed also gives the idle bytes back to the device's reserve. */
+void budget_pool_served_done(int device, uint64_t pool, uint64_t served, bool failed);
 
 /* Whether `device` has a limit (every other device's requests are only counted). */
 static inline bool budget_limited(int device)
@@ -99,21 +125,25 @@ static inline bool budget_limited(int device)
     return unlikely(budget_any) && (unsigned)device < CUSHIM_MAX_DEVICES && shim.cfg.device_limit[device];
 }
 
-/* Reserves `bytes` on `device`: false when that would pass its limit (nothing reserved). */
-static inline bool budget_reserve_in(int device, uint64_t bytes, uint64_t own_idle)
+/* Reserves `bytes` on `device`: false when that would pass its limit (nothing reserved). `pool`
+ * (its handle) and *served as for budget_reserve_limited (0 when nothing was served). */
+static inline bool budget_reserve_in(int device, uint64_t bytes, uint64_t own_idle, uint64_t pool,
+                                     uint64_t *served)
 {
+    *served = 0;
     if (likely(!budget_any) || (unsigned)device >= CUSHIM_MAX_DEVICES)
         return true;
     if (!shim.cfg.device_limit[device]) {
         atomic_fetch_add_explicit(&budget_used[device], bytes, memory_order_relaxed);
         return true;
     }
-    return budget_reserve_limited(device, bytes, own_idle);
+    return budget_reserve_limited(device, bytes, own_idle, pool, served);
 }
 
 static inline bool budget_reserve(int device, uint64_t bytes)
 {
-    return budget_reserve_in(device, bytes, 0);
+    uint64_t served;
+    return budget_reserve_in(device, bytes, 0, 0, &served);
 }
 
 static inline void budget_release(int device, uint64_t bytes)

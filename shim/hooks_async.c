@@ -39,6 +39,7 @@ struct async_req {
     CUmemoryPool pool; /* the pool named, or NULL: the stream's device's current pool */
     bool capturing;  /* a graph node: its memory is the graph pool's, not counted here */
     bool reserved;   /* budget reserved (device pools only) */
+    uint64_t served; /* bytes of its pool's idle reserve claimed for it (budget.h) */
     bool spillable;  /* cuMemAllocAsync (the stream's current pool): CUSHIM_SPILL may serve it; a
                       * request from a pool the program names keeps that pool's properties, or fails */
 };
@@ -57,6 +58,7 @@ static inline __attribute__((always_inline)) void async_begin(struct async_req *
     q->capturing = capture_stream_is_capturing(stream, pt);
     q->pool = pool;
     q->reserved = false;
+    q->served = 0;
     q->spillable = pool == NULL;
 }
 
@@ -72,8 +74,8 @@ static inline __attribute__((always_inline)) bool async_reserve(struct async_req
     uint64_t own = 0;
     if (budget_limited(q->device) && atomic_load_explicit(&budget_pool_idle[q->device], memory_order_relaxed) &&
         !capture_any_live())
-        own = async_pool_idle_of(q->pool, q->device);
-    if (!budget_reserve_in(q->device, bytes, own))
+        own = async_pool_idle_of(&q->pool, q->device);
+    if (!budget_reserve_in(q->device, bytes, own, (uint64_t)(uintptr_t)q->pool, &q->served))
         return false;
     q->reserved = budget_any;
     return true;
@@ -85,13 +87,21 @@ static inline __attribute__((always_inline)) CUresult async_end(const struct asy
         if (!q->capturing) /* no context: a teardown leaves it alone (ASYNC_NO_CONTEXT) */
             track_alloc_on(&shim.ptrs, q->kind, *dptr, bytes, q->device, NULL,
                            q->reserved ? SHIM_F_RESERVED : 0);
-        if (q->reserved)
+        if (q->reserved) {
+            /* In the pools' figures from now on (budget_async counts only requests whose call is
+             * done: a reading during the call, its growth not yet in the reserve, must not take
+             * its bytes off the reserve). */
+            atomic_fetch_add_explicit(&budget_async[q->device], bytes, memory_order_relaxed);
+            budget_pool_served_done(q->device, (uint64_t)(uintptr_t)q->pool, q->served, false);
             budget_pool_changed(q->device, 0);
+        }
         if (!capture_any_live()) /* the pools are not read while a capture could be disturbed */
             async_pool_tick(q->device);
     } else {
-        if (q->reserved)
+        if (q->reserved) {
             budget_release(q->device, bytes);
+            budget_pool_served_done(q->device, (uint64_t)(uintptr_t)q->pool, q->served, true);
+        }
         if (r == CUDA_ERROR_OUT_OF_MEMORY && shim.cfg.spill && q->spillable && !q->capturing &&
             !capture_any_live() && q->kind == CUSHIM_KIND_ASYNC && offload_alloc(dptr, bytes, SHIM_F_SPILLED, q->device, q->ctx) == CUDA_SUCCESS)
             r = CUDA_SUCCESS;
@@ -257,6 +267,9 @@ SHIM_EXPORT CUresult CUDAAPI cuMemPoolCreate(CUmemoryPool *pool, const CUmemPool
     if (r != CUDA_SUCCESS || !poolProps || !shim_enter())
         return r;
     pool_remember(*pool, &poolProps->location, (int)poolProps->allocType);
+    /* A reading of the pools paged through the table while it changed may have left one out. */
+    if (poolProps->location.type == CU_MEM_LOCATION_TYPE_DEVICE && unlikely(budget_any))
+        budget_pool_changed(poolProps->location.id, 0);
     shim_leave();
     return r;
 }
@@ -319,6 +332,8 @@ SHIM_EXPORT CUresult CUDAAPI cuMemPoolDestroy(CUmemoryPool pool)
     CUresult r = real_(pool);
     if (r != CUDA_SUCCESS && known)
         table_put(&shim.pools, &e, NULL);
+    else if (known && e.aux == CUSHIM_KIND_ASYNC && unlikely(budget_any))
+        budget_pool_changed(e.device, 0); /* its reserve went with it; read again */
     return r;
 }
 

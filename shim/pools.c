@@ -54,7 +54,8 @@ void async_pool_sample(int device)
     if (!get || device < 0 || device >= (int)CUSHIM_MAX_DEVICES)
         return;
     /* Taken before the driver is asked: a change during the reading makes the budget read again. */
-    uint64_t changes = atomic_load_explicit(&budget_pool_changes[device], memory_order_relaxed);
+    uint64_t changes = atomic_load_explicit(&budget_pool_changes[device], memory_order_seq_cst);
+    uint64_t async = atomic_load_explicit(&budget_async[device], memory_order_seq_cst);
     CUmemoryPool def = NULL;
     if (!get_default || get_default(&def, device) != CUDA_SUCCESS)
         def = NULL;
@@ -92,23 +93,28 @@ void async_pool_sample(int device)
     }
     for (unsigned a = 0; a < sizeof attrs / sizeof attrs[0]; a++)
         account_device_stat_set(device, attrs[a].stat, sum[a]);
-    if (budget_any) /* reserved (sum[0]) less used (sum[2]): what the pools keep idle */
-        budget_pool_read(device, sum[0] > sum[2] ? sum[0] - sum[2] : 0, changes);
+    if (budget_any) /* what they reserve (sum[0]) less the budget's stream-ordered bytes */
+        budget_pool_read(device, sum[0], changes, async);
     account_device_stat_set(device, CUSHIM_DEV_async_pool_sampled_ns, shim_clock_ns(CLOCK_REALTIME));
 }
 
-uint64_t async_pool_idle_of(CUmemoryPool pool, int device)
+uint64_t async_pool_idle_of(CUmemoryPool *poolp, int device)
 {
+    CUmemoryPool pool = *poolp;
     __typeof__(&cuMemPoolGetAttribute) get = REAL(cuMemPoolGetAttribute);
     __typeof__(&cuDeviceGetMemPool) current = REAL(cuDeviceGetMemPool);
-    if (!get || (!pool && (!current || current(&pool, device) != CUDA_SUCCESS || !pool)))
+    if (!get)
         return 0;
     cuuint64_t reserved = 0, used = 0;
-    /* A pool the program names is its own to keep alive during its request. */
+    /* Counted as a sampler before the current pool is asked: a destroy of it waits until the
+     * queries are over (async_pool_quiesce). A pool the program names is its own to keep alive
+     * during its request. */
     atomic_fetch_add(&sampling, 1);
-    bool ok = get(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &reserved) == CUDA_SUCCESS &&
+    bool ok = (pool || (current && current(&pool, device) == CUDA_SUCCESS && pool)) &&
+              get(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &reserved) == CUDA_SUCCESS &&
               get(pool, CU_MEMPOOL_ATTR_USED_MEM_CURRENT, &used) == CUDA_SUCCESS;
     atomic_fetch_sub(&sampling, 1);
+    *poolp = pool;
     return ok && reserved > used ? reserved - used : 0;
 }
 

@@ -19,10 +19,10 @@ void async_pool_sample(int device);
 void async_pool_sample_all(void);
 
 /* The idle reserve of one pool, bytes (CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT less
- * USED_MEM_CURRENT, asked of the driver now): `pool`, or with NULL the current pool of `device`
- * (cuDeviceGetMemPool: where cuMemAllocAsync draws from). 0 when the driver does not answer. Not
- * while a capture is live (the caller checks). */
-uint64_t async_pool_idle_of(CUmemoryPool pool, int device);
+ * USED_MEM_CURRENT, asked of the driver now): *pool, or with *pool NULL the current pool of
+ * `device` (cuDeviceGetMemPool: where cuMemAllocAsync draws from), which is stored in *pool. 0 when
+ * the driver does not answer. Not while a capture is live (the caller checks). */
+uint64_t async_pool_idle_of(CUmemoryPool *pool, int device); /* *pool: NULL is set to the current pool */
 
 /* In a child after fork(): no sampler of the parent's threads is running here. */
 void async_pool_after_fork_child(void);
