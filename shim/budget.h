@@ -142,8 +142,14 @@ static inline bool budget_reserve_in(int device, uint64_t bytes, uint64_t own_id
 
 static inline bool budget_reserve(int device, uint64_t bytes)
 {
+    if (likely(!budget_any) || (unsigned)device >= CUSHIM_MAX_DEVICES)
+        return true;
+    if (!shim.cfg.device_limit[device]) {
+        atomic_fetch_add_explicit(&budget_used[device], bytes, memory_order_relaxed);
+        return true;
+    }
     uint64_t served;
-    return budget_reserve_in(device, bytes, 0, 0, &served);
+    return budget_reserve_limited(device, bytes, 0, 0, &served);
 }
 
 static inline void budget_release(int device, uint64_t bytes)
