@@ -25,11 +25,7 @@ static _Atomic uint64_t *claims_of(int device, uint64_t pool)
     uint64_t h = pool * 0x9e3779b97f4a7c15ull; /* Fibonacci hashing: handles are aligned pointers */
     return &pool_claimed[device][h >> 60];
 }
-/* The last read forced by a refusal: its CLOCK_MONOTONIC_COARSE time and budget_pool_changes
- * then. Another is forced only when stream-ordered activity happened since, or a clock tick
- * passed: a program that retries after out-of-memory does not read every pool at each try. */
-static _Atomic uint64_t forced_read_ns[CUSHIM_MAX_DEVICES];
-static _Atomic uint64_t forced_read_changes[CUSHIM_MAX_DEVICES];
+
 
 static _Atomic uint64_t launches_read[CUSHIM_MAX_DEVICES]; /* the process's launches at the device's last read */
 
@@ -192,17 +188,11 @@ bool budget_reserve_limited(int device, uint64_t bytes, uint64_t own_idle, uint6
         if (served)
             sub_saturating(claims_of(device, pool), served);
         /* Over the limit while the pools' idle reserve counts: a synchronize may have released it
-         * since it was read (a release threshold below it); read again once before refusing, at
-         * most once per clock tick. */
-        uint64_t now = shim_clock_ns(CLOCK_MONOTONIC_COARSE);
-        uint64_t changes = atomic_load_explicit(&budget_pool_changes[device], memory_order_relaxed);
-        bool stale = attempt == 0 && atomic_load_explicit(&budget_pool_idle[device], memory_order_relaxed);
-        if (stale) {
-            uint64_t t0 = atomic_exchange_explicit(&forced_read_ns[device], now, memory_order_relaxed);
-            uint64_t c0 = atomic_exchange_explicit(&forced_read_changes[device], changes, memory_order_relaxed);
-            stale = t0 != now || c0 != changes;
-        }
-        if (stale && !capture_any_live()) {
+         * since it was read (a release threshold below it, which no event of ours shows); read
+         * again once before refusing (each refusal: a program that synchronizes and retries
+         * after out-of-memory must find what the synchronize released). */
+        if (attempt == 0 && atomic_load_explicit(&budget_pool_idle[device], memory_order_relaxed) &&
+            !capture_any_live()) {
             budget_pool_refresh(device, true); /* the request's own pool's reserve is capped by it too */
             continue;
         }
@@ -223,8 +213,7 @@ void budget_after_fork_child(void)
         atomic_store(&budget_async[i], 0);
         for (unsigned b = 0; b < CLAIM_BUCKETS; b++)
             atomic_store(&pool_claimed[i][b], 0);
-        atomic_store(&forced_read_ns[i], 0);
-        atomic_store(&forced_read_changes[i], 0);
+
         atomic_store(&launches_read[i], 0);
         atomic_store(&tickets[i], 0);
         atomic_store(&published[i], 0);

@@ -198,9 +198,13 @@ Test(offload, a_pools_idle_reserve_counts_in_the_budget)
     cr_expect_eq(kv_u64(r.out, "freed.free"), 2 * MiB, "freed, not yet released: still the pool's");
     cr_expect_eq(kv_u64(r.out, "released.malloc"), 0, "released by the synchronize: read again, not refused");
     cr_expect_eq(kv_u64(r.out, "cross.pool"), 2, "another pool's 6 MiB serve only that pool: refused");
+    cr_expect_eq(kv_u64(r.out, "pending.malloc"), 2, "the freed 6 MiB are still the pool's");
+    cr_expect_eq(kv_u64(r.out, "retry.malloc"), 0,
+                 "released by the synchronize: a retry at once finds it (found by an attack trial: "
+                 "the reading a refusal forces was once per clock tick)");
     cr_assert(j);
-    cr_expect_eq(jpath_u64(j, "devices.0.device_total.limit_refused_count"), 2);
-    cr_expect_eq(jpath_u64(j, "devices.0.device.failed_count"), 1);
+    cr_expect_eq(jpath_u64(j, "devices.0.device_total.limit_refused_count"), 3);
+    cr_expect_eq(jpath_u64(j, "devices.0.device.failed_count"), 2);
     cr_expect_eq(jpath_u64(j, "devices.0.async.failed_count"), 1);
     json_decref(j);
     run_free(&r);

@@ -409,6 +409,20 @@ static int scenario_budget_pool_idle(void)
     if (r == 0)
         CHECK(cudaFreeAsync(c, s));
     CHECK(cudaStreamSynchronize(s));
+    CHECK(cudaMemPoolTrimTo(other, 0));
+    /* Out of memory, synchronize, retry (at once: in the same clock tick): the retry finds what
+     * the synchronize released (threshold 0). */
+    CHECK(cudaMallocFromPoolAsync(&a, 6 * MiB, pool, s));
+    CHECK(cudaFreeAsync(a, s));
+    r = (int)cudaMalloc(&b, 4 * MiB);
+    printf("pending.malloc=%d\n", r);
+    if (r == 0)
+        CHECK(cudaFree(b));
+    CHECK(cudaStreamSynchronize(s));
+    r = (int)cudaMalloc(&b, 4 * MiB);
+    printf("retry.malloc=%d\n", r);
+    if (r == 0)
+        CHECK(cudaFree(b));
     return 0;
 }
 
