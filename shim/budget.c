@@ -118,8 +118,8 @@ static void sub_saturating(_Atomic uint64_t *v, uint64_t n)
         ;
 }
 
-/* Claims up to `want` idle bytes of `pool`, whose own idle reserve was read as `own`, against the
- * claims of other requests in flight on it. The reserve is asked again once the claim is made: a
+/* Claims `want` idle bytes of `pool` (all of them, or none: returns what it claimed), whose own
+ * idle reserve was read as `own`, against the claims of other requests in flight on it. The reserve is asked again once the claim is made: a
  * request that was served, and gave its claim back once its real call was done, between our first
  * reading and our claim took bytes that reading still counted (its claim is given back only after
  * the driver's figures show its allocation, so the second reading does). */
@@ -213,7 +213,6 @@ void budget_after_fork_child(void)
         atomic_store(&budget_async[i], 0);
         for (unsigned b = 0; b < CLAIM_BUCKETS; b++)
             atomic_store(&pool_claimed[i][b], 0);
-
         atomic_store(&launches_read[i], 0);
         atomic_store(&tickets[i], 0);
         atomic_store(&published[i], 0);
