@@ -18,6 +18,7 @@ static _Atomic uint64_t pool_changes_read[CUSHIM_MAX_DEVICES]; /* budget_pool_ch
  * pool: a pool's claims are in the bucket its handle hashes to (pools sharing a bucket are
  * counted as one: a request may then be refused, never served twice). */
 #define CLAIM_BUCKETS 16u
+_Static_assert(CLAIM_BUCKETS == 1u << 4, "claims_of takes the hash's top 4 bits");
 static _Atomic uint64_t pool_claimed[CUSHIM_MAX_DEVICES][CLAIM_BUCKETS];
 
 static _Atomic uint64_t *claims_of(int device, uint64_t pool)
@@ -110,11 +111,13 @@ void budget_pool_refresh(int device, bool force)
     async_pool_sample(device); /* calls budget_pool_read */
 }
 
+/* seq_cst: the idle estimate's changes follow their count's bump (budget_pool_read), and a
+ * claim given back follows the driver call that used it (claim_idle), on any CPU. */
 static void sub_saturating(_Atomic uint64_t *v, uint64_t n)
 {
-    uint64_t old = atomic_load_explicit(v, memory_order_relaxed);
-    while (!atomic_compare_exchange_weak_explicit(v, &old, old > n ? old - n : 0, memory_order_relaxed,
-                                                  memory_order_relaxed))
+    uint64_t old = atomic_load_explicit(v, memory_order_seq_cst);
+    while (!atomic_compare_exchange_weak_explicit(v, &old, old > n ? old - n : 0, memory_order_seq_cst,
+                                                  memory_order_seq_cst))
         ;
 }
 
@@ -134,10 +137,14 @@ static uint64_t claim_idle(int device, uint64_t pool, uint64_t want, uint64_t ow
         take = want;
         if (!take || avail < want)
             return 0;
-    } while (!atomic_compare_exchange_weak_explicit(c, &claimed, claimed + take, memory_order_relaxed,
-                                                    memory_order_relaxed));
+    } while (!atomic_compare_exchange_weak_explicit(c, &claimed, claimed + take, memory_order_seq_cst,
+                                                    memory_order_seq_cst));
     /* `claimed`: the others' claims when ours was made (their bytes still idle in the driver's
-     * figures while their calls run). */
+     * figures while their calls run). No query once a capture began: not served. */
+    if (capture_any_live()) {
+        sub_saturating(c, take);
+        return 0;
+    }
     CUmemoryPool handle = (CUmemoryPool)(uintptr_t)pool;
     uint64_t fresh = async_pool_idle_of(&handle, device);
     uint64_t avail = fresh > claimed ? fresh - claimed : 0;
@@ -189,9 +196,10 @@ bool budget_reserve_limited(int device, uint64_t bytes, uint64_t own_idle, uint6
             sub_saturating(claims_of(device, pool), served);
         /* Over the limit while the pools' idle reserve counts: a synchronize may have released it
          * since it was read (a release threshold below it, which no event of ours shows); read
-         * again once before refusing (each refusal: a program that synchronizes and retries
-         * after out-of-memory must find what the synchronize released). */
-        if (attempt == 0 && atomic_load_explicit(&budget_pool_idle[device], memory_order_relaxed) &&
+         * again before refusing, each refusal (a program that synchronizes and retries after
+         * out-of-memory must find what the synchronize released), up to three times: a reading
+         * another thread's stream-ordered event overtook is not published. */
+        if (attempt < 3 && atomic_load_explicit(&budget_pool_idle[device], memory_order_relaxed) &&
             !capture_any_live()) {
             budget_pool_refresh(device, true); /* the request's own pool's reserve is capped by it too */
             continue;

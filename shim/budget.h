@@ -16,15 +16,17 @@ extern SHIM_HIDDEN int budget_any;                                  /* some devi
 extern SHIM_HIDDEN _Atomic uint64_t budget_used[CUSHIM_MAX_DEVICES]; /* device bytes counted plus reserved */
 extern SHIM_HIDDEN _Atomic uint64_t budget_graph[CUSHIM_MAX_DEVICES]; /* the graph pool's reserve, bytes */
 /* The device's stream-ordered pools' idle reserve, bytes: CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT
- * minus USED_MEM_CURRENT summed over its pools (cuda.h: a pool keeps freed memory until a
- * synchronize finds more than CU_MEMPOOL_ATTR_RELEASE_THRESHOLD bytes reserved; PyTorch's
- * cudaMallocAsync backend sets the threshold to UINT64_MAX), as last read, less what stream-ordered
- * requests took from it since. Memory the process holds in no allocation: a cudaMalloc beside a
+ * summed over its pools less budget_async, as last read (budget_pool_read), plus the bytes freed
+ * since, less the bytes requests were served from it since (cuda.h: a pool keeps freed memory until
+ * a synchronize finds more than CU_MEMPOOL_ATTR_RELEASE_THRESHOLD bytes reserved; PyTorch's
+ * cudaMallocAsync backend sets the threshold to UINT64_MAX). Memory the process holds in no allocation: a cudaMalloc beside a
  * pool that keeps 10 GiB must find the budget 10 GiB fuller; a request from the pool that its
  * reserve serves grows nothing. */
 extern SHIM_HIDDEN _Atomic uint64_t budget_pool_idle[CUSHIM_MAX_DEVICES];
-/* Stream-ordered allocations and frees of the device since start (counted only under a budget):
- * the idle reserve read before the last of them may be out of date. */
+/* Events that change the device's idle reserve or its reading, since start (counted only under a
+ * budget): a stream-ordered request done or served from the reserve, a free, a served request
+ * that failed, a pool created or destroyed. A reading begun before the last of them is not
+ * published, and the next decision reads again. */
 extern SHIM_HIDDEN _Atomic uint64_t budget_pool_changes[CUSHIM_MAX_DEVICES];
 /* The device's stream-ordered bytes in the budget whose calls are done (device pools; in
  * budget_used too, from before the call). The pools' idle reserve is read as what they reserve
@@ -82,7 +84,14 @@ static inline void budget_pool_changed(int device, uint64_t freed)
     }
 }
 
-/* Stream-ordered bytes of `device` leave the budget (a free, a failed request): budget_async. */
+/* Stream-ordered bytes of `device` enter the pools' figures (a request's call done, its entry kept). */
+static inline void budget_async_add(int device, uint64_t bytes)
+{
+    if ((unsigned)device < CUSHIM_MAX_DEVICES)
+        atomic_fetch_add_explicit(&budget_async[device], bytes, memory_order_seq_cst);
+}
+
+/* Stream-ordered bytes of `device` leave the budget (a free): budget_async. */
 static inline void budget_async_sub(int device, uint64_t bytes)
 {
     if ((unsigned)device >= CUSHIM_MAX_DEVICES)

@@ -77,21 +77,23 @@ static inline __attribute__((always_inline)) bool async_reserve(struct async_req
         own = async_pool_idle_of(&q->pool, q->device);
     if (!budget_reserve_in(q->device, bytes, own, (uint64_t)(uintptr_t)q->pool, &q->served))
         return false;
-    q->reserved = budget_any;
+    q->reserved = budget_any && (unsigned)q->device < CUSHIM_MAX_DEVICES; /* else nothing was reserved */
     return true;
 }
 
 static inline __attribute__((always_inline)) CUresult async_end(const struct async_req *q, CUresult r, CUdeviceptr *dptr, size_t bytes)
 {
     if (r == CUDA_SUCCESS) {
-        if (!q->capturing) /* no context: a teardown leaves it alone (ASYNC_NO_CONTEXT) */
-            track_alloc_on(&shim.ptrs, q->kind, *dptr, bytes, q->device, NULL,
-                           q->reserved ? SHIM_F_RESERVED : 0);
+        bool kept = !q->capturing && /* no context: a teardown leaves it alone (ASYNC_NO_CONTEXT) */
+                    track_alloc_on(&shim.ptrs, q->kind, *dptr, bytes, q->device, NULL,
+                                   q->reserved ? SHIM_F_RESERVED : 0);
         if (q->reserved) {
             /* In the pools' figures from now on (budget_async counts only requests whose call is
              * done: a reading during the call, its growth not yet in the reserve, must not take
-             * its bytes off the reserve). */
-            atomic_fetch_add_explicit(&budget_async[q->device], bytes, memory_order_relaxed);
+             * its bytes off the reserve), if counted at all: one not kept gave its budget back
+             * (track_not_kept) and its free is never seen. */
+            if (kept)
+                budget_async_add(q->device, bytes);
             budget_pool_served_done(q->device, (uint64_t)(uintptr_t)q->pool, q->served, false);
             budget_pool_changed(q->device, 0);
         }
@@ -99,8 +101,10 @@ static inline __attribute__((always_inline)) CUresult async_end(const struct asy
             async_pool_tick(q->device);
     } else {
         if (q->reserved) {
-            budget_release(q->device, bytes);
+            /* The served bytes back to the idle estimate before the request leaves the budget,
+             * so that no decision in between finds them in neither. */
             budget_pool_served_done(q->device, (uint64_t)(uintptr_t)q->pool, q->served, true);
+            budget_release(q->device, bytes);
         }
         if (r == CUDA_ERROR_OUT_OF_MEMORY && shim.cfg.spill && q->spillable && !q->capturing &&
             !capture_any_live() && q->kind == CUSHIM_KIND_ASYNC && offload_alloc(dptr, bytes, SHIM_F_SPILLED, q->device, q->ctx) == CUDA_SUCCESS)

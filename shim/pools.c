@@ -10,7 +10,8 @@
 
 SHIM_TLS uint32_t async_pool_allocs_here;
 static _Atomic uint64_t last_read_ns[CUSHIM_MAX_DEVICES];
-/* Samplers between taking pool handles from the table and their last driver query. */
+/* Samplers between taking pool handles from the table (or asking for the current pool) and their
+ * last driver query: async_pool_sample, async_pool_idle_of. */
 static _Atomic int sampling;
 
 

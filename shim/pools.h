@@ -4,8 +4,10 @@
  * also keeps freed memory reserved until its release threshold lets it go, and that reserve is
  * device memory the program holds (what `torch.cuda.memory_reserved()` is for PyTorch's caching
  * allocator). Read, not counted: a few driver calls per device, at exit, whenever the program
- * calls cuMemGetInfo, after cuMemPoolTrimTo and a high-water-mark reset (hooks_async.c), and now
- * and then from cudaMallocAsync (async_pool_tick). Thread-safe. */
+ * calls cuMemGetInfo, after cuMemPoolTrimTo and a high-water-mark reset (hooks_async.c), now and
+ * then from cudaMallocAsync (async_pool_tick), and under a budget before a decision that follows
+ * a stream-ordered event, with each stream-ordered request's own pool asked twice when its device
+ * has idle reserve (budget.h). Thread-safe. */
 #ifndef CUSHIM_POOLS_H
 #define CUSHIM_POOLS_H
 
@@ -28,8 +30,10 @@ uint64_t async_pool_idle_of(CUmemoryPool *pool, int device); /* *pool: NULL is s
 void async_pool_after_fork_child(void);
 
 /* cuMemPoolDestroy: after its pool was taken out of the table, waits until no sampler can still
- * be querying it (samplers copy handles out of the table, then ask the driver without a lock),
- * so the driver never sees a destroyed handle from the shim. A few microseconds at most. */
+ * be querying it (samplers copy handles out of the table, or ask for the current pool, then ask
+ * the driver without a lock), so the driver never sees a destroyed handle from the shim. A few
+ * microseconds usually; under a budget, with threads making stream-ordered requests without pause
+ * (each asks its pool), until a moment with none in a query. */
 void async_pool_quiesce(void);
 
 /* For the live view, from stream-ordered allocations made while no capture is live (so the

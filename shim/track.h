@@ -143,7 +143,7 @@ static inline __attribute__((always_inline)) bool track_put(struct shim_table *t
  * SHIM_F_RESERVED) is given back now, or it would stay charged for ever. track.c. */
 void track_not_kept(int device, uint64_t bytes, unsigned flags);
 
-static inline __attribute__((always_inline)) void track_alloc_on(struct shim_table *t,
+static inline __attribute__((always_inline)) bool track_alloc_on(struct shim_table *t,
                                                                  enum cushim_kind kind, uint64_t key,
                                                                  uint64_t bytes, int device,
                                                                  CUcontext ctx, unsigned flags)
@@ -154,7 +154,7 @@ static inline __attribute__((always_inline)) void track_alloc_on(struct shim_tab
     struct cushim_device_record *rec;
     if (unlikely(key == 0 || (rec = account_record(device)) == NULL)) {
         track_not_kept(device, bytes, flags);
-        return;
+        return false;
     }
     /* Made while a stream of the process was capturing: also counted as `capture`. */
     if (unlikely(capture_any_live())) {
@@ -165,10 +165,12 @@ static inline __attribute__((always_inline)) void track_alloc_on(struct shim_tab
         .key = key, .size = bytes, .ctx = (uint64_t)(uintptr_t)ctx, .device = device,
         .kind = (uint16_t)kind, .flags = (uint16_t)flags,
     };
-    if (likely(track_put(t, &e)))
+    if (likely(track_put(t, &e))) {
         account_alloc_to(rec, device, kind, bytes, flags, false);
-    else
-        track_not_kept(device, bytes, flags);
+        return true;
+    }
+    track_not_kept(device, bytes, flags);
+    return false;
 }
 
 /* track_alloc_plain's insert when table_put_new could not do it at once (track.c): the whole
