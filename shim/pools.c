@@ -1,6 +1,7 @@
 /* Reading the stream-ordered pools' reserve (pools.h). */
 #include "shim/pools.h"
 
+#include <pthread.h>
 #include <sched.h>
 #include <time.h>
 
@@ -12,7 +13,29 @@ SHIM_TLS uint32_t async_pool_allocs_here;
 static _Atomic uint64_t last_read_ns[CUSHIM_MAX_DEVICES];
 /* Samplers between taking pool handles from the table (or asking for the current pool) and their
  * last driver query: async_pool_sample, async_pool_idle_of. */
-static _Atomic int sampling;
+static _Atomic int sampling[2];
+/* Which of the two counts a sampler joins: async_pool_quiesce flips it and waits for the other to
+ * drain, so it waits only for the samplers already in a query, never for ones that keep coming
+ * (under a budget each stream-ordered request asks its pool). */
+static _Atomic unsigned epoch;
+static pthread_mutex_t quiesce_lock = PTHREAD_MUTEX_INITIALIZER; /* one waiter flips at a time */
+
+/* Joins the current epoch's count: returns it, for sampler_leave. */
+static unsigned sampler_enter(void)
+{
+    for (;;) {
+        unsigned e = atomic_load(&epoch) & 1u;
+        atomic_fetch_add(&sampling[e], 1);
+        if ((atomic_load(&epoch) & 1u) == e)
+            return e;
+        atomic_fetch_sub(&sampling[e], 1); /* flipped meanwhile: join the new one */
+    }
+}
+
+static void sampler_leave(unsigned e)
+{
+    atomic_fetch_sub(&sampling[e], 1);
+}
 
 
 #define POOLS_READ 64 /* pool handles copied per pass over the table */
@@ -67,7 +90,7 @@ void async_pool_sample(int device)
     struct device_pools p = {.device = device, .default_pool = (uint64_t)(uintptr_t)def};
     do {
         p.seen = p.n = 0;
-        atomic_fetch_add(&sampling, 1);
+        unsigned ep = sampler_enter();
         table_for_each(&shim.pools, collect, &p);
         if (p.n < POOLS_READ && def && !p.default_seen && !default_read) {
             p.pool[p.n++] = (uint64_t)(uintptr_t)def;
@@ -82,7 +105,7 @@ void async_pool_sample(int device)
                 else
                     all_read = false;
             }
-        atomic_fetch_sub(&sampling, 1);
+        sampler_leave(ep);
         p.skip += POOLS_READ;
     } while (p.n == POOLS_READ && p.skip < 1u << 20);
     /* A reading the driver did not give in full is no reading: the last one stands, and so does
@@ -110,26 +133,35 @@ uint64_t async_pool_idle_of(CUmemoryPool *poolp, int device)
     /* Counted as a sampler before the current pool is asked: a destroy of it waits until the
      * queries are over (async_pool_quiesce). A pool the program names is its own to keep alive
      * during its request. */
-    atomic_fetch_add(&sampling, 1);
+    unsigned ep = sampler_enter();
     bool ok = (pool || (current && current(&pool, device) == CUDA_SUCCESS && pool)) &&
               get(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &reserved) == CUDA_SUCCESS &&
               get(pool, CU_MEMPOOL_ATTR_USED_MEM_CURRENT, &used) == CUDA_SUCCESS;
-    atomic_fetch_sub(&sampling, 1);
+    sampler_leave(ep);
     *poolp = pool;
     return ok && reserved > used ? reserved - used : 0;
 }
 
 void async_pool_after_fork_child(void)
 {
-    atomic_store(&sampling, 0);
+    atomic_store(&sampling[0], 0);
+    atomic_store(&sampling[1], 0);
+    atomic_store(&epoch, 0);
+    pthread_mutex_init(&quiesce_lock, NULL); /* a parent's waiter may have held it */
     for (unsigned i = 0; i < CUSHIM_MAX_DEVICES; i++)
         atomic_store(&last_read_ns[i], 0);
 }
 
 void async_pool_quiesce(void)
 {
-    while (atomic_load(&sampling) != 0)
+    /* Samplers that join after the flip took their handles after the pool left the table (or
+     * ask for a current pool, which a destroyed pool cannot be: cuda.h cuMemPoolDestroy); those
+     * of the old epoch are waited for, and two flips never overlap. */
+    pthread_mutex_lock(&quiesce_lock);
+    unsigned old = atomic_fetch_add(&epoch, 1) & 1u;
+    while (atomic_load(&sampling[old]) != 0)
         sched_yield();
+    pthread_mutex_unlock(&quiesce_lock);
 }
 
 void async_pool_sample_slow(int device)

@@ -31,9 +31,9 @@ void async_pool_after_fork_child(void);
 
 /* cuMemPoolDestroy: after its pool was taken out of the table, waits until no sampler can still
  * be querying it (samplers copy handles out of the table, or ask for the current pool, then ask
- * the driver without a lock), so the driver never sees a destroyed handle from the shim. A few
- * microseconds usually; under a budget, with threads making stream-ordered requests without pause
- * (each asks its pool), until a moment with none in a query. */
+ * the driver without a lock), so the driver never sees a destroyed handle from the shim. Waits
+ * only for the samplers already in a query when it is called (two epochs), never for later ones:
+ * a few microseconds. */
 void async_pool_quiesce(void);
 
 /* For the live view, from stream-ordered allocations made while no capture is live (so the
