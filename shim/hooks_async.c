@@ -136,7 +136,13 @@ static inline __attribute__((always_inline)) CUresult async_end(const struct asy
         }                                                                                    \
         if (!async_reserve(&q, bytesize))                                                    \
             return async_end(&q, CUDA_ERROR_OUT_OF_MEMORY, dptr, bytesize);                  \
-        return async_end(&q, real_(dptr, bytesize, hStream), dptr, bytesize);                \
+        /* Served by the current pool's reserve (budget.h): made from that very pool, which   \
+         * another thread may make no longer current meanwhile (cuDeviceSetMemPool). */       \
+        __typeof__(&cuMemAllocFromPoolAsync) from_pool_ =                                    \
+            q.served && q.pool ? (pt ? REAL(cuMemAllocFromPoolAsync_ptsz) : REAL(cuMemAllocFromPoolAsync)) \
+                               : NULL;                                                       \
+        return async_end(&q, from_pool_ ? from_pool_(dptr, bytesize, q.pool, hStream)        \
+                                        : real_(dptr, bytesize, hStream), dptr, bytesize);   \
     }                                                                                        \
     SHIM_EXPORT CUresult CUDAAPI sym(CUdeviceptr *dptr, size_t bytesize, CUstream hStream)  \
     {                                                                                        \
