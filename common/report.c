@@ -63,11 +63,8 @@ static void json_device(struct jsonw *w, const struct cushim_device_snapshot *d)
     jsonw_object_end(w);
 }
 
-void cushim_json_process(struct jsonw *w, const char *key, const struct cushim_snapshot *s,
-                         int close)
+void cushim_json_identity(struct jsonw *w, const struct cushim_snapshot *s)
 {
-    jsonw_object_begin(w, key);
-    jsonw_string(w, "cushim_version", s->version);
     jsonw_i64(w, "pid", s->pid);
     jsonw_u64(w, "pid_namespace", s->pidns_inode);
     if (s->other_pidns) {
@@ -77,6 +74,14 @@ void cushim_json_process(struct jsonw *w, const char *key, const struct cushim_s
         else
             jsonw_string(w, "host_pid", NULL);
     }
+}
+
+void cushim_json_process(struct jsonw *w, const char *key, const struct cushim_snapshot *s,
+                         int close)
+{
+    jsonw_object_begin(w, key);
+    jsonw_string(w, "cushim_version", s->version);
+    cushim_json_identity(w, s);
     jsonw_string(w, "command", s->command);
     jsonw_string(w, "phase", cushim_phase_name(s->phase));
     jsonw_string(w, "phase_requested", cushim_phase_requested(s));

@@ -13,6 +13,11 @@
 void cushim_json_process(struct jsonw *w, const char *key, const struct cushim_snapshot *s,
                          int close);
 
+/* Writes the members that name a process in the summary's JSON: "pid" (in its own pid
+ * namespace), "pid_namespace" and, for a process of another pid namespace than the reader's,
+ * "host_pid" (its pid here, null when not visible). Inside an open object. */
+void cushim_json_identity(struct jsonw *w, const struct cushim_snapshot *s);
+
 /* Writes the human summary of one process: per device, per kind with any activity, current,
  * peak, allocations, frees, failures in binary units. `title` prefixes the first line. */
 void cushim_text_process(FILE *f, const struct cushim_snapshot *s, const char *title);

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "common/jsonw.h"
+#include "common/report.h"
 #include "common/text.h"
 #include "common/units.h"
 #include "tools/cli.h"
@@ -29,16 +30,10 @@ struct ps_arg {
 static void json_row(struct jsonw *w, const struct seg_entry *e, const char *user, const char *state)
 {
     jsonw_object_begin(w, NULL);
-    jsonw_i64(w, "pid", e->ok ? e->snap.pid : e->pid);
-    if (e->ok) {
-        jsonw_u64(w, "pid_namespace", e->snap.pidns_inode);
-        if (e->snap.other_pidns) {
-            if (e->snap.host_pid)
-                jsonw_i64(w, "host_pid", e->snap.host_pid);
-            else
-                jsonw_string(w, "host_pid", NULL);
-        }
-    }
+    if (e->ok)
+        cushim_json_identity(w, &e->snap);
+    else
+        jsonw_i64(w, "pid", e->pid); /* the file name's: the segment cannot be read */
     jsonw_u64(w, "uid", e->uid);
     jsonw_string(w, "user", user);
     jsonw_string(w, "state", state);
