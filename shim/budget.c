@@ -111,16 +111,6 @@ void budget_pool_refresh(int device, bool force)
     async_pool_sample(device); /* calls budget_pool_read */
 }
 
-/* seq_cst: the idle estimate's changes follow their count's bump (budget_pool_read), and a
- * claim given back follows the driver call that used it (claim_idle), on any CPU. */
-static void sub_saturating(_Atomic uint64_t *v, uint64_t n)
-{
-    uint64_t old = atomic_load_explicit(v, memory_order_seq_cst);
-    while (!atomic_compare_exchange_weak_explicit(v, &old, old > n ? old - n : 0, memory_order_seq_cst,
-                                                  memory_order_seq_cst))
-        ;
-}
-
 /* Claims `want` idle bytes of `pool` (all of them, or none: returns what it claimed), whose own
  * idle reserve was read as `own`, against the claims of other requests in flight on it. The reserve is asked again once the claim is made: a
  * request that was served, and gave its claim back once its real call was done, between our first
@@ -142,14 +132,14 @@ static uint64_t claim_idle(int device, uint64_t pool, uint64_t want, uint64_t ow
     /* `claimed`: the others' claims when ours was made (their bytes still idle in the driver's
      * figures while their calls run). No query once a capture began: not served. */
     if (capture_any_live()) {
-        sub_saturating(c, take);
+        budget_sub_saturating(c, take);
         return 0;
     }
     CUmemoryPool handle = (CUmemoryPool)(uintptr_t)pool;
     uint64_t fresh = async_pool_idle_of(&handle, device);
     uint64_t avail = fresh > claimed ? fresh - claimed : 0;
     if (avail < take) {
-        sub_saturating(c, take);
+        budget_sub_saturating(c, take);
         take = 0;
     }
     return take;
@@ -159,7 +149,7 @@ void budget_pool_served_done(int device, uint64_t pool, uint64_t served, bool fa
 {
     if (!served || (unsigned)device >= CUSHIM_MAX_DEVICES)
         return;
-    sub_saturating(claims_of(device, pool), served);
+    budget_sub_saturating(claims_of(device, pool), served);
     if (failed) /* the pool did not use them */
         budget_pool_changed(device, served);
 }
@@ -187,13 +177,13 @@ bool budget_reserve_limited(int device, uint64_t bytes, uint64_t own_idle, uint6
              * every change of the estimate). */
             if (served) {
                 atomic_fetch_add_explicit(&budget_pool_changes[device], 1, memory_order_seq_cst);
-                sub_saturating(&budget_pool_idle[device], served);
+                budget_sub_saturating(&budget_pool_idle[device], served);
             }
             *served_out = served;
             return true;
         }
         if (served)
-            sub_saturating(claims_of(device, pool), served);
+            budget_sub_saturating(claims_of(device, pool), served);
         /* Over the limit while the pools' idle reserve counts: a synchronize may have released it
          * since it was read (a release threshold below it, which no event of ours shows); read
          * again before refusing, each refusal (a program that synchronizes and retries after

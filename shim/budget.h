@@ -91,14 +91,22 @@ static inline void budget_async_add(int device, uint64_t bytes)
         atomic_fetch_add_explicit(&budget_async[device], bytes, memory_order_seq_cst);
 }
 
+/* *v -= n, stopping at 0 (never wraps). seq_cst: the idle estimate's changes follow their count's
+ * bump (budget_pool_read), and a claim given back follows the driver call that used it
+ * (budget.c claim_idle), on any CPU. */
+static inline void budget_sub_saturating(_Atomic uint64_t *v, uint64_t n)
+{
+    uint64_t old = atomic_load_explicit(v, memory_order_seq_cst);
+    while (!atomic_compare_exchange_weak_explicit(v, &old, old > n ? old - n : 0, memory_order_seq_cst,
+                                                  memory_order_seq_cst))
+        ;
+}
+
 /* Stream-ordered bytes of `device` leave the budget (a free): budget_async. */
 static inline void budget_async_sub(int device, uint64_t bytes)
 {
-    if ((unsigned)device >= CUSHIM_MAX_DEVICES)
-        return;
-    uint64_t a = atomic_fetch_sub_explicit(&budget_async[device], bytes, memory_order_relaxed);
-    if (a < bytes) /* never wrap */
-        atomic_fetch_add_explicit(&budget_async[device], bytes - a, memory_order_relaxed);
+    if ((unsigned)device < CUSHIM_MAX_DEVICES)
+        budget_sub_saturating(&budget_async[device], bytes);
 }
 
 /* What the budget of `device` holds now: counted and reserved device bytes plus the graph pool's
@@ -151,14 +159,8 @@ static inline bool budget_reserve_in(int device, uint64_t bytes, uint64_t own_id
 
 static inline bool budget_reserve(int device, uint64_t bytes)
 {
-    if (likely(!budget_any) || (unsigned)device >= CUSHIM_MAX_DEVICES)
-        return true;
-    if (!shim.cfg.device_limit[device]) {
-        atomic_fetch_add_explicit(&budget_used[device], bytes, memory_order_relaxed);
-        return true;
-    }
     uint64_t served;
-    return budget_reserve_limited(device, bytes, 0, 0, &served);
+    return budget_reserve_in(device, bytes, 0, 0, &served);
 }
 
 static inline void budget_release(int device, uint64_t bytes)

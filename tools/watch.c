@@ -47,6 +47,14 @@ static void on_stop(int sig)
 
 static const int stop_signals[] = {SIGINT, SIGTERM, SIGHUP};
 
+/* The stop signals as a set, for the masks of watch_write and watch_sleep. */
+static void stop_set(sigset_t *set)
+{
+    sigemptyset(set);
+    for (size_t i = 0; i < sizeof stop_signals / sizeof stop_signals[0]; i++)
+        sigaddset(set, stop_signals[i]);
+}
+
 void watch_catch_stop_signals(void)
 {
     struct sigaction sa;
@@ -71,9 +79,7 @@ int watch_stopped(void)
 int watch_write(int fd, const char *buf, size_t len)
 {
     sigset_t block, old;
-    sigemptyset(&block);
-    for (size_t i = 0; i < sizeof stop_signals / sizeof stop_signals[0]; i++)
-        sigaddset(&block, stop_signals[i]);
+    stop_set(&block);
     /* The stop signals are taken only inside ppoll: each write below runs with them blocked,
      * after ppoll said fd takes at least PIPE_BUF bytes (a pipe's or FIFO's free buffer; a file
      * or terminal always), so it does not block, and a signal cannot come between the test of
@@ -120,9 +126,7 @@ int watch_sleep(double seconds)
     if (!(seconds > 0))
         return stopped;
     sigset_t block, old;
-    sigemptyset(&block);
-    for (size_t i = 0; i < sizeof stop_signals / sizeof stop_signals[0]; i++)
-        sigaddset(&block, stop_signals[i]);
+    stop_set(&block);
     struct timespec now, until;
     clock_gettime(CLOCK_MONOTONIC, &until);
     until.tv_sec += (time_t)seconds;
