@@ -205,11 +205,21 @@ void shim_exit_finish(bool driver_alive)
     if (!seg || shim.owner != getpid() || (r != SHIM_ACTIVE && r != SHIM_QUIET) ||
         atomic_exchange(&exit_done, 1))
         return;
+    /* An exit from inside one of our wrappers: a signal handler's exit() (or the driver's own)
+     * during a CUDA call of this thread. The thread may hold one of the shim's spin locks, and a
+     * driver call of its own is unfinished: no driver call and no lock of the shim from here (the
+     * samples of untracked memory and of the pools are left out), and no wait for writers (this
+     * thread may be one, mid-record). Later exit handlers' CUDA calls pass through uncounted. */
+    int depth = shim_depth;
+    if (depth != 0)
+        LOG_INFO("exit inside a CUDA call (a signal handler's exit()?): untracked memory and the "
+                 "pools are not sampled for the summary");
     shim_depth = 1; /* our own driver calls below are not the program's */
     /* An unload the dlclose door did not see (a library bound to glibc's dlclose: RTLD_DEEPBIND)
      * leaves no slot in unmapped code for the calls below. */
-    shim_real_check_unloads();
-    if (driver_alive) {
+    if (depth == 0)
+        shim_real_check_unloads();
+    if (driver_alive && depth == 0) {
         offload_drain();
         graph_pool_sample_all();
         async_pool_sample_all();
@@ -220,11 +230,11 @@ void shim_exit_finish(bool driver_alive)
     }
     atomic_store(&seg->h.exited, 1);
     /* Other threads of ours may still be counting: worth waiting for. */
-    bool keep = hand_over_and_report(seg, CUSHIM_COPY_PATIENCE_NS);
+    bool keep = hand_over_and_report(seg, depth == 0 ? CUSHIM_COPY_PATIENCE_NS : 0);
     /* The mapping stays: other threads and later exit handlers may still count into it. */
     if (!keep)
         segment_unlink(shim.seg_path);
-    shim_depth = 0;
+    shim_depth = depth;
 }
 
 /* Finishes the segment at `path` if it is this process's before an exec. Returns whether it was;

@@ -723,6 +723,21 @@ RT_TEST(untracked_is_context_overhead)
     run_free(&r);
 }
 
+/* A signal handler that calls exit() inside a CUDA call (here inside cuMemAlloc_v2): the
+ * summary is written from the counters as they are, with no driver call (the interrupted call may
+ * hold the driver's locks, and this thread one of the shim's): untracked memory is not sampled.
+ * The 2 MiB allocation under way is not counted (the process ended inside it). */
+RT_TEST(exit_inside_a_cuda_call)
+{
+    struct run_result r;
+    const char *extra[] = {"SIMCUDA_INJECT=cuMemAlloc_v2:2:raise=10", NULL};
+    json_t *j = scenario(&r, p->static_rt, "exit_in_call", extra);
+    expect_kind(j, 0, "device", MiB, MiB, 1, 0, 0);
+    cr_expect_eq(jpath_u64(j, "devices.0.untracked_sampled_ns"), 0);
+    json_decref(j);
+    run_free(&r);
+}
+
 RT_TEST(injected_out_of_memory)
 {
     struct run_result r;

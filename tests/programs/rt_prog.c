@@ -33,6 +33,23 @@ static int scenario_malloc(void)
     return 0;
 }
 
+/* The second allocation's driver call raises SIGUSR1 (SIMCUDA_INJECT=cuMemAlloc_v2:2:raise=10),
+ * whose handler ends the process: an exit() from inside a CUDA call. */
+static void exit_from_handler(int sig)
+{
+    (void)sig;
+    exit(0);
+}
+
+static int scenario_exit_in_call(void)
+{
+    void *a, *b;
+    signal(SIGUSR1, exit_from_handler);
+    CHECK(cudaMalloc(&a, MiB));
+    CHECK(cudaMalloc(&b, 2 * MiB));
+    return 1; /* not reached: the handler exits */
+}
+
 static int scenario_pitch(void)
 {
     void *p;
@@ -1634,6 +1651,7 @@ static const struct scenario scenarios[] = {
     {"unknown_free", scenario_unknown_free, 1}, {"no_async", scenario_no_async, 1},
     {"budget_pool_idle", scenario_budget_pool_idle, 1}, {"budget_many_pools", scenario_budget_many_pools, 1},
     {"entry_points", scenario_entry_points, 1}, {"threads", scenario_threads, 1},
+    {"exit_in_call", scenario_exit_in_call, 1},
 };
 
 int main(int argc, char **argv)

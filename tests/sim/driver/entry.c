@@ -1,6 +1,7 @@
 /* What every exported entry point does first (SIM_ENTER): count the call per exported symbol,
  * apply SIMCUDA_INJECT, refuse calls before cuInit. Also simcuda_call_count. */
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,6 +16,7 @@ struct inject_rule {
     enum sim_sym sym;
     uint64_t nth; /* 1-based call number; 0: every call */
     CUresult code;
+    int signal;   /* `raise=SIGNUM`: raised in the calling thread, then the call goes on */
 };
 
 _Atomic uint64_t sim_calls[SIM_SYM_COUNT];
@@ -37,7 +39,9 @@ static bool sym_lookup(const char *name, enum sim_sym *sym)
     return hit != NULL;
 }
 
-/* SIMCUDA_INJECT=SYMBOL:N:CODE[,...]: N is 1-based or `*`; CODE a number or a CUresult name. */
+/* SIMCUDA_INJECT=SYMBOL:N:CODE[,...]: N is 1-based or `*`; CODE a number, a CUresult name, or
+ * `raise=SIGNUM` (the call raises that signal in its thread on entry, then does its work: a signal
+ * handler running inside a driver call). */
 static void inject_load(const char *spec)
 {
     if (!spec)
@@ -57,10 +61,16 @@ static void inject_load(const char *spec)
             r.nth = strtoull(n, &end, 10);
             ok = ok && *n && !*end && r.nth > 0;
         }
-        long value = strtol(code, &end, 10);
-        r.code = (CUresult)value;
-        if (!*code || *end)
-            ok = ok && sim_error_by_name(code, &r.code);
+        if (strncmp(code, "raise=", 6) == 0) {
+            long sig = strtol(code + 6, &end, 10);
+            r.signal = (int)sig;
+            ok = ok && code[6] && !*end && sig > 0 && sig < 65;
+        } else {
+            long value = strtol(code, &end, 10);
+            r.code = (CUresult)value;
+            if (!*code || *end)
+                ok = ok && sim_error_by_name(code, &r.code);
+        }
         if (ok)
             rules[nrules++] = r;
         else
@@ -97,6 +107,10 @@ bool sim_enter(enum sim_sym sym, bool needs_init, CUresult *rc)
                    (*rc = CUDA_ERROR_NOT_INITIALIZED, true) : false;
     for (unsigned i = 0; i < nrules; i++)
         if (rules[i].sym == sym && (rules[i].nth == 0 || rules[i].nth == n)) {
+            if (rules[i].signal) {
+                raise(rules[i].signal);
+                continue;
+            }
             *rc = rules[i].code;
             return true;
         }
