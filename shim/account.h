@@ -152,7 +152,7 @@ static inline __attribute__((always_inline)) void account_free_to(struct cushim_
             /* The freed bytes go back to their pool, which may keep them (budget.h): counted idle
              * before they leave the budget's used bytes, so that no decision in between finds
              * them in neither. */
-            if (kind == CUSHIM_KIND_ASYNC && unlikely(budget_any)) {
+            if (kind == CUSHIM_KIND_ASYNC && unlikely(budget_any) && !(flags & SHIM_F_POOL_GONE)) {
                 budget_async_sub(device, bytes);
                 budget_pool_changed(device, bytes);
             }

@@ -81,12 +81,26 @@ static inline __attribute__((always_inline)) bool async_reserve(struct async_req
     return true;
 }
 
+/* The pool a request in the budget was made from, for its entry (cuMemPoolDestroy): the one it
+ * named or was served from, else the device's current pool as now (cuda.h cuMemAllocAsync: "The
+ * allocation comes from the memory pool current to the stream's device"); 0 when unknown (not
+ * asked while a capture is live). */
+static uint64_t async_request_pool(const struct async_req *q)
+{
+    CUmemoryPool pool = q->pool;
+    __typeof__(&cuDeviceGetMemPool) current = REAL(cuDeviceGetMemPool);
+    if (!pool && (!current || capture_any_live() || current(&pool, q->device) != CUDA_SUCCESS))
+        pool = NULL;
+    return (uint64_t)(uintptr_t)pool;
+}
+
 static inline __attribute__((always_inline)) CUresult async_end(const struct async_req *q, CUresult r, CUdeviceptr *dptr, size_t bytes)
 {
     if (r == CUDA_SUCCESS) {
         bool kept = !q->capturing && /* no context: a teardown leaves it alone (ASYNC_NO_CONTEXT) */
-                    track_alloc_on(&shim.ptrs, q->kind, *dptr, bytes, q->device, NULL,
-                                   q->reserved ? SHIM_F_RESERVED : 0);
+                    track_alloc_on_aux(&shim.ptrs, q->kind, *dptr, bytes, q->device, NULL,
+                                       q->reserved ? SHIM_F_RESERVED : 0,
+                                       q->reserved ? async_request_pool(q) : 0);
         if (q->reserved) {
             /* In the pools' figures from now on (budget_async counts only requests whose call is
              * done: a reading during the call, its growth not yet in the reserve, must not take
@@ -330,8 +344,25 @@ SHIM_EXPORT CUresult CUDAAPI cuMemGetMemPool(CUmemoryPool *pool, CUmemLocation *
 }
 #endif
 
+/* table_for_each callback: a live allocation in the budget from the destroyed pool arg[0] leaves
+ * the pools' figures (its bytes summed in arg[1]; under the shard lock, arithmetic only). */
+static bool pool_gone(struct shim_entry *e, void *arg)
+{
+    uint64_t *a = arg;
+    if (e->kind != CUSHIM_KIND_ASYNC || e->aux != a[0] || !(e->flags & SHIM_F_RESERVED) ||
+        (e->flags & SHIM_F_POOL_GONE))
+        return false;
+    e->flags |= SHIM_F_POOL_GONE;
+    a[1] += e->size;
+    return true;
+}
+
 /* The pool leaves the table before the real destroy, and no sampler (pools.c) may still hold
- * its handle then; a failed destroy puts it back. */
+ * its handle then; a failed destroy puts it back. cuda.h cuMemPoolDestroy: a pool destroyed with
+ * allocations not freed yet is released "once there are no more outstanding allocations": under
+ * a budget those allocations leave the pools' figures (budget_async), which no longer read that
+ * pool, and their frees add nothing to the idle reserve; they stay in the budget's used bytes
+ * until freed. */
 SHIM_EXPORT CUresult CUDAAPI cuMemPoolDestroy(CUmemoryPool pool)
 {
     REAL_OR_FAIL(cuMemPoolDestroy);
@@ -340,10 +371,14 @@ SHIM_EXPORT CUresult CUDAAPI cuMemPoolDestroy(CUmemoryPool pool)
     if (known)
         async_pool_quiesce();
     CUresult r = real_(pool);
-    if (r != CUDA_SUCCESS && known)
+    if (r != CUDA_SUCCESS && known) {
         table_put(&shim.pools, &e, NULL);
-    else if (known && e.aux == CUSHIM_KIND_ASYNC && unlikely(budget_any))
+    } else if (known && e.aux == CUSHIM_KIND_ASYNC && unlikely(budget_any)) {
+        uint64_t gone[2] = {(uint64_t)(uintptr_t)pool, 0};
+        if (table_for_each(&shim.ptrs, pool_gone, gone) && e.device >= 0)
+            budget_async_sub(e.device, gone[1]);
         budget_pool_changed(e.device, 0); /* its reserve went with it; read again */
+    }
     return r;
 }
 

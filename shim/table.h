@@ -25,12 +25,14 @@
 #define SHIM_F_RESERVED 0x40u    /* its bytes were reserved against the device budget (budget.h) */
 #define SHIM_F_MULTICAST 0x80u   /* vmm handle: an imported multicast object (no memory of its own) */
 #define SHIM_F_UNTRACKED 0x100u  /* vmm mapping: of a handle in no table (kept for cuMemUnmap's walk) */
+#define SHIM_F_POOL_GONE 0x200u  /* stream-ordered, in the budget: its pool was destroyed (budget.h) */
 
 struct shim_entry {
     uint64_t key;      /* pointer or handle; 0 = empty slot */
     uint64_t size;     /* requested bytes */
     uint64_t ctx;      /* CUcontext the allocation belongs to, 0 if none */
-    uint64_t aux;      /* per table: vmm mapping -> handle; pool -> location */
+    uint64_t aux;      /* per table: vmm mapping -> handle; pool -> location; a stream-ordered
+                        * allocation in the budget -> its pool (0: unknown) */
     int32_t device;    /* ordinal it is counted on, -1 = not counted */
     uint16_t kind;     /* enum cushim_kind */
     uint16_t flags;    /* SHIM_F_* */

@@ -143,10 +143,12 @@ static inline __attribute__((always_inline)) bool track_put(struct shim_table *t
  * SHIM_F_RESERVED) is given back now, or it would stay charged for ever. track.c. */
 void track_not_kept(int device, uint64_t bytes, unsigned flags);
 
-static inline __attribute__((always_inline)) bool track_alloc_on(struct shim_table *t,
-                                                                 enum cushim_kind kind, uint64_t key,
-                                                                 uint64_t bytes, int device,
-                                                                 CUcontext ctx, unsigned flags)
+/* track_alloc_on with the entry's aux (table.h) set. */
+static inline __attribute__((always_inline)) bool track_alloc_on_aux(struct shim_table *t,
+                                                                     enum cushim_kind kind, uint64_t key,
+                                                                     uint64_t bytes, int device,
+                                                                     CUcontext ctx, unsigned flags,
+                                                                     uint64_t aux)
 {
     /* A device with no live record (no context, beyond CUSHIM_MAX_DEVICES, or one the driver
      * could not describe) is not counted, so its allocations are not kept either: every entry
@@ -162,7 +164,7 @@ static inline __attribute__((always_inline)) bool track_alloc_on(struct shim_tab
         capture_note_bytes(bytes);
     }
     struct shim_entry e = {
-        .key = key, .size = bytes, .ctx = (uint64_t)(uintptr_t)ctx, .device = device,
+        .key = key, .size = bytes, .ctx = (uint64_t)(uintptr_t)ctx, .aux = aux, .device = device,
         .kind = (uint16_t)kind, .flags = (uint16_t)flags,
     };
     if (likely(track_put(t, &e))) {
@@ -171,6 +173,14 @@ static inline __attribute__((always_inline)) bool track_alloc_on(struct shim_tab
     }
     track_not_kept(device, bytes, flags);
     return false;
+}
+
+static inline __attribute__((always_inline)) bool track_alloc_on(struct shim_table *t,
+                                                                 enum cushim_kind kind, uint64_t key,
+                                                                 uint64_t bytes, int device,
+                                                                 CUcontext ctx, unsigned flags)
+{
+    return track_alloc_on_aux(t, kind, key, bytes, device, ctx, flags, 0);
 }
 
 /* track_alloc_plain's insert when table_put_new could not do it at once (track.c): the whole

@@ -210,6 +210,30 @@ Test(offload, a_pools_idle_reserve_counts_in_the_budget)
     run_free(&r);
 }
 
+/* A pool destroyed while allocations from it are live: the budget still counts the other pools'
+ * idle reserve in full (a documented limit before: their reserve was read less the destroyed
+ * pool's live bytes, and a cudaMalloc passed 9 MiB under 8). */
+Test(offload, a_pool_destroyed_with_live_allocations_hides_no_reserve)
+{
+    struct run_result r;
+    const char *extra[] = {"CUSHIM_DEVICE_LIMIT=8MiB", NULL};
+    const char *argv[] = {program("rt_prog"), "budget_pool_destroyed", NULL};
+    json_t *j = run_under_cushim(&r, argv, sim_env(extra));
+    cr_expect_eq(r.status, 0, "%s", r.err);
+    cr_expect_eq(kv_u64(r.out, "orphan.free"), 2 * MiB, "8 MiB less A's 4 live and B's 2 idle");
+    cr_expect_eq(kv_u64(r.out, "orphan.malloc"), 2, "cudaErrorMemoryAllocation: 4 + 2 + 3 > 8");
+    cr_expect_eq(kv_u64(r.out, "freed.free"), 6 * MiB, "B's 2 idle");
+    cr_expect_eq(kv_u64(r.out, "freed.malloc"), 0);
+    cr_expect_eq(kv_u64(r.out, "current.free"), 2 * MiB, "the current pool's 4 live and B's 2 idle");
+    cr_expect_eq(kv_u64(r.out, "current.malloc"), 2);
+    cr_assert(j);
+    cr_expect_eq(jpath_u64(j, "devices.0.device_total.limit_refused_count"), 2);
+    cr_expect_eq(jpath_u64(j, "devices.0.async.current_bytes"), 0);
+    cr_expect_eq(jpath_u64(j, "devices.0.async.peak_bytes"), 6 * MiB, "A's 4 and B's 2");
+    json_decref(j);
+    run_free(&r);
+}
+
 /* Pools past the 64 the shim copies per pass over its table count too, in the budget and in the
  * pools' figures (found by an attack trial: 70 pools keeping 2 MiB each were read as 64). */
 Test(offload, every_pool_counts_however_many)

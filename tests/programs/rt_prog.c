@@ -443,6 +443,64 @@ static int scenario_budget_pool_idle(void)
     return 0;
 }
 
+/* Under CUSHIM_DEVICE_LIMIT=8MiB: 4 MiB from pool A, which is destroyed while they are live
+ * (cuda.h cuMemPoolDestroy: released once no allocation is outstanding), then pool B keeps 2 MiB
+ * idle: 2 MiB free, and 3 MiB are refused (before, A's live bytes were taken off B's reserve in
+ * the pools' figures: 4 MiB free, and the 3 MiB passed, 9 MiB held under 8). Once the 4 MiB are
+ * freed, 6 MiB free and the 3 MiB fit. The last request is served from the current pool, made a
+ * created one and destroyed as well. Prints each code and the free figures. */
+static int scenario_budget_pool_destroyed(void)
+{
+    cudaStream_t s;
+    cudaMemPool_t a_pool, b_pool, c_pool;
+    struct cudaMemPoolProps props = device_pool_props(0);
+    uint64_t keep = UINT64_MAX;
+    void *a, *b, *c;
+    size_t free_b = 0, total_b = 0;
+    CHECK(cudaStreamCreate(&s));
+    CHECK(cudaMemPoolCreate(&a_pool, &props));
+    CHECK(cudaMallocFromPoolAsync(&a, 4 * MiB, a_pool, s));
+    CHECK(cudaStreamSynchronize(s));
+    CHECK(cudaMemPoolDestroy(a_pool));
+    CHECK(cudaMemPoolCreate(&b_pool, &props));
+    CHECK(cudaMemPoolSetAttribute(b_pool, cudaMemPoolAttrReleaseThreshold, &keep));
+    CHECK(cudaMallocFromPoolAsync(&b, 2 * MiB, b_pool, s));
+    CHECK(cudaFreeAsync(b, s));
+    CHECK(cudaStreamSynchronize(s));
+    CHECK(cudaMemGetInfo(&free_b, &total_b));
+    printf("orphan.free=%zu\n", free_b);
+    int r = (int)cudaMalloc(&c, 3 * MiB);
+    printf("orphan.malloc=%d\n", r);
+    if (r == 0)
+        CHECK(cudaFree(c));
+    CHECK(cudaFreeAsync(a, s));
+    CHECK(cudaStreamSynchronize(s));
+    CHECK(cudaMemGetInfo(&free_b, &total_b));
+    printf("freed.free=%zu\n", free_b);
+    r = (int)cudaMalloc(&c, 3 * MiB);
+    printf("freed.malloc=%d\n", r);
+    if (r == 0)
+        CHECK(cudaFree(c));
+    /* The device's current pool, destroyed with 4 MiB of cudaMallocAsync live. */
+    CHECK(cudaMemPoolCreate(&c_pool, &props));
+    CHECK(cudaDeviceSetMemPool(0, c_pool));
+    CHECK(cudaMallocAsync(&a, 4 * MiB, s));
+    CHECK(cudaStreamSynchronize(s));
+    cudaMemPool_t def;
+    CHECK(cudaDeviceGetDefaultMemPool(&def, 0));
+    CHECK(cudaDeviceSetMemPool(0, def));
+    CHECK(cudaMemPoolDestroy(c_pool));
+    CHECK(cudaMemGetInfo(&free_b, &total_b));
+    printf("current.free=%zu\n", free_b);
+    r = (int)cudaMalloc(&c, 3 * MiB);
+    printf("current.malloc=%d\n", r);
+    if (r == 0)
+        CHECK(cudaFree(c));
+    CHECK(cudaFreeAsync(a, s));
+    CHECK(cudaStreamSynchronize(s));
+    return 0;
+}
+
 /* 70 pools that keep 2 MiB each (more than the 64 the shim copies per pass over its table): under
  * CUSHIM_DEVICE_LIMIT=160MiB cudaMemGetInfo says 20 MiB free, and the pools' figures count all 70
  * (before, pools past the first 64 were left out: 32 MiB free). */
@@ -1651,7 +1709,7 @@ static const struct scenario scenarios[] = {
     {"unknown_free", scenario_unknown_free, 1}, {"no_async", scenario_no_async, 1},
     {"budget_pool_idle", scenario_budget_pool_idle, 1}, {"budget_many_pools", scenario_budget_many_pools, 1},
     {"entry_points", scenario_entry_points, 1}, {"threads", scenario_threads, 1},
-    {"exit_in_call", scenario_exit_in_call, 1},
+    {"exit_in_call", scenario_exit_in_call, 1}, {"budget_pool_destroyed", scenario_budget_pool_destroyed, 1},
 };
 
 int main(int argc, char **argv)

@@ -1,6 +1,6 @@
 /* Stream-ordered allocator and pools: cudaMallocAsync, cudaFreeAsync, cudaMallocFromPoolAsync
  * (+ _ptsz; cuMemAllocAsync / cuMemFreeAsync / cuMemAllocFromPoolAsync looked up at 11020),
- * cudaDeviceGetDefaultMemPool, cudaMemPoolCreate, cudaMemPoolDestroy, cudaMemPoolGetAttribute,
+ * cudaDeviceGetDefaultMemPool, cudaDeviceSetMemPool, cudaMemPoolCreate, cudaMemPoolDestroy, cudaMemPoolGetAttribute,
  * cudaMemPoolSetAttribute, cudaMemPoolTrimTo. When the driver has no such entry point (an older
  * driver, SIMCUDA_HIDE), the call fails with cudaErrorNotSupported. cudaMemPoolAttr values equal
  * the driver's CUmemPool_attribute values. */
@@ -63,6 +63,16 @@ cudaError_t CUDARTAPI cudaDeviceGetDefaultMemPool(cudaMemPool_t *memPool, int de
     cudaError_t e = simrt_init();
     if (e == cudaSuccess)
         e = SIMRT_CALL(DRV(cuDeviceGetDefaultMemPool, 11020), memPool, device);
+    return simrt_ret(e);
+}
+
+/* cuda_runtime_api.h cudaDeviceSetMemPool: "Sets the current memory pool of a device" (the
+ * driver's cuDeviceSetMemPool, looked up at 11020). */
+cudaError_t CUDARTAPI cudaDeviceSetMemPool(int device, cudaMemPool_t memPool)
+{
+    cudaError_t e = simrt_init();
+    if (e == cudaSuccess)
+        e = SIMRT_CALL(DRV(cuDeviceSetMemPool, 11020), device, memPool);
     return simrt_ret(e);
 }
 
