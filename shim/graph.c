@@ -1,6 +1,7 @@
 /* CUDA graphs (graph.h; DESIGN.md "Stream capture and graphs"). */
 #include "shim/graph.h"
 
+#include <string.h>
 #include <time.h>
 
 #include "shim/arena.h"
@@ -31,57 +32,106 @@ static inline unsigned launch_index(uint64_t exec)
 static _Atomic uint64_t last_sample_ns[CUSHIM_MAX_DEVICES];
 static SHIM_TLS unsigned launches_here;
 
-/* Bytes of the memory-allocation nodes of a graph, per device. */
-struct node_bytes {
-    uint64_t total;
-    uint64_t mask; /* devices with bytes */
-    uint64_t bytes[CUSHIM_MAX_DEVICES];
-};
+/* walk_graph's visitor: an allocation node's parameters (child NULL), or a child graph (alloc
+ * NULL). Called with no lock of the shim held. */
+typedef void (*graph_visit)(CUgraph child, const CUDA_MEM_ALLOC_NODE_PARAMS *alloc, void *arg);
 
-/* Adds the memory-allocation nodes of g and of its child graphs to *nb, each on the device of its
- * pool: cuda.h, CUDA_MEM_ALLOC_NODE_PARAMS.poolProps: "location where the allocation should
- * reside (specified in ::location)"; a location that is not a device counts on `fallback` (the
- * device the graph is instantiated on). */
-static void alloc_node_bytes(CUgraph g, int depth, int fallback, struct node_bytes *nb)
+#define WALK_GRAPHS_MAX (1u << 16) /* graphs looked into per walk: a bound, should a driver loop */
+
+/* Visits the memory-allocation nodes of g and of its child graphs at any depth (cuda.h sets no
+ * limit on nesting; a child moved into its parent, CU_GRAPH_CHILD_GRAPH_OWNERSHIP_MOVE, may hold
+ * allocation nodes), and each child graph. Iterative, its worklist in the arena: no stack depth. */
+static void walk_graph(CUgraph g, graph_visit visit, void *arg)
 {
     __typeof__(&cuGraphGetNodes) get_nodes = REAL(cuGraphGetNodes);
     __typeof__(&cuGraphNodeGetType) get_type = REAL(cuGraphNodeGetType);
     __typeof__(&cuGraphMemAllocNodeGetParams) get_alloc = REAL(cuGraphMemAllocNodeGetParams);
     __typeof__(&cuGraphChildGraphNodeGetGraph) get_child = REAL(cuGraphChildGraphNodeGetGraph);
-    size_t n = 0;
-    if (!g || !get_nodes || !get_type || depth > 8 || get_nodes(g, NULL, &n) != CUDA_SUCCESS || !n)
+    size_t cap = 16, len = 0;
+    CUgraph *todo;
+    if (!g || !get_nodes || !get_type || !(todo = arena_alloc(cap * sizeof *todo)))
         return;
-    CUgraphNode *nodes = arena_alloc(n * sizeof *nodes);
-    if (!nodes)
-        return;
-    size_t got = n;
-    if (get_nodes(g, nodes, &got) == CUDA_SUCCESS) {
+    todo[len++] = g;
+    for (unsigned looked = 0; len; looked++) {
+        if (looked == WALK_GRAPHS_MAX) {
+            LOG_ONCE(CUSHIM_LOG_WARN, "a graph holds more than %u child graphs: the rest are not "
+                     "looked into", WALK_GRAPHS_MAX);
+            break;
+        }
+        CUgraph cur = todo[--len];
+        size_t n = 0;
+        if (!cur || get_nodes(cur, NULL, &n) != CUDA_SUCCESS || !n)
+            continue;
+        CUgraphNode *nodes = arena_alloc(n * sizeof *nodes);
+        size_t got = n;
+        if (!nodes)
+            continue;
+        if (get_nodes(cur, nodes, &got) != CUDA_SUCCESS)
+            got = 0;
         for (size_t i = 0; i < got && i < n; i++) {
             CUgraphNodeType type;
             if (!nodes[i] || get_type(nodes[i], &type) != CUDA_SUCCESS)
                 continue;
             if (type == CU_GRAPH_NODE_TYPE_MEM_ALLOC && get_alloc) {
                 CUDA_MEM_ALLOC_NODE_PARAMS p;
-                if (get_alloc(nodes[i], &p) != CUDA_SUCCESS || !p.bytesize)
-                    continue;
-                int d = p.poolProps.location.type == CU_MEM_LOCATION_TYPE_DEVICE &&
-                                p.poolProps.location.id >= 0 &&
-                                p.poolProps.location.id < (int)CUSHIM_MAX_DEVICES
-                            ? p.poolProps.location.id
-                            : fallback;
-                if ((unsigned)d >= CUSHIM_MAX_DEVICES)
-                    continue;
-                nb->bytes[d] += p.bytesize;
-                nb->mask |= 1ull << d;
-                nb->total += p.bytesize;
+                if (get_alloc(nodes[i], &p) == CUDA_SUCCESS)
+                    visit(NULL, &p, arg);
             } else if (type == CU_GRAPH_NODE_TYPE_GRAPH && get_child) {
                 CUgraph child;
-                if (get_child(nodes[i], &child) == CUDA_SUCCESS)
-                    alloc_node_bytes(child, depth + 1, fallback, nb);
+                if (get_child(nodes[i], &child) != CUDA_SUCCESS || !child)
+                    continue;
+                visit(child, NULL, arg);
+                if (len == cap) {
+                    CUgraph *more = arena_alloc(2 * cap * sizeof *more);
+                    if (!more)
+                        continue;
+                    memcpy(more, todo, cap * sizeof *todo);
+                    arena_free(todo, cap * sizeof *todo);
+                    todo = more;
+                    cap *= 2;
+                }
+                todo[len++] = child;
             }
         }
+        arena_free(nodes, n * sizeof *nodes);
     }
-    arena_free(nodes, n * sizeof *nodes);
+    arena_free(todo, cap * sizeof *todo);
+}
+
+/* Bytes of the memory-allocation nodes of a graph, per device, and the capture bytes of the
+ * child graphs moved into it. */
+struct node_bytes {
+    int fallback;     /* the device a node whose pool is not on a device counts on */
+    uint64_t total;
+    uint64_t mask;    /* devices with bytes */
+    uint64_t capture; /* child graphs' capture bytes (graph_captured) */
+    uint64_t bytes[CUSHIM_MAX_DEVICES];
+};
+
+/* Each allocation node on the device of its pool: cuda.h, CUDA_MEM_ALLOC_NODE_PARAMS.poolProps:
+ * "location where the allocation should reside (specified in ::location)"; a location that is
+ * not a device counts on the device the graph is instantiated on. A child graph made by a capture
+ * (moved into this one: cuda.h, CU_GRAPH_CHILD_GRAPH_OWNERSHIP_MOVE) brings its capture bytes. */
+static void count_node(CUgraph child, const CUDA_MEM_ALLOC_NODE_PARAMS *p, void *arg)
+{
+    struct node_bytes *nb = arg;
+    struct shim_entry cap;
+    if (child) {
+        if (table_get(&shim.graph_caps, (uint64_t)(uintptr_t)child, &cap))
+            nb->capture += cap.size;
+        return;
+    }
+    if (!p->bytesize)
+        return;
+    int d = p->poolProps.location.type == CU_MEM_LOCATION_TYPE_DEVICE && p->poolProps.location.id >= 0 &&
+                    p->poolProps.location.id < (int)CUSHIM_MAX_DEVICES
+                ? p->poolProps.location.id
+                : nb->fallback;
+    if ((unsigned)d >= CUSHIM_MAX_DEVICES)
+        return;
+    nb->bytes[d] += p->bytesize;
+    nb->mask |= 1ull << d;
+    nb->total += p->bytesize;
 }
 
 /* shim.graph_nodes key of an executable graph's bytes on `device` (handles are pointers, far below
@@ -150,24 +200,62 @@ void graph_captured(CUgraph graph, int device, uint64_t bytes)
     account_device_stat_add(device, CUSHIM_DEV_graphs_captured, 1);
 }
 
-bool graph_take(CUgraph graph, struct shim_entry *taken)
+/* walk_graph visitor of graph_take: a child graph's capture bytes, taken out. */
+static void take_child(CUgraph child, const CUDA_MEM_ALLOC_NODE_PARAMS *p, void *arg)
 {
-    return table_take(&shim.graph_caps, (uint64_t)(uintptr_t)graph, taken);
+    struct graph_taken *t = arg;
+    struct shim_entry e;
+    (void)p;
+    if (!child || !table_take(&shim.graph_caps, (uint64_t)(uintptr_t)child, &e))
+        return;
+    if (t->n == t->cap) {
+        unsigned cap = t->cap ? 2 * t->cap : 8;
+        struct shim_entry *more = arena_alloc(cap * sizeof *more);
+        if (!more) { /* forgotten: its graph goes with the parent, or the parent stays and it is lost */
+            LOG_ONCE(CUSHIM_LOG_WARN, "out of memory for the child graphs of a destroyed graph");
+            return;
+        }
+        if (t->n)
+            memcpy(more, t->kids, t->n * sizeof *more);
+        arena_free(t->kids, t->cap * sizeof *t->kids);
+        t->kids = more;
+        t->cap = cap;
+    }
+    t->kids[t->n++] = e;
 }
 
-void graph_settle(const struct shim_entry *taken, bool destroyed)
+void graph_take(CUgraph graph, struct graph_taken *t)
 {
-    if (!destroyed)
-        table_put(&shim.graph_caps, taken, NULL);
+    *t = (struct graph_taken){0};
+    t->had = table_take(&shim.graph_caps, (uint64_t)(uintptr_t)graph, &t->e);
+    /* Graphs moved into it are destroyed with it (cuda.h, CU_GRAPH_CHILD_GRAPH_OWNERSHIP_MOVE:
+     * "will be destroyed when the parent is destroyed"), without a cuGraphDestroy of their own;
+     * a later graph given one's handle must not inherit its bytes. Looked for only while some
+     * graph has capture bytes. */
+    if (table_count(&shim.graph_caps))
+        walk_graph(graph, take_child, t);
+}
+
+void graph_settle(struct graph_taken *t, bool destroyed)
+{
+    if (!destroyed) {
+        if (t->had)
+            table_put(&shim.graph_caps, &t->e, NULL);
+        for (unsigned i = 0; i < t->n; i++)
+            table_put(&shim.graph_caps, &t->kids[i], NULL);
+    }
+    arena_free(t->kids, t->cap * sizeof *t->kids);
+    t->kids = NULL;
 }
 
 void graph_instantiated(CUgraphExec exec, CUgraph graph, int device, CUcontext ctx)
 {
     struct cushim_segment *seg = shim.seg;
     struct shim_entry cap;
-    struct node_bytes nb = {0};
-    alloc_node_bytes(graph, 0, device, &nb);
-    uint64_t capture = table_get(&shim.graph_caps, (uint64_t)(uintptr_t)graph, &cap) ? cap.size : 0;
+    struct node_bytes nb = {.fallback = device};
+    walk_graph(graph, count_node, &nb);
+    uint64_t capture = nb.capture +
+                       (table_get(&shim.graph_caps, (uint64_t)(uintptr_t)graph, &cap) ? cap.size : 0);
     uint64_t key = (uint64_t)(uintptr_t)exec;
     /* Ids follow instantiation order, rows or not (docs/SUMMARY-JSON.md). */
     uint64_t id = atomic_fetch_add(&next_id, 1) + 1;

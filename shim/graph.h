@@ -7,8 +7,8 @@
 #include "shim/shim.h"
 
 /* An executable graph was made from `graph` on `device`: records it (alloc-node bytes by walking
- * the graph, each counted on the device of its node's pool; capture bytes from the captures that
- * made `graph`, if any). */
+ * the graph and its child graphs at any depth, each counted on the device of its node's pool;
+ * capture bytes from the captures that made `graph` or a graph moved into it, if any). */
 void graph_instantiated(CUgraphExec exec, CUgraph graph, int device, CUcontext ctx);
 /* cuGraphExecDestroy, in two steps around the real call: its entries are taken out of the
  * tables before it (once the driver has destroyed it, another thread's instantiation may get the
@@ -24,10 +24,17 @@ void graph_exec_take(CUgraphExec exec, struct graph_exec_taken *t);
 void graph_exec_settle(const struct graph_exec_taken *t, bool destroyed);
 /* The executable graphs of a context that was torn down are gone with it. */
 void graph_context_gone(uint64_t ctx);
-/* cuGraphDestroy, the same way: its capture bytes taken out before the real call (true if it
- * had any), forgotten if it succeeded, put back if not. */
-bool graph_take(CUgraph graph, struct shim_entry *taken);
-void graph_settle(const struct shim_entry *taken, bool destroyed);
+/* cuGraphDestroy, the same way: its capture bytes, and those of the child graphs moved into it
+ * (destroyed with it), taken out before the real call, forgotten if it succeeded, put back if not.
+ * graph_settle frees what graph_take took from the arena. */
+struct graph_taken {
+    bool had;                /* the graph's own capture bytes: e */
+    struct shim_entry e;
+    unsigned n, cap;         /* kids[] used and allocated */
+    struct shim_entry *kids; /* child graphs' capture bytes (arena) */
+};
+void graph_take(CUgraph graph, struct graph_taken *t);
+void graph_settle(struct graph_taken *t, bool destroyed);
 /* A capture ended into `graph` having allocated `bytes` (non-node allocations) while live; the
  * bytes of several captures into one graph add up. */
 void graph_captured(CUgraph graph, int device, uint64_t bytes);

@@ -93,11 +93,10 @@ SHIM_EXPORT CUresult CUDAAPI cuGraphDestroy(CUgraph hGraph)
     REAL_OR_FAIL(cuGraphDestroy);
     if (!hGraph || !shim_enter())
         return real_(hGraph);
-    struct shim_entry taken;
-    bool had = graph_take(hGraph, &taken);
+    struct graph_taken taken;
+    graph_take(hGraph, &taken);
     CUresult r = real_(hGraph);
-    if (had)
-        graph_settle(&taken, r == CUDA_SUCCESS);
+    graph_settle(&taken, r == CUDA_SUCCESS);
     shim_leave();
     return r;
 }

@@ -273,6 +273,27 @@ Test(graphs, captures_into_one_graph_add_up)
     run_free(&r);
 }
 
+/* Graphs moved into a parent (CU_GRAPH_CHILD_GRAPH_OWNERSHIP_MOVE) at any depth: the allocation
+ * node 13 graphs down counts (found by an attack trial: nodes past 8 levels counted 0), the moved
+ * captured graph's bytes are the parent's, and a new graph given the captured graph's handle after
+ * the parent's destruction made no capture (the trial: it showed the moved graph's 4 MiB). */
+Test(graphs, moved_child_graphs_count_at_any_depth_and_go_with_their_parent)
+{
+    struct run_result r;
+    json_t *j = graph_run(&r, "moved_children");
+    cr_assert_eq(kv_u64(r.out, "handle_reused"), 1, "the simulator hands the handle out again");
+    cr_assert_eq(json_array_size(jpath(j, "executable_graphs")), 2);
+    cr_expect_eq(jpath_u64(j, "executable_graphs.0.alloc_node_bytes"), MiB);
+    cr_expect_eq(jpath_u64(j, "executable_graphs.0.capture_bytes"), 4 * MiB);
+    cr_expect_eq(jpath_u64(j, "executable_graphs.1.alloc_node_bytes"), 0);
+    cr_expect_eq(jpath_u64(j, "executable_graphs.1.capture_bytes"), 0);
+    cr_expect_eq(jpath_u64(j, "devices.0.graphs.captured"), 1);
+    cr_expect_eq(jpath_u64(j, "devices.0.graphs.launches"), 2);
+    cr_expect_eq(kv_u64(r.out, "sim.graph_used.0"), MiB);
+    json_decref(j);
+    run_free(&r);
+}
+
 /* cudaMemGetInfo during a live capture cannot read the graph pool: the untracked bytes are left
  * as they were (never sampled here) instead of counting 64 MiB of graph memory as untracked. */
 Test(graphs, meminfo_during_capture_leaves_untracked_alone)

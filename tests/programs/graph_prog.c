@@ -422,6 +422,61 @@ static int scenario_capture_twice_to_graph(void)
     return 0;
 }
 
+/* Child graphs moved into their parent (cuda.h, CU_GRAPH_CHILD_GRAPH_OWNERSHIP_MOVE): a captured
+ * graph with 4 MiB of cudaMalloc made during its capture, and a chain of 12 graphs, each moved
+ * into the next, whose innermost holds a 1 MiB allocation node, both moved into one top graph,
+ * which is instantiated and launched. Then the top graph is destroyed (the moved ones with it)
+ * and new graphs are made until one gets the captured graph's handle (the simulator hands out
+ * destroyed graphs' handles again), which is instantiated: it made no capture. */
+static int scenario_moved_children(void)
+{
+    PFN_cuGraphAddNode_v12030 add_node = entry("cuGraphAddNode", 12030);
+    cudaStream_t s;
+    cudaGraph_t captured, chain, top, fresh;
+    cudaGraphExec_t x;
+    void *p;
+    CHECK(cudaStreamCreate(&s));
+    CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeRelaxed));
+    CHECK(cudaMalloc(&p, 4 * MiB));
+    CHECK(cudaMemsetAsync(p, 0, 4 * MiB, s));
+    CHECK(cudaStreamEndCapture(s, &captured));
+    CUgraphNodeParams np;
+    CUgraphNode n;
+    memset(&np, 0, sizeof np);
+    np.type = CU_GRAPH_NODE_TYPE_GRAPH;
+    np.graph.ownership = CU_GRAPH_CHILD_GRAPH_OWNERSHIP_MOVE;
+    chain = node_graph(MiB, 0);
+    for (int i = 0; i < 12; i++) {
+        cudaGraph_t parent;
+        CHECK(cudaGraphCreate(&parent, 0));
+        np.graph.graph = (CUgraph)chain;
+        if (add_node(&n, (CUgraph)parent, NULL, NULL, 0, &np) != CUDA_SUCCESS)
+            return 3;
+        chain = parent;
+    }
+    CHECK(cudaGraphCreate(&top, 0));
+    np.graph.graph = (CUgraph)captured;
+    if (add_node(&n, (CUgraph)top, NULL, NULL, 0, &np) != CUDA_SUCCESS)
+        return 4;
+    np.graph.graph = (CUgraph)chain;
+    if (add_node(&n, (CUgraph)top, NULL, NULL, 0, &np) != CUDA_SUCCESS)
+        return 5;
+    CHECK(cudaGraphInstantiate(&x, top, 0));
+    CHECK(cudaGraphLaunch(x, s));
+    CHECK(cudaStreamSynchronize(s));
+    CHECK(cudaGraphExecDestroy(x));
+    CHECK(cudaGraphDestroy(top));
+    int made = 0;
+    do {
+        CHECK(cudaGraphCreate(&fresh, 0));
+    } while (fresh != captured && ++made < 64);
+    printf("handle_reused=%d\n", fresh == captured);
+    CHECK(cudaGraphInstantiate(&x, fresh, 0));
+    CHECK(cudaGraphLaunch(x, s));
+    CHECK(cudaStreamSynchronize(s));
+    return 0;
+}
+
 /* cudaMemGetInfo while a capture is live cannot read the graph pool, so it leaves the untracked
  * bytes as they were: the 64 MiB attached by the second launch (not read then: a thread reads the
  * pool on its 1st, 17th, ... launch) never shows as untracked. */
@@ -754,6 +809,7 @@ static const struct scenario scenarios[] = {
     {"capture_current_device_reset", scenario_capture_current_device_reset, 2},
     {"overlapping_captures", scenario_overlapping_captures, 1},
     {"capture_twice_to_graph", scenario_capture_twice_to_graph, 1},
+    {"moved_children", scenario_moved_children, 1},
     {"meminfo_during_capture", scenario_meminfo_during_capture, 1},
     {"nodes_on_other_device", scenario_nodes_on_other_device, 2},
     {"instantiate_with_upload", scenario_instantiate_with_upload, 1},

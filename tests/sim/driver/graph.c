@@ -28,9 +28,25 @@ CUresult sim_node_check(CUgraphNode node)
     return node && node->magic == NODE_MAGIC ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
 
+/* Destroyed graphs' objects, given to the next graphs made, newest first: a driver's handles are
+ * the addresses of its objects, which its allocator hands out again, so a new graph may get the
+ * handle of one destroyed before it (cushim must not take it for the old one). A leaf lock. */
+#define RECYCLED_MAX 64
+static CUgraph recycled[RECYCLED_MAX];
+static unsigned recycled_n;
+static pthread_mutex_t recycled_lock = PTHREAD_MUTEX_INITIALIZER;
+
 CUresult sim_graph_new(CUgraph *out)
 {
-    CUgraph g = calloc(1, sizeof *g);
+    CUgraph g = NULL;
+    pthread_mutex_lock(&recycled_lock);
+    if (recycled_n)
+        g = recycled[--recycled_n];
+    pthread_mutex_unlock(&recycled_lock);
+    if (g)
+        memset(g, 0, sizeof *g);
+    else
+        g = calloc(1, sizeof *g);
     if (!g)
         return CUDA_ERROR_OUT_OF_MEMORY;
     g->magic = GRAPH_MAGIC;
@@ -196,6 +212,12 @@ static void free_graph(CUgraph g)
         g->mem_exec->graph = NULL;
     free(g->nodes);
     g->magic = 0;
+    pthread_mutex_lock(&recycled_lock);
+    if (recycled_n < RECYCLED_MAX) {
+        recycled[recycled_n++] = g;
+        g = NULL;
+    }
+    pthread_mutex_unlock(&recycled_lock);
     free(g);
 }
 
