@@ -1,5 +1,6 @@
 /* The slow parts of accounting (account.h has the hot ones): a device's first record,
  * per-device scalar counters. */
+#include <stdio.h>
 #include <string.h>
 
 #include "shim/account.h"
@@ -33,6 +34,38 @@ static void identify(struct cushim_device_record *r, int device, size_t total)
     }
 }
 
+/* Once the driver is known to work (a device's first record): a per-device budget
+ * (CUSHIM_DEVICE_LIMIT=ORDINAL:SIZE,...) naming an ordinal this process does not see would limit
+ * nothing, without a word; said in one line where the log goes, like a bad CUSHIM_* value. A size
+ * for every device is left alone. */
+static void check_limit_ordinals(void)
+{
+    static atomic_flag checked = ATOMIC_FLAG_INIT;
+    __typeof__(&cuDeviceGetCount) get_count = REAL(cuDeviceGetCount);
+    int count = 0;
+    if (!budget_any || atomic_flag_test_and_set(&checked) || !get_count ||
+        get_count(&count) != CUDA_SUCCESS || count < 0)
+        return;
+    bool every = true;
+    for (unsigned i = 1; i < CUSHIM_MAX_DEVICES; i++)
+        every = every && shim.cfg.device_limit[i] == shim.cfg.device_limit[0];
+    for (unsigned i = (unsigned)count; !every && i < CUSHIM_MAX_DEVICES; i++) {
+        if (!shim.cfg.device_limit[i])
+            continue;
+        char seen[48], line[256];
+        if (count == 0)
+            snprintf(seen, sizeof seen, "no device");
+        else if (count == 1)
+            snprintf(seen, sizeof seen, "1 device (ordinal 0)");
+        else
+            snprintf(seen, sizeof seen, "%d devices (ordinals 0-%d)", count, count - 1);
+        snprintf(line, sizeof line, "cushim: the device limit (CUSHIM_DEVICE_LIMIT, `cushim run "
+                 "--device-limit`) names device %u, but this process sees %s (CUDA_VISIBLE_DEVICES "
+                 "renumbers them): that limit applies to no device", i, seen);
+        shim_log_line(line);
+    }
+}
+
 struct cushim_device_record *account_record_slow(int device)
 {
     if (device < 0 || device >= (int)CUSHIM_MAX_DEVICES || !shim.seg)
@@ -56,6 +89,7 @@ struct cushim_device_record *account_record_slow(int device)
                                                       memory_order_relaxed))
             ;
         identify(r, device, total);
+        check_limit_ordinals();
     }
     return r;
 }

@@ -249,6 +249,33 @@ Test(offload, every_pool_counts_however_many)
     run_free(&r);
 }
 
+/* A per-device limit for an ordinal the process does not have is said (found by a fresh-user
+ * trial: `--device-limit 5:1MiB` on two devices ran with no budget, without a word); a size for
+ * every device and a limit for a device that exists say nothing. */
+Test(offload, a_limit_for_a_device_the_process_does_not_see_is_said)
+{
+    static const char *const limits[] = {"CUSHIM_DEVICE_LIMIT=0:2GiB,5:1MiB,63:1GiB",
+                                         "CUSHIM_DEVICE_LIMIT=2GiB", "CUSHIM_DEVICE_LIMIT=1:2GiB"};
+    for (unsigned i = 0; i < 3; i++) {
+        struct run_result r;
+        const char *extra[] = {limits[i], "SIMCUDA_DEVICE_COUNT=2", NULL};
+        const char *argv[] = {program("rt_prog"), "malloc", NULL};
+        json_t *j = run_under_cushim(&r, argv, sim_env(extra));
+        cr_expect_eq(r.status, 0, "%s", r.err);
+        const char *said = "cushim: the device limit (CUSHIM_DEVICE_LIMIT, `cushim run --device-limit`) "
+                           "names device %d, but this process sees 2 devices (ordinals 0-1) "
+                           "(CUDA_VISIBLE_DEVICES renumbers them): that limit applies to no device\n";
+        char five[320], last[320];
+        snprintf(five, sizeof five, said, 5);
+        snprintf(last, sizeof last, said, 63);
+        cr_expect_eq(strstr(r.err, five) != NULL, i == 0, "%s: %s", limits[i], r.err);
+        cr_expect_eq(strstr(r.err, last) != NULL, i == 0, "%s: %s", limits[i], r.err);
+        cr_expect(strstr(r.err, "applies to no device") == NULL || i == 0, "%s", r.err);
+        json_decref(j);
+        run_free(&r);
+    }
+}
+
 Test(offload, a_budget_above_the_device_says_so)
 {
     /* cudaMemGetInfo's total is then the device's own memory; the summary's limit says why the
