@@ -351,6 +351,11 @@ int segment_copy_to(const struct cushim_segment *live, const char *dir, uint64_t
     if (rc != 0)
         return rc;
     segment_settled_copy(live, &settled, patience_ns);
+    /* When its counters were read: the copy's modification time, which the run gives as the
+     * summary's read_ns (set below: the time a write stamps is the kernel's coarse clock, up to a
+     * tick behind the samples taken just before). */
+    struct timespec read_at[2] = {{0, UTIME_OMIT}, {0, 0}};
+    clock_gettime(CLOCK_REALTIME, &read_at[1]);
     snprintf(name, sizeof name, "%d-%llx.seg", (int)s->h.pid, (unsigned long long)s->h.created_ns);
     snprintf(tmp, sizeof tmp, ".%s.tmp", name);
     /* ENOENT from here on: the run closed its directory (renamed it away) and removed it. */
@@ -386,6 +391,7 @@ int segment_copy_to(const struct cushim_segment *live, const char *dir, uint64_t
         left -= (size_t)w;
     }
     shim_write_guard_end(&g);
+    futimens(fd, read_at);
     if (close(fd) != 0 || renameat(dfd, tmp, dfd, name) != 0) {
         int e = errno;
         unlinkat(dfd, tmp, 0);

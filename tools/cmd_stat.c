@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -284,6 +285,20 @@ int cmd_stat(int argc, char **argv)
      * (never a temporary file left). */
     if (a.interval > 0 || a.output)
         watch_catch_stop_signals();
+    /* A file --output replaces (nothing there, or a regular file) is tried first: a bad one is
+     * the one line said, before any process is looked for. Never a FIFO or a device, which an
+     * open would disturb. */
+    struct stat ost;
+    if (a.output && strcmp(a.output, "-") != 0 &&
+        (lstat(a.output, &ost) == 0 ? S_ISREG(ost.st_mode) : errno == ENOENT)) {
+        struct cli_output probe;
+        if (cli_output_open(&probe, a.output) != 0) {
+            cli_error("cannot write --output \"%s\": %s", a.output, cli_output_strerror(errno));
+            free(a.pids);
+            return EXIT_USAGE;
+        }
+        cli_output_abort(&probe);
+    }
     struct target t = {.keeping = 0};
     int rc = 0;
     for (long n = 0; a.iterations < 0 || n < a.iterations; n++) {

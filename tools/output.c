@@ -123,9 +123,10 @@ int cli_output_open(struct cli_output *o, const char *path)
         unlink(o->tmp);
         errno = e;
     }
-    if (fd < 0 && (errno == EACCES || errno == EPERM || errno == EROFS)) {
+    if (fd < 0 && (errno == EACCES || errno == EPERM || errno == EROFS || stat(path, &st) == 0)) {
         int e = errno;
-        /* The directory, not the file, refused it: said so (the file alone may be writable). */
+        /* The directory, not the file, refused it: said so (the file alone may be writable; a
+         * file of /proc exists, where nothing can be created: ENOENT). */
         char dir[4200];
         snprintf(dir, sizeof dir, "%.*s", base > path ? (int)(base - path - 1) : 1, base > path ? path : ".");
         snprintf(tmp_why, sizeof tmp_why, "%s (a temporary file in %s, renamed over it when complete, "
