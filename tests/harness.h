@@ -69,5 +69,8 @@ json_t *jpath(json_t *root, const char *path);
 /* Runs `cushim run --json FILE -- argv...` on the simulated device with `env`; returns the JSON
  * (caller json_decref) and fills r. */
 json_t *run_under_cushim(struct run_result *r, const char *const *argv, const char *const *env);
+/* Runs `cushim run -- argv...` (at most 28 arguments) with `env` into r (run_free it); returns
+ * its exit status. */
+int run_status(const char *const *argv, const char *const *env, struct run_result *r);
 
 #endif

@@ -1,10 +1,12 @@
-/* Shared by the suites that watch programs under the shim live (test_live.c, test_watch.c): held
- * programs of tests/programs/rt_prog and the CLI run against their segment directory. */
+/* Shared by the suites that watch programs under the shim live (test_live.c, test_segments.c,
+ * test_top.c, test_containers.c, test_watch.c): held programs of tests/programs/rt_prog, the CLI
+ * run against their segment directory, and their segments. */
 #include "live.h"
 
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "harness.h"
 
@@ -58,4 +60,28 @@ void expect_prom(const char *out, const char *labels, const char *family, const 
     else
         snprintf(line, sizeof line, "\n%s{%s} %llu\n", family, labels, (unsigned long long)value);
     cr_expect(strstr(out, line) != NULL, "no %s", line + 1);
+}
+
+const char *seg_path(const char *segdir, pid_t pid)
+{
+    static char buf[700];
+    snprintf(buf, sizeof buf, "%s/cushim-%u-%d", segdir, (unsigned)getuid(), (int)pid);
+    return buf;
+}
+
+void wait_zombie(pid_t pid, const char *what)
+{
+    char procstat[64], st_buf[256] = "";
+    snprintf(procstat, sizeof procstat, "/proc/%d/stat", (int)pid);
+    for (int i = 0; i < 500 && !strstr(st_buf, ") Z "); i++) {
+        FILE *f = fopen(procstat, "r");
+        if (f) {
+            if (!fgets(st_buf, sizeof st_buf, f))
+                st_buf[0] = '\0';
+            fclose(f);
+        }
+        if (!strstr(st_buf, ") Z "))
+            usleep(10000);
+    }
+    cr_assert(strstr(st_buf, ") Z ") != NULL, "%s: %s", what, st_buf);
 }

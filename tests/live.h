@@ -1,5 +1,5 @@
-/* Helpers of the suites that watch programs under the shim live (test_live.c, test_watch.c).
- * Not thread-safe (Criterion runs each test in its own process). */
+/* Helpers of the suites that watch programs under the shim live (test_live.c, test_segments.c,
+ * test_top.c, test_containers.c, test_watch.c). Not thread-safe (Criterion runs each test in its own process). */
 #ifndef CUSHIM_TESTS_LIVE_H
 #define CUSHIM_TESTS_LIVE_H
 
@@ -24,6 +24,13 @@ int cli(const char *segdir, struct run_result *r, const char *a, const char *b, 
  * with its own segment directory (*segdir, named after `tag`) and hold file (hold[len]; touch it
  * to let it exit). Returns its pid. */
 pid_t start_held(const char *scenario, const char *tag, const char **segdir, char *hold, size_t len);
+
+/* The path of pid's segment in `segdir` (a static buffer, reused by the next call). */
+const char *seg_path(const char *segdir, pid_t pid);
+
+/* Waits (up to 5 s) until pid's main thread is a zombie (/proc/<pid>/stat state Z); fails the
+ * test otherwise, naming `what`. */
+void wait_zombie(pid_t pid, const char *what);
 
 /* One sample of a Prometheus exposition `out`, exact: "FAMILY{LABELS[,kind="KIND"]} VALUE\n"
  * (kind NULL: no kind label); a Criterion expectation. */

@@ -1,0 +1,296 @@
+/* The shim's log and writes that fail: CUSHIM_LOG_FILE (per pid for a forked child, never into a
+ * descriptor the program reused, not inherited across exec, falling back to stderr when it stops
+ * taking lines or cannot be opened), a file size limit (ulimit -f) below the segment, the report
+ * or the log, and pipes whose reader left (SIGPIPE): none of them kills the program, and the
+ * program's own SIGPIPE stays its own. */
+#include <criterion/criterion.h>
+#include <dirent.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "harness.h"
+
+/* Runs argv with `extra` in its environment and its descriptor `fd` a pipe whose read end is
+ * already closed. Returns the wait status. */
+static int argv_on_dead_pipe(int fd, const char *const *argv, const char *const *extra)
+{
+    int p[2];
+    cr_assert_eq(pipe(p), 0);
+    close(p[0]);
+    pid_t pid = fork();
+    cr_assert(pid >= 0);
+    if (pid == 0) {
+        dup2(p[1], fd);
+        close(p[1]);
+        for (const char *const *e = sim_env(extra); *e; e++)
+            putenv((char *)*e);
+        execv(argv[0], (char *const *)argv);
+        _exit(127);
+    }
+    close(p[1]);
+    int status;
+    while (waitpid(pid, &status, 0) < 0)
+        ;
+    return status;
+}
+
+/* Runs rt_prog malloc under the shim with `extra` in its environment and its descriptor `fd`
+ * (1 or 2) a pipe whose read end is already closed: every write there meets SIGPIPE. Returns the
+ * wait status. */
+static int run_on_dead_pipe(int fd, const char *const *extra)
+{
+    const char *argv[] = {program("rt_prog"), "malloc", NULL};
+    return argv_on_dead_pipe(fd, argv, extra);
+}
+
+Test(logs, a_log_file_that_stops_taking_lines_falls_back_to_stderr)
+{
+    struct run_result r;
+    const char *extra[] = {preload_env(), "CUSHIM_LOG=info", "CUSHIM_LOG_FILE=/dev/full", NULL};
+    const char *argv[] = {program("rt_prog"), "malloc", NULL};
+    run_cmd(&r, argv, sim_env(extra));
+    cr_expect_eq(r.status, 0);
+    int pid = 0;
+    cr_assert_eq(sscanf(r.err, "cushim[%d]", &pid), 1, "%s", r.err);
+    /* Said once, first; the line that could not be written and the later ones go to stderr. */
+    char want[300];
+    snprintf(want, sizeof want, "cushim[%d] error: cannot write to CUSHIM_LOG_FILE: No space left on device; "
+             "logging to stderr\ncushim[%d] info: started: segment ", pid, pid);
+    cr_expect(strncmp(r.err, want, strlen(want)) == 0, "%s", r.err);
+    const char *first = strstr(r.err, "cannot write to CUSHIM_LOG_FILE");
+    cr_expect(first && !strstr(first + 1, "cannot write to CUSHIM_LOG_FILE"), "said once:\n%s", r.err);
+    run_free(&r);
+}
+
+/* /dev/tty with no controlling terminal: open(2) says ENXIO, which is not "a FIFO with no
+ * reader" (said before; found by an attack helper). */
+Test(logs, a_log_on_dev_tty_without_a_terminal_says_why)
+{
+    struct run_result r;
+    const char *extra[] = {preload_env(), "CUSHIM_LOG_FILE=/dev/tty", "CUSHIM_LOG=info", NULL};
+    const char *argv[] = {"setsid", "-w", program("rt_prog"), "malloc", NULL};
+    run_cmd(&r, argv, sim_env(extra));
+    cr_expect_eq(r.status, 0, "%s", r.err);
+    cr_expect(strstr(r.err, "] error: cannot open CUSHIM_LOG_FILE=\"/dev/tty\": No such device or address; "
+                            "logging to stderr\n") != NULL, "%s", r.err);
+    run_free(&r);
+}
+
+Test(logs, a_forked_child_logs_to_its_own_pid_file)
+{
+    /* CUSHIM_LOG_FILE with %p: a forked child that uses CUDA writes its lines to the file named
+     * for its own pid, not into its parent's. */
+    const char *dir = fresh_dir("fork-log");
+    char lf[700];
+    snprintf(lf, sizeof lf, "CUSHIM_LOG_FILE=%s/log-%%p", dir);
+    const char *extra[] = {preload_env(), lf, "CUSHIM_LOG=info", NULL};
+    const char *argv[] = {program("rt_prog"), "fork_child_cuda", NULL};
+    struct run_result r;
+    run_cmd(&r, argv, sim_env(extra));
+    cr_expect_eq(r.status, 0, "%s", r.err);
+    DIR *d = opendir(dir);
+    cr_assert(d);
+    int files = 0;
+    struct dirent *de;
+    while ((de = readdir(d)) != NULL) {
+        int pid;
+        if (sscanf(de->d_name, "log-%d", &pid) != 1)
+            continue;
+        files++;
+        char path[1000], mine[64];
+        snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
+        snprintf(mine, sizeof mine, "cushim[%d] info: started: segment ", pid);
+        char *text = slurp(path);
+        cr_expect(strncmp(text, mine, strlen(mine)) == 0, "%s: %s", de->d_name, text);
+        for (const char *l = text; *l; l = strchr(l, '\n') + 1) {
+            char who[32];
+            int n = snprintf(who, sizeof who, "cushim[%d] ", pid);
+            cr_expect(strncmp(l, who, (size_t)n) == 0, "%s holds another process's line: %s", de->d_name, l);
+            if (!strchr(l, '\n'))
+                break;
+        }
+        free(text);
+    }
+    closedir(d);
+    cr_expect_eq(files, 2, "a file for the parent and one for the child");
+    run_free(&r);
+}
+
+Test(logs, the_log_never_writes_into_a_file_the_program_opened_in_its_place)
+{
+    /* The program (and its forked child) close the shim's log file and open their own, which
+     * get its number: the shim's lines must not land in them. */
+    const char *dir = fresh_dir("daemon-fds");
+    char lf[900], dd[900], path[1000];
+    snprintf(lf, sizeof lf, "CUSHIM_LOG_FILE=%s/log-%%p", dir);
+    snprintf(dd, sizeof dd, "DATA_DIR=%s", dir);
+    const char *extra[] = {preload_env(), lf, dd, "CUSHIM_LOG=debug", NULL};
+    const char *argv[] = {program("rt_prog"), "daemon_fds", NULL};
+    struct run_result r;
+    run_cmd(&r, argv, sim_env(extra));
+    cr_expect_eq(r.status, 0, "%s", r.err);
+    snprintf(path, sizeof path, "%s/child", dir);
+    char *text = slurp(path);
+    cr_expect_str_eq(text, "child data\nend\n");
+    free(text);
+    snprintf(path, sizeof path, "%s/parent", dir);
+    text = slurp(path);
+    cr_expect_str_eq(text, "parent data\nend\n");
+    free(text);
+    /* The parent's later lines went to stderr. */
+    cr_expect(strstr(r.err, " debug: context ") != NULL, "%s", r.err);
+    run_free(&r);
+}
+
+Test(logs, the_log_copy_of_stderr_is_not_inherited)
+{
+    /* CUSHIM_LOG_FILE=/dev/stderr: the shim's copy of fd 2 is close-on-exec, so a program it
+     * execs holds only what it was given (a kept copy would hold a pipe open after its reader
+     * expected the end). */
+    const char *extra[] = {preload_env(), "CUSHIM_LOG_FILE=/dev/stderr", NULL};
+    const char *plain[] = {"LD_PRELOAD", NULL};
+    const char *argv[] = {"sh", "-c", "exec env -u LD_PRELOAD ls /proc/self/fd", NULL};
+    struct run_result r, without;
+    run_cmd(&without, argv, sim_env(plain));
+    run_cmd(&r, argv, sim_env(extra));
+    cr_expect_eq(r.status, 0);
+    cr_expect_str_eq(r.out, without.out, "the same descriptors as without the shim");
+    run_free(&r);
+    run_free(&without);
+}
+
+/* A file size limit (ulimit -f) below the segment and the report: the program runs on (before,
+ * SIGXFSZ from sizing the segment killed it), counting in private memory, and each failed write
+ * says so in one line. */
+Test(logs, a_file_size_limit_never_kills_the_program)
+{
+    struct run_result r;
+    char rep[700], line[900];
+    snprintf(rep, sizeof rep, "CUSHIM_REPORT=%s/fsize.json", test_dir());
+    const char *extra[] = {preload_env(), rep, "CUSHIM_REPORT_FORMAT=json", NULL};
+    const char *argv[] = {"/bin/sh", "-c", "ulimit -f 1 && exec \"$0\" malloc", program("rt_prog"), NULL};
+    run_cmd(&r, argv, sim_env(extra));
+    cr_expect_eq(r.status, 0, "%s", r.err);
+    cr_expect(strstr(r.err, " (File too large: the file size limit, ulimit -f, is below its size): "
+                            "counting in private memory; `cushim stat` will not see this process\n") != NULL,
+              "%s", r.err);
+    snprintf(line, sizeof line, "] error: cannot write CUSHIM_REPORT=\"%s/fsize.json\": File too large\n", test_dir());
+    cr_expect(strstr(r.err, line) != NULL, "%s", r.err);
+    run_free(&r);
+    /* Under cushim run: neither a segment nor the run's copy can be made; the process says its
+     * summary itself, and the run says why it has none. */
+    const char *run[] = {"/bin/sh", "-c", "ulimit -f 10 && exec \"$0\" run -- \"$1\" malloc", cushim_bin(),
+                         program("rt_prog"), NULL};
+    run_cmd(&r, run, sim_env(NULL));
+    cr_expect_eq(r.status, 0, "%s", r.err);
+    cr_expect(strstr(r.err, "File too large; the summary is said here instead (no live segment either)\n") != NULL, "%s", r.err);
+    cr_expect(strstr(r.err, "    device               1.00 MiB     1.00 GiB          4          2        0\n") != NULL,
+              "%s", r.err);
+    cr_expect(strstr(r.err, "cushim: no summary of `") != NULL &&
+              strstr(r.err, " malloc` reached the run: the file size limit (ulimit -f) is below a segment's ") != NULL,
+              "%s", r.err);
+    run_free(&r);
+    /* A quiet run: nothing says the summary, and the message does not promise it (it did). */
+    const char *quiet[] = {"/bin/sh", "-c", "ulimit -f 10 && exec \"$0\" run --quiet -- \"$1\" malloc", cushim_bin(),
+                           program("rt_prog"), NULL};
+    run_cmd(&r, quiet, sim_env(NULL));
+    cr_expect_eq(r.status, 0, "%s", r.err);
+    cr_expect(strstr(r.err, "File too large; the summary is lost (no live segment either, and the run is quiet)\n") != NULL,
+              "%s", r.err);
+    cr_expect(strstr(r.err, "said here instead") == NULL, "%s", r.err);
+    cr_expect(strstr(r.err, "    device ") == NULL, "%s", r.err);
+    run_free(&r);
+}
+
+/* A log at the file size limit whose fallback, stderr, is a pipe nobody reads: both writes fail
+ * (EFBIG, then EPIPE), and both signals they raised are taken away (before, only the last
+ * error's was, and SIGXFSZ killed the program; found by a review helper). */
+Test(logs, two_failed_log_writes_never_kill_the_program)
+{
+    struct run_result r;
+    char log[700], st[700], le[800];
+    snprintf(log, sizeof log, "%s/full.log", test_dir());
+    snprintf(st, sizeof st, "%s/full.status", test_dir());
+    FILE *f = fopen(log, "w");
+    cr_assert(f != NULL);
+    for (int i = 0; i < 2048; i++)
+        fputc('x', f);
+    fclose(f);
+    snprintf(le, sizeof le, "CUSHIM_LOG_FILE=%s", log);
+    const char *extra[] = {le, "CUSHIM_LOG=info", NULL};
+    const char *argv[] = {"/bin/sh", "-c",
+                          "ulimit -f 1; (LD_PRELOAD=\"$2\" \"$0\" malloc 2>&1 >/dev/null; echo \"status=$?\" >\"$1\") | true",
+                          program("rt_prog"), st, shim_lib(), NULL};
+    run_cmd(&r, argv, sim_env(extra));
+    char *status = slurp(st);
+    cr_expect(status != NULL && strcmp(status, "status=0\n") == 0, "%s", status ? status : "(no status)");
+    free(status);
+    run_free(&r);
+}
+
+Test(logs, a_bad_value_said_on_a_dead_pipe_does_not_kill_the_program)
+{
+    /* The line about a bad value, written from the shim's constructor to a stderr nobody reads,
+     * must not kill the program with SIGPIPE. */
+    const char *extra[] = {preload_env(), "CUSHIM_OFFLOAD_MIN=zz", "CUSHIM_FOO=1", NULL};
+    int status = run_on_dead_pipe(2, extra);
+    cr_expect(WIFEXITED(status) && WEXITSTATUS(status) == 0, "status %#x (killed by %d)", status,
+              WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+}
+
+Test(logs, cushim_run_on_a_dead_pipe_runs_the_program_with_sigpipe_as_given)
+{
+    /* `cushim run` says a bad value on a stderr nobody reads: it goes on and runs the program,
+     * and the program gets SIGPIPE's default action as cushim run got it (a shell that sends it
+     * to itself dies of it). */
+    const char *dir = fresh_dir("run-dead-pipe");
+    char script[900];
+    snprintf(script, sizeof script, "echo ran > %s/ran; kill -PIPE $$; echo survived > %s/survived", dir, dir);
+    const char *argv[] = {cushim_bin(), "run", "--", "/bin/sh", "-c", script, NULL};
+    const char *extra[] = {"CUSHIM_OFFLOAD_MIN=zz", NULL};
+    int status = argv_on_dead_pipe(2, argv, extra);
+    cr_expect(WIFEXITED(status) && WEXITSTATUS(status) == 128 + SIGPIPE, "status %#x (killed by %d)", status,
+              WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+    char path[1000];
+    snprintf(path, sizeof path, "%s/ran", dir);
+    cr_expect_eq(access(path, F_OK), 0, "the program ran");
+    snprintf(path, sizeof path, "%s/survived", dir);
+    cr_expect_neq(access(path, F_OK), 0, "SIGPIPE ignored in the program");
+}
+
+Test(logs, a_program_that_cannot_be_found_is_127_also_on_a_dead_pipe)
+{
+    /* cushim run says why it could not run the program on a stderr nobody reads: it must not die
+     * of SIGPIPE saying it (the run would look like a program killed by a signal). */
+    const char *argv[] = {cushim_bin(), "run", "--", "/nonexistent/program", NULL};
+    const char *extra[] = {NULL};
+    int status = argv_on_dead_pipe(2, argv, extra);
+    cr_expect(WIFEXITED(status) && WEXITSTATUS(status) == 127, "status %#x (killed by %d)", status,
+              WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+}
+
+Test(logs, a_log_pipe_whose_reader_left_does_not_kill_the_program)
+{
+    /* The log (stderr) is a pipe nobody reads: each log line meets SIGPIPE, whose default kills.
+     * The shim's writes must not: the program ends normally. */
+    const char *extra[] = {preload_env(), "CUSHIM_LOG=debug", "CUSHIM_REPORT=stderr", NULL};
+    int status = run_on_dead_pipe(2, extra);
+    cr_expect(WIFEXITED(status) && WEXITSTATUS(status) == 0, "status %#x (killed by %d)", status,
+              WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+}
+
+Test(logs, the_programs_own_sigpipe_stays_its_own)
+{
+    /* CUSHIM_REPORT=stdout into a pipe nobody reads: the program's own buffered output meets
+     * SIGPIPE first, as it would without the shim, rather than being swallowed. */
+    const char *plain[] = {NULL};
+    int without = run_on_dead_pipe(1, plain);
+    cr_assert(WIFSIGNALED(without) && WTERMSIG(without) == SIGPIPE, "without the shim: status %#x", without);
+    const char *extra[] = {preload_env(), "CUSHIM_REPORT=stdout", NULL};
+    int status = run_on_dead_pipe(1, extra);
+    cr_expect(WIFSIGNALED(status) && WTERMSIG(status) == SIGPIPE, "with the shim: status %#x", status);
+}

@@ -1,0 +1,317 @@
+/* Segment files as the CLI finds them in the segment directory (the reader itself is
+ * test_segment_reader.c): one that cannot be read, one without a header yet, another version's,
+ * a socket or FIFO under a segment's name, the stale segment of a killed process, and `cushim gc`
+ * removing what is stale (segments, run directories of runs that are gone) and saying so on a
+ * terminal only. */
+#include <criterion/criterion.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "common/procinfo.h"
+#include "common/snapshot.h"
+#include "harness.h"
+#include "live.h"
+
+#define MiB (1024ull * 1024)
+
+/* stat, reset-peak and phase on pid p: exit 1 and exactly `want` on stderr. */
+static void expect_same_words(const char *segdir, const char *p, const char *want)
+{
+    static const char *const cmds[][2] = {{"stat", NULL}, {"reset-peak", NULL}, {"phase", "run"}};
+    for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
+        struct run_result r;
+        cr_expect_eq(cli(segdir, &r, cmds[i][0], p, cmds[i][1]), 1, "%s", cmds[i][0]);
+        cr_expect_str_eq(r.err, want, "%s", cmds[i][0]);
+        run_free(&r);
+    }
+}
+
+Test(segments, a_segment_of_yours_that_cannot_be_read_is_said)
+{
+    const char *segdir = fresh_dir("seg-unreadable");
+    char link[700];
+    snprintf(link, sizeof link, "%s/cushim-%u-12345", segdir, (unsigned)getuid());
+    cr_assert_eq(symlink("/etc/passwd", link), 0);
+    struct run_result r;
+    cr_expect_eq(cli(segdir, &r, "ps", NULL, NULL), 1);
+    char row[900];
+    snprintf(row, sizeof row, "invalid %s: a symbolic link, not followed\n", link);
+    cr_expect(strstr(r.out, row) != NULL, "%s", r.out);
+    run_free(&r);
+    cr_expect_eq(cli(segdir, &r, "stat", "12345", NULL), 1);
+    snprintf(row, sizeof row, "cushim: skipping %s: a symbolic link, not followed\n"
+             "cushim: process 12345: its segment cannot be read (said above)\n", link);
+    cr_expect_str_eq(r.err, row);
+    run_free(&r);
+    /* top and the exporter say there was one, too. */
+    cr_expect_eq(cli(segdir, &r, "top", "-bn1", NULL), 0);
+    cr_expect(strstr(r.out, "\n1 segment could not be read: `cushim ps` lists it, with why\n") != NULL, "%s", r.out);
+    run_free(&r);
+    cr_expect_eq(cli(segdir, &r, "stat", "--prometheus", NULL), 0);
+    cr_expect(strstr(r.out, "\ncushim_invalid_segments 1\n") != NULL, "%s", r.out);
+    run_free(&r);
+}
+
+/* A process's segment before its header is written (the first moments of a process, or one
+ * stopped then): stat and reset-peak both say the process is starting, not that there is no
+ * segment or that it is truncated. */
+Test(segments, a_segment_without_a_header_yet_is_a_starting_process)
+{
+    const char *segdir = fresh_dir("seg-starting");
+    char path[700], p[16], want[1000];
+    snprintf(p, sizeof p, "%d", (int)getpid());
+    snprintf(path, sizeof path, "%s/cushim-%u-%s", segdir, (unsigned)getuid(), p);
+    FILE *f = fopen(path, "w");
+    cr_assert(f);
+    fclose(f);
+    snprintf(want, sizeof want, "cushim: process %s is starting: its segment %s has no header yet (try again in a moment)\n",
+             p, path);
+    struct run_result r;
+    cr_expect_eq(cli(segdir, &r, "stat", p, NULL), 1);
+    cr_expect_str_eq(r.err, want);
+    run_free(&r);
+    cr_expect_eq(cli(segdir, &r, "reset-peak", p, NULL), 1);
+    cr_expect_str_eq(r.err, want);
+    run_free(&r);
+    /* One whose process is gone (a pid above any pid_max): not starting. */
+    snprintf(path, sizeof path, "%s/cushim-%u-2147483646", segdir, (unsigned)getuid());
+    f = fopen(path, "w");
+    cr_assert(f);
+    fclose(f);
+    snprintf(want, sizeof want, "cushim: no process 2147483646: its segment %s has no header (`cushim gc` removes it once it is 10 s old)\n",
+             path);
+    cr_expect_eq(cli(segdir, &r, "stat", "2147483646", NULL), 1);
+    cr_expect_str_eq(r.err, want);
+    run_free(&r);
+    cr_expect_eq(cli(segdir, &r, "reset-peak", "2147483646", NULL), 1);
+    cr_expect_str_eq(r.err, want);
+    run_free(&r);
+    /* Stamped in the future (a clock stepped back): never "being created", so listed as what it
+     * is rather than hidden for as long. */
+    struct timespec later[2] = {{time(NULL) + 86400, 0}, {time(NULL) + 86400, 0}};
+    cr_assert_eq(utimensat(AT_FDCWD, path, later, 0), 0);
+    cr_expect_eq(cli(segdir, &r, "ps", NULL, NULL), 1);
+    snprintf(want, sizeof want, "invalid %s: truncated: 0 of", path);
+    cr_expect(strstr(r.out, want) != NULL, "%s", r.out);
+    run_free(&r);
+}
+
+/* Another cushim version's segment left by a process that is gone: listed as invalid with what
+ * to do (`cushim gc`), which removes it. */
+Test(segments, an_older_version_segment_of_a_dead_process_says_gc_removes_it)
+{
+    const char *segdir = fresh_dir("seg-old-version");
+    pid_t dead = fork();
+    if (dead == 0)
+        _exit(0);
+    cr_assert_gt(dead, 0);
+    cr_assert_eq(waitpid(dead, NULL, 0), dead);
+    char path[700];
+    snprintf(path, sizeof path, "%s/cushim-%u-%d", segdir, (unsigned)getuid(), (int)dead);
+    static struct cushim_segment old;
+    memcpy(old.h.magic, CUSHIM_SEGMENT_MAGIC, sizeof old.h.magic);
+    old.h.layout_version = CUSHIM_LAYOUT_VERSION - 1;
+    FILE *f = fopen(path, "w");
+    cr_assert(f);
+    cr_assert_eq(fwrite(&old, sizeof old, 1, f), 1);
+    fclose(f);
+    struct run_result r;
+    cr_expect_eq(cli(segdir, &r, "ps", NULL, NULL), 1);
+    char row[900];
+    snprintf(row, sizeof row, "invalid %s: layout version %u, this cushim reads %u (another cushim "
+             "version's segment); its process is gone: `cushim gc` removes it\n", path,
+             CUSHIM_LAYOUT_VERSION - 1, CUSHIM_LAYOUT_VERSION);
+    cr_expect(strstr(r.out, row) != NULL, "%s", r.out);
+    run_free(&r);
+    /* The same as JSON: the file, its state and why, and exit 1 (no process). */
+    cr_expect_eq(cli(segdir, &r, "ps", "--json", NULL), 1);
+    cr_expect_str_eq(r.err, "");
+    json_error_t e;
+    json_t *j = json_loads(r.out, 0, &e);
+    cr_assert(j, "ps --json: %s\n%s", e.text, r.out);
+    cr_expect_eq(json_array_size(j), 1);
+    cr_expect_eq(jpath_u64(j, "0.pid"), (uint64_t)dead);
+    cr_expect_eq(jpath_u64(j, "0.uid"), (uint64_t)getuid());
+    cr_expect_str_eq(json_string_value(jpath(j, "0.state")), "invalid");
+    cr_expect_str_eq(json_string_value(jpath(j, "0.path")), path);
+    snprintf(row, sizeof row, "layout version %u, this cushim reads %u (another cushim version's segment); "
+             "its process is gone: `cushim gc` removes it", CUSHIM_LAYOUT_VERSION - 1, CUSHIM_LAYOUT_VERSION);
+    cr_expect_str_eq(json_string_value(jpath(j, "0.error")), row);
+    cr_expect_null(jpath(j, "0.devices"));
+    json_decref(j);
+    run_free(&r);
+    cr_expect_eq(cli(segdir, &r, "gc", NULL, NULL), 0, "%s", r.err);
+    snprintf(row, sizeof row, "removed %s (pid %d dead, invalid segment)\n", path, (int)dead);
+    cr_expect_str_eq(r.out, row);
+    run_free(&r);
+    cr_expect_neq(access(path, F_OK), 0, "gone");
+}
+
+Test(segments, a_socket_or_fifo_named_like_a_segment_is_not_a_regular_file)
+{
+    /* Neither is opened for reading as a segment; both are said to be what they are. */
+    const char *segdir = fresh_dir("seg-odd-types");
+    char fifo[700], sock[700];
+    snprintf(fifo, sizeof fifo, "%s/cushim-%u-2", segdir, (unsigned)getuid());
+    snprintf(sock, sizeof sock, "%s/cushim-%u-1", segdir, (unsigned)getuid());
+    cr_assert_eq(mkfifo(fifo, 0600), 0);
+    struct sockaddr_un a = {.sun_family = AF_UNIX};
+    cr_assert(strlen(sock) < sizeof a.sun_path, "socket path too long for sun_path: %s", sock);
+    strcpy(a.sun_path, sock);
+    int s = socket(AF_UNIX, SOCK_STREAM, 0);
+    cr_assert(s >= 0);
+    cr_assert_eq(bind(s, (struct sockaddr *)&a, sizeof a), 0);
+    struct run_result r;
+    cr_expect_eq(cli(segdir, &r, "ps", NULL, NULL), 1);
+    /* In the directory's order: each line looked for on its own. */
+    char want1[1000], want2[1000], user[32];
+    snprintf(user, sizeof user, "%s", getuid() == 0 ? "root" : "");
+    snprintf(want1, sizeof want1, "\n      1 %-10s invalid %s: not a regular file\n", user, sock);
+    snprintf(want2, sizeof want2, "\n      2 %-10s invalid %s: not a regular file\n", user, fifo);
+    cr_expect(strncmp(r.out, "    PID USER", 12) == 0, "%s", r.out);
+    if (getuid() == 0) {
+        cr_expect(strstr(r.out, want1) != NULL, "%s", r.out);
+        cr_expect(strstr(r.out, want2) != NULL, "%s", r.out);
+    } else {
+        cr_expect(strstr(r.out, ": not a regular file\n") != NULL && !strstr(r.out, "No such device"), "%s", r.out);
+    }
+    run_free(&r);
+    close(s);
+}
+
+Test(segments, sigkill_leaves_a_stale_segment_that_gc_removes)
+{
+    const char *segdir;
+    char hold[600];
+    pid_t pid = start_held("hold", "t2", &segdir, hold, sizeof hold);
+    kill(pid, SIGKILL);
+    /* Not reaped yet (a zombie): already gone for cushim, its segment stale. */
+    wait_zombie(pid, "the killed process is a zombie");
+
+    struct run_result r;
+    char line[64];
+    cr_expect_eq(cli(segdir, &r, "ps", NULL, NULL), 0);
+    snprintf(line, sizeof line, "%7d ", (int)pid);
+    char *row = strstr(r.out, line);
+    cr_assert(row, "ps lists the dead process:\n%s", r.out);
+    cr_expect(strncmp(row + 8 + 11, "stale", 5) == 0, "marked stale while a zombie:\n%s", r.out);
+    run_free(&r);
+    cr_expect_eq(cli(segdir, &r, "ps", "--json", NULL), 0);
+    json_error_t e;
+    json_t *j = json_loads(r.out, 0, &e);
+    cr_assert(j, "ps --json: %s\n%s", e.text, r.out);
+    cr_expect_eq(json_array_size(j), 1);
+    cr_expect_eq(jpath_u64(j, "0.pid"), (uint64_t)pid);
+    cr_expect_str_eq(json_string_value(jpath(j, "0.state")), "stale");
+    cr_expect_str_eq(json_string_value(jpath(j, "0.path")), seg_path(segdir, pid));
+    cr_expect_eq(jpath_u64(j, "0.devices.0.ordinal"), 0);
+    cr_expect_eq(json_array_size(jpath(j, "0.devices")), 1);
+    cr_expect_eq(jpath_u64(j, "0.devices.0.device_total.current_bytes"), MiB + 4096);
+    cr_expect_eq(jpath_u64(j, "0.devices.0.device_total.peak_bytes"), 4 * MiB + 4096);
+    cr_expect_str_eq(json_string_value(jpath(j, "0.phase")), "run");
+    cr_expect(json_is_null(jpath(j, "0.phase_requested")));
+    char command[700];
+    snprintf(command, sizeof command, "%s hold", program("rt_prog"));
+    cr_expect_str_eq(json_string_value(jpath(j, "0.command")), command);
+    json_decref(j);
+    run_free(&r);
+    cr_expect_eq(wait_bg(pid), 128 + SIGKILL);
+
+    cr_expect_eq(cli(segdir, &r, "stat", NULL, NULL), 1, "no live process left");
+    run_free(&r);
+    /* Asked by pid: stat, reset-peak and phase say the same words. */
+    char p[16], want[1200];
+    snprintf(p, sizeof p, "%d", (int)pid);
+    snprintf(want, sizeof want, "cushim: process %d is gone (stale segment %s; `cushim gc` removes it)\n",
+             (int)pid, seg_path(segdir, pid));
+    expect_same_words(segdir, p, want);
+    cr_expect_eq(cli(segdir, &r, "gc", NULL, NULL), 0);
+    cr_expect(strstr(r.out, "removed ") != NULL, "%s", r.out);
+    run_free(&r);
+    struct stat st;
+    cr_expect_neq(stat(seg_path(segdir, pid), &st), 0);
+    cr_expect_eq(cli(segdir, &r, "ps", NULL, NULL), 1, "nothing left:\n%s", r.out);
+    run_free(&r);
+    snprintf(want, sizeof want, "cushim: no cushim process %d%s (no segment in %s)\n", (int)pid,
+             geteuid() == 0 ? "" : " of yours", segdir);
+    expect_same_words(segdir, p, want);
+}
+
+/* The run directory of a `cushim run` killed before it could clean up: named with the run's pid
+ * and start time, removed by gc once that process is gone; anything else is left alone. */
+Test(segments, gc_removes_run_directories_of_runs_that_are_gone)
+{
+    const char *segdir = fresh_dir("seg-gc-runs"), *tmp = fresh_dir("tmp-gc-runs");
+    char dead[700], reused[700], alive[700], other[700], link[700], file[800], elsewhere[700];
+    unsigned long long ns = (unsigned long long)cushim_pidns_inode();
+    snprintf(dead, sizeof dead, "%s/cushim-run.2147483646-77-%llu.abcdef", tmp, ns);
+    snprintf(reused, sizeof reused, "%s/cushim-run.%d-1-%llu.abcdef", tmp, (int)getpid(), ns);
+    snprintf(alive, sizeof alive, "%s/cushim-run.%d-%llu-%llu.abcdef", tmp, (int)getpid(),
+             (unsigned long long)cushim_proc_start_time(getpid()), ns);
+    snprintf(other, sizeof other, "%s/cushim-run.abcdef", tmp); /* no pid: not ours to judge */
+    snprintf(link, sizeof link, "%s/cushim-run.2147483645-1-%llu.ghijkl", tmp, ns);
+    /* Another pid namespace's run (a /tmp shared with a container): its pids are not ours. */
+    snprintf(elsewhere, sizeof elsewhere, "%s/cushim-run.2147483646-77-%llu.mnopqr", tmp, ns + 1);
+    cr_assert_eq(mkdir(dead, 0700), 0);
+    cr_assert_eq(mkdir(reused, 0700), 0);
+    cr_assert_eq(mkdir(alive, 0700), 0);
+    cr_assert_eq(mkdir(other, 0700), 0);
+    cr_assert_eq(mkdir(elsewhere, 0700), 0);
+    cr_assert_eq(symlink(alive, link), 0);
+    snprintf(file, sizeof file, "%s/1234.seg", dead);
+    touch(file);
+
+    char seg[700], tmpenv[700];
+    snprintf(seg, sizeof seg, "CUSHIM_SEGMENT_DIR=%s", segdir);
+    snprintf(tmpenv, sizeof tmpenv, "TMPDIR=%s", tmp);
+    const char *env[] = {seg, tmpenv, NULL};
+    const char *argv[] = {cushim_bin(), "gc", NULL};
+    struct run_result r;
+    run_cmd(&r, argv, env);
+    cr_expect_eq(r.status, 0, "%s", r.err);
+    char want1[800], want2[800];
+    snprintf(want1, sizeof want1, "removed %s (run directory of cushim pid 2147483646, gone)\n", dead);
+    snprintf(want2, sizeof want2, "removed %s (run directory of cushim pid %d, gone)\n", reused, (int)getpid());
+    cr_expect(strstr(r.out, want1) != NULL, "%s", r.out);
+    cr_expect(strstr(r.out, want2) != NULL, "%s", r.out);
+    cr_expect_eq(strlen(r.out), strlen(want1) + strlen(want2), "nothing else removed:\n%s", r.out);
+    run_free(&r);
+    struct stat st;
+    cr_expect_neq(lstat(dead, &st), 0);
+    cr_expect_neq(lstat(reused, &st), 0);
+    cr_expect_eq(lstat(alive, &st), 0, "a live run's directory stays");
+    cr_expect_eq(lstat(other, &st), 0);
+    cr_expect_eq(lstat(elsewhere, &st), 0, "another pid namespace's run is not judged");
+    cr_expect_eq(lstat(link, &st), 0, "a link is not followed or removed");
+    cr_expect_eq(stat(alive, &st), 0);
+}
+
+/* An idle gc says so on a terminal (silence left a person wondering) and nothing elsewhere (from
+ * cron, any output is mailed: README "In production"). */
+Test(segments, an_idle_gc_speaks_on_a_terminal_only)
+{
+    const char *segdir = fresh_dir("seg-idle-gc");
+    char cmd[2048], seg[700];
+    snprintf(cmd, sizeof cmd, "%s gc", cushim_bin());
+    snprintf(seg, sizeof seg, "CUSHIM_SEGMENT_DIR=%s", segdir);
+    const char *env[] = {seg, NULL};
+    const char *sc[] = {"script", "-qec", cmd, "/dev/null", NULL};
+    struct run_result r;
+    run_cmd(&r, sc, env);
+    cr_expect_eq(r.status, 0, "%s", r.err);
+    cr_expect_str_eq(r.out, "nothing to remove\r\n");
+    run_free(&r);
+    const char *piped[] = {cushim_bin(), "gc", NULL};
+    run_cmd(&r, piped, env);
+    cr_expect_eq(r.status, 0, "%s", r.err);
+    cr_expect_str_eq(r.out, "");
+    run_free(&r);
+}

@@ -1,0 +1,219 @@
+/* `cushim top` on a terminal (a pseudo-terminal from script(1)): processes and per-device totals
+ * redrawn in place, the LIMIT column of a budget, notes kept on a short screen, UTF-8 command
+ * lines, a terminal that cannot move the cursor refused, and its interval kept with stdin at its
+ * end. Its repeating and sorted views are in test_watch.c. */
+#include <criterion/criterion.h>
+#include <locale.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "harness.h"
+#include "live.h"
+
+#define MiB (1024ull * 1024)
+
+/* cushim top redraws in place on a terminal (a pseudo-terminal from script(1) here), and prints
+ * plain frames one after another when its output is not a terminal. */
+Test(top, top_draws_processes_and_device_totals)
+{
+    const char *segdir;
+    char hold[700];
+    pid_t pid = start_held("hold", "t-top", &segdir, hold, sizeof hold);
+    char cmd[2048], seg[700];
+    snprintf(cmd, sizeof cmd, "%s top --interval 0.1 --iterations 3", cushim_bin());
+    snprintf(seg, sizeof seg, "CUSHIM_SEGMENT_DIR=%s", segdir);
+    const char *env[] = {seg, "TERM=xterm", "COLUMNS=160", "LINES=40", NULL};
+    const char *sc[] = {"script", "-qec", cmd, "/dev/null", NULL};
+    struct run_result r;
+    run_cmd(&r, sc, env);
+    cr_expect_eq(r.status, 0, "%s%s", r.out, r.err);
+    char pidcol[32];
+    snprintf(pidcol, sizeof pidcol, "%d", (int)pid); /* curses may move the cursor instead of padding */
+    cr_expect(strstr(r.out, "cushim top: 1 process") != NULL, "%s", r.out);
+    cr_expect(strstr(r.out, "GPU-00010203-0405-0607-0809-0a0b0c0d0e0f") != NULL, "device totals");
+    cr_expect(strstr(r.out, pidcol) != NULL, "process row for %d", (int)pid);
+    cr_expect(strstr(r.out, "1.00 MiB") != NULL, "device bytes shown");
+    cr_expect(strstr(r.out, "\033[") != NULL || strstr(r.out, "\x1b[") != NULL,
+              "drawn with terminal control sequences");
+    run_free(&r);
+    /* top's own bundled spelling: one frame, as text. */
+    const char *bundled[] = {cushim_bin(), "top", "-bn1", NULL};
+    run_cmd(&r, bundled, env);
+    cr_expect_eq(r.status, 0, "-bn1: %s", r.err);
+    cr_expect(strstr(r.out, "cushim top: 1 process at ") != NULL && strstr(r.out, "\033[") == NULL, "%s", r.out);
+    run_free(&r);
+    /* -n=1, as every option with a value takes "=" (cli.h). */
+    const char *equals[] = {cushim_bin(), "top", "-b", "-n=1", NULL};
+    run_cmd(&r, equals, env);
+    cr_expect_eq(r.status, 0, "-n=1: %s", r.err);
+    cr_expect(strstr(r.out, "cushim top: 1 process at ") != NULL, "%s", r.out);
+    run_free(&r);
+    const char *bundled_bad[] = {cushim_bin(), "top", "-bx", NULL};
+    run_cmd(&r, bundled_bad, env);
+    cr_expect_eq(r.status, 2);
+    cr_expect_str_eq(r.err, "cushim: unknown argument \"-bx\" for top (expected -d|--interval SECONDS, "
+                            "-n|--iterations N, -b|--batch or -s|--sort COLUMN)\n");
+    run_free(&r);
+    /* Without a terminal (a pipe here): batch mode, frame after frame as plain text. */
+    const char *plain[] = {cushim_bin(), "top", "--interval", "0.1", "--iterations", "2", NULL};
+    run_cmd(&r, plain, env);
+    cr_expect_eq(r.status, 0, "%s", r.err);
+    cr_expect_str_eq(r.err, "");
+    cr_expect(strstr(r.out, "\033[") == NULL, "no terminal control sequences");
+    int frames = 0;
+    for (const char *q = r.out; (q = strstr(q, "cushim top: 1 process at ")) != NULL; q++)
+        frames++;
+    cr_expect_eq(frames, 2, "%s", r.out);
+    char row[160];
+    snprintf(row, sizeof row, "\n%7d 0        run             1.00 MiB   4.00 MiB       0 B       0 B  ", (int)pid);
+    cr_expect(strstr(r.out, row) != NULL, "process row:\n%s", r.out);
+    cr_expect(strstr(r.out, "\nGPU-00010203-0405-0607-0809-0a0b0c0d0e0f     1  16.0 GiB     1.00 MiB  4.00 MiB\n") != NULL,
+              "device totals:\n%s", r.out);
+    /* Both tables fit 80 columns up to the command. */
+    cr_expect(strstr(r.out, "\nUUID                                     PROCS    MEMORY DEVICE-TOTAL SUM-PEAKS\n") != NULL,
+              "%s", r.out);
+    cr_expect(strstr(r.out, "\n    PID DEVICES  PHASE       DEVICE-TOTAL TOTAL-PEAK    PINNED OFFLOADED  COMMAND\n") != NULL,
+              "%s", r.out);
+    run_free(&r);
+    touch(hold);
+    cr_expect_eq(wait_bg(pid), 0);
+}
+
+/* With a device budget, top shows a LIMIT column: the budget of a process that has one, "-" for
+ * one that has none. */
+Test(top, top_shows_the_device_limit_when_a_process_has_one)
+{
+    const char *segdir = fresh_dir("seg-t-limit");
+    const char *ready = fresh_dir("ready-t-limit");
+    char hold[700];
+    snprintf(hold, sizeof hold, "%s/go-t-limit", test_dir());
+    const char *argv[] = {program("rt_prog"), "hold", NULL};
+    pid_t limited = spawn_bg(argv, live_env_with(segdir, ready, hold, "CUSHIM_DEVICE_LIMIT=3GiB"));
+    pid_t plain = spawn_bg(argv, live_env(segdir, ready, hold));
+    pid_t pids[2];
+    wait_ready(ready, 2, pids);
+    char seg[700];
+    snprintf(seg, sizeof seg, "CUSHIM_SEGMENT_DIR=%s", segdir);
+    const char *env[] = {seg, NULL};
+    const char *top[] = {cushim_bin(), "top", "-bn1", NULL};
+    struct run_result r;
+    run_cmd(&r, top, env);
+    cr_expect_eq(r.status, 0, "%s", r.err);
+    cr_expect(strstr(r.out, "\n    PID DEVICES  PHASE       DEVICE-TOTAL TOTAL-PEAK     LIMIT    PINNED OFFLOADED  COMMAND\n") != NULL,
+              "%s", r.out);
+    char row[160];
+    snprintf(row, sizeof row, "\n%7d 0        run             1.00 MiB   4.00 MiB  3.00 GiB       0 B       0 B  ", (int)limited);
+    cr_expect(strstr(r.out, row) != NULL, "limited row:\n%s", r.out);
+    snprintf(row, sizeof row, "\n%7d 0        run             1.00 MiB   4.00 MiB         -       0 B       0 B  ", (int)plain);
+    cr_expect(strstr(r.out, row) != NULL, "plain row:\n%s", r.out);
+    run_free(&r);
+    touch(hold);
+    cr_expect_eq(wait_bg(limited), 0);
+    cr_expect_eq(wait_bg(plain), 0);
+}
+
+/* On a screen too short for every process, the notes under the table (here: a segment that
+ * cannot be read) keep their line; the processes that do not fit are left out instead. */
+Test(top, top_keeps_its_notes_on_a_short_screen)
+{
+    const char *segdir = fresh_dir("seg-short"), *ready = fresh_dir("ready-short");
+    char hold[700], link[800], cmd[2048], seg[700];
+    snprintf(hold, sizeof hold, "%s/go-short", test_dir());
+    const char *argv[] = {program("rt_prog"), "hold", NULL};
+    pid_t p1 = spawn_bg(argv, live_env(segdir, ready, hold));
+    pid_t p2 = spawn_bg(argv, live_env(segdir, ready, hold));
+    pid_t rp[2];
+    wait_ready(ready, 2, rp);
+    snprintf(link, sizeof link, "%s/cushim-%u-12345", segdir, (unsigned)getuid());
+    cr_assert_eq(symlink("/etc/passwd", link), 0);
+    snprintf(cmd, sizeof cmd, "%s top --interval 0.1 --iterations 1", cushim_bin());
+    snprintf(seg, sizeof seg, "CUSHIM_SEGMENT_DIR=%s", segdir);
+    /* Title, blank, device header, one device, blank, process header: 6 lines; 8 leave 2. */
+    const char *env[] = {seg, "TERM=xterm", "COLUMNS=160", "LINES=8", NULL};
+    const char *sc[] = {"script", "-qec", cmd, "/dev/null", NULL};
+    struct run_result r;
+    run_cmd(&r, sc, env);
+    cr_expect_eq(r.status, 0, "%s%s", r.out, r.err);
+    cr_expect(strstr(r.out, "1 segment could not be read") != NULL, "the note is drawn:\n%s", r.out);
+    run_free(&r);
+    touch(hold);
+    cr_expect_eq(wait_bg(p1), 0);
+    cr_expect_eq(wait_bg(p2), 0);
+}
+
+/* A command line in UTF-8 is drawn as its characters on a UTF-8 terminal: before, curses (with
+ * no locale set) showed each byte escaped, "jos~C~)_..." (found by a review helper). */
+Test(top, top_draws_a_utf8_command_line_as_it_is)
+{
+    locale_t utf8 = newlocale(LC_CTYPE_MASK, "C.UTF-8", (locale_t)0);
+    if (!utf8)
+        cr_skip_test("not run: this system has no C.UTF-8 locale");
+    freelocale(utf8);
+    const char *segdir = fresh_dir("seg-utf8"), *ready = fresh_dir("ready-utf8");
+    char hold[700], name[800], cmd[2048], seg[700];
+    snprintf(hold, sizeof hold, "%s/go-utf8", test_dir());
+    snprintf(name, sizeof name, "%s/jos\xc3\xa9_\xe6\xa8\xa1\xe5\x9e\x8b", test_dir()); /* josé_模型 */
+    unlink(name);
+    cr_assert_eq(symlink(program("rt_prog"), name), 0);
+    const char *argv[] = {name, "hold", NULL};
+    pid_t p = spawn_bg(argv, live_env(segdir, ready, hold));
+    pid_t rp;
+    wait_ready(ready, 1, &rp);
+    snprintf(cmd, sizeof cmd, "%s top --interval 0.1 --iterations 1", cushim_bin());
+    snprintf(seg, sizeof seg, "CUSHIM_SEGMENT_DIR=%s", segdir);
+    const char *env[] = {seg, "TERM=xterm", "LANG=C.UTF-8", "LC_ALL", "COLUMNS=240", "LINES=12", NULL};
+    const char *sc[] = {"script", "-qec", cmd, "/dev/null", NULL};
+    struct run_result r;
+    run_cmd(&r, sc, env);
+    cr_expect_eq(r.status, 0, "%s%s", r.out, r.err);
+    char want[900];
+    snprintf(want, sizeof want, "%s hold", name);
+    cr_expect(strstr(r.out, want) != NULL, "the command as it is:\n%s", r.out);
+    run_free(&r);
+    touch(hold);
+    cr_expect_eq(wait_bg(p), 0);
+    unlink(name);
+}
+
+/* TERM=dumb (no cursor addressing): before, about 1,900 blanks and the frame run together, exit 0;
+ * now one line pointing to --batch, exit 2, nothing drawn. */
+Test(top, top_refuses_a_terminal_that_cannot_move_the_cursor)
+{
+    const char *segdir = fresh_dir("seg-dumb");
+    char cmd[2048], seg[700];
+    snprintf(cmd, sizeof cmd, "%s top --interval 0.1 --iterations 1 2>&1; echo status=$?", cushim_bin());
+    snprintf(seg, sizeof seg, "CUSHIM_SEGMENT_DIR=%s", segdir);
+    const char *env[] = {seg, "TERM=dumb", "COLUMNS=80", "LINES=24", NULL};
+    const char *sc[] = {"script", "-qec", cmd, "/dev/null", NULL};
+    struct run_result r;
+    run_cmd(&r, sc, env);
+    cr_expect_eq(r.status, 0, "%s%s", r.out, r.err);
+    cr_expect_str_eq(r.out, "cushim: the terminal type \"dumb\" cannot move the cursor (terminfo has no "
+                            "\"cup\"): use --batch, or set TERM, e.g. TERM=xterm\r\nstatus=2\r\n");
+    run_free(&r);
+}
+
+/* On a terminal whose standard input is at its end (</dev/null), top still draws a frame every
+ * interval (before, each key read answered at once: frames without a pause, a core spinning).
+ * A lower bound only: a slow machine cannot fail it. */
+Test(top, top_waits_its_interval_when_stdin_is_at_its_end)
+{
+    const char *segdir = fresh_dir("seg-eof");
+    char cmd[2048], seg[700];
+    snprintf(cmd, sizeof cmd, "%s top --interval 0.3 --iterations 4 </dev/null", cushim_bin());
+    snprintf(seg, sizeof seg, "CUSHIM_SEGMENT_DIR=%s", segdir);
+    const char *env[] = {seg, "TERM=xterm", "COLUMNS=160", "LINES=40", NULL};
+    const char *sc[] = {"script", "-qec", cmd, "/dev/null", NULL};
+    struct run_result r;
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    run_cmd(&r, sc, env);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    double took = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+    cr_expect_eq(r.status, 0, "%s%s", r.out, r.err);
+    cr_expect(strstr(r.out, "cushim top: 0 processes") != NULL, "%s", r.out);
+    cr_expect_geq(took, 0.9, "4 frames 0.3 s apart took %.3f s", took);
+    run_free(&r);
+}
