@@ -207,7 +207,7 @@ Test(live, ps_the_exposition_and_reset_peak_of_one_device_show_exact_figures)
     cr_expect_eq(cli(segdir, &r, "ps", "--json", "--json"), 0, "an option given twice: %s", r.err);
     run_free(&r);
     cr_expect_eq(cli(segdir, &r, "ps", "--json", "-x"), 2);
-    cr_expect_str_eq(r.err, "cushim: unknown argument \"-x\" for ps (expected --json)\n");
+    cr_expect_str_eq(r.err, "cushim: unknown option \"-x\" for ps (see cushim ps --help)\n");
     run_free(&r);
     const char *prom[] = {cushim_bin(), "stat", p, "--prometheus", NULL};
     run_cmd(&r, prom, env);
@@ -423,6 +423,26 @@ Test(live, reset_peak_of_a_process_with_no_device_says_so)
     run_free(&r);
     touch(hold);
     cr_expect_eq(wait_bg(pid), 0);
+}
+
+/* A bad --output is the one line said, before any process is looked for (found by a fresh-user
+ * trial: "no live process" or the pid's line came first, then the output's); a temporary file that
+ * cannot be made beside an existing target says so, whatever the errno (/proc: ENOENT). */
+Test(live, a_bad_output_is_said_alone_before_any_process_is_looked_for)
+{
+    const char *segdir = fresh_dir("seg-bad-output");
+    struct run_result r;
+    cr_expect_eq(cli(segdir, &r, "stat", "--output", "/nonexistent/x"), 2);
+    cr_expect_str_eq(r.err, "cushim: cannot write --output \"/nonexistent/x\": No such file or directory\n");
+    run_free(&r);
+    cr_expect_eq(cli(segdir, &r, "stat", "99999", "--output=/nonexistent/x"), 2);
+    cr_expect_str_eq(r.err, "cushim: cannot write --output \"/nonexistent/x\": No such file or directory\n");
+    run_free(&r);
+    cr_expect_eq(cli(segdir, &r, "stat", "--prometheus", "--output=/proc/version"), 2);
+    cr_expect(strstr(r.err, "cushim: cannot write --output \"/proc/version\": ") == r.err &&
+              strstr(r.err, " (a temporary file in /proc, renamed over it when complete, could not be "
+                            "created there)\n") != NULL && !strchr(r.err, '\n')[1], "%s", r.err);
+    run_free(&r);
 }
 
 Test(live, stat_with_nothing_to_show_leaves_its_output_file)

@@ -428,7 +428,7 @@ Test(prometheus, bad_listen_address_is_a_usage_error)
     const char *other[] = {cushim_bin(), "serve", "--port", "9400", NULL};
     run_cmd(&r, other, NULL);
     cr_expect_eq(r.status, 2);
-    cr_expect_str_eq(r.err, "cushim: unknown option \"--port\" for serve (usage: cushim serve --listen ADDR:PORT)\n",
+    cr_expect_str_eq(r.err, "cushim: unknown option \"--port\" for serve (see cushim serve --help)\n",
                      "worded as run's");
     run_free(&r);
 }

@@ -322,8 +322,17 @@ Test(reports, an_unwritable_json_path_stops_before_running)
     run_cmd(&r, stray, sim_env(NULL));
     cr_expect_eq(r.status, 127);
     cr_expect_str_eq(r.err, "cushim: cannot run \"on\": No such file or directory (the options end at the "
-                            "\"--\" after it, so it was taken as the program; a switch takes its value "
-                            "with '=', e.g. --spill=on)\n");
+                            "\"--\" after it, so it was taken as the program; an option's value is one "
+                            "word after '=', e.g. --spill=on or --device-limit=20GiB)\n");
+    run_free(&r);
+    /* A size written with a space: the option took the number, the unit became the program (found
+     * by a fresh-user trial: the hint spoke of switches). */
+    const char *spaced[] = {cushim_bin(), "run", "--device-limit", "1", "MiB", "--", "true", NULL};
+    run_cmd(&r, spaced, sim_env(NULL));
+    cr_expect_eq(r.status, 127);
+    cr_expect_str_eq(r.err, "cushim: cannot run \"MiB\": No such file or directory (the options end at the "
+                            "\"--\" after it, so it was taken as the program; --device-limit took \"1\" "
+                            "as its value: a value is one word, e.g. --device-limit=1MiB)\n");
     run_free(&r);
     const char *dir[] = {cushim_bin(), "run", "--", "/tmp", NULL};
     run_cmd(&r, dir, sim_env(NULL));

@@ -582,6 +582,11 @@ Test(run, read_ns_of_a_final_summary_is_its_exit)
     cr_expect(exit_ns > before && exit_ns + 500000000u < after,
               "read_ns %llu is the exit, a second before the run's end (%llu..%llu)",
               (unsigned long long)exit_ns, (unsigned long long)before, (unsigned long long)after);
+    /* After the samples taken at that exit, which the counters read hold (found by a fresh-user
+     * trial: the copy's time as a write stamps it lagged them by up to a clock tick). */
+    uint64_t sampled = jpath_u64(j, "descendants.0.devices.0.untracked_sampled_ns");
+    cr_expect(sampled > before && exit_ns >= sampled, "read_ns %llu, untracked sampled at %llu",
+              (unsigned long long)exit_ns, (unsigned long long)sampled);
     json_decref(j);
     unlink(json);
     /* A process under cushim that used no device: said in words. */

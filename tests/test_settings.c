@@ -75,7 +75,14 @@ Test(settings, usage_errors_exit_2)
         {{"phase", NULL}, "cushim: phase needs a PID and a phase (usage: cushim phase PID compile|run)\n", 2},
         {{"phase", "1", NULL}, "cushim: phase needs a phase after the PID: compile or run (usage: cushim phase PID "
                                "compile|run)\n", 2},
-        {{"phase", "1", "run", "x", NULL}, "cushim: unexpected argument \"x\" (usage: cushim phase PID compile|run)\n", 2},
+        {{"phase", "1", "run", "x", NULL}, "cushim: unexpected argument \"x\" for phase (usage: cushim phase PID compile|run)\n", 2},
+        /* Words a command does not take, said one way by every command (found by a fresh-user
+         * trial: three wordings). */
+        {{"reset-peak", "1", "--devcie", "0", NULL}, "cushim: unknown option \"--devcie\" for reset-peak (see cushim reset-peak --help)\n", 2},
+        {{"reset-peak", "1", "2", NULL}, "cushim: unexpected argument \"2\" for reset-peak (usage: cushim reset-peak PID [--device N])\n", 2},
+        {{"ps", "--jsn", NULL}, "cushim: unknown option \"--jsn\" for ps (see cushim ps --help)\n", 2},
+        {{"ps", "extra", NULL}, "cushim: unexpected argument \"extra\" for ps (usage: cushim ps [--json])\n", 2},
+        {{"run", "--devcie-limit=1", "--", "/bin/true", NULL}, "cushim: unknown option \"--devcie-limit=1\" for run (see cushim run --help)\n", 2},
         {{"run", "--report-format=json", "--", "/bin/true", NULL},
          "cushim: --report-format is the format of --report (each process's own report); the run's summary is "
          "text on stderr, or JSON with --json FILE\n", 2},
@@ -399,6 +406,28 @@ Test(settings, a_segment_directory_root_cannot_create_in_stops_the_run)
                   "%s", r.err);
         run_free(&r);
     }
+}
+
+/* A cushim moved away from its library names the directories it looked in, the one beside
+ * itself first (found by a fresh-user trial: only the configured install directory was named). */
+Test(settings, a_moved_cushim_names_where_it_looked_for_the_library)
+{
+    const char *dir = fresh_dir("moved-bin");
+    char copy[700], cmd[1500];
+    snprintf(copy, sizeof copy, "%s/cushim", dir);
+    snprintf(cmd, sizeof cmd, "cp '%s' '%s'", cushim_bin(), copy);
+    cr_assert_eq(system(cmd), 0);
+    struct run_result r;
+    const char *env[] = {"CUSHIM_LIBRARY", NULL};
+    const char *argv[] = {copy, "run", "--", "true", NULL};
+    run_cmd(&r, argv, env);
+    cr_expect_eq(r.status, 2);
+    char want[1200];
+    snprintf(want, sizeof want, "cushim: cannot find libcushim.so (looked in %s/../lib", dir);
+    cr_expect(strncmp(r.err, want, strlen(want)) == 0 && strstr(r.err, ", the build tree's shim/ and ") &&
+              strstr(r.err, "); set CUSHIM_LIBRARY to its path\n"), "%s", r.err);
+    run_free(&r);
+    unlink(copy);
 }
 
 Test(settings, cushim_library_names_the_preloaded_library)

@@ -26,6 +26,11 @@ int cmd_phase(int argc, char **argv);
  * with "...". */
 void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
+/* A word a subcommand does not take, said one way for all: `unknown option "W" for CMD (see
+ * cushim CMD --help)` for one that starts with '-', else `unexpected argument "W" for CMD (usage:
+ * USAGE)`. */
+void cli_bad_word(const char *cmd, const char *word, const char *usage);
+
 /* Absolute path of libcushim.so for LD_PRELOAD: $CUSHIM_LIBRARY (which must be libcushim.so: an
  * ELF shared object with the shim's marker; a message names it as `shown_as`, "--library " or
  * "CUSHIM_LIBRARY="), else next to the build tree's tools/ (../shim/libcushim.so), else the

@@ -45,7 +45,7 @@ int cmd_phase(int argc, char **argv)
             cli_error("phase needs %s (usage: cushim phase PID compile|run)",
                       argc == 1 ? "a PID and a phase" : "a phase after the PID: compile or run");
         else
-            cli_error("unexpected argument \"%s\" (usage: cushim phase PID compile|run)", argv[3]);
+            cli_bad_word("phase", argv[3], "cushim phase PID compile|run");
         return EXIT_USAGE;
     }
     pid_t pid = cli_parse_pid(argv[1]);

@@ -145,7 +145,7 @@ int cmd_ps(int argc, char **argv)
                    "           summary's names (docs/SUMMARY-JSON.md)\n");
             return 0;
         }
-        cli_error("unknown argument \"%s\" for ps (expected --json)", argv[bad]);
+        cli_bad_word("ps", argv[bad], "cushim ps [--json]");
         return EXIT_USAGE;
     }
     struct jsonw w;

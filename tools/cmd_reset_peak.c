@@ -59,7 +59,7 @@ int cmd_reset_peak(int argc, char **argv)
             if ((pid = cli_parse_pid(argv[i])) < 0)
                 return EXIT_USAGE;
         } else {
-            cli_error("unexpected argument \"%s\" (usage: cushim reset-peak PID [--device N])", argv[i]);
+            cli_bad_word("reset-peak", argv[i], "cushim reset-peak PID [--device N]");
             return EXIT_USAGE;
         }
     }

@@ -418,7 +418,7 @@ int cmd_run(int argc, char **argv)
             if (used < 0)
                 return EXIT_USAGE;
             if (used == 0) {
-                cli_error("unknown option \"%s\" for run (see cushim run --help)", argv[i]);
+                cli_bad_word("run", argv[i], "cushim run [OPTIONS] -- PROGRAM [ARGS...]");
                 return EXIT_USAGE;
             }
             i += used - 1;
@@ -572,9 +572,17 @@ int cmd_run(int argc, char **argv)
             stray |= strcmp(prog[k], "--") == 0;
         if (e == EACCES && stat(prog[0], &st) == 0 && S_ISDIR(st.st_mode))
             cli_error("cannot run \"%s\": it is a directory", prog[0]);
+        else if (e == ENOENT && stray && i >= 3 && argv[i - 2][0] == '-' && !strchr(argv[i - 2], '=') &&
+                 argv[i - 1][0] != '-')
+            /* An option that took the word before as its value: "--device-limit 1 MiB". */
+            cli_error("cannot run \"%s\": %s (the options end at the \"--\" after it, so it was "
+                      "taken as the program; %s took \"%s\" as its value: a value is one word, "
+                      "e.g. %s=%s%s)", prog[0], strerror(e), argv[i - 2], argv[i - 1], argv[i - 2],
+                      argv[i - 1], prog[0]);
         else if (e == ENOENT && stray)
             cli_error("cannot run \"%s\": %s (the options end at the \"--\" after it, so it was "
-                      "taken as the program; a switch takes its value with '=', e.g. --spill=on)",
+                      "taken as the program; an option's value is one word after '=', e.g. --spill=on or "
+                      "--device-limit=20GiB)",
                       prog[0], strerror(e));
         else
             cli_error("cannot run \"%s\": %s", prog[0], strerror(e));

@@ -269,8 +269,7 @@ int cmd_serve(int argc, char **argv)
         if (got < 0)
             return EXIT_USAGE;
         if (!got) {
-            cli_error("%s \"%s\" for serve (usage: cushim serve --listen ADDR:PORT)",
-                      argv[i][0] == '-' ? "unknown option" : "unexpected argument", argv[i]);
+            cli_bad_word("serve", argv[i], "cushim serve --listen ADDR:PORT");
             return EXIT_USAGE;
         }
     }

@@ -172,7 +172,7 @@ static int parse(int argc, char **argv, struct stat_args *a)
             usage(stdout);
             return 1;
         } else if (argv[i][0] == '-') {
-            cli_error("unknown option \"%s\" for stat (see cushim stat --help)", argv[i]);
+            cli_bad_word("stat", argv[i], "cushim stat [PID...] [--json|--prometheus] [-d SECONDS] [-n N] [--output FILE]");
             return -1;
         } else if ((a->pids[a->npids++] = cli_parse_pid(argv[i])) < 0) {
             return -1;

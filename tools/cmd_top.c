@@ -440,8 +440,7 @@ int cmd_top(int argc, char **argv)
             if (got < 0 || watch_parse_iterations(opt, v, &iterations) < 0)
                 return EXIT_USAGE;
         } else {
-            cli_error("unknown argument \"%s\" for top (expected -d|--interval SECONDS, "
-                      "-n|--iterations N, -b|--batch or -s|--sort COLUMN)", argv[i]);
+            cli_bad_word("top", argv[i], "cushim top [-b] [-d SECONDS] [-n N] [-s COLUMN]");
             return EXIT_USAGE;
         }
     }

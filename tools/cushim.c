@@ -30,6 +30,14 @@ void cli_error(const char *fmt, ...)
     fprintf(stderr, "cushim: %s\n", cushim_text_escaped(raw, line, sizeof line));
 }
 
+void cli_bad_word(const char *cmd, const char *word, const char *usage)
+{
+    if (word[0] == '-' && word[1])
+        cli_error("unknown option \"%s\" for %s (see cushim %s --help)", word, cmd, cmd);
+    else
+        cli_error("unexpected argument \"%s\" for %s (usage: %s)", word, cmd, usage);
+}
+
 int cli_color(FILE *f)
 {
     const char *no = getenv("NO_COLOR");

@@ -160,7 +160,14 @@ int cli_library_path(const char *shown_as, char *buf, size_t len)
         strcpy(buf, candidate);
         return 0;
     }
-    cli_error("cannot find libcushim.so (looked next to this program's build tree and in %s); "
-              "set CUSHIM_LIBRARY to its path", CUSHIM_INSTALL_LIBDIR);
+    /* The places looked in, as paths: the directory of this program's own install first. */
+    char exe[PATH_MAX], beside[PATH_MAX + 64] = "beside this program";
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n > 0) {
+        exe[n] = '\0';
+        snprintf(beside, sizeof beside, "%s/%s", dirname(exe), CUSHIM_BINDIR_TO_LIBDIR);
+    }
+    cli_error("cannot find libcushim.so (looked in %s, the build tree's shim/ and %s); set "
+              "CUSHIM_LIBRARY to its path", beside, CUSHIM_INSTALL_LIBDIR);
     return -1;
 }
