@@ -59,9 +59,10 @@ static void usage(FILE *f)
             "usage: cushim run [OPTIONS] [--] PROGRAM [ARGS...]\n\n"
             "Runs PROGRAM with libcushim.so preloaded and prints, when it exits, each device's\n"
             "memory per kind (current, peak, allocations, frees, failures) for PROGRAM and every\n"
-            "descendant process that used CUDA. Exit status: PROGRAM's (128+N if killed by signal N);\n"
-            "2 without running it for a usage error, or when PROGRAM succeeded but the --json file\n"
-            "could not be written.\n\n"
+            "descendant process that used CUDA. Exit status: PROGRAM's (128+N if killed by signal N;\n"
+            "127 when it cannot be found, 126 when it cannot be run, as a shell says); 2 without\n"
+            "running it for a usage error, or when PROGRAM succeeded but the --json file could not\n"
+            "be written.\n\n"
             "  --json FILE       also write the summary as JSON (docs/SUMMARY-JSON.md)\n"
             "  --quiet           do not print the summary\n"
             "  -h, --help        this help\n\n"
@@ -453,6 +454,18 @@ int cmd_run(int argc, char **argv)
                   "summary is text on stderr, or JSON with --json FILE");
         return EXIT_USAGE;
     }
+    /* Typed options that would do nothing (the offload policy off): a usage error, as
+     * --report-format without --report, not a value silently unused. */
+    if (set_by_flag[CUSHIM_OPT_OFFLOAD_MIN] && cfg.offload == CUSHIM_OFFLOAD_OFF) {
+        cli_error("--offload-min is the smallest request --offload compile|always moves, and offload "
+                  "is off: give --offload too, or leave it out");
+        return EXIT_USAGE;
+    }
+    if (set_by_flag[CUSHIM_OPT_OFFLOAD_CACHE] && cfg.offload == CUSHIM_OFFLOAD_OFF && !cfg.spill) {
+        cli_error("--offload-cache keeps freed offloaded memory for reuse, and nothing is offloaded "
+                  "(offload and spill are off): give --offload or --spill too, or leave it out");
+        return EXIT_USAGE;
+    }
     /* This run prints each process's text summary on stderr at its end: a process whose summary
      * reaches the run leaves out its own text report to stderr (a descendant that outlives the
      * run still prints its own). */
@@ -643,9 +656,10 @@ int cmd_run(int argc, char **argv)
             cli_error("no summary of `%s` reached the run: the file size limit (ulimit -f) is below "
                       "a segment's %zu bytes; a process that used CUDA said its own above",
                       top->command, sizeof(struct cushim_segment));
-        } else if (!c.top && c.ndesc == 0 && !c.running && WIFEXITED(status) && code != 0) {
-            /* A program that failed before any CUDA memory: its own messages say why, unless no
-             * driver can be found (then CUDA's own message, "driver older than the runtime", misleads). */
+        } else if (!c.top && c.ndesc == 0 && !c.running) {
+            /* No CUDA memory: the program's own messages say why, unless no driver can be found
+             * (then CUDA's own message, "driver older than the runtime", misleads; a program that
+             * handles the failure may even exit 0). */
             char hint[PATH_MAX + 160] = "";
             if (!driver_on_library_path()) {
                 char sim[PATH_MAX];
@@ -656,11 +670,12 @@ int cmd_run(int argc, char **argv)
                     snprintf(hint, sizeof hint, "; no CUDA driver, libcuda.so.1, is on the library path "
                              "(without a GPU, a build tree's simulated one: LD_LIBRARY_PATH=BUILD/tests/sim, README)");
             }
-            cli_error("no CUDA memory activity in `%s` or its descendants before it exited with "
-                      "status %d%s", top->command, code, hint);
-        } else if (!c.top && c.ndesc == 0 && !c.running) {
-            cli_error("no CUDA memory activity in `%s` or its descendants (none allocated, or CUDA did "
-                      "not start: is a driver, libcuda.so.1, on the library path?)", top->command);
+            if (WIFEXITED(status) && code != 0)
+                cli_error("no CUDA memory activity in `%s` or its descendants before it exited with "
+                          "status %d%s", top->command, code, hint);
+            else
+                cli_error("no CUDA memory activity in `%s` or its descendants%s", top->command,
+                          hint[0] ? hint : " (none allocated, or CUDA did not start)");
         } else {
             if (c.top || c.ndesc == 0)
                 print_process(top, "cushim: ");

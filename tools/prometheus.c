@@ -112,7 +112,7 @@ void prometheus_write(FILE *f, const struct proc_list *l)
 {
     /* Not a process's: segments that were skipped, so that an alert can see them. */
     header(f, "invalid_segments", "gauge",
-           "segment files of this user (everyone's as root; of the pids asked, when given) that could not be read; cushim ps lists them");
+           "segment files that could not be read (this user's, everyone's as root; under cushim stat PID..., those of the PIDs); cushim ps lists them");
     fprintf(f, "cushim_invalid_segments %d\n", l->bad);
     /* Per process: the phase, 1 for the one it is in and 0 for the other (stable series). */
     header(f, "phase", "gauge", "the process's phase (offload policy): 1 for the one it is in");
