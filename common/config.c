@@ -241,7 +241,7 @@ void cushim_config_load(struct cushim_config *c, const char *(*lookup)(const cha
     for (int i = 0; i < CUSHIM_OPT_COUNT; i++) {
         const struct cushim_option_info *o = &cushim_option_table[i];
         int rc = parse_into(c, (enum cushim_option)i, o->def, &expected);
-        (void)rc; /* defaults always parse: tests/test_options.c checks it */
+        (void)rc; /* defaults always parse: tests/test_units.c, config/defaults_parse_and_bad_values_keep_them, checks it */
         const char *v = lookup ? lookup(o->variable) : NULL;
         /* An empty value is no value (`CUSHIM_LOG= prog` means "the default"), as for unset. */
         if (v && *v && parse_into(c, (enum cushim_option)i, v, &expected) != 0) {

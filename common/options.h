@@ -2,7 +2,7 @@
  *
  * Environment variables, all prefixed CUSHIM_. `cushim run --help`, `cushim run --OPTION`
  * (the variable's name without the prefix, lower case, '_' -> '-'), the README's reference
- * (checked by tests/test_options.c) and the shim's parser are generated from this table.
+ * (checked by tests/test_units.c and tests/test_settings.c) and the shim's parser are generated from this table.
  *
  * X(ENUM, variable, type, default, help)
  *   type: BOOL (1/0/true/false/yes/no/on/off), SIZE (bytes: 512M, 64MiB, 1g, 4096),
