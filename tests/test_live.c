@@ -438,6 +438,9 @@ Test(live, a_bad_output_is_said_alone_before_any_process_is_looked_for)
     cr_expect_eq(cli(segdir, &r, "stat", "99999", "--output=/nonexistent/x"), 2);
     cr_expect_str_eq(r.err, "cushim: cannot write --output \"/nonexistent/x\": No such file or directory\n");
     run_free(&r);
+    cr_expect_eq(cli(segdir, &r, "stat", "--output", "/etc/passwd/x"), 2);
+    cr_expect_str_eq(r.err, "cushim: cannot write --output \"/etc/passwd/x\": Not a directory\n");
+    run_free(&r);
     cr_expect_eq(cli(segdir, &r, "stat", "--prometheus", "--output=/proc/version"), 2);
     cr_expect(strstr(r.err, "cushim: cannot write --output \"/proc/version\": ") == r.err &&
               strstr(r.err, " (a temporary file in /proc, renamed over it when complete, could not be "

@@ -322,8 +322,8 @@ Test(reports, an_unwritable_json_path_stops_before_running)
     run_cmd(&r, stray, sim_env(NULL));
     cr_expect_eq(r.status, 127);
     cr_expect_str_eq(r.err, "cushim: cannot run \"on\": No such file or directory (the options end at the "
-                            "\"--\" after it, so it was taken as the program; an option's value is one "
-                            "word after '=', e.g. --spill=on or --device-limit=20GiB)\n");
+                            "\"--\" after it, so it was taken as the program; a switch takes its value "
+                            "after '=', e.g. --spill=on)\n");
     run_free(&r);
     /* A size written with a space: the option took the number, the unit became the program (found
      * by a fresh-user trial: the hint spoke of switches). */
@@ -333,6 +333,13 @@ Test(reports, an_unwritable_json_path_stops_before_running)
     cr_expect_str_eq(r.err, "cushim: cannot run \"MiB\": No such file or directory (the options end at the "
                             "\"--\" after it, so it was taken as the program; --device-limit took \"1\" "
                             "as its value: a value is one word, e.g. --device-limit=1MiB)\n");
+    run_free(&r);
+    /* A mistyped program whose own arguments hold a "--" is only that (found by an attack trial:
+     * the hint offered --device-limit=8GiBtorchrunn). */
+    const char *typo[] = {cushim_bin(), "run", "--device-limit", "8GiB", "torchrunn", "--", "--nproc", "2", NULL};
+    run_cmd(&r, typo, sim_env(NULL));
+    cr_expect_eq(r.status, 127);
+    cr_expect_str_eq(r.err, "cushim: cannot run \"torchrunn\": No such file or directory\n");
     run_free(&r);
     const char *dir[] = {cushim_bin(), "run", "--", "/tmp", NULL};
     run_cmd(&r, dir, sim_env(NULL));

@@ -25,6 +25,7 @@
 #include "common/path.h"
 #include "common/procinfo.h"
 #include "common/report.h"
+#include "common/units.h"
 #include "tools/cli.h"
 #include "tools/output.h"
 #include "tools/run_collect.h"
@@ -50,6 +51,40 @@ static void flag_name(const char *variable, char *buf, size_t len)
 static int internal_option(int i)
 {
     return cushim_option_internal((enum cushim_option)i);
+}
+
+/* Whether the program word argv[i], not found, was meant as part of an option's value: 1 when
+ * argv[i - 1] is a switch (--spill) and argv[i] a boolean ("--spill on"); 2 when argv[i - 2] is
+ * an option that took argv[i - 1] as its value and the two words together make one ("--device-limit
+ * 1 MiB"); else 0 (a mistyped program whose own arguments hold a "--"). */
+static int split_value(char **argv, int i)
+{
+    char flag[64], joined[256];
+    int b;
+    for (int k = 0; k < CUSHIM_OPT_COUNT; k++) {
+        const struct cushim_option_info *o = &cushim_option_table[k];
+        if (internal_option(k))
+            continue;
+        flag_name(o->variable, flag, sizeof flag);
+        if (i >= 2 && o->type == CUSHIM_OT_BOOL && strcmp(argv[i - 1], flag) == 0)
+            return cushim_parse_bool(argv[i], &b) == 0 ? 1 : 0;
+        if (i < 3 || strcmp(argv[i - 2], flag) != 0 || o->type == CUSHIM_OT_BOOL)
+            continue;
+        if ((size_t)snprintf(joined, sizeof joined, "%s%s", argv[i - 1], argv[i]) >= sizeof joined)
+            return 0;
+        uint64_t size, limits[CUSHIM_MAX_DEVICES];
+        switch (o->type) {
+        case CUSHIM_OT_SIZE:
+            return cushim_parse_size(joined, &size) == 0 ? 2 : 0;
+        case CUSHIM_OT_DEVSIZES:
+            return cushim_parse_device_limits(joined, limits) == 0 ? 2 : 0;
+        case CUSHIM_OT_ENUM:
+            return cushim_parse_enum(o->choices, joined) >= 0 ? 2 : 0;
+        default:
+            return 0;
+        }
+    }
+    return 0;
 }
 
 static void usage(FILE *f)
@@ -580,23 +615,21 @@ int cmd_run(int argc, char **argv)
         /* Still cushim run: a stderr nobody reads must not kill it before it says why. */
         sigaction(SIGPIPE, &ignore, NULL);
         struct stat st;
-        int stray = 0; /* a word before a "--" that ends the options: a value given to a switch? */
+        int stray = 0; /* a word before a "--" that ends the options: a value given with a space? */
         for (int k = 1; !dashdash && prog[k]; k++)
             stray |= strcmp(prog[k], "--") == 0;
+        int split = e == ENOENT && stray ? split_value(argv, i) : 0;
         if (e == EACCES && stat(prog[0], &st) == 0 && S_ISDIR(st.st_mode))
             cli_error("cannot run \"%s\": it is a directory", prog[0]);
-        else if (e == ENOENT && stray && i >= 3 && argv[i - 2][0] == '-' && !strchr(argv[i - 2], '=') &&
-                 argv[i - 1][0] != '-')
-            /* An option that took the word before as its value: "--device-limit 1 MiB". */
+        else if (split == 2)
             cli_error("cannot run \"%s\": %s (the options end at the \"--\" after it, so it was "
                       "taken as the program; %s took \"%s\" as its value: a value is one word, "
                       "e.g. %s=%s%s)", prog[0], strerror(e), argv[i - 2], argv[i - 1], argv[i - 2],
                       argv[i - 1], prog[0]);
-        else if (e == ENOENT && stray)
+        else if (split == 1)
             cli_error("cannot run \"%s\": %s (the options end at the \"--\" after it, so it was "
-                      "taken as the program; an option's value is one word after '=', e.g. --spill=on or "
-                      "--device-limit=20GiB)",
-                      prog[0], strerror(e));
+                      "taken as the program; a switch takes its value after '=', e.g. %s=%s)",
+                      prog[0], strerror(e), argv[i - 1], prog[0]);
         else
             cli_error("cannot run \"%s\": %s", prog[0], strerror(e));
         ssize_t w = write(exec_pipe[1], &e, sizeof e);

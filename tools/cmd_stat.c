@@ -285,12 +285,14 @@ int cmd_stat(int argc, char **argv)
      * (never a temporary file left). */
     if (a.interval > 0 || a.output)
         watch_catch_stop_signals();
-    /* A file --output replaces (nothing there, or a regular file) is tried first: a bad one is
-     * the one line said, before any process is looked for. Never a FIFO or a device, which an
-     * open would disturb. */
+    /* A file --output replaces (nothing there, a regular file, a link to one) or a path that
+     * cannot be one is tried first: a bad one is the one line said, before any process is looked
+     * for. Never a FIFO or a device, which an open would disturb, nor a dangling link, which an
+     * open would create the target of. */
     struct stat ost;
     if (a.output && strcmp(a.output, "-") != 0 &&
-        (lstat(a.output, &ost) == 0 ? S_ISREG(ost.st_mode) : errno == ENOENT)) {
+        (lstat(a.output, &ost) != 0 || S_ISREG(ost.st_mode) ||
+         (S_ISLNK(ost.st_mode) && stat(a.output, &ost) == 0 && S_ISREG(ost.st_mode)))) {
         struct cli_output probe;
         if (cli_output_open(&probe, a.output) != 0) {
             cli_error("cannot write --output \"%s\": %s", a.output, cli_output_strerror(errno));
