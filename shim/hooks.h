@@ -124,6 +124,7 @@
     X(cuDeviceSetGraphMemAttribute, cuDeviceSetGraphMemAttribute, 11040, 0) \
     X(cuDeviceGetDefaultMemPool, cuDeviceGetDefaultMemPool, 11020, 0)  \
     X(cuDeviceGetMemPool, cuDeviceGetMemPool, 11020, 0)                \
+    X(cuDeviceSetMemPool, cuDeviceSetMemPool, 11020, 0)                \
     SHIM_HOOKS_CUDA121(X)                                              \
     SHIM_HOOKS_CUDA13(X)
 
@@ -142,7 +143,8 @@
 #if CUDA_VERSION >= 13000
 #define SHIM_HOOKS_CUDA13(X)                                           \
     X(cuMemGetDefaultMemPool, cuMemGetDefaultMemPool, 13000, 0)        \
-    X(cuMemGetMemPool, cuMemGetMemPool, 13000, 0)
+    X(cuMemGetMemPool, cuMemGetMemPool, 13000, 0)                      \
+    X(cuMemSetMemPool, cuMemSetMemPool, 13000, 0)
 #else
 #define SHIM_HOOKS_CUDA13(X)
 #endif

@@ -81,33 +81,43 @@ static inline __attribute__((always_inline)) bool async_reserve(struct async_req
     return true;
 }
 
+/* Each device's current pool as the program set it (cuDeviceSetMemPool, cuMemSetMemPool of a
+ * device location), 0 for its default pool: cuda.h, cuDeviceSetMemPool: "By default, a device's
+ * current memory pool is its default memory pool"; cuMemPoolDestroy: "Destroying the current
+ * mempool of a device sets the default mempool of that device as the current mempool". Read
+ * without asking the driver (not even during a capture). */
+static _Atomic uint64_t current_pool[CUSHIM_MAX_DEVICES];
+
 /* The pool a request in the budget was made from, for its entry (cuMemPoolDestroy): the one it
- * named or was served from, else the device's current pool as now (cuda.h cuMemAllocAsync: "The
- * allocation comes from the memory pool current to the stream's device"); 0 when unknown (not
- * asked while a capture is live). */
+ * named or was served from, else its device's current pool (cuda.h cuMemAllocAsync: "The
+ * allocation comes from the memory pool current to the stream's device"); 0: the default pool,
+ * which is never destroyed. */
 static uint64_t async_request_pool(const struct async_req *q)
 {
-    CUmemoryPool pool = q->pool;
-    __typeof__(&cuDeviceGetMemPool) current = REAL(cuDeviceGetMemPool);
-    if (!pool && (!current || capture_any_live() || current(&pool, q->device) != CUDA_SUCCESS))
-        pool = NULL;
-    return (uint64_t)(uintptr_t)pool;
+    if (q->pool)
+        return (uint64_t)(uintptr_t)q->pool;
+    return (unsigned)q->device < CUSHIM_MAX_DEVICES
+               ? atomic_load_explicit(&current_pool[q->device], memory_order_relaxed)
+               : 0;
 }
 
 static inline __attribute__((always_inline)) CUresult async_end(const struct async_req *q, CUresult r, CUdeviceptr *dptr, size_t bytes)
 {
     if (r == CUDA_SUCCESS) {
+        /* In the pools' figures from now on (budget_async counts only requests whose call is
+         * done: a reading during the call, its growth not yet in the reserve, must not take its
+         * bytes off the reserve), before its entry is in the table: a destroy of its pool that
+         * finds the entry takes them out again (pool_gone). One not kept gave its budget back
+         * (track_not_kept) and its free is never seen: out again at once. */
+        if (q->reserved)
+            budget_async_add(q->device, bytes);
         bool kept = !q->capturing && /* no context: a teardown leaves it alone (ASYNC_NO_CONTEXT) */
                     track_alloc_on_aux(&shim.ptrs, q->kind, *dptr, bytes, q->device, NULL,
                                        q->reserved ? SHIM_F_RESERVED : 0,
                                        q->reserved ? async_request_pool(q) : 0);
         if (q->reserved) {
-            /* In the pools' figures from now on (budget_async counts only requests whose call is
-             * done: a reading during the call, its growth not yet in the reserve, must not take
-             * its bytes off the reserve), if counted at all: one not kept gave its budget back
-             * (track_not_kept) and its free is never seen. */
-            if (kept)
-                budget_async_add(q->device, bytes);
+            if (!kept)
+                budget_async_sub(q->device, bytes);
             budget_pool_served_done(q->device, (uint64_t)(uintptr_t)q->pool, q->served, false);
             budget_pool_changed(q->device, 0);
         }
@@ -325,6 +335,20 @@ SHIM_EXPORT CUresult CUDAAPI cuDeviceGetMemPool(CUmemoryPool *pool, CUdevice dev
     return pool_got(real_(pool, dev), pool, &l, CU_MEM_ALLOCATION_TYPE_PINNED);
 }
 
+/* A device's current pool set: remembered (current_pool). */
+static CUresult pool_set(CUresult r, int device, CUmemoryPool pool)
+{
+    if (r == CUDA_SUCCESS && (unsigned)device < CUSHIM_MAX_DEVICES)
+        atomic_store_explicit(&current_pool[device], (uint64_t)(uintptr_t)pool, memory_order_relaxed);
+    return r;
+}
+
+SHIM_EXPORT CUresult CUDAAPI cuDeviceSetMemPool(CUdevice dev, CUmemoryPool pool)
+{
+    REAL_OR_FAIL(cuDeviceSetMemPool);
+    return pool_set(real_(dev, pool), (int)dev, pool);
+}
+
 #if CUDA_VERSION >= 13000
 /* CUDA 13's pools by location (cuda.h, cuMemGetDefaultMemPool / cuMemGetMemPool): the host's and
  * host NUMA nodes' pinned pools, whose allocations through cuMemAllocFromPoolAsync are page-locked
@@ -341,6 +365,18 @@ SHIM_EXPORT CUresult CUDAAPI cuMemGetMemPool(CUmemoryPool *pool, CUmemLocation *
 {
     REAL_OR_FAIL(cuMemGetMemPool);
     return pool_got(real_(pool, location, type), pool, location, (int)type);
+}
+
+/* cuda.h cuMemSetMemPool: for a device location and pinned allocations "the equivalent of
+ * calling cuDeviceSetMemPool with the location id as the device". */
+SHIM_EXPORT CUresult CUDAAPI cuMemSetMemPool(CUmemLocation *location, CUmemAllocationType type,
+                                             CUmemoryPool pool)
+{
+    REAL_OR_FAIL(cuMemSetMemPool);
+    bool device = location && location->type == CU_MEM_LOCATION_TYPE_DEVICE &&
+                  type == CU_MEM_ALLOCATION_TYPE_PINNED;
+    int id = device ? location->id : -1;
+    return pool_set(real_(location, type, pool), id, pool);
 }
 #endif
 
@@ -373,7 +409,12 @@ SHIM_EXPORT CUresult CUDAAPI cuMemPoolDestroy(CUmemoryPool pool)
     CUresult r = real_(pool);
     if (r != CUDA_SUCCESS && known) {
         table_put(&shim.pools, &e, NULL);
-    } else if (known && e.aux == CUSHIM_KIND_ASYNC && unlikely(budget_any)) {
+    }
+    if (r == CUDA_SUCCESS && known && (unsigned)e.device < CUSHIM_MAX_DEVICES) {
+        uint64_t was = (uint64_t)(uintptr_t)pool;
+        atomic_compare_exchange_strong(&current_pool[e.device], &was, 0);
+    }
+    if (r == CUDA_SUCCESS && known && e.aux == CUSHIM_KIND_ASYNC && unlikely(budget_any)) {
         uint64_t gone[2] = {(uint64_t)(uintptr_t)pool, 0};
         if (table_for_each(&shim.ptrs, pool_gone, gone) && e.device >= 0)
             budget_async_sub(e.device, gone[1]);

@@ -498,6 +498,26 @@ static int scenario_budget_pool_destroyed(void)
         CHECK(cudaFree(c));
     CHECK(cudaFreeAsync(a, s));
     CHECK(cudaStreamSynchronize(s));
+    /* The same, the 4 MiB made while another stream captures (the pool is known without asking
+     * the driver, which is not asked during a capture). */
+    cudaStream_t s2;
+    cudaGraph_t g;
+    CHECK(cudaStreamCreate(&s2));
+    CHECK(cudaMemPoolCreate(&c_pool, &props));
+    CHECK(cudaDeviceSetMemPool(0, c_pool));
+    CHECK(cudaStreamBeginCapture(s2, cudaStreamCaptureModeRelaxed));
+    CHECK(cudaMallocAsync(&a, 4 * MiB, s));
+    CHECK(cudaStreamEndCapture(s2, &g));
+    CHECK(cudaStreamSynchronize(s));
+    CHECK(cudaMemPoolDestroy(c_pool)); /* the default pool is current again (cuda.h) */
+    CHECK(cudaMemGetInfo(&free_b, &total_b));
+    printf("captured.free=%zu\n", free_b);
+    r = (int)cudaMalloc(&c, 3 * MiB);
+    printf("captured.malloc=%d\n", r);
+    if (r == 0)
+        CHECK(cudaFree(c));
+    CHECK(cudaFreeAsync(a, s));
+    CHECK(cudaStreamSynchronize(s));
     return 0;
 }
 
