@@ -280,7 +280,7 @@ Test(live, a_budget_refusal_is_in_the_exposition_and_stat)
     run_free(&r);
     const char *text[] = {cushim_bin(), "stat", p, NULL};
     run_cmd(&r, text, env);
-    cr_expect(strstr(r.out, "  limit 2.00 MiB (1 request refused by it)\n") != NULL, "%s", r.out);
+    cr_expect(strstr(r.out, "  limit 2.00 MiB (1 request over it)\n") != NULL, "%s", r.out);
     run_free(&r);
     touch(hold);
     cr_expect_eq(wait_bg(pid), 0);
@@ -459,6 +459,11 @@ Test(live, stat_with_nothing_to_show_leaves_its_output_file)
     fclose(f);
     struct run_result r;
     cr_expect_eq(cli(segdir, &r, "stat", "--output", out), 1);
+    /* The directory looked in is named (found by a fresh-user trial: a run with another
+     * --segment-dir was only "no live process"). */
+    char said[900];
+    snprintf(said, sizeof said, "cushim: no live process under cushim (yours; everyone's as root) in %s\n", segdir);
+    cr_expect_str_eq(r.err, said);
     run_free(&r);
     char *text = slurp(out);
     cr_expect_str_eq(text, "keep\n", "nothing shown: the file as it was");

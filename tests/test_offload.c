@@ -166,7 +166,7 @@ Test(offload, budget_limits_what_the_program_sees_and_gets)
     cr_expect_eq(jpath_u64(j, "devices.0.device_total.peak_bytes"), 768 * MiB);
     cr_expect_eq(jpath_u64(j, "devices.0.device_total.limit_bytes"), 1ull << 30, "the budget is shown");
     cr_expect_eq(kv_u64(r.out, "api.limit"), 1ull << 30, "and read through cushim.h");
-    cr_expect(strstr(r.err, "  total 4.00 GiB  untracked 0 B  limit 1.00 GiB (1 request refused by it)\n") != NULL,
+    cr_expect(strstr(r.err, "  total 4.00 GiB  untracked 0 B  limit 1.00 GiB (1 request over it)\n") != NULL,
               "%s", r.err);
     cr_expect_eq(jpath_u64(j, "devices.0.device_total.limit_refused_count"), 1,
                  "the failure is the budget's, not the device's: said without CUSHIM_LOG");

@@ -84,6 +84,13 @@ Test(settings, usage_errors_exit_2)
         {{"run", "--offload-cache=1GiB", "--", "/bin/true", NULL},
          "cushim: --offload-cache keeps freed offloaded memory for reuse, and nothing is offloaded (offload and "
          "spill are off): give --offload or --spill too, or leave it out\n", 2},
+        /* An empty value is no value; --quiet takes none; phase's words in the wrong order (found
+         * by a fresh-user trial: a file-system error, "unknown option", "not a process id"). */
+        {{"stat", "--output=", NULL}, "cushim: --output needs a FILE\n", 2},
+        {{"run", "--json=", "--", "/bin/true", NULL}, "cushim: --json needs a FILE\n", 2},
+        {{"run", "--quiet=on", "--", "/bin/true", NULL}, "cushim: --quiet takes no value (got \"--quiet=on\")\n", 2},
+        {{"phase", "run", "1234", NULL}, "cushim: phase takes the PID first, then the phase (usage: cushim phase PID "
+                                         "compile|run)\n", 2},
         /* Words a command does not take, said one way by every command (found by a fresh-user
          * trial: three wordings). */
         {{"reset-peak", "1", "--devcie", "0", NULL}, "cushim: unknown option \"--devcie\" for reset-peak (see cushim reset-peak --help)\n", 2},
@@ -118,7 +125,7 @@ Test(settings, usage_errors_exit_2)
     run_cmd(&r, a7, NULL);
     cr_expect_eq(r.status, 2);
     cr_expect_str_eq(r.out, "", "refused before the program runs");
-    cr_expect_str_eq(r.err, "cushim: cannot write --json \"\": No such file or directory; nothing was run\n");
+    cr_expect_str_eq(r.err, "cushim: --json needs a FILE\n");
     run_free(&r);
     /* A bad value typed as a flag is named by the flag and stops the run (the same value in the
      * environment only warns: a_child_that_sets_its_own_bad_value_reports_it). */
@@ -418,6 +425,22 @@ Test(settings, a_segment_directory_root_cannot_create_in_stops_the_run)
 
 /* A cushim moved away from its library names the directories it looked in, the one beside
  * itself first (found by a fresh-user trial: only the configured install directory was named). */
+/* Offload settings in the environment with offload off have no effect: said, and the run goes
+ * on (as options they are usage errors: usage_errors_exit_2). Found by a fresh-user trial. */
+Test(settings, offload_settings_without_offload_are_said)
+{
+    struct run_result r;
+    const char *env[] = {"CUSHIM_OFFLOAD_MIN=1MiB", "CUSHIM_OFFLOAD_CACHE=1GiB", "CUSHIM_OFFLOAD", "CUSHIM_SPILL", NULL};
+    const char *argv[] = {cushim_bin(), "run", "--quiet", "--", "/bin/echo", "ran", NULL};
+    run_cmd(&r, argv, env);
+    cr_expect_eq(r.status, 0);
+    cr_expect_str_eq(r.out, "ran\n");
+    cr_expect_str_eq(r.err, "cushim: CUSHIM_OFFLOAD_MIN is set, and offload is off (CUSHIM_OFFLOAD): it has no "
+                            "effect\ncushim: CUSHIM_OFFLOAD_CACHE is set, and nothing is offloaded (CUSHIM_OFFLOAD "
+                            "and CUSHIM_SPILL are off): it has no effect\n");
+    run_free(&r);
+}
+
 Test(settings, a_moved_cushim_names_where_it_looked_for_the_library)
 {
     const char *dir = fresh_dir("moved-bin");

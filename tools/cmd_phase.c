@@ -48,6 +48,10 @@ int cmd_phase(int argc, char **argv)
             cli_bad_word("phase", argv[3], "cushim phase PID compile|run");
         return EXIT_USAGE;
     }
+    if (cushim_parse_enum("run|compile", argv[1]) >= 0) {
+        cli_error("phase takes the PID first, then the phase (usage: cushim phase PID compile|run)");
+        return EXIT_USAGE;
+    }
     pid_t pid = cli_parse_pid(argv[1]);
     int phase = cushim_parse_enum("run|compile", argv[2]);
     if (pid < 0)

@@ -446,6 +446,9 @@ int cmd_run(int argc, char **argv)
         }
         if (strcmp(argv[i], "--quiet") == 0) {
             quiet = 1;
+        } else if (strncmp(argv[i], "--quiet=", 8) == 0) {
+            cli_error("--quiet takes no value (got \"%s\")", argv[i]);
+            return EXIT_USAGE;
         } else if (strncmp(argv[i], "--json", 6) == 0 && (argv[i][6] == '\0' || argv[i][6] == '=')) {
             if (cli_option_value(argc, argv, &i, "--json", "a FILE", &json) < 0)
                 return EXIT_USAGE;
@@ -501,6 +504,15 @@ int cmd_run(int argc, char **argv)
                   "(offload and spill are off): give --offload or --spill too, or leave it out");
         return EXIT_USAGE;
     }
+    /* The same values from the environment warn, as bad values there do: the run goes on. */
+    const char *env_min = getenv("CUSHIM_OFFLOAD_MIN"), *env_cache = getenv("CUSHIM_OFFLOAD_CACHE");
+    if (!set_by_flag[CUSHIM_OPT_OFFLOAD_MIN] && env_min && *env_min && cfg.offload == CUSHIM_OFFLOAD_OFF)
+        fprintf(stderr, "cushim: CUSHIM_OFFLOAD_MIN is set, and offload is off (CUSHIM_OFFLOAD): it "
+                        "has no effect\n");
+    if (!set_by_flag[CUSHIM_OPT_OFFLOAD_CACHE] && env_cache && *env_cache &&
+        cfg.offload == CUSHIM_OFFLOAD_OFF && !cfg.spill)
+        fprintf(stderr, "cushim: CUSHIM_OFFLOAD_CACHE is set, and nothing is offloaded (CUSHIM_OFFLOAD "
+                        "and CUSHIM_SPILL are off): it has no effect\n");
     /* This run prints each process's text summary on stderr at its end: a process whose summary
      * reaches the run leaves out its own text report to stderr (a descendant that outlives the
      * run still prints its own). */

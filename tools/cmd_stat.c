@@ -328,7 +328,7 @@ int cmd_stat(int argc, char **argv)
             int answered = l.count || (!a.npids && (a.prom || a.interval > 0));
             rc = answered && !missing ? 0 : EXIT_NOTHING;
             if (!l.count && !a.npids && !a.prom && !a.json && a.interval <= 0)
-                cli_error("no live process under cushim");
+                cli_error("no live process under cushim (yours; everyone's as root) in %s", seg_dir());
         }
         /* With PIDs, a repeating stat ends when none of them is left (the last snapshot stays in
          * an --output file), and writes nothing when none is there at first (said, exit 1). */

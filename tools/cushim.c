@@ -72,6 +72,10 @@ int cli_option_value(int argc, char **argv, int *i, const char *name, const char
     if (argv[*i][n] == '=' || (short_opt && argv[*i][n] != '\0')) {
         /* --name=VALUE; a short option's value may also follow it directly (-n1, as getopt). */
         *value = argv[*i] + n + (argv[*i][n] == '=');
+        if (!**value) { /* "--output=": no value, not a file named "" */
+            cli_error("%s needs %s", name, value_name);
+            return -1;
+        }
         return 1;
     }
     if (*i + 1 >= argc || strcmp(argv[*i + 1], "--") == 0) {
@@ -80,6 +84,10 @@ int cli_option_value(int argc, char **argv, int *i, const char *name, const char
     }
     if (cli_value_is_option(name, argv[*i + 1]))
         return -1;
+    if (!*argv[*i + 1]) { /* "--output ''": no value, not a file named "" */
+        cli_error("%s needs %s", name, value_name);
+        return -1;
+    }
     *value = argv[++*i];
     return 1;
 }
