@@ -335,8 +335,10 @@ int run_status(const char *const *argv, const char *const *env, struct run_resul
 {
     const char *full[32] = {cushim_bin(), "run", "--"};
     size_t n = 3;
-    for (size_t i = 0; argv[i]; i++)
+    for (size_t i = 0; argv[i]; i++) {
+        cr_assert_lt(n, 31, "run_status: at most 28 arguments");
         full[n++] = argv[i];
+    }
     full[n] = NULL;
     run_cmd(r, full, env);
     return r->status;

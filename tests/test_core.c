@@ -2,6 +2,7 @@
  * the shared and the static runtime, each value also equal to the simulated device's own count. */
 #include <criterion/criterion.h>
 #include <criterion/parameterized.h>
+#include <signal.h>
 #include <string.h>
 
 #include "harness.h"
@@ -730,10 +731,14 @@ RT_TEST(untracked_is_context_overhead)
 RT_TEST(exit_inside_a_cuda_call)
 {
     struct run_result r;
-    const char *extra[] = {"SIMCUDA_INJECT=cuMemAlloc_v2:2:raise=10", NULL};
+    char inject[64];
+    snprintf(inject, sizeof inject, "SIMCUDA_INJECT=cuMemAlloc_v2:2:raise=%d", SIGUSR1);
+    const char *extra[] = {inject, "CUSHIM_LOG=info", NULL};
     json_t *j = scenario(&r, p->static_rt, "exit_in_call", extra);
     expect_kind(j, 0, "device", MiB, MiB, 1, 0, 0);
     cr_expect_eq(jpath_u64(j, "devices.0.untracked_sampled_ns"), 0);
+    cr_expect(strstr(r.err, "exit inside a CUDA call (a signal handler's exit()?): untracked memory and the "
+                            "pools are not sampled for the summary\n") != NULL, "%s", r.err);
     json_decref(j);
     run_free(&r);
 }

@@ -449,7 +449,7 @@ Test(lifecycle, a_process_of_an_inner_pid_namespace_is_not_the_launched_program)
 Test(lifecycle, the_summaries_of_a_killed_nested_run_reach_the_outer_run)
 {
     const char *tmp = fresh_dir("tmp-killed-nested");
-    char json[700], done[700], stop[700], inner[1500], body[4500], tmpenv[700];
+    char json[700], done[700], stop[700], inner[3200], body[6500], tmpenv[700];
     snprintf(tmpenv, sizeof tmpenv, "TMPDIR=%s", tmp);
     snprintf(json, sizeof json, "%s/killed-nested.json", test_dir());
     snprintf(done, sizeof done, "%s/killed-nested.done", test_dir());

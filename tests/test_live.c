@@ -438,6 +438,18 @@ Test(live, a_bad_output_is_said_alone_before_any_process_is_looked_for)
     cr_expect_eq(cli(segdir, &r, "stat", "99999", "--output=/nonexistent/x"), 2);
     cr_expect_str_eq(r.err, "cushim: cannot write --output \"/nonexistent/x\": No such file or directory\n");
     run_free(&r);
+    /* Never a probe that would create a dangling link's target: with nothing to show, it is left
+     * as it was. */
+    char link[700], target[700];
+    snprintf(link, sizeof link, "%s/probe-link", test_dir());
+    snprintf(target, sizeof target, "%s/probe-target", test_dir());
+    unlink(link);
+    unlink(target);
+    cr_assert_eq(symlink(target, link), 0);
+    cr_expect_eq(cli(segdir, &r, "stat", "--output", link), 1, "%s", r.err);
+    cr_expect_neq(access(target, F_OK), 0, "the link's target was created");
+    run_free(&r);
+    unlink(link);
     cr_expect_eq(cli(segdir, &r, "stat", "--output", "/etc/passwd/x"), 2);
     cr_expect_str_eq(r.err, "cushim: cannot write --output \"/etc/passwd/x\": Not a directory\n");
     run_free(&r);

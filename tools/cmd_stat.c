@@ -212,6 +212,11 @@ static int emit(const struct stat_args *a, const struct proc_list *l, long n, in
 {
     struct cli_output out;
     int stream = !a->output || t->keeping;
+    /* Nothing to write to a file --output names (a one-shot text stat with nothing to show): it is
+     * not even opened, so that a dangling link's target is not made (a bad path was said by the
+     * probe in cmd_stat). */
+    if (!stream && empty_keeps && a->interval <= 0)
+        return 0;
     if (!stream) {
         if (cli_output_open(&out, a->output) != 0) {
             cli_error("cannot write --output \"%s\": %s", a->output, cli_output_strerror(errno));

@@ -33,7 +33,7 @@ static int scenario_malloc(void)
     return 0;
 }
 
-/* The second allocation's driver call raises SIGUSR1 (SIMCUDA_INJECT=cuMemAlloc_v2:2:raise=10),
+/* The second allocation's driver call raises SIGUSR1 (SIMCUDA_INJECT=cuMemAlloc_v2:2:raise=N),
  * whose handler ends the process: an exit() from inside a CUDA call. */
 static void exit_from_handler(int sig)
 {

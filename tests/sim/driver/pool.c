@@ -263,8 +263,9 @@ CUresult CUDAAPI cuMemPoolCreate(CUmemoryPool *pool, const CUmemPoolProps *poolP
     return *pool ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
 }
 
-/* cuda.h: "A device's default memory pool cannot be destroyed." "Destroying the current mempool of
- * a device sets the default mempool of that device as the current mempool for that device." */
+/* cuda.h (cuMemPoolDestroy): "A device's default memory pool cannot be destroyed." "Destroying the
+ * current mempool of a device sets the default mempool of that device as the current mempool for
+ * that device." */
 CUresult CUDAAPI cuMemPoolDestroy(CUmemoryPool pool)
 {
     SIM_ENTER(cuMemPoolDestroy);
