@@ -481,9 +481,17 @@ static int scenario_budget_pool_destroyed(void)
     printf("freed.malloc=%d\n", r);
     if (r == 0)
         CHECK(cudaFree(c));
-    /* The device's current pool, destroyed with 4 MiB of cudaMallocAsync live. */
+    /* The device's current pool, destroyed with 4 MiB of cudaMallocAsync live; made current with
+     * CUDA 13's cuMemSetMemPool where the headers have it (cudaDeviceSetMemPool below). */
     CHECK(cudaMemPoolCreate(&c_pool, &props));
+#if CUDA_VERSION >= 13000
+    PFN_cuMemSetMemPool_v13000 set_pool = entry("cuMemSetMemPool", 13000);
+    CUmemLocation here = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 0};
+    if (set_pool(&here, CU_MEM_ALLOCATION_TYPE_PINNED, (CUmemoryPool)c_pool) != CUDA_SUCCESS)
+        return 3;
+#else
     CHECK(cudaDeviceSetMemPool(0, c_pool));
+#endif
     CHECK(cudaMallocAsync(&a, 4 * MiB, s));
     CHECK(cudaStreamSynchronize(s));
     cudaMemPool_t def;
