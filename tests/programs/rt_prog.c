@@ -481,17 +481,9 @@ static int scenario_budget_pool_destroyed(void)
     printf("freed.malloc=%d\n", r);
     if (r == 0)
         CHECK(cudaFree(c));
-    /* The device's current pool, destroyed with 4 MiB of cudaMallocAsync live; made current with
-     * CUDA 13's cuMemSetMemPool where the headers have it (cudaDeviceSetMemPool below). */
+    /* The device's current pool, destroyed with 4 MiB of cudaMallocAsync live. */
     CHECK(cudaMemPoolCreate(&c_pool, &props));
-#if CUDA_VERSION >= 13000
-    PFN_cuMemSetMemPool_v13000 set_pool = entry("cuMemSetMemPool", 13000);
-    CUmemLocation here = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 0};
-    if (set_pool(&here, CU_MEM_ALLOCATION_TYPE_PINNED, (CUmemoryPool)c_pool) != CUDA_SUCCESS)
-        return 3;
-#else
     CHECK(cudaDeviceSetMemPool(0, c_pool));
-#endif
     CHECK(cudaMallocAsync(&a, 4 * MiB, s));
     CHECK(cudaStreamSynchronize(s));
     cudaMemPool_t def;
@@ -507,25 +499,39 @@ static int scenario_budget_pool_destroyed(void)
     CHECK(cudaFreeAsync(a, s));
     CHECK(cudaStreamSynchronize(s));
     /* The same, the 4 MiB made while another stream captures (the pool is known without asking
-     * the driver, which is not asked during a capture). */
+     * the driver, which is not asked during a capture): made current with cudaDeviceSetMemPool,
+     * then with CUDA 13's cuMemSetMemPool where the headers have it. */
     cudaStream_t s2;
     cudaGraph_t g;
     CHECK(cudaStreamCreate(&s2));
-    CHECK(cudaMemPoolCreate(&c_pool, &props));
-    CHECK(cudaDeviceSetMemPool(0, c_pool));
-    CHECK(cudaStreamBeginCapture(s2, cudaStreamCaptureModeRelaxed));
-    CHECK(cudaMallocAsync(&a, 4 * MiB, s));
-    CHECK(cudaStreamEndCapture(s2, &g));
-    CHECK(cudaStreamSynchronize(s));
-    CHECK(cudaMemPoolDestroy(c_pool)); /* the default pool is current again (cuda.h) */
-    CHECK(cudaMemGetInfo(&free_b, &total_b));
-    printf("captured.free=%zu\n", free_b);
-    r = (int)cudaMalloc(&c, 3 * MiB);
-    printf("captured.malloc=%d\n", r);
-    if (r == 0)
-        CHECK(cudaFree(c));
-    CHECK(cudaFreeAsync(a, s));
-    CHECK(cudaStreamSynchronize(s));
+    for (int k = 0; k < 2; k++) {
+        CHECK(cudaMemPoolCreate(&c_pool, &props));
+        if (k == 0) {
+            CHECK(cudaDeviceSetMemPool(0, c_pool));
+        } else {
+#if CUDA_VERSION >= 13000
+            PFN_cuMemSetMemPool_v13000 set_pool = entry("cuMemSetMemPool", 13000);
+            CUmemLocation here = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 0};
+            if (set_pool(&here, CU_MEM_ALLOCATION_TYPE_PINNED, (CUmemoryPool)c_pool) != CUDA_SUCCESS)
+                return 3;
+#else
+            CHECK(cudaDeviceSetMemPool(0, c_pool));
+#endif
+        }
+        CHECK(cudaStreamBeginCapture(s2, cudaStreamCaptureModeRelaxed));
+        CHECK(cudaMallocAsync(&a, 4 * MiB, s));
+        CHECK(cudaStreamEndCapture(s2, &g));
+        CHECK(cudaStreamSynchronize(s));
+        CHECK(cudaMemPoolDestroy(c_pool)); /* the default pool is current again (cuda.h) */
+        CHECK(cudaMemGetInfo(&free_b, &total_b));
+        printf("captured%d.free=%zu\n", k, free_b);
+        r = (int)cudaMalloc(&c, 3 * MiB);
+        printf("captured%d.malloc=%d\n", k, r);
+        if (r == 0)
+            CHECK(cudaFree(c));
+        CHECK(cudaFreeAsync(a, s));
+        CHECK(cudaStreamSynchronize(s));
+    }
     return 0;
 }
 
