@@ -194,7 +194,7 @@ static int parse_into(struct cushim_config *c, enum cushim_option id, const char
         return cushim_parse_bool(v, ival);
     case CUSHIM_OT_SIZE: {
         int rc = cushim_parse_size(v, sval);
-        *expected = rc == -2 ? "a size below 16 EiB (2^64 bytes)" : "a size (e.g. 512M, 64MiB, 1g, 4096)";
+        *expected = rc == -2 ? "a size below 16 EiB (2^64 bytes)" : "a size (a whole number of bytes, or with a unit K, M, G or T, binary, any case, as K, KB, KiB or Ki: e.g. 512M, 64MiB, 1Gi, 4096)";
         return rc < 0 ? -1 : 0;
     }
     case CUSHIM_OT_ENUM: {
@@ -224,7 +224,8 @@ static int parse_into(struct cushim_config *c, enum cushim_option id, const char
     {
         int rc = *v ? cushim_parse_device_limits(v, c->device_limit) : 0;
         *expected = rc == -2 ? "a size below 16 EiB (2^64 bytes) for every device or ORDINAL:SIZE,..."
-                             : "a size for every device or ORDINAL:SIZE,... with ordinals 0..63, each once "
+                             : "a size for every device (a whole number with a unit K, M, G or T, binary) or "
+                               "ORDINAL:SIZE,... with ordinals 0..63, each once, no spaces "
                                "(e.g. 20GiB or 0:20GiB,1:10GiB)";
         return rc < 0 ? -1 : 0;
     }

@@ -46,7 +46,7 @@ struct cushim_config {
 struct cushim_config_error {
     int option;            /* enum cushim_option with a bad value; CUSHIM_OPT_COUNT: an unknown name */
     const char *shown;     /* the bad value as the line shows it: "foo", or "xxxx..." (300 bytes) */
-    const char *expected;  /* what was expected, e.g. "a size (e.g. 512M, 64MiB, 1g, 4096)" */
+    const char *expected;  /* what was expected, e.g. "a size (a whole number of bytes, or with a unit K, M, G or T, binary, any case, as K, KB, KiB or Ki: e.g. 512M, 64MiB, 1Gi, 4096)" */
     const char *line;      /* the whole one-line message (no newline), naming the variable and
                               the default used: what the shim and the CLI print */
 };

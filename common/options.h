@@ -5,7 +5,7 @@
  * (checked by tests/test_units.c and tests/test_settings.c) and the shim's parser are generated from this table.
  *
  * X(ENUM, variable, type, default, help)
- *   type: BOOL (1/0/true/false/yes/no/on/off), SIZE (bytes: 512M, 64MiB, 1g, 4096),
+ *   type: BOOL (1/0/true/false/yes/no/on/off), SIZE (bytes: 512M, 64MiB, 1g, 1Gi, 4096),
  *         ENUM:"a|b|c" (given as the choices string), STRING, DEVSIZES (SIZE, or "0:20GiB,1:10GiB")
  */
 #ifndef CUSHIM_OPTIONS_H

@@ -26,7 +26,7 @@ int cushim_parse_size(const char *s, uint64_t *out)
     static const struct { const char *suffix; unsigned shift; } units[] = {
         {"", 0},    {"b", 0},    {"k", 10},   {"kb", 10},  {"kib", 10}, {"m", 20},
         {"mb", 20}, {"mib", 20}, {"g", 30},   {"gb", 30},  {"gib", 30}, {"t", 40},
-        {"tb", 40}, {"tib", 40},
+        {"tb", 40}, {"tib", 40}, {"ki", 10}, {"mi", 20}, {"gi", 30}, {"ti", 40}, /* Kubernetes' spelling */
     };
     char digits[32];
     size_t n = 0;

@@ -134,7 +134,7 @@ Test(settings, usage_errors_exit_2)
     cr_expect_eq(r.status, 2);
     cr_expect_str_eq(r.out, "", "the program does not run");
     cr_expect_str_eq(r.err, "cushim: --log \"loud\" is not one of off|error|warn|info|debug (see cushim run --help)\n"
-                            "cushim: --offload-min \"foo\" is not a size (e.g. 512M, 64MiB, 1g, 4096) "
+                            "cushim: --offload-min \"foo\" is not a size (a whole number of bytes, or with a unit K, M, G or T, binary, any case, as K, KB, KiB or Ki: e.g. 512M, 64MiB, 1Gi, 4096) "
                             "(see cushim run --help)\n");
     run_free(&r);
 }
@@ -214,8 +214,9 @@ Test(settings, bad_configuration_value_is_one_line_and_the_program_runs)
     run_cmd(&r, argv2, sim_env(extra2));
     cr_expect_eq(r.status, 0);
     cr_expect_str_eq(r.out, "ran\n");
-    cr_expect_str_eq(r.err, "cushim: CUSHIM_OFFLOAD_MIN=\"12XB\" is not a size (e.g. 512M, 64MiB, "
-                            "1g, 4096); using the default \"64MiB\"\n");
+    cr_expect_str_eq(r.err, "cushim: CUSHIM_OFFLOAD_MIN=\"12XB\" is not a size (a whole number of "
+                            "bytes, or with a unit K, M, G or T, binary, any case, as K, KB, KiB or Ki: e.g. "
+                            "512M, 64MiB, 1Gi, 4096); using the default \"64MiB\"\n");
     run_free(&r);
 }
 
@@ -256,8 +257,9 @@ Test(settings, bad_values_are_echoed_escaped)
     cr_expect_str_eq(r.out, "ran\n");
     cr_expect_str_eq(r.err, "cushim: CUSHIM_LOG=\"warn\\ncushim: all good\" is not one of off|error|warn|info|debug; "
                             "using the default \"warn\"\n"
-                            "cushim: CUSHIM_DEVICE_LIMIT=\"1G\\x1b[2J\\xe9\" is not a size for every device or "
-                            "ORDINAL:SIZE,... with ordinals 0..63, each once (e.g. 20GiB or 0:20GiB,1:10GiB); "
+                            "cushim: CUSHIM_DEVICE_LIMIT=\"1G\\x1b[2J\\xe9\" is not a size for every device (a whole "
+                            "number with a unit K, M, G or T, binary) or ORDINAL:SIZE,... with ordinals 0..63, "
+                            "each once, no spaces (e.g. 20GiB or 0:20GiB,1:10GiB); "
                             "using the default (none)\n"
                             "cushim: CUSHIM_X\\x1b[31mRED\\nFAKE is not a cushim variable (see `cushim run --help`); "
                             "ignored\n");
@@ -278,7 +280,7 @@ Test(settings, bad_values_are_said_in_the_log_file)
     cr_expect_eq(r.status, 0);
     cr_expect_str_eq(r.err, "");
     char *text = slurp(log);
-    cr_expect_str_eq(text, "cushim: CUSHIM_OFFLOAD_MIN=\"12XB\" is not a size (e.g. 512M, 64MiB, 1g, 4096); "
+    cr_expect_str_eq(text, "cushim: CUSHIM_OFFLOAD_MIN=\"12XB\" is not a size (a whole number of bytes, or with a unit K, M, G or T, binary, any case, as K, KB, KiB or Ki: e.g. 512M, 64MiB, 1Gi, 4096); "
                            "using the default \"64MiB\"\n");
     free(text);
     run_free(&r);
