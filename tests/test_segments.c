@@ -63,6 +63,32 @@ Test(segments, a_segment_of_yours_that_cannot_be_read_is_said)
 /* A process's segment before its header is written (the first moments of a process, or one
  * stopped then): stat and reset-peak both say the process is starting, not that there is no
  * segment or that it is truncated. */
+/* ps lists in pid order, whatever the directory's own order (found by a fresh-user trial: 12869
+ * before 12868). Eight links named for pids made in a shuffled order. */
+Test(segments, ps_lists_in_pid_order)
+{
+    const char *segdir = fresh_dir("seg-order");
+    static const int pids[] = {900, 30, 5000, 7, 123456, 31, 8, 64};
+    char link[700];
+    for (unsigned i = 0; i < 8; i++) {
+        snprintf(link, sizeof link, "%s/cushim-%u-%d", segdir, (unsigned)getuid(), pids[i]);
+        cr_assert_eq(symlink("/etc/passwd", link), 0);
+    }
+    struct run_result r;
+    cr_expect_eq(cli(segdir, &r, "ps", NULL, NULL), 1);
+    static const int sorted[] = {7, 8, 30, 31, 64, 900, 5000, 123456};
+    const char *at = r.out;
+    for (unsigned i = 0; i < 8; i++) {
+        char row[64];
+        snprintf(row, sizeof row, "%7d ", sorted[i]);
+        const char *next = strstr(at, row);
+        cr_expect(next != NULL, "pid %d not after the one before:\n%s", sorted[i], r.out);
+        if (next)
+            at = next + 1;
+    }
+    run_free(&r);
+}
+
 Test(segments, a_segment_without_a_header_yet_is_a_starting_process)
 {
     const char *segdir = fresh_dir("seg-starting");

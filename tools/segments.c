@@ -398,6 +398,17 @@ static void say_removable(struct seg_entry *e)
         snprintf(e->err + n, sizeof e->err - n, "; its process is gone: `cushim gc` removes it");
 }
 
+/* qsort order of segment names: by pid, then by the whole name. */
+static int by_pid(const void *a, const void *b)
+{
+    const char *x = *(const char *const *)a, *y = *(const char *const *)b;
+    uid_t ux, uy;
+    pid_t px = 0, py = 0;
+    parse_name(x, &ux, &px);
+    parse_name(y, &uy, &py);
+    return px != py ? (px < py ? -1 : 1) : strcmp(x, y);
+}
+
 int seg_scan(const pid_t *pids, int npids, int (*fn)(struct seg_entry *, void *), void *arg)
 {
     cushim_pidns_free(&ns_map); /* processes come and go between scans (top, serve) */
@@ -416,13 +427,33 @@ int seg_scan(const pid_t *pids, int npids, int (*fn)(struct seg_entry *, void *)
             closedir(d);
         return -1;
     }
+    /* In pid order (a name's uid then, the name last), as ps lists processes: the directory's
+     * own order is its hash's. */
+    size_t count = 0, cap = 0;
+    char **names = NULL;
     while ((de = readdir(d)) != NULL) {
         uid_t uid;
         pid_t pid;
         if (parse_name(de->d_name, &uid, &pid) != 0)
             continue;
+        if (count == cap) {
+            char **more = realloc(names, (cap = cap ? 2 * cap : 64) * sizeof *names);
+            if (!more)
+                break;
+            names = more;
+        }
+        if (!(names[count] = strdup(de->d_name)))
+            break;
+        count++;
+    }
+    qsort(names, count, sizeof *names, by_pid);
+    for (size_t k = 0; k < count; k++) {
+        const char *name = names[k];
+        uid_t uid;
+        pid_t pid;
+        parse_name(name, &uid, &pid);
         memset(&e, 0, sizeof e);
-        snprintf(e.path, sizeof e.path, "%s/%s", seg_dir(), de->d_name);
+        snprintf(e.path, sizeof e.path, "%s/%s", seg_dir(), name);
         e.pid = pid;
         int fd = open(e.path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
         struct stat st;
@@ -472,7 +503,7 @@ int seg_scan(const pid_t *pids, int npids, int (*fn)(struct seg_entry *, void *)
                              (unsigned)uid, (unsigned)owner);
                 else
                     snprintf(e.err, sizeof e.err, "header names pid %d uid %u, file is %s owned by uid %u",
-                             (int)e.snap.pid, e.snap.uid, de->d_name, (unsigned)owner);
+                             (int)e.snap.pid, e.snap.uid, name, (unsigned)owner);
             } else {
                 pid_t here;
                 e.stale = is_stale(&e.snap, &here);
@@ -492,6 +523,9 @@ int seg_scan(const pid_t *pids, int npids, int (*fn)(struct seg_entry *, void *)
         if (fn(&e, arg))
             break;
     }
+    for (size_t k = 0; k < count; k++)
+        free(names[k]);
+    free(names);
     closedir(d);
     return visited;
 }
