@@ -446,7 +446,8 @@ int seg_scan(const pid_t *pids, int npids, int (*fn)(struct seg_entry *, void *)
             break;
         count++;
     }
-    qsort(names, count, sizeof *names, by_pid);
+    if (count) /* names is NULL when there is none */
+        qsort(names, count, sizeof *names, by_pid);
     for (size_t k = 0; k < count; k++) {
         const char *name = names[k];
         uid_t uid;
