@@ -216,10 +216,14 @@ static void emit_stdout(struct sink *k, int y, int attrs, const char *text)
 
 static int run_batch(double interval, long iterations, enum sort_key key)
 {
+    /* SIGINT, SIGTERM, SIGHUP end it between frames with exit 0, as a repeating `stat` (a frame
+     * begun is finished). */
+    watch_catch_stop_signals();
     for (long n = 0; iterations < 0 || n < iterations; n++) {
         struct sink k = {emit_stdout, INT_MAX, 0};
         if (n) {
-            watch_sleep(interval);
+            if (watch_sleep(interval))
+                break;
             putchar('\n');
         }
         struct proc_list l;
