@@ -88,6 +88,17 @@ void arena_free(void *p, size_t bytes)
     arena_release();
 }
 
+void *arena_grow(void *p, size_t used, size_t bytes, size_t new_bytes)
+{
+    void *more = arena_alloc(new_bytes);
+    if (!more)
+        return NULL;
+    if (used)
+        memcpy(more, p, used);
+    arena_free(p, bytes);
+    return more;
+}
+
 size_t arena_mapped_bytes(void)
 {
     return atomic_load_explicit(&mapped, memory_order_relaxed);

@@ -17,6 +17,10 @@ void *arena_alloc(size_t bytes);
 /* Returns a block from arena_alloc(bytes) (same `bytes`) to its free list. NULL is ignored. */
 void arena_free(void *p, size_t bytes);
 
+/* A block of `new_bytes` holding the first `used` bytes of p (a block from arena_alloc(bytes), or
+ * NULL with bytes 0), which is freed: a growing array. NULL when out of memory, p then untouched. */
+void *arena_grow(void *p, size_t used, size_t bytes, size_t new_bytes);
+
 /* Bytes obtained from the kernel so far (for the shim's own statistics). */
 size_t arena_mapped_bytes(void);
 

@@ -1,7 +1,6 @@
 /* CUDA graphs (graph.h; DESIGN.md "Stream capture and graphs"). */
 #include "shim/graph.h"
 
-#include <string.h>
 #include <time.h>
 
 #include "shim/arena.h"
@@ -82,11 +81,10 @@ static void walk_graph(CUgraph g, graph_visit visit, void *arg)
                     continue;
                 visit(child, NULL, arg);
                 if (len == cap) {
-                    CUgraph *more = arena_alloc(2 * cap * sizeof *more);
+                    CUgraph *more = arena_grow(todo, len * sizeof *todo, cap * sizeof *todo,
+                                               2 * cap * sizeof *todo);
                     if (!more)
                         continue;
-                    memcpy(more, todo, cap * sizeof *todo);
-                    arena_free(todo, cap * sizeof *todo);
                     todo = more;
                     cap *= 2;
                 }
@@ -210,14 +208,12 @@ static void take_child(CUgraph child, const CUDA_MEM_ALLOC_NODE_PARAMS *p, void 
         return;
     if (t->n == t->cap) {
         unsigned cap = t->cap ? 2 * t->cap : 8;
-        struct shim_entry *more = arena_alloc(cap * sizeof *more);
+        struct shim_entry *more = arena_grow(t->kids, t->n * sizeof *more, t->cap * sizeof *more,
+                                             cap * sizeof *more);
         if (!more) { /* forgotten: its graph goes with the parent, or the parent stays and it is lost */
             LOG_ONCE(CUSHIM_LOG_WARN, "out of memory for the child graphs of a destroyed graph");
             return;
         }
-        if (t->n)
-            memcpy(more, t->kids, t->n * sizeof *more);
-        arena_free(t->kids, t->cap * sizeof *t->kids);
         t->kids = more;
         t->cap = cap;
     }
