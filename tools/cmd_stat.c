@@ -6,7 +6,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -214,7 +213,7 @@ static int emit(const struct stat_args *a, const struct proc_list *l, long n, in
     int stream = !a->output || t->keeping;
     /* Nothing to write to a file --output names (a one-shot text stat with nothing to show): it is
      * not even opened, so that a dangling link's target is not made (a bad path was said by the
-     * probe in cmd_stat). */
+     * cli_output_try in cmd_stat). */
     if (!stream && empty_keeps && a->interval <= 0)
         return 0;
     if (!stream) {
@@ -290,21 +289,12 @@ int cmd_stat(int argc, char **argv)
      * (never a temporary file left). */
     if (a.interval > 0 || a.output)
         watch_catch_stop_signals();
-    /* A file --output replaces (nothing there, a regular file, a link to one) or a path that
-     * cannot be one is tried first: a bad one is the one line said, before any process is looked
-     * for. Never a FIFO or a device, which an open would disturb, nor a dangling link, which an
-     * open would create the target of. */
-    struct stat ost;
-    if (a.output && strcmp(a.output, "-") != 0 &&
-        (lstat(a.output, &ost) != 0 || S_ISREG(ost.st_mode) ||
-         (S_ISLNK(ost.st_mode) && stat(a.output, &ost) == 0 && S_ISREG(ost.st_mode)))) {
-        struct cli_output probe;
-        if (cli_output_open(&probe, a.output) != 0) {
-            cli_error("cannot write --output \"%s\": %s", a.output, cli_output_strerror(errno));
-            free(a.pids);
-            return EXIT_USAGE;
-        }
-        cli_output_abort(&probe);
+    /* --output is tried first: a bad one is the one line said, before any process is looked
+     * for. */
+    if (a.output && cli_output_try(a.output) != 0) {
+        cli_error("cannot write --output \"%s\": %s", a.output, cli_output_strerror(errno));
+        free(a.pids);
+        return EXIT_USAGE;
     }
     struct target t = {.keeping = 0};
     int rc = 0;

@@ -190,6 +190,20 @@ void cli_output_abort(struct cli_output *o)
         unlink(o->tmp);
 }
 
+int cli_output_try(const char *path)
+{
+    struct stat st;
+    if (strcmp(path, "-") == 0 ||
+        (lstat(path, &st) == 0 && !S_ISREG(st.st_mode) &&
+         !(S_ISLNK(st.st_mode) && stat(path, &st) == 0 && S_ISREG(st.st_mode))))
+        return 0;
+    struct cli_output probe;
+    if (cli_output_open(&probe, path) != 0)
+        return -1;
+    cli_output_abort(&probe);
+    return 0;
+}
+
 const char *cli_output_strerror(int e)
 {
     if (tmp_errno && e == tmp_errno)

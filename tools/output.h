@@ -31,6 +31,13 @@ int cli_output_commit(struct cli_output *o);
 /* Closes and removes the temporary file; the target is untouched. */
 void cli_output_abort(struct cli_output *o);
 
+/* Tries `path` as cli_output_open would, leaving nothing behind, where that is free of side
+ * effects: a file it replaces through a temporary one (nothing there, a regular file, a link to
+ * one) or a path that cannot name one (its directory missing, not a directory). A FIFO, a device,
+ * a dangling link (whose target an open would create) and "-" are not tried: 0. 0, or -1 with
+ * errno set as by cli_output_open. */
+int cli_output_try(const char *path);
+
 /* strerror(e), in the words of an output: ENXIO is a FIFO with no reader; ELOOP a link refused
  * (another user could have planted it) when the last cli_output_open refused one, else a loop;
  * EACCES, EPERM or EROFS from the last cli_output_open's temporary file name its directory (the
