@@ -211,10 +211,9 @@ static int emit(const struct stat_args *a, const struct proc_list *l, long n, in
 {
     struct cli_output out;
     int stream = !a->output || t->keeping;
-    /* Nothing to write to a file --output names (a one-shot text stat with nothing to show): it is
-     * not even opened, so that a dangling link's target is not made (a bad path was said by the
-     * cli_output_try in cmd_stat). */
-    if (!stream && empty_keeps && a->interval <= 0)
+    /* Nothing to write to a file --output names: it is left as it was, not even opened, so that
+     * a dangling link's target is not made (a bad path was said by cmd_stat's cli_output_try). */
+    if (!stream && empty_keeps)
         return 0;
     if (!stream) {
         if (cli_output_open(&out, a->output) != 0) {
@@ -224,9 +223,6 @@ static int emit(const struct stat_args *a, const struct proc_list *l, long n, in
         if (out.direct && a->interval > 0) {
             t->kept = out;
             t->keeping = stream = 1;
-        } else if (empty_keeps) {
-            cli_output_abort(&out); /* nothing to write: the file is left as it was */
-            return 0;
         }
     }
     char *text = NULL;
