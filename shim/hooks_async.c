@@ -407,16 +407,19 @@ SHIM_EXPORT CUresult CUDAAPI cuMemPoolDestroy(CUmemoryPool pool)
     if (known)
         async_pool_quiesce();
     CUresult r = real_(pool);
-    if (r != CUDA_SUCCESS && known) {
+    if (!known)
+        return r;
+    if (r != CUDA_SUCCESS) {
         table_put(&shim.pools, &e, NULL);
+        return r;
     }
-    if (r == CUDA_SUCCESS && known && (unsigned)e.device < CUSHIM_MAX_DEVICES) {
+    if ((unsigned)e.device < CUSHIM_MAX_DEVICES) {
         uint64_t was = (uint64_t)(uintptr_t)pool;
         atomic_compare_exchange_strong(&current_pool[e.device], &was, 0);
     }
-    if (r == CUDA_SUCCESS && known && e.aux == CUSHIM_KIND_ASYNC && unlikely(budget_any)) {
+    if (e.aux == CUSHIM_KIND_ASYNC && unlikely(budget_any)) {
         uint64_t gone[2] = {(uint64_t)(uintptr_t)pool, 0};
-        if (table_for_each(&shim.ptrs, pool_gone, gone) && e.device >= 0)
+        if (table_for_each(&shim.ptrs, pool_gone, gone))
             budget_async_sub(e.device, gone[1]);
         budget_pool_changed(e.device, 0); /* its reserve went with it; read again */
     }

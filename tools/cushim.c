@@ -69,26 +69,20 @@ int cli_option_value(int argc, char **argv, int *i, const char *name, const char
     int short_opt = n == 2 && name[0] == '-' && name[1] != '-';
     if (strncmp(argv[*i], name, n) != 0 || (argv[*i][n] != '\0' && argv[*i][n] != '=' && !short_opt))
         return 0;
+    const char *v = "";
     if (argv[*i][n] == '=' || (short_opt && argv[*i][n] != '\0')) {
         /* --name=VALUE; a short option's value may also follow it directly (-n1, as getopt). */
-        *value = argv[*i] + n + (argv[*i][n] == '=');
-        if (!**value) { /* "--output=": no value, not a file named "" */
-            cli_error("%s needs %s", name, value_name);
+        v = argv[*i] + n + (argv[*i][n] == '=');
+    } else if (*i + 1 < argc && strcmp(argv[*i + 1], "--") != 0) {
+        if (cli_value_is_option(name, argv[*i + 1]))
             return -1;
-        }
-        return 1;
+        v = argv[++*i];
     }
-    if (*i + 1 >= argc || strcmp(argv[*i + 1], "--") == 0) {
+    if (!*v) { /* none, or empty ("--output=", "--output ''"): not a file named "" */
         cli_error("%s needs %s", name, value_name);
         return -1;
     }
-    if (cli_value_is_option(name, argv[*i + 1]))
-        return -1;
-    if (!*argv[*i + 1]) { /* "--output ''": no value, not a file named "" */
-        cli_error("%s needs %s", name, value_name);
-        return -1;
-    }
-    *value = argv[++*i];
+    *value = v;
     return 1;
 }
 
