@@ -233,6 +233,13 @@ static int parse_into(struct cushim_config *c, enum cushim_option id, const char
     return -1;
 }
 
+int cushim_option_value_ok(enum cushim_option id, const char *value)
+{
+    static struct cushim_config scratch; /* large: not on the stack */
+    const char *expected;
+    return (unsigned)id < CUSHIM_OPT_COUNT && value && parse_into(&scratch, id, value, &expected) == 0;
+}
+
 void cushim_config_load(struct cushim_config *c, const char *(*lookup)(const char *name),
                         char *const *environ_list,
                         void (*report)(const struct cushim_config_error *e))

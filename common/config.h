@@ -65,6 +65,10 @@ void cushim_config_load(struct cushim_config *c, const char *(*lookup)(const cha
  * (a child that sets its own). FNV-1a, 64 bits. Pure. */
 uint64_t cushim_config_fingerprint(const char *(*lookup)(const char *name), char *const *environ_list);
 
+/* Whether `value` is a good value of option `id` (what cushim_config_load would take). Parses into
+ * a static scratch configuration: one thread at a time (the CLI). */
+int cushim_option_value_ok(enum cushim_option id, const char *value);
+
 /* True for the variables `cushim run` sets itself (CUSHIM_RUN_*): not user options. */
 int cushim_option_internal(enum cushim_option id);
 

@@ -25,7 +25,6 @@
 #include "common/path.h"
 #include "common/procinfo.h"
 #include "common/report.h"
-#include "common/units.h"
 #include "tools/cli.h"
 #include "tools/output.h"
 #include "tools/run_collect.h"
@@ -60,29 +59,19 @@ static int internal_option(int i)
 static int split_value(char **argv, int i)
 {
     char flag[64], joined[256];
-    int b;
     for (int k = 0; k < CUSHIM_OPT_COUNT; k++) {
         const struct cushim_option_info *o = &cushim_option_table[k];
         if (internal_option(k))
             continue;
         flag_name(o->variable, flag, sizeof flag);
         if (i >= 2 && o->type == CUSHIM_OT_BOOL && strcmp(argv[i - 1], flag) == 0)
-            return cushim_parse_bool(argv[i], &b) == 0 ? 1 : 0;
-        if (i < 3 || strcmp(argv[i - 2], flag) != 0 || o->type == CUSHIM_OT_BOOL)
+            return cushim_option_value_ok(k, argv[i]) ? 1 : 0;
+        /* A string takes any word: nothing says two were meant as one. */
+        if (i < 3 || strcmp(argv[i - 2], flag) != 0 || o->type == CUSHIM_OT_BOOL || o->type == CUSHIM_OT_STRING)
             continue;
         if ((size_t)snprintf(joined, sizeof joined, "%s%s", argv[i - 1], argv[i]) >= sizeof joined)
             return 0;
-        uint64_t size, limits[CUSHIM_MAX_DEVICES];
-        switch (o->type) {
-        case CUSHIM_OT_SIZE:
-            return cushim_parse_size(joined, &size) == 0 ? 2 : 0;
-        case CUSHIM_OT_DEVSIZES:
-            return cushim_parse_device_limits(joined, limits) == 0 ? 2 : 0;
-        case CUSHIM_OT_ENUM:
-            return cushim_parse_enum(o->choices, joined) >= 0 ? 2 : 0;
-        default:
-            return 0;
-        }
+        return cushim_option_value_ok(k, joined) ? 2 : 0;
     }
     return 0;
 }
