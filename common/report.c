@@ -247,10 +247,10 @@ void cushim_text_process(FILE *f, const struct cushim_snapshot *s, const char *t
                     (unsigned long long)d->dev[CUSHIM_DEV_resident_offloaded_count],
                     d->dev[CUSHIM_DEV_resident_offloaded_count] == 1 ? "" : "s",
                     fmt(d->dev[CUSHIM_DEV_resident_offloaded_bytes], a, sizeof a));
-        if (d->dev[CUSHIM_DEV_offload_cached_bytes] || d->dev[CUSHIM_DEV_offload_pending_bytes])
+        if (d->dev[CUSHIM_DEV_offload_cached_bytes] || d->dev[CUSHIM_DEV_offload_pending_free_bytes])
             fprintf(f, "    offload host memory beyond live allocations: cached for reuse %s, "
                     "pending free %s\n", fmt(d->dev[CUSHIM_DEV_offload_cached_bytes], a, sizeof a),
-                    fmt(d->dev[CUSHIM_DEV_offload_pending_bytes], b, sizeof b));
+                    fmt(d->dev[CUSHIM_DEV_offload_pending_free_bytes], b, sizeof b));
         if (d->dev[CUSHIM_DEV_graphs_instantiated] || d->dev[CUSHIM_DEV_graphs_captured]) {
             fprintf(f, "    graphs: %llu captured, %llu instantiated, %llu alive, launches %llu; "
                     "alloc nodes %s\n",

@@ -46,7 +46,7 @@ struct cushim_device_record {
     int32_t ordinal;                      /* CUdevice ordinal in the writing process */
     uint8_t uuid[16];                     /* cuDeviceGetUuid_v2, valid when state == 2 */
     _Atomic uint64_t total_bytes;         /* cuDeviceTotalMem_v2, bytes */
-    _Atomic uint64_t untracked_bytes;     /* (total - free) - tracked device bytes, last sample */
+    _Atomic uint64_t untracked_bytes;     /* (total - free) - device total - graph pool reserve, bytes, last sample */
     _Atomic uint64_t untracked_sampled_ns; /* CLOCK_REALTIME of that sample, 0 = never */
     struct cushim_kind_counters kinds[CUSHIM_KIND_COUNT];
     _Atomic uint64_t dev[CUSHIM_DEV_STAT_COUNT];
@@ -133,7 +133,9 @@ struct cushim_segment {
     struct cushim_control control;
 };
 
-/* Segment file name for (uid, pid) into buf ("cushim-<uid>-<pid>"); returns buf. */
+/* Segment files are named CUSHIM_SEGMENT_PREFIX "<euid>-<pid>" in the segment directory
+ * (CUSHIM_SEGMENT_DIR, default /dev/shm): shim/segment_file.c writes them, tools/segments.c
+ * parses the name. */
 #define CUSHIM_SEGMENT_PREFIX "cushim-"
 
 #endif

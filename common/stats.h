@@ -17,8 +17,8 @@
     X(VMM, vmm, 1, "physical memory of cuMemCreate on a device (virtual memory management)")    \
     X(ARRAY, array, 1, "CUDA arrays and mipmapped arrays")                                      \
     X(MANAGED, managed, 0, "cuMemAllocManaged (unified memory)")                                \
-    X(PINNED_HOST, pinned_host, 0, "page-locked host memory (cuMemHostAlloc, cudaMallocHost)")  \
-    X(REGISTERED_HOST, registered_host, 0, "host memory page-locked by cuMemHostRegister")      \
+    X(PINNED_HOST, pinned_host, 0, "pinned (page-locked) host memory (cuMemHostAlloc, cudaMallocHost)")\
+    X(REGISTERED_HOST, registered_host, 0, "host memory pinned by cuMemHostRegister")              \
     X(IMPORTED, imported, 0, "another process's memory (CUDA IPC, shareable handles)")          \
     X(OFFLOADED, offloaded, 0, "device requests served from pinned device-mapped host memory")  \
     X(CAPTURE, capture, 0, "bytes allocated while a stream of the process was capturing (also in their own kind)")
@@ -60,7 +60,7 @@ enum cushim_phase {
 /* Per-device scalar counters beside the per-kind ones.
  * X(field, json_group, json_name, prometheus_name, prometheus_labels, prometheus_type, help)
  * The JSON object of a device holds {"json_group": {"json_name": value, ...}}; Prometheus metrics
- * are cushim_<prometheus_name>{pid,command,device,uuid[,prometheus_labels]} (none for an empty
+ * are cushim_<prometheus_name>{pid[,pidns],command,device,uuid[,prometheus_labels]} (none for an empty
  * prometheus_name). */
 #define CUSHIM_DEVICE_STATS(X)                                                                     \
     X(total_current, device_total, current_bytes, "device_total_bytes", "", gauge,               \
@@ -82,8 +82,8 @@ enum cushim_phase {
       "bytes of those allocations")                                                                \
     X(offload_cached_bytes, offload_host, cached_bytes, "offload_cached_bytes", "", gauge,         \
       "freed pinned blocks kept for reuse by later offloads (CUSHIM_OFFLOAD_CACHE)")              \
-    X(offload_pending_bytes, offload_host, pending_free_bytes, "offload_pending_free_bytes", "",   \
-      gauge, "offloaded memory freed by cudaFreeAsync, released once its stream's earlier work is done") \
+    X(offload_pending_free_bytes, offload_host, pending_free_bytes, "offload_pending_free_bytes",  \
+      "", gauge, "offloaded memory freed by cudaFreeAsync, released once its stream's earlier work is done") \
     X(graphs_captured, graphs, captured, "graphs_captured_total", "", counter,                    \
       "stream captures ended into a graph")                                                        \
     X(graphs_instantiated, graphs, instantiated, "graphs_instantiated_total", "", counter,        \

@@ -386,7 +386,7 @@ static int slot_claim(void)
  * and the device's pending_free_bytes gauge (the block's size). */
 static void pending_count(const struct shim_entry *e, int sign)
 {
-    account_device_stat_add(e->device, CUSHIM_DEV_offload_pending_bytes, sign * (int64_t)e->aux);
+    account_device_stat_add(e->device, CUSHIM_DEV_offload_pending_free_bytes, sign * (int64_t)e->aux);
     if (sign > 0)
         atomic_fetch_add_explicit(&shim_gate, SHIM_GATE_PENDING, memory_order_relaxed);
     else

@@ -266,7 +266,10 @@ void shim_exit_finish(bool driver_alive);
  * reported (CUSHIM_REPORT), removed, so that it does not show as live with memory the exec
  * freed. One open() when there is none. */
 void shim_exit_previous_image(void);
-/* Samples cuMemGetInfo_v2 for every live device into untracked_bytes (exit, cuMemGetInfo). */
+/* Stores the untracked bytes of `device` from one cuMemGetInfo_v2 answer (free_bytes, total_bytes,
+ * bytes): (total - free) - device total - graph pool reserve, 0 if negative; nothing for a device
+ * without a record or an answer with free > total. Called at exit and from cuMemGetInfo; thread-safe
+ * (relaxed stores: a reader may see the bytes of one sample with the time of another). */
 void shim_sample_untracked(int device, uint64_t free_bytes, uint64_t total_bytes);
 
 #endif

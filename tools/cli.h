@@ -139,7 +139,7 @@ struct cushim_segment *seg_map_rw(pid_t pid);
 int seg_write_guarded(struct cushim_segment *s, void (*fn)(struct cushim_segment *, void *), void *arg);
 void seg_unmap(struct cushim_segment *s);
 
-/* Whether stdout is a terminal that takes colour (and NO_COLOR is unset). */
+/* Whether `f` is a terminal that takes colour: a tty, NO_COLOR unset or empty, TERM not "dumb". */
 int cli_color(FILE *f);
 
 #endif

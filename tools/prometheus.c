@@ -131,7 +131,7 @@ void prometheus_write(FILE *f, const struct proc_list *l)
             fprintf(f, "} %llu\n", (unsigned long long)d->total_bytes);
         }
     header(f, "untracked_bytes", "gauge",
-           "device memory in use that no intercepted call made: (total - free) - tracked, last sample");
+           "device memory in use that no intercepted call made: (total - free) - device total - graph pool reserve, last sample");
     for (int i = 0; i < l->count; i++)
         for (uint32_t k = 0; k < l->procs[i].device_count; k++) {
             const struct cushim_device_snapshot *d = &l->procs[i].devices[k];
