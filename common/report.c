@@ -230,7 +230,7 @@ void cushim_text_process(FILE *f, const struct cushim_snapshot *s, const char *t
                 fmt(d->dev[CUSHIM_DEV_total_peak], b, sizeof b));
         if (d->dev[CUSHIM_DEV_peak_reset_count])
             fprintf(f, "    the peaks above are since the last peak reset (%llu reset%s); device_total's "
-                    "peak over the whole run: %s\n",
+                    "lifetime peak (never reset): %s\n",
                     (unsigned long long)d->dev[CUSHIM_DEV_peak_reset_count],
                     d->dev[CUSHIM_DEV_peak_reset_count] == 1 ? "" : "s",
                     fmt(d->dev[CUSHIM_DEV_lifetime_peak], a, sizeof a));
