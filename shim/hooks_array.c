@@ -1,9 +1,9 @@
 /* CUDA arrays (kind `array`): cuArrayCreate_v2, cuArray3DCreate_v2, cuMipmappedArrayCreate and
  * their destroys. Requested bytes = texels x texel size (levels summed for mipmaps, the level
  * count clamped as cuda.h says) for the formats of cuda.h's CUarray_format whose texel size the
- * header gives: the per-channel ones (times NumChannels) and the packed R10G10B10A2. Planar and
- * block-compressed formats count 0 bytes, logged once (the driver gives an array's size only for
- * deferred-mapping arrays). Sparse and deferred-mapping arrays have no memory of their own
+ * header gives: the per-channel ones (times NumChannels) and the packed R10G10B10A2; for the
+ * block-compressed BCn formats, blocks of 4 x 4 texels x the block's bytes. Planar (YUV) formats
+ * count 0 bytes, logged once (the driver gives an array's size only for deferred-mapping arrays). Sparse and deferred-mapping arrays have no memory of their own
  * (cuda.h: their memory is mapped later with cuMemMapArrayAsync, from cuMemCreate handles counted
  * as `vmm`): counted with 0 bytes. */
 #include "shim/budget.h"
@@ -46,6 +46,36 @@ static unsigned element_bytes(CUarray_format f)
     }
 }
 
+/* Bytes of one 4 x 4 block of block-compressed format f, 0 if f is not one. cuda.h names the
+ * formats ("block-compressed (BC1 compression) format", ...) but not their layout; the sizes are
+ * the BCn formats' own (Direct3D block compression, also OpenGL's S3TC / RGTC / BPTC): BC1 and
+ * BC4 store a block of 4 x 4 texels in 8 bytes, BC2, BC3, BC5, BC6H and BC7 in 16. */
+static unsigned block_bytes(CUarray_format f)
+{
+    switch ((int)f) {
+#if CUDA_VERSION >= 11050
+    case CU_AD_FORMAT_BC1_UNORM:
+    case CU_AD_FORMAT_BC1_UNORM_SRGB:
+    case CU_AD_FORMAT_BC4_UNORM:
+    case CU_AD_FORMAT_BC4_SNORM:
+        return 8;
+    case CU_AD_FORMAT_BC2_UNORM:
+    case CU_AD_FORMAT_BC2_UNORM_SRGB:
+    case CU_AD_FORMAT_BC3_UNORM:
+    case CU_AD_FORMAT_BC3_UNORM_SRGB:
+    case CU_AD_FORMAT_BC5_UNORM:
+    case CU_AD_FORMAT_BC5_SNORM:
+    case CU_AD_FORMAT_BC6H_UF16:
+    case CU_AD_FORMAT_BC6H_SF16:
+    case CU_AD_FORMAT_BC7_UNORM:
+    case CU_AD_FORMAT_BC7_UNORM_SRGB:
+        return 16;
+#endif
+    default:
+        return 0;
+    }
+}
+
 /* Bytes of one texel of descriptor d, 0 if unknown. */
 static uint64_t texel_bytes(const CUDA_ARRAY3D_DESCRIPTOR *d)
 {
@@ -82,16 +112,20 @@ static uint64_t array_bytes(const CUDA_ARRAY3D_DESCRIPTOR *d, unsigned levels)
 {
     if (d->Flags & (CUDA_ARRAY3D_SPARSE | CUDA_ARRAY3D_DEFERRED_MAPPING))
         return 0;
-    uint64_t e = texel_bytes(d);
+    uint64_t e = texel_bytes(d), block = block_bytes(d->Format);
     uint64_t total = 0;
-    if (!e)
+    if (!e && !block)
         return ARRAY_BYTES_UNKNOWN;
     levels = mip_levels(d, levels);
     for (unsigned l = 0; l < levels; l++) {
         /* Layered arrays keep every layer at each level: Depth is the layer count. */
         uint64_t depth = (d->Flags & (CUDA_ARRAY3D_LAYERED | CUDA_ARRAY3D_CUBEMAP)) ? (d->Depth ? d->Depth : 1)
                                                                                    : dim(d->Depth, l);
-        total += dim(d->Width, l) * (d->Height ? dim(d->Height, l) : 1) * depth * e;
+        uint64_t w = dim(d->Width, l), h = d->Height ? dim(d->Height, l) : 1;
+        if (block) /* a partial block at an edge is a whole one */
+            total += ((w + 3) / 4) * ((h + 3) / 4) * depth * block;
+        else
+            total += w * h * depth * e;
     }
     return total;
 }
@@ -109,7 +143,7 @@ static CUresult array_done(CUresult r, uint64_t handle, uint64_t bytes, bool mip
          * CUDA_ARRAY3D_DEFERRED_MAPPING CUDA_ERROR_INVALID_VALUE will be returned"), which have
          * no memory of their own anyway. */
         bytes = 0;
-        LOG_ONCE(CUSHIM_LOG_WARN, "a CUDA array of a planar or block-compressed format: its size "
+        LOG_ONCE(CUSHIM_LOG_WARN, "a CUDA array of a planar (YUV) format: its size "
                  "is not known to cushim; counted as 0 bytes");
     }
     if (r == CUDA_SUCCESS && !budget_reserve(device, bytes)) {

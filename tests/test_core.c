@@ -229,8 +229,8 @@ RT_TEST(arrays)
 
 RT_TEST(arrays_of_packed_layered_and_unbacked_kinds)
 {
-    /* Packed formats counted 0 bytes, sparse and deferred-mapping arrays (whose memory comes from
-     * cuMemCreate handles, counted as vmm) counted their texels. */
+    /* Before: packed and block-compressed formats counted 0 bytes, sparse and deferred-mapping arrays
+     * (whose memory comes from cuMemCreate handles, counted as vmm) counted their texels. */
     struct run_result r;
     json_t *j = scenario(&r, p->static_rt, "array_formats", NULL);
     uint64_t layered = (64ull * 64 + 32 * 32 + 16 * 16) * 4 /* layers */ * 4 /* float */;
@@ -238,9 +238,13 @@ RT_TEST(arrays_of_packed_layered_and_unbacked_kinds)
     for (unsigned l = 0; l <= 10; l++)
         clamped += (1024ull >> l) * (1024ull >> l) * 16;
     uint64_t deep = (16 * 16 + 8 * 8 + 4 * 4 + 2 * 2 + 1) * 2048ull * 4; /* 5 levels, 2048 layers */
-    uint64_t all = 100 * 4 + 100 * 10 * 2 * 2 + 16 * 16 * 4 + layered + clamped + deep;
+    /* BC1 10 x 6: 3 x 2 blocks of 8 bytes; BC4 4 x 4: one of 8; BC7 16, 8 and 4 texels square:
+     * 16, 4 and 1 blocks of 16 bytes. */
+    uint64_t bc = 3 * 2 * 8 + 8 + (16 + 4 + 1) * 16;
+    uint64_t all = 100 * 4 + 100 * 10 * 2 * 2 + 16 * 16 * 4 + layered + clamped + deep + bc;
     cr_expect_eq(clamped, 22369616);
-    expect_kind(j, 0, "array", all, all, 8, 0, 0);
+    cr_expect_eq(bc, 392);
+    expect_kind(j, 0, "array", all, all, 11, 0, 0);
     cr_expect_eq(jpath_u64(j, "devices.0.array.current_bytes"), kv_u64(r.out, "sim.array.0"));
     json_decref(j);
     run_free(&r);

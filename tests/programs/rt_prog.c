@@ -270,8 +270,8 @@ static int scenario_array(void)
     return 0;
 }
 
-/* Arrays of packed formats, a layered mipmapped array, and sparse / deferred-mapping arrays
- * (no memory of their own). */
+/* Arrays of packed and block-compressed formats, a layered mipmapped array, and sparse /
+ * deferred-mapping arrays (no memory of their own). */
 static int scenario_array_formats(void)
 {
     PFN_cuArray3DCreate_v3020 create = entry("cuArray3DCreate", 3020);
@@ -282,6 +282,8 @@ static int scenario_array_formats(void)
         {.Width = 16, .Height = 16, .Format = CU_AD_FORMAT_UNORM_INT_101010_2, .NumChannels = 4},
         {.Width = 64, .Height = 64, .Format = CU_AD_FORMAT_FLOAT, .NumChannels = 1, .Flags = CUDA_ARRAY3D_SPARSE},
         {.Width = 64, .Height = 64, .Format = CU_AD_FORMAT_FLOAT, .NumChannels = 1, .Flags = CUDA_ARRAY3D_DEFERRED_MAPPING},
+        {.Width = 10, .Height = 6, .Format = CU_AD_FORMAT_BC1_UNORM, .NumChannels = 4},
+        {.Width = 4, .Height = 4, .Format = CU_AD_FORMAT_BC4_SNORM, .NumChannels = 1},
     };
     CUarray a;
     CUmipmappedArray m;
@@ -302,6 +304,10 @@ static int scenario_array_formats(void)
                                     .NumChannels = 1, .Flags = CUDA_ARRAY3D_LAYERED};
     if (create_mipmapped(&m, &deep, 12))
         return 16;
+    /* BC7, 3 levels of 16 x 16 (the last a single partial block of 4 x 4). */
+    CUDA_ARRAY3D_DESCRIPTOR bc7 = {.Width = 16, .Height = 16, .Format = CU_AD_FORMAT_BC7_UNORM, .NumChannels = 4};
+    if (create_mipmapped(&m, &bc7, 3))
+        return 17;
     print_sim(1);
     return 0;
 }

@@ -3,8 +3,11 @@
  * address; they count SIMCUDA_ARRAY texel bytes, Width x max(Height,1) x max(Depth,1) x
  * NumChannels x element size (a mipmapped array: the sum over its levels, each dimension
  * max(1, dim >> level), but a layered array's layer count), on the device of the current context
- * and against its capacity; sparse and deferred-mapping arrays count nothing.
- * Block-compressed and YUV formats are not modelled (CUDA_ERROR_NOT_SUPPORTED). */
+ * and against its capacity; sparse and deferred-mapping arrays count nothing. Block-compressed
+ * (BCn) formats count their 4 x 4 blocks (a partial block at an edge a whole one) x 8 bytes (BC1,
+ * BC4) or 16 (the others): cuda.h names these formats but not their layout; the sizes are the BCn
+ * formats' own (Direct3D block compression), our reading of what such an array holds. YUV formats
+ * are not modelled (CUDA_ERROR_NOT_SUPPORTED). */
 #include <pthread.h>
 #include <stdlib.h>
 
@@ -59,6 +62,31 @@ static unsigned channel_size(CUarray_format format)
     }
 }
 
+/* Bytes of a 4 x 4 block of a block-compressed format, 0 for any other format. */
+static unsigned block_size(CUarray_format f)
+{
+    switch ((int)f) {
+    case CU_AD_FORMAT_BC1_UNORM:
+    case CU_AD_FORMAT_BC1_UNORM_SRGB:
+    case CU_AD_FORMAT_BC4_UNORM:
+    case CU_AD_FORMAT_BC4_SNORM:
+        return 8;
+    case CU_AD_FORMAT_BC2_UNORM:
+    case CU_AD_FORMAT_BC2_UNORM_SRGB:
+    case CU_AD_FORMAT_BC3_UNORM:
+    case CU_AD_FORMAT_BC3_UNORM_SRGB:
+    case CU_AD_FORMAT_BC5_UNORM:
+    case CU_AD_FORMAT_BC5_SNORM:
+    case CU_AD_FORMAT_BC6H_UF16:
+    case CU_AD_FORMAT_BC6H_SF16:
+    case CU_AD_FORMAT_BC7_UNORM:
+    case CU_AD_FORMAT_BC7_UNORM_SRGB:
+        return 16;
+    default:
+        return 0;
+    }
+}
+
 static size_t at_least_1(size_t n)
 {
     return n ? n : 1;
@@ -82,7 +110,8 @@ static CUresult create(struct CUarray_st *a, const CUDA_ARRAY3D_DESCRIPTOR *d, u
     while (most_dim >>= 1)
         most++;
     levels = levels < 1 ? 1 : levels > most ? most : levels;
-    if (size == 0)
+    unsigned block = block_size(d->Format);
+    if (size == 0 && block == 0)
         return CUDA_ERROR_NOT_SUPPORTED;
     CUcontext ctx;
     CUresult rc = sim_ctx_current(&ctx);
@@ -94,9 +123,15 @@ static CUresult create(struct CUarray_st *a, const CUDA_ARRAY3D_DESCRIPTOR *d, u
      * memory until cuMemMapArrayAsync maps some into it (cuda.h CUDA_ARRAY3D_SPARSE,
      * CUDA_ARRAY3D_DEFERRED_MAPPING): nothing is charged for it. */
     if (!(d->Flags & (CUDA_ARRAY3D_SPARSE | CUDA_ARRAY3D_DEFERRED_MAPPING)))
-        for (unsigned l = 0; l < levels; l++)
-            bytes += (uint64_t)at_least_1(d->Width >> l) * at_least_1(d->Height >> l) *
-                     (layered ? at_least_1(d->Depth) : at_least_1(d->Depth >> l)) * d->NumChannels * size;
+        for (unsigned l = 0; l < levels; l++) {
+            uint64_t layers = layered ? at_least_1(d->Depth) : at_least_1(d->Depth >> l);
+            if (block)
+                bytes += (uint64_t)((at_least_1(d->Width >> l) + 3) / 4) * ((at_least_1(d->Height >> l) + 3) / 4) *
+                         layers * block;
+            else
+                bytes += (uint64_t)at_least_1(d->Width >> l) * at_least_1(d->Height >> l) * layers *
+                         d->NumChannels * size;
+        }
     rc = sim_account(ctx->dev, SIMCUDA_ARRAY, (int64_t)bytes, (int64_t)sim_round(bytes));
     if (rc != CUDA_SUCCESS)
         return rc;
