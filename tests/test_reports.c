@@ -348,6 +348,78 @@ Test(reports, an_unwritable_json_path_stops_before_running)
     run_free(&r);
 }
 
+/* Writes `len` bytes of `text` to test_dir()/name, mode 0755, and its path into path. */
+static void put_program(char *path, size_t n, const char *name, const void *text, size_t len)
+{
+    snprintf(path, n, "%s/%s", test_dir(), name);
+    FILE *f = fopen(path, "wb");
+    cr_assert(f != NULL, "%s", path);
+    cr_assert_eq(fwrite(text, 1, len, f), len);
+    cr_assert_eq(fclose(f), 0);
+    cr_assert_eq(chmod(path, 0755), 0);
+}
+
+Test(reports, a_missing_interpreter_is_named_not_the_program_that_exists)
+{
+    /* Found by a fresh-user trial: execve's ENOENT for a script whose #! interpreter is missing
+     * was said as "cannot run \"x.sh\": No such file or directory" of a file that exists. */
+    struct run_result r;
+    char script[700], crlf[700], elf[700], path_env[800], expect[1600];
+    put_program(script, sizeof script, "bad-interp.sh", "#! /nonexistent/interp -x\necho ran\n",
+                strlen("#! /nonexistent/interp -x\necho ran\n"));
+    const char *a1[] = {cushim_bin(), "run", "--", script, NULL};
+    run_cmd(&r, a1, sim_env(NULL));
+    cr_expect_eq(r.status, 127);
+    snprintf(expect, sizeof expect, "cushim: cannot run \"%s\": its interpreter \"/nonexistent/interp\" (its #! "
+             "line) does not exist\n", script);
+    cr_expect_str_eq(r.err, expect);
+    run_free(&r);
+    /* Found along PATH, as execvp found it. */
+    snprintf(path_env, sizeof path_env, "PATH=/nonexistent:%s:/usr/bin:/bin", test_dir());
+    const char *extra[] = {path_env, NULL};
+    const char *a2[] = {cushim_bin(), "run", "--", "bad-interp.sh", NULL};
+    run_cmd(&r, a2, sim_env(extra));
+    cr_expect_eq(r.status, 127);
+    cr_expect_str_eq(r.err, "cushim: cannot run \"bad-interp.sh\": its interpreter \"/nonexistent/interp\" "
+                            "(its #! line) does not exist\n");
+    run_free(&r);
+    put_program(crlf, sizeof crlf, "crlf.sh", "#!/bin/sh\r\necho ran\r\n", strlen("#!/bin/sh\r\necho ran\r\n"));
+    const char *a3[] = {cushim_bin(), "run", "--", crlf, NULL};
+    run_cmd(&r, a3, sim_env(NULL));
+    cr_expect_eq(r.status, 127);
+    snprintf(expect, sizeof expect, "cushim: cannot run \"%s\": its interpreter \"/bin/sh\" followed by a "
+             "carriage return (its #! line ends in \\r\\n, Windows line endings: convert the file, e.g. "
+             "dos2unix)\n", crlf);
+    cr_expect_str_eq(r.err, expect);
+    run_free(&r);
+    /* A 64-bit ELF file whose PT_INTERP names a loader that does not exist: a copy of the
+     * simulated runtime's test program with its interpreter's name changed in place. */
+    FILE *in = fopen(program("rt_prog"), "rb");
+    cr_assert(in != NULL);
+    static char image[8 << 20];
+    size_t len = fread(image, 1, sizeof image, in);
+    fclose(in);
+    cr_assert(len > 64 && len < sizeof image);
+    const char *ld = NULL;
+    for (size_t i = 0; i + 8 < len && !ld; i++)
+        if (memcmp(image + i, "/lib", 4) == 0 && strstr(image + i, "/ld-"))
+            ld = image + i;
+    cr_assert(ld != NULL, "rt_prog names its dynamic loader");
+    size_t ld_len = strlen(ld);
+    char renamed[256];
+    snprintf(renamed, sizeof renamed, "%s", ld);
+    memcpy(strstr(renamed, "/ld-") + 1, "zz", 2); /* /lib64/zz-linux-x86-64.so.2 */
+    memcpy((char *)ld, renamed, ld_len);
+    put_program(elf, sizeof elf, "bad-loader", image, len);
+    const char *a4[] = {cushim_bin(), "run", "--", elf, NULL};
+    run_cmd(&r, a4, sim_env(NULL));
+    cr_expect_eq(r.status, 127);
+    snprintf(expect, sizeof expect, "cushim: cannot run \"%s\": its dynamic loader \"%s\" (ELF interpreter) "
+             "does not exist\n", elf, renamed);
+    cr_expect_str_eq(r.err, expect);
+    run_free(&r);
+}
+
 Test(reports, json_output_never_replaces_a_device_and_keeps_the_old_file_on_failure)
 {
     struct run_result r;

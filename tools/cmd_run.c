@@ -28,6 +28,7 @@
 #include "tools/cli.h"
 #include "tools/output.h"
 #include "tools/run_collect.h"
+#include "tools/run_exec.h"
 #include "tools/run_nested.h"
 #include "tools/run_signals.h"
 
@@ -616,6 +617,7 @@ int cmd_run(int argc, char **argv)
         /* Still cushim run: a stderr nobody reads must not kill it before it says why. */
         sigaction(SIGPIPE, &ignore, NULL);
         struct stat st;
+        char why[PATH_MAX + 128];
         int stray = 0; /* a word before a "--" that ends the options: a value given with a space? */
         for (int k = 1; !dashdash && prog[k]; k++)
             stray |= strcmp(prog[k], "--") == 0;
@@ -631,6 +633,8 @@ int cmd_run(int argc, char **argv)
             cli_error("cannot run \"%s\": %s (the options end at the \"--\" after it, so it was "
                       "taken as the program; a switch takes its value after '=', e.g. %s=%s)",
                       prog[0], strerror(e), argv[i - 1], prog[0]);
+        else if (e == ENOENT && run_exec_missing_interpreter(prog[0], why, sizeof why))
+            cli_error("cannot run \"%s\": %s", prog[0], why);
         else
             cli_error("cannot run \"%s\": %s", prog[0], strerror(e));
         ssize_t w = write(exec_pipe[1], &e, sizeof e);

@@ -1,0 +1,92 @@
+/* run_exec.h: which interpreter of an existing program execve could not find. */
+#include "tools/run_exec.h"
+
+#include <elf.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* The file execvp tried for `prog` into out (PATH_MAX bytes): 1 if one exists. */
+static int resolve(const char *prog, char *out)
+{
+    struct stat st;
+    if (strchr(prog, '/')) {
+        snprintf(out, PATH_MAX, "%s", prog);
+        return stat(out, &st) == 0 && S_ISREG(st.st_mode);
+    }
+    char fallback[PATH_MAX] = "";
+    const char *path = getenv("PATH");
+    if (!path) {
+        confstr(_CS_PATH, fallback, sizeof fallback);
+        path = fallback;
+    }
+    for (const char *p = path;; p++) {
+        const char *end = strchr(p, ':');
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+        /* An empty entry is the current directory (execvp(3)). */
+        if (snprintf(out, PATH_MAX, "%.*s%s%s", (int)len, len ? p : ".", "/", prog) < PATH_MAX &&
+            stat(out, &st) == 0 && S_ISREG(st.st_mode) && access(out, X_OK) == 0)
+            return 1;
+        if (!end)
+            return 0;
+        p = end;
+    }
+}
+
+/* PT_INTERP of a 64-bit ELF file into out (n bytes): 1 if it has one. */
+static int elf_interp(int fd, char *out, size_t n)
+{
+    Elf64_Ehdr eh;
+    if (pread(fd, &eh, sizeof eh, 0) != (ssize_t)sizeof eh || memcmp(eh.e_ident, ELFMAG, SELFMAG) != 0 ||
+        eh.e_ident[EI_CLASS] != ELFCLASS64 || eh.e_phentsize != sizeof(Elf64_Phdr))
+        return 0;
+    for (unsigned i = 0; i < eh.e_phnum && i < 256; i++) {
+        Elf64_Phdr ph;
+        if (pread(fd, &ph, sizeof ph, (off_t)(eh.e_phoff + (uint64_t)i * sizeof ph)) != (ssize_t)sizeof ph)
+            return 0;
+        if (ph.p_type != PT_INTERP)
+            continue;
+        size_t len = ph.p_filesz < n ? (size_t)ph.p_filesz : n - 1;
+        if (len == 0 || pread(fd, out, len, (off_t)ph.p_offset) != (ssize_t)len)
+            return 0;
+        out[len] = '\0';
+        return out[0] != '\0';
+    }
+    return 0;
+}
+
+int run_exec_missing_interpreter(const char *prog, char *why, size_t n)
+{
+    char path[PATH_MAX], head[256], interp[PATH_MAX];
+    if (!resolve(prog, path))
+        return 0;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    ssize_t got = read(fd, head, sizeof head - 1);
+    int found = 0;
+    if (got >= 2 && head[0] == '#' && head[1] == '!') {
+        /* execve(2): "#!interpreter [optional-arg]", the interpreter a path up to a blank. */
+        head[got] = '\0';
+        char *s = head + 2;
+        s += strspn(s, " \t");
+        size_t len = strcspn(s, " \t\n");
+        if (len && s[len - 1] == '\r') {
+            snprintf(why, n, "its interpreter \"%.*s\" followed by a carriage return (its #! line "
+                     "ends in \\r\\n, Windows line endings: convert the file, e.g. dos2unix)", (int)len - 1, s);
+            found = 1;
+        } else if (len) {
+            snprintf(why, n, "its interpreter \"%.*s\" (its #! line) does not exist", (int)len, s);
+            found = 1;
+        }
+    } else if (got >= SELFMAG && elf_interp(fd, interp, sizeof interp)) {
+        snprintf(why, n, "its dynamic loader \"%s\" (ELF interpreter) does not exist", interp);
+        found = 1;
+    }
+    close(fd);
+    return found;
+}

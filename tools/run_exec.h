@@ -1,0 +1,18 @@
+/* Why `cushim run` could not start its program, when execvp's errno alone would mislead: an
+ * ENOENT for a file that exists is its interpreter's (execve(2): "the interpreter named in a
+ * script's #! line, or the ELF interpreter (dynamic loader) of an executable, does not exist").
+ * Runs in the forked child after a failed execvp; not thread-safe (reads files, no locks). */
+#ifndef CUSHIM_RUN_EXEC_H
+#define CUSHIM_RUN_EXEC_H
+
+#include <stddef.h>
+
+/* For `prog` as execvp took it (a name with a '/' as a path, else searched along PATH, or
+ * confstr(_CS_PATH) when PATH is unset, as execvp does), writes into why (n bytes, truncated, NUL
+ * terminated) the interpreter that is missing: "its interpreter \"/x\" (its #! line) does not
+ * exist" (or, for a #! line ending in a carriage return, that it does) or "its dynamic loader \"/x\" (ELF interpreter) does not exist", and returns 1; returns 0
+ * (why untouched) when the file cannot be found or read, or names no interpreter (a plain ENOENT
+ * then). */
+int run_exec_missing_interpreter(const char *prog, char *why, size_t n);
+
+#endif
