@@ -453,6 +453,23 @@ Test(live, a_bad_output_is_said_alone_before_any_process_is_looked_for)
     cr_expect_eq(cli(segdir, &r, "stat", "--output", "/etc/passwd/x"), 2);
     cr_expect_str_eq(r.err, "cushim: cannot write --output \"/etc/passwd/x\": Not a directory\n");
     run_free(&r);
+    /* A directory too, before the scan's warnings (found by a fresh-user trial: a foreign segment's
+     * "skipping" line came first). */
+    char foreign[700], dir_slash[700];
+    snprintf(foreign, sizeof foreign, "%s/cushim-%u-%d", segdir, (unsigned)geteuid(), (int)getpid());
+    FILE *f = fopen(foreign, "w");
+    cr_assert(f != NULL);
+    fputs("not a segment at all, long enough to be read as one and refused for its magic number", f);
+    cr_assert_eq(fclose(f), 0);
+    snprintf(dir_slash, sizeof dir_slash, "%s/", test_dir());
+    char output_opt[800];
+    snprintf(output_opt, sizeof output_opt, "--output=%s", dir_slash);
+    cr_expect_eq(cli(segdir, &r, "stat", "--json", output_opt), 2);
+    char want[1600];
+    snprintf(want, sizeof want, "cushim: cannot write --output \"%s\": Is a directory\n", dir_slash);
+    cr_expect_str_eq(r.err, want);
+    run_free(&r);
+    unlink(foreign);
     cr_expect_eq(cli(segdir, &r, "stat", "--prometheus", "--output=/proc/version"), 2);
     cr_expect(strstr(r.err, "cushim: cannot write --output \"/proc/version\": ") == r.err &&
               strstr(r.err, " (a temporary file in /proc, renamed over it when complete, could not be "

@@ -193,6 +193,11 @@ void cli_output_abort(struct cli_output *o)
 int cli_output_try(const char *path)
 {
     struct stat st;
+    /* A directory (or "dir/"): what opening it would say, without the scan first. */
+    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
+        errno = EISDIR;
+        return -1;
+    }
     if (strcmp(path, "-") == 0 ||
         (lstat(path, &st) == 0 && !S_ISREG(st.st_mode) &&
          !(S_ISLNK(st.st_mode) && stat(path, &st) == 0 && S_ISREG(st.st_mode))))

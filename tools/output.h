@@ -33,7 +33,8 @@ void cli_output_abort(struct cli_output *o);
 
 /* Tries `path` as cli_output_open would, leaving nothing behind, where that is free of side
  * effects: a file it replaces through a temporary one (nothing there, a regular file, a link to
- * one) or a path that cannot name one (its directory missing, not a directory). A FIFO, a device,
+ * one) or a path that cannot name one (its directory missing, not a directory; a directory itself:
+ * EISDIR). A FIFO, a device,
  * a dangling link (whose target an open would create) and "-" are not tried: 0. 0, or -1 with
  * errno set as by cli_output_open. */
 int cli_output_try(const char *path);
