@@ -35,8 +35,12 @@ int cushim_parse_device_limits(const char *s, uint64_t limits[CUSHIM_MAX_DEVICES
             return -1;
         *colon = '\0';
         /* Ordinals 0..63, each at most once. */
-        if (cushim_parse_u64(item, CUSHIM_MAX_DEVICES - 1, &ordinal) != 0 || seen[ordinal]++)
+        if (cushim_parse_u64(item, UINT64_MAX, &ordinal) != 0)
             return -1;
+        if (ordinal >= CUSHIM_MAX_DEVICES)
+            return -4;
+        if (seen[ordinal]++)
+            return -3;
         if ((rc = cushim_parse_size(colon + 1, &size)) != 0)
             return rc;
         out[ordinal] = size;
@@ -223,10 +227,12 @@ static int parse_into(struct cushim_config *c, enum cushim_option id, const char
     case CUSHIM_OT_DEVSIZES:
     {
         int rc = *v ? cushim_parse_device_limits(v, c->device_limit) : 0;
-        *expected = rc == -2 ? "a size below 16 EiB (2^64 bytes) for every device or ORDINAL:SIZE,..."
-                             : "a size for every device (a whole number with a unit K, M, G or T, binary) or "
-                               "ORDINAL:SIZE,... with ordinals 0..63, each once, no spaces "
-                               "(e.g. 20GiB or 0:20GiB,1:10GiB)";
+        *expected = rc == -2   ? "a size below 16 EiB (2^64 bytes) for every device or ORDINAL:SIZE,..."
+                    : rc == -3 ? "ORDINAL:SIZE,... naming each ordinal once (e.g. 0:20GiB,1:10GiB)"
+                    : rc == -4 ? "ORDINAL:SIZE,... with ordinals 0..63 (cushim counts 64 devices)"
+                               : "a size for every device (a whole number of bytes, or with a unit K, M, G or "
+                                 "T, binary) or ORDINAL:SIZE,... with ordinals 0..63, no spaces (e.g. 20GiB "
+                                 "or 0:20GiB,1:10GiB)";
         return rc < 0 ? -1 : 0;
     }
     }

@@ -74,8 +74,8 @@ int cushim_option_internal(enum cushim_option id);
 
 /* Parses a CUSHIM_DEVICE_LIMIT value into limits[CUSHIM_MAX_DEVICES]: a size for every device,
  * or "ORDINAL:SIZE[,ORDINAL:SIZE...]" with ordinals 0..63 each at most once; a size of 0 means no
- * limit. Returns 0, or -1 with limits untouched (-2 when the only fault is a size of 2^64 bytes
- * or more). */
+ * limit. Returns 0, or with limits untouched: -2 when the only fault is a size of 2^64 bytes or
+ * more, -3 for an ordinal given twice, -4 for an ordinal above 63, -1 for anything else. */
 int cushim_parse_device_limits(const char *s, uint64_t limits[CUSHIM_MAX_DEVICES]);
 
 #endif

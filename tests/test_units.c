@@ -150,10 +150,10 @@ Test(units, device_limits)
     cr_expect_eq(l[0], 20ull << 30);
     cr_expect_eq(l[1], 10ull << 30);
     cr_expect_eq(l[2], 0);
-    cr_expect_eq(cushim_parse_device_limits("0:20GiB,64:1G", l), -1);
+    cr_expect_eq(cushim_parse_device_limits("0:20GiB,64:1G", l), -4, "an ordinal above 63");
     cr_expect_eq(cushim_parse_device_limits("0=1G", l), -1);
     cr_expect_eq(cushim_parse_device_limits("", l), -1);
-    cr_expect_eq(cushim_parse_device_limits("0:1G,0:2G", l), -1, "an ordinal twice");
+    cr_expect_eq(cushim_parse_device_limits("0:1G,0:2G", l), -3, "an ordinal twice");
     cr_expect_eq(cushim_parse_device_limits("0:1G,", l), -1, "a trailing comma");
     cr_expect_eq(cushim_parse_device_limits("0:1G,,1:1G", l), -1);
     cr_expect_eq(cushim_parse_device_limits(",0:1G", l), -1, "a leading comma");
@@ -208,16 +208,16 @@ Test(config, defaults_parse_and_bad_values_keep_them)
     cr_expect_eq(c.offload, CUSHIM_OFFLOAD_COMPILE);
     cr_expect_eq(c.device_limit[0], 0);
     cr_expect_str_eq(errors,
-        "cushim: CUSHIM_DEVICE_LIMIT=\"0:1GiB,x\" is not a size for every device (a whole number with a unit "
-        "K, M, G or T, binary) or ORDINAL:SIZE,... with ordinals 0..63, each once, no spaces (e.g. 20GiB or "
+        "cushim: CUSHIM_DEVICE_LIMIT=\"0:1GiB,x\" is not a size for every device (a whole number of bytes, or "
+        "with a unit K, M, G or T, binary) or ORDINAL:SIZE,... with ordinals 0..63, no spaces (e.g. 20GiB or "
         "0:20GiB,1:10GiB); using the default (none)\n"
         "cushim: CUSHIM_SPILL=\"maybe\" is not a boolean (1/0/true/false/yes/no/on/off); using the default \"0\"\n"
         "cushim: CUSHIM_OFLOAD is not a cushim variable (see `cushim run --help`); ignored\n");
     /* The same problems, structured (what `cushim run` uses to name its own options). */
     char want[1024];
     snprintf(want, sizeof want,
-             "%d \"0:1GiB,x\" a size for every device (a whole number with a unit K, M, G or T, binary) or "
-             "ORDINAL:SIZE,... with ordinals 0..63, each once, no spaces (e.g. 20GiB or 0:20GiB,1:10GiB)\n%d \"maybe\" a boolean (1/0/true/false/yes/no/on/off)\n%d  \n",
+             "%d \"0:1GiB,x\" a size for every device (a whole number of bytes, or with a unit K, M, G or T, "
+             "binary) or ORDINAL:SIZE,... with ordinals 0..63, no spaces (e.g. 20GiB or 0:20GiB,1:10GiB)\n%d \"maybe\" a boolean (1/0/true/false/yes/no/on/off)\n%d  \n",
              CUSHIM_OPT_DEVICE_LIMIT, CUSHIM_OPT_SPILL, CUSHIM_OPT_COUNT);
     cr_expect_str_eq(fields, want);
 }
