@@ -390,8 +390,8 @@ static void synth_top(struct cushim_snapshot *s, pid_t pid, char **argv, int sta
         o += (size_t)snprintf(s->command + o, sizeof s->command - o, "%s%s", i ? " " : "", argv[i]);
 }
 
-/* Writes the run's JSON to f (opened before the run) and closes it; errors are reported, the
- * program's status stays what it was. */
+/* Writes the run's JSON to f (opened before the run) and closes it: 0, or an errno (for
+ * cli_output_strerror) for the caller to say after the summary. */
 static int write_json(struct cli_output *out, const struct cushim_snapshot *top, const struct collected *c,
                       int disabled)
 {
@@ -408,8 +408,7 @@ static int write_json(struct cli_output *out, const struct cushim_snapshot *top,
     jsonw_object_end(&w);
     if (cli_output_commit(out) == 0)
         return 0;
-    cli_error("error writing --json \"%s\": %s", out->path, cli_output_strerror(errno));
-    return -1;
+    return errno ? errno : EIO;
 }
 
 int cmd_run(int argc, char **argv)
@@ -676,12 +675,14 @@ int cmd_run(int argc, char **argv)
     }
     /* JSON first: the text below goes to stderr, which a pipe reader may have closed. */
     /* A summary asked for and lost fails a run that otherwise succeeded (CI must notice);
-     * a failed program's own status says more. */
+     * a failed program's own status says more. A write that failed is said after the text
+     * summary, as its last line, where it is seen. */
+    int json_error = 0;
     if (json && !json_out.direct && cli_output_open(&json_out, json) != 0) {
         cli_error("cannot write --json \"%s\": %s", json, cli_output_strerror(errno));
         if (code == 0)
             code = EXIT_USAGE;
-    } else if (json && write_json(&json_out, top, &c, cfg.disable) != 0 && code == 0) {
+    } else if (json && (json_error = write_json(&json_out, top, &c, cfg.disable)) != 0 && code == 0) {
         code = EXIT_USAGE;
     }
     if (!quiet) {
@@ -730,6 +731,8 @@ int cmd_run(int argc, char **argv)
             fprintf(stderr, "cushim: `%s` was killed by signal %d (%s)\n", prog[0],
                     WTERMSIG(status), strsignal(WTERMSIG(status)));
     }
+    if (json_error)
+        cli_error("error writing --json \"%s\": %s", json_out.path, cli_output_strerror(json_error));
     run_collected_free(&c);
     return code;
 }
