@@ -211,6 +211,33 @@ Test(settings, help_help_is_the_general_usage)
     run_free(&r);
 }
 
+/* A mistyped top-level option is said as an option, not a command (found by a fresh-user trial:
+ * `cushim --versio` was an "unknown command"); a mistyped command stays one. */
+Test(settings, an_unknown_option_or_command_before_any_command)
+{
+    struct run_result r;
+    const char *version[] = {cushim_bin(), "--version", NULL};
+    run_cmd(&r, version, NULL);
+    cr_expect_eq(r.status, 0, "%s", r.err);
+    unsigned major, minor, patch;
+    char end;
+    cr_expect_eq(sscanf(r.out, "cushim %u.%u.%u%c", &major, &minor, &patch, &end), 4, "%s", r.out);
+    cr_expect_eq(end, '\n');
+    run_free(&r);
+    const char *option[] = {cushim_bin(), "--versio", NULL};
+    run_cmd(&r, option, NULL);
+    cr_expect_eq(r.status, 2);
+    cr_expect_str_eq(r.err, "cushim: unknown option \"--versio\" (cushim takes --help or --version before a "
+                            "command: run, ps, stat, top, reset-peak, phase, gc, serve, help)\n");
+    run_free(&r);
+    const char *command[] = {cushim_bin(), "stt", NULL};
+    run_cmd(&r, command, NULL);
+    cr_expect_eq(r.status, 2);
+    cr_expect_str_eq(r.err, "cushim: unknown command \"stt\" (expected one of run, ps, stat, top, reset-peak, "
+                            "phase, gc, serve, help)\n");
+    run_free(&r);
+}
+
 Test(settings, bad_configuration_value_is_one_line_and_the_program_runs)
 {
     struct run_result r;

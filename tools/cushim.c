@@ -182,7 +182,11 @@ static int dispatch(int argc, char **argv)
             return EXIT_USAGE;
         return commands[i].fn(argc - 1, argv + 1);
     }
-    cli_error("unknown command \"%s\" (expected one of run, ps, stat, top, reset-peak, phase, "
-              "gc, serve, help)", argv[1]);
+    if (argv[1][0] == '-')
+        cli_error("unknown option \"%s\" (cushim takes --help or --version before a command: run, ps, "
+                  "stat, top, reset-peak, phase, gc, serve, help)", argv[1]);
+    else
+        cli_error("unknown command \"%s\" (expected one of run, ps, stat, top, reset-peak, phase, "
+                  "gc, serve, help)", argv[1]);
     return EXIT_USAGE;
 }
