@@ -20,12 +20,18 @@ enum cushim_offload_mode { CUSHIM_OFFLOAD_OFF, CUSHIM_OFFLOAD_COMPILE, CUSHIM_OF
 enum cushim_compile_end { CUSHIM_COMPILE_END_MANUAL, CUSHIM_COMPILE_END_GRAPH_LAUNCH };
 enum cushim_report_format { CUSHIM_REPORT_TEXT, CUSHIM_REPORT_JSON };
 
+/* The values of every option (options.h), defaults where unset, empty or bad; filled whole by
+ * cushim_config_load (no pointer: a plain copy, nothing to free). Strings are NUL-terminated
+ * and as given (%p not expanded: the writers expand it, log.h shim_expand_pid); "" means unset.
+ * BOOL fields are 0 or 1. */
 struct cushim_config {
     int log;                                   /* enum cushim_log_level */
-    char log_file[CUSHIM_PATH_MAX];
-    char report[CUSHIM_PATH_MAX];
+    char log_file[CUSHIM_PATH_MAX];            /* CUSHIM_LOG_FILE: a path (no white space at its
+                                                  ends); "" stderr */
+    char report[CUSHIM_PATH_MAX];              /* CUSHIM_REPORT: "stderr" or "stdout" (given in any case;
+                                                  "-" is stdout), or a path; "" no summary */
     int report_format;                         /* enum cushim_report_format */
-    int disable;
+    int disable;                               /* CUSHIM_DISABLE: pure pass-through */
     char segment_dir[CUSHIM_PATH_MAX];
     int offload;                               /* enum cushim_offload_mode */
     uint64_t offload_min;                      /* bytes */
@@ -33,11 +39,13 @@ struct cushim_config {
     int phase;                                 /* enum cushim_phase */
     int compile_end;                           /* enum cushim_compile_end */
     uint64_t device_limit[CUSHIM_MAX_DEVICES]; /* bytes per ordinal, 0 = no limit */
-    int spill;
-    char run_dir[CUSHIM_PATH_MAX];
-    char run_id[64];
-    char run_top[16];
-    char run_checked[24];
+    int spill;                                 /* CUSHIM_SPILL: a cudaMalloc/cudaMallocAsync failing
+                                                  for lack of memory served from pinned host memory */
+    /* Set by `cushim run` for its processes (CUSHIM_RUN_*), checked strictly (a bad value is ""). */
+    char run_dir[CUSHIM_PATH_MAX];             /* its run directory, an absolute path */
+    char run_id[64];                           /* the run's id: 1 to 16 hex digits */
+    char run_top[16];                          /* pid of the process it launched (decimal, 1..2^31-1) */
+    char run_checked[24];                      /* cushim_config_fingerprint it checked (hex) */
     int run_summary;                           /* CUSHIM_RUN_SUMMARY: the run prints text summaries */
     char library[CUSHIM_PATH_MAX];             /* CUSHIM_LIBRARY (read by `cushim run` only) */
 };

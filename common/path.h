@@ -5,7 +5,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* The directory part of `path` into buf (len bytes): "/a/b" -> "/a", "/x" -> "/", "x" -> ".". */
+/* The directory part of `path` into buf (len bytes): "/a/b" -> "/a", "/x" -> "/", "x" -> ".",
+ * "a/b/" -> "a/b" (everything before the last '/', no normalisation). The path is first copied
+ * cut to len-1 bytes and the last '/' of that copy is taken: a path that does not fit gives a
+ * wrong directory, silently (callers size buf above any path they pass). len must be >= 2. */
 void cushim_parent_dir(const char *path, char *buf, size_t len);
 
 /* Whether `dir` is a run directory made by `cushim run` that this user may write summaries to:
@@ -28,10 +31,12 @@ int cushim_run_dir_owner(const char *dir, int *pid, uint64_t *start, uint64_t *p
 
 struct stat;
 /* Whether the symbolic link at `path` (lstat'ed into *l) may be followed to write a report or a
- * log: only when nobody else could have planted it: it is the user's own, or its directory is
- * writable by its owner alone (/dev/stderr, a link in the user's home). A link in a directory
- * others may write (/tmp) that is not the user's is refused (the rule of the kernel's
- * protected_symlinks, made stricter for directories without the sticky bit). */
+ * log: only when nobody else could have planted it. 1 when its directory (stat, following links)
+ * is the user's or root's and either no group or other may write it (/dev/stderr, a link in the
+ * user's home) or it is sticky and the link is the user's own (/tmp); 0 otherwise, also when
+ * the directory cannot be stat'ed or is another user's (no errno promised). The rule of the
+ * kernel's protected_symlinks, made stricter for directories without the sticky bit: there
+ * even the user's own link is refused. */
 int cushim_trusted_link(const char *path, const struct stat *l);
 
 /* Whether every symbolic link met on the way to `path` (in its directories, and the links it
@@ -44,7 +49,8 @@ int cushim_path_links_trusted(const char *path);
 
 /* Why an existing output target (*st, after following a trusted link) is not written: "a file
  * of another user", "not a regular file" (a directory, a socket, ...), or NULL when it may be
- * (a regular file of the user's, a character device, a FIFO). */
+ * (a regular file of the user's, a character device, a FIFO). A string literal: static, never
+ * freed. */
 const char *cushim_output_refusal(const struct stat *st);
 
 /* 1 or 2 when st is the file behind this process's stdout or stderr (what the shims write a

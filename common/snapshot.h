@@ -1,5 +1,9 @@
 /* A consistent, plain copy of one process's segment: what the CLI, the exit summary, JSON and
  * Prometheus print. Produced only by cushim_snapshot_read(), which trusts nothing in the bytes.
+ * Plain values, no pointers: a snapshot is copied by assignment and owns nothing. Byte counts
+ * are bytes; *_ns are nanoseconds; start times are clock ticks (sysconf(_SC_CLK_TCK)).
+ * The functions below are thread-safe: they write only the caller's buffers and return static
+ * strings (never freed) or those buffers.
  */
 #ifndef CUSHIM_SNAPSHOT_H
 #define CUSHIM_SNAPSHOT_H
@@ -9,46 +13,53 @@
 
 #include "common/segment.h"
 
+/* One device record as copied (segment.h struct cushim_device_record). */
 struct cushim_device_snapshot {
-    int32_t ordinal;
+    int32_t ordinal;                      /* CUdevice ordinal in the writing process */
     int identified;                       /* uuid valid */
-    uint8_t uuid[16];
-    uint64_t total_bytes;
-    uint64_t untracked_bytes;
-    uint64_t untracked_sampled_ns;        /* 0 = never sampled */
-    uint64_t kinds[CUSHIM_KIND_COUNT][CUSHIM_STAT_COUNT];
-    uint64_t dev[CUSHIM_DEV_STAT_COUNT];
+    uint8_t uuid[16];                     /* cuDeviceGetUuid_v2 (or cuDeviceGetUuid) bytes */
+    uint64_t total_bytes;                 /* the device's memory (cuDeviceTotalMem_v2), bytes */
+    uint64_t untracked_bytes;             /* bytes in use the shim did not count, last sample
+                                             (shim.h shim_sample_untracked) */
+    uint64_t untracked_sampled_ns;        /* CLOCK_REALTIME of that sample; 0 = never sampled */
+    uint64_t kinds[CUSHIM_KIND_COUNT][CUSHIM_STAT_COUNT]; /* stats.h: bytes, or counts for *_count */
+    uint64_t dev[CUSHIM_DEV_STAT_COUNT];  /* stats.h CUSHIM_DEV_*; lifetime_peak at least total_peak */
 };
 
+/* One executable graph (segment.h struct cushim_graph_record). */
 struct cushim_graph_snapshot {
-    uint64_t id;
-    int32_t device;
-    int alive;
-    uint64_t instantiated_ns, destroyed_ns;
-    uint64_t launches, alloc_node_bytes, capture_bytes;
+    uint64_t id;                          /* 1, 2, ... in instantiation order */
+    int32_t device;                       /* ordinal it was instantiated on (-1: unknown) */
+    int alive;                            /* 0: destroyed */
+    uint64_t instantiated_ns, destroyed_ns; /* CLOCK_REALTIME; destroyed_ns 0 while alive */
+    uint64_t launches, alloc_node_bytes, capture_bytes; /* a count; bytes; bytes */
 };
 
+/* One process's segment (segment.h struct cushim_segment_header, then records). */
 struct cushim_snapshot {
-    int32_t pid;
-    uint32_t uid;
-    uint64_t start_time;
-    uint64_t pidns_inode;
-    uint64_t created_ns;
+    int32_t pid;                          /* in the writer's own pid namespace */
+    uint32_t uid;                         /* effective uid at creation */
+    uint64_t start_time;                  /* /proc/<pid>/stat field 22 as the writer read it:
+                                             clock ticks after boot */
+    uint64_t pidns_inode;                 /* the writer's /proc/self/ns/pid inode, 0 unknown */
+    uint64_t created_ns;                  /* CLOCK_REALTIME at the segment's creation */
     /* When the counters were read (CLOCK_REALTIME ns): by cushim_snapshot_read, after the device
      * records; `cushim run` sets a final copy's to when its process wrote it. 0: never read. */
     uint64_t read_ns;
-    uint64_t run_id;
+    uint64_t run_id;                      /* the `cushim run` that launched it, 0 none */
     int32_t run_pid;                      /* segment.h: the `cushim run` that launched it, 0 none */
     /* Filled by the CLI's scan (tools/segments.c), 0 elsewhere: whether the process is in
      * another pid namespace than the reader (a container's, read on the host), and then its pid
      * in the reader's namespace (0 when not visible from there). */
     int32_t other_pidns;
     int32_t host_pid;
-    uint64_t run_start_time;
+    uint64_t run_start_time;              /* run_pid's /proc/<pid>/stat field 22: clock ticks after boot */
     uint64_t pidfs_ino;                   /* segment.h: 0 unknown */
     uint32_t phase;                       /* enum cushim_phase */
     uint32_t phase_requested;             /* `cushim phase` not yet applied: 1 + enum cushim_phase, 0 none */
     uint32_t flags;                       /* CUSHIM_SEG_F_* */
+    /* 1 once the process finished its exit report (segment.h header exited): a live segment
+     * with it set is stale (tools/segments.c is_stale). */
     uint32_t exited;
     /* The process has ended, with or without its exit report (exited): set by a reader that knows
      * (cushim run's summary of its processes), 0 from cushim_snapshot_read. Its figures are
@@ -87,7 +98,8 @@ int cushim_snapshot_read(const void *mem, size_t len, struct cushim_snapshot *ou
  * process's own) under its seqlock: spin_limit+1 attempts, then, while writers keep it busy (one
  * preempted inside its update holds readers off until it runs again), rounds of attempts with a
  * 20 us sleep between them, for up to patience_ns. Returns 0, or -1 if the record never held
- * still that long (*d then holds the last attempt's copy, taken as it was). */
+ * still that long (*d then holds the last attempt's copy, taken as it was). Thread-safe: reads
+ * the record's atomics only, writes *d only (common/seqlock.h reader side). */
 int cushim_record_copy(const struct cushim_device_record *r, struct cushim_device_snapshot *d,
                        unsigned spin_limit, uint64_t patience_ns);
 
@@ -95,14 +107,16 @@ int cushim_record_copy(const struct cushim_device_record *r, struct cushim_devic
  * the patience a budget shared by several records: *patience_left (ns) is lowered by what this
  * copy spent waiting. Returns 0 (out's seq_begin then equals its seq_end), or -1 if the record
  * never held still (out then holds the last attempt, taken as it was). For the writer's own
- * segment (trusted memory). */
+ * segment (trusted memory). Thread-safe as cushim_record_copy; *patience_left is the caller's
+ * (not shared between threads). */
 int cushim_record_settle(const struct cushim_device_record *r, struct cushim_device_record *out,
                          unsigned spin_limit, uint64_t *patience_left);
 
-/* "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx" (nvidia-smi's form) into buf (>= 41 bytes). */
+/* "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx" (nvidia-smi's form, lower-case hex) into buf,
+ * returned. 41 bytes hold it; a shorter len cuts it (snprintf), still NUL-terminated. */
 char *cushim_format_uuid(const uint8_t uuid[16], char *buf, size_t len);
 
-/* Name of a phase ("run", "compile"), "unknown" when out of range. */
+/* Name of a phase ("run", "compile"), "unknown" when out of range. A static string. */
 const char *cushim_phase_name(uint32_t phase);
 
 /* The offload policy a segment's flags say (segment.h CUSHIM_SEG_F_OFFLOAD_*): "off", "compile" or
@@ -114,17 +128,18 @@ const char *cushim_offload_label(uint32_t flags);
 const char *cushim_phase_requested(const struct cushim_snapshot *s);
 
 /* The phase as ps, top and the text summary show it: "run", or "run>compile" while a requested
- * change waits for the process's next allocation. Written to buf (>= 24 bytes), returned. */
+ * change waits for the process's next allocation. Written to buf (24 bytes hold any), returned;
+ * a shorter len cuts it (snprintf), still NUL-terminated when len > 0. */
 const char *cushim_phase_label(const struct cushim_snapshot *s, char *buf, size_t len);
 
 /* The devices a process used, as ps and top show them in a column `width` characters wide
- * (< len): ordinals with runs joined ("0-3,6"), or "N GPUs" when that is wider; "-" for
- * none. Written to buf, returned. */
+ * (< len): ordinals with runs of three or more joined ("0-3,6"; "0,1"), or "N GPUs" when that is
+ * wider (or did not fit in len); "-" for none. Written to buf (len > 0), returned. */
 const char *cushim_device_list(const struct cushim_snapshot *s, char *buf, size_t len, size_t width);
 
 /* The pid as ps, top and Prometheus show it: the process's pid in the reader's namespace; for a
  * process of another pid namespace not visible from the reader's, its own pid there with "*"
- * ("1*"). Written to buf (>= 16 bytes), returned. */
+ * ("1*"). Written to buf (16 bytes hold any), returned; a shorter len cuts it (snprintf). */
 const char *cushim_pid_label(const struct cushim_snapshot *s, char *buf, size_t len);
 
 #endif

@@ -18,7 +18,9 @@ int cushim_parse_bool(const char *s, int *out);
 /* Index of `s` among the '|'-separated `choices` ("off|error|warn"), or -1. */
 int cushim_parse_enum(const char *choices, const char *s);
 
-/* Copies the n-th (0-based) choice of `choices` into buf (always NUL-terminated); returns buf. */
+/* Copies the n-th (0-based) choice of `choices` into buf (cut to len-1 bytes, NUL-terminated
+ * when len > 0); returns buf. n beyond the last choice gives ""; a negative n gives the first
+ * choice. */
 char *cushim_enum_name(const char *choices, int n, char *buf, size_t len);
 
 /* Parses a non-negative decimal integer that fits in `max`; returns 0 or -1. */

@@ -11,7 +11,9 @@
 #include "shim/shim.h"
 
 /* The record of a device seen for the first time: marks it live, identifies it (UUID, total
- * memory) through the driver. NULL for an ordinal outside 0..CUSHIM_MAX_DEVICES-1. */
+ * memory) through the driver. NULL for an ordinal outside 0..CUSHIM_MAX_DEVICES-1, without a
+ * segment (shim.seg NULL), or for a device the driver cannot describe (cuDeviceTotalMem_v2
+ * fails: an ordinal it does not know, a call before cuInit), asked again at the next use. */
 struct cushim_device_record *account_record_slow(int device);
 /* Logs a would-be underflow (a bug) once. */
 void account_underflow(uint64_t have, uint64_t bytes);
@@ -25,7 +27,9 @@ static inline __attribute__((always_inline)) struct cushim_device_record *accoun
     return account_record_slow(device);
 }
 
-/* Raises *peak to v by compare-and-swap (a new high-water mark: out of line). */
+/* Raises *peak to v by compare-and-swap (a new high-water mark: out of line). p: *peak as the
+ * caller last read it. Never lowers it: a racing raise to more than v wins. Relaxed
+ * compare-and-swap. Thread-safe. */
 void raise_peak_slow(_Atomic uint64_t *peak, uint64_t p, uint64_t v);
 
 static inline __attribute__((always_inline)) void raise_peak(_Atomic uint64_t *peak, uint64_t v)
@@ -128,6 +132,9 @@ static inline __attribute__((always_inline)) void account_alloc_to(struct cushim
     cushim_seq_write_end(&r->seq_end);
 }
 
+/* account_alloc_to on device's record. Without a record (account_record NULL: an ordinal
+ * outside 0..CUSHIM_MAX_DEVICES-1, no segment, a device the driver cannot describe) nothing is
+ * counted, nor charged to the budget. bytes: bytes; flags: SHIM_F_*. */
 static inline __attribute__((always_inline)) void account_alloc(int device, enum cushim_kind kind,
                                                                 uint64_t bytes, unsigned flags)
 {
@@ -164,6 +171,8 @@ static inline __attribute__((always_inline)) void account_free_to(struct cushim_
     cushim_seq_write_end(&r->seq_end);
 }
 
+/* account_free_to on device's record; without one nothing is counted, and nothing is released
+ * from the budget either (an entry's device always has one: track.h track_alloc_on). */
 static inline __attribute__((always_inline)) void account_free(int device, enum cushim_kind kind,
                                                                uint64_t bytes, unsigned flags)
 {
@@ -247,6 +256,8 @@ static inline __attribute__((always_inline)) void account_dev_inc(int device, en
     cushim_seq_write_end(&r->seq_end);
 }
 
+/* A failed allocation of `kind` counted (failed_count); nothing without a record, as
+ * account_alloc. */
 static inline void account_fail(int device, enum cushim_kind kind)
 {
     struct cushim_device_record *r = account_record(device);

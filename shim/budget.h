@@ -51,6 +51,10 @@ uint64_t budget_graph_ticket(int device);
 /* In a child after fork(): nothing held, nothing read (its segment's launch counts start at 0),
  * no lock held by a thread of the parent's. */
 void budget_after_fork_child(void);
+/* The process's graph launches so far (CUSHIM_DEV_graph_launches summed over the live device
+ * records; 0 without a segment): a launch counts on its graph's device but may grow any device's
+ * graph pool, so a change anywhere makes every device's reading stale. A count, not bytes.
+ * Thread-safe (separate loads: a launch during the sum may be missed, and is seen next time). */
 uint64_t budget_graph_launches(void);
 
 /* The stream-ordered pools of `device` as async_pool_sample just read them: `reserved`, their
@@ -157,12 +161,20 @@ static inline bool budget_reserve_in(int device, uint64_t bytes, uint64_t own_id
     return budget_reserve_limited(device, bytes, own_idle, pool, served);
 }
 
+/* budget_reserve_in for a request no pool's idle reserve serves. Always true (nothing counted)
+ * without any limit, or for an ordinal outside 0..CUSHIM_MAX_DEVICES-1; for a device without a
+ * limit while another has one, bytes are counted and true returned; under a limit, false means
+ * refused (said by budget_refused; the caller answers CUDA_ERROR_OUT_OF_MEMORY) and may first
+ * ask the driver (the pools read again). Bytes. Thread-safe. */
 static inline bool budget_reserve(int device, uint64_t bytes)
 {
     uint64_t served;
     return budget_reserve_in(device, bytes, 0, 0, &served);
 }
 
+/* Gives back `bytes` budget_reserve took or an allocation counted (account.h); stops at 0
+ * rather than wrap, silently. Nothing without any limit, or for an ordinal outside
+ * 0..CUSHIM_MAX_DEVICES-1. Thread-safe. */
 static inline void budget_release(int device, uint64_t bytes)
 {
     if (unlikely(budget_any) && (unsigned)device < CUSHIM_MAX_DEVICES) {

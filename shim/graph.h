@@ -8,7 +8,12 @@
 
 /* An executable graph was made from `graph` on `device`: records it (alloc-node bytes by walking
  * the graph and its child graphs at any depth, each counted on the device of its node's pool;
- * capture bytes from the captures that made `graph` or a graph moved into it, if any). */
+ * capture bytes from the captures that made `graph` or a graph moved into it, if any). `device`
+ * and `ctx`: the current context and its device at instantiation (shim_current_device: device
+ * -1 counts on no device); ctx ties its entries to that context for graph_context_gone. Inside
+ * the shim (shim_enter). Nothing is returned: with more than CUSHIM_MAX_GRAPHS alive it is left
+ * out of the segment's per-graph table (logged once; device totals stay exact); a table that
+ * cannot grow (out of memory) leaves its alloc-node bytes or its entry out, silently. */
 void graph_instantiated(CUgraphExec exec, CUgraph graph, int device, CUcontext ctx);
 /* cuGraphExecDestroy, in two steps around the real call: its entries are taken out of the
  * tables before it (once the driver has destroyed it, another thread's instantiation may get the
@@ -33,6 +38,8 @@ struct graph_taken {
     unsigned n, cap;         /* kids[] used and allocated */
     struct shim_entry *kids; /* child graphs' capture bytes (arena) */
 };
+/* When the arena cannot hold another child's entry, that child's capture bytes are forgotten
+ * (logged once): not put back if the destroy fails. */
 void graph_take(CUgraph graph, struct graph_taken *t);
 void graph_settle(struct graph_taken *t, bool destroyed);
 /* A capture ended into `graph` having allocated `bytes` (non-node allocations) while live; the

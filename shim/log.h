@@ -28,7 +28,11 @@ bool shim_expand_pid(const char *in, char *out, size_t len);
  * /dev/stderr, is), a missing
  * file is created mode 0600, an existing one must be a regular file of the process's user (then
  * emptied, or appended to: `append`), a character device (/dev/null) or a FIFO that has a reader
- * (never waiting for one). Returns the descriptor, or -1 with *why saying why in a few words. */
+ * (never waiting for one). The program's own stdout or stderr (by device and inode) is written
+ * through a duplicate of that descriptor. Returns the descriptor (O_CLOEXEC, >= 3; the caller
+ * owns it and closes it), or -1 with *why saying why in a few words: a string literal or
+ * strerror(3)'s, not to be freed, to be used before the thread's next strerror. On success *why is
+ * NULL, or left as it was when the path was the program's stdout or stderr at the first look. */
 int shim_open_output(const char *path, int append, const char **why);
 
 /* Around the shim's own writes to files (the log, the report, the run's copy of the segment):
@@ -58,7 +62,15 @@ void shim_log_after_fork_child(void);
 /* Writes `line` and a newline as it is (no prefix, no level check) where the log goes, under the
  * SIGPIPE guard: the lines about bad CUSHIM_* values, which carry their own "cushim: " prefix. */
 void shim_log_line(const char *line);
+/* Whether a line of `level` (CUSHIM_LOG_ERROR..CUSHIM_LOG_DEBUG) would be written: level at or
+ * below CUSHIM_LOG (warn until shim_log_open). Thread-safe; one load. */
 int shim_log_enabled(int level);
+/* One line "cushim[PID] LEVEL: MESSAGE\n" where the log goes, when shim_log_enabled(level); level
+ * must be CUSHIM_LOG_ERROR..CUSHIM_LOG_DEBUG (it indexes the level names). The message is
+ * formatted into 2048 bytes (a longer one is cut, ending "...") and escaped
+ * (cushim_text_escaped: control characters and bytes that are not UTF-8), cut again to fit the
+ * 2560-byte line: the line is always one line. One write(2) under the SIGPIPE guard; errors go
+ * unreported (a log file that fails moves the log to stderr, said once). Thread-safe. */
 void shim_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 #define LOG_ERROR(...) shim_log(CUSHIM_LOG_ERROR, __VA_ARGS__)

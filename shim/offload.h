@@ -36,7 +36,15 @@ static inline bool offload_wanted(uint64_t bytes)
 CUresult offload_alloc(CUdeviceptr *dptr, uint64_t bytes, unsigned flags, int device, CUcontext in_ctx);
 
 /* Frees an offloaded entry already taken out of the table: now (sync), or once the work queued
- * on `stream` so far has finished (async; `pt`: per-thread variant). Counts the free. */
+ * on `stream` so far has finished (async; `pt`: per-thread variant). Counts the free.
+ * offload_free returns CUDA_SUCCESS (the block kept in the cache or cuMemFreeHost'd, the free
+ * counted) or cuMemFreeHost's error (CUDA_ERROR_NOT_INITIALIZED without it): nothing counted,
+ * the range rerouted again, and the caller puts the entry back. offload_free_async returns
+ * CUDA_SUCCESS once the free is deferred (counted now) or done; else an error with nothing
+ * freed or counted: the driver's answer about a capturing stream
+ * (CUDA_ERROR_STREAM_CAPTURE_INVALIDATED; CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED while it
+ * captures, or when no event could be made and a live capture forbids waiting), or the
+ * stream's own error (an invalid handle or context); a failing cuMemFreeHost as offload_free. */
 CUresult offload_free(const struct shim_entry *e);
 CUresult offload_free_async(const struct shim_entry *e, CUstream stream, bool pt);
 

@@ -9,9 +9,13 @@
 #include "shim/shim.h"
 
 /* Creates <segment_dir>/cushim-<uid>-<pid> (0600, O_EXCL, replacing only a stale file of our own
- * pid), sized and mapped shared, header filled. If that fails, returns private anonymous memory
- * with CUSHIM_SEG_F_ANONYMOUS set and path = "" (counting still works; logged once). NULL only if
- * no memory at all. `path` receives the file's path. */
+ * pid; a suffixed name when the plain one is another's file), sized and mapped shared, header
+ * filled. `flags`: CUSHIM_SEG_F_* for the header (the caller's CUSHIM_SEG_F_TOP); the offload
+ * and spill bits are added from c. If that fails, returns private anonymous memory
+ * with CUSHIM_SEG_F_ANONYMOUS set and path = "" (counting still works; logged at warn level).
+ * NULL only if no memory at all. `path` receives the file's path. The mapping is
+ * sizeof(struct cushim_segment) bytes; the process keeps it for its life (nobody unmaps it but a
+ * forked child, which drops its parent's: init.c after_fork_child). */
 struct cushim_segment *segment_create(const struct cushim_config *c, unsigned flags,
                                       uint64_t run_id, char *path, size_t pathlen);
 

@@ -97,7 +97,10 @@ void shim_close_own(void *h);
 void *shim_own_definition(const void *in, const char *name);
 
 /* dl_iterate_phdr under the shim's lock that fork waits for (real.c): the shim's every call of it
- * goes through here, so a forked child never starts with the loader's lock held by the shim. */
+ * goes through here, so a forked child never starts with the loader's lock held by the shim.
+ * Returns dl_iterate_phdr's result (dl_iterate_phdr(3)): the last value cb returned (nonzero
+ * stops the walk), 0 when cb always returned 0. Thread-safe; cb runs under that lock (a plain
+ * mutex, not recursive) and must not call shim_iterate_phdr itself. */
 struct dl_phdr_info;
 int shim_iterate_phdr(int (*cb)(struct dl_phdr_info *, size_t, void *), void *data);
 /* The fork handlers of the shim's loader and slot locks registered (once; the constructor, and
@@ -110,6 +113,9 @@ typedef void *(*shim_dlsym_fn)(void *, const char *);
  * it passes CUDA calls through and forwards the cushim.h API to that copy (api.c). Set once at
  * load. */
 extern SHIM_HIDDEN bool shim_aside;
+/* NULL when not even libc's dlsym can be found (dlvsym by version fails); callers check. A
+ * non-NULL answer is kept for the process's life; NULL is asked again at the next call.
+ * Thread-safe. */
 shim_dlsym_fn shim_real_dlsym(void);
 /* The next dlclose after the shim's own (door_dlsym.c): another interposer's, else libc's. */
 typedef int (*shim_dlclose_fn)(void *);
@@ -118,7 +124,12 @@ shim_dlclose_fn shim_real_dlclose(void);
 /* ---- doors (door_dlsym.c, door_procaddr.c) ---- */
 /* Row of the wrapped export named `symbol`, or -1. */
 int shim_hook_by_symbol(const char *symbol);
-/* The pointer to hand out for a cuGetProcAddress result `real_fn` of (base, version, flags). */
+/* The pointer to hand out for a cuGetProcAddress result `real_fn` of (base, version, flags):
+ * the shim's wrapper when it counts that ABI of `base` and shim_real_offer takes real_fn; else
+ * real_fn itself, uncounted (NULL base or real_fn, CUSHIM_DISABLE, a name or ABI the shim does
+ * not wrap, a version above the headers' CUDA_VERSION whose function differs from the one at
+ * CUDA_VERSION, a function of another library: door_procaddr.c). Never NULL unless real_fn is.
+ * Thread-safe; loader and driver calls (cuGetProcAddress) on the rare paths. */
 void *shim_wrap_proc(const char *base, int version, cuuint64_t flags, void *real_fn);
 
 /* ---- state (init.c) ---- */
@@ -127,14 +138,20 @@ void *shim_wrap_proc(const char *base, int version, cuuint64_t flags, void *real
  * teardown, registered at its initialisation), else an ELF destructor reports at the very end. */
 enum shim_run_state { SHIM_IDLE = 0, SHIM_STARTING, SHIM_ACTIVE, SHIM_OFF, SHIM_QUIET };
 
+/* The shim's one state (init.c). cfg and run_id are set once at load (shim_ensure_loaded) and
+ * read-only after; top also, except that a forked child clears it. seg, owner and seg_path are
+ * set once by the start (shim_start_slow, before run is published with release order: read them
+ * after shim_started()) and reset in a forked child, which starts again. The tables are
+ * thread-safe themselves (table.h). */
 struct shim_state {
     struct cushim_config cfg;
     _Atomic int run;                 /* enum shim_run_state */
-    struct cushim_segment *seg;      /* counters: the segment file mapping, or anonymous memory */
+    struct cushim_segment *seg;      /* counters: the segment file mapping, or anonymous memory;
+                                        never unmapped by the process that made it */
     pid_t owner;                     /* pid that created seg (fork safety) */
-    char seg_path[CUSHIM_PATH_MAX + 64];
+    char seg_path[CUSHIM_PATH_MAX + 64]; /* its file, "" for anonymous memory */
     int top;                         /* launched image of `cushim run` */
-    uint64_t run_id;
+    uint64_t run_id;                 /* CUSHIM_RUN_ID (hex), 0 when not under a run */
     struct shim_table ptrs;          /* device/host pointers -> allocation */
     struct shim_table arrays;        /* CUarray / CUmipmappedArray handles */
     struct shim_table vmm_handles;   /* CUmemGenericAllocationHandle -> physical allocation */
@@ -151,8 +168,11 @@ extern SHIM_HIDDEN struct shim_state shim;
 extern SHIM_HIDDEN SHIM_TLS int shim_depth;
 
 /* Starts the shim at the first CUDA activity (segment, exit handler). Returns false when the
- * shim is off (CUSHIM_DISABLE, or a failed start): the caller passes through. from_api: the
- * in-process API, which creates the segment but leaves the exit handler to the first CUDA call. */
+ * shim is off (CUSHIM_DISABLE, another copy first, or a failed start: no memory even for
+ * private counters): the caller passes through. from_api: the in-process API, which creates the
+ * segment but leaves the exit handler to the first CUDA call. Thread-safe: of concurrent
+ * callers one starts (compare-and-swap to SHIM_STARTING) and the others spin (sched_yield)
+ * until it is done, then return whether it succeeded. */
 bool shim_start_slow(bool from_api);
 /* The configuration loaded (init.c): what the constructor does, done first by whichever comes
  * first, the constructor, a CUDA call or a cushim.h call (a library of the program may make
@@ -174,6 +194,8 @@ static inline bool shim_enter(void)
     shim_depth = 1;
     return true;
 }
+/* Leaves a wrapper shim_enter let in (only then: it resets the depth to 0, it does not count
+ * down). */
 static inline void shim_leave(void)
 {
     shim_depth = 0;
@@ -202,6 +224,11 @@ static inline void phase_poll(void)
 }
 
 /* ---- accounting: account.h (inline, hot) and account.c ---- */
+/* One per-device counter (stats.h CUSHIM_DEV_*: bytes or a count, as the stat says) changed by
+ * delta (a decrease stops at 0, logged once as a bug: account.h sub_clamped), or set to value,
+ * inside the record's seqlock bracket. A device without a record (account_record: outside
+ * 0..CUSHIM_MAX_DEVICES-1, no segment, or one the driver cannot describe) is ignored, silently.
+ * Thread-safe; no peak is raised. */
 void account_device_stat_add(int device, enum cushim_device_stat stat, int64_t delta);
 void account_device_stat_set(int device, enum cushim_device_stat stat, uint64_t value);
 

@@ -206,18 +206,24 @@ static inline int table_put(struct shim_table *t, const struct shim_entry *e, st
     return rc;
 }
 
-/* table_put of a new allocation's entry given by its fields (aux, refs and maps zero), in the
- * common case only: true when it was inserted as a new key; false, with nothing done, when the
- * shard's lock is held by another thread, the shard must grow or the key is already there (the
- * caller then does the whole put out of line: table_put_new_slow). So no copy of the entry is
- * built in memory and no call is made on the fast path. */
+/* table_put_new's out-of-line half (table.c): table_put of the entry given by its fields (aux,
+ * refs and maps zero; device, kind and flags packed by table_dkf), taking the shard's lock and
+ * growing it if needed. Returns table_put's result: 0 inserted as a new key, 1 replaced a live
+ * entry (copied to *old unless old is NULL), -1 out of memory (nothing done). Thread-safe. */
 int table_put_new_slow(struct shim_table *t, uint64_t key, uint64_t size, uint64_t ctx,
                        uint64_t device_kind_flags, struct shim_entry *old);
+/* An entry's device, kind and flags in one word for table_put_new_slow, which unpacks it:
+ * device in bits 0-31 (as uint32_t: -1 survives), kind 32-47, flags 48-63. Pure. */
 static inline __attribute__((always_inline)) uint64_t table_dkf(int32_t device, uint16_t kind,
                                                               uint16_t flags)
 {
     return (uint64_t)(uint32_t)device | (uint64_t)kind << 32 | (uint64_t)flags << 48;
 }
+/* table_put of a new allocation's entry given by its fields (aux, refs and maps zero), in the
+ * common case only: true when it was inserted as a new key; false, with nothing done, when the
+ * shard's lock is held by another thread, the shard must grow or the key is already there (the
+ * caller then does the whole put out of line: table_put_new_slow). So no copy of the entry is
+ * built in memory and no call is made on the fast path. */
 static inline __attribute__((always_inline)) bool table_put_new(struct shim_table *t, uint64_t key,
                                                                 uint64_t size, uint64_t ctx,
                                                                 int32_t device, uint16_t kind,

@@ -20,6 +20,12 @@ struct shim_ctx_cache {
 };
 extern SHIM_HIDDEN SHIM_TLS struct shim_ctx_cache shim_tls_ctx;
 extern SHIM_HIDDEN _Atomic uint32_t shim_ctx_generation;
+/* shim_current_device's miss (context.c): the device of ctx, which must be the calling thread's
+ * current context (the driver is asked cuCtxGetDevice, of the current one), from the shared
+ * context cache or the driver. Returns the ordinal, or -1 when the driver will not say or says
+ * one beyond CUSHIM_MAX_DEVICES (logged once unless the context is destroyed). Makes the
+ * device's record live (account_record) and fills this thread's shim_tls_ctx only when it has
+ * one. Thread-safe. */
 int shim_current_device_slow(CUcontext ctx);
 
 /* Whether the calling thread's cached context is ctx, still valid (no context forgotten since). */
@@ -119,6 +125,8 @@ void track_put_back(struct shim_table *t, const struct shim_entry *e);
 
 /* A replaced live entry: the driver handed out an address again whose free the shim did not see. */
 void track_replaced(const struct shim_entry *old);
+/* A table could not take an entry (out of memory: table_put returned -1): logged once, at error
+ * level. Nothing else; the caller leaves the allocation uncounted. Thread-safe. */
 void track_table_full(void);
 
 /* Puts a new allocation's entry in t. False when the table is full (logged once; the allocation
@@ -175,6 +183,11 @@ static inline __attribute__((always_inline)) bool track_alloc_on_aux(struct shim
     return false;
 }
 
+/* A new allocation of `bytes` of `kind` at `key` on `device` (made in ctx): its entry put in t
+ * and the allocation counted (account_alloc_to; also as `capture` while a capture is live).
+ * True when kept and counted. False, with nothing counted and the caller's budget reservation
+ * given back (track_not_kept), when key is 0, the device has no record (account_record) or the
+ * table is full (logged once). Thread-safe. */
 static inline __attribute__((always_inline)) bool track_alloc_on(struct shim_table *t,
                                                                  enum cushim_kind kind, uint64_t key,
                                                                  uint64_t bytes, int device,

@@ -11,7 +11,10 @@
 #define EXIT_NOTHING 1
 #define EXIT_USAGE 2
 
-/* Subcommands: argv[0] is the subcommand name. */
+/* Subcommands: argv[0] is the subcommand name. Each returns the process's exit code (above;
+ * `cushim run`: the program's status). Call from the main thread, one at a time: they read the
+ * environment and keep state in statics (segments.c; serve scans on libmicrohttpd's one polling
+ * thread while the main thread waits). */
 int cmd_run(int argc, char **argv);
 int cmd_ps(int argc, char **argv);
 int cmd_stat(int argc, char **argv);
@@ -66,7 +69,9 @@ int cli_value_is_option(const char *name, const char *value);
 int seg_read_file(const char *path, struct cushim_snapshot *out, char *err, size_t errlen);
 
 /* Directory holding the live segments: $CUSHIM_SEGMENT_DIR parsed as the shim parses it (a bad
- * value is the default /dev/shm, reported once unless `cushim run` already reported it). */
+ * value is the default /dev/shm, reported once unless `cushim run` already reported it). The
+ * environment is read at the first call only; the string is static (valid for the program's
+ * life, never freed). Not thread-safe at the first call. */
 const char *seg_dir(void);
 /* For the commands that read segments (all but run): CUSHIM_SEGMENT_DIR, when set, must be an
  * absolute path, and the directory must open. 0, or -1 after a one-line message (the command
@@ -96,9 +101,12 @@ struct seg_entry {
 
 /* Calls fn for every cushim segment in seg_dir() that the caller may read (its own; every one
  * when root), optionally only those of `pids` (npids > 0: a process's pid in its own namespace,
- * or, for another namespace's, its pid here, snap.host_pid). Returns the number visited (-1 when
- * the directory cannot be read, reported); fn returns nonzero to stop. Segments named like ours but unreadable or invalid are reported with
- * ok = 0. */
+ * or, for another namespace's, its pid here, snap.host_pid), in pid order. Returns the number
+ * visited (-1 when the directory cannot be opened or entered, said on stderr); fn returns
+ * nonzero to stop. Segments named like ours but unreadable or invalid are passed with ok = 0.
+ * *e is one static entry, overwritten for the next segment: valid only during fn (copy what is
+ * kept). Names that cannot be listed for lack of memory are skipped silently. Not thread-safe,
+ * not reentrant (static entry and pid-namespace map, also used by seg_still_stale). */
 int seg_scan(const pid_t *pids, int npids, int (*fn)(struct seg_entry *, void *), void *arg);
 
 /* Whether segment s was written in another pid namespace than this program's (a container's
@@ -106,9 +114,12 @@ int seg_scan(const pid_t *pids, int npids, int (*fn)(struct seg_entry *, void *)
 int seg_other_namespace(const struct cushim_snapshot *s);
 
 /* Whether a segment seg_scan judged stale still is, by a fresh look (what `cushim gc` asks
- * before it removes one): the same file (inode) holding the same segment (creation time), and
- * its process still gone by a fresh look at the processes (a container's may have started since,
- * or put a new segment under that name). */
+ * before it removes one): the same file (inode) holding the same segment (creation time, pid,
+ * start time), and its process still gone by a fresh look at the processes (a container's may
+ * have started since, or put a new segment under that name). 1 stale; 0 otherwise, also when it
+ * cannot tell (e->ok 0, the file gone, replaced or unreadable; a process of another pid
+ * namespace whose namespace is not in sight: segments.c is_stale): nothing is removed on a
+ * guess. Not thread-safe (static state shared with seg_scan). */
 int seg_still_stale(const struct seg_entry *e);
 
 /* Whether process `pid` (of this pid namespace) has the file (dev, ino) mapped, by its
@@ -135,8 +146,12 @@ void seg_say_ambiguous(pid_t pid, const struct cushim_snapshot *const *c, int n)
  * release with seg_unmap. */
 struct cushim_segment *seg_map_rw(pid_t pid);
 /* Calls fn(s, arg), which writes into mapping s, catching the fault of a segment truncated
- * meanwhile (its owner's doing): 0, or -1 when it was (the write is lost, nothing else). */
+ * meanwhile (its owner's doing): 0, or -1 when it was (the write is lost, nothing else). It
+ * installs, once (or a segment read already did: segments.c catch_sigbus), a SIGBUS handler for
+ * the whole process (sigaction, never removed): a SIGBUS outside a guarded call is re-raised
+ * with the default action, which ends the program as before. Not thread-safe (the install is unsynchronised; the jump target is per thread). */
 int seg_write_guarded(struct cushim_segment *s, void (*fn)(struct cushim_segment *, void *), void *arg);
+/* Unmaps a mapping seg_map_rw returned (sizeof(struct cushim_segment) bytes); NULL is ignored. */
 void seg_unmap(struct cushim_segment *s);
 
 /* Whether `f` is a terminal that takes colour: a tty, NO_COLOR unset or empty, TERM not "dumb". */

@@ -1,4 +1,6 @@
-/* Gathering snapshots of live processes for stat, top and serve. */
+/* Gathering snapshots of live processes for stat, top and serve. Not thread-safe: seg_scan and
+ * seg_find_copies use static state (serve calls these from libmicrohttpd's one polling thread
+ * only, tools/cmd_serve.c). */
 #ifndef CUSHIM_COLLECT_H
 #define CUSHIM_COLLECT_H
 
@@ -10,8 +12,10 @@ struct proc_gone {
     char *path;
 };
 
+/* What proc_list_collect found. The list owns procs, gone (and each gone[i].path) and
+ * unreadable, all malloc'd: release them with proc_list_free. */
 struct proc_list {
-    struct cushim_snapshot *procs;
+    struct cushim_snapshot *procs; /* count live processes, largest device total first (NULL: none) */
     int count;
     int bad;      /* segments that could not be read (reported on stderr when `report`) */
     int stale;    /* segments of processes that are gone (skipped) */
@@ -24,10 +28,16 @@ struct proc_list {
     int dir_unreadable;     /* the segment directory could not be read (said on stderr) */
 };
 
-/* Snapshots of the caller's live processes (everyone's when root), or only `pids`. Invalid
- * segments are reported in one line each when `report` and skipped; stale ones are skipped.
- * Sorted by device bytes (sum over devices), largest first. Free with proc_list_free. */
+/* Snapshots of the caller's live processes (everyone's when root), or only `pids` (npids > 0;
+ * as seg_scan takes them). Invalid segments are reported in one line each when `report` and
+ * skipped; stale ones are skipped; copies of a listed segment are dropped (seg_find_copies).
+ * Sorted by device bytes (CUSHIM_DEV_total_current summed over devices), largest first, then by
+ * pid. *l is zeroed first (a list it held is not freed: proc_list_free it before). Returns
+ * l->count. Errors are not returned: a directory that cannot be read sets l->dir_unreadable
+ * (said on stderr by seg_scan); out of memory ends the scan (collect.c add) and leaves the
+ * list partial, with nothing said. Free with proc_list_free, whatever the result. */
 int proc_list_collect(struct proc_list *l, const pid_t *pids, int npids, int report);
+/* Frees what l owns and zeroes it (then empty: freeing it again is harmless). */
 void proc_list_free(struct proc_list *l);
 
 /* One live segment file, as seg_find_copies needs it: the process it names (pid and pidns as in

@@ -15,15 +15,19 @@ struct run_alive {
     uint64_t created_ns;
 };
 
+/* What run_collect gathered. Every pointer is malloc'd and owned by the struct (NULL when
+ * empty, or when out of memory dropped an entry: add_summary and add_nested skip it silently);
+ * release with run_collected_free. */
 struct collected {
-    struct cushim_snapshot *top;   /* the launched program's last image, if it used CUDA */
+    struct cushim_snapshot *top;   /* the launched program's last image, if it used CUDA (else NULL) */
     struct cushim_snapshot *desc;  /* descendants (and images of the program before an exec),
                                       sorted by creation time */
     int ndesc;
     int running;                   /* processes of the run using CUDA still alive at its end */
     uint64_t run_id;               /* the run's own id: only its launched program is the top level */
     uint64_t *nested;              /* ids of runs started inside this one (their run-ID files) */
-    char **nested_dir;             /* their run directories (malloc'd; NULL if not said) */
+    char **nested_dir;             /* their run directories, nnested of them (each malloc'd; NULL
+                                      when its run-ID file could not be read or was empty) */
     int nnested;
     struct run_alive *alive;       /* live processes seen before the directory was closed */
     int nalive;
@@ -37,6 +41,8 @@ struct collected {
  * the directory removed; a noted process whose summary was read is not still running. */
 void run_collect(const char *dir, uint64_t run_id, const struct outer_run *outer, struct collected *c);
 
+/* Frees everything c owns (each nested_dir[i], then the arrays) and zeroes *c: a second call
+ * is harmless. */
 void run_collected_free(struct collected *c);
 
 #endif

@@ -17,9 +17,12 @@ struct outer_run {
 void outer_run_find(struct outer_run *o);
 
 /* Tells the outer run that a run with id `inner_id` and run directory `inner_dir` runs inside it
- * (a file run-ID in its directory holding that path), so that it counts that run's live
- * processes as still running at its end, and, if that run is killed before it reports, collects
- * that run's summaries itself. */
+ * (a file run-ID in its directory, ID in hex, mode 0600, holding that path), so that it counts
+ * that run's live processes as still running at its end, and, if that run is killed before it
+ * reports, collects that run's summaries itself. o->id must be nonzero (the caller checks,
+ * tools/cmd_run.c). Errors are not reported: a file that cannot be created (already there:
+ * O_EXCL; the outer directory gone) is skipped, and a failed or short write leaves no usable
+ * path (the outer run then counts this run's live processes but cannot collect it if killed). */
 void outer_run_register(const struct outer_run *o, uint64_t inner_id, const char *inner_dir);
 
 /* Copies this run's summaries (dir/.taken-PID-CREATED.seg, as run_collect left them) into the
