@@ -275,8 +275,11 @@ int cushim_pidns_scan(struct cushim_pidns_map *m)
         if (m->count == cap) {
             size_t ncap = cap ? cap * 2 : 256;
             struct cushim_pidns_row *grown = realloc(m->rows, ncap * sizeof *grown);
-            if (!grown)
-                break;
+            if (!grown) { /* a partial map would call a live container process gone */
+                closedir(d);
+                cushim_pidns_free(m);
+                return -1;
+            }
             m->rows = grown;
             cap = ncap;
         }

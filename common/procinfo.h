@@ -70,8 +70,8 @@ struct cushim_pidns_map {
 
 /* Reads every process of /proc in another pid namespace than this one: that namespace and its
  * pid there. *m is zeroed first (a map it held is not freed). 0 (free m with cushim_pidns_free),
- * or -1 (no /proc): m is then empty (rows NULL, count 0) and needs no free, though freeing it is
- * harmless. Out of memory ends the scan with the rows read so far, and still returns 0. */
+ * or -1 (no /proc, or out of memory: a partial map would call a live process gone): m is then
+ * empty (rows NULL, count 0) and needs no free, though freeing it is harmless. */
 int cushim_pidns_scan(struct cushim_pidns_map *m);
 /* Frees m's rows and zeroes it (empty: freeing it again is harmless). */
 void cushim_pidns_free(struct cushim_pidns_map *m);

@@ -244,6 +244,9 @@ void graph_settle(struct graph_taken *t, bool destroyed)
     t->kids = NULL;
 }
 
+/* An executable graph's allocation-node bytes on one device are gone (below). */
+static void nodes_gone(const struct shim_entry *e, void *arg);
+
 void graph_instantiated(CUgraphExec exec, CUgraph graph, int device, CUcontext ctx)
 {
     struct cushim_segment *seg = shim.seg;
@@ -290,7 +293,20 @@ void graph_instantiated(CUgraphExec exec, CUgraph graph, int device, CUcontext c
     struct shim_entry e = {.key = key, .size = nb.total, .aux = (uint64_t)(int64_t)slot,
                            .ctx = (uint64_t)(uintptr_t)ctx, .device = device,
                            .refs = (uint32_t)nb.mask, .maps = (uint32_t)(nb.mask >> 32)};
-    table_put(&shim.execs, &e, NULL);
+    if (table_put(&shim.execs, &e, NULL) < 0) {
+        /* Out of memory for the table: its destroy would find nothing to undo, so nothing of it
+         * stays counted (its nodes' bytes, its row, the live count); it still was instantiated. */
+        for (uint64_t m = nb.mask; m; m &= m - 1) {
+            struct shim_entry gone;
+            if (table_take(&shim.graph_nodes, node_key(key, __builtin_ctzll(m)), &gone))
+                nodes_gone(&gone, NULL);
+        }
+        if (slot >= 0)
+            atomic_store_explicit(&seg->graphs[slot].state, 0, memory_order_release);
+        track_table_full();
+        account_device_stat_add(device, CUSHIM_DEV_graphs_instantiated, 1);
+        return;
+    }
     unsigned li = launch_index(e.key);
     while (atomic_flag_test_and_set_explicit(&launch_cache_writing, memory_order_acquire))
         ;

@@ -156,7 +156,9 @@ SHIM_EXPORT CUresult CUDAAPI cuMemCreate(CUmemGenericAllocationHandle *handle, s
         int put = table_put(&shim.vmm_handles, &e, &old);
         if (put == 1 && old.size)
             account_free(old.device, (enum cushim_kind)old.kind, old.size, old.flags);
-        if (put >= 0)
+        /* Without a record (account_alloc counts nothing) its release frees nothing from the
+         * budget either: given back now, as when the table is full. */
+        if (put >= 0 && account_record(device))
             account_alloc(device, kind, size, eflags);
         else if (reserved)
             budget_release(device, size);
