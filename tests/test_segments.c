@@ -181,6 +181,50 @@ Test(segments, an_older_version_segment_of_a_dead_process_says_gc_removes_it)
     cr_expect_neq(access(path, F_OK), 0, "gone");
 }
 
+/* Found by an attack trial: a file larger than a segment (a sparse 1 TiB one) and a symbolic link,
+ * named for a dead pid, stayed for good (ps listed them, "gc removes it" was promised for the
+ * first while it had no header); gc removes both, never what the link names. */
+Test(segments, gc_removes_a_dead_pids_oversized_file_and_link)
+{
+    const char *segdir = fresh_dir("seg-gc-odd");
+    pid_t dead[2];
+    for (int i = 0; i < 2; i++) {
+        dead[i] = fork();
+        if (dead[i] == 0)
+            _exit(0);
+        cr_assert_gt(dead[i], 0);
+        cr_assert_eq(waitpid(dead[i], NULL, 0), dead[i]);
+    }
+    char big[700], link[700], target[700];
+    snprintf(big, sizeof big, "%s/cushim-%u-%d", segdir, (unsigned)getuid(), (int)dead[0]);
+    snprintf(link, sizeof link, "%s/cushim-%u-%d", segdir, (unsigned)getuid(), (int)dead[1]);
+    snprintf(target, sizeof target, "%s/kept-target", test_dir());
+    touch(target);
+    cr_assert_eq(truncate(target, 5), 0);
+    int fd = open(big, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    cr_assert(fd >= 0);
+    cr_assert_eq(ftruncate(fd, 1ll << 40), 0);
+    close(fd);
+    cr_assert_eq(symlink(target, link), 0);
+    /* Both past the 10 s in which a file without a header may be a segment being created. */
+    struct timespec old[2] = {{.tv_sec = time(NULL) - 60}, {.tv_sec = time(NULL) - 60}};
+    cr_assert_eq(utimensat(AT_FDCWD, big, old, 0), 0);
+    struct run_result r;
+    cr_expect_eq(cli(segdir, &r, "gc", NULL, NULL), 0, "%s", r.err);
+    char want[2000];
+    int lo = dead[0] < dead[1] ? 0 : 1; /* the scan goes in pid order */
+    snprintf(want, sizeof want, "removed %s (pid %d dead, invalid segment)\nremoved %s (pid %d dead, invalid segment)\n",
+             lo == 0 ? big : link, (int)dead[lo], lo == 0 ? link : big, (int)dead[1 - lo]);
+    cr_expect_str_eq(r.out, want);
+    cr_expect_str_eq(r.err, "");
+    run_free(&r);
+    struct stat st;
+    cr_expect_neq(lstat(big, &st), 0);
+    cr_expect_neq(lstat(link, &st), 0);
+    cr_expect_eq(stat(target, &st), 0, "the link's target stays");
+    cr_expect_eq(st.st_size, 5);
+}
+
 Test(segments, a_socket_or_fifo_named_like_a_segment_is_not_a_regular_file)
 {
     /* Neither is opened for reading as a segment; both are said to be what they are. */
@@ -294,6 +338,22 @@ Test(segments, gc_removes_run_directories_of_runs_that_are_gone)
     cr_assert_eq(symlink(alive, link), 0);
     snprintf(file, sizeof file, "%s/1234.seg", dead);
     touch(file);
+    /* Look-alikes of a dead run's directory (found by an attack trial: another user's decoy made
+     * every root gc fail on "Directory not empty", after removing its files): mode 0755, which no
+     * run's (mkdtemp's 0700) has; 0700 holding a subdirectory, which no run writes. Both left
+     * whole, and gc succeeds. */
+    char decoy[700], nested[700], decoy_file[800], nested_file[800], nested_sub[800];
+    snprintf(decoy, sizeof decoy, "%s/cushim-run.2147483646-77-%llu.decoy1", tmp, ns);
+    snprintf(nested, sizeof nested, "%s/cushim-run.2147483646-77-%llu.decoy2", tmp, ns);
+    cr_assert_eq(mkdir(decoy, 0700), 0);
+    cr_assert_eq(chmod(decoy, 0755), 0);
+    cr_assert_eq(mkdir(nested, 0700), 0);
+    snprintf(decoy_file, sizeof decoy_file, "%s/1234.seg", decoy);
+    snprintf(nested_file, sizeof nested_file, "%s/1234.seg", nested);
+    snprintf(nested_sub, sizeof nested_sub, "%s/sub", nested);
+    touch(decoy_file);
+    touch(nested_file);
+    cr_assert_eq(mkdir(nested_sub, 0700), 0);
 
     char seg[700], tmpenv[700];
     snprintf(seg, sizeof seg, "CUSHIM_SEGMENT_DIR=%s", segdir);
@@ -318,6 +378,9 @@ Test(segments, gc_removes_run_directories_of_runs_that_are_gone)
     cr_expect_eq(lstat(elsewhere, &st), 0, "another pid namespace's run is not judged");
     cr_expect_eq(lstat(link, &st), 0, "a link is not followed or removed");
     cr_expect_eq(stat(alive, &st), 0);
+    cr_expect_eq(lstat(decoy_file, &st), 0, "a 0755 look-alike is no run's directory");
+    cr_expect_eq(lstat(nested_file, &st), 0, "a directory with a subdirectory is no run's");
+    cr_expect_eq(lstat(nested_sub, &st), 0);
 }
 
 /* An idle gc says so on a terminal (silence left a person wondering) and nothing elsewhere (from

@@ -45,7 +45,7 @@ static int sweep(struct seg_entry *e, void *argp)
             printf("removed %s (pid %d %s)\n", e->path, (int)e->pid,
                    e->ok ? (cushim_proc_alive(e->pid) ? "reused" : "dead") : "dead, invalid segment");
         a->removed++;
-    } else {
+    } else if (errno != ENOENT) { /* ENOENT: another gc removed it meanwhile */
         cli_error("cannot remove %s: %s", e->path, strerror(errno));
         a->failed++;
     }
@@ -63,8 +63,10 @@ static int run_dir_gone(int dirfd, const char *name, pid_t *pid)
     if (cushim_run_dir_owner(name, &p, &start, &ns, &done) != 0)
         return 0;
     /* A name from before the namespace was in it (pidns 0) is taken as ours. */
+    /* mkdtemp makes a run's directory mode 0700: another mode is no run's (a look-alike another
+     * user made is left alone, and fails no gc). */
     if ((ns != 0 && ns != cushim_pidns_inode()) || fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0 ||
-        !S_ISDIR(st.st_mode) || (geteuid() != 0 && st.st_uid != geteuid()))
+        !S_ISDIR(st.st_mode) || (st.st_mode & 07777) != 0700 || (geteuid() != 0 && st.st_uid != geteuid()))
         return 0;
     *pid = p;
     return !cushim_proc_is(p, start);
@@ -87,8 +89,9 @@ static void sweep_run_dirs(struct gc_arg *a)
         if (cli_remove_run_dir(path) == 0) {
             printf("removed %s/%s (run directory of cushim pid %d, gone)\n", top, de->d_name, (int)pid);
             a->removed++;
-        } else if (errno == ENOENT) {
-            /* removed meanwhile (a run that had just ended cleaning up after itself) */
+        } else if (errno == ENOENT || errno == ENOTDIR) {
+            /* removed meanwhile (a run that had just ended cleaning up after itself), or holding
+             * what no run writes (cli_remove_run_dir): not a run's, left as it is */
         } else {
             cli_error("cannot remove %s/%s: %s", top, de->d_name, strerror(errno));
             a->failed++;

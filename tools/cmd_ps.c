@@ -169,6 +169,7 @@ int cmd_ps(int argc, char **argv)
         free(a.live[i].path);
     free(a.live);
     free(a.copy);
+    fflush(stdout); /* the listing first, where both go to one file */
     if (!a.rows && !json) /* JSON: an empty array, and the exit status */
         cli_error("no process under cushim (yours; everyone's as root) in %s%s", seg_dir(),
                   a.invalid ? ": only files that could not be read (listed above)" : "");

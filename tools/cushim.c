@@ -2,6 +2,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -54,7 +55,21 @@ int cli_remove_run_dir(const char *path)
             close(fd);
         return -1;
     }
+    /* A run writes only regular files there: anything else (a subdirectory, a link, a FIFO)
+     * means it is not a run's directory, and nothing in it is removed (ENOTDIR). */
     struct dirent *de;
+    struct stat st;
+    while ((de = readdir(d)) != NULL) {
+        if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+            continue;
+        int r = fstatat(fd, de->d_name, &st, AT_SYMLINK_NOFOLLOW);
+        if (r == 0 ? !S_ISREG(st.st_mode) : errno != ENOENT) { /* ENOENT: removed meanwhile */
+            closedir(d);
+            errno = ENOTDIR;
+            return -1;
+        }
+    }
+    rewinddir(d);
     while ((de = readdir(d)) != NULL)
         if (strcmp(de->d_name, ".") && strcmp(de->d_name, ".."))
             unlinkat(fd, de->d_name, 0);

@@ -385,9 +385,10 @@ void seg_say_ambiguous(pid_t pid, const struct cushim_snapshot *const *c, int n)
 
 int seg_invalid_removable(const struct seg_entry *e)
 {
+    /* Any size (a file grown past a segment's, a sparse one), and a symbolic link itself (unlink
+     * never follows it): a name of the segment directory for a process that is gone. */
     struct stat st;
-    return !cushim_proc_alive(e->pid) && lstat(e->path, &st) == 0 && S_ISREG(st.st_mode) &&
-           (size_t)st.st_size <= sizeof(struct cushim_segment);
+    return !cushim_proc_alive(e->pid) && lstat(e->path, &st) == 0 && (S_ISREG(st.st_mode) || S_ISLNK(st.st_mode));
 }
 
 /* An invalid entry's reason says what to do about it when `cushim gc` would remove it. */
