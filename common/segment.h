@@ -113,7 +113,12 @@ struct cushim_segment_header {
      * the machine's lifetime, kept across exec; 0 where the kernel has no pidfs (before 6.9) or a
      * writer before this field (padding then). */
     uint64_t pidfs_ino;
-    uint8_t pad[40];
+    /* The segment file's st_ino and st_dev as its writer made it (0: a writer before these
+     * fields, or no file): a file at the segment's name with another inode is a copy, which the
+     * process never writes (its readers in the writer's pid namespace say so). */
+    uint64_t file_ino;
+    uint64_t file_dev;
+    uint8_t pad[24];
 } __attribute__((aligned(64)));
 
 #define CUSHIM_SEG_F_TOP 1u               /* the image `cushim run` launched (not a descendant) */

@@ -280,6 +280,8 @@ int cushim_snapshot_read(const void *mem, size_t len, struct cushim_snapshot *ou
     out->run_pid = h->run_pid;
     out->run_start_time = h->run_start_time;
     out->pidfs_ino = h->pidfs_ino;
+    out->file_ino = h->file_ino;
+    out->file_dev = h->file_dev;
     out->phase = atomic_load_explicit(&((struct cushim_segment_header *)h)->phase, memory_order_relaxed);
     out->exited = atomic_load_explicit(&((struct cushim_segment_header *)h)->exited, memory_order_relaxed);
     out->flags = h->flags;

@@ -55,6 +55,7 @@ struct cushim_snapshot {
     int32_t host_pid;
     uint64_t run_start_time;              /* run_pid's /proc/<pid>/stat field 22: clock ticks after boot */
     uint64_t pidfs_ino;                   /* segment.h: 0 unknown */
+    uint64_t file_ino, file_dev;          /* segment.h: the file its writer made; 0 unknown */
     uint32_t phase;                       /* enum cushim_phase */
     uint32_t phase_requested;             /* `cushim phase` not yet applied: 1 + enum cushim_phase, 0 none */
     uint32_t flags;                       /* CUSHIM_SEG_F_* */

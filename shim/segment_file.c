@@ -22,9 +22,13 @@
 #endif
 
 static void fill_header(struct cushim_segment *s, unsigned flags, uint64_t run_id,
-                        const struct cushim_config *c)
+                        const struct cushim_config *c, const struct stat *file)
 {
     struct cushim_segment_header *h = &s->h;
+    if (file) { /* the file it is: a copy put in its place is told apart by its readers */
+        h->file_ino = (uint64_t)file->st_ino;
+        h->file_dev = (uint64_t)file->st_dev;
+    }
     h->layout_version = CUSHIM_LAYOUT_VERSION;
     h->header_size = sizeof *h;
     h->device_record_size = sizeof(struct cushim_device_record);
@@ -263,8 +267,9 @@ struct cushim_segment *segment_create(const struct cushim_config *c, unsigned fl
     if (tmpfd >= 0) {
         if (fchmod(tmpfd, 0600) == 0 && reserve(tmpfd, size) == 0)
             s = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, tmpfd, 0);
+        struct stat file;
         if (s != MAP_FAILED) {
-            fill_header(s, flags, run_id, c);
+            fill_header(s, flags, run_id, c, fstat(tmpfd, &file) == 0 ? &file : NULL);
             int fd = place_named(c, path, pathlen, tmpfd);
             close(tmpfd);
             if (fd >= 0)
@@ -285,11 +290,14 @@ struct cushim_segment *segment_create(const struct cushim_config *c, unsigned fl
             }
         }
     }
+    struct stat named;
+    bool have_named = false;
     int fd = place_named(c, path, pathlen, -1);
     if (fd >= 0) {
         if (fchmod(fd, 0600) == 0 && reserve(fd, size) == 0)
             s = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
         int saved = errno;
+        have_named = s != MAP_FAILED && fstat(fd, &named) == 0;
         close(fd);
         if (s == MAP_FAILED) {
             unlink(path);
@@ -307,8 +315,9 @@ private_memory:
         s = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
         if (s == MAP_FAILED)
             return NULL;
+        have_named = false;
     }
-    fill_header(s, flags, run_id, c);
+    fill_header(s, flags, run_id, c, have_named ? &named : NULL);
     return s;
 }
 

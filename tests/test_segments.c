@@ -5,6 +5,7 @@
  * terminal only. */
 #include <criterion/criterion.h>
 #include <fcntl.h>
+#include <pwd.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -255,6 +256,55 @@ Test(segments, a_socket_or_fifo_named_like_a_segment_is_not_a_regular_file)
     }
     run_free(&r);
     close(s);
+}
+
+/* A segment copied back over its removed original (a restore, an editor's save) is no segment of
+ * the process: found by an attack trial, it was listed live with frozen figures, and reset-peak
+ * and phase said they were done on it while the process never saw them. */
+Test(segments, a_copy_in_place_of_a_live_segment_is_not_it)
+{
+    const char *segdir;
+    char hold[600], path[700];
+    pid_t pid = start_held("hold", "copy", &segdir, hold, sizeof hold);
+    char pid_arg[16];
+    snprintf(pid_arg, sizeof pid_arg, "%d", (int)pid);
+    snprintf(path, sizeof path, "%s", seg_path(segdir, pid));
+    struct run_result r;
+    cr_expect_eq(cli(segdir, &r, "reset-peak", pid_arg, NULL), 0, "%s", r.err);
+    run_free(&r);
+    static struct cushim_segment copy;
+    FILE *f = fopen(path, "rb");
+    cr_assert(f != NULL);
+    cr_assert_eq(fread(&copy, sizeof copy, 1, f), 1);
+    fclose(f);
+    cr_assert_eq(unlink(path), 0);
+    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL, 0600);
+    cr_assert(fd >= 0);
+    cr_assert_eq(write(fd, &copy, sizeof copy), (ssize_t)sizeof copy);
+    close(fd);
+    char why[900], row[1700], err[1700];
+    snprintf(why, sizeof why, "a copy of process %d's segment (the process maps another)", (int)pid);
+    cr_expect_eq(cli(segdir, &r, "ps", NULL, NULL), 0);
+    struct passwd *me = getpwuid(getuid());
+    snprintf(row, sizeof row, "\n%7d %-10s copy    0 ", (int)pid, me ? me->pw_name : "?");
+    cr_expect(strstr(r.out, row) != NULL && !strstr(r.out, " live "), "%s", r.out);
+    run_free(&r);
+    cr_expect_eq(cli(segdir, &r, "stat", pid_arg, NULL), 1);
+    snprintf(err, sizeof err, "cushim: skipping %s: %s\ncushim: process %d: its segment cannot be read (said "
+             "above)\n", path, why, (int)pid);
+    cr_expect_str_eq(r.err, err);
+    cr_expect_str_eq(r.out, "");
+    run_free(&r);
+    snprintf(err, sizeof err, "cushim: segment %s: %s\n", path, why);
+    cr_expect_eq(cli(segdir, &r, "reset-peak", pid_arg, NULL), 1);
+    cr_expect_str_eq(r.err, err);
+    run_free(&r);
+    cr_expect_eq(cli(segdir, &r, "phase", pid_arg, "compile"), 1);
+    cr_expect_str_eq(r.err, err);
+    run_free(&r);
+    cr_expect_eq(copy.control.phase_request, 0, "the copy as it was read");
+    touch(hold);
+    cr_expect_eq(wait_bg(pid), 0);
 }
 
 Test(segments, sigkill_leaves_a_stale_segment_that_gc_removes)

@@ -151,7 +151,7 @@ int cmd_ps(int argc, char **argv)
     struct jsonw w;
     struct ps_arg a = {0, 0, !json && cli_color(stdout), 0, NULL, NULL, 0, json ? &w : NULL};
     seg_scan(NULL, 0, gather_live, &a);
-    if (a.nlive > 1 && (a.copy = malloc((size_t)a.nlive)) != NULL)
+    if (a.nlive > 0 && (a.copy = malloc((size_t)a.nlive)) != NULL)
         seg_find_copies(a.live, a.nlive, a.copy);
     if (json) {
         jsonw_init(&w, stdout);

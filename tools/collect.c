@@ -67,7 +67,7 @@ static int add(struct seg_entry *e, void *argp)
 struct seg_file seg_file_of(struct seg_entry *e)
 {
     return (struct seg_file){e->snap.pid, e->snap.other_pidns ? e->snap.host_pid : e->snap.pid,
-                             e->snap.start_time, e->snap.pidns_inode, e->dev, e->ino, e->path};
+                             e->snap.start_time, e->snap.pidns_inode, e->dev, e->ino, e->copy, e->path};
 }
 
 static const struct seg_file *sort_base;
@@ -92,11 +92,18 @@ static int same_process(const struct seg_file *x, const struct seg_file *y)
 void seg_find_copies(const struct seg_file *f, int n, char *verdict)
 {
     memset(verdict, 0, (size_t)n);
-    int *idx = n > 1 ? malloc((size_t)n * sizeof *idx) : NULL;
+    /* A file whose header names another file is a copy, alone or not (its writer's own was
+     * removed or replaced); the others are judged among themselves below. */
+    int live = 0;
+    for (int i = 0; i < n; i++)
+        live += !(verdict[i] = f[i].copy ? 1 : 0);
+    int *idx = live > 1 ? malloc((size_t)live * sizeof *idx) : NULL;
     if (!idx)
         return;
-    for (int i = 0; i < n; i++)
-        idx[i] = i;
+    for (int i = 0, k = 0; k < live; i++)
+        if (!verdict[i])
+            idx[k++] = i;
+    n = live; /* below, i and j index idx */
     sort_base = f;
     qsort(idx, (size_t)n, sizeof *idx, by_process);
     for (int i = 0, j; i < n; i = j) {
@@ -145,7 +152,7 @@ static void drop_copies(struct collect_arg *a)
 {
     struct proc_list *l = a->l;
     int n = l->count;
-    char *verdict = n > 1 ? malloc((size_t)n) : NULL;
+    char *verdict = n > 0 ? malloc((size_t)n) : NULL;
     if (!verdict)
         return;
     seg_find_copies(a->files, n, verdict);
@@ -162,6 +169,15 @@ static void drop_copies(struct collect_arg *a)
                           verdict[i] == 2 ? "another name of" : "a copy of",
                           (int)(a->files[i].here > 0 ? a->files[i].here : a->files[i].pid),
                           verdict[i] == 2 ? "" : " (the process maps another)");
+            /* A process asked for by pid whose only file is a copy: said as unreadable, not as
+             * missing (stat's "cannot be read (said above)"). */
+            if (a->named && a->files[i].copy) {
+                pid_t *u = realloc(l->unreadable, (size_t)(l->nunreadable + 1) * sizeof *u);
+                if (u) {
+                    l->unreadable = u;
+                    u[l->nunreadable++] = a->files[i].pid;
+                }
+            }
             continue;
         }
         l->procs[kept++] = l->procs[i];

@@ -47,14 +47,16 @@ struct seg_file {
     uint64_t start_time, pidns;
     dev_t dev;
     ino_t ino;
+    int copy;   /* seg_entry.copy: known to be a copy (its header names another file) */
     char *path; /* the caller's; not read here */
 };
 
 /* The seg_file of a live seg_entry (path: e->path, not copied). */
 struct seg_file seg_file_of(struct seg_entry *e);
 
-/* Of n live segment files, the copies: when several name one process (a copy its user made, or a
- * second name of one file), verdict[i] = 1 for a file the process does not map while it maps one
+/* Of n live segment files, the copies: verdict[i] = 1 for a file known to be a copy (seg_file.copy:
+ * its header names another file, alone or not); when several others name one process (a copy its
+ * user made, or a second name of one file), 1 for a file the process does not map while it maps one
  * of them (seg_mapped_by), 2 for a second name of a file kept (a hard link), 3 for all but one of
  * them when which one the process maps cannot be told here (its maps not readable: the plain name
  * is kept, else the first listed), else 0. What stat, top and the exporter skip and ps shows as

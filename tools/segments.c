@@ -325,6 +325,20 @@ static int believed(const struct stat *st, const struct cushim_snapshot *s, pid_
     return 0;
 }
 
+/* Whether live segment s, read from file st, is a copy its process does not write (found by an
+ * attack trial: a segment copied back over its removed original read as live, frozen, and took
+ * reset-peak and phase requests its process never saw): another file than the one its writer
+ * made. Judged in the writer's pid namespace only (a container's file seen from the host through
+ * another mount may show other numbers); not for a writer that did not record its file. */
+static int a_copy(const struct stat *st, const struct cushim_snapshot *s, char *why, size_t len)
+{
+    if (!s->file_ino || seg_other_namespace(s) ||
+        (s->file_ino == (uint64_t)st->st_ino && s->file_dev == (uint64_t)st->st_dev))
+        return 0;
+    snprintf(why, len, "a copy of process %d's segment (the process maps another)", (int)s->pid);
+    return 1;
+}
+
 int seg_still_stale(const struct seg_entry *e)
 {
     static struct cushim_snapshot now;
@@ -510,6 +524,7 @@ int seg_scan(const pid_t *pids, int npids, int (*fn)(struct seg_entry *, void *)
                 pid_t here;
                 e.stale = is_stale(&e.snap, &here);
                 e.ok = e.stale || believed(&st, &e.snap, here, e.err, sizeof e.err);
+                e.copy = e.ok && !e.stale && a_copy(&st, &e.snap, e.err, sizeof e.err);
                 if (e.ok && !e.stale)
                     settle_live(fd, &e.snap); /* a writer may be in the middle of an update */
                 e.snap.other_pidns = seg_other_namespace(&e.snap);
@@ -561,7 +576,7 @@ static struct cushim_segment *map_one(const char *path, pid_t pid, char *why, si
                  (int)snap->pid, (int)pid, (int)pid);
     else if (is_stale(snap, &here))
         snprintf(why, len, "process %d is gone (stale segment %s; `cushim gc` removes it)", (int)pid, path);
-    else if (!believed(&st, snap, here, err, sizeof err))
+    else if (!believed(&st, snap, here, err, sizeof err) || a_copy(&st, snap, err, sizeof err))
         snprintf(why, len, "segment %s: %s", path, err);
     else {
         void *m = mmap(NULL, sizeof *s, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
@@ -629,7 +644,7 @@ struct pid_candidates {
 static int gather_candidate(struct seg_entry *e, void *arg)
 {
     struct pid_candidates *c = arg;
-    if (!e->ok || e->stale)
+    if (!e->ok || e->stale || e->copy)
         return 0;
     int how = seg_names(&e->snap, c->pid);
     if (how == 2) {
