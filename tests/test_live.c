@@ -98,6 +98,22 @@ Test(live, stat_reset_peak_and_exit)
              "pid %d: its offload is off (CUSHIM_OFFLOAD): the phase only marks its phase peaks\n", (int)pid, (int)pid);
     cr_expect_str_eq(r.out, said);
     run_free(&r);
+    /* Its confirmation lost (stdout full): exit 2, and said to have been done (found by an attack
+     * trial: a script read exit 2 as not done). */
+    char seg_env[700], to_full[900];
+    snprintf(seg_env, sizeof seg_env, "CUSHIM_SEGMENT_DIR=%s", segdir);
+    snprintf(to_full, sizeof to_full, "exec \"$0\" phase %d compile >/dev/full", (int)pid);
+    const char *full[] = {"sh", "-c", to_full, cushim_bin(), NULL};
+    const char *full_env[] = {seg_env, NULL};
+    run_cmd(&r, full, full_env);
+    cr_expect_eq(r.status, 2);
+    cr_expect_str_eq(r.err, "cushim: cannot write to standard output: No space left on device (the phase itself "
+                            "was done)\n");
+    run_free(&r);
+    j = stat_json(segdir, pid, &r);
+    cr_expect_str_eq(json_string_value(jpath(j, "0.phase_requested")), "compile");
+    json_decref(j);
+    run_free(&r);
     /* Output that cannot be written is an error (exit 2), never a silent success. */
     char cmd[1200], seg[700];
     snprintf(cmd, sizeof cmd, "%s stat %s >/dev/full", cushim_bin(), p);

@@ -144,13 +144,21 @@ static void usage(FILE *f)
     fprintf(f, "\n  --version   print the version\n");
 }
 
+/* The command that ran, when it changes a process (reset-peak, phase): set by dispatch. */
+static const char *acting;
+
 /* Every command's output goes to standard output: one that could not be written (a full disk,
- * /dev/full, a closed pipe) is an error, exit 2, whatever the command thought. */
+ * /dev/full, a closed pipe) is an error, exit 2, whatever the command thought; a command that
+ * changed a process says that it did (found by an attack trial: a script read exit 2 as not done). */
 static int finish(int rc)
 {
     errno = 0;
     if (fflush(stdout) != 0 || ferror(stdout)) {
-        cli_error("cannot write to standard output: %s", strerror(errno ? errno : EIO));
+        int e = errno ? errno : EIO;
+        if (acting && rc == 0)
+            cli_error("cannot write to standard output: %s (the %s itself was done)", strerror(e), acting);
+        else
+            cli_error("cannot write to standard output: %s", strerror(e));
         return EXIT_USAGE;
     }
     return rc;
@@ -195,6 +203,8 @@ static int dispatch(int argc, char **argv)
             help |= !strcmp(argv[k], "--help") || !strcmp(argv[k], "-h");
         if (commands[i].fn != cmd_run && !help && cli_segment_dir_check() != 0)
             return EXIT_USAGE;
+        if ((commands[i].fn == cmd_reset_peak || commands[i].fn == cmd_phase) && !help)
+            acting = commands[i].name;
         return commands[i].fn(argc - 1, argv + 1);
     }
     if (argv[1][0] == '-')
