@@ -158,8 +158,9 @@ SHIM_EXPORT CUresult CUDAAPI cuMemCreate(CUmemGenericAllocationHandle *handle, s
             account_free(old.device, (enum cushim_kind)old.kind, old.size, old.flags);
         /* Without a record (account_alloc counts nothing) its release frees nothing from the
          * budget either: given back now, as when the table is full. */
-        if (put >= 0 && account_record(device))
-            account_alloc(device, kind, size, eflags);
+        struct cushim_device_record *rec = put >= 0 ? account_record(device) : NULL;
+        if (rec)
+            account_alloc_to(rec, device, kind, size, eflags, false);
         else if (reserved)
             budget_release(device, size);
     } else {
