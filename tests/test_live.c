@@ -400,7 +400,7 @@ Test(live, reset_peak_goes_to_the_mapped_segment_not_a_copy)
     cr_expect_eq(copy_rows, copies + 1, "%s", r.out);
     run_free(&r);
     cr_expect_eq(cli(segdir, &r, "top", "-bn1", NULL), 0);
-    snprintf(cmd, sizeof cmd, "\n%d copies of a listed process's segment skipped: `cushim stat` names them\n", copies + 1);
+    snprintf(cmd, sizeof cmd, "\n%d copies of a process's segment skipped: `cushim stat` names them\n", copies + 1);
     cr_expect(strstr(r.out, cmd) != NULL, "%s", r.out);
     cr_expect(strstr(r.out, "could not be read") == NULL, "copies are not unreadable segments: %s", r.out);
     run_free(&r);

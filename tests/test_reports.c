@@ -383,6 +383,27 @@ Test(reports, a_missing_interpreter_is_named_not_the_program_that_exists)
     cr_expect_str_eq(r.err, "cushim: cannot run \"bad-interp.sh\": its interpreter \"/nonexistent/interp\" "
                             "(its #! line) does not exist\n");
     run_free(&r);
+    /* An empty PATH entry is the current directory (found by an attack trial: "/bad-interp.sh" was
+     * looked at). */
+    char in_dir[1600];
+    snprintf(in_dir, sizeof in_dir, "cd %s && PATH=:/usr/bin:/bin exec \"$0\" run -- bad-interp.sh", test_dir());
+    const char *a5[] = {"sh", "-c", in_dir, cushim_bin(), NULL};
+    run_cmd(&r, a5, sim_env(NULL));
+    cr_expect_eq(r.status, 127);
+    cr_expect_str_eq(r.err, "cushim: cannot run \"bad-interp.sh\": its interpreter \"/nonexistent/interp\" "
+                            "(its #! line) does not exist\n");
+    run_free(&r);
+    /* An interpreter that exists (a script whose own interpreter is missing) is not named as
+     * missing: the plain error. */
+    char nested[700], nested_text[800];
+    snprintf(nested_text, sizeof nested_text, "#!%s\n", script);
+    put_program(nested, sizeof nested, "nested-interp.sh", nested_text, strlen(nested_text));
+    const char *a6[] = {cushim_bin(), "run", "--", nested, NULL};
+    run_cmd(&r, a6, sim_env(NULL));
+    cr_expect_eq(r.status, 127);
+    snprintf(expect, sizeof expect, "cushim: cannot run \"%s\": No such file or directory\n", nested);
+    cr_expect_str_eq(r.err, expect);
+    run_free(&r);
     put_program(crlf, sizeof crlf, "crlf.sh", "#!/bin/sh\r\necho ran\r\n", strlen("#!/bin/sh\r\necho ran\r\n"));
     const char *a3[] = {cushim_bin(), "run", "--", crlf, NULL};
     run_cmd(&r, a3, sim_env(NULL));

@@ -307,6 +307,71 @@ Test(segments, a_copy_in_place_of_a_live_segment_is_not_it)
     cr_expect_eq(wait_bg(pid), 0);
 }
 
+/* The file its writer made, seen with another device number (through an overlay and its upper
+ * directory, found by an attack trial), is no copy: only the inode number is compared. */
+Test(segments, a_segment_seen_with_another_device_number_is_not_a_copy)
+{
+    const char *segdir;
+    char hold[600], pid_arg[16];
+    pid_t pid = start_held("hold", "devno", &segdir, hold, sizeof hold);
+    snprintf(pid_arg, sizeof pid_arg, "%d", (int)pid);
+    int fd = open(seg_path(segdir, pid), O_RDWR);
+    cr_assert(fd >= 0);
+    uint64_t other_dev = 0x12345;
+    cr_assert_eq(pwrite(fd, &other_dev, sizeof other_dev, offsetof(struct cushim_segment_header, file_dev)),
+                 (ssize_t)sizeof other_dev);
+    close(fd);
+    struct run_result r;
+    cr_expect_eq(cli(segdir, &r, "ps", NULL, NULL), 0);
+    char row[64];
+    snprintf(row, sizeof row, "\n%7d ", (int)pid);
+    const char *at = strstr(r.out, row);
+    cr_expect(at && strncmp(at + 1 + 8 + 11, "live ", 5) == 0, "%s", r.out);
+    run_free(&r);
+    cr_expect_eq(cli(segdir, &r, "reset-peak", pid_arg, NULL), 0, "%s", r.err);
+    run_free(&r);
+    touch(hold);
+    cr_expect_eq(wait_bg(pid), 0);
+}
+
+/* An invalid segment (another layout) whose header names another pid namespace is not judged by
+ * its name's pid here (found by an attack trial: a live container process's was removed). */
+Test(segments, gc_leaves_another_namespaces_invalid_segment)
+{
+    const char *segdir = fresh_dir("seg-gc-ns");
+    pid_t dead = fork();
+    if (dead == 0)
+        _exit(0);
+    cr_assert_gt(dead, 0);
+    cr_assert_eq(waitpid(dead, NULL, 0), dead);
+    char path[700];
+    snprintf(path, sizeof path, "%s/cushim-%u-%d", segdir, (unsigned)getuid(), (int)dead);
+    static struct cushim_segment other;
+    memcpy(other.h.magic, CUSHIM_SEGMENT_MAGIC, sizeof other.h.magic);
+    other.h.layout_version = 99;
+    other.h.pidns_inode = cushim_pidns_inode() + 1;
+    FILE *f = fopen(path, "w");
+    cr_assert(f);
+    cr_assert_eq(fwrite(&other, sizeof other, 1, f), 1);
+    fclose(f);
+    struct run_result r;
+    cr_expect_eq(cli(segdir, &r, "gc", NULL, NULL), 0, "%s", r.err);
+    cr_expect_str_eq(r.out, "");
+    run_free(&r);
+    cr_expect_eq(access(path, F_OK), 0, "left for its own namespace's gc");
+    /* This namespace's (or one that names none): removed, as before. */
+    other.h.pidns_inode = cushim_pidns_inode();
+    f = fopen(path, "w");
+    cr_assert(f);
+    cr_assert_eq(fwrite(&other, sizeof other, 1, f), 1);
+    fclose(f);
+    cr_expect_eq(cli(segdir, &r, "gc", NULL, NULL), 0, "%s", r.err);
+    char want[900];
+    snprintf(want, sizeof want, "removed %s (pid %d dead, invalid segment)\n", path, (int)dead);
+    cr_expect_str_eq(r.out, want);
+    run_free(&r);
+}
+
 Test(segments, sigkill_leaves_a_stale_segment_that_gc_removes)
 {
     const char *segdir;

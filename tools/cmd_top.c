@@ -200,7 +200,7 @@ static void frame(struct sink *k, const struct proc_list *l)
         line(k, y++, 0, "%d segment%s could not be read: `cushim ps` lists %s, with why", l->bad,
              l->bad == 1 ? "" : "s", l->bad == 1 ? "it" : "them");
     if (l->copies)
-        line(k, y, 0, "%d cop%s of a listed process's segment skipped: `cushim stat` names %s", l->copies,
+        line(k, y, 0, "%d cop%s of a process's segment skipped: `cushim stat` names %s", l->copies,
              l->copies == 1 ? "y" : "ies", l->copies == 1 ? "it" : "them");
 }
 

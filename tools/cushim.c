@@ -74,7 +74,13 @@ int cli_remove_run_dir(const char *path)
         if (strcmp(de->d_name, ".") && strcmp(de->d_name, ".."))
             unlinkat(fd, de->d_name, 0);
     closedir(d);
-    return rmdir(path);
+    /* Something put there meanwhile (its owner racing the look above): no run's either. */
+    if (rmdir(path) != 0) {
+        if (errno == ENOTEMPTY || errno == EEXIST)
+            errno = ENOTDIR;
+        return -1;
+    }
+    return 0;
 }
 
 int cli_option_value(int argc, char **argv, int *i, const char *name, const char *value_name,

@@ -28,7 +28,8 @@ static int resolve(const char *prog, char *out)
         const char *end = strchr(p, ':');
         size_t len = end ? (size_t)(end - p) : strlen(p);
         /* An empty entry is the current directory (execvp(3)). */
-        if (snprintf(out, PATH_MAX, "%.*s%s%s", (int)len, len ? p : ".", "/", prog) < PATH_MAX &&
+        int n = len ? snprintf(out, PATH_MAX, "%.*s/%s", (int)len, p, prog) : snprintf(out, PATH_MAX, "./%s", prog);
+        if (n > 0 && n < PATH_MAX &&
             stat(out, &st) == 0 && S_ISREG(st.st_mode) && access(out, X_OK) == 0)
             return 1;
         if (!end)
@@ -37,27 +38,31 @@ static int resolve(const char *prog, char *out)
     }
 }
 
-/* PT_INTERP of a 64-bit ELF file into out (n bytes): 1 if it has one. */
-static int elf_interp(int fd, char *out, size_t n)
-{
-    Elf64_Ehdr eh;
-    if (pread(fd, &eh, sizeof eh, 0) != (ssize_t)sizeof eh || memcmp(eh.e_ident, ELFMAG, SELFMAG) != 0 ||
-        eh.e_ident[EI_CLASS] != ELFCLASS64 || eh.e_phentsize != sizeof(Elf64_Phdr))
-        return 0;
-    for (unsigned i = 0; i < eh.e_phnum && i < 256; i++) {
-        Elf64_Phdr ph;
-        if (pread(fd, &ph, sizeof ph, (off_t)(eh.e_phoff + (uint64_t)i * sizeof ph)) != (ssize_t)sizeof ph)
-            return 0;
-        if (ph.p_type != PT_INTERP)
-            continue;
-        size_t len = ph.p_filesz < n ? (size_t)ph.p_filesz : n - 1;
-        if (len == 0 || pread(fd, out, len, (off_t)ph.p_offset) != (ssize_t)len)
-            return 0;
-        out[len] = '\0';
-        return out[0] != '\0';
+/* PT_INTERP of an ELF file of class C (64 or 32 bits) into out (n bytes): 1 if it has one. */
+#define ELF_INTERP(name, Ehdr, Phdr, class)                                                         \
+    static int name(int fd, char *out, size_t n)                                                    \
+    {                                                                                               \
+        Ehdr eh;                                                                                    \
+        if (pread(fd, &eh, sizeof eh, 0) != (ssize_t)sizeof eh || eh.e_ident[EI_CLASS] != (class) || \
+            eh.e_phentsize != sizeof(Phdr))                                                         \
+            return 0;                                                                               \
+        for (unsigned i = 0; i < eh.e_phnum && i < 256; i++) {                                      \
+            Phdr ph;                                                                                \
+            if (pread(fd, &ph, sizeof ph, (off_t)(eh.e_phoff + (uint64_t)i * sizeof ph)) !=         \
+                (ssize_t)sizeof ph)                                                                 \
+                return 0;                                                                           \
+            if (ph.p_type != PT_INTERP)                                                             \
+                continue;                                                                           \
+            size_t len = ph.p_filesz < n ? (size_t)ph.p_filesz : n - 1;                             \
+            if (len == 0 || pread(fd, out, len, (off_t)ph.p_offset) != (ssize_t)len)                \
+                return 0;                                                                           \
+            out[len] = '\0';                                                                        \
+            return out[0] != '\0';                                                                  \
+        }                                                                                           \
+        return 0;                                                                                   \
     }
-    return 0;
-}
+ELF_INTERP(elf64_interp, Elf64_Ehdr, Elf64_Phdr, ELFCLASS64)
+ELF_INTERP(elf32_interp, Elf32_Ehdr, Elf32_Phdr, ELFCLASS32)
 
 int run_exec_missing_interpreter(const char *prog, char *why, size_t n)
 {
@@ -69,21 +74,30 @@ int run_exec_missing_interpreter(const char *prog, char *why, size_t n)
         return 0;
     ssize_t got = read(fd, head, sizeof head - 1);
     int found = 0;
+    struct stat st;
     if (got >= 2 && head[0] == '#' && head[1] == '!') {
         /* execve(2): "#!interpreter [optional-arg]", the interpreter a path up to a blank. */
         head[got] = '\0';
         char *s = head + 2;
         s += strspn(s, " \t");
         size_t len = strcspn(s, " \t\n");
-        if (len && s[len - 1] == '\r') {
+        char named[PATH_MAX];
+        snprintf(named, sizeof named, "%.*s", (int)len, s);
+        /* An interpreter that exists is not the missing one (it may be a script whose own is):
+         * the plain error then. */
+        if (stat(named, &st) == 0)
+            len = 0;
+        if (len > 1 && s[len - 1] == '\r') {
             snprintf(why, n, "its interpreter \"%.*s\" followed by a carriage return (its #! line "
                      "ends in \\r\\n, Windows line endings: convert the file, e.g. dos2unix)", (int)len - 1, s);
             found = 1;
-        } else if (len) {
+        } else if (len && s[len - 1] != '\r') {
             snprintf(why, n, "its interpreter \"%.*s\" (its #! line) does not exist", (int)len, s);
             found = 1;
         }
-    } else if (got >= SELFMAG && elf_interp(fd, interp, sizeof interp)) {
+    } else if (got >= SELFMAG && memcmp(head, ELFMAG, SELFMAG) == 0 &&
+               (elf64_interp(fd, interp, sizeof interp) || elf32_interp(fd, interp, sizeof interp)) &&
+               stat(interp, &st) != 0) {
         snprintf(why, n, "its dynamic loader \"%s\" (ELF interpreter) does not exist", interp);
         found = 1;
     }

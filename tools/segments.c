@@ -328,12 +328,13 @@ static int believed(const struct stat *st, const struct cushim_snapshot *s, pid_
 /* Whether live segment s, read from file st, is a copy its process does not write (found by an
  * attack trial: a segment copied back over its removed original read as live, frozen, and took
  * reset-peak and phase requests its process never saw): another file than the one its writer
- * made. Judged in the writer's pid namespace only (a container's file seen from the host through
+ * made: its inode number. Not its device number, which one file shows differently through an
+ * overlay and through the overlay's upper directory (found by an attack trial: a false copy).
+ * Judged in the writer's pid namespace only (a container's file seen from the host through
  * another mount may show other numbers); not for a writer that did not record its file. */
 static int a_copy(const struct stat *st, const struct cushim_snapshot *s, char *why, size_t len)
 {
-    if (!s->file_ino || seg_other_namespace(s) ||
-        (s->file_ino == (uint64_t)st->st_ino && s->file_dev == (uint64_t)st->st_dev))
+    if (!s->file_ino || seg_other_namespace(s) || s->file_ino == (uint64_t)st->st_ino)
         return 0;
     snprintf(why, len, "a copy of process %d's segment (the process maps another)", (int)s->pid);
     return 1;
@@ -400,9 +401,22 @@ void seg_say_ambiguous(pid_t pid, const struct cushim_snapshot *const *c, int n)
 int seg_invalid_removable(const struct seg_entry *e)
 {
     /* Any size (a file grown past a segment's, a sparse one), and a symbolic link itself (unlink
-     * never follows it): a name of the segment directory for a process that is gone. */
+     * never follows it): a name of the segment directory for a process that is gone. Not one
+     * whose header, with our magic (another cushim version's layout, say), names another pid
+     * namespace: its pid is that namespace's, whose processes are not judged here (found by an
+     * attack trial: a live container process's segment removed). The header's front keeps its
+     * place across layout versions (segment.h: fields are added in its padding). */
     struct stat st;
-    return !cushim_proc_alive(e->pid) && lstat(e->path, &st) == 0 && (S_ISREG(st.st_mode) || S_ISLNK(st.st_mode));
+    if (cushim_proc_alive(e->pid) || lstat(e->path, &st) != 0 || !(S_ISREG(st.st_mode) || S_ISLNK(st.st_mode)))
+        return 0;
+    struct cushim_segment_header h;
+    int fd = S_ISREG(st.st_mode) ? open(e->path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK) : -1;
+    int other = fd >= 0 && pread(fd, &h, sizeof h, 0) == (ssize_t)sizeof h &&
+                memcmp(h.magic, CUSHIM_SEGMENT_MAGIC, sizeof h.magic) == 0 && h.pidns_inode &&
+                h.pidns_inode != cushim_pidns_inode();
+    if (fd >= 0)
+        close(fd);
+    return !other;
 }
 
 /* An invalid entry's reason says what to do about it when `cushim gc` would remove it. */
