@@ -161,11 +161,16 @@ static inline int scenario_main(int argc, char **argv, const struct scenario *s,
     return 2;
 }
 
-/* Waits until the file named by $HOLD_FILE exists (the test's go-ahead), at most 60 s. */
+/* Waits until the file named by $HOLD_FILE exists (the test's go-ahead), at most 60 s, or until
+ * its directory is gone (a test that let it go and removed its directory before it looked). */
 static inline void hold(void)
 {
     const char *path = getenv("HOLD_FILE");
-    for (int i = 0; path && i < 6000 && access(path, F_OK) != 0; i++)
+    char dir[1024] = ".";
+    const char *slash = path ? strrchr(path, '/') : NULL;
+    if (slash && slash != path)
+        snprintf(dir, sizeof dir, "%.*s", (int)(slash - path), path);
+    for (int i = 0; path && i < 6000 && access(path, F_OK) != 0 && access(dir, F_OK) == 0; i++)
         usleep(10000);
 }
 
