@@ -211,6 +211,29 @@ Test(settings, help_help_is_the_general_usage)
     run_free(&r);
 }
 
+/* A flag given twice with another value: the last is used, and said (found by fresh-user trials:
+ * silently); the same value twice says nothing. */
+Test(settings, a_flag_given_twice_is_said)
+{
+    char a[700], b[700];
+    snprintf(a, sizeof a, "--json=%s/twice-a.json", test_dir());
+    snprintf(b, sizeof b, "%s/twice-b.json", test_dir());
+    const char *argv[] = {cushim_bin(), "run", "--quiet", a, "--json", b, "--device-limit", "1GiB", "--device-limit=2GiB",
+                          "--spill", "--spill=0", "--log=warn", "--log=warn", "--", "/bin/echo", "ran", NULL};
+    struct run_result r;
+    run_cmd(&r, argv, sim_env(NULL));
+    cr_expect_eq(r.status, 0, "%s", r.err);
+    cr_expect_str_eq(r.out, "ran\n");
+    char want[2000];
+    snprintf(want, sizeof want, "cushim: --json given twice: \"%s\" replaces \"%s\"\n"
+             "cushim: --device-limit given twice: \"2GiB\" replaces \"1GiB\"\n"
+             "cushim: --spill given twice: \"0\" replaces \"1\"\n", b, a + strlen("--json="));
+    cr_expect_str_eq(r.err, want);
+    cr_expect_eq(access(b, F_OK), 0, "the last --json is written");
+    cr_expect_neq(access(a + strlen("--json="), F_OK), 0, "the first is not");
+    run_free(&r);
+}
+
 /* A mistyped top-level option is said as an option, not a command (found by a fresh-user trial:
  * `cushim --versio` was an "unknown command"); a mistyped command stays one. */
 Test(settings, an_unknown_option_or_command_before_any_command)

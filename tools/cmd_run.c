@@ -108,6 +108,24 @@ static void usage(FILE *f)
 
 /* Applies --flag VALUE / --flag=VALUE for a configuration option (a boolean one alone: on);
  * returns args consumed, 0 if `arg` is not a configuration flag, -1 on a missing value. */
+/* A flag given again with another value: the last one is used, as most tools do (a wrapper's
+ * default, then the user's own), and said, so that a slip is seen (found by fresh-user trials:
+ * `--json a --json b` wrote b alone, silently). */
+static void say_replaced(const char *flag, const char *old, const char *now)
+{
+    if (old && strcmp(old, now) != 0)
+        fprintf(stderr, "cushim: %s given twice: \"%s\" replaces \"%s\"\n", flag, now, old);
+}
+
+/* setenv of flag k's variable to v, said when it replaces another flag's value. */
+static void set_flag(int k, const char *flag, const char *v)
+{
+    if (set_by_flag[k])
+        say_replaced(flag, getenv(cushim_option_table[k].variable), v);
+    setenv(cushim_option_table[k].variable, v, 1);
+    set_by_flag[k] = 1;
+}
+
 static int config_flag(int argc, char **argv, int i)
 {
     char flag[64];
@@ -119,14 +137,12 @@ static int config_flag(int argc, char **argv, int i)
         if (strncmp(argv[i], flag, n) != 0)
             continue;
         if (argv[i][n] == '=') {
-            setenv(cushim_option_table[k].variable, argv[i] + n + 1, 1);
-            set_by_flag[k] = 1;
+            set_flag(k, flag, argv[i] + n + 1);
             return 1;
         }
         if (argv[i][n] == '\0' && cushim_option_table[k].type == CUSHIM_OT_BOOL) {
             /* A boolean option alone is a switch: --spill is --spill=1. */
-            setenv(cushim_option_table[k].variable, "1", 1);
-            set_by_flag[k] = 1;
+            set_flag(k, flag, "1");
             return 1;
         }
         if (argv[i][n] == '\0') {
@@ -136,8 +152,7 @@ static int config_flag(int argc, char **argv, int i)
             }
             if (cli_value_is_option(flag, argv[i + 1]))
                 return -1;
-            setenv(cushim_option_table[k].variable, argv[i + 1], 1);
-            set_by_flag[k] = 1;
+            set_flag(k, flag, argv[i + 1]);
             return 2;
         }
     }
@@ -439,8 +454,10 @@ int cmd_run(int argc, char **argv)
             cli_error("--quiet takes no value (got \"%s\")", argv[i]);
             return EXIT_USAGE;
         } else if (strncmp(argv[i], "--json", 6) == 0 && (argv[i][6] == '\0' || argv[i][6] == '=')) {
+            const char *before = json;
             if (cli_option_value(argc, argv, &i, "--json", "a FILE", &json) < 0)
                 return EXIT_USAGE;
+            say_replaced("--json", before, json);
         } else {
             int used = config_flag(argc, argv, i);
             if (used < 0)
