@@ -133,14 +133,21 @@ Test(segments, a_segment_without_a_header_yet_is_a_starting_process)
 
 /* Another cushim version's segment left by a process that is gone: listed as invalid with what
  * to do (`cushim gc`), which removes it. */
-Test(segments, an_older_version_segment_of_a_dead_process_says_gc_removes_it)
+/* The pid of a process that has ended and been reaped (a name for segments of a dead process). */
+static pid_t dead_pid(void)
 {
-    const char *segdir = fresh_dir("seg-old-version");
     pid_t dead = fork();
     if (dead == 0)
         _exit(0);
     cr_assert_gt(dead, 0);
     cr_assert_eq(waitpid(dead, NULL, 0), dead);
+    return dead;
+}
+
+Test(segments, an_older_version_segment_of_a_dead_process_says_gc_removes_it)
+{
+    const char *segdir = fresh_dir("seg-old-version");
+    pid_t dead = dead_pid();
     char path[700];
     snprintf(path, sizeof path, "%s/cushim-%u-%d", segdir, (unsigned)getuid(), (int)dead);
     static struct cushim_segment old;
@@ -189,13 +196,8 @@ Test(segments, gc_removes_a_dead_pids_oversized_file_and_link)
 {
     const char *segdir = fresh_dir("seg-gc-odd");
     pid_t dead[2];
-    for (int i = 0; i < 2; i++) {
-        dead[i] = fork();
-        if (dead[i] == 0)
-            _exit(0);
-        cr_assert_gt(dead[i], 0);
-        cr_assert_eq(waitpid(dead[i], NULL, 0), dead[i]);
-    }
+    for (int i = 0; i < 2; i++)
+        dead[i] = dead_pid();
     char big[700], link[700], target[700];
     snprintf(big, sizeof big, "%s/cushim-%u-%d", segdir, (unsigned)getuid(), (int)dead[0]);
     snprintf(link, sizeof link, "%s/cushim-%u-%d", segdir, (unsigned)getuid(), (int)dead[1]);
@@ -339,11 +341,7 @@ Test(segments, a_segment_seen_with_another_device_number_is_not_a_copy)
 Test(segments, gc_leaves_another_namespaces_invalid_segment)
 {
     const char *segdir = fresh_dir("seg-gc-ns");
-    pid_t dead = fork();
-    if (dead == 0)
-        _exit(0);
-    cr_assert_gt(dead, 0);
-    cr_assert_eq(waitpid(dead, NULL, 0), dead);
+    pid_t dead = dead_pid();
     char path[700];
     snprintf(path, sizeof path, "%s/cushim-%u-%d", segdir, (unsigned)getuid(), (int)dead);
     static struct cushim_segment other;
