@@ -81,6 +81,34 @@ Test(top, top_draws_processes_and_device_totals)
     cr_expect_eq(wait_bg(pid), 0);
 }
 
+/* PINNED is all the host memory the process pinned: cudaMallocHost's and cudaHostRegister's (found
+ * by a naming audit: registered memory, page-locked as well, was left out). */
+Test(top, pinned_counts_allocated_and_registered_host_memory)
+{
+    const char *segdir = fresh_dir("seg-t-pinned");
+    const char *ready = fresh_dir("ready-t-pinned");
+    char hold[700];
+    snprintf(hold, sizeof hold, "%s/go-t-pinned", test_dir());
+    const char *argv[] = {program("rt_prog"), "hold_pinned", NULL};
+    pid_t bg = spawn_bg(argv, live_env(segdir, ready, hold)), pid;
+    wait_ready(ready, 1, &pid);
+    cr_assert_eq(pid, bg);
+    char seg[700];
+    snprintf(seg, sizeof seg, "CUSHIM_SEGMENT_DIR=%s", segdir);
+    const char *env[] = {seg, NULL};
+    const char *top[] = {cushim_bin(), "top", "-bn1", NULL};
+    struct run_result r;
+    run_cmd(&r, top, env);
+    cr_expect_eq(r.status, 0, "%s", r.err);
+    char row[160];
+    /* 1 MiB + 64 KiB = 1.0625 MiB */
+    snprintf(row, sizeof row, "\n%7d 0        run             4.00 KiB   4.00 KiB  1.06 MiB       0 B  ", (int)pid);
+    cr_expect(strstr(r.out, row) != NULL, "%s", r.out);
+    run_free(&r);
+    touch(hold);
+    cr_expect_eq(wait_bg(bg), 0);
+}
+
 /* With a device budget, top shows a LIMIT column: the budget of a process that has one, "-" for
  * one that has none. */
 Test(top, top_shows_the_device_limit_when_a_process_has_one)

@@ -89,13 +89,21 @@ static uint64_t kind_sum(const struct cushim_snapshot *p, int kind)
     return sum;
 }
 
+/* The PINNED column: page-locked host memory, however it was pinned (cuMemHostAlloc or host
+ * pools, pinned_host; cuMemHostRegister, registered_host): what the process keeps out of the
+ * host's pageable memory. */
+static uint64_t pinned_sum(const struct cushim_snapshot *p)
+{
+    return cushim_sat_add(kind_sum(p, CUSHIM_KIND_PINNED_HOST), kind_sum(p, CUSHIM_KIND_REGISTERED_HOST));
+}
+
 static enum sort_key sort_by;
 
 static uint64_t sort_value(const struct cushim_snapshot *p)
 {
     switch (sort_by) {
     case SORT_TOTAL_PEAK: return proc_sum(p, CUSHIM_DEV_total_peak);
-    case SORT_PINNED: return kind_sum(p, CUSHIM_KIND_PINNED_HOST);
+    case SORT_PINNED: return pinned_sum(p);
     case SORT_OFFLOADED: return kind_sum(p, CUSHIM_KIND_OFFLOADED);
     case SORT_PID: return 0;
     default: return proc_sum(p, CUSHIM_DEV_total_current);
@@ -180,7 +188,7 @@ static void frame(struct sink *k, const struct proc_list *l)
     for (int i = 0; i < l->count && y < k->rows - notes; i++) {
         const struct cushim_snapshot *p = &l->procs[i];
         char devs[64], pinned[32], off[32], phase[32];
-        uint64_t pin = kind_sum(p, CUSHIM_KIND_PINNED_HOST), offl = kind_sum(p, CUSHIM_KIND_OFFLOADED);
+        uint64_t pin = pinned_sum(p), offl = kind_sum(p, CUSHIM_KIND_OFFLOADED);
         cushim_device_list(p, devs, sizeof devs, 8);
         char pid[16], limit[48] = "";
         if (limits)
@@ -401,7 +409,9 @@ int cmd_top(int argc, char **argv)
                    "Devices: MEMORY is the GPU's memory; DEVICE-TOTAL the device memory the listed\n"
                    "processes hold (cudaMalloc, stream-ordered, VMM and array memory: the summary's\n"
                    "device_total); SUM-PEAKS the sum of their device-total peaks. Processes:\n"
-                   "DEVICE-TOTAL and TOTAL-PEAK over their devices; PINNED and OFFLOADED host memory.\n\n"
+                   "DEVICE-TOTAL and TOTAL-PEAK over their devices; PINNED the host memory they\n"
+                   "pinned (cudaMallocHost and cudaHostRegister: pinned_host + registered_host);\n"
+                   "OFFLOADED their device requests served from host memory.\n\n"
                    "  -d, --interval SECONDS  time between frames (0.1..3600, default 1)\n"
                    "  -n, --iterations N      stop after N frames (default: until q or a signal)\n"
                    "  -b, --batch             print frame after frame as plain text (the default\n"

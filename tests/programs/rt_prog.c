@@ -1381,6 +1381,21 @@ static int scenario_hold(void)
     return 0;
 }
 
+/* 1 MiB from cudaMallocHost and 64 KiB of the program's own memory pinned with cudaHostRegister,
+ * beside 4 KiB of device memory; held. */
+static int scenario_hold_pinned(void)
+{
+    void *host, *dev;
+    static char own[64 * 1024] __attribute__((aligned(4096)));
+    CHECK(cudaMalloc(&dev, 4096));
+    CHECK(cudaMallocHost(&host, MiB));
+    CHECK(cudaHostRegister(own, sizeof own, cudaHostRegisterDefault));
+    ready();
+    hold();
+    CHECK(cudaHostUnregister(own));
+    return 0;
+}
+
 /* Under a budget of 2 MiB (CUSHIM_DEVICE_LIMIT): 1 MiB kept, a request of 3 MiB refused; held. */
 static int scenario_hold_refused(void)
 {
@@ -1718,6 +1733,7 @@ static int scenario_churn(void)
 
 static const struct scenario scenarios[] = {
     {"hold", scenario_hold, 1},             {"fork", scenario_fork, 1}, {"hold_refused", scenario_hold_refused, 1},
+    {"hold_pinned", scenario_hold_pinned, 1},
     {"fork_child_cuda", scenario_fork_child_cuda, 1}, {"daemon_fds", scenario_daemon_fds, 1},
     {"hold_api", scenario_hold_api, 1},     {"api_misuse", scenario_api_misuse, 1},
     {"hold_async", scenario_hold_async, 1}, {"hold_graph_reset", scenario_hold_graph_reset, 1},
