@@ -5,6 +5,7 @@
  * link, never replacing a device, keeping an old file on failure, appending to a standard
  * stream). */
 #include <criterion/criterion.h>
+#include <elf.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -364,7 +365,7 @@ Test(reports, a_missing_interpreter_is_named_not_the_program_that_exists)
     /* Found by a fresh-user trial: execve's ENOENT for a script whose #! interpreter is missing
      * was said as "cannot run \"x.sh\": No such file or directory" of a file that exists. */
     struct run_result r;
-    char script[700], crlf[700], elf[700], path_env[800], expect[1600];
+    char script[700], crlf[700], elf[700], path_env[800], expect[6000];
     put_program(script, sizeof script, "bad-interp.sh", "#! /nonexistent/interp -x\necho ran\n",
                 strlen("#! /nonexistent/interp -x\necho ran\n"));
     const char *a1[] = {cushim_bin(), "run", "--", script, NULL};
@@ -415,23 +416,31 @@ Test(reports, a_missing_interpreter_is_named_not_the_program_that_exists)
     run_free(&r);
     /* A 64-bit ELF file whose PT_INTERP names a loader that does not exist: a copy of the
      * simulated runtime's test program with its interpreter's name changed in place. */
+    struct stat st;
+    cr_assert_eq(stat(program("rt_prog"), &st), 0);
+    size_t len = (size_t)st.st_size;
+    char *image = malloc(len);
     FILE *in = fopen(program("rt_prog"), "rb");
-    cr_assert(in != NULL);
-    static char image[8 << 20];
-    size_t len = fread(image, 1, sizeof image, in);
+    cr_assert(in != NULL && image != NULL);
+    cr_assert_eq(fread(image, 1, len, in), len);
     fclose(in);
-    cr_assert(len > 64 && len < sizeof image);
-    const char *ld = NULL;
-    for (size_t i = 0; i + 8 < len && !ld; i++)
-        if (memcmp(image + i, "/lib", 4) == 0 && strstr(image + i, "/ld-"))
-            ld = image + i;
+    /* Its PT_INTERP, as the kernel reads it (elf(5)): the loader's last path component renamed. */
+    const Elf64_Ehdr *eh = (const Elf64_Ehdr *)image;
+    cr_assert(len > sizeof *eh && memcmp(eh->e_ident, ELFMAG, SELFMAG) == 0 && eh->e_ident[EI_CLASS] == ELFCLASS64);
+    char *ld = NULL;
+    for (unsigned i = 0; i < eh->e_phnum; i++) {
+        const Elf64_Phdr *ph = (const Elf64_Phdr *)(image + eh->e_phoff + (size_t)i * eh->e_phentsize);
+        if (ph->p_type == PT_INTERP)
+            ld = image + ph->p_offset;
+    }
     cr_assert(ld != NULL, "rt_prog names its dynamic loader");
-    size_t ld_len = strlen(ld);
-    char renamed[256];
+    char *base = strrchr(ld, '/');
+    cr_assert(base && strlen(base) > 3);
+    memcpy(base + 1, "zz", 2); /* /lib64/ld-linux-x86-64.so.2: /lib64/zz-linux-x86-64.so.2 */
+    char renamed[1024];
     snprintf(renamed, sizeof renamed, "%s", ld);
-    memcpy(strstr(renamed, "/ld-") + 1, "zz", 2); /* /lib64/zz-linux-x86-64.so.2 */
-    memcpy((char *)ld, renamed, ld_len);
     put_program(elf, sizeof elf, "bad-loader", image, len);
+    free(image);
     const char *a4[] = {cushim_bin(), "run", "--", elf, NULL};
     run_cmd(&r, a4, sim_env(NULL));
     cr_expect_eq(r.status, 127);
