@@ -61,6 +61,17 @@ static void sample_device(int device)
     pop(&popped);
 }
 
+/* A report that could not be written, said once: under `cushim run`, whose option sets it, by that
+ * option's name too (found by a fresh-user trial: `--report /dev/full` was said as CUSHIM_REPORT
+ * alone). */
+static void report_failed(const char *path, const char *why)
+{
+    if (shim.run_id)
+        LOG_ERROR("cannot write --report \"%s\" (CUSHIM_REPORT): %s", path, why);
+    else
+        LOG_ERROR("cannot write CUSHIM_REPORT=\"%s\": %s", path, why);
+}
+
 /* The report of snap to `report` (CUSHIM_REPORT's forms) in `format` (CUSHIM_REPORT_*). */
 static void write_report(const struct cushim_snapshot *snap, const char *report, int format)
 {
@@ -82,7 +93,7 @@ static void write_report(const struct cushim_snapshot *snap, const char *report,
                 why = strerror(errno);
                 close(fd);
             }
-            LOG_ERROR("cannot write CUSHIM_REPORT=\"%s\": %s", path[0] ? path : report, why);
+            report_failed(path[0] ? path : report, why);
             return;
         }
     }
@@ -120,7 +131,7 @@ static void write_report(const struct cushim_snapshot *snap, const char *report,
         shim_write_guard_failed(&g, e);
     shim_write_guard_end(&g);
     if (bad)
-        LOG_ERROR("cannot write CUSHIM_REPORT=\"%s\": %s", path, strerror(e ? e : EIO));
+        report_failed(path, strerror(e ? e : EIO));
 }
 
 /* A finished segment's summary: the copy for `cushim run` (CUSHIM_RUN_DIR) and the report

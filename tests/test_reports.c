@@ -199,6 +199,17 @@ Test(reports, a_report_that_cannot_be_written_says_so)
     cr_expect(strstr(r.err, "error: cannot write CUSHIM_REPORT=\"/dev/full\": No space left on device\n") != NULL,
               "%s", r.err);
     run_free(&r);
+    /* Under `cushim run`, where --report set it, by that name too (found by a fresh-user trial). */
+    const char *run[] = {cushim_bin(), "run", "--quiet", "--report", "/dev/full", "--", program("rt_prog"), "malloc", NULL};
+    run_cmd(&r, run, sim_env(NULL));
+    cr_expect_eq(r.status, 0, "%s", r.err);
+    /* The one line, "cushim[PID] error: ...", the program's pid aside. */
+    const char *after_pid = strncmp(r.err, "cushim[", 7) == 0 ? strchr(r.err, ']') : NULL;
+    cr_expect(after_pid != NULL, "%s", r.err);
+    if (after_pid)
+        cr_expect_str_eq(after_pid, "] error: cannot write --report \"/dev/full\" (CUSHIM_REPORT): No space left on "
+                                    "device\n");
+    run_free(&r);
 }
 
 /* Paths of the run are usable before the program starts, for the user who runs it; relative
