@@ -108,8 +108,10 @@ int cmd_gc(int argc, char **argv)
             printf("usage: cushim gc\n\nRemoves segments left by processes that died without "
                    "exiting normally\n(SIGKILL, crash), or whose pid now belongs to another process, "
                    "those of\nprocesses that are gone which this cushim cannot read (another "
-                   "version's),\nand the run directories (${TMPDIR:-/tmp}/cushim-run.*) of `cushim "
-                   "run`s killed\nbefore they could clean up.\n");
+                   "version's; not\none whose header names another pid namespace), and the run "
+                   "directories\n(${TMPDIR:-/tmp}/cushim-run.*) of `cushim run`s killed before they "
+                   "could clean\nup (one not mode 0700, or holding anything but files, is no run's "
+                   "and is left).\n");
             return 0;
         }
         cli_error("gc takes no arguments (got \"%s\")", argv[1]);
