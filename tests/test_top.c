@@ -85,14 +85,9 @@ Test(top, top_draws_processes_and_device_totals)
  * by a naming audit: registered memory, page-locked as well, was left out). */
 Test(top, pinned_counts_allocated_and_registered_host_memory)
 {
-    const char *segdir = fresh_dir("seg-t-pinned");
-    const char *ready = fresh_dir("ready-t-pinned");
+    const char *segdir;
     char hold[700];
-    snprintf(hold, sizeof hold, "%s/go-t-pinned", test_dir());
-    const char *argv[] = {program("rt_prog"), "hold_pinned", NULL};
-    pid_t bg = spawn_bg(argv, live_env(segdir, ready, hold)), pid;
-    wait_ready(ready, 1, &pid);
-    cr_assert_eq(pid, bg);
+    pid_t pid = start_held("hold_pinned", "t-pinned", &segdir, hold, sizeof hold);
     char seg[700];
     snprintf(seg, sizeof seg, "CUSHIM_SEGMENT_DIR=%s", segdir);
     const char *env[] = {seg, NULL};
@@ -106,7 +101,7 @@ Test(top, pinned_counts_allocated_and_registered_host_memory)
     cr_expect(strstr(r.out, row) != NULL, "%s", r.out);
     run_free(&r);
     touch(hold);
-    cr_expect_eq(wait_bg(bg), 0);
+    cr_expect_eq(wait_bg(pid), 0);
 }
 
 /* With a device budget, top shows a LIMIT column: the budget of a process that has one, "-" for
