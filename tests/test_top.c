@@ -88,13 +88,8 @@ Test(top, pinned_counts_allocated_and_registered_host_memory)
     const char *segdir;
     char hold[700];
     pid_t pid = start_held("hold_pinned", "t-pinned", &segdir, hold, sizeof hold);
-    char seg[700];
-    snprintf(seg, sizeof seg, "CUSHIM_SEGMENT_DIR=%s", segdir);
-    const char *env[] = {seg, NULL};
-    const char *top[] = {cushim_bin(), "top", "-bn1", NULL};
     struct run_result r;
-    run_cmd(&r, top, env);
-    cr_expect_eq(r.status, 0, "%s", r.err);
+    cr_expect_eq(cli(segdir, &r, "top", "-bn1", NULL), 0, "%s", r.err);
     char row[160];
     /* 1 MiB + 64 KiB = 1.0625 MiB */
     snprintf(row, sizeof row, "\n%7d 0        run             4.00 KiB   4.00 KiB  1.06 MiB       0 B  ", (int)pid);
@@ -117,13 +112,8 @@ Test(top, top_shows_the_device_limit_when_a_process_has_one)
     pid_t plain = spawn_bg(argv, live_env(segdir, ready, hold));
     pid_t pids[2];
     wait_ready(ready, 2, pids);
-    char seg[700];
-    snprintf(seg, sizeof seg, "CUSHIM_SEGMENT_DIR=%s", segdir);
-    const char *env[] = {seg, NULL};
-    const char *top[] = {cushim_bin(), "top", "-bn1", NULL};
     struct run_result r;
-    run_cmd(&r, top, env);
-    cr_expect_eq(r.status, 0, "%s", r.err);
+    cr_expect_eq(cli(segdir, &r, "top", "-bn1", NULL), 0, "%s", r.err);
     cr_expect(strstr(r.out, "\n    PID DEVICES  PHASE       DEVICE-TOTAL TOTAL-PEAK     LIMIT    PINNED OFFLOADED  COMMAND\n") != NULL,
               "%s", r.out);
     char row[160];
