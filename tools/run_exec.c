@@ -66,41 +66,37 @@ ELF_INTERP(elf32_interp, Elf32_Ehdr, Elf32_Phdr, ELFCLASS32)
 
 int run_exec_missing_interpreter(const char *prog, char *why, size_t n)
 {
-    char path[PATH_MAX], head[256], interp[PATH_MAX];
+    char path[PATH_MAX], head[256], interp[PATH_MAX] = "";
     if (!resolve(prog, path))
         return 0;
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
         return 0;
     ssize_t got = read(fd, head, sizeof head - 1);
-    int found = 0;
-    struct stat st;
-    if (got >= 2 && head[0] == '#' && head[1] == '!') {
+    int script = got >= 2 && head[0] == '#' && head[1] == '!';
+    if (script) {
         /* execve(2): "#!interpreter [optional-arg]", the interpreter a path up to a blank. */
         head[got] = '\0';
         char *s = head + 2;
         s += strspn(s, " \t");
-        size_t len = strcspn(s, " \t\n");
-        char named[PATH_MAX];
-        snprintf(named, sizeof named, "%.*s", (int)len, s);
-        /* An interpreter that exists is not the missing one (it may be a script whose own is):
-         * the plain error then. */
-        if (stat(named, &st) == 0)
-            len = 0;
-        if (len > 1 && s[len - 1] == '\r') {
-            snprintf(why, n, "its interpreter \"%.*s\" followed by a carriage return (its #! line "
-                     "ends in \\r\\n, Windows line endings: convert the file, e.g. dos2unix)", (int)len - 1, s);
-            found = 1;
-        } else if (len && s[len - 1] != '\r') {
-            snprintf(why, n, "its interpreter \"%.*s\" (its #! line) does not exist", (int)len, s);
-            found = 1;
-        }
-    } else if (got >= SELFMAG && memcmp(head, ELFMAG, SELFMAG) == 0 &&
-               (elf64_interp(fd, interp, sizeof interp) || elf32_interp(fd, interp, sizeof interp)) &&
-               stat(interp, &st) != 0) {
-        snprintf(why, n, "its dynamic loader \"%s\" (ELF interpreter) does not exist", interp);
-        found = 1;
+        snprintf(interp, sizeof interp, "%.*s", (int)strcspn(s, " \t\n"), s);
+    } else if (got >= SELFMAG && memcmp(head, ELFMAG, SELFMAG) == 0) {
+        if (!elf64_interp(fd, interp, sizeof interp) && !elf32_interp(fd, interp, sizeof interp))
+            interp[0] = '\0'; /* a read cut short may have left part of one */
     }
     close(fd);
-    return found;
+    /* None named, or one that exists, which is not the missing one (it may be a script whose own
+     * is): the plain error then. */
+    struct stat st;
+    size_t len = strlen(interp);
+    if (!len || stat(interp, &st) == 0 || (script && len == 1 && interp[0] == '\r'))
+        return 0;
+    if (!script)
+        snprintf(why, n, "its dynamic loader \"%s\" (ELF interpreter) does not exist", interp);
+    else if (interp[len - 1] == '\r')
+        snprintf(why, n, "its interpreter \"%.*s\" followed by a carriage return (its #! line ends in "
+                 "\\r\\n, Windows line endings: convert the file, e.g. dos2unix)", (int)len - 1, interp);
+    else
+        snprintf(why, n, "its interpreter \"%s\" (its #! line) does not exist", interp);
+    return 1;
 }
