@@ -82,9 +82,12 @@ static int cmd_exactness(void)
     {
         // Warm-up: the first allocation may set up driver state (page tables, a sub-allocation
         // heap) that later ones reuse; the measured deltas are each allocation's own.
+        // The first cudaMemGetInfo under the shim also reads the pools' figures
+        // (cuDeviceGetDefaultMemPool, cuMemPoolGetAttribute): done here, not in row 1's delta.
         void *w;
         CHECK(cudaMalloc(&w, 1));
         CHECK(cudaFree(w));
+        (void)used();
     }
     for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
         void *p;
@@ -113,6 +116,7 @@ static int cmd_async(void)
         CHECK(cudaMallocAsync(&w, 4096, st));
         CHECK(cudaFreeAsync(w, st));
         CHECK(cudaStreamSynchronize(st));
+        (void)used(); // as in cmd_exactness
     }
     for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
         void *p;
@@ -501,6 +505,7 @@ static int cmd_sgemm(void)
     unsigned long long offloaded = (unsigned long long)shim_kind(K_OFFLOADED);
     fill<<<1024, 256>>>(a, (size_t)m * m, 1e-3f);
     fill<<<1024, 256>>>(b, (size_t)m * m, 2e-3f);
+    CHECK(cudaGetLastError());
     cublasHandle_t hdl;
     cublasStatus_t st = cublasCreate(&hdl);
     if (st != CUBLAS_STATUS_SUCCESS) {
@@ -668,6 +673,7 @@ static int cmd_harmless(void)
     CHECK(cudaMallocAsync(&tmp, n * 4, s));
     CHECK(cudaMemcpyAsync(tmp, a, n * 4, cudaMemcpyDeviceToDevice, s));
     mix<<<512, 256, 0, s>>>(tmp, b, n);
+    CHECK(cudaGetLastError()); // a launch that failed (no kernel image) would leave the hash of untouched memory
     CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
     mix<<<512, 256, 0, s>>>(a, tmp, n);
     mix<<<512, 256, 0, s>>>(tmp, a, n);
@@ -686,10 +692,15 @@ static int cmd_harmless(void)
 // cuGraphInstantiateWithFlags` since 12.0, and the simulator answers that lookup with
 // cuGraphInstantiateWithFlags (three arguments) where the 11000 ABI, cuGraphInstantiate_v2, has
 // five. Which one the real driver answers is printed (under the shim, each wrapper is one
-// function: the lookup's answer is the WithFlags one or the v2 one); then a graph of one 64 MiB
-// allocation node and no free node is instantiated through that answer with AUTO_FREE_ON_LAUNCH
-// (WithFlags) and launched twice: a second launch of such a graph without the flag fails
-// (cuda.h cuGraphInstantiateWithFlags).
+// function: the lookup's answer is the WithFlags one or the v2 one; shim/door_procaddr.c
+// instantiate_row maps either). Then a graph of one 64 MiB allocation node and no free node is
+// instantiated through that answer and launched twice: with AUTO_FREE_ON_LAUNCH (WithFlags), the
+// second launch frees the first's allocation (cuda.h cuGraphInstantiateWithFlags); through v2,
+// which takes no flags, the allocation is freed between the launches (a relaunch before the free
+// fails, cuda_runtime_api.h cudaGraphAddMemAllocNode).
+// cudaTypedefs.h has PFN_cuGraphInstantiate_v11000 only under __CUDA_API_VERSION_INTERNAL.
+typedef CUresult (*instantiate_v2_fn)(CUgraphExec *, CUgraph, CUgraphNode *, char *, size_t);
+
 static int cmd_instantiate_lookup(void)
 {
     CHECK(cudaFree(0));
@@ -717,10 +728,16 @@ static int cmd_instantiate_lookup(void)
     if (is_with_flags)
         rc = (int)((PFN_cuGraphInstantiateWithFlags_v11040)at12)(&e, (CUgraph)g,
                                                                  CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH);
+    else if (is_v2)
+        rc = (int)((instantiate_v2_fn)at12)(&e, (CUgraph)g, NULL, NULL, 0);
     printf("rc_instantiate=%d\n", rc);
     if (rc != 0)
         return 0;
     printf("rc_launch1=%d\n", (int)cudaGraphLaunch((cudaGraphExec_t)e, s));
+    if (is_v2) {
+        printf("rc_sync1=%d\n", (int)cudaStreamSynchronize(s));
+        printf("rc_free1=%d\n", (int)cudaFree(p.dptr));
+    }
     printf("rc_launch2=%d\n", (int)cudaGraphLaunch((cudaGraphExec_t)e, s));
     printf("rc_sync=%d\n", (int)cudaStreamSynchronize(s));
     printf("rc_free=%d\n", (int)cudaFree(p.dptr));

@@ -92,6 +92,12 @@ OUTPUT = {mode: "".join(fill(f)[0] for f in fmts) for mode, fmts in modes().item
 STAT_JSON = [{"devices": [{"device_total": {"current_bytes": 7}, "untracked_bytes": 7}]}]
 
 
+def index(subscript):
+    """A subscript's index expression (Python 3.8 wraps it in an ast.Index, 3.9 and later do not)."""
+    s = subscript.slice
+    return s.value if type(s).__name__ == "Index" else s
+
+
 class Strict(dict):
     """A parsed output: reading a key the program does not print raises, .get() too."""
     def get(self, key, default=None):
@@ -337,10 +343,92 @@ class Failures(unittest.TestCase):
             return real_run(cmd, **kw)
         self.suite.run = run_until
         expected, measured, verdict = run.check_bench_overhead(self.suite)
-        self.assertEqual(measured["4 KiB"], "plain 100 ns, shim 100 ns, ratio 1.000")
-        self.assertEqual(measured["1 MiB"], "plain 100 ns, shim 100 ns, ratio 1.000")
+        self.assertEqual(measured["4 KiB"], "plain 100 ns, shim 100 ns, ratio 1.000, plain runs' spread 0.000")
+        self.assertEqual(measured["1 MiB"], "plain 100 ns, shim 100 ns, ratio 1.000, plain runs' spread 0.000")
         self.assertEqual(measured["256 MiB"], "not run: deadline")
         self.assertEqual(verdict, "pass (2 of 4 cases; the rest not run: deadline)")
+
+    def overhead_first_case(self, plain, shim):
+        """check_bench_overhead's first case with these ns_per_pair figures, alternated (plain,
+        shim, plain, ...); the deadline after it."""
+        counter = os.path.join(self.dir.name, "calls")
+        self.as_static('n=$(cat %s 2>/dev/null || echo 0); echo $((n + 1)) > %s\n'
+                       'if [ -n "$LD_PRELOAD" ] || [ "${LD_PRELOAD+x}" = x ]; then set -- %s; else set -- %s; fi\n'
+                       'shift $((n / 2)); echo ns_per_pair=$1.0\n' % (counter, counter, " ".join(map(str, shim)),
+                                                                     " ".join(map(str, plain))))
+        real_run, calls = self.suite.run, []
+
+        def run_until(cmd, **kw):
+            calls.append(cmd)
+            if len(calls) > 6:
+                raise run.DeadlineReached("the run's deadline came")
+            return real_run(cmd, **kw)
+        self.suite.run = run_until
+        return run.check_bench_overhead(self.suite)
+
+    def test_overhead_within_the_plain_runs_spread_is_inconclusive(self):
+        """Ratio 1.03 where the runs without the shim differ by 4 % among themselves: no verdict
+        on the shim's cost, and no failure counted."""
+        expected, measured, verdict = self.overhead_first_case([100, 104, 100], [103, 103, 103])
+        self.assertEqual(measured["4 KiB"], "plain 100 ns, shim 103 ns, ratio 1.030, plain runs' spread 0.040")
+        self.assertEqual(verdict, "inconclusive (benchmark target: over 1.01 by less than the plain runs' "
+                                  "own spread) (1 of 4 cases; the rest not run: deadline)")
+
+    def test_overhead_beyond_the_plain_runs_spread_fails(self):
+        expected, measured, verdict = self.overhead_first_case([100, 101, 100], [103, 103, 103])
+        self.assertEqual(measured["4 KiB"], "plain 100 ns, shim 103 ns, ratio 1.030, plain runs' spread 0.010")
+        self.assertEqual(verdict, "fail (benchmark target) (1 of 4 cases; the rest not run: deadline)")
+
+    def test_instantiate_lookup_either_answer(self):
+        """The driver may answer "cuGraphInstantiate" at 12000 with WithFlags or with v2: either
+        passes when the launches do (through v2, with the free between them); neither fails."""
+        tail = "echo rc_launch2=0 rc_sync=0 rc_free=0 rc_exec_destroy=0; echo done=0\n"
+        cases = [("lookup_is_with_flags=1 lookup_is_v2=0", "rc_instantiate=0 rc_launch1=0", "pass"),
+                 ("lookup_is_with_flags=0 lookup_is_v2=1", "rc_instantiate=0 rc_launch1=0 rc_sync1=0 rc_free1=0",
+                  "pass"),
+                 ("lookup_is_with_flags=0 lookup_is_v2=1", "rc_instantiate=0 rc_launch1=0 rc_sync1=0 rc_free1=1",
+                  "fail"),
+                 ("lookup_is_with_flags=0 lookup_is_v2=0", "rc_instantiate=-1", "fail")]
+        for lookup, rcs, want in cases:
+            with self.subTest(lookup=lookup, rcs=rcs):
+                self.as_static("echo %s; echo %s; %s" % (lookup, rcs, tail if "-1" not in rcs else "echo done=0\n"))
+                expected, measured, verdict = run.check_instantiate_lookup(self.suite)
+                self.assertEqual(verdict, want, measured)
+        self.assertIn("driver answers neither", measured)
+
+    def test_torch_env_sets_the_older_name_only(self):
+        """PYTORCH_CUDA_ALLOC_CONF is set; an inherited PYTORCH_ALLOC_CONF, which PyTorch would read
+        first (and 2.9.1 ignores expandable_segments in), is removed."""
+        old = os.environ.get("PYTORCH_ALLOC_CONF")
+        os.environ["PYTORCH_ALLOC_CONF"] = "backend:cudaMallocAsync"
+        try:
+            env = self.suite.env(True, run.torch_env(expandable=True))
+        finally:
+            if old is None:
+                del os.environ["PYTORCH_ALLOC_CONF"]
+            else:
+                os.environ["PYTORCH_ALLOC_CONF"] = old
+        self.assertEqual(env["PYTORCH_CUDA_ALLOC_CONF"], "expandable_segments:True")
+        self.assertNotIn("PYTORCH_ALLOC_CONF", env)
+
+    def test_async_backend_not_taken_is_not_run(self):
+        """PyTorch that keeps its native allocator did not exercise the shim's async path: not run,
+        not a failure; taken, the figures decide."""
+        real = run.torch_run
+        figures = {"torch_reserved": 2 * run.MiB, "torch_allocated": run.MiB, "shim_pool_reserved": 2 * run.MiB,
+                   "shim_async_current": run.MiB, "shim_device_current": 0}
+        try:
+            run.torch_run = lambda suite, args, **kw: dict(figures, backend="native")
+            verdict = run.check_torch_async_backend(self.suite)[2]
+            self.assertEqual(verdict, "not run: PyTorch did not take backend:cudaMallocAsync "
+                                      "(its allocator backend is native)")
+            run.torch_run = lambda suite, args, **kw: dict(figures, backend="cudaMallocAsync")
+            self.assertEqual(run.check_torch_async_backend(self.suite)[2], "pass")
+            run.torch_run = lambda suite, args, **kw: dict(figures, backend="cudaMallocAsync",
+                                                           shim_pool_reserved=run.MiB)
+            self.assertEqual(run.check_torch_async_backend(self.suite)[2], "fail")
+        finally:
+            run.torch_run = real
 
     def test_probe_torch(self):
         """PyTorch is probed in another interpreter: a CPU-only build, one that sees no GPU and
@@ -413,8 +501,8 @@ class Torch(unittest.TestCase):
                     # the keys of its dict literals, and those it stores (result["k"] = ...)
                     emitted[mode[0]] = {k.value for d in body if isinstance(d, ast.Dict) for k in d.keys
                                         if isinstance(k, ast.Constant)} | {
-                                        d.slice.value for d in body if isinstance(d, ast.Subscript)
-                                        and isinstance(d.ctx, ast.Store) and isinstance(d.slice, ast.Constant)}
+                                        index(d).value for d in body if isinstance(d, ast.Subscript)
+                                        and isinstance(d.ctx, ast.Store) and isinstance(index(d), ast.Constant)}
         self.assertEqual(set(emitted), {"peak", "graph", "forward", "async_backend"})
         runs = 0
         for name, func in functions(run.__file__).items():
