@@ -18,6 +18,9 @@
  * already closed. Returns the wait status. */
 static int argv_on_dead_pipe(int fd, const char *const *argv, const char *const *extra)
 {
+    /* The environment in the parent: sim_env makes the test's directory, which only the process
+     * that made it removes at its exit (made in the child, which execs, it was left behind). */
+    const char *const *env = sim_env(extra);
     int p[2];
     cr_assert_eq(pipe(p), 0);
     close(p[0]);
@@ -26,7 +29,7 @@ static int argv_on_dead_pipe(int fd, const char *const *argv, const char *const 
     if (pid == 0) {
         dup2(p[1], fd);
         close(p[1]);
-        for (const char *const *e = sim_env(extra); *e; e++)
+        for (const char *const *e = env; *e; e++)
             putenv((char *)*e);
         execv(argv[0], (char *const *)argv);
         _exit(127);

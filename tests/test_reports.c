@@ -329,22 +329,32 @@ Test(reports, an_unwritable_json_path_stops_before_running)
     cr_expect_eq(r.status, 127);
     cr_expect_str_eq(r.err, "cushim: cannot run \"/nonexistent/program\": No such file or directory\n");
     run_free(&r);
-    /* A value given to a switch with a space is taken as the program: the message says why. */
-    const char *stray[] = {cushim_bin(), "run", "--spill", "on", "--", "true", NULL};
+    /* A value given to a switch with a space, right before the "--": a usage error, nothing run
+     * (found by a fresh-user trial: "--spill true -- PROGRAM" ran true, "--spill yes" ran yes). */
+    const char *stray[] = {cushim_bin(), "run", "--spill", "true", "--", "sh", "-c", cmd, NULL};
     run_cmd(&r, stray, sim_env(NULL));
-    cr_expect_eq(r.status, 127);
-    cr_expect_str_eq(r.err, "cushim: cannot run \"on\": No such file or directory (the options end at the "
-                            "\"--\" after it, so it was taken as the program; a switch takes its value "
-                            "after '=', e.g. --spill=on)\n");
+    cr_expect_eq(r.status, 2);
+    cr_expect_str_eq(r.err, "cushim: \"--spill true\": a switch takes its value after '=', e.g. --spill=true "
+                            "(the options end at the \"--\", so \"true\" would be run as the program); "
+                            "nothing was run\n");
+    cr_expect_neq(access(marker, F_OK), 0, "the program must not have run");
     run_free(&r);
     /* A size written with a space: the option took the number, the unit became the program (found
      * by a fresh-user trial: the hint spoke of switches). */
     const char *spaced[] = {cushim_bin(), "run", "--device-limit", "1", "MiB", "--", "true", NULL};
     run_cmd(&r, spaced, sim_env(NULL));
+    cr_expect_eq(r.status, 2);
+    cr_expect_str_eq(r.err, "cushim: \"--device-limit 1 MiB\": a value is one word, e.g. --device-limit=1MiB "
+                            "(the options end at the \"--\", so \"MiB\" would be run as the program); "
+                            "nothing was run\n");
+    run_free(&r);
+    /* Further from the "--", the word is tried as the program, and the message says why it was. */
+    const char *far[] = {cushim_bin(), "run", "--spill", "on", "x", "--", "true", NULL};
+    run_cmd(&r, far, sim_env(NULL));
     cr_expect_eq(r.status, 127);
-    cr_expect_str_eq(r.err, "cushim: cannot run \"MiB\": No such file or directory (the options end at the "
-                            "\"--\" after it, so it was taken as the program; --device-limit took \"1\" "
-                            "as its value: a value is one word, e.g. --device-limit=1MiB)\n");
+    cr_expect_str_eq(r.err, "cushim: cannot run \"on\": No such file or directory (the options end at the "
+                            "\"--\" after it, so it was taken as the program; a switch takes its value "
+                            "after '=', e.g. --spill=on)\n");
     run_free(&r);
     /* A mistyped program whose own arguments hold a "--" is only that (found by an attack trial:
      * the hint offered --device-limit=8GiBtorchrunn). */
@@ -352,6 +362,19 @@ Test(reports, an_unwritable_json_path_stops_before_running)
     run_cmd(&r, typo, sim_env(NULL));
     cr_expect_eq(r.status, 127);
     cr_expect_str_eq(r.err, "cushim: cannot run \"torchrunn\": No such file or directory\n");
+    run_free(&r);
+    /* --json and --report naming one file would overwrite each other (a fresh-user trial). */
+    char same[700];
+    snprintf(same, sizeof same, "%s/both.json", test_dir());
+    const char *both[] = {cushim_bin(), "run", "--json", same, "--report", same, "--", "sh", "-c", cmd, NULL};
+    run_cmd(&r, both, sim_env(NULL));
+    cr_expect_eq(r.status, 2);
+    char want[2000];
+    snprintf(want, sizeof want, "cushim: --json \"%s\" and --report \"%s\" name one file: the run's summary and "
+             "the processes' exit reports would overwrite each other; give them two files; nothing was run\n",
+             same, same);
+    cr_expect_str_eq(r.err, want);
+    cr_expect_neq(access(marker, F_OK), 0, "the program must not have run");
     run_free(&r);
     const char *dir[] = {cushim_bin(), "run", "--", "/tmp", NULL};
     run_cmd(&r, dir, sim_env(NULL));

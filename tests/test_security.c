@@ -107,9 +107,16 @@ Test(security, another_users_segment_is_private)
     as_user(&r, OTHER, reset, env);
     cr_expect_eq(r.status, 1);
     char said[900];
+    snprintf(said, sizeof said, "cushim: no cushim process %s of yours: its segment in %s is uid %s's (only that "
+             "user or root may change it)\n", p, segdir, OWNER);
+    cr_expect_str_eq(r.err, said, "the process is there, another user's");
+    run_free(&r);
+    const char *stat_one[] = {cushim_bin(), "stat", p, NULL};
+    as_user(&r, OTHER, stat_one, env);
+    cr_expect_eq(r.status, 1);
     snprintf(said, sizeof said, "cushim: no cushim process %s of yours: its segment in %s is uid %s's (root, or "
              "CAP_DAC_READ_SEARCH to read it, sees every user's)\n", p, segdir, OWNER);
-    cr_expect_str_eq(r.err, said, "the process is there, another user's");
+    cr_expect_str_eq(r.err, said, "reading it: who may");
     run_free(&r);
     const char *cat[] = {"cat", path, NULL};
     as_user(&r, OTHER, cat, env);
@@ -694,6 +701,26 @@ Test(security, an_exporter_with_dac_read_search_sees_everyone)
     cr_expect_str_eq(r.err, said);
     run_free(&r);
     cr_assert_eq(unlink(copy), 0);
+    /* Reading is all the capability is for: reset-peak and phase say who may change the process
+     * (before: "cannot open ...: Permission denied", found by a fresh-user trial). */
+    char p[32];
+    snprintf(p, sizeof p, "%d", (int)pid);
+    const char *cap_reset[] = {"setpriv", "--reuid=" OWNER, "--regid=" OWNER, "--clear-groups",
+                               "--inh-caps=+dac_read_search", "--ambient-caps=+dac_read_search", "--", cushim_bin(),
+                               "reset-peak", p, NULL};
+    run_cmd(&r, cap_reset, env);
+    cr_expect_eq(r.status, 1);
+    snprintf(said, sizeof said, "cushim: process %d's segment %s is uid 0's: only that user or root may change it\n",
+             (int)pid, real);
+    cr_expect_str_eq(r.err, said);
+    run_free(&r);
+    const char *cap_phase[] = {"setpriv", "--reuid=" OWNER, "--regid=" OWNER, "--clear-groups",
+                               "--inh-caps=+dac_read_search", "--ambient-caps=+dac_read_search", "--", cushim_bin(),
+                               "phase", p, "run", NULL};
+    run_cmd(&r, cap_phase, env);
+    cr_expect_eq(r.status, 1);
+    cr_expect_str_eq(r.err, said);
+    run_free(&r);
     /* Reading is all the capability is for: gc leaves another user's stale segment alone. */
     kill(bg, SIGKILL);
     cr_expect_eq(wait_bg(bg), 128 + SIGKILL);

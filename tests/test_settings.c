@@ -486,24 +486,28 @@ Test(settings, a_segment_directory_root_cannot_create_in_stops_the_run)
     }
 }
 
-/* A cushim moved away from its library names the directories it looked in, the one beside
- * itself first (found by a fresh-user trial: only the configured install directory was named). */
 /* Offload settings in the environment with offload off have no effect: said, and the run goes
- * on (as options they are usage errors: usage_errors_exit_2). Found by a fresh-user trial. */
+ * on (as options they are usage errors: usage_errors_exit_2). Found by a fresh-user trial; so was
+ * CUSHIM_REPORT_FORMAT without CUSHIM_REPORT, which was passed over without a word. */
 Test(settings, offload_settings_without_offload_are_said)
 {
     struct run_result r;
-    const char *env[] = {"CUSHIM_OFFLOAD_MIN=1MiB", "CUSHIM_OFFLOAD_CACHE=1GiB", "CUSHIM_OFFLOAD", "CUSHIM_SPILL", NULL};
+    const char *env[] = {"CUSHIM_OFFLOAD_MIN=1MiB", "CUSHIM_OFFLOAD_CACHE=1GiB", "CUSHIM_OFFLOAD", "CUSHIM_SPILL",
+                         "CUSHIM_REPORT_FORMAT=json", "CUSHIM_REPORT", NULL};
     const char *argv[] = {cushim_bin(), "run", "--quiet", "--", "/bin/echo", "ran", NULL};
     run_cmd(&r, argv, env);
     cr_expect_eq(r.status, 0);
     cr_expect_str_eq(r.out, "ran\n");
-    cr_expect_str_eq(r.err, "cushim: CUSHIM_OFFLOAD_MIN is set, and offload is off (CUSHIM_OFFLOAD): it has no "
+    cr_expect_str_eq(r.err, "cushim: CUSHIM_REPORT_FORMAT is set, and CUSHIM_REPORT is not: it has no effect "
+                            "(the run's summary is text on stderr, or JSON with --json FILE)\n"
+                            "cushim: CUSHIM_OFFLOAD_MIN is set, and offload is off (CUSHIM_OFFLOAD): it has no "
                             "effect\ncushim: CUSHIM_OFFLOAD_CACHE is set, and nothing is offloaded (CUSHIM_OFFLOAD "
                             "and CUSHIM_SPILL are off): it has no effect\n");
     run_free(&r);
 }
 
+/* A cushim moved away from its library names the directories it looked in, the one beside
+ * itself first (found by a fresh-user trial: only the configured install directory was named). */
 Test(settings, a_moved_cushim_names_where_it_looked_for_the_library)
 {
     const char *dir = fresh_dir("moved-bin");

@@ -129,9 +129,11 @@ int seg_still_stale(const struct seg_entry *e);
  * it): 1 yes, 0 no, -1 cannot tell. What tells a process's segment from a copy of it. */
 int seg_mapped_by(pid_t pid, dev_t dev, ino_t ino);
 
-/* Says (one line) why there is no live process `pid` of the caller's: none named so in the
- * segment directory, or only another user's. The same words for stat, reset-peak and phase. */
-void seg_say_missing(pid_t pid);
+/* Says (one line, on stderr) why there is no live process `pid` of the caller's: none named so
+ * in the segment directory, or only another user's. `to_change` (reset-peak, phase): another
+ * user's is said as only that user's or root's to change (reading it, stat's case, root or
+ * CAP_DAC_READ_SEARCH may). Not thread-safe (the CLI is single-threaded). */
+void seg_say_missing(pid_t pid, int to_change);
 
 /* How a pid argument `p` names the process of snapshot s (read by seg_scan): 2 by its pid here
  * (its own pid in this namespace, or, for a container's process read on the host, its host pid);

@@ -474,6 +474,24 @@ int cmd_run(int argc, char **argv)
         return EXIT_USAGE;
     }
     char **prog = argv + i;
+    /* "--spill yes -- prog", "--device-limit 20 GiB -- prog": the word right before a "--" is a
+     * value given with a space, not a program meant to get "--" first (`yes`, `true` would run,
+     * and the program after the "--" would not). */
+    if (!dashdash && prog[1] && strcmp(prog[1], "--") == 0) {
+        int split = split_value(argv, i);
+        if (split == 1) {
+            cli_error("\"%s %s\": a switch takes its value after '=', e.g. %s=%s (the options end at "
+                      "the \"--\", so \"%s\" would be run as the program); nothing was run",
+                      argv[i - 1], prog[0], argv[i - 1], prog[0], prog[0]);
+            return EXIT_USAGE;
+        }
+        if (split == 2) {
+            cli_error("\"%s %s %s\": a value is one word, e.g. %s=%s%s (the options end at the \"--\", "
+                      "so \"%s\" would be run as the program); nothing was run", argv[i - 2], argv[i - 1],
+                      prog[0], argv[i - 2], argv[i - 1], prog[0], prog[0]);
+            return EXIT_USAGE;
+        }
+    }
 
     /* A run inside a run: the outer one's directory and id, to hand it our processes at the end
      * (this run replaces the variables for its own processes). */
@@ -497,6 +515,23 @@ int cmd_run(int argc, char **argv)
         cli_error("--report-format is the format of --report (each process's own report); the run's "
                   "summary is text on stderr, or JSON with --json FILE");
         return EXIT_USAGE;
+    }
+    /* One file for both: each would overwrite the other (a report named without %p is written by
+     * every process at its exit, the summary after them all). */
+    struct stat js, rs;
+    if (json && report_to && (strcmp(json, report_to) == 0 ||
+                              (stat(json, &js) == 0 && stat(report_to, &rs) == 0 && js.st_dev == rs.st_dev &&
+                               js.st_ino == rs.st_ino && S_ISREG(js.st_mode)))) {
+        cli_error("--json \"%s\" and %s \"%s\" name one file: the run's summary and the processes' exit "
+                  "reports would overwrite each other; give them two files; nothing was run", json,
+                  set_by_flag[CUSHIM_OPT_REPORT] ? "--report" : "CUSHIM_REPORT", report_to);
+        return EXIT_USAGE;
+    }
+    if (!set_by_flag[CUSHIM_OPT_REPORT_FORMAT] && !(report_to && *report_to)) {
+        const char *env_format = getenv("CUSHIM_REPORT_FORMAT");
+        if (env_format && *env_format)
+            fprintf(stderr, "cushim: CUSHIM_REPORT_FORMAT is set, and CUSHIM_REPORT is not: it has no effect "
+                            "(the run's summary is text on stderr, or JSON with --json FILE)\n");
     }
     /* Typed options that would do nothing (the offload policy off): a usage error, as
      * --report-format without --report, not a value silently unused. */

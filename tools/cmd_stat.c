@@ -97,7 +97,7 @@ static int select_named(struct proc_list *l, const pid_t *pids, int npids, int s
         else if (gone)
             cli_error("process %d is gone (stale segment %s; `cushim gc` removes it)", (int)pids[i], gone);
         else
-            seg_say_missing(pids[i]);
+            seg_say_missing(pids[i], 0);
     }
     int n = 0;
     for (int k = 0; k < l->count; k++)

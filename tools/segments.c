@@ -576,9 +576,14 @@ static struct cushim_segment *map_one(const char *path, pid_t pid, char *why, si
     struct cushim_segment *s = NULL;
     pid_t here;
     int fd = open(path, O_RDWR | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
-    if (!snap || fd < 0)
+    int open_errno = errno;
+    if (fd < 0 && open_errno == EACCES && lstat(path, &st) == 0 && st.st_uid != geteuid())
+        /* Read it may (CAP_DAC_READ_SEARCH found it), change it not. */
+        snprintf(why, len, "process %d's segment %s is uid %ld's: only that user or root may change it", (int)pid,
+                 path, (long)st.st_uid);
+    else if (!snap || fd < 0)
         snprintf(why, len, "cannot open %s: %s", path,
-                 !snap ? strerror(ENOMEM) : errno == ELOOP ? "a symbolic link, not followed" : strerror(errno));
+                 !snap ? strerror(ENOMEM) : open_errno == ELOOP ? "a symbolic link, not followed" : strerror(open_errno));
     else if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || (geteuid() != 0 && st.st_uid != geteuid()))
         snprintf(why, len, "%s is not a segment of yours (not a regular file you own)", path);
     else if (being_created(fd, &st))
@@ -605,7 +610,7 @@ static struct cushim_segment *map_one(const char *path, pid_t pid, char *why, si
     return s;
 }
 
-void seg_say_missing(pid_t pid)
+void seg_say_missing(pid_t pid, int to_change)
 {
     /* A segment named for pid that another user owns: the process is there, not this user's. */
     DIR *d = opendir(seg_dir());
@@ -634,8 +639,10 @@ void seg_say_missing(pid_t pid)
     if (starting[0])
         cli_error(cushim_proc_alive(pid) ? STARTING : NEVER_STARTED, (int)pid, starting);
     else if (owner >= 0)
-        cli_error("no cushim process %d of yours: its segment in %s is uid %ld's (root, or "
-                  "CAP_DAC_READ_SEARCH to read it, sees every user's)", (int)pid, seg_dir(), owner);
+        cli_error(to_change ? "no cushim process %d of yours: its segment in %s is uid %ld's (only that user or "
+                              "root may change it)"
+                            : "no cushim process %d of yours: its segment in %s is uid %ld's (root, or "
+                              "CAP_DAC_READ_SEARCH to read it, sees every user's)", (int)pid, seg_dir(), owner);
     else
         cli_error("no cushim process %d%s (no segment in %s)", (int)pid, reads_everyones() ? "" : " of yours",
                   seg_dir());
@@ -780,7 +787,7 @@ struct cushim_segment *seg_map_rw(pid_t pid)
     if (!s && why[0])
         cli_error("%s", why);
     else if (!s)
-        seg_say_missing(pid);
+        seg_say_missing(pid, 1);
     return s;
 }
 
