@@ -87,6 +87,18 @@ Test(run, exit_status_and_signals)
     const char *segv[] = {"sh", "-c", "kill -SEGV $$", NULL};
     cr_expect_eq(run_status(segv, sim_env(NULL), &r), 128 + SIGSEGV);
     run_free(&r);
+    /* A program that used CUDA and exited non-zero: its summary, then its status, last, as a
+     * signal's (found by a fresh-user trial: nothing said it). */
+    char cmd[PATH_MAX + 64];
+    snprintf(cmd, sizeof cmd, "%s malloc >/dev/null; exit 4", program("rt_prog"));
+    const char *four[] = {"sh", "-c", cmd, NULL};
+    cr_expect_eq(run_status(four, sim_env(NULL), &r), 4);
+    const char *last = strrchr(r.err, '\n');
+    while (last && last > r.err && last[-1] != '\n')
+        last--;
+    cr_expect(strstr(r.err, "device_total         1.00 MiB     1.00 GiB\n") != NULL, "%s", r.err);
+    cr_expect_str_eq(last, "cushim: `sh` exited with status 4\n", "%s", r.err);
+    run_free(&r);
     const char *missing[] = {"/nonexistent/program", NULL};
     cr_expect_eq(run_status(missing, sim_env(NULL), &r), 127);
     cr_expect(strstr(r.err, "cannot run \"/nonexistent/program\"") != NULL, "%s", r.err);

@@ -738,6 +738,7 @@ int cmd_run(int argc, char **argv)
         code = EXIT_USAGE;
     }
     if (!quiet) {
+        int status_said = 0;
         if (cfg.disable) {
             fprintf(stderr, "cushim: counting is disabled (CUSHIM_DISABLE): no summary, and no budget, "
                             "offload or spill\n");
@@ -761,7 +762,8 @@ int cmd_run(int argc, char **argv)
                     snprintf(hint, sizeof hint, "; no CUDA driver, libcuda.so.1, is on the library path "
                              "(without a GPU, a build tree's simulated one: LD_LIBRARY_PATH=BUILD/tests/sim, README)");
             }
-            if (WIFEXITED(status) && code != 0)
+            status_said = WIFEXITED(status) && code != 0;
+            if (status_said)
                 cli_error("no CUDA memory activity in `%s` or its descendants before it exited with "
                           "status %d%s", top->command, code, hint);
             else
@@ -782,6 +784,8 @@ int cmd_run(int argc, char **argv)
         if (WIFSIGNALED(status))
             fprintf(stderr, "cushim: `%s` was killed by signal %d (%s)\n", prog[0],
                     WTERMSIG(status), strsignal(WTERMSIG(status)));
+        else if (WIFEXITED(status) && code != 0 && !status_said) /* as the killed: a failure is said last */
+            fprintf(stderr, "cushim: `%s` exited with status %d\n", prog[0], code);
     }
     if (json_error)
         cli_error("error writing --json \"%s\": %s", json_out.path, cli_output_strerror(json_error));
