@@ -65,6 +65,45 @@ static int known_name(const char *s, size_t n)
     return 0;
 }
 
+/* The user-facing variable nearest to the n bytes at s, for "did you mean": within two edits
+ * (insert, delete, replace) of a variable whose name after CUSHIM_ has 6 or more letters, one of a
+ * shorter one (CUSHIM_FOO is no CUSHIM_LOG); NULL if none. Only for a name already found unknown. */
+static const char *nearest_variable(const char *s, size_t n)
+{
+    enum { MAXN = 64 };
+    if (n > MAXN)
+        return NULL;
+    const char *best = NULL;
+    size_t best_d = 3;
+    for (int i = 0; i < CUSHIM_OPT_COUNT; i++) {
+        const char *v = cushim_option_table[i].variable;
+        size_t m = strlen(v);
+        if (cushim_option_internal((enum cushim_option)i) || m > MAXN || (m > n ? m - n : n - m) >= best_d)
+            continue;
+        size_t row[MAXN + 1], prev;
+        for (size_t j = 0; j <= m; j++)
+            row[j] = j;
+        for (size_t k = 1; k <= n; k++) {
+            prev = row[0];
+            row[0] = k;
+            for (size_t j = 1; j <= m; j++) {
+                size_t up = row[j], d = prev + (s[k - 1] != v[j - 1]);
+                if (up + 1 < d)
+                    d = up + 1;
+                if (row[j - 1] + 1 < d)
+                    d = row[j - 1] + 1;
+                prev = up;
+                row[j] = d;
+            }
+        }
+        if (row[m] < best_d && row[m] <= (m >= 7 + 6 ? 2u : 1u)) {
+            best_d = row[m];
+            best = v;
+        }
+    }
+    return best;
+}
+
 static uint64_t fnv(uint64_t h, const char *s, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
@@ -272,8 +311,13 @@ void cushim_config_load(struct cushim_config *c, const char *(*lookup)(const cha
             /* The name is the environment's: any bytes, escaped so the line stays one line. */
             char name[201], safe[201 * 4 + 1], line[1024];
             snprintf(name, sizeof name, "%.*s", (int)(n > 200 ? 200 : n), *e);
-            snprintf(line, sizeof line, "cushim: %s is not a cushim variable (see `cushim run --help`); ignored",
-                     cushim_text_escaped(name, safe, sizeof safe));
+            const char *near = nearest_variable(*e, n);
+            if (near)
+                snprintf(line, sizeof line, "cushim: %s is not a cushim variable (did you mean %s?); ignored",
+                         cushim_text_escaped(name, safe, sizeof safe), near);
+            else
+                snprintf(line, sizeof line, "cushim: %s is not a cushim variable (see `cushim run --help`); ignored",
+                         cushim_text_escaped(name, safe, sizeof safe));
             struct cushim_config_error err = {CUSHIM_OPT_COUNT, "", "", line};
             report(&err);
         }

@@ -60,7 +60,8 @@ struct cushim_config_error {
 };
 
 /* Environment lookup, normally getenv; `environ_list` (NULL-terminated "NAME=value" strings,
- * normally environ) is scanned for unknown CUSHIM_ names. `report` receives each problem; it may
+ * normally environ) is scanned for unknown CUSHIM_ names (the line offers the nearest variable,
+ * within two edits of a long name, one of a short one). `report` receives each problem; it may
  * be NULL. An empty value is the default, as for an unset variable. */
 void cushim_config_load(struct cushim_config *c, const char *(*lookup)(const char *name),
                         char *const *environ_list,

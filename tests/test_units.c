@@ -202,7 +202,10 @@ Test(config, defaults_parse_and_bad_values_keep_them)
     fake_env[0][0] = "CUSHIM_SPILL", fake_env[0][1] = "maybe";
     fake_env[1][0] = "CUSHIM_OFFLOAD", fake_env[1][1] = "compile";
     fake_env[2][0] = "CUSHIM_DEVICE_LIMIT", fake_env[2][1] = "0:1GiB,x";
-    char *environ_list[] = {"CUSHIM_OFLOAD=always", "PATH=/bin", NULL};
+    /* A misspelled name is offered the nearest variable: two edits off a long name, one off a
+     * short one, none beyond (found by a fresh-user trial: CUSHIM_DEVICE_LIMT got no hint). */
+    char *environ_list[] = {"CUSHIM_OFLOAD=always", "PATH=/bin", "CUSHIM_DEVICE_LIMT=1MiB", "CUSHIM_DEVIC_LIMT=1",
+                            "CUSHIM_LOGG=info", "CUSHIM_FOO=1", "CUSHIM_DEVCE_LMT=1", NULL};
     cushim_config_load(&c, fake_lookup, environ_list, collect);
     cr_expect_eq(c.spill, 0);
     cr_expect_eq(c.offload, CUSHIM_OFFLOAD_COMPILE);
@@ -212,13 +215,19 @@ Test(config, defaults_parse_and_bad_values_keep_them)
         "with a unit K, M, G or T, binary) or ORDINAL:SIZE,... with ordinals 0..63, no spaces (e.g. 20GiB or "
         "0:20GiB,1:10GiB); using the default (none)\n"
         "cushim: CUSHIM_SPILL=\"maybe\" is not a boolean (1/0/true/false/yes/no/on/off); using the default \"0\"\n"
-        "cushim: CUSHIM_OFLOAD is not a cushim variable (see `cushim run --help`); ignored\n");
+        "cushim: CUSHIM_OFLOAD is not a cushim variable (did you mean CUSHIM_OFFLOAD?); ignored\n"
+        "cushim: CUSHIM_DEVICE_LIMT is not a cushim variable (did you mean CUSHIM_DEVICE_LIMIT?); ignored\n"
+        "cushim: CUSHIM_DEVIC_LIMT is not a cushim variable (did you mean CUSHIM_DEVICE_LIMIT?); ignored\n"
+        "cushim: CUSHIM_LOGG is not a cushim variable (did you mean CUSHIM_LOG?); ignored\n"
+        "cushim: CUSHIM_FOO is not a cushim variable (see `cushim run --help`); ignored\n"
+        "cushim: CUSHIM_DEVCE_LMT is not a cushim variable (see `cushim run --help`); ignored\n");
     /* The same problems, structured (what `cushim run` uses to name its own options). */
     char want[1024];
     snprintf(want, sizeof want,
              "%d \"0:1GiB,x\" a size for every device (a whole number of bytes, or with a unit K, M, G or T, "
-             "binary) or ORDINAL:SIZE,... with ordinals 0..63, no spaces (e.g. 20GiB or 0:20GiB,1:10GiB)\n%d \"maybe\" a boolean (1/0/true/false/yes/no/on/off)\n%d  \n",
-             CUSHIM_OPT_DEVICE_LIMIT, CUSHIM_OPT_SPILL, CUSHIM_OPT_COUNT);
+             "binary) or ORDINAL:SIZE,... with ordinals 0..63, no spaces (e.g. 20GiB or 0:20GiB,1:10GiB)\n%d \"maybe\" a boolean (1/0/true/false/yes/no/on/off)\n%d  \n%d  \n%d  \n%d  \n%d  \n%d  \n",
+             CUSHIM_OPT_DEVICE_LIMIT, CUSHIM_OPT_SPILL, CUSHIM_OPT_COUNT, CUSHIM_OPT_COUNT, CUSHIM_OPT_COUNT,
+             CUSHIM_OPT_COUNT, CUSHIM_OPT_COUNT, CUSHIM_OPT_COUNT);
     cr_expect_str_eq(fields, want);
 }
 
