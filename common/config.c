@@ -65,39 +65,19 @@ static int known_name(const char *s, size_t n)
     return 0;
 }
 
-/* The user-facing variable nearest to the n bytes at s, for "did you mean": within two edits
- * (insert, delete, replace) of a variable whose name after CUSHIM_ has 6 or more letters, one of a
- * shorter one (CUSHIM_FOO is no CUSHIM_LOG); NULL if none. Only for a name already found unknown. */
+/* The user-facing variable nearest to the n bytes at s (cushim_text_near_limit's rule), for "did
+ * you mean"; NULL if none. Only for a name already found unknown. */
 static const char *nearest_variable(const char *s, size_t n)
 {
-    enum { MAXN = 64 };
-    if (n > MAXN)
-        return NULL;
     const char *best = NULL;
     size_t best_d = 3;
     for (int i = 0; i < CUSHIM_OPT_COUNT; i++) {
         const char *v = cushim_option_table[i].variable;
-        size_t m = strlen(v);
-        if (cushim_option_internal((enum cushim_option)i) || m > MAXN || (m > n ? m - n : n - m) >= best_d)
+        if (cushim_option_internal((enum cushim_option)i))
             continue;
-        size_t row[MAXN + 1], prev;
-        for (size_t j = 0; j <= m; j++)
-            row[j] = j;
-        for (size_t k = 1; k <= n; k++) {
-            prev = row[0];
-            row[0] = k;
-            for (size_t j = 1; j <= m; j++) {
-                size_t up = row[j], d = prev + (s[k - 1] != v[j - 1]);
-                if (up + 1 < d)
-                    d = up + 1;
-                if (row[j - 1] + 1 < d)
-                    d = row[j - 1] + 1;
-                prev = up;
-                row[j] = d;
-            }
-        }
-        if (row[m] < best_d && row[m] <= (m >= 7 + 6 ? 2u : 1u)) {
-            best_d = row[m];
+        size_t d = cushim_text_distance(s, n, v, cushim_text_near_limit(v, strlen("CUSHIM_")));
+        if (d <= cushim_text_near_limit(v, strlen("CUSHIM_")) && d < best_d) {
+            best_d = d;
             best = v;
         }
     }

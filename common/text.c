@@ -99,3 +99,39 @@ char *cushim_text_escaped(const char *s, char *buf, size_t len)
 {
     return render(s, buf, len, escape);
 }
+
+size_t cushim_text_distance(const char *a, size_t n, const char *b, size_t max)
+{
+    enum { MAXN = 64 };
+    size_t m = strlen(b);
+    if (n > MAXN || m > MAXN || (m > n ? m - n : n - m) > max)
+        return max + 1;
+    /* Rows k-2, k-1 and k of the table (optimal string alignment: a swap of two neighbours is
+     * one edit, as in "--quite"). */
+    size_t r0[MAXN + 1], r1[MAXN + 1], r2[MAXN + 1], *two = r0, *one = r1, *cur = r2;
+    for (size_t j = 0; j <= m; j++)
+        one[j] = j;
+    for (size_t k = 1; k <= n; k++) {
+        cur[0] = k;
+        for (size_t j = 1; j <= m; j++) {
+            size_t d = one[j - 1] + (a[k - 1] != b[j - 1]);
+            if (one[j] + 1 < d)
+                d = one[j] + 1;
+            if (cur[j - 1] + 1 < d)
+                d = cur[j - 1] + 1;
+            if (k > 1 && j > 1 && a[k - 1] == b[j - 2] && a[k - 2] == b[j - 1] && two[j - 2] + 1 < d)
+                d = two[j - 2] + 1;
+            cur[j] = d;
+        }
+        size_t *t = two;
+        two = one;
+        one = cur;
+        cur = t;
+    }
+    return one[m] <= max ? one[m] : max + 1;
+}
+
+size_t cushim_text_near_limit(const char *known, size_t prefix)
+{
+    return strlen(known) >= prefix + 6 ? 2 : 1;
+}

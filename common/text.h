@@ -25,4 +25,14 @@ char *cushim_text_printable(const char *s, char *buf, size_t len);
  * len >= 4). Returns buf. */
 char *cushim_text_escaped(const char *s, char *buf, size_t len);
 
+/* Edit distance (byte insertions, deletions, replacements and swaps of two neighbours) between the n bytes at a and the
+ * string b when it is at most `max`, else max + 1 (also when either is longer than 64 bytes): how
+ * near a mistyped name is to a known one, for "did you mean". */
+size_t cushim_text_distance(const char *a, size_t n, const char *b, size_t max);
+
+/* The "did you mean" rule for a name whose known forms share a prefix of `prefix` bytes
+ * (CUSHIM_, --): the largest distance still offered, 2 when the known name has 6 or more bytes
+ * after it, else 1 (CUSHIM_FOO is not offered CUSHIM_LOG). */
+size_t cushim_text_near_limit(const char *known, size_t prefix);
+
 #endif

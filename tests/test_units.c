@@ -334,6 +334,28 @@ Test(units, untrusted_text_is_made_printable_or_escaped)
 
 /* docs/SUMMARY-JSON.md names every field of the summary: each kind, each per-kind counter and each
  * device group and field of common/stats.h (as `name`). */
+/* "Did you mean": edit distance with a swap of neighbours as one edit, capped at max + 1. */
+Test(units, edit_distance_for_did_you_mean)
+{
+    const char *q = "--quite";
+    cr_expect_eq(cushim_text_distance(q, strlen(q), "--quiet", 2), 1, "a swap is one edit");
+    cr_expect_eq(cushim_text_distance("--qiet", 6, "--quiet", 2), 1);
+    cr_expect_eq(cushim_text_distance("--quiet", 7, "--quiet", 2), 0);
+    cr_expect_eq(cushim_text_distance("--quiet=1", 7, "--quiet", 2), 0, "only the n bytes count");
+    cr_expect_eq(cushim_text_distance("CUSHIM_DEVCE_LMT", 16, "CUSHIM_DEVICE_LIMIT", 2), 3, "three: capped at 3");
+    cr_expect_eq(cushim_text_distance("CUSHIM_FOO", 10, "CUSHIM_LOG", 5), 2);
+    cr_expect_eq(cushim_text_distance("", 0, "ab", 5), 2);
+    cr_expect_eq(cushim_text_distance("ab", 2, "", 5), 2);
+    cr_expect_eq(cushim_text_distance("x", 1, "xxxxxxx", 2), 3, "lengths alone exceed max");
+    char longer[80];
+    memset(longer, 'a', sizeof longer);
+    cr_expect_eq(cushim_text_distance(longer, sizeof longer, "a", 100), 101, "over 64 bytes: never near");
+    cr_expect_eq(cushim_text_near_limit("CUSHIM_LOG", 7), 1);
+    cr_expect_eq(cushim_text_near_limit("CUSHIM_OFFLOAD", 7), 2);
+    cr_expect_eq(cushim_text_near_limit("--quiet", 2), 1);
+    cr_expect_eq(cushim_text_near_limit("--device-limit", 2), 2);
+}
+
 Test(config, summary_json_doc_names_every_field)
 {
     char *text = slurp(SOURCE_ROOT "/docs/SUMMARY-JSON.md");

@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "common/config.h"
+#include "common/text.h"
 #include "common/path.h"
 #include "common/procinfo.h"
 #include "common/report.h"
@@ -124,6 +125,30 @@ static void set_flag(int k, const char *flag, const char *v)
         say_replaced(flag, getenv(cushim_option_table[k].variable), v);
     setenv(cushim_option_table[k].variable, v, 1);
     set_by_flag[k] = 1;
+}
+
+/* The run option nearest to the mistyped `word` (its name, before any '='; cushim_text_near_limit's
+ * rule) into buf; 0 if none is near. */
+static int nearest_flag(const char *word, char *buf, size_t len)
+{
+    static const char *const own[] = {"--json", "--quiet", "--help"};
+    size_t n = strcspn(word, "="), best_d = 3;
+    char flag[64];
+    buf[0] = '\0';
+    for (int k = 0; k < CUSHIM_OPT_COUNT + 3; k++) {
+        if (k < CUSHIM_OPT_COUNT && internal_option(k))
+            continue;
+        if (k < CUSHIM_OPT_COUNT)
+            flag_name(cushim_option_table[k].variable, flag, sizeof flag);
+        else
+            snprintf(flag, sizeof flag, "%s", own[k - CUSHIM_OPT_COUNT]);
+        size_t limit = cushim_text_near_limit(flag, 2), d = cushim_text_distance(word, n, flag, limit);
+        if (d <= limit && d < best_d) {
+            best_d = d;
+            snprintf(buf, len, "%s", flag);
+        }
+    }
+    return buf[0] != '\0';
 }
 
 static int config_flag(int argc, char **argv, int i)
@@ -462,6 +487,13 @@ int cmd_run(int argc, char **argv)
             int used = config_flag(argc, argv, i);
             if (used < 0)
                 return EXIT_USAGE;
+            char near[64];
+            if (used == 0 && argv[i][1] == '-' && nearest_flag(argv[i], near, sizeof near)) {
+                char safe[256];
+                cli_error("unknown option \"%s\" for run (did you mean %s? see cushim run --help)",
+                          cushim_text_escaped(argv[i], safe, sizeof safe), near);
+                return EXIT_USAGE;
+            }
             if (used == 0) {
                 cli_bad_word("run", argv[i], "cushim run [OPTIONS] -- PROGRAM [ARGS...]");
                 return EXIT_USAGE;

@@ -33,7 +33,24 @@ void cli_error(const char *fmt, ...)
 
 void cli_bad_word(const char *cmd, const char *word, const char *usage)
 {
-    if (word[0] == '-' && word[1])
+    /* A long option near one the usage names (or --help): offered. */
+    char near[64] = "", flag[64];
+    size_t n = strcspn(word, "="), best_d = 3;
+    for (const char *p = usage; word[0] == '-' && word[1] == '-' && (p = strstr(p, "--")) != NULL;) {
+        size_t len = 2 + strspn(p + 2, "abcdefghijklmnopqrstuvwxyz-");
+        snprintf(flag, sizeof flag, "%.*s", (int)(len < sizeof flag ? len : sizeof flag - 1), p);
+        p += len;
+        size_t limit = cushim_text_near_limit(flag, 2), d = cushim_text_distance(word, n, flag, limit);
+        if (len > 2 && d <= limit && d < best_d) {
+            best_d = d;
+            snprintf(near, sizeof near, "%s", flag);
+        }
+    }
+    if (word[0] == '-' && word[1] == '-' && !near[0] && cushim_text_distance(word, n, "--help", 1) <= 1)
+        snprintf(near, sizeof near, "--help");
+    if (near[0])
+        cli_error("unknown option \"%s\" for %s (did you mean %s? see cushim %s --help)", word, cmd, near, cmd);
+    else if (word[0] == '-' && word[1])
         cli_error("unknown option \"%s\" for %s (see cushim %s --help)", word, cmd, cmd);
     else
         cli_error("unexpected argument \"%s\" for %s (usage: %s)", word, cmd, usage);
