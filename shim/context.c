@@ -40,6 +40,8 @@ static void cache_insert(uint64_t c, int device)
     }
 }
 
+static void sole_decide(int device, struct cushim_device_record *rec);
+
 int shim_context_device(CUcontext ctx)
 {
     uint64_t c = (uint64_t)(uintptr_t)ctx;
@@ -61,6 +63,11 @@ int shim_context_device(CUcontext ctx)
     if (r != CUDA_SUCCESS || dev < 0 || dev >= (int)CUSHIM_MAX_DEVICES)
         return -1;
     cache_insert(c, dev);
+    /* A program whose first context is met through a stream (stream-ordered allocations only)
+     * learns here too whether there is one device. */
+    struct cushim_device_record *rec = account_record(dev);
+    if (rec)
+        sole_decide(dev, rec);
     return dev;
 }
 

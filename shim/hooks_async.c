@@ -175,11 +175,18 @@ static inline __attribute__((always_inline)) CUresult async_end(const struct asy
         if (unlikely(real_ == NULL) || !shim_enter_plain_alloc())                            \
             return sym##_full(dptr, bytesize, hStream);                                      \
         CUresult r = real_(dptr, bytesize, hStream);                                         \
-        /* The stream's device, asked once the driver has accepted the stream. */            \
-        CUcontext ctx = NULL;                                                                \
-        int device = r == CUDA_SUCCESS || r == CUDA_ERROR_OUT_OF_MEMORY                      \
+        /* One device (track.h shim_sole_record): every stream is device 0's, nothing to ask  \
+         * (the entry keeps no context, as the plain cuMemAlloc_v2's). Else the stream's      \
+         * device, asked once the driver has accepted the stream. */                         \
+        struct cushim_device_record *rec =                                                   \
+            atomic_load_explicit(&shim_sole_record, memory_order_acquire);                   \
+        int device = 0;                                                                      \
+        if (unlikely(rec == NULL) || unlikely(r != CUDA_SUCCESS)) {                          \
+            CUcontext ctx = NULL;                                                            \
+            device = r == CUDA_SUCCESS || r == CUDA_ERROR_OUT_OF_MEMORY                      \
                          ? shim_stream_device(hStream, &ctx) : shim_current_device(&ctx);   \
-        struct cushim_device_record *rec = device >= 0 ? account_record(device) : NULL;      \
+            rec = device >= 0 ? account_record(device) : NULL;                               \
+        }                                                                                    \
         track_plain_result(r, dptr, bytesize, CUSHIM_KIND_ASYNC, device, NULL, rec);         \
         if (likely(r == CUDA_SUCCESS))                                                       \
             async_pool_tick(device);                                                         \

@@ -807,6 +807,27 @@ RT_TEST(driver_entry_points)
     run_free(&r);
 }
 
+/* With one device every stream is device 0's: the plain cudaMallocAsync path asks the stream's
+ * context once (which tells the shim the device count), then never (it asked at every call: a
+ * locked stream lookup in the driver, about 130 instructions of the pair's 351 on the simulator; a
+ * program whose first context came through a stream never learned it had one device). With two
+ * devices, every call asks. */
+RT_TEST(one_device_asks_no_stream_context)
+{
+    struct run_result r;
+    json_t *j = scenario(&r, p->static_rt, "async_stream_only", NULL);
+    cr_expect_eq(kv_u64(r.out, "calls.cuStreamGetCtx"), 1, "%s", r.out);
+    expect_kind(j, 0, "async", 2 * MiB, 2 * MiB, 101, 100, 0);
+    json_decref(j);
+    run_free(&r);
+    const char *two[] = {"SIMCUDA_DEVICE_COUNT=2", NULL};
+    j = scenario(&r, p->static_rt, "async_stream_only", two);
+    cr_expect_eq(kv_u64(r.out, "calls.cuStreamGetCtx"), 101, "%s", r.out);
+    expect_kind(j, 0, "async", 2 * MiB, 2 * MiB, 101, 100, 0);
+    json_decref(j);
+    run_free(&r);
+}
+
 RT_TEST(sixteen_threads)
 {
     struct run_result r;

@@ -1310,6 +1310,26 @@ static int scenario_no_async(void)
     return 0;
 }
 
+/* async_stream_only: stream-ordered allocations only, on a created stream (no cudaMalloc, whose
+ * context query tells the shim the device count first): 100 pairs of 1 MiB, then 2 MiB kept. Says
+ * how often the stream's context was asked (cuStreamGetCtx). */
+static int scenario_async_stream_only(void)
+{
+    cudaStream_t s;
+    void *p;
+    CHECK(cudaStreamCreate(&s));
+    for (int i = 0; i < 100; i++) {
+        CHECK(cudaMallocAsync(&p, MiB, s));
+        CHECK(cudaFreeAsync(p, s));
+    }
+    CHECK(cudaMallocAsync(&p, 2 * MiB, s));
+    CHECK(cudaStreamSynchronize(s));
+    struct sim_api a = sim_api();
+    if (a.calls)
+        printf("calls.cuStreamGetCtx=%llu\n", (unsigned long long)a.calls("cuStreamGetCtx"));
+    return 0;
+}
+
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wdeprecated-declarations"
 static int scenario_entry_points(void)
@@ -1765,6 +1785,7 @@ static const struct scenario scenarios[] = {
     {"unknown_free", scenario_unknown_free, 1}, {"no_async", scenario_no_async, 1},
     {"budget_pool_idle", scenario_budget_pool_idle, 1}, {"budget_many_pools", scenario_budget_many_pools, 1},
     {"entry_points", scenario_entry_points, 1}, {"threads", scenario_threads, 1},
+    {"async_stream_only", scenario_async_stream_only, 1},
     {"exit_in_call", scenario_exit_in_call, 1}, {"budget_pool_destroyed", scenario_budget_pool_destroyed, 1},
 };
 
