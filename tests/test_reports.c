@@ -8,6 +8,7 @@
 #include <elf.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -330,14 +331,26 @@ Test(reports, an_unwritable_json_path_stops_before_running)
     cr_expect_str_eq(r.err, "cushim: cannot run \"/nonexistent/program\": No such file or directory\n");
     run_free(&r);
     /* A value given to a switch with a space, right before the "--": a usage error, nothing run
-     * (found by a fresh-user trial: "--spill true -- PROGRAM" ran true, "--spill yes" ran yes). */
-    const char *stray[] = {cushim_bin(), "run", "--spill", "true", "--", "sh", "-c", cmd, NULL};
-    run_cmd(&r, stray, sim_env(NULL));
+     * (found by a fresh-user trial: "--spill true -- PROGRAM" ran true, "--spill yes" ran yes).
+     * Here a program named "yes" on the PATH would leave the marker. */
+    char bin[700], yes[800], path_env[2000];
+    snprintf(bin, sizeof bin, "%s/bin", test_dir());
+    snprintf(yes, sizeof yes, "%s/yes", bin);
+    cr_assert(mkdir(bin, 0755) == 0 || errno == EEXIST);
+    FILE *y = fopen(yes, "w");
+    cr_assert(y);
+    fprintf(y, "#!/bin/sh\ntouch '%s'\n", marker);
+    cr_assert_eq(fclose(y), 0);
+    cr_assert_eq(chmod(yes, 0755), 0);
+    snprintf(path_env, sizeof path_env, "PATH=%s:%s", bin, getenv("PATH") ? getenv("PATH") : "/usr/bin:/bin");
+    const char *on_path[] = {path_env, NULL};
+    const char *stray[] = {cushim_bin(), "run", "--spill", "yes", "--", "true", NULL};
+    run_cmd(&r, stray, sim_env(on_path));
     cr_expect_eq(r.status, 2);
-    cr_expect_str_eq(r.err, "cushim: \"--spill true\": a switch takes its value after '=', e.g. --spill=true "
-                            "(the options end at the \"--\", so \"true\" would be run as the program); "
+    cr_expect_str_eq(r.err, "cushim: \"--spill yes\": a switch takes its value after '=', e.g. --spill=yes "
+                            "(the options end at the \"--\", so \"yes\" would be run as the program); "
                             "nothing was run\n");
-    cr_expect_neq(access(marker, F_OK), 0, "the program must not have run");
+    cr_expect_neq(access(marker, F_OK), 0, "\"yes\" must not have run");
     run_free(&r);
     /* A size written with a space: the option took the number, the unit became the program (found
      * by a fresh-user trial: the hint spoke of switches). */
@@ -363,18 +376,45 @@ Test(reports, an_unwritable_json_path_stops_before_running)
     cr_expect_eq(r.status, 127);
     cr_expect_str_eq(r.err, "cushim: cannot run \"torchrunn\": No such file or directory\n");
     run_free(&r);
-    /* --json and --report naming one file would overwrite each other (a fresh-user trial). */
-    char same[700];
+    /* --json and --report naming one file would overwrite each other (a fresh-user trial): the
+     * same name, the name relative to the working directory (no file yet: an attack trial found
+     * only existing files and identical strings compared), a dangling link to the other. */
+    char same[700], rel[2000], link[720], cwd[PATH_MAX];
     snprintf(same, sizeof same, "%s/both.json", test_dir());
-    const char *both[] = {cushim_bin(), "run", "--json", same, "--report", same, "--", "sh", "-c", cmd, NULL};
-    run_cmd(&r, both, sim_env(NULL));
-    cr_expect_eq(r.status, 2);
-    char want[2000];
-    snprintf(want, sizeof want, "cushim: --json \"%s\" and --report \"%s\" name one file: the run's summary and "
-             "the processes' exit reports would overwrite each other; give them two files; nothing was run\n",
-             same, same);
-    cr_expect_str_eq(r.err, want);
-    cr_expect_neq(access(marker, F_OK), 0, "the program must not have run");
+    cr_assert(getcwd(cwd, sizeof cwd));
+    size_t o = 0;
+    for (const char *c = cwd; *c; c++)
+        if (*c == '/' && c[1])
+            o += (size_t)snprintf(rel + o, sizeof rel - o, "../");
+    snprintf(rel + o, sizeof rel - o, "%s", same + 1);
+    snprintf(link, sizeof link, "%s/link.json", test_dir());
+    cr_assert_eq(symlink("both.json", link), 0);
+    const char *seconds[] = {same, rel, link};
+    for (int k = 0; k < 3; k++) {
+        const char *both[] = {cushim_bin(), "run", "--json", same, "--report", seconds[k], "--", "sh", "-c", cmd, NULL};
+        run_cmd(&r, both, sim_env(NULL));
+        cr_expect_eq(r.status, 2, "%s", seconds[k]);
+        char want[5000];
+        snprintf(want, sizeof want, "cushim: --json \"%s\" and --report \"%s\" name one file: the run's summary and "
+                 "the processes' exit reports would overwrite each other; give them two files; nothing was run\n",
+                 same, seconds[k]);
+        cr_expect_str_eq(r.err, want);
+        cr_expect_neq(access(marker, F_OK), 0, "the program must not have run");
+        cr_expect_neq(access(same, F_OK), 0, "nothing written");
+        run_free(&r);
+    }
+    /* Not one file: /dev/null takes both; a %p report is one file per process. */
+    char per_pid[720];
+    snprintf(per_pid, sizeof per_pid, "%s/r%%p.json", test_dir());
+    const char *null_both[] = {cushim_bin(), "run", "--quiet", "--json", "/dev/null", "--report", "/dev/null", "--",
+                               "true", NULL};
+    run_cmd(&r, null_both, sim_env(NULL));
+    cr_expect_eq(r.status, 0, "%s", r.err);
+    run_free(&r);
+    const char *pid_both[] = {cushim_bin(), "run", "--quiet", "--json", per_pid, "--report", per_pid, "--", "true",
+                              NULL};
+    run_cmd(&r, pid_both, sim_env(NULL));
+    cr_expect_eq(r.status, 0, "%s", r.err);
     run_free(&r);
     const char *dir[] = {cushim_bin(), "run", "--", "/tmp", NULL};
     run_cmd(&r, dir, sim_env(NULL));

@@ -99,6 +99,39 @@ Test(run, exit_status_and_signals)
     cr_expect(strstr(r.err, "device_total         1.00 MiB     1.00 GiB\n") != NULL, "%s", r.err);
     cr_expect_str_eq(last, "cushim: `sh` exited with status 4\n", "%s", r.err);
     run_free(&r);
+    /* The program's own status, not the run's 2 for a --json it could not write (an attack
+     * trial: "exited with status 2" for a program that exited 0). */
+    snprintf(cmd, sizeof cmd, "%s malloc >/dev/null", program("rt_prog"));
+    const char *json_full[] = {cushim_bin(), "run", "--json", "/dev/full", "--", "sh", "-c", cmd, NULL};
+    run_cmd(&r, json_full, sim_env(NULL));
+    cr_expect_eq(r.status, 2);
+    cr_expect(strstr(r.err, "exited with status") == NULL, "%s", r.err);
+    cr_expect(strstr(r.err, "\ncushim: error writing --json \"/dev/full\": No space left on device\n") != NULL, "%s",
+              r.err);
+    run_free(&r);
+    const char *false_full[] = {cushim_bin(), "run", "--json", "/dev/full", "--", "false", NULL};
+    run_cmd(&r, false_full, sim_env(NULL));
+    cr_expect_eq(r.status, 1, "the program's failure first");
+    cr_expect_str_eq(r.err, "cushim: no CUDA memory activity in `false` or its descendants before it exited with "
+                            "status 1\ncushim: error writing --json \"/dev/full\": No space left on device\n");
+    run_free(&r);
+    /* The program's name is escaped in the lines after the summary, as in every message. */
+    char odd[700];
+    snprintf(odd, sizeof odd, "%s/ex\x1b[31mit\nFAKE", test_dir());
+    FILE *f = fopen(odd, "w");
+    cr_assert(f);
+    fprintf(f, "#!/bin/sh\n'%s' malloc >/dev/null; exit 3\n", program("rt_prog"));
+    cr_assert_eq(fclose(f), 0);
+    cr_assert_eq(chmod(odd, 0755), 0);
+    const char *odd_run[] = {odd, NULL};
+    cr_expect_eq(run_status(odd_run, sim_env(NULL), &r), 3);
+    char want_odd[900];
+    snprintf(want_odd, sizeof want_odd, "cushim: `%s/ex\\x1b[31mit\\nFAKE` exited with status 3\n", test_dir());
+    last = strrchr(r.err, '\n');
+    while (last && last > r.err && last[-1] != '\n')
+        last--;
+    cr_expect_str_eq(last, want_odd, "%s", r.err);
+    run_free(&r);
     const char *missing[] = {"/nonexistent/program", NULL};
     cr_expect_eq(run_status(missing, sim_env(NULL), &r), 127);
     cr_expect(strstr(r.err, "cannot run \"/nonexistent/program\"") != NULL, "%s", r.err);

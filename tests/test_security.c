@@ -710,8 +710,8 @@ Test(security, an_exporter_with_dac_read_search_sees_everyone)
                                "reset-peak", p, NULL};
     run_cmd(&r, cap_reset, env);
     cr_expect_eq(r.status, 1);
-    snprintf(said, sizeof said, "cushim: process %d's segment %s is uid 0's: only that user or root may change it\n",
-             (int)pid, real);
+    snprintf(said, sizeof said, "cushim: no cushim process %d of yours: its segment %s is uid 0's (only that user or "
+             "root may change it)\n", (int)pid, real);
     cr_expect_str_eq(r.err, said);
     run_free(&r);
     const char *cap_phase[] = {"setpriv", "--reuid=" OWNER, "--regid=" OWNER, "--clear-groups",
@@ -724,6 +724,13 @@ Test(security, an_exporter_with_dac_read_search_sees_everyone)
     /* Reading is all the capability is for: gc leaves another user's stale segment alone. */
     kill(bg, SIGKILL);
     cr_expect_eq(wait_bg(bg), 128 + SIGKILL);
+    /* Gone: said so, not as a process that user could change (an attack trial). */
+    run_cmd(&r, cap_reset, env);
+    cr_expect_eq(r.status, 1);
+    snprintf(said, sizeof said, "cushim: no cushim process %d: it is gone, and its stale segment in %s is uid 0's "
+             "(`cushim gc` run by that user or root removes it)\n", (int)pid, h.segdir);
+    cr_expect_str_eq(r.err, said);
+    run_free(&r);
     const char *cap_gc[] = {"setpriv", "--reuid=" OWNER, "--regid=" OWNER, "--clear-groups", "--inh-caps=+dac_read_search",
                             "--ambient-caps=+dac_read_search", "--", cushim_bin(), "gc", NULL};
     run_cmd(&r, cap_gc, env);

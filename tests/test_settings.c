@@ -112,6 +112,14 @@ Test(settings, usage_errors_exit_2)
         {{"reset-peak", "1", "--xyz", "0", NULL}, "cushim: unknown option \"--xyz\" for reset-peak (see cushim reset-peak --help)\n", 2},
         {{"stat", "--otput=x", NULL}, "cushim: unknown option \"--otput=x\" for stat (did you mean --output? see cushim "
                                       "stat --help)\n", 2},
+        /* The option itself with a value it does not take: said so, not "did you mean" it (an
+         * attack trial); long options the usage line names in their long form too. */
+        {{"ps", "--json=1", NULL}, "cushim: --json takes no value (got \"--json=1\")\n", 2},
+        {{"run", "--help=1", "--", "/bin/true", NULL}, "cushim: --help takes no value (got \"--help=1\")\n", 2},
+        {{"top", "--itertions", "1", NULL}, "cushim: unknown option \"--itertions\" for top (did you mean --iterations? "
+                                            "see cushim top --help)\n", 2},
+        {{"stat", "--intervl", "1", NULL}, "cushim: unknown option \"--intervl\" for stat (did you mean --interval? "
+                                           "see cushim stat --help)\n", 2},
         {{"ps", "--hlep", NULL}, "cushim: unknown option \"--hlep\" for ps (did you mean --help? see cushim ps --help)\n", 2},
         {{"reset-peak", "1", "2", NULL}, "cushim: unexpected argument \"2\" for reset-peak (usage: cushim reset-peak PID [--device N])\n", 2},
         {{"ps", "--jsn", NULL}, "cushim: unknown option \"--jsn\" for ps (did you mean --json? see cushim ps --help)\n", 2},

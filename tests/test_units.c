@@ -332,8 +332,6 @@ Test(units, untrusted_text_is_made_printable_or_escaped)
     cr_expect_eq(cushim_utf8_len((const unsigned char *)"\xf4\x8f\xbf\xbf"), 4, "U+10FFFF");
 }
 
-/* docs/SUMMARY-JSON.md names every field of the summary: each kind, each per-kind counter and each
- * device group and field of common/stats.h (as `name`). */
 /* "Did you mean": edit distance with a swap of neighbours as one edit, capped at max + 1. */
 Test(units, edit_distance_for_did_you_mean)
 {
@@ -356,6 +354,8 @@ Test(units, edit_distance_for_did_you_mean)
     cr_expect_eq(cushim_text_near_limit("--device-limit", 2), 2);
 }
 
+/* docs/SUMMARY-JSON.md names every field of the summary: each kind, each per-kind counter and each
+ * device group and field of common/stats.h (as `name`). */
 Test(config, summary_json_doc_names_every_field)
 {
     char *text = slurp(SOURCE_ROOT "/docs/SUMMARY-JSON.md");

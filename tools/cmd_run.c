@@ -129,7 +129,7 @@ static void set_flag(int k, const char *flag, const char *v)
 
 /* The run option nearest to the mistyped `word` (its name, before any '='; cushim_text_near_limit's
  * rule) into buf; 0 if none is near. */
-static int nearest_flag(const char *word, char *buf, size_t len)
+static int nearest_flag(const char *word, char *buf, size_t len, size_t *distance)
 {
     static const char *const own[] = {"--json", "--quiet", "--help"};
     size_t n = strcspn(word, "="), best_d = 3;
@@ -148,6 +148,7 @@ static int nearest_flag(const char *word, char *buf, size_t len)
             snprintf(buf, len, "%s", flag);
         }
     }
+    *distance = best_d;
     return buf[0] != '\0';
 }
 
@@ -249,6 +250,64 @@ static int create_probe(const char *dir)
     close(fd);
     unlink(p);
     return 0;
+}
+
+/* path as an absolute one with its links resolved (realpath(3) of the file; for a file not made
+ * yet, of its directory, following a dangling link's target up to 8 times; else path made
+ * absolute as given), into out. */
+static void canonical_path(const char *path, char *out, size_t len)
+{
+    char abs[PATH_MAX * 2], dir[PATH_MAX * 2], real[PATH_MAX], target[PATH_MAX];
+    char cwd[PATH_MAX] = ".";
+    if (path[0] != '/' && !getcwd(cwd, sizeof cwd))
+        snprintf(cwd, sizeof cwd, ".");
+    snprintf(abs, sizeof abs, "%s%s%s", path[0] == '/' ? "" : cwd, path[0] == '/' ? "" : "/", path);
+    for (int hops = 0;; hops++) {
+        if (realpath(abs, real)) {
+            snprintf(out, len, "%s", real);
+            return;
+        }
+        snprintf(dir, sizeof dir, "%s", abs);
+        char *slash = strrchr(dir, '/');
+        *slash = '\0';
+        ssize_t n = hops < 8 ? readlink(abs, target, sizeof target - 1) : -1;
+        if (n <= 0) {
+            if (realpath(dir[0] ? dir : "/", real))
+                snprintf(out, len, "%s/%s", strcmp(real, "/") ? real : "", slash + 1);
+            else
+                snprintf(out, len, "%s", abs);
+            return;
+        }
+        target[n] = '\0'; /* a dangling link: where a write through it makes the file */
+        char next[sizeof abs];
+        if ((size_t)snprintf(next, sizeof next, "%s%s%s", target[0] == '/' ? "" : dir, target[0] == '/' ? "" : "/",
+                             target) >= sizeof next) {
+            snprintf(out, len, "%s", abs);
+            return;
+        }
+        memcpy(abs, next, sizeof abs);
+    }
+}
+
+/* Whether --json `json` and the report `report` (CUSHIM_REPORT) are one regular file, existing or
+ * to be made: by name once resolved, or by inode (a hard link). Not for what is no file of its own:
+ * the report's stdout/stderr/- and %p names (one per process), --json's - (stdout), a device or a
+ * FIFO (/dev/null takes both). */
+static int same_output_file(const char *json, const char *report)
+{
+    if (!strcmp(json, "-") || !strcmp(report, "-") || !strcmp(report, "stdout") || !strcmp(report, "stderr") ||
+        strstr(report, "%p"))
+        return 0;
+    struct stat js, rs;
+    int jex = stat(json, &js) == 0, rex = stat(report, &rs) == 0;
+    if ((jex && !S_ISREG(js.st_mode)) || (rex && !S_ISREG(rs.st_mode)))
+        return 0;
+    if (jex && rex)
+        return js.st_dev == rs.st_dev && js.st_ino == rs.st_ino;
+    char a[PATH_MAX * 2], b[PATH_MAX * 2];
+    canonical_path(json, a, sizeof a);
+    canonical_path(report, b, sizeof b);
+    return strcmp(a, b) == 0;
 }
 
 static int check_paths(const struct cushim_config *cfg)
@@ -488,10 +547,13 @@ int cmd_run(int argc, char **argv)
             if (used < 0)
                 return EXIT_USAGE;
             char near[64];
-            if (used == 0 && argv[i][1] == '-' && nearest_flag(argv[i], near, sizeof near)) {
-                char safe[256];
-                cli_error("unknown option \"%s\" for run (did you mean %s? see cushim run --help)",
-                          cushim_text_escaped(argv[i], safe, sizeof safe), near);
+            size_t d = 0;
+            if (used == 0 && argv[i][1] == '-' && nearest_flag(argv[i], near, sizeof near, &d)) {
+                if (d == 0) /* the option itself, given a value it does not take: --help=1 */
+                    cli_error("%s takes no value (got \"%s\")", near, argv[i]);
+                else
+                    cli_error("unknown option \"%s\" for run (did you mean %s? see cushim run --help)", argv[i],
+                              near);
                 return EXIT_USAGE;
             }
             if (used == 0) {
@@ -540,6 +602,10 @@ int cmd_run(int argc, char **argv)
     /* Report bad CUSHIM_ values once here; the shims stay quiet under `cushim run`. */
     struct cushim_config cfg;
     cushim_config_load(&cfg, (const char *(*)(const char *))getenv, environ, print_config_error);
+    /* The report's value as given, for messages (check_paths makes a relative one absolute). */
+    char report_typed[CUSHIM_PATH_MAX] = "";
+    if (getenv("CUSHIM_REPORT"))
+        snprintf(report_typed, sizeof report_typed, "%s", getenv("CUSHIM_REPORT"));
     if (bad_flag || check_paths(&cfg) != 0)
         return EXIT_USAGE;
     const char *report_to = getenv("CUSHIM_REPORT");
@@ -550,13 +616,10 @@ int cmd_run(int argc, char **argv)
     }
     /* One file for both: each would overwrite the other (a report named without %p is written by
      * every process at its exit, the summary after them all). */
-    struct stat js, rs;
-    if (json && report_to && (strcmp(json, report_to) == 0 ||
-                              (stat(json, &js) == 0 && stat(report_to, &rs) == 0 && js.st_dev == rs.st_dev &&
-                               js.st_ino == rs.st_ino && S_ISREG(js.st_mode)))) {
+    if (json && report_to && same_output_file(json, report_to)) {
         cli_error("--json \"%s\" and %s \"%s\" name one file: the run's summary and the processes' exit "
                   "reports would overwrite each other; give them two files; nothing was run", json,
-                  set_by_flag[CUSHIM_OPT_REPORT] ? "--report" : "CUSHIM_REPORT", report_to);
+                  set_by_flag[CUSHIM_OPT_REPORT] ? "--report" : "CUSHIM_REPORT", report_typed);
         return EXIT_USAGE;
     }
     if (!set_by_flag[CUSHIM_OPT_REPORT_FORMAT] && !(report_to && *report_to)) {
@@ -794,10 +857,11 @@ int cmd_run(int argc, char **argv)
                     snprintf(hint, sizeof hint, "; no CUDA driver, libcuda.so.1, is on the library path "
                              "(without a GPU, a build tree's simulated one: LD_LIBRARY_PATH=BUILD/tests/sim, README)");
             }
-            status_said = WIFEXITED(status) && code != 0;
+            /* The program's own status (code may be 2 for a --json that could not be written). */
+            status_said = WIFEXITED(status) && WEXITSTATUS(status) != 0;
             if (status_said)
                 cli_error("no CUDA memory activity in `%s` or its descendants before it exited with "
-                          "status %d%s", top->command, code, hint);
+                          "status %d%s", top->command, WEXITSTATUS(status), hint);
             else
                 cli_error("no CUDA memory activity in `%s` or its descendants%s", top->command,
                           hint[0] ? hint : " (none allocated, or CUDA did not start)");
@@ -808,16 +872,15 @@ int cmd_run(int argc, char **argv)
                 print_process(&c.desc[k], c.top && c.desc[k].pid == c.top->pid ? "cushim: before an exec, "
                                                                                 : "cushim: descendant ");
         }
+        /* The program's name as given, escaped (cli_error): any bytes. */
         if (c.running)
-            fprintf(stderr, "cushim: %d process%s of this run that used CUDA %s still running when `%s` "
-                    "ended: not in this summary (`cushim ps` shows %s)\n", c.running,
-                    c.running == 1 ? "" : "es", c.running == 1 ? "was" : "were", prog[0],
-                    c.running == 1 ? "it" : "them");
+            cli_error("%d process%s of this run that used CUDA %s still running when `%s` ended: not in "
+                      "this summary (`cushim ps` shows %s)", c.running, c.running == 1 ? "" : "es",
+                      c.running == 1 ? "was" : "were", prog[0], c.running == 1 ? "it" : "them");
         if (WIFSIGNALED(status))
-            fprintf(stderr, "cushim: `%s` was killed by signal %d (%s)\n", prog[0],
-                    WTERMSIG(status), strsignal(WTERMSIG(status)));
-        else if (WIFEXITED(status) && code != 0 && !status_said) /* as the killed: a failure is said last */
-            fprintf(stderr, "cushim: `%s` exited with status %d\n", prog[0], code);
+            cli_error("`%s` was killed by signal %d (%s)", prog[0], WTERMSIG(status), strsignal(WTERMSIG(status)));
+        else if (WIFEXITED(status) && WEXITSTATUS(status) != 0 && !status_said) /* as the killed: said last */
+            cli_error("`%s` exited with status %d", prog[0], WEXITSTATUS(status));
     }
     if (json_error)
         cli_error("error writing --json \"%s\": %s", json_out.path, cli_output_strerror(json_error));

@@ -171,7 +171,7 @@ static int parse(int argc, char **argv, struct stat_args *a)
             usage(stdout);
             return 1;
         } else if (argv[i][0] == '-') {
-            cli_bad_word("stat", argv[i], "cushim stat [PID...] [--json|--prometheus] [-d SECONDS] [-n N] [--output FILE]");
+            cli_bad_word("stat", argv[i], "cushim stat [PID...] [--json|--prometheus] [-d|--interval SECONDS] [-n|--iterations N] [--output FILE]");
             return -1;
         } else if ((a->pids[a->npids++] = cli_parse_pid(argv[i])) < 0) {
             return -1;

@@ -454,7 +454,7 @@ int cmd_top(int argc, char **argv)
             if (got < 0 || watch_parse_iterations(opt, v, &iterations) < 0)
                 return EXIT_USAGE;
         } else {
-            cli_bad_word("top", argv[i], "cushim top [-b] [-d SECONDS] [-n N] [-s COLUMN]");
+            cli_bad_word("top", argv[i], "cushim top [-b|--batch] [-d|--interval SECONDS] [-n|--iterations N] [-s|--sort COLUMN]");
             return EXIT_USAGE;
         }
     }

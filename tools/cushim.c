@@ -46,9 +46,11 @@ void cli_bad_word(const char *cmd, const char *word, const char *usage)
             snprintf(near, sizeof near, "%s", flag);
         }
     }
-    if (word[0] == '-' && word[1] == '-' && !near[0] && cushim_text_distance(word, n, "--help", 1) <= 1)
+    if (word[0] == '-' && word[1] == '-' && !near[0] && (best_d = cushim_text_distance(word, n, "--help", 1)) <= 1)
         snprintf(near, sizeof near, "--help");
-    if (near[0])
+    if (near[0] && best_d == 0) /* the option itself, given a value: --json=1 */
+        cli_error("%s takes no value (got \"%s\")", near, word);
+    else if (near[0])
         cli_error("unknown option \"%s\" for %s (did you mean %s? see cushim %s --help)", word, cmd, near, cmd);
     else if (word[0] == '-' && word[1])
         cli_error("unknown option \"%s\" for %s (see cushim %s --help)", word, cmd, cmd);

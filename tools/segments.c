@@ -579,8 +579,8 @@ static struct cushim_segment *map_one(const char *path, pid_t pid, char *why, si
     int open_errno = errno;
     if (fd < 0 && open_errno == EACCES && lstat(path, &st) == 0 && st.st_uid != geteuid())
         /* Read it may (CAP_DAC_READ_SEARCH found it), change it not. */
-        snprintf(why, len, "process %d's segment %s is uid %ld's: only that user or root may change it", (int)pid,
-                 path, (long)st.st_uid);
+        snprintf(why, len, "no cushim process %d of yours: its segment %s is uid %ld's (only that user or root "
+                 "may change it)", (int)pid, path, (long)st.st_uid);
     else if (!snap || fd < 0)
         snprintf(why, len, "cannot open %s: %s", path,
                  !snap ? strerror(ENOMEM) : open_errno == ELOOP ? "a symbolic link, not followed" : strerror(open_errno));
@@ -638,6 +638,9 @@ void seg_say_missing(pid_t pid, int to_change)
         closedir(d);
     if (starting[0])
         cli_error(cushim_proc_alive(pid) ? STARTING : NEVER_STARTED, (int)pid, starting);
+    else if (owner >= 0 && !cushim_proc_alive(pid))
+        cli_error("no cushim process %d: it is gone, and its stale segment in %s is uid %ld's (`cushim gc` "
+                  "run by that user or root removes it)", (int)pid, seg_dir(), owner);
     else if (owner >= 0)
         cli_error(to_change ? "no cushim process %d of yours: its segment in %s is uid %ld's (only that user or "
                               "root may change it)"
