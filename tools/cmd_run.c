@@ -22,8 +22,6 @@
 #include <unistd.h>
 
 #include "common/config.h"
-#include "common/text.h"
-#include "common/path.h"
 #include "common/procinfo.h"
 #include "common/report.h"
 #include "tools/cli.h"
@@ -31,199 +29,11 @@
 #include "tools/run_collect.h"
 #include "tools/run_exec.h"
 #include "tools/run_nested.h"
+#include "tools/run_options.h"
+#include "tools/run_paths.h"
 #include "tools/run_signals.h"
 
 extern char **environ;
-
-/* Options given as run flags (index: enum cushim_option), and whether one had a bad value. */
-static unsigned char set_by_flag[CUSHIM_OPT_COUNT];
-static int bad_flag;
-
-/* "--offload-min" for CUSHIM_OFFLOAD_MIN. */
-static void flag_name(const char *variable, char *buf, size_t len)
-{
-    size_t o = 0;
-    o += (size_t)snprintf(buf, len, "--");
-    for (const char *p = variable + strlen("CUSHIM_"); *p && o + 1 < len; p++)
-        buf[o++] = *p == '_' ? '-' : (char)(*p >= 'A' && *p <= 'Z' ? *p - 'A' + 'a' : *p);
-    buf[o] = '\0';
-}
-
-static int internal_option(int i)
-{
-    return cushim_option_internal((enum cushim_option)i);
-}
-
-/* Whether the program word argv[i], not found, was meant as part of an option's value: 1 when
- * argv[i - 1] is a switch (--spill) and argv[i] a boolean ("--spill on"); 2 when argv[i - 2] is
- * an option that took argv[i - 1] as its value and the two words together make one ("--device-limit
- * 1 MiB"); else 0 (a mistyped program whose own arguments hold a "--"). */
-static int split_value(char **argv, int i)
-{
-    char flag[64], joined[256];
-    for (int k = 0; k < CUSHIM_OPT_COUNT; k++) {
-        const struct cushim_option_info *o = &cushim_option_table[k];
-        if (internal_option(k))
-            continue;
-        flag_name(o->variable, flag, sizeof flag);
-        if (i >= 2 && o->type == CUSHIM_OT_BOOL && strcmp(argv[i - 1], flag) == 0)
-            return cushim_option_value_ok(k, argv[i]) ? 1 : 0;
-        /* A string takes any word: nothing says two were meant as one. */
-        if (i < 3 || strcmp(argv[i - 2], flag) != 0 || o->type == CUSHIM_OT_BOOL || o->type == CUSHIM_OT_STRING)
-            continue;
-        if ((size_t)snprintf(joined, sizeof joined, "%s%s", argv[i - 1], argv[i]) >= sizeof joined)
-            return 0;
-        return cushim_option_value_ok(k, joined) ? 2 : 0;
-    }
-    return 0;
-}
-
-static void usage(FILE *f)
-{
-    char flag[64];
-    fprintf(f,
-            "usage: cushim run [OPTIONS] [--] PROGRAM [ARGS...]\n\n"
-            "Runs PROGRAM with libcushim.so preloaded and prints, when it exits, each device's\n"
-            "memory per kind (current, peak, allocations, frees, failures) for PROGRAM and every\n"
-            "descendant process that used CUDA. Exit status: PROGRAM's (128+N if killed by signal N;\n"
-            "127 when it cannot be found, 126 when it cannot be run, as a shell says); 2 without\n"
-            "running it for a usage error, or when PROGRAM succeeded but the --json file could not\n"
-            "be written.\n\n"
-            "  --json FILE       also write the summary as JSON (docs/SUMMARY-JSON.md)\n"
-            "  --quiet           do not print the summary\n"
-            "  -h, --help        this help\n\n"
-            "Configuration (option = environment variable; the variable works with plain LD_PRELOAD):\n");
-    for (int i = 0; i < CUSHIM_OPT_COUNT; i++) {
-        const struct cushim_option_info *o = &cushim_option_table[i];
-        if (internal_option(i))
-            continue;
-        flag_name(o->variable, flag, sizeof flag);
-        if (o->type == CUSHIM_OT_BOOL) /* a switch: --spill, or --spill=off */
-            strncat(flag, "[=on|off]", sizeof flag - strlen(flag) - 1);
-        fprintf(f, "  %-18s %-22s default %s\n", flag, o->variable, *o->def ? o->def : "(empty)");
-        if (*o->choices)
-            fprintf(f, "  %-18s   values: %s\n", "", o->choices);
-        fprintf(f, "  %-18s   %s\n", "", o->help);
-    }
-}
-
-/* Applies --flag VALUE / --flag=VALUE for a configuration option (a boolean one alone: on);
- * returns args consumed, 0 if `arg` is not a configuration flag, -1 on a missing value. */
-/* A flag given again with another value: the last one is used, as most tools do (a wrapper's
- * default, then the user's own), and said, so that a slip is seen (found by fresh-user trials:
- * `--json a --json b` wrote b alone, silently). */
-static void say_replaced(const char *flag, const char *old, const char *now)
-{
-    if (old && strcmp(old, now) != 0)
-        fprintf(stderr, "cushim: %s given twice: \"%s\" replaces \"%s\"\n", flag, now, old);
-}
-
-/* setenv of flag k's variable to v, said when it replaces another flag's value. */
-static void set_flag(int k, const char *flag, const char *v)
-{
-    if (set_by_flag[k])
-        say_replaced(flag, getenv(cushim_option_table[k].variable), v);
-    setenv(cushim_option_table[k].variable, v, 1);
-    set_by_flag[k] = 1;
-}
-
-/* The run option nearest to the mistyped `word` (its name, before any '='; cushim_text_near_limit's
- * rule) into buf; 0 if none is near. */
-static int nearest_flag(const char *word, char *buf, size_t len, size_t *distance)
-{
-    static const char *const own[] = {"--json", "--quiet", "--help"};
-    size_t n = strcspn(word, "="), best_d = 3;
-    char flag[64];
-    buf[0] = '\0';
-    for (int k = 0; k < CUSHIM_OPT_COUNT + 3; k++) {
-        if (k < CUSHIM_OPT_COUNT && internal_option(k))
-            continue;
-        if (k < CUSHIM_OPT_COUNT)
-            flag_name(cushim_option_table[k].variable, flag, sizeof flag);
-        else
-            snprintf(flag, sizeof flag, "%s", own[k - CUSHIM_OPT_COUNT]);
-        size_t limit = cushim_text_near_limit(flag, 2), d = cushim_text_distance(word, n, flag, limit);
-        if (d <= limit && d < best_d) {
-            best_d = d;
-            snprintf(buf, len, "%s", flag);
-        }
-    }
-    *distance = best_d;
-    return buf[0] != '\0';
-}
-
-static int config_flag(int argc, char **argv, int i)
-{
-    char flag[64];
-    for (int k = 0; k < CUSHIM_OPT_COUNT; k++) {
-        if (internal_option(k))
-            continue;
-        flag_name(cushim_option_table[k].variable, flag, sizeof flag);
-        size_t n = strlen(flag);
-        if (strncmp(argv[i], flag, n) != 0)
-            continue;
-        if (argv[i][n] == '=') {
-            set_flag(k, flag, argv[i] + n + 1);
-            return 1;
-        }
-        if (argv[i][n] == '\0' && cushim_option_table[k].type == CUSHIM_OT_BOOL) {
-            /* A boolean option alone is a switch: --spill is --spill=1. */
-            set_flag(k, flag, "1");
-            return 1;
-        }
-        if (argv[i][n] == '\0') {
-            if (i + 1 >= argc || strcmp(argv[i + 1], "--") == 0) {
-                cli_error("%s needs a value (see cushim run --help)", flag);
-                return -1;
-            }
-            if (cli_value_is_option(flag, argv[i + 1]))
-                return -1;
-            set_flag(k, flag, argv[i + 1]);
-            return 2;
-        }
-    }
-    return 0;
-}
-
-/* A bad value reported by the configuration loader: one set by a run flag is named by that flag
- * ("--offload-min \"foo\" is not a size ...") and stops the run (exit 2): a typed flag is not
- * silently replaced by its default. Variables from the environment only warn, as in every
- * process the shim is loaded into. */
-static void print_config_error(const struct cushim_config_error *e)
-{
-    if (e->option < CUSHIM_OPT_COUNT && set_by_flag[e->option]) {
-        char flag[64];
-        flag_name(cushim_option_table[e->option].variable, flag, sizeof flag);
-        fprintf(stderr, "cushim: %s %s is not %s (see cushim run --help)\n", flag, e->shown, e->expected);
-        bad_flag = 1;
-        return;
-    }
-    fprintf(stderr, "%s\n", e->line);
-}
-
-/* The paths of the run (options or the environment) must be usable before the program runs:
- * the segment directory an existing directory the user can create files in; --report and
- * --log-file files the user can write (or create, in such a directory). Relative report and log
- * paths are made absolute here, since the program may change its directory before it writes
- * them. 0, or -1 after saying why. */
-/* A FIFO named by --report or --log-file, opened for writing here and kept open for the whole
- * run: one without a reader is refused before the program starts (as --json is), and its reader
- * does not see an end of file between the processes that write to it. */
-static int held_fifos[2] = {-1, -1};
-
-static const char *hold_fifo(const char *path)
-{
-    int fd = open(path, O_WRONLY | O_NONBLOCK | O_CLOEXEC);
-    if (fd < 0)
-        return errno == ENXIO ? "a FIFO with no reader; start its reader first" : cli_output_strerror(errno);
-    for (int i = 0; i < 2; i++)
-        if (held_fifos[i] < 0) {
-            held_fifos[i] = fd;
-            return NULL;
-        }
-    close(fd);
-    return NULL;
-}
 
 /* Whether the process's file size limit (setrlimit(2), RLIMIT_FSIZE; inherited by the program)
  * is below a segment: no shim can make one then, nor the run's copy. */
@@ -232,205 +42,6 @@ static int fsize_below_segment(void)
     struct rlimit l;
     return getrlimit(RLIMIT_FSIZE, &l) == 0 && l.rlim_cur != RLIM_INFINITY &&
            l.rlim_cur < sizeof(struct cushim_segment);
-}
-
-/* Whether a file can be created in dir: made and removed at once (errno set when not).
- * access(2) is not enough for root, whom it lets through wherever the mode allows nothing
- * (/proc, /sys, a read-only bind mount it does not check). */
-static int create_probe(const char *dir)
-{
-    char p[4300];
-    if ((size_t)snprintf(p, sizeof p, "%s/.cushim-probe.XXXXXX", dir) >= sizeof p) {
-        errno = ENAMETOOLONG;
-        return -1;
-    }
-    int fd = mkstemp(p);
-    if (fd < 0)
-        return -1;
-    close(fd);
-    unlink(p);
-    return 0;
-}
-
-/* path as an absolute one with its links resolved (realpath(3) of the file; for a file not made
- * yet, of its directory, following a dangling link's target up to 8 times; else path made
- * absolute as given), into out. */
-static void canonical_path(const char *path, char *out, size_t len)
-{
-    char abs[PATH_MAX * 2], dir[PATH_MAX * 2], real[PATH_MAX], target[PATH_MAX];
-    char cwd[PATH_MAX] = ".";
-    if (path[0] != '/' && !getcwd(cwd, sizeof cwd))
-        snprintf(cwd, sizeof cwd, ".");
-    snprintf(abs, sizeof abs, "%s%s%s", path[0] == '/' ? "" : cwd, path[0] == '/' ? "" : "/", path);
-    for (int hops = 0;; hops++) {
-        if (realpath(abs, real)) {
-            snprintf(out, len, "%s", real);
-            return;
-        }
-        snprintf(dir, sizeof dir, "%s", abs);
-        char *slash = strrchr(dir, '/');
-        *slash = '\0';
-        ssize_t n = hops < 8 ? readlink(abs, target, sizeof target - 1) : -1;
-        if (n <= 0) {
-            if (realpath(dir[0] ? dir : "/", real))
-                snprintf(out, len, "%s/%s", strcmp(real, "/") ? real : "", slash + 1);
-            else
-                snprintf(out, len, "%s", abs);
-            return;
-        }
-        target[n] = '\0'; /* a dangling link: where a write through it makes the file */
-        char next[sizeof abs];
-        if ((size_t)snprintf(next, sizeof next, "%s%s%s", target[0] == '/' ? "" : dir, target[0] == '/' ? "" : "/",
-                             target) >= sizeof next) {
-            snprintf(out, len, "%s", abs);
-            return;
-        }
-        memcpy(abs, next, sizeof abs);
-    }
-}
-
-/* Whether --json `json` and the report `report` (CUSHIM_REPORT) are one regular file, existing or
- * to be made: by name once resolved, or by inode (a hard link). Not for what is no file of its own:
- * the report's stdout/stderr/- and %p names (one per process), --json's - (stdout), a device or a
- * FIFO (/dev/null takes both). */
-static int same_output_file(const char *json, const char *report)
-{
-    if (!strcmp(json, "-") || !strcmp(report, "-") || !strcmp(report, "stdout") || !strcmp(report, "stderr") ||
-        strstr(report, "%p"))
-        return 0;
-    struct stat js, rs;
-    int jex = stat(json, &js) == 0, rex = stat(report, &rs) == 0;
-    if ((jex && !S_ISREG(js.st_mode)) || (rex && !S_ISREG(rs.st_mode)))
-        return 0;
-    if (jex && rex)
-        return js.st_dev == rs.st_dev && js.st_ino == rs.st_ino;
-    char a[PATH_MAX * 2], b[PATH_MAX * 2];
-    canonical_path(json, a, sizeof a);
-    canonical_path(report, b, sizeof b);
-    return strcmp(a, b) == 0;
-}
-
-static int check_paths(const struct cushim_config *cfg)
-{
-    static const struct {
-        enum cushim_option id;
-        int is_dir;
-    } paths[] = {{CUSHIM_OPT_SEGMENT_DIR, 1}, {CUSHIM_OPT_REPORT, 0}, {CUSHIM_OPT_LOG_FILE, 0}};
-    int bad = 0;
-    for (size_t i = 0; i < sizeof paths / sizeof paths[0]; i++) {
-        const char *var = cushim_option_table[paths[i].id].variable;
-        const char *v = getenv(var);
-        const char *used = paths[i].id == CUSHIM_OPT_SEGMENT_DIR ? cfg->segment_dir
-                           : paths[i].id == CUSHIM_OPT_REPORT    ? cfg->report
-                                                                 : cfg->log_file;
-        /* A value the configuration refused (reported above; its default is used) is not
-         * checked again. */
-        if (!v || !*v || strcmp(v, used) != 0)
-            continue;
-        if (paths[i].id == CUSHIM_OPT_REPORT && (!strcmp(v, "stderr") || !strcmp(v, "stdout") || !strcmp(v, "-")))
-            continue;
-        char name[64], abs[4200], dir[4200];
-        if (set_by_flag[paths[i].id]) {
-            flag_name(var, name, sizeof name - 1);
-            strcat(name, " ");
-        } else
-            snprintf(name, sizeof name, "%s=", var);
-        if (v[0] != '/') {
-            /* Report and log files are taken from the run's directory (a relative segment
-             * directory was refused above). */
-            char cwd[4096];
-            errno = 0;
-            if (!getcwd(cwd, sizeof cwd)) {
-                cli_error("%s\"%s\": cannot make it an absolute path: %s", name, v, strerror(errno));
-                bad = 1;
-                continue;
-            }
-            size_t n = (size_t)snprintf(abs, sizeof abs, "%s/%s", cwd, v);
-            if (n >= CUSHIM_PATH_MAX) {
-                /* What the shims would refuse (config.h): said now, not lost at exit. */
-                cli_error("%s\"%s\": %zu bytes once made absolute (from %s), at most %d", name, v, n,
-                          cwd, CUSHIM_PATH_MAX - 1);
-                bad = 1;
-                continue;
-            }
-            setenv(var, abs, 1);
-            v = getenv(var);
-        }
-        if (paths[i].is_dir)
-            snprintf(dir, sizeof dir, "%s", v);
-        else
-            cushim_parent_dir(v, dir, sizeof dir);
-        struct stat st;
-        int rc = stat(dir, &st);
-        const char *why = NULL;
-        if (rc != 0 || !S_ISDIR(st.st_mode))
-            why = rc != 0 ? strerror(errno) : "it is a file";
-        if (why) {
-            cli_error("%s\"%s\": %s is not a directory (%s)", name, v, dir, why);
-            bad = 1;
-            continue;
-        }
-        /* A file per process (%p) is created later; one named file that exists is judged as the
-         * shims will judge it (common/path.h: links others could have planted, other users'
-         * files), then for the user's write permission. */
-        struct stat lst, fst;
-        if (!paths[i].is_dir) {
-            /* The file's own name (a %p as the longest pid: 7 digits, Linux's PID_MAX_LIMIT
-             * 4194304) must fit the file system's limit. */
-            const char *base = strrchr(v, '/') ? strrchr(v, '/') + 1 : v;
-            size_t len = 0;
-            for (const char *c = base; *c; c++, len++)
-                if (c[0] == '%' && c[1] == 'p')
-                    c++, len += 6;
-            long max = pathconf(dir, _PC_NAME_MAX);
-            if (max <= 0)
-                max = 255;
-            if (len > (size_t)max) {
-                cli_error("%s\"%s\": its file name is %zu bytes%s, at most %ld there", name, v, len,
-                          strstr(base, "%p") ? " with a 7-digit pid" : "", max);
-                bad = 1;
-                continue;
-            }
-        }
-        int named = !paths[i].is_dir && !strstr(v, "%p");
-        int found = named && lstat(v, &lst) == 0;
-        if (named && !found && errno != ENOENT) {
-            cli_error("%s\"%s\": cannot write it (%s)", name, v, strerror(errno));
-            bad = 1;
-            continue;
-        }
-        if (found) {
-            int target_errno = 0; /* the link's target: what the shims will open */
-            fst = lst;
-            if (S_ISLNK(lst.st_mode) && stat(v, &fst) != 0)
-                target_errno = errno;
-            int trusted = cushim_path_links_trusted(v);
-            if (trusted != 1)
-                why = trusted == 0 ? "a symbolic link, not followed" : strerror(errno);
-            else if (target_errno == ENOENT)
-                continue; /* a trusted link to a file the shims will create through it */
-            else if (target_errno)
-                why = strerror(target_errno);
-            else if (cushim_std_stream(&fst, -1))
-                ; /* /dev/stderr (the program inherits ours): the shims write through the descriptor */
-            else if (S_ISFIFO(fst.st_mode))
-                why = hold_fifo(v);
-            else if (S_ISDIR(fst.st_mode))
-                why = "it is a directory";
-            else if ((why = cushim_output_refusal(&fst)) == NULL && access(v, W_OK) != 0)
-                why = strerror(errno);
-            if (why) {
-                cli_error("%s\"%s\": cannot write it (%s)", name, v, why);
-                bad = 1;
-            }
-            continue;
-        }
-        if (access(dir, W_OK | X_OK) != 0 || create_probe(dir) != 0) {
-            cli_error("%s\"%s\": cannot create files in %s (%s)", name, v, dir, strerror(errno));
-            bad = 1;
-        }
-    }
-    return bad ? -1 : 0;
 }
 
 /* The simulated driver's directory of the build tree this cushim belongs to (<build>/tools/cushim
@@ -529,7 +140,7 @@ int cmd_run(int argc, char **argv)
         if (argv[i][0] != '-')
             break;
         if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
-            usage(stdout);
+            run_usage(stdout);
             return 0;
         }
         if (strcmp(argv[i], "--quiet") == 0) {
@@ -541,14 +152,14 @@ int cmd_run(int argc, char **argv)
             const char *before = json;
             if (cli_option_value(argc, argv, &i, "--json", "a FILE", &json) < 0)
                 return EXIT_USAGE;
-            say_replaced("--json", before, json);
+            run_say_replaced("--json", before, json);
         } else {
-            int used = config_flag(argc, argv, i);
+            int used = run_config_flag(argc, argv, i);
             if (used < 0)
                 return EXIT_USAGE;
             char near[64];
             size_t d = 0;
-            if (used == 0 && argv[i][1] == '-' && nearest_flag(argv[i], near, sizeof near, &d)) {
+            if (used == 0 && argv[i][1] == '-' && run_nearest_flag(argv[i], near, sizeof near, &d)) {
                 if (d == 0) /* the option itself, given a value it does not take: --help=1 */
                     cli_error("%s takes no value (got \"%s\")", near, argv[i]);
                 else
@@ -572,7 +183,7 @@ int cmd_run(int argc, char **argv)
      * value given with a space, not a program meant to get "--" first (`yes`, `true` would run,
      * and the program after the "--" would not). */
     if (!dashdash && prog[1] && strcmp(prog[1], "--") == 0) {
-        int split = split_value(argv, i);
+        int split = run_split_value(argv, i);
         if (split == 1) {
             cli_error("\"%s %s\": a switch takes its value after '=', e.g. %s=%s (the options end at "
                       "the \"--\", so \"%s\" would be run as the program); nothing was run",
@@ -597,32 +208,32 @@ int cmd_run(int argc, char **argv)
     /* The run's own variables are set below: values left in the environment (a run inside a
      * run, a stale export) are replaced, so they are not checked. */
     for (int k = 0; k < CUSHIM_OPT_COUNT; k++)
-        if (internal_option(k))
+        if (cushim_option_internal((enum cushim_option)k))
             unsetenv(cushim_option_table[k].variable);
     /* Report bad CUSHIM_ values once here; the shims stay quiet under `cushim run`. */
     struct cushim_config cfg;
-    cushim_config_load(&cfg, (const char *(*)(const char *))getenv, environ, print_config_error);
+    cushim_config_load(&cfg, (const char *(*)(const char *))getenv, environ, run_print_config_error);
     /* The report's value as given, for messages (check_paths makes a relative one absolute). */
     char report_typed[CUSHIM_PATH_MAX] = "";
     if (getenv("CUSHIM_REPORT"))
         snprintf(report_typed, sizeof report_typed, "%s", getenv("CUSHIM_REPORT"));
-    if (bad_flag || check_paths(&cfg) != 0)
+    if (run_flag_bad() || run_check_paths(&cfg) != 0)
         return EXIT_USAGE;
     const char *report_to = getenv("CUSHIM_REPORT");
-    if (set_by_flag[CUSHIM_OPT_REPORT_FORMAT] && !(report_to && *report_to)) {
+    if (run_flag_given(CUSHIM_OPT_REPORT_FORMAT) && !(report_to && *report_to)) {
         cli_error("--report-format is the format of --report (each process's own report); the run's "
                   "summary is text on stderr, or JSON with --json FILE");
         return EXIT_USAGE;
     }
     /* One file for both: each would overwrite the other (a report named without %p is written by
      * every process at its exit, the summary after them all). */
-    if (json && report_to && same_output_file(json, report_to)) {
+    if (json && report_to && run_same_output_file(json, report_to)) {
         cli_error("--json \"%s\" and %s \"%s\" name one file: the run's summary and the processes' exit "
                   "reports would overwrite each other; give them two files; nothing was run", json,
-                  set_by_flag[CUSHIM_OPT_REPORT] ? "--report" : "CUSHIM_REPORT", report_typed);
+                  run_flag_given(CUSHIM_OPT_REPORT) ? "--report" : "CUSHIM_REPORT", report_typed);
         return EXIT_USAGE;
     }
-    if (!set_by_flag[CUSHIM_OPT_REPORT_FORMAT] && !(report_to && *report_to)) {
+    if (!run_flag_given(CUSHIM_OPT_REPORT_FORMAT) && !(report_to && *report_to)) {
         const char *env_format = getenv("CUSHIM_REPORT_FORMAT");
         if (env_format && *env_format)
             fprintf(stderr, "cushim: CUSHIM_REPORT_FORMAT is set, and CUSHIM_REPORT is not: it has no effect "
@@ -630,22 +241,22 @@ int cmd_run(int argc, char **argv)
     }
     /* Typed options that would do nothing (the offload policy off): a usage error, as
      * --report-format without --report, not a value silently unused. */
-    if (set_by_flag[CUSHIM_OPT_OFFLOAD_MIN] && cfg.offload == CUSHIM_OFFLOAD_OFF) {
+    if (run_flag_given(CUSHIM_OPT_OFFLOAD_MIN) && cfg.offload == CUSHIM_OFFLOAD_OFF) {
         cli_error("--offload-min is the smallest request --offload compile|always moves, and offload "
                   "is off: give --offload too, or leave it out");
         return EXIT_USAGE;
     }
-    if (set_by_flag[CUSHIM_OPT_OFFLOAD_CACHE] && cfg.offload == CUSHIM_OFFLOAD_OFF && !cfg.spill) {
+    if (run_flag_given(CUSHIM_OPT_OFFLOAD_CACHE) && cfg.offload == CUSHIM_OFFLOAD_OFF && !cfg.spill) {
         cli_error("--offload-cache keeps freed offloaded memory for reuse, and nothing is offloaded "
                   "(offload and spill are off): give --offload or --spill too, or leave it out");
         return EXIT_USAGE;
     }
     /* The same values from the environment warn, as bad values there do: the run goes on. */
     const char *env_min = getenv("CUSHIM_OFFLOAD_MIN"), *env_cache = getenv("CUSHIM_OFFLOAD_CACHE");
-    if (!set_by_flag[CUSHIM_OPT_OFFLOAD_MIN] && env_min && *env_min && cfg.offload == CUSHIM_OFFLOAD_OFF)
+    if (!run_flag_given(CUSHIM_OPT_OFFLOAD_MIN) && env_min && *env_min && cfg.offload == CUSHIM_OFFLOAD_OFF)
         fprintf(stderr, "cushim: CUSHIM_OFFLOAD_MIN is set, and offload is off (CUSHIM_OFFLOAD): it "
                         "has no effect\n");
-    if (!set_by_flag[CUSHIM_OPT_OFFLOAD_CACHE] && env_cache && *env_cache &&
+    if (!run_flag_given(CUSHIM_OPT_OFFLOAD_CACHE) && env_cache && *env_cache &&
         cfg.offload == CUSHIM_OFFLOAD_OFF && !cfg.spill)
         fprintf(stderr, "cushim: CUSHIM_OFFLOAD_CACHE is set, and nothing is offloaded (CUSHIM_OFFLOAD "
                         "and CUSHIM_SPILL are off): it has no effect\n");
@@ -662,7 +273,7 @@ int cmd_run(int argc, char **argv)
     setenv("CUSHIM_RUN_CHECKED", checked, 1);
 
     char lib[4096];
-    if (cli_library_path(set_by_flag[CUSHIM_OPT_LIBRARY] ? "--library " : "CUSHIM_LIBRARY=", lib, sizeof lib) != 0)
+    if (cli_library_path(run_flag_given(CUSHIM_OPT_LIBRARY) ? "--library " : "CUSHIM_LIBRARY=", lib, sizeof lib) != 0)
         return EXIT_USAGE;
     /* ld.so splits LD_PRELOAD at spaces and colons (ld.so(8): "separated by spaces or colons", no
      * quoting): such a path would preload nothing, and the run would count nothing. */
@@ -767,7 +378,7 @@ int cmd_run(int argc, char **argv)
         int stray = 0; /* a word before a "--" that ends the options: a value given with a space? */
         for (int k = 1; !dashdash && prog[k]; k++)
             stray |= strcmp(prog[k], "--") == 0;
-        int split = e == ENOENT && stray ? split_value(argv, i) : 0;
+        int split = e == ENOENT && stray ? run_split_value(argv, i) : 0;
         if (e == EACCES && stat(prog[0], &st) == 0 && S_ISDIR(st.st_mode))
             cli_error("cannot run \"%s\": it is a directory", prog[0]);
         else if (split == 2)
