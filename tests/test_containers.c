@@ -274,15 +274,34 @@ Test(containers, containers_sharing_the_segment_directory)
         wait_ready(r7, 1, &r7pid);
         run_cmd(&r, stat_all, cenv);
         j = json_loads(r.out, 0, NULL);
-        uint64_t victim = 0;
+        uint64_t victim = 0, victim_ns = 0;
         for (size_t i = 0; j && i < json_array_size(j); i++) {
-            char key[32];
+            char key[48];
             snprintf(key, sizeof key, "%zu.host_pid", i);
             victim = jpath_u64(j, key);
+            snprintf(key, sizeof key, "%zu.pid_namespace", i);
+            victim_ns = jpath_u64(j, key);
         }
+        cr_expect_eq(json_array_size(j), 1, "%s", r.out);
         json_decref(j);
         run_free(&r);
         cr_assert_gt(victim, 1);
+        /* Reached by its own pid (the one process of another namespace with pid 1): named by its
+         * pid here too (a fresh-user trial: "pid 1: ..." named no process of the host's). */
+        const char *by_own[] = {cushim_bin(), "reset-peak", "1", NULL};
+        run_cmd(&r, by_own, cenv);
+        char named[200];
+        snprintf(named, sizeof named, "pid %llu (pid 1 of pid namespace %llu): peaks of 1 device set to their "
+                 "current values\n", (unsigned long long)victim, (unsigned long long)victim_ns);
+        cr_expect_eq(r.status, 0, "%s", r.err);
+        cr_expect_str_eq(r.out, named);
+        run_free(&r);
+        const char *phase_own[] = {cushim_bin(), "phase", "1", "run", NULL};
+        run_cmd(&r, phase_own, cenv);
+        snprintf(named, sizeof named, "pid %llu (pid 1 of pid namespace %llu): already in the run phase\n",
+                 (unsigned long long)victim, (unsigned long long)victim_ns);
+        cr_expect(strncmp(r.out, named, strlen(named)) == 0, "%s", r.out);
+        run_free(&r);
         kill((pid_t)victim, SIGKILL);
         cr_expect_neq(wait_bg(u7), 0, "unshare says its child was killed (its own way: 1 here)");
         run_cmd(&r, ps, cenv);

@@ -148,8 +148,9 @@ void seg_say_ambiguous(pid_t pid, const struct cushim_snapshot *const *c, int n)
  * process with that pid here, else the one process of another pid namespace (a container's, read
  * on the host) with that pid there; two such are refused (message names them). Refuses segments
  * of other users (unless root) and stale ones. Returns the mapping or NULL (message printed);
- * release with seg_unmap. */
-struct cushim_segment *seg_map_rw(pid_t pid);
+ * release with seg_unmap. `who` (who_len bytes) receives how to name the process reached: "pid
+ * N", or "pid H (pid N of pid namespace I)" for a container's process whose pid here is H. */
+struct cushim_segment *seg_map_rw(pid_t pid, char *who, size_t who_len);
 /* Calls fn(s, arg), which writes into mapping s, catching the fault of a segment truncated
  * meanwhile (its owner's doing): 0, or -1 when it was (the write is lost, nothing else). It
  * installs, once (or a segment read already did: segments.c catch_sigbus), a SIGBUS handler for

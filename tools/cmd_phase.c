@@ -60,7 +60,8 @@ int cmd_phase(int argc, char **argv)
         cli_error("\"%s\" is not a phase (expected compile or run)", argv[2]);
         return EXIT_USAGE;
     }
-    struct cushim_segment *s = seg_map_rw(pid);
+    char who[128];
+    struct cushim_segment *s = seg_map_rw(pid, who, sizeof who);
     if (!s)
         return EXIT_NOTHING;
     struct request a = {(uint32_t)phase, 0, 0, 0};
@@ -71,19 +72,19 @@ int cmd_phase(int argc, char **argv)
         return EXIT_NOTHING;
     }
     if (!a.already)
-        printf("pid %d: %s phase requested; it takes effect at the process's next allocation\n",
-               (int)pid, cushim_phase_name(phase));
+        printf("%s: %s phase requested; it takes effect at the process's next allocation\n",
+               who, cushim_phase_name(phase));
     else if (a.was && a.was != (uint32_t)phase + 1 && a.was <= CUSHIM_PHASE_COUNT)
-        printf("pid %d: already in the %s phase; the waiting %s request is withdrawn\n", (int)pid,
+        printf("%s: already in the %s phase; the waiting %s request is withdrawn\n", who,
                cushim_phase_name(phase), cushim_phase_name(a.was - 1));
     else
-        printf("pid %d: already in the %s phase\n", (int)pid, cushim_phase_name(phase));
+        printf("%s: already in the %s phase\n", who, cushim_phase_name(phase));
     /* A phase moves memory only under CUSHIM_OFFLOAD=compile: said, so that nobody waits for
      * an offload that will not come. */
     if (!(a.flags & (CUSHIM_SEG_F_OFFLOAD_COMPILE | CUSHIM_SEG_F_OFFLOAD_ALWAYS)))
-        printf("pid %d: its offload is off (CUSHIM_OFFLOAD): the phase only marks its phase peaks\n", (int)pid);
+        printf("%s: its offload is off (CUSHIM_OFFLOAD): the phase only marks its phase peaks\n", who);
     else if (a.flags & CUSHIM_SEG_F_OFFLOAD_ALWAYS)
-        printf("pid %d: its offload is always (CUSHIM_OFFLOAD): every phase offloads; the phase only marks "
-               "its phase peaks\n", (int)pid);
+        printf("%s: its offload is always (CUSHIM_OFFLOAD): every phase offloads; the phase only marks "
+               "its phase peaks\n", who);
     return 0;
 }

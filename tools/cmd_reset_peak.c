@@ -67,7 +67,8 @@ int cmd_reset_peak(int argc, char **argv)
         cli_error("reset-peak needs a PID (usage: cushim reset-peak PID [--device N])");
         return EXIT_USAGE;
     }
-    struct cushim_segment *s = seg_map_rw(pid);
+    char who[128];
+    struct cushim_segment *s = seg_map_rw(pid, who, sizeof who);
     if (!s)
         return EXIT_NOTHING;
     struct reset_arg a = {device, 0};
@@ -88,8 +89,8 @@ int cmd_reset_peak(int argc, char **argv)
         return EXIT_NOTHING;
     }
     if (device >= 0)
-        printf("pid %d: peaks of device %ld set to their current values\n", (int)pid, device);
+        printf("%s: peaks of device %ld set to their current values\n", who, device);
     else
-        printf("pid %d: peaks of %d device%s set to their current values\n", (int)pid, n, n == 1 ? "" : "s");
+        printf("%s: peaks of %d device%s set to their current values\n", who, n, n == 1 ? "" : "s");
     return 0;
 }

@@ -662,6 +662,8 @@ struct pid_candidates {
     ino_t direct_ino[MAX_DIRECT];
     dev_t direct_dev[MAX_DIRECT];
     pid_t direct_own, inner_own;
+    pid_t inner_host;            /* the first inner one's pid here (0: not seen here) */
+    unsigned long long inner_ns; /* and its pid namespace's inode */
     struct cushim_snapshot inner_snap[8]; /* the first inner ones, for a message */
 };
 
@@ -683,6 +685,8 @@ static int gather_candidate(struct seg_entry *e, void *arg)
         if (c->ninner == 0) {
             snprintf(c->inner, sizeof c->inner, "%s", e->path);
             c->inner_own = e->snap.pid;
+            c->inner_host = e->snap.host_pid;
+            c->inner_ns = (unsigned long long)e->snap.pidns_inode;
         }
         if (c->ninner < 8)
             memcpy(&c->inner_snap[c->ninner], &e->snap, offsetof(struct cushim_snapshot, devices));
@@ -736,8 +740,9 @@ static int the_mapped_one(const struct pid_candidates *c)
     return -1;
 }
 
-struct cushim_segment *seg_map_rw(pid_t pid)
+struct cushim_segment *seg_map_rw(pid_t pid, char *who, size_t who_len)
 {
+    snprintf(who, who_len, "pid %d", (int)pid);
     /* The process with this pid here; else the one process of another pid namespace (a
      * container's, read on the host) with this pid there. Two of those are not guessed between. */
     static struct pid_candidates c;
@@ -755,6 +760,10 @@ struct cushim_segment *seg_map_rw(pid_t pid)
             cli_error("%s", why);
         return s;
     }
+    if (c.ndirect == 0 && c.ninner == 1 && c.inner_host)
+        snprintf(who, who_len, "pid %d (pid %d of pid namespace %llu)", (int)c.inner_host, (int)pid, c.inner_ns);
+    else if (c.ndirect == 0 && c.ninner == 1)
+        snprintf(who, who_len, "pid %d of pid namespace %llu", (int)pid, c.inner_ns);
     if (c.ndirect == 1 || (c.ndirect == 0 && c.ninner == 1)) {
         s = c.ndirect ? map_one(c.direct[0], c.direct_own, why, sizeof why) : map_one(c.inner, c.inner_own, why, sizeof why);
         if (!s)
