@@ -217,6 +217,8 @@ Test(live, ps_the_exposition_and_reset_peak_of_one_device_show_exact_figures)
     cr_assert(ps, "%s", r.out);
     cr_expect_str_eq(json_string_value(jpath(ps, "0.state")), "live");
     cr_expect_eq(jpath_u64(ps, "0.devices.0.device_total.current_bytes"), MiB + 4096);
+    cr_expect_eq(jpath_u64(ps, "0.devices.0.device_total.peak_bytes"), 4 * MiB + 4096);
+    cr_expect_eq(jpath_u64(ps, "0.devices.0.device_total.lifetime_peak_bytes"), 4 * MiB + 4096);
     cr_expect_null(jpath(ps, "0.host_pid"), "a process of this pid namespace has no host_pid");
     json_decref(ps);
     run_free(&r);
@@ -258,6 +260,24 @@ Test(live, ps_the_exposition_and_reset_peak_of_one_device_show_exact_figures)
     expect_prom(r.out, labels, "cushim_peak_bytes", "device", cur);
     expect_prom(r.out, labels, "cushim_device_total_peak_bytes", NULL, cur);
     expect_prom(r.out, labels, "cushim_peak_resets_total", NULL, 1);
+    run_free(&r);
+    /* ps and top mark a peak since a reset, and ps --json gives the lifetime peak (a fresh-user
+     * trial: sized from ps after a server's reset, a card would have been too small). */
+    cr_expect_eq(cli(segdir, &r, "ps", NULL, NULL), 0);
+    cr_expect(strstr(r.out, "    1.00 MiB    1.00 MiB+ run ") != NULL, "%s", r.out);
+    cr_expect(strstr(r.out, "\n+ the peak since a peak reset (`cushim reset-peak`); `cushim stat PID` gives the "
+                            "lifetime peak\n") != NULL, "%s", r.out);
+    run_free(&r);
+    cr_expect_eq(cli(segdir, &r, "ps", "--json", NULL), 0, "%s", r.err);
+    ps = json_loads(r.out, 0, NULL);
+    cr_expect_eq(jpath_u64(ps, "0.devices.0.device_total.peak_bytes"), MiB + 4096);
+    cr_expect_eq(jpath_u64(ps, "0.devices.0.device_total.lifetime_peak_bytes"), 4 * MiB + 4096);
+    json_decref(ps);
+    run_free(&r);
+    cr_expect_eq(cli(segdir, &r, "top", "-b", "-n1"), 0, "%s", r.err);
+    cr_expect(strstr(r.out, "    1.00 MiB  1.00 MiB+ ") != NULL, "%s", r.out);
+    cr_expect(strstr(r.out, "\n+ the peak since a peak reset; `cushim stat PID` gives the lifetime peak\n") != NULL,
+              "%s", r.out);
     run_free(&r);
     touch(hold);
     cr_expect_eq(wait_bg(pid), 0);

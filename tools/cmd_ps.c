@@ -18,6 +18,7 @@ struct ps_arg {
     int invalid;
     int color;
     int hidden; /* processes of another pid namespace not visible here ("1*") */
+    int reset;  /* rows whose peak is since a peak reset ("1.5 GiB+") */
     /* The live files, found by a first pass, and which are copies (seg_find_copies: another
      * file of a process that it does not map, or a second name of one), shown as `copy`. */
     struct seg_file *live;
@@ -53,6 +54,7 @@ static void json_row(struct jsonw *w, const struct seg_entry *e, const char *use
         jsonw_object_begin(w, "device_total");
         jsonw_u64(w, "current_bytes", d->dev[CUSHIM_DEV_total_current]);
         jsonw_u64(w, "peak_bytes", d->dev[CUSHIM_DEV_total_peak]);
+        jsonw_u64(w, "lifetime_peak_bytes", d->dev[CUSHIM_DEV_lifetime_peak]);
         jsonw_object_end(w);
         jsonw_object_end(w);
     }
@@ -113,9 +115,15 @@ static int row(struct seg_entry *e, void *argp)
     const char *on = a->color && e->stale ? "\033[33m" : "", *off = a->color && e->stale ? "\033[0m" : "";
     char pid[16];
     a->hidden += e->snap.other_pidns && !e->snap.host_pid;
+    /* A peak since a reset is marked: the process's peak before it is higher (a fresh-user trial:
+     * a card sized from ps after a server's reset would be too small). */
+    int since_reset = proc_sum(&e->snap, CUSHIM_DEV_peak_reset_count) != 0;
+    a->reset += since_reset;
+    cushim_format_bytes(p, peak, sizeof peak - 1);
+    if (since_reset)
+        strcat(peak, "+");
     printf("%s%7s %-10s %-7s %-8s %12s %12s %-11s %s%s\n", on, cushim_pid_label(&e->snap, pid, sizeof pid), user, state,
-           devs, cushim_format_bytes(c, cur, sizeof cur),
-           cushim_format_bytes(p, peak, sizeof peak), cushim_phase_label(&e->snap, phase, sizeof phase),
+           devs, cushim_format_bytes(c, cur, sizeof cur), peak, cushim_phase_label(&e->snap, phase, sizeof phase),
            cushim_text_printable(e->snap.command, cmd, sizeof cmd), off);
     a->rows++;
     return 0;
@@ -136,7 +144,8 @@ int cmd_ps(int argc, char **argv)
                    "pid (as seen here, also for a container's process), user, state (live;\n"
                    "copy: another file or name of a live process's segment, not the one it uses;\n"
                    "stale: the process is gone), devices used, device bytes current and peak\n"
-                   "(summed over its devices), phase (run>compile while a `cushim phase` request\n"
+                   "(summed over its devices; a peak marked + is since a peak reset), phase\n"
+                   "(run>compile while a `cushim phase` request\n"
                    "waits for the process's next allocation), command. A file named like a\n"
                    "segment that cannot be read as one (another cushim version's, say) is listed\n"
                    "as invalid, with why.\n\n"
@@ -149,7 +158,7 @@ int cmd_ps(int argc, char **argv)
         return EXIT_USAGE;
     }
     struct jsonw w;
-    struct ps_arg a = {0, 0, !json && cli_color(stdout), 0, NULL, NULL, 0, json ? &w : NULL};
+    struct ps_arg a = {.color = !json && cli_color(stdout), .json = json ? &w : NULL};
     seg_scan(NULL, 0, gather_live, &a);
     if (a.nlive > 0 && (a.copy = malloc((size_t)a.nlive)) != NULL)
         seg_find_copies(a.live, a.nlive, a.copy);
@@ -163,8 +172,10 @@ int cmd_ps(int argc, char **argv)
     seg_scan(NULL, 0, row, &a);
     if (json)
         jsonw_array_end(&w);
-    else if (a.hidden)
+    if (!json && a.hidden)
         printf("* the pid in its own pid namespace (a container's), whose processes are not visible here\n");
+    if (!json && a.reset)
+        printf("+ the peak since a peak reset (`cushim reset-peak`); `cushim stat PID` gives the lifetime peak\n");
     for (int i = 0; i < a.nlive; i++)
         free(a.live[i].path);
     free(a.live);

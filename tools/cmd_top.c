@@ -178,7 +178,10 @@ static void frame(struct sink *k, const struct proc_list *l)
         line(k, y++, ATTR_REVERSE, "%7s %-8s %-11s %12s %10s %9s %9s  %s", "PID", "DEVICES", "PHASE",
              "DEVICE-TOTAL", "TOTAL-PEAK", "PINNED", "OFFLOADED", "COMMAND");
     /* The notes below the table keep their lines when the processes fill the screen. */
-    int notes = (l->bad != 0) + (l->copies != 0);
+    int notes = (l->bad != 0) + (l->copies != 0), reset = 0;
+    for (int i = 0; i < l->count && !reset; i++)
+        reset = proc_sum(&l->procs[i], CUSHIM_DEV_peak_reset_count) != 0;
+    notes += reset;
     for (int i = 0; i < l->count; i++)
         if (l->procs[i].other_pidns && !l->procs[i].host_pid) {
             notes++;
@@ -193,17 +196,22 @@ static void frame(struct sink *k, const struct proc_list *l)
         char pid[16], limit[48] = "";
         if (limits)
             limit_label(p, limit, sizeof limit);
+        /* A peak since a reset is marked, as in ps. */
+        cushim_format_bytes(proc_sum(p, CUSHIM_DEV_total_peak), b, sizeof b - 1);
+        if (proc_sum(p, CUSHIM_DEV_peak_reset_count))
+            strcat(b, "+");
         line(k, y++, 0, "%7s %-8s %-11s %12s %10s %*s%s%9s %9s  %s", cushim_pid_label(p, pid, sizeof pid), devs,
              cushim_phase_label(p, phase, sizeof phase),
              cushim_format_bytes(proc_sum(p, CUSHIM_DEV_total_current), a, sizeof a),
-             cushim_format_bytes(proc_sum(p, CUSHIM_DEV_total_peak), b, sizeof b),
-             limits ? 9 : 0, limit, limits ? " " : "",
+             b, limits ? 9 : 0, limit, limits ? " " : "",
              cushim_format_bytes(pin, pinned, sizeof pinned), cushim_format_bytes(offl, off, sizeof off),
              p->command);
         hidden += p->other_pidns && !p->host_pid;
     }
     if (hidden)
         line(k, y++, 0, "* the pid in its own pid namespace (a container's), whose processes are not visible here");
+    if (reset)
+        line(k, y++, 0, "+ the peak since a peak reset; `cushim stat PID` gives the lifetime peak");
     if (l->bad)
         line(k, y++, 0, "%d segment%s could not be read: `cushim ps` lists %s, with why", l->bad,
              l->bad == 1 ? "" : "s", l->bad == 1 ? "it" : "them");
