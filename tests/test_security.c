@@ -727,8 +727,9 @@ Test(security, an_exporter_with_dac_read_search_sees_everyone)
     /* Gone: said so, not as a process that user could change (an attack trial). */
     run_cmd(&r, cap_reset, env);
     cr_expect_eq(r.status, 1);
-    snprintf(said, sizeof said, "cushim: no cushim process %d: it is gone, and its stale segment in %s is uid 0's "
-             "(`cushim gc` run by that user or root removes it)\n", (int)pid, h.segdir);
+    snprintf(said, sizeof said, "cushim: no cushim process %d: none is alive here (gone, or another pid namespace's), "
+             "and its segment in %s is uid 0's (`cushim gc` run by that user or root removes a stale one)\n",
+             (int)pid, h.segdir);
     cr_expect_str_eq(r.err, said);
     run_free(&r);
     const char *cap_gc[] = {"setpriv", "--reuid=" OWNER, "--regid=" OWNER, "--clear-groups", "--inh-caps=+dac_read_search",

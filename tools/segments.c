@@ -639,8 +639,10 @@ void seg_say_missing(pid_t pid, int to_change)
     if (starting[0])
         cli_error(cushim_proc_alive(pid) ? STARTING : NEVER_STARTED, (int)pid, starting);
     else if (owner >= 0 && !cushim_proc_alive(pid))
-        cli_error("no cushim process %d: it is gone, and its stale segment in %s is uid %ld's (`cushim gc` "
-                  "run by that user or root removes it)", (int)pid, seg_dir(), owner);
+        /* Named by the writer's own pid: a container's live process may have it there. */
+        cli_error("no cushim process %d: none is alive here (gone, or another pid namespace's), and its segment in "
+                  "%s is uid %ld's (`cushim gc` run by that user or root removes a stale one)", (int)pid, seg_dir(),
+                  owner);
     else if (owner >= 0)
         cli_error(to_change ? "no cushim process %d of yours: its segment in %s is uid %ld's (only that user or "
                               "root may change it)"
