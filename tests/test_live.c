@@ -261,12 +261,12 @@ Test(live, ps_the_exposition_and_reset_peak_of_one_device_show_exact_figures)
     expect_prom(r.out, labels, "cushim_device_total_peak_bytes", NULL, cur);
     expect_prom(r.out, labels, "cushim_peak_resets_total", NULL, 1);
     run_free(&r);
-    /* ps and top mark a peak since a reset, and ps --json gives the lifetime peak (a fresh-user
+    /* ps and top mark a peak a reset lowered, and ps --json gives the lifetime peak (a fresh-user
      * trial: sized from ps after a server's reset, a card would have been too small). */
     cr_expect_eq(cli(segdir, &r, "ps", NULL, NULL), 0);
-    cr_expect(strstr(r.out, "    1.00 MiB    1.00 MiB+ run ") != NULL, "%s", r.out);
-    cr_expect(strstr(r.out, "\n+ the peak since a peak reset (`cushim reset-peak`); `cushim stat PID` gives the "
-                            "lifetime peak\n") != NULL, "%s", r.out);
+    cr_expect(strstr(r.out, "    1.00 MiB    ^1.00 MiB run ") != NULL, "%s", r.out);
+    cr_expect(strstr(r.out, "\n^ a peak reset lowered the peak; lifetime peak: `cushim stat PID` (live), `ps --json`\n")
+              != NULL, "%s", r.out);
     run_free(&r);
     cr_expect_eq(cli(segdir, &r, "ps", "--json", NULL), 0, "%s", r.err);
     ps = json_loads(r.out, 0, NULL);
@@ -275,9 +275,16 @@ Test(live, ps_the_exposition_and_reset_peak_of_one_device_show_exact_figures)
     json_decref(ps);
     run_free(&r);
     cr_expect_eq(cli(segdir, &r, "top", "-b", "-n1"), 0, "%s", r.err);
-    cr_expect(strstr(r.out, "    1.00 MiB  1.00 MiB+ ") != NULL, "%s", r.out);
-    cr_expect(strstr(r.out, "\n+ the peak since a peak reset; `cushim stat PID` gives the lifetime peak\n") != NULL,
-              "%s", r.out);
+    cr_expect(strstr(r.out, "    1.00 MiB  ^1.00 MiB ") != NULL, "%s", r.out);
+    cr_expect(strstr(r.out, "     1.00 MiB ^1.00 MiB\n") != NULL, "the device's SUM-PEAKS: %s", r.out);
+    cr_expect(strstr(r.out, "\n^ a peak reset lowered the peak; lifetime peak: `cushim stat PID` (live), `ps --json`\n")
+              != NULL, "%s", r.out);
+    run_free(&r);
+    /* A second reset: the lifetime peak is still above the peak, still marked. */
+    cr_expect_eq(cli(segdir, &r, "reset-peak", p, NULL), 0, "%s", r.err);
+    run_free(&r);
+    cr_expect_eq(cli(segdir, &r, "ps", NULL, NULL), 0);
+    cr_expect(strstr(r.out, "^") != NULL, "the lifetime peak is still above: %s", r.out);
     run_free(&r);
     touch(hold);
     cr_expect_eq(wait_bg(pid), 0);

@@ -18,7 +18,7 @@ struct ps_arg {
     int invalid;
     int color;
     int hidden; /* processes of another pid namespace not visible here ("1*") */
-    int reset;  /* rows whose peak is since a peak reset ("1.5 GiB+") */
+    int reset;  /* rows whose peak a reset lowered ("1.5 GiB^") */
     /* The live files, found by a first pass, and which are copies (seg_find_copies: another
      * file of a process that it does not map, or a second name of one), shown as `copy`. */
     struct seg_file *live;
@@ -115,15 +115,13 @@ static int row(struct seg_entry *e, void *argp)
     const char *on = a->color && e->stale ? "\033[33m" : "", *off = a->color && e->stale ? "\033[0m" : "";
     char pid[16];
     a->hidden += e->snap.other_pidns && !e->snap.host_pid;
-    /* A peak since a reset is marked: the process's peak before it is higher (a fresh-user trial:
-     * a card sized from ps after a server's reset would be too small). */
-    int since_reset = proc_sum(&e->snap, CUSHIM_DEV_peak_reset_count) != 0;
-    a->reset += since_reset;
-    cushim_format_bytes(p, peak, sizeof peak - 1);
-    if (since_reset)
-        strcat(peak, "+");
-    printf("%s%7s %-10s %-7s %-8s %12s %12s %-11s %s%s\n", on, cushim_pid_label(&e->snap, pid, sizeof pid), user, state,
-           devs, cushim_format_bytes(c, cur, sizeof cur), peak, cushim_phase_label(&e->snap, phase, sizeof phase),
+    /* A peak a reset lowered is marked ("^1.00 MiB"): the process needed more before (a fresh-user
+     * trial: a card sized from ps after a server's reset would be too small). */
+    int lowered = proc_peak_lowered(&e->snap);
+    a->reset += lowered;
+    printf("%s%7s %-10s %-7s %-8s %12s %12s %-11s %s%s\n", on, cushim_pid_label(&e->snap, pid, sizeof pid), user,
+           state, devs, cushim_format_bytes(c, cur, sizeof cur), peak_label(p, lowered, peak, sizeof peak),
+           cushim_phase_label(&e->snap, phase, sizeof phase),
            cushim_text_printable(e->snap.command, cmd, sizeof cmd), off);
     a->rows++;
     return 0;
@@ -144,11 +142,10 @@ int cmd_ps(int argc, char **argv)
                    "pid (as seen here, also for a container's process), user, state (live;\n"
                    "copy: another file or name of a live process's segment, not the one it uses;\n"
                    "stale: the process is gone), devices used, device bytes current and peak\n"
-                   "(summed over its devices; a peak marked + is since a peak reset), phase\n"
-                   "(run>compile while a `cushim phase` request\n"
-                   "waits for the process's next allocation), command. A file named like a\n"
-                   "segment that cannot be read as one (another cushim version's, say) is listed\n"
-                   "as invalid, with why.\n\n"
+                   "(summed over its devices; ^: a peak reset lowered the peak), phase\n"
+                   "(run>compile while a `cushim phase` request waits for the process's next\n"
+                   "allocation), command. A file named like a segment that cannot be read as one\n"
+                   "(another cushim version's, say) is listed as invalid, with why.\n\n"
                    "  --json   the same as a JSON array, one object per segment file, with pid,\n"
                    "           user, state, path and devices, device_total and phase in the\n"
                    "           summary's names (docs/SUMMARY-JSON.md)\n");
@@ -175,7 +172,7 @@ int cmd_ps(int argc, char **argv)
     if (!json && a.hidden)
         printf("* the pid in its own pid namespace (a container's), whose processes are not visible here\n");
     if (!json && a.reset)
-        printf("+ the peak since a peak reset (`cushim reset-peak`); `cushim stat PID` gives the lifetime peak\n");
+        printf("^ a peak reset lowered the peak; lifetime peak: `cushim stat PID` (live), `ps --json`\n");
     for (int i = 0; i < a.nlive; i++)
         free(a.live[i].path);
     free(a.live);

@@ -55,6 +55,7 @@ struct dev_total {
     int ordinal;
     uint64_t total, current, peak;
     int procs;
+    int lowered; /* a process's peak on it was lowered by a reset */
 };
 
 /* The LIMIT column of a process: the sum of its devices' budgets (as DEVICE-TOTAL sums their
@@ -153,6 +154,7 @@ static void frame(struct sink *k, const struct proc_list *l)
             }
             tot[j].current = cushim_sat_add(tot[j].current, d->dev[CUSHIM_DEV_total_current]);
             tot[j].peak = cushim_sat_add(tot[j].peak, d->dev[CUSHIM_DEV_total_peak]);
+            tot[j].lowered |= device_peak_lowered(d);
             tot[j].procs++;
         }
     int y = 2;
@@ -164,7 +166,7 @@ static void frame(struct sink *k, const struct proc_list *l)
                  tot[j].identified ? cushim_format_uuid(tot[j].uuid, u, sizeof u) : "(unknown uuid)",
                  tot[j].procs, cushim_format_bytes(tot[j].total, a, sizeof a),
                  cushim_format_bytes(tot[j].current, b, sizeof b),
-                 cushim_format_bytes(tot[j].peak, c, sizeof c));
+                 peak_label(tot[j].peak, tot[j].lowered, c, sizeof c));
     y++;
     /* A LIMIT column (the process's device budget, CUSHIM_DEVICE_LIMIT) only when a listed
      * process has one, so the usual table still fits 80 columns. */
@@ -179,8 +181,8 @@ static void frame(struct sink *k, const struct proc_list *l)
              "DEVICE-TOTAL", "TOTAL-PEAK", "PINNED", "OFFLOADED", "COMMAND");
     /* The notes below the table keep their lines when the processes fill the screen. */
     int notes = (l->bad != 0) + (l->copies != 0), reset = 0;
-    for (int i = 0; i < l->count && !reset; i++)
-        reset = proc_sum(&l->procs[i], CUSHIM_DEV_peak_reset_count) != 0;
+    for (int j = 0; j < ntot && !reset; j++)
+        reset = tot[j].lowered;
     notes += reset;
     for (int i = 0; i < l->count; i++)
         if (l->procs[i].other_pidns && !l->procs[i].host_pid) {
@@ -196,14 +198,12 @@ static void frame(struct sink *k, const struct proc_list *l)
         char pid[16], limit[48] = "";
         if (limits)
             limit_label(p, limit, sizeof limit);
-        /* A peak since a reset is marked, as in ps. */
-        cushim_format_bytes(proc_sum(p, CUSHIM_DEV_total_peak), b, sizeof b - 1);
-        if (proc_sum(p, CUSHIM_DEV_peak_reset_count))
-            strcat(b, "+");
+        /* A peak a reset lowered is marked ("^1.00 MiB"), as in ps. */
         line(k, y++, 0, "%7s %-8s %-11s %12s %10s %*s%s%9s %9s  %s", cushim_pid_label(p, pid, sizeof pid), devs,
              cushim_phase_label(p, phase, sizeof phase),
              cushim_format_bytes(proc_sum(p, CUSHIM_DEV_total_current), a, sizeof a),
-             b, limits ? 9 : 0, limit, limits ? " " : "",
+             peak_label(proc_sum(p, CUSHIM_DEV_total_peak), proc_peak_lowered(p), b, sizeof b),
+             limits ? 9 : 0, limit, limits ? " " : "",
              cushim_format_bytes(pin, pinned, sizeof pinned), cushim_format_bytes(offl, off, sizeof off),
              p->command);
         hidden += p->other_pidns && !p->host_pid;
@@ -211,7 +211,7 @@ static void frame(struct sink *k, const struct proc_list *l)
     if (hidden)
         line(k, y++, 0, "* the pid in its own pid namespace (a container's), whose processes are not visible here");
     if (reset)
-        line(k, y++, 0, "+ the peak since a peak reset; `cushim stat PID` gives the lifetime peak");
+        line(k, y++, 0, "^ a peak reset lowered the peak; lifetime peak: `cushim stat PID` (live), `ps --json`");
     if (l->bad)
         line(k, y++, 0, "%d segment%s could not be read: `cushim ps` lists %s, with why", l->bad,
              l->bad == 1 ? "" : "s", l->bad == 1 ? "it" : "them");

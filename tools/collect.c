@@ -1,5 +1,6 @@
 #include "tools/collect.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -11,6 +12,26 @@ uint64_t proc_sum(const struct cushim_snapshot *s, int dev_stat)
     for (uint32_t i = 0; i < s->device_count; i++)
         v = cushim_sat_add(v, s->devices[i].dev[dev_stat]); /* a crafted segment must not wrap */
     return v;
+}
+
+int device_peak_lowered(const struct cushim_device_snapshot *d)
+{
+    return d->dev[CUSHIM_DEV_lifetime_peak] > d->dev[CUSHIM_DEV_total_peak];
+}
+
+int proc_peak_lowered(const struct cushim_snapshot *s)
+{
+    for (uint32_t i = 0; i < s->device_count; i++)
+        if (device_peak_lowered(&s->devices[i]))
+            return 1;
+    return 0;
+}
+
+const char *peak_label(uint64_t bytes, int lowered, char *buf, size_t len)
+{
+    char v[32];
+    snprintf(buf, len, "%s%s", lowered ? "^" : "", cushim_format_bytes(bytes, v, sizeof v));
+    return buf;
 }
 
 struct collect_arg {

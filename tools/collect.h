@@ -66,4 +66,12 @@ void seg_find_copies(const struct seg_file *f, int n, char *verdict);
 /* Sum over the process's devices of a device stat (CUSHIM_DEV_*). */
 uint64_t proc_sum(const struct cushim_snapshot *s, int dev_stat);
 
+/* Whether a peak reset left a device's peak below its lifetime peak (the process needed more
+ * before the reset than its peak shows): ps and top mark such a peak, "^1.00 MiB" (peak_label). */
+int device_peak_lowered(const struct cushim_device_snapshot *d);
+int proc_peak_lowered(const struct cushim_snapshot *s);
+
+/* `bytes` formatted (cushim_format_bytes) into buf, after a '^' when `lowered`. Returns buf. */
+const char *peak_label(uint64_t bytes, int lowered, char *buf, size_t len);
+
 #endif
