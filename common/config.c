@@ -65,23 +65,18 @@ static int known_name(const char *s, size_t n)
     return 0;
 }
 
-/* The user-facing variable nearest to the n bytes at s (cushim_text_near_limit's rule), for "did
- * you mean"; NULL if none. Only for a name already found unknown. */
+/* The user-facing variable nearest to the n bytes at s (cushim_text_nearest), for "did you mean";
+ * NULL if none. Only for a name already found unknown. */
 static const char *nearest_variable(const char *s, size_t n)
 {
-    const char *best = NULL;
-    size_t best_d = 3;
-    for (int i = 0; i < CUSHIM_OPT_COUNT; i++) {
-        const char *v = cushim_option_table[i].variable;
-        if (cushim_option_internal((enum cushim_option)i))
-            continue;
-        size_t d = cushim_text_distance(s, n, v, cushim_text_near_limit(v, strlen("CUSHIM_")));
-        if (d <= cushim_text_near_limit(v, strlen("CUSHIM_")) && d < best_d) {
-            best_d = d;
-            best = v;
-        }
-    }
-    return best;
+    const char *names[CUSHIM_OPT_COUNT];
+    int count = 0;
+    for (int i = 0; i < CUSHIM_OPT_COUNT; i++)
+        if (!cushim_option_internal((enum cushim_option)i))
+            names[count++] = cushim_option_table[i].variable;
+    size_t d;
+    int k = cushim_text_nearest(s, n, names, count, strlen("CUSHIM_"), &d);
+    return k >= 0 ? names[k] : NULL;
 }
 
 static uint64_t fnv(uint64_t h, const char *s, size_t n)

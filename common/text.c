@@ -131,7 +131,18 @@ size_t cushim_text_distance(const char *a, size_t n, const char *b, size_t max)
     return one[m] <= max ? one[m] : max + 1;
 }
 
-size_t cushim_text_near_limit(const char *known, size_t prefix)
+int cushim_text_nearest(const char *word, size_t n, const char *const *names, int count, size_t prefix,
+                        size_t *distance)
 {
-    return strlen(known) >= prefix + 6 ? 2 : 1;
+    int best = -1;
+    size_t best_d = 3;
+    for (int i = 0; i < count; i++) {
+        size_t limit = strlen(names[i]) >= prefix + 6 ? 2 : 1, d = cushim_text_distance(word, n, names[i], limit);
+        if (d <= limit && d < best_d) {
+            best_d = d;
+            best = i;
+        }
+    }
+    *distance = best_d;
+    return best;
 }

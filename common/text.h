@@ -30,9 +30,12 @@ char *cushim_text_escaped(const char *s, char *buf, size_t len);
  * near a mistyped name is to a known one, for "did you mean". */
 size_t cushim_text_distance(const char *a, size_t n, const char *b, size_t max);
 
-/* The "did you mean" rule for a name whose known forms share a prefix of `prefix` bytes
- * (CUSHIM_, --): the largest distance still offered, 2 when the known name has 6 or more bytes
- * after it, else 1 (CUSHIM_FOO is not offered CUSHIM_LOG). */
-size_t cushim_text_near_limit(const char *known, size_t prefix);
+/* "Did you mean": of the `count` known names, the one nearest to the n bytes at word, within two
+ * edits (cushim_text_distance) of a name with 6 or more bytes after the `prefix` bytes all share
+ * (CUSHIM_, --), within one of a shorter one (CUSHIM_FOO is not offered CUSHIM_LOG); the first of
+ * equally near ones. Returns its index and its distance in *distance (0: the name itself), or -1
+ * when none is near. Pure. */
+int cushim_text_nearest(const char *word, size_t n, const char *const *names, int count, size_t prefix,
+                        size_t *distance);
 
 #endif

@@ -348,10 +348,22 @@ Test(units, edit_distance_for_did_you_mean)
     char longer[80];
     memset(longer, 'a', sizeof longer);
     cr_expect_eq(cushim_text_distance(longer, sizeof longer, "a", 100), 101, "over 64 bytes: never near");
-    cr_expect_eq(cushim_text_near_limit("CUSHIM_LOG", 7), 1);
-    cr_expect_eq(cushim_text_near_limit("CUSHIM_OFFLOAD", 7), 2);
-    cr_expect_eq(cushim_text_near_limit("--quiet", 2), 1);
-    cr_expect_eq(cushim_text_near_limit("--device-limit", 2), 2);
+    /* The nearest: two edits off a name of 6 or more bytes after the prefix, one off a shorter. */
+    const char *vars[] = {"CUSHIM_LOG", "CUSHIM_OFFLOAD", "CUSHIM_OFFLOAD_MIN"};
+    size_t d = 99;
+    cr_expect_eq(cushim_text_nearest("CUSHIM_LOGG", 11, vars, 3, 7, &d), 0);
+    cr_expect_eq(d, 1);
+    cr_expect_eq(cushim_text_nearest("CUSHIM_FOO", 10, vars, 3, 7, &d), -1, "two edits off a short name");
+    cr_expect_eq(cushim_text_nearest("CUSHIM_OFLOD", 12, vars, 3, 7, &d), 1);
+    cr_expect_eq(d, 2);
+    cr_expect_eq(cushim_text_nearest("CUSHIM_OFFLOAD_MIN=1", 18, vars, 3, 7, &d), 2);
+    cr_expect_eq(d, 0, "the name itself");
+    const char *flags[] = {"--quiet", "--json"};
+    cr_expect_eq(cushim_text_nearest("--quite", 7, flags, 2, 2, &d), 0, "a swap, one edit off a short name");
+    cr_expect_eq(cushim_text_nearest("--qiet", 6, flags, 2, 2, &d), 0);
+    cr_expect_eq(cushim_text_nearest("--qite", 6, flags, 2, 2, &d), -1, "a letter out and a swap: two edits");
+    cr_expect_eq(cushim_text_nearest("--qte", 5, flags, 2, 2, &d), -1);
+    cr_expect_eq(cushim_text_nearest("--quiet", 7, flags, 0, 2, &d), -1, "no names");
 }
 
 /* docs/SUMMARY-JSON.md names every field of the summary: each kind, each per-kind counter and each

@@ -33,21 +33,25 @@ void cli_error(const char *fmt, ...)
 
 void cli_bad_word(const char *cmd, const char *word, const char *usage)
 {
-    /* A long option near one the usage names (or --help): offered. */
-    char near[64] = "", flag[64];
-    size_t n = strcspn(word, "="), best_d = 3;
-    for (const char *p = usage; word[0] == '-' && word[1] == '-' && (p = strstr(p, "--")) != NULL;) {
+    /* A long option near one the usage line names, or --help: offered. */
+    char flags[16][64];
+    const char *names[17];
+    int count = 0;
+    for (const char *p = usage; (p = strstr(p, "--")) != NULL && count < 16;) {
         size_t len = 2 + strspn(p + 2, "abcdefghijklmnopqrstuvwxyz-");
-        snprintf(flag, sizeof flag, "%.*s", (int)(len < sizeof flag ? len : sizeof flag - 1), p);
+        snprintf(flags[count], sizeof flags[0], "%.*s", (int)(len < sizeof flags[0] ? len : sizeof flags[0] - 1), p);
         p += len;
-        size_t limit = cushim_text_near_limit(flag, 2), d = cushim_text_distance(word, n, flag, limit);
-        if (len > 2 && d <= limit && d < best_d) {
-            best_d = d;
-            snprintf(near, sizeof near, "%s", flag);
+        if (len > 2) {
+            names[count] = flags[count];
+            count++;
         }
     }
-    if (word[0] == '-' && word[1] == '-' && !near[0] && (best_d = cushim_text_distance(word, n, "--help", 1)) <= 1)
-        snprintf(near, sizeof near, "--help");
+    names[count++] = "--help";
+    size_t best_d = 3;
+    int best = word[0] == '-' && word[1] == '-'
+                   ? cushim_text_nearest(word, strcspn(word, "="), names, count, strlen("--"), &best_d)
+                   : -1;
+    const char *near = best >= 0 ? names[best] : "";
     if (near[0] && best_d == 0) /* the option itself, given a value: --json=1 */
         cli_error("%s takes no value (got \"%s\")", near, word);
     else if (near[0])

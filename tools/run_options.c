@@ -115,24 +115,20 @@ static void set_flag(int k, const char *flag, const char *v)
 int run_nearest_flag(const char *word, char *buf, size_t len, size_t *distance)
 {
     static const char *const own[] = {"--json", "--quiet", "--help"};
-    size_t n = strcspn(word, "="), best_d = 3;
-    char flag[64];
-    buf[0] = '\0';
-    for (int k = 0; k < CUSHIM_OPT_COUNT + 3; k++) {
-        if (k < CUSHIM_OPT_COUNT && internal_option(k))
-            continue;
-        if (k < CUSHIM_OPT_COUNT)
-            run_flag_name(cushim_option_table[k].variable, flag, sizeof flag);
-        else
-            snprintf(flag, sizeof flag, "%s", own[k - CUSHIM_OPT_COUNT]);
-        size_t limit = cushim_text_near_limit(flag, 2), d = cushim_text_distance(word, n, flag, limit);
-        if (d <= limit && d < best_d) {
-            best_d = d;
-            snprintf(buf, len, "%s", flag);
+    char flags[CUSHIM_OPT_COUNT][64];
+    const char *names[CUSHIM_OPT_COUNT + 3];
+    int count = 0;
+    for (int k = 0; k < CUSHIM_OPT_COUNT; k++)
+        if (!internal_option(k)) {
+            run_flag_name(cushim_option_table[k].variable, flags[count], sizeof flags[0]);
+            names[count] = flags[count];
+            count++;
         }
-    }
-    *distance = best_d;
-    return buf[0] != '\0';
+    for (int k = 0; k < 3; k++)
+        names[count++] = own[k];
+    int best = cushim_text_nearest(word, strcspn(word, "="), names, count, strlen("--"), distance);
+    snprintf(buf, len, "%s", best >= 0 ? names[best] : "");
+    return best >= 0;
 }
 
 int run_config_flag(int argc, char **argv, int i)
