@@ -31,7 +31,7 @@ void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* A word a subcommand does not take, said one way for all: `unknown option "W" for CMD (see
  * cushim CMD --help)` for one that starts with '-' (with "did you mean --X?" when W's name, before
- * any '=', is near a long option USAGE names, or --help: cushim_text_near_limit's rule), else
+ * any '=', is near a long option USAGE names, or --help: cushim_text_nearest's rule), else
  * `unexpected argument "W" for CMD (usage: USAGE)`. */
 void cli_bad_word(const char *cmd, const char *word, const char *usage);
 

@@ -110,7 +110,7 @@ static void set_flag(int k, const char *flag, const char *v)
     set_by_flag[k] = 1;
 }
 
-/* The run option nearest to the mistyped `word` (its name, before any '='; cushim_text_near_limit's
+/* The run option nearest to the mistyped `word` (its name, before any '='; cushim_text_nearest's
  * rule) into buf; 0 if none is near. */
 int run_nearest_flag(const char *word, char *buf, size_t len, size_t *distance)
 {

@@ -25,7 +25,7 @@ int run_flag_bad(void);
 int run_config_flag(int argc, char **argv, int i);
 
 /* The run option nearest to the mistyped `word` (its name before any '='; the table's flags,
- * --json, --quiet, --help; cushim_text_near_limit's rule) into buf, its edit distance into
+ * --json, --quiet, --help; cushim_text_nearest's rule) into buf, its edit distance into
  * *distance (0: the option itself, given a value it does not take). 0 if none is near. */
 int run_nearest_flag(const char *word, char *buf, size_t len, size_t *distance);
 
