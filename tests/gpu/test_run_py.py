@@ -486,6 +486,18 @@ def functions(path):
     return {f.name: f for f in ast.walk(tree) if isinstance(f, ast.FunctionDef)}
 
 
+class Python38(unittest.TestCase):
+    def test_grammar(self):
+        """The GPU machine's Python may be as old as 3.8: the suite's files parse with 3.8's grammar
+        (ast's feature_version; a 3.9+ form such as parenthesized context managers fails here).
+        Grammar only: a newer library call would still pass (a review ran the suite under 3.8)."""
+        for name in ("run.py", "torch_checks.py", "test_run_py.py"):
+            with self.subTest(file=name):
+                ast.parse(slurp(os.path.join(HERE, name)), filename=name, feature_version=(3, 8))
+        with self.assertRaises(SyntaxError):
+            ast.parse("with (open(a) as f, open(b) as g):\n    pass\n", feature_version=(3, 8))
+
+
 class Torch(unittest.TestCase):
     def test_keys(self):
         """Every key a PyTorch check reads from torch_run(MODE) is a dict key of MODE's function."""
