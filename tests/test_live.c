@@ -265,7 +265,7 @@ Test(live, ps_the_exposition_and_reset_peak_of_one_device_show_exact_figures)
      * trial: sized from ps after a server's reset, a card would have been too small). */
     cr_expect_eq(cli(segdir, &r, "ps", NULL, NULL), 0);
     cr_expect(strstr(r.out, "    1.00 MiB    ^1.00 MiB run ") != NULL, "%s", r.out);
-    cr_expect(strstr(r.out, "\n^ a peak reset lowered the peak; lifetime peak: `cushim stat PID` (live), `ps --json`\n")
+    cr_expect(strstr(r.out, "\n^ peak lowered by a peak reset; lifetime peak: `cushim stat PID`, `ps --json`\n")
               != NULL, "%s", r.out);
     run_free(&r);
     cr_expect_eq(cli(segdir, &r, "ps", "--json", NULL), 0, "%s", r.err);
@@ -277,7 +277,7 @@ Test(live, ps_the_exposition_and_reset_peak_of_one_device_show_exact_figures)
     cr_expect_eq(cli(segdir, &r, "top", "-b", "-n1"), 0, "%s", r.err);
     cr_expect(strstr(r.out, "    1.00 MiB  ^1.00 MiB ") != NULL, "%s", r.out);
     cr_expect(strstr(r.out, "     1.00 MiB ^1.00 MiB\n") != NULL, "the device's SUM-PEAKS: %s", r.out);
-    cr_expect(strstr(r.out, "\n^ a peak reset lowered the peak; lifetime peak: `cushim stat PID` (live), `ps --json`\n")
+    cr_expect(strstr(r.out, "\n^ peak lowered by a peak reset; lifetime peak: `cushim stat PID`, `ps --json`\n")
               != NULL, "%s", r.out);
     run_free(&r);
     /* A second reset: the lifetime peak is still above the peak, still marked. */

@@ -172,7 +172,7 @@ int cmd_ps(int argc, char **argv)
     if (!json && a.hidden)
         printf("* the pid in its own pid namespace (a container's), whose processes are not visible here\n");
     if (!json && a.reset)
-        printf("^ a peak reset lowered the peak; lifetime peak: `cushim stat PID` (live), `ps --json`\n");
+        printf("^ peak lowered by a peak reset; lifetime peak: `cushim stat PID`, `ps --json`\n");
     for (int i = 0; i < a.nlive; i++)
         free(a.live[i].path);
     free(a.live);

@@ -211,7 +211,7 @@ static void frame(struct sink *k, const struct proc_list *l)
     if (hidden)
         line(k, y++, 0, "* the pid in its own pid namespace (a container's), whose processes are not visible here");
     if (reset)
-        line(k, y++, 0, "^ a peak reset lowered the peak; lifetime peak: `cushim stat PID` (live), `ps --json`");
+        line(k, y++, 0, "^ peak lowered by a peak reset; lifetime peak: `cushim stat PID`, `ps --json`");
     if (l->bad)
         line(k, y++, 0, "%d segment%s could not be read: `cushim ps` lists %s, with why", l->bad,
              l->bad == 1 ? "" : "s", l->bad == 1 ? "it" : "them");
