@@ -329,8 +329,6 @@ Test(live, a_budget_refusal_is_in_the_exposition_and_stat)
     cr_expect_eq(wait_bg(pid), 0);
 }
 
-/* A process whose main thread has ended (a zombie main thread) but whose other threads run is
- * alive: listed live, readable, its segment kept by gc. */
 Test(live, busy_counters_are_still_read_reset_and_switched)
 {
     /* 16 threads on this machine's few cores: a writer preempted inside its update holds readers
@@ -542,6 +540,8 @@ Test(live, stat_with_nothing_to_show_leaves_its_output_file)
     free(text);
 }
 
+/* A process whose main thread has ended (a zombie main thread) but whose other threads run is
+ * alive: listed live, readable, its segment kept by gc. */
 Test(live, a_process_whose_main_thread_ended_is_alive)
 {
     const char *segdir;

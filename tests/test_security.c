@@ -493,8 +493,6 @@ Test(security, report_and_log_files_are_opened_safely)
     cr_expect_gt(st.st_size, 0);
 }
 
-/* Another user took the name a process's segment would have (cushim-UID-PID in a shared
- * directory): the process uses a name with a random suffix, says so, and the CLI finds it. */
 /* The CLI's own outputs (--json, --output) follow the same rule: a link another user planted in
  * a directory others may write is refused; the file it names is untouched. */
 Test(security, outputs_never_follow_a_planted_link)
@@ -574,6 +572,8 @@ Test(security, outputs_never_follow_a_planted_link)
     free(text);
 }
 
+/* Another user took the name a process's segment would have (cushim-UID-PID in a shared
+ * directory): the process uses a name with a random suffix, says so, and the CLI finds it. */
 Test(security, a_taken_segment_name_is_worked_around)
 {
     if (geteuid() != 0) {

@@ -61,9 +61,6 @@ Test(segments, a_segment_of_yours_that_cannot_be_read_is_said)
     run_free(&r);
 }
 
-/* A process's segment before its header is written (the first moments of a process, or one
- * stopped then): stat and reset-peak both say the process is starting, not that there is no
- * segment or that it is truncated. */
 /* ps lists in pid order, whatever the directory's own order (found by a fresh-user trial: 12869
  * before 12868). Eight links named for pids made in a shuffled order. */
 Test(segments, ps_lists_in_pid_order)
@@ -90,6 +87,9 @@ Test(segments, ps_lists_in_pid_order)
     run_free(&r);
 }
 
+/* A process's segment before its header is written (the first moments of a process, or one
+ * stopped then): stat and reset-peak both say the process is starting, not that there is no
+ * segment or that it is truncated. */
 Test(segments, a_segment_without_a_header_yet_is_a_starting_process)
 {
     const char *segdir = fresh_dir("seg-starting");
