@@ -13,6 +13,7 @@
 #include <stdint.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "common.h"
@@ -1737,16 +1738,27 @@ static int scenario_exec(void)
     return 98;
 }
 
-/* 10^6 cudaMalloc/cudaFree pairs of multiples of 4 KiB while something reads the segment. */
+/* cudaMalloc/cudaFree pairs of multiples of 4 KiB while something reads the segment, until
+ * $HOLD_FILE exists (looked for every 4096 pairs) or 120 s have passed; 10^6 pairs without
+ * HOLD_FILE. The reader decides when it has seen enough, so a descheduled program cannot end
+ * before the reader starts, nor stall through all of its reads unnoticed. */
 static int scenario_churn(void)
 {
     void *keep;
+    const char *stop = getenv("HOLD_FILE");
+    struct timespec t0, t;
     CHECK(cudaMalloc(&keep, 4096));
+    clock_gettime(CLOCK_MONOTONIC, &t0);
     ready();
-    for (int i = 0; i < 1000000; i++) {
+    for (long i = 0; stop || i < 1000000; i++) {
         void *p;
         CHECK(cudaMalloc(&p, 4096 * (size_t)(1 + i % 64)));
         CHECK(cudaFree(p));
+        if (stop && i % 4096 == 4095) {
+            clock_gettime(CLOCK_MONOTONIC, &t);
+            if (access(stop, F_OK) == 0 || t.tv_sec - t0.tv_sec > 120)
+                break;
+        }
     }
     return 0;
 }
