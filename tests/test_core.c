@@ -864,3 +864,40 @@ Test(core, json_schema_has_every_kind)
     json_decref(j);
     run_free(&r);
 }
+
+/* The shim's own memory runs out (every anonymous mapping it asks for after the first
+ * FAIL_MMAP_AFTER is refused, tests/programs/fail_mmap.c): the program's 20,001 cudaMalloc and
+ * 20,000 cudaFree all succeed as they would without the shim, the shim says so in one line, and
+ * what it counts stays consistent: an allocation it could not keep in its table is not counted,
+ * nor is its free (never a free of bytes it did not count, never a current it cannot lower). */
+Test(core, out_of_memory_for_the_table_passes_calls_through)
+{
+    static const int afters[] = {0, 1, 3};
+    for (size_t i = 0; i < sizeof afters / sizeof afters[0]; i++) {
+        char pre[700], lib[700], after[64];
+        snprintf(pre, sizeof pre, "LD_PRELOAD=%s", program("libfailmmap.so"));
+        snprintf(lib, sizeof lib, "FAIL_MMAP_LIB=%s", shim_lib());
+        snprintf(after, sizeof after, "FAIL_MMAP_AFTER=%d", afters[i]);
+        const char *extra[] = {pre, lib, after, NULL};
+        struct run_result r;
+        json_t *j = scenario(&r, 0, "many_live", extra);
+        cr_expect_eq(kv_u64(r.out, "sim.device.0"), 4096, "after %d", afters[i]);
+        cr_expect(kv_u64(r.out, "failmmap.refused") > 0, "after %d: the shim's mappings were refused", afters[i]);
+        const char *line = "error: out of memory for the allocation table: some allocations are not counted\n";
+        const char *at = strstr(r.err, line);
+        cr_expect(at != NULL && strstr(at + 1, line) == NULL, "after %d: said once:\n%s", afters[i], r.err);
+        uint64_t allocs = jpath_u64(j, "devices.0.device.alloc_count");
+        uint64_t frees = jpath_u64(j, "devices.0.device.free_count");
+        uint64_t cur = jpath_u64(j, "devices.0.device.current_bytes");
+        cr_expect(cur == 0 || cur == 4096, "after %d: current %llu", afters[i], (unsigned long long)cur);
+        cr_expect_eq(allocs, frees + (cur == 4096), "after %d: %llu allocations, %llu frees, current %llu",
+                     afters[i], (unsigned long long)allocs, (unsigned long long)frees, (unsigned long long)cur);
+        cr_expect(allocs < 20001, "after %d: %llu counted", afters[i], (unsigned long long)allocs);
+        cr_expect_eq(jpath_u64(j, "devices.0.device.failed_count"), 0);
+        cr_expect_eq(jpath_u64(j, "devices.0.device_total.current_bytes"), cur);
+        if (afters[i] == 0) /* no table at all: nothing counted */
+            cr_expect_eq(allocs, 0);
+        json_decref(j);
+        run_free(&r);
+    }
+}

@@ -1256,6 +1256,24 @@ static int scenario_many_reset(void)
     return 0;
 }
 
+/* 20,000 live allocations of 512 bytes, all freed, then one of 4 KiB kept: enough entries to
+ * grow the shim's allocation table many times. */
+static int scenario_many_live(void)
+{
+    enum { N = 20000 };
+    void **p = malloc(N * sizeof *p);
+    if (!p)
+        return 2;
+    for (int i = 0; i < N; i++)
+        CHECK(cudaMalloc(&p[i], 512));
+    for (int i = 0; i < N; i++)
+        CHECK(cudaFree(p[i]));
+    free(p);
+    void *keep;
+    CHECK(cudaMalloc(&keep, 4096));
+    return 0;
+}
+
 /* Pools by location: a pool of device 1 used on a stream of device 0 holds device 1's memory
  * (cuda.h, cuMemAllocFromPoolAsync: "The specified memory pool may be from a device different
  * than that of the specified hStream"); CUDA 13's default host pool holds pinned host memory. */
@@ -1790,6 +1808,7 @@ static const struct scenario scenarios[] = {
     {"fork_lookups", scenario_fork_lookups, 1},           {"reset_peak", scenario_reset_peak, 1},
     {"two_devices", scenario_two_devices, 2}, {"oom", scenario_oom, 1},
     {"ctx_destroy", scenario_ctx_destroy, 2}, {"ctx_detach", scenario_ctx_detach, 1}, {"many_reset", scenario_many_reset, 1},
+    {"many_live", scenario_many_live, 1},
     {"ctx_destroy_thread", scenario_ctx_destroy_thread, 2},
     {"teardown_then_reset", scenario_teardown_then_reset, 1}, {"destroyed_current", scenario_destroyed_current, 1},
     {"release_cycles", scenario_release_cycles, 1},
