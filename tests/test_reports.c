@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "harness.h"
@@ -520,6 +521,62 @@ Test(reports, a_missing_interpreter_is_named_not_the_program_that_exists)
     cr_expect_eq(r.status, 127);
     snprintf(expect, sizeof expect, "cushim: cannot run \"%s\": its dynamic loader \"%s\" (ELF interpreter) "
              "does not exist\n", elf, renamed);
+    cr_expect_str_eq(r.err, expect);
+    run_free(&r);
+}
+
+/* A 32-bit ELF program (an i386 one on a system without 32-bit libraries) whose loader does not
+ * exist: named from its ELF32 program headers (elf(5)). Only where the kernel runs 32-bit
+ * programs: without IA-32 emulation execve says ENOEXEC before any loader is looked for. */
+Test(reports, a_32_bit_program_s_missing_loader_is_named)
+{
+    /* The smallest image the kernel takes: an ELF32 header, PT_INTERP and PT_LOAD. */
+    static const char interp[] = "/lib/zz-linux.so.2";
+    unsigned char image[sizeof(Elf32_Ehdr) + 2 * sizeof(Elf32_Phdr) + sizeof interp];
+    memset(image, 0, sizeof image);
+    Elf32_Ehdr *eh = (Elf32_Ehdr *)image;
+    Elf32_Phdr *ph = (Elf32_Phdr *)(image + sizeof *eh);
+    const uint32_t base = 0x08048000, at = sizeof *eh + 2 * sizeof *ph;
+    memcpy(eh->e_ident, ELFMAG, SELFMAG);
+    eh->e_ident[EI_CLASS] = ELFCLASS32;
+    eh->e_ident[EI_DATA] = ELFDATA2LSB;
+    eh->e_ident[EI_VERSION] = EV_CURRENT;
+    eh->e_type = ET_EXEC;
+    eh->e_machine = EM_386;
+    eh->e_version = EV_CURRENT;
+    eh->e_entry = base + at;
+    eh->e_phoff = sizeof *eh;
+    eh->e_ehsize = sizeof *eh;
+    eh->e_phentsize = sizeof *ph;
+    eh->e_phnum = 2;
+    ph[0] = (Elf32_Phdr){.p_type = PT_INTERP, .p_offset = at, .p_vaddr = base + at, .p_paddr = base + at,
+                         .p_filesz = sizeof interp, .p_memsz = sizeof interp, .p_flags = PF_R, .p_align = 1};
+    ph[1] = (Elf32_Phdr){.p_type = PT_LOAD, .p_vaddr = base, .p_paddr = base, .p_filesz = sizeof image,
+                         .p_memsz = sizeof image, .p_flags = PF_R | PF_X, .p_align = 0x1000};
+    memcpy(image + at, interp, sizeof interp);
+    char elf[700], expect[2000];
+    put_program(elf, sizeof elf, "bad-loader-32", image, sizeof image);
+    pid_t pid = fork();
+    cr_assert(pid >= 0);
+    if (pid == 0) {
+        char *const argv[] = {elf, NULL};
+        execv(elf, argv);
+        _exit(errno == ENOENT ? 2 : errno == ENOEXEC ? 3 : 4);
+    }
+    int st;
+    cr_assert_eq(waitpid(pid, &st, 0), pid);
+    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) >= 2, "the image ran: %#x", st);
+    if (WEXITSTATUS(st) == 3) {
+        printf("not run: this kernel runs no 32-bit programs (execve: ENOEXEC)\n");
+        cr_skip_test("not run: this kernel runs no 32-bit programs");
+    }
+    cr_assert_eq(WEXITSTATUS(st), 2, "execve of a 32-bit image with a missing loader: ENOENT");
+    struct run_result r;
+    const char *argv[] = {cushim_bin(), "run", "--", elf, NULL};
+    run_cmd(&r, argv, sim_env(NULL));
+    cr_expect_eq(r.status, 127);
+    snprintf(expect, sizeof expect, "cushim: cannot run \"%s\": its dynamic loader \"%s\" (ELF interpreter) "
+             "does not exist\n", elf, interp);
     cr_expect_str_eq(r.err, expect);
     run_free(&r);
 }
