@@ -130,7 +130,7 @@ Test(live, stat_reset_peak_and_exit)
     char head[64], want[700];
     snprintf(head, sizeof head, "pid %d", (int)pid);
     cr_expect(strstr(r.out, head) != NULL, "the live process is shown:\n%s", r.out);
-    snprintf(want, sizeof want, "cushim: no cushim process 2147483646%s (no segment in %s)\n",
+    snprintf(want, sizeof want, "cushim: no cushim process 2147483646%s (no such process, no segment in %s)\n",
              geteuid() == 0 ? "" : " of yours", segdir);
     cr_expect_str_eq(r.err, want);
     run_free(&r);

@@ -432,8 +432,14 @@ Test(segments, sigkill_leaves_a_stale_segment_that_gc_removes)
     cr_expect_neq(stat(seg_path(segdir, pid), &st), 0);
     cr_expect_eq(cli(segdir, &r, "ps", NULL, NULL), 1, "nothing left:\n%s", r.out);
     run_free(&r);
-    snprintf(want, sizeof want, "cushim: no cushim process %d%s (no segment in %s)\n", (int)pid,
+    snprintf(want, sizeof want, "cushim: no cushim process %d%s (no such process, no segment in %s)\n", (int)pid,
              geteuid() == 0 ? "" : " of yours", segdir);
+    expect_same_words(segdir, p, want);
+    /* A live process without the shim (this test): said, as nvidia-smi's pids often are. */
+    snprintf(p, sizeof p, "%d", (int)getpid());
+    snprintf(want, sizeof want, "cushim: no cushim process %d%s (process %d is alive, but has no segment in %s: "
+             "it was started without the shim, or has made no CUDA call yet)\n", (int)getpid(),
+             geteuid() == 0 ? "" : " of yours", (int)getpid(), segdir);
     expect_same_words(segdir, p, want);
 }
 

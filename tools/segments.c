@@ -648,9 +648,15 @@ void seg_say_missing(pid_t pid, int to_change)
                               "root may change it)"
                             : "no cushim process %d of yours: its segment in %s is uid %ld's (root, or "
                               "CAP_DAC_READ_SEARCH to read it, sees every user's)", (int)pid, seg_dir(), owner);
+    else if (cushim_proc_alive(pid))
+        /* A process without the shim (nvidia-smi's pid, a server not started under `cushim run`)
+         * is the usual reason: said, rather than left to look like a typo. */
+        cli_error("no cushim process %d%s (process %d is alive, but has no segment in %s: it was "
+                  "started without the shim, or has made no CUDA call yet)", (int)pid,
+                  reads_everyones() ? "" : " of yours", (int)pid, seg_dir());
     else
-        cli_error("no cushim process %d%s (no segment in %s)", (int)pid, reads_everyones() ? "" : " of yours",
-                  seg_dir());
+        cli_error("no cushim process %d%s (no such process, no segment in %s)", (int)pid,
+                  reads_everyones() ? "" : " of yours", seg_dir());
 }
 
 #define MAX_DIRECT 32
