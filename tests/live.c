@@ -73,7 +73,7 @@ void wait_zombie(pid_t pid, const char *what)
 {
     char procstat[64], st_buf[256] = "";
     snprintf(procstat, sizeof procstat, "/proc/%d/stat", (int)pid);
-    for (int i = 0; i < 500 && !strstr(st_buf, ") Z "); i++) {
+    for (int i = 0; i < 3000 && !strstr(st_buf, ") Z "); i++) {
         FILE *f = fopen(procstat, "r");
         if (f) {
             if (!fgets(st_buf, sizeof st_buf, f))

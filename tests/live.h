@@ -28,7 +28,7 @@ pid_t start_held(const char *scenario, const char *tag, const char **segdir, cha
 /* The path of pid's segment in `segdir` (a static buffer, reused by the next call). */
 const char *seg_path(const char *segdir, pid_t pid);
 
-/* Waits (up to 5 s) until pid's main thread is a zombie (/proc/<pid>/stat state Z); fails the
+/* Waits (up to 30 s) until pid's main thread is a zombie (/proc/<pid>/stat state Z); fails the
  * test otherwise, naming `what`. */
 void wait_zombie(pid_t pid, const char *what);
 

@@ -236,7 +236,7 @@ Test(containers, containers_sharing_the_segment_directory)
     cr_expect_eq(rc, 2, "pid 2 in its namespace (sh is 1)");
     touch(kill_file);
     struct stat rst;
-    for (int i = 0; i < 500 && stat(reused, &rst) != 0; i++)
+    for (int i = 0; i < 3000 && stat(reused, &rst) != 0; i++)
         usleep(10000);
     char *again = slurp(reused);
     cr_expect_str_eq(again, "2\n", "it has the dead process's pid");

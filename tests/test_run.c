@@ -188,7 +188,7 @@ Test(run, forwards_sigterm_to_the_program)
         execl(cushim_bin(), cushim_bin(), "run", "--quiet", "--", "sh", "-c", body, (char *)NULL);
         _exit(99);
     }
-    for (int i = 0; i < 200 && access(script, F_OK) != 0; i++)
+    for (int i = 0; i < 1500 && access(script, F_OK) != 0; i++)
         usleep(20000);
     cr_assert_eq(access(script, F_OK), 0, "program did not start");
     kill(pid, SIGTERM);
@@ -446,7 +446,7 @@ Test(run, a_stderr_report_is_said_once_and_never_lost)
     run_free(&r);
     touch(hold);
     char *text = NULL;
-    for (int i = 0; i < 500; i++) {
+    for (int i = 0; i < 3000; i++) {
         free(text);
         text = slurp(err_file);
         if (text && strstr(text, "rt_prog hold`"))

@@ -321,7 +321,7 @@ Test(security, an_exporter_that_cannot_read_namespaces_is_not_fooled)
     pid_t unshare = spawn_bg(box, NULL), inner = 0;
     char children[64];
     snprintf(children, sizeof children, "/proc/%d/task/%d/children", (int)unshare, (int)unshare);
-    for (int i = 0; i < 500 && inner <= 0; i++) {
+    for (int i = 0; i < 3000 && inner <= 0; i++) {
         FILE *f = fopen(children, "r");
         if (!f || fscanf(f, "%d", &inner) != 1)
             inner = 0, usleep(10000);

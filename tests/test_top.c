@@ -243,7 +243,7 @@ Test(top, a_stop_signal_ends_batch_mode_with_exit_0)
     const char *argv[] = {"/bin/sh", "-c", cmd, NULL};
     pid_t top = spawn_bg(argv, NULL);
     int frames = 0;
-    for (int i = 0; i < 500 && frames < 2; i++) {
+    for (int i = 0; i < 3000 && frames < 2; i++) {
         usleep(10000);
         FILE *f = fopen(out, "r");
         char line[512];

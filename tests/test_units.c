@@ -128,11 +128,11 @@ Test(units, a_cut_command_line_keeps_whole_characters)
     strcpy(argv0 + 250, "\xe2\x82\xac\xe2\x82\xac");
     pid_t child = fork();
     if (child == 0) {
-        execl("/bin/sleep", argv0, "5", (char *)NULL);
+        execl("/bin/sleep", argv0, "60", (char *)NULL);
         _exit(127);
     }
     char buf[256] = "";
-    for (int i = 0; i < 200 && (cushim_proc_cmdline(child, buf, sizeof buf) != 0 || buf[0] != 'a'); i++)
+    for (int i = 0; i < 3000 && (cushim_proc_cmdline(child, buf, sizeof buf) != 0 || buf[0] != 'a'); i++)
         usleep(10000);
     kill(child, SIGKILL);
     waitpid(child, NULL, 0);

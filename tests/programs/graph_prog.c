@@ -754,9 +754,16 @@ static int scenario_alloc_during_begin(void)
     CHECK(cudaStreamCreate(&begin_stream));
     if (pthread_create(&t, NULL, begin_relaxed, NULL))
         return 20;
-    usleep(100000);
-    enum cudaStreamCaptureStatus st;
-    CHECK(cudaStreamIsCapturing(begin_stream, &st));
+    /* Until the begin has made the stream capturing (it then sleeps SIMCUDA_BEGIN_CAPTURE_MS before
+     * returning), at most 30 s: a fixed 100 ms was too short for a thread not yet run on a loaded
+     * machine. */
+    enum cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
+    for (int i = 0; i < 3000; i++) {
+        CHECK(cudaStreamIsCapturing(begin_stream, &st));
+        if (st == cudaStreamCaptureStatusActive)
+            break;
+        usleep(10000);
+    }
     printf("capturing_before_alloc=%d\n", st == cudaStreamCaptureStatusActive);
     printf("rc_alloc=%d\n", (int)cudaMallocAsync(&p, MiB, begin_stream));
     pthread_join(t, NULL);
@@ -784,7 +791,15 @@ static int scenario_cancel_in_begin(void)
     CHECK(cudaStreamCreate(&begin_stream));
     if (pthread_create(&t, NULL, begin_to_be_cancelled, NULL))
         return 20;
-    usleep(200000);
+    /* Cancelled once inside the begin (the stream capturing; the begin sleeps 2 s more), at most
+     * 30 s on: not after a fixed 200 ms, which a loaded machine may not have started it in. */
+    enum cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
+    for (int i = 0; i < 3000 && st != cudaStreamCaptureStatusActive; i++) {
+        if (cudaStreamIsCapturing(begin_stream, &st) != cudaSuccess)
+            st = cudaStreamCaptureStatusNone;
+        if (st != cudaStreamCaptureStatusActive)
+            usleep(10000);
+    }
     pthread_cancel(t);
     void *ret = NULL;
     pthread_join(t, &ret);
