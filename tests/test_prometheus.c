@@ -291,6 +291,22 @@ Test(prometheus, output_names_near_and_over_the_limit)
     stop(&h);
 }
 
+/* A TCP port of 127.0.0.1 free now: the kernel's choice for a socket bound to port 0, closed
+ * again (never connected: no TIME_WAIT holds it). A port made from our pid could be another
+ * listener's (the wrong server answering) or in use by an outgoing connection. */
+static int free_port(void)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    cr_assert_geq(fd, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = 0};
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof a;
+    cr_assert_eq(bind(fd, (struct sockaddr *)&a, sizeof a), 0);
+    cr_assert_eq(getsockname(fd, (struct sockaddr *)&a, &len), 0);
+    close(fd);
+    return ntohs(a.sin_port);
+}
+
 /* Starts `cushim serve` on 127.0.0.1:port with CUSHIM_SEGMENT_DIR=... (seg_env) and waits until
  * it answers /metrics (the answer is left in buf). */
 static pid_t start_serve_on(const char *seg_env, const char *host, int port, char *buf, size_t len)
@@ -319,7 +335,7 @@ Test(prometheus, serve_answers_metrics_over_loopback)
 {
     struct held h;
     start(&h, "prom2");
-    int port = 20000 + (int)(getpid() % 20000);
+    int port = free_port();
     static char buf[1 << 20];
     pid_t srv = start_serve(h.seg, port, buf, sizeof buf);
     cr_expect(strncmp(buf, "HTTP/1.0 200", 12) == 0 || strncmp(buf, "HTTP/1.1 200", 12) == 0,
@@ -353,7 +369,7 @@ static int http_open(int port, const char *request)
 Test(prometheus, serve_cuts_slow_clients_and_fails_a_scrape_it_cannot_answer)
 {
     const char *segdir = fresh_dir("serve-slow");
-    int port = 20000 + (int)((getpid() + 7919) % 20000);
+    int port = free_port();
     char seg[700];
     snprintf(seg, sizeof seg, "CUSHIM_SEGMENT_DIR=%s", segdir);
     static char buf[1 << 16];
@@ -450,7 +466,7 @@ Test(prometheus, serve_takes_an_ipv4_mapped_address)
 {
     char seg[700];
     snprintf(seg, sizeof seg, "CUSHIM_SEGMENT_DIR=%s", fresh_dir("serve-mapped"));
-    int port = 20000 + (int)((getpid() + 4099) % 20000);
+    int port = free_port();
     static char buf[1 << 16];
     pid_t srv = start_serve_on(seg, "[::ffff:127.0.0.1]", port, buf, sizeof buf);
     cr_expect(strstr(buf, " 200 ") != NULL, "%.200s", buf);
