@@ -202,9 +202,12 @@ void cushim_text_process(FILE *f, const struct cushim_snapshot *s, const char *t
                 : s->exited || s->over  ? "never sampled"
                                         : "not sampled yet");
         if (d->dev[CUSHIM_DEV_limit])
-            /* A budget above the device's memory is the device's memory (cudaMemGetInfo says so). */
-            fprintf(f, "  limit %s%s", fmt(d->dev[CUSHIM_DEV_limit], a, sizeof a),
-                    d->total_bytes && d->dev[CUSHIM_DEV_limit] > d->total_bytes ? " (above the device's total)" : "");
+            /* A budget above the device's memory is the device's memory (cudaMemGetInfo says so).
+             * Held: what a request must fit beside (stats.h limit_held), more than device_total
+             * by the pools' reserves. */
+            fprintf(f, "  limit %s%s, held %s", fmt(d->dev[CUSHIM_DEV_limit], a, sizeof a),
+                    d->total_bytes && d->dev[CUSHIM_DEV_limit] > d->total_bytes ? " (above the device's total)" : "",
+                    fmt(d->dev[CUSHIM_DEV_limit_held], b, sizeof b));
         if (d->dev[CUSHIM_DEV_limit_refused])
             fprintf(f, " (%llu request%s over it)", (unsigned long long)d->dev[CUSHIM_DEV_limit_refused],
                     d->dev[CUSHIM_DEV_limit_refused] == 1 ? "" : "s");

@@ -22,10 +22,11 @@
 #include "common/stats.h"
 
 #define CUSHIM_SEGMENT_MAGIC "CUSHIMSG"   /* 8 bytes, no terminator stored */
-#define CUSHIM_LAYOUT_VERSION 6u /* 2: async_pool device stats; 3: graph_pool.sampled_ns;
+#define CUSHIM_LAYOUT_VERSION 7u /* 2: async_pool device stats; 3: graph_pool.sampled_ns;
                                   * 4: device_total.limit_bytes, peak_reset;
                                   * 5: device_total.limit_refused_count;
-                                  * 6: device_total.lifetime_peak_bytes */
+                                  * 6: device_total.lifetime_peak_bytes;
+                                  * 7: device_total.limit_held_bytes */
 #define CUSHIM_MAX_DEVICES 64u            /* ordinals 0..63 */
 #define CUSHIM_COMMAND_MAX 256u           /* command line, NUL-terminated, truncated */
 #define CUSHIM_VERSION_MAX 16u

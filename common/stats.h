@@ -124,7 +124,11 @@ enum cushim_phase {
       "(also in their kind's failed_count), or served from host memory with CUSHIM_SPILL")        \
     X(lifetime_peak, device_total, lifetime_peak_bytes, "device_total_lifetime_peak_bytes", "",   \
       gauge, "high-water mark of the device total over the process's whole life: a peak reset "   \
-      "does not lower it")
+      "does not lower it")                                                                        \
+    X(limit_held, device_total, limit_held_bytes, "device_limit_held_bytes", "", gauge,           \
+      "what the budget (CUSHIM_DEVICE_LIMIT) counts as held, which a request must fit beside: "    \
+      "the device total, requests in their call, the graph pool's reserve and the stream-ordered " \
+      "pools' idle reserve (as last read); 0 without a limit")
 
 enum cushim_device_stat {
 #define CUSHIM_X_ENUM(f, g, n, p, l, t, h) CUSHIM_DEV_##f,

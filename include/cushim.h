@@ -19,8 +19,9 @@
 extern "C" {
 #endif
 
-#define CUSHIM_STATS_VERSION 5 /* 2: the async_pool fields; 3: untracked_sampled_ns, graph_pool;
-                                  4: limit, peak resets, phase peaks; 5: lifetime peak */
+#define CUSHIM_STATS_VERSION 6 /* 2: the async_pool fields; 3: untracked_sampled_ns, graph_pool;
+                                  4: limit, peak resets, phase peaks; 5: lifetime peak;
+                                  6: limit_held_bytes */
 
 enum cushim_public_kind {
     CUSHIM_MEM_DEVICE = 0,       /* cudaMalloc, cudaMallocPitch (cuMemAlloc_v2, cuMemAllocPitch_v2) */
@@ -93,6 +94,14 @@ struct cushim_device_stats {
      * reset does not lower it (the true peak of a run that reset its peaks to measure a part of
      * it). The summary JSON's device_total.lifetime_peak_bytes. */
     uint64_t device_total_lifetime_peak_bytes;
+    /* Version 6. What the budget counts as held, bytes (0 without a limit): what a request must
+     * fit beside under CUSHIM_DEVICE_LIMIT. The device total, plus requests still in their call,
+     * the graph memory pool's reserve and the stream-ordered pools' idle reserve (freed memory a
+     * pool keeps below its release threshold), each as last read; more than
+     * device_total_current_bytes by those reserves. Under a limit cudaMemGetInfo's free is
+     * limit_bytes less this (or the device's own free, if lower). The summary JSON's
+     * device_total.limit_held_bytes. */
+    uint64_t limit_held_bytes;
 };
 
 /* Copies device `ordinal`'s counters (one consistent snapshot) into *out; out->size must be set.

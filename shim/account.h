@@ -104,8 +104,10 @@ static inline __attribute__((always_inline)) void account_alloc_to(struct cushim
         /* The total first (and a free takes from the kind first): the device total's current is
          * never below one of its kinds', so its peak is never below theirs either. */
         /* Device bytes not reserved by the wrapper still count against the budget. */
-        if (!plain && unlikely(budget_any) && !(flags & SHIM_F_RESERVED))
+        if (!plain && unlikely(budget_any) && !(flags & SHIM_F_RESERVED)) {
             atomic_fetch_add_explicit(&budget_used[device], bytes, memory_order_relaxed);
+            budget_mirror(device, bytes);
+        }
         uint64_t t = atomic_fetch_add_explicit(&r->dev[CUSHIM_DEV_total_current], bytes,
                                                memory_order_seq_cst) + bytes;
         raise_peak(&r->dev[CUSHIM_DEV_total_peak], t);

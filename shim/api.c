@@ -126,6 +126,7 @@ SHIM_EXPORT int cushim_get_device_stats(int ordinal, struct cushim_device_stats 
     full.run_device_peak_bytes = d.dev[CUSHIM_DEV_run_peak];
     full.compile_device_peak_bytes = d.dev[CUSHIM_DEV_compile_peak];
     full.device_total_lifetime_peak_bytes = d.dev[CUSHIM_DEV_lifetime_peak];
+    full.limit_held_bytes = d.dev[CUSHIM_DEV_limit_held];
     memcpy(out, &full, out->size < sizeof full ? out->size : sizeof full);
     return 0;
 }

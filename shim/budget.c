@@ -67,7 +67,8 @@ void budget_graph_read(int device, uint64_t reserve, uint64_t launches, uint64_t
         atomic_store_explicit(&published[device], ticket, memory_order_relaxed);
         atomic_store(&launches_read[device], launches);
         atomic_store(&budget_graph_stale[device], 0);
-        atomic_store_explicit(&budget_graph[device], reserve, memory_order_relaxed);
+        uint64_t old = atomic_exchange_explicit(&budget_graph[device], reserve, memory_order_relaxed);
+        budget_mirror(device, reserve - old);
     }
     atomic_flag_clear_explicit(&read_lock[device], memory_order_release);
 }
@@ -98,6 +99,7 @@ void budget_pool_read(int device, uint64_t reserved, uint64_t changes, uint64_t 
             return;
     } while (!atomic_compare_exchange_weak_explicit(&budget_pool_idle[device], &cur, idle, memory_order_seq_cst,
                                                     memory_order_seq_cst));
+    budget_mirror(device, idle - cur);
     atomic_store_explicit(&pool_changes_read[device], changes, memory_order_seq_cst);
 }
 
@@ -173,11 +175,12 @@ bool budget_reserve_limited(int device, uint64_t bytes, uint64_t own_idle, uint6
         } while (fits && !atomic_compare_exchange_weak_explicit(&budget_used[device], &used, used + bytes,
                                                                 memory_order_relaxed, memory_order_relaxed));
         if (fits) {
+            budget_mirror(device, bytes);
             /* The reserve that serves it is in use now: taken off the idle (after the count, as
              * every change of the estimate). */
             if (served) {
                 atomic_fetch_add_explicit(&budget_pool_changes[device], 1, memory_order_seq_cst);
-                budget_sub_saturating(&budget_pool_idle[device], served);
+                budget_mirror(device, 0 - budget_sub_saturating(&budget_pool_idle[device], served));
             }
             *served_out = served;
             return true;

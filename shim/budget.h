@@ -67,6 +67,20 @@ void budget_pool_read(int device, uint64_t reserved, uint64_t changes, uint64_t 
  * counts: a synchronize may have released it since); never while a capture is live (the last
  * reading stands until it ends). */
 void budget_pool_refresh(int device, bool force);
+/* What the budget of `device` holds (budget_used + budget_graph + budget_pool_idle, budget_held's
+ * sum) mirrored for the CLI in the device's segment record (CUSHIM_DEV_limit_held): every change
+ * of one of the three adds its exact change here (`delta`, wrapping: a decrease is its two's
+ * complement), so the mirror takes no lock and needs no order between changes, and equals the
+ * sum whenever no change is in flight (a reader between a change and its mirror sees the figure
+ * before it). Only for a device with a limit (0 otherwise). Thread-safe; one relaxed add. */
+static inline void budget_mirror(int device, uint64_t delta)
+{
+    struct cushim_segment *seg = shim.seg;
+    if (delta && seg && (unsigned)device < CUSHIM_MAX_DEVICES && shim.cfg.device_limit[device])
+        atomic_fetch_add_explicit(&seg->devices[device].dev[CUSHIM_DEV_limit_held], delta,
+                                  memory_order_relaxed);
+}
+
 /* A stream-ordered allocation (freed 0) or free of `freed` bytes on `device` (under a budget):
  * the idle reserve may have changed. Freed bytes go back to their pool, which keeps them until a
  * synchronize finds it above its release threshold: counted idle now (a free leaves what the
@@ -80,11 +94,12 @@ static inline void budget_pool_changed(int device, uint64_t freed)
      * (budget_pool_read), so it cannot overwrite the idle bytes added next. */
     atomic_fetch_add_explicit(&budget_pool_changes[device], 1, memory_order_seq_cst);
     if (freed) {
-        uint64_t idle = atomic_load_explicit(&budget_pool_idle[device], memory_order_seq_cst);
-        while (!atomic_compare_exchange_weak_explicit(&budget_pool_idle[device], &idle,
-                                                      idle + freed < idle ? UINT64_MAX : idle + freed,
-                                                      memory_order_seq_cst, memory_order_seq_cst))
-            ;
+        uint64_t idle = atomic_load_explicit(&budget_pool_idle[device], memory_order_seq_cst), next;
+        do
+            next = idle + freed < idle ? UINT64_MAX : idle + freed;
+        while (!atomic_compare_exchange_weak_explicit(&budget_pool_idle[device], &idle, next,
+                                                      memory_order_seq_cst, memory_order_seq_cst));
+        budget_mirror(device, next - idle);
     }
 }
 
@@ -95,15 +110,16 @@ static inline void budget_async_add(int device, uint64_t bytes)
         atomic_fetch_add_explicit(&budget_async[device], bytes, memory_order_seq_cst);
 }
 
-/* *v -= n, stopping at 0 (never wraps). seq_cst: the idle estimate's changes follow their count's
- * bump (budget_pool_read), and a claim given back follows the driver call that used it
- * (budget.c claim_idle), on any CPU. */
-static inline void budget_sub_saturating(_Atomic uint64_t *v, uint64_t n)
+/* *v -= n, stopping at 0 (never wraps); returns what it took (n, or less at 0). seq_cst: the idle
+ * estimate's changes follow their count's bump (budget_pool_read), and a claim given back follows
+ * the driver call that used it (budget.c claim_idle), on any CPU. */
+static inline uint64_t budget_sub_saturating(_Atomic uint64_t *v, uint64_t n)
 {
     uint64_t old = atomic_load_explicit(v, memory_order_seq_cst);
     while (!atomic_compare_exchange_weak_explicit(v, &old, old > n ? old - n : 0, memory_order_seq_cst,
                                                   memory_order_seq_cst))
         ;
+    return old > n ? n : old;
 }
 
 /* Stream-ordered bytes of `device` leave the budget (a free): budget_async. */
@@ -155,7 +171,7 @@ static inline bool budget_reserve_in(int device, uint64_t bytes, uint64_t own_id
     if (likely(!budget_any) || (unsigned)device >= CUSHIM_MAX_DEVICES)
         return true;
     if (!shim.cfg.device_limit[device]) {
-        atomic_fetch_add_explicit(&budget_used[device], bytes, memory_order_relaxed);
+        atomic_fetch_add_explicit(&budget_used[device], bytes, memory_order_relaxed); /* no mirror: no limit */
         return true;
     }
     return budget_reserve_limited(device, bytes, own_idle, pool, served);
@@ -181,6 +197,7 @@ static inline void budget_release(int device, uint64_t bytes)
         uint64_t old = atomic_fetch_sub_explicit(&budget_used[device], bytes, memory_order_relaxed);
         if (unlikely(old < bytes)) /* never wrap: a wrapped counter would refuse everything */
             atomic_fetch_add_explicit(&budget_used[device], bytes - old, memory_order_relaxed);
+        budget_mirror(device, 0 - (old < bytes ? old : bytes)); /* the net of the two */
     }
 }
 

@@ -123,7 +123,7 @@ RT_TEST(async_and_pools)
     }
     cr_expect_gt(jpath_u64(j, "devices.0.async_pool.sampled_ns"), 1700000000ull * 1000000000ull, "read at exit");
     /* The in-process API (cushim.h, version 3) after cudaMemGetInfo: the same figures. */
-    cr_expect_eq(kv_u64(r.out, "api.version"), 5);
+    cr_expect_eq(kv_u64(r.out, "api.version"), 6);
     cr_expect_eq(kv_u64(r.out, "api.pools.reserved"), 6 * MiB);
     cr_expect_eq(kv_u64(r.out, "api.pools.reserved_high"), 8 * MiB);
     cr_expect_eq(kv_u64(r.out, "api.pools.used"), 6 * MiB);
@@ -600,7 +600,7 @@ RT_TEST(peak_reset_through_api)
     cr_expect_eq(kv_u64(r.out, "peak_before"), 3000);
     cr_expect_eq(kv_u64(r.out, "reset"), 1);
     cr_expect_eq(kv_u64(r.out, "peak_after_reset"), 1000);
-    cr_expect_eq(kv_u64(r.out, "api.version"), 5);
+    cr_expect_eq(kv_u64(r.out, "api.version"), 6);
     cr_expect_eq(kv_u64(r.out, "api.peak_reset_count"), 1);
     cr_expect_eq(kv_u64(r.out, "api.peak_reset_last_set"), 1);
     cr_expect_eq(kv_u64(r.out, "api.run_device_peak"), 1500);

@@ -166,6 +166,8 @@ Test(graphs, graph_memory_on_another_devices_pool_counts_against_that_budget)
     cr_expect(strstr(r.err, "    device_total              0 B          0 B\n"
                             "    graph pool: reserved 416 MiB (high 416 MiB), in use 416 MiB (high 416 MiB)\n") != NULL,
               "%s", r.err);
+    cr_expect_eq(jpath_u64(device_of(j, 1), "device_total.limit_held_bytes"), 416 * MiB, "the pool's reserve");
+    cr_expect_eq(jpath_u64(device_of(j, 0), "device_total.limit_held_bytes"), 0, "no limit, nothing held");
     json_decref(j);
     run_free(&r);
 }
@@ -198,6 +200,8 @@ Test(graphs, graph_memory_counts_against_the_device_budget)
     cr_expect_eq(kv_u64(r.out, "rc_fits"), 0);
     cr_expect_eq(jpath_u64(j, "devices.0.device.current_bytes"), 200 * MiB);
     cr_expect_eq(jpath_u64(j, "devices.0.graph_pool.reserved_current_bytes"), 272 * MiB);
+    cr_expect_eq(jpath_u64(j, "devices.0.device_total.limit_held_bytes"), 472 * MiB,
+                 "what the budget holds: the 200 MiB and the graph pool's 272 MiB");
     json_decref(j);
     run_free(&r);
 }

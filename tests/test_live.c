@@ -316,6 +316,7 @@ Test(live, a_budget_refusal_is_in_the_exposition_and_stat)
     expect_prom(r.out, labels, "cushim_device_limit_refusals_total", NULL, 1);
     expect_prom(r.out, labels, "cushim_failed_allocations_total", "device", 1);
     expect_prom(r.out, labels, "cushim_device_limit_bytes", NULL, 2 * MiB);
+    expect_prom(r.out, labels, "cushim_device_limit_held_bytes", NULL, MiB);
     run_free(&r);
     const char *json[] = {cushim_bin(), "stat", p, "--json", NULL};
     run_cmd(&r, json, env);
@@ -324,7 +325,7 @@ Test(live, a_budget_refusal_is_in_the_exposition_and_stat)
     run_free(&r);
     const char *text[] = {cushim_bin(), "stat", p, NULL};
     run_cmd(&r, text, env);
-    cr_expect(strstr(r.out, "  limit 2.00 MiB (1 request over it)\n") != NULL, "%s", r.out);
+    cr_expect(strstr(r.out, "  limit 2.00 MiB, held 1.00 MiB (1 request over it)\n") != NULL, "%s", r.out);
     run_free(&r);
     touch(hold);
     cr_expect_eq(wait_bg(pid), 0);

@@ -165,8 +165,9 @@ Test(offload, budget_limits_what_the_program_sees_and_gets)
     cr_expect_eq(kv_u64(r.out, "free_after"), 256 * MiB);
     cr_expect_eq(jpath_u64(j, "devices.0.device_total.peak_bytes"), 768 * MiB);
     cr_expect_eq(jpath_u64(j, "devices.0.device_total.limit_bytes"), 1ull << 30, "the budget is shown");
+    cr_expect_eq(jpath_u64(j, "devices.0.device_total.limit_held_bytes"), 768 * MiB, "and what it holds");
     cr_expect_eq(kv_u64(r.out, "api.limit"), 1ull << 30, "and read through cushim.h");
-    cr_expect(strstr(r.err, "  total 4.00 GiB  untracked 0 B  limit 1.00 GiB (1 request over it)\n") != NULL,
+    cr_expect(strstr(r.err, "  total 4.00 GiB  untracked 0 B  limit 1.00 GiB, held 768 MiB (1 request over it)\n") != NULL,
               "%s", r.err);
     cr_expect_eq(jpath_u64(j, "devices.0.device_total.limit_refused_count"), 1,
                  "the failure is the budget's, not the device's: said without CUSHIM_LOG");
@@ -193,6 +194,9 @@ Test(offload, a_pools_idle_reserve_counts_in_the_budget)
     cr_expect_eq(kv_u64(r.out, "kept.malloc"), 2, "cudaErrorMemoryAllocation: 6 MiB idle + 4 > 8");
     cr_expect_eq(kv_u64(r.out, "kept.pool"), 0, "5 MiB served by the pool's reserve");
     cr_expect_eq(kv_u64(r.out, "kept.free"), 2 * MiB, "8 MiB less 5 in use and 1 idle");
+    /* What the budget holds, as published for cushim.h and the CLI: the limit less that free. */
+    cr_expect_eq(kv_u64(r.out, "kept.held"), 6 * MiB);
+    cr_expect_eq(kv_u64(r.out, "freed.held"), 6 * MiB, "5 MiB freed to the pool, which keeps them");
     cr_expect_eq(kv_u64(r.out, "kept.total"), 8 * MiB);
     cr_expect_eq(kv_u64(r.out, "trimmed.malloc"), 0, "the trimmed pool keeps nothing");
     cr_expect_eq(kv_u64(r.out, "freed.free"), 2 * MiB, "freed, not yet released: still the pool's");
@@ -204,6 +208,7 @@ Test(offload, a_pools_idle_reserve_counts_in_the_budget)
                  "the reading a refusal forces was once per clock tick)");
     cr_assert(j);
     cr_expect_eq(jpath_u64(j, "devices.0.device_total.limit_refused_count"), 3);
+    cr_expect_eq(jpath_u64(j, "devices.0.device_total.limit_held_bytes"), 0, "the pools trimmed and released");
     cr_expect_eq(jpath_u64(j, "devices.0.device.failed_count"), 2);
     cr_expect_eq(jpath_u64(j, "devices.0.async.failed_count"), 1);
     json_decref(j);
@@ -221,6 +226,11 @@ Test(offload, a_pool_destroyed_with_live_allocations_hides_no_reserve)
     json_t *j = run_under_cushim(&r, argv, sim_env(extra));
     cr_expect_eq(r.status, 0, "%s", r.err);
     cr_expect_eq(kv_u64(r.out, "orphan.free"), 2 * MiB, "8 MiB less A's 4 live and B's 2 idle");
+    cr_expect_eq(kv_u64(r.out, "orphan.held"), 6 * MiB);
+    cr_expect_eq(kv_u64(r.out, "freed.held"), 2 * MiB);
+    cr_expect_eq(kv_u64(r.out, "current.held"), 6 * MiB);
+    cr_expect_eq(kv_u64(r.out, "captured0.held"), 6 * MiB);
+    cr_expect_eq(kv_u64(r.out, "captured1.held"), 6 * MiB);
     cr_expect_eq(kv_u64(r.out, "orphan.malloc"), 2, "cudaErrorMemoryAllocation: 4 + 2 + 3 > 8");
     cr_expect_eq(kv_u64(r.out, "freed.free"), 6 * MiB, "B's 2 idle");
     cr_expect_eq(kv_u64(r.out, "freed.malloc"), 0);
@@ -237,8 +247,29 @@ Test(offload, a_pool_destroyed_with_live_allocations_hides_no_reserve)
     }
     cr_assert(j);
     cr_expect_eq(jpath_u64(j, "devices.0.device_total.limit_refused_count"), 4);
+    cr_expect_eq(jpath_u64(j, "devices.0.device_total.limit_held_bytes"), 2 * MiB, "B's 2 idle, kept to the end");
     cr_expect_eq(jpath_u64(j, "devices.0.async.current_bytes"), 0);
     cr_expect_eq(jpath_u64(j, "devices.0.async.peak_bytes"), 6 * MiB, "A's 4 and B's 2");
+    json_decref(j);
+    run_free(&r);
+}
+
+/* What the budget holds, as published for the CLI and cushim.h (device_total.limit_held_bytes),
+ * stays exact under 8 threads allocating, freeing and being refused at once: each change of the
+ * budget's figures is mirrored by its own change, never by a store that a racing thread could
+ * overwrite with an older sum. */
+Test(offload, what_the_budget_holds_is_exact_under_threads)
+{
+    struct run_result r;
+    const char *extra[] = {"CUSHIM_DEVICE_LIMIT=8MiB", NULL};
+    const char *argv[] = {program("rt_prog"), "budget_threads", NULL};
+    json_t *j = run_under_cushim(&r, argv, sim_env(extra));
+    cr_expect_eq(r.status, 0, "%s", r.err);
+    cr_expect_eq(kv_u64(r.out, "threads.held"), 3 * MiB, "the 3 MiB kept; the pools released at the synchronize");
+    cr_expect_eq(kv_u64(r.out, "threads.free"), 5 * MiB, "cudaMemGetInfo: the limit less what the budget holds");
+    cr_assert(j);
+    cr_expect_eq(jpath_u64(j, "devices.0.device_total.limit_held_bytes"), 3 * MiB);
+    cr_expect_eq(jpath_u64(j, "devices.0.device_total.current_bytes"), 3 * MiB);
     json_decref(j);
     run_free(&r);
 }
@@ -253,6 +284,7 @@ Test(offload, every_pool_counts_however_many)
     json_t *j = run_under_cushim(&r, argv, sim_env(extra));
     cr_expect_eq(r.status, 0, "%s", r.err);
     cr_expect_eq(kv_u64(r.out, "many.free"), 20 * MiB);
+    cr_expect_eq(kv_u64(r.out, "many.held"), 140 * MiB);
     cr_expect_eq(kv_u64(r.out, "many.reserved"), 140 * MiB);
     json_decref(j);
     run_free(&r);
@@ -311,7 +343,7 @@ Test(offload, a_budget_above_the_device_says_so)
     const char *extra[] = {"CUSHIM_DEVICE_LIMIT=8GiB", "SIMCUDA_DEVICE_MEMORY=4GiB", NULL};
     json_t *j = offload_run(&r, "budget", extra);
     cr_expect_eq(kv_u64(r.out, "total"), 4ull << 30);
-    cr_expect(strstr(r.err, "  total 4.00 GiB  untracked 0 B  limit 8.00 GiB (above the device's total)\n") != NULL,
+    cr_expect(strstr(r.err, "  total 4.00 GiB  untracked 0 B  limit 8.00 GiB (above the device's total), held 768 MiB\n") != NULL,
               "%s", r.err);
     cr_expect_eq(jpath_u64(j, "devices.0.device_total.limit_bytes"), 8ull << 30, "the budget as set");
     cr_expect_eq(jpath_u64(j, "devices.0.device_total.limit_refused_count"), 0, "the device's own refusal");

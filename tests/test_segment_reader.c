@@ -117,10 +117,10 @@ Test(reader, crafted_headers_are_rejected_with_a_reason)
         void (*mutate)(struct cushim_segment *);
     } cases[] = {
         {"magic", "bad magic: not a cushim segment", NULL},
-        {"version", "layout version 7, this cushim reads 6 (another cushim version's segment)", NULL},
+        {"version", "layout version 8, this cushim reads 7 (another cushim version's segment)", NULL},
         {"count", "device count 65 past the end (at most 64)", NULL},
         {"command", "unterminated string in header", NULL},
-        {"sizes", "layout sizes do not match version 6", NULL},
+        {"sizes", "layout sizes do not match version 7", NULL},
         {"phase", "phase 9 out of range", NULL},
         {"record", "device record 0 is corrupt", NULL},
         {"garbage version", "layout version 2745113700 is not one any cushim writes (a corrupt segment)", NULL},
@@ -137,7 +137,7 @@ Test(reader, crafted_headers_are_rejected_with_a_reason)
         memcpy(c, s, sizeof *s);
         switch (i) {
         case 0: c->h.magic[0] = 'X'; break;
-        case 1: c->h.layout_version = 7; break;
+        case 1: c->h.layout_version = CUSHIM_LAYOUT_VERSION + 1; break;
         case 2: atomic_store(&c->h.device_count, 65); break;
         case 3: memset(c->h.command, 'A', sizeof c->h.command); break;
         case 4: c->h.device_record_size += 8; break;

@@ -50,7 +50,9 @@ class DeviceStats(ctypes.Structure):
                     "limit_bytes", "peak_reset_count", "peak_reset_last_ns", "run_device_peak_bytes",
                     "compile_device_peak_bytes",
                     # version 5
-                    "device_total_lifetime_peak_bytes")]
+                    "device_total_lifetime_peak_bytes",
+                    # version 6
+                    "limit_held_bytes")]
 
 
 shim = None  # libcushim.so's API, loaded by main() (importing this file needs no shim)

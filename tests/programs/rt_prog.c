@@ -376,6 +376,15 @@ static int scenario_pool_trim(void)
     return 0;
 }
 
+/* Prints TAG.held=<device 0's limit_held_bytes through cushim.h> (what the budget holds; under
+ * the limit cudaMemGetInfo's free just printed is the limit less it). */
+static void print_held(const char *tag)
+{
+    struct cushim_device_stats st;
+    if (cushim_stats(0, &st, 0) == 0)
+        printf("%s.held=%llu\n", tag, (unsigned long long)st.limit_held_bytes);
+}
+
 /* Under CUSHIM_DEVICE_LIMIT=8MiB, a pool's idle reserve counts in the budget. A pool that keeps
  * freed memory (release threshold UINT64_MAX) holds 6 MiB idle after a free: a cudaMalloc of 4 MiB
  * does not fit (6 + 4 > 8), a cudaMallocFromPoolAsync of 5 MiB does (its reserve serves it),
@@ -403,6 +412,7 @@ static int scenario_budget_pool_idle(void)
     printf("kept.pool=%d\n", r);
     CHECK(cudaMemGetInfo(&free_b, &total_b));
     printf("kept.free=%zu\nkept.total=%zu\n", free_b, total_b);
+    print_held("kept");
     if (r == 0)
         CHECK(cudaFreeAsync(c, s));
     CHECK(cudaStreamSynchronize(s));
@@ -416,6 +426,7 @@ static int scenario_budget_pool_idle(void)
     CHECK(cudaFreeAsync(a, s));
     CHECK(cudaMemGetInfo(&free_b, &total_b));
     printf("freed.free=%zu\n", free_b);
+    print_held("freed");
     CHECK(cudaStreamSynchronize(s));
     r = (int)cudaMalloc(&b, 4 * MiB);
     printf("released.malloc=%d\n", r);
@@ -476,6 +487,7 @@ static int scenario_budget_pool_destroyed(void)
     CHECK(cudaStreamSynchronize(s));
     CHECK(cudaMemGetInfo(&free_b, &total_b));
     printf("orphan.free=%zu\n", free_b);
+    print_held("orphan");
     int r = (int)cudaMalloc(&c, 3 * MiB);
     printf("orphan.malloc=%d\n", r);
     if (r == 0)
@@ -484,6 +496,7 @@ static int scenario_budget_pool_destroyed(void)
     CHECK(cudaStreamSynchronize(s));
     CHECK(cudaMemGetInfo(&free_b, &total_b));
     printf("freed.free=%zu\n", free_b);
+    print_held("freed");
     r = (int)cudaMalloc(&c, 3 * MiB);
     printf("freed.malloc=%d\n", r);
     if (r == 0)
@@ -499,6 +512,7 @@ static int scenario_budget_pool_destroyed(void)
     CHECK(cudaMemPoolDestroy(c_pool));
     CHECK(cudaMemGetInfo(&free_b, &total_b));
     printf("current.free=%zu\n", free_b);
+    print_held("current");
     r = (int)cudaMalloc(&c, 3 * MiB);
     printf("current.malloc=%d\n", r);
     if (r == 0)
@@ -532,6 +546,9 @@ static int scenario_budget_pool_destroyed(void)
         CHECK(cudaMemPoolDestroy(c_pool)); /* the default pool is current again (cuda.h) */
         CHECK(cudaMemGetInfo(&free_b, &total_b));
         printf("captured%d.free=%zu\n", k, free_b);
+        char tag[16];
+        snprintf(tag, sizeof tag, "captured%d", k);
+        print_held(tag);
         r = (int)cudaMalloc(&c, 3 * MiB);
         printf("captured%d.malloc=%d\n", k, r);
         if (r == 0)
@@ -563,6 +580,7 @@ static int scenario_budget_many_pools(void)
     size_t free_b = 0, total_b = 0;
     CHECK(cudaMemGetInfo(&free_b, &total_b));
     printf("many.free=%zu\n", free_b);
+    print_held("many");
     struct cushim_device_stats st;
     if (cushim_stats(0, &st, 0) != 0)
         return 2;
@@ -1407,6 +1425,53 @@ static int scenario_threads(void)
     return bad ? 16 : 0;
 }
 
+/* One of 8 threads under a budget: 2000 rounds of a cudaMalloc and a cudaMallocAsync on its own
+ * stream (sizes up to 1 MiB; some refused), each freed, the async ones by cudaFreeAsync. */
+static void *budget_churn(void *arg)
+{
+    unsigned seed = (unsigned)(uintptr_t)arg;
+    cudaStream_t s;
+    if (cudaStreamCreate(&s) != cudaSuccess)
+        return (void *)1;
+    for (int i = 0; i < 2000; i++) {
+        void *p = NULL, *q = NULL;
+        if (cudaMalloc(&p, 1 + (size_t)(rand_r(&seed) % MiB)) != cudaSuccess)
+            p = NULL;
+        if (cudaMallocAsync(&q, 1 + (size_t)(rand_r(&seed) % MiB), s) != cudaSuccess)
+            q = NULL;
+        cudaGetLastError();
+        if ((p && cudaFree(p) != cudaSuccess) || (q && cudaFreeAsync(q, s) != cudaSuccess))
+            return (void *)2;
+    }
+    return cudaStreamSynchronize(s) == cudaSuccess && cudaStreamDestroy(s) == cudaSuccess ? NULL : (void *)3;
+}
+
+/* 8 threads churning under the budget (budget_churn), then 3 MiB kept: the budget's held bytes
+ * as published (print_held) against cudaMemGetInfo's free, which the budget computes itself. */
+static int scenario_budget_threads(void)
+{
+    pthread_t t[8];
+    void *keep;
+    CHECK(cudaFree(NULL));
+    for (uintptr_t i = 0; i < 8; i++)
+        pthread_create(&t[i], NULL, budget_churn, (void *)(i + 1));
+    int bad = 0;
+    for (int i = 0; i < 8; i++) {
+        void *r;
+        pthread_join(t[i], &r);
+        bad |= r != NULL;
+    }
+    if (bad)
+        return 16;
+    CHECK(cudaDeviceSynchronize());
+    CHECK(cudaMalloc(&keep, 3 * MiB));
+    size_t free_b, total_b;
+    CHECK(cudaMemGetInfo(&free_b, &total_b));
+    printf("threads.free=%zu\n", free_b);
+    print_held("threads");
+    return 0;
+}
+
 /* Holds 1 MiB + 4 KiB (peak 1 MiB + 4 KiB + 3 MiB) until told to exit. */
 static int scenario_hold(void)
 {
@@ -1815,6 +1880,7 @@ static const struct scenario scenarios[] = {
     {"pool_locations", scenario_pool_locations, 2},
     {"unknown_free", scenario_unknown_free, 1}, {"no_async", scenario_no_async, 1},
     {"budget_pool_idle", scenario_budget_pool_idle, 1}, {"budget_many_pools", scenario_budget_many_pools, 1},
+    {"budget_threads", scenario_budget_threads, 1},
     {"entry_points", scenario_entry_points, 1}, {"threads", scenario_threads, 1},
     {"async_stream_only", scenario_async_stream_only, 1},
     {"exit_in_call", scenario_exit_in_call, 1}, {"budget_pool_destroyed", scenario_budget_pool_destroyed, 1},
