@@ -178,6 +178,19 @@ Test(offload, budget_limits_what_the_program_sees_and_gets)
     run_free(&r);
 }
 
+/* rt_prog SCENARIO under cushim run with CUSHIM_DEVICE_LIMIT=LIMIT: its summary (NULL if none
+ * was written), r its output; the program's exit status 0 is expected. */
+static json_t *rt_under_limit(struct run_result *r, const char *limit, const char *scenario)
+{
+    char env[64];
+    snprintf(env, sizeof env, "CUSHIM_DEVICE_LIMIT=%s", limit);
+    const char *extra[] = {env, NULL};
+    const char *argv[] = {program("rt_prog"), scenario, NULL};
+    json_t *j = run_under_cushim(r, argv, sim_env(extra));
+    cr_expect_eq(r->status, 0, "%s", r->err);
+    return j;
+}
+
 /* A stream-ordered pool's idle reserve (freed memory it keeps below its release threshold: what
  * PyTorch's cudaMallocAsync backend keeps) counts in the budget: a cudaMalloc beside a pool that
  * keeps 6 MiB of an 8 MiB budget is refused, a request the reserve serves is not, cudaMemGetInfo
@@ -187,10 +200,7 @@ Test(offload, budget_limits_what_the_program_sees_and_gets)
 Test(offload, a_pools_idle_reserve_counts_in_the_budget)
 {
     struct run_result r;
-    const char *extra[] = {"CUSHIM_DEVICE_LIMIT=8MiB", NULL};
-    const char *argv[] = {program("rt_prog"), "budget_pool_idle", NULL};
-    json_t *j = run_under_cushim(&r, argv, sim_env(extra));
-    cr_expect_eq(r.status, 0, "%s", r.err);
+    json_t *j = rt_under_limit(&r, "8MiB", "budget_pool_idle");
     cr_expect_eq(kv_u64(r.out, "kept.malloc"), 2, "cudaErrorMemoryAllocation: 6 MiB idle + 4 > 8");
     cr_expect_eq(kv_u64(r.out, "kept.pool"), 0, "5 MiB served by the pool's reserve");
     cr_expect_eq(kv_u64(r.out, "kept.free"), 2 * MiB, "8 MiB less 5 in use and 1 idle");
@@ -221,10 +231,7 @@ Test(offload, a_pools_idle_reserve_counts_in_the_budget)
 Test(offload, a_pool_destroyed_with_live_allocations_hides_no_reserve)
 {
     struct run_result r;
-    const char *extra[] = {"CUSHIM_DEVICE_LIMIT=8MiB", NULL};
-    const char *argv[] = {program("rt_prog"), "budget_pool_destroyed", NULL};
-    json_t *j = run_under_cushim(&r, argv, sim_env(extra));
-    cr_expect_eq(r.status, 0, "%s", r.err);
+    json_t *j = rt_under_limit(&r, "8MiB", "budget_pool_destroyed");
     cr_expect_eq(kv_u64(r.out, "orphan.free"), 2 * MiB, "8 MiB less A's 4 live and B's 2 idle");
     cr_expect_eq(kv_u64(r.out, "orphan.held"), 6 * MiB);
     cr_expect_eq(kv_u64(r.out, "freed.held"), 2 * MiB);
@@ -261,10 +268,7 @@ Test(offload, a_pool_destroyed_with_live_allocations_hides_no_reserve)
 Test(offload, what_the_budget_holds_is_exact_under_threads)
 {
     struct run_result r;
-    const char *extra[] = {"CUSHIM_DEVICE_LIMIT=8MiB", NULL};
-    const char *argv[] = {program("rt_prog"), "budget_threads", NULL};
-    json_t *j = run_under_cushim(&r, argv, sim_env(extra));
-    cr_expect_eq(r.status, 0, "%s", r.err);
+    json_t *j = rt_under_limit(&r, "8MiB", "budget_threads");
     cr_expect_eq(kv_u64(r.out, "threads.held"), 3 * MiB, "the 3 MiB kept; the pools released at the synchronize");
     cr_expect_eq(kv_u64(r.out, "threads.free"), 5 * MiB, "cudaMemGetInfo: the limit less what the budget holds");
     cr_assert(j);
@@ -279,10 +283,7 @@ Test(offload, what_the_budget_holds_is_exact_under_threads)
 Test(offload, every_pool_counts_however_many)
 {
     struct run_result r;
-    const char *extra[] = {"CUSHIM_DEVICE_LIMIT=160MiB", NULL};
-    const char *argv[] = {program("rt_prog"), "budget_many_pools", NULL};
-    json_t *j = run_under_cushim(&r, argv, sim_env(extra));
-    cr_expect_eq(r.status, 0, "%s", r.err);
+    json_t *j = rt_under_limit(&r, "160MiB", "budget_many_pools");
     cr_expect_eq(kv_u64(r.out, "many.free"), 20 * MiB);
     cr_expect_eq(kv_u64(r.out, "many.held"), 140 * MiB);
     cr_expect_eq(kv_u64(r.out, "many.reserved"), 140 * MiB);

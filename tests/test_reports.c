@@ -435,6 +435,21 @@ static void put_program(char *path, size_t n, const char *name, const void *text
     cr_assert_eq(chmod(path, 0755), 0);
 }
 
+/* `cushim run -- ELF` of a program whose dynamic loader `loader` does not exist: exit 127, and
+ * the loader named (not "No such file or directory" of a program that exists). */
+static void expect_missing_loader(const char *elf, const char *loader)
+{
+    struct run_result r;
+    char expect[3000];
+    const char *argv[] = {cushim_bin(), "run", "--", elf, NULL};
+    run_cmd(&r, argv, sim_env(NULL));
+    cr_expect_eq(r.status, 127);
+    snprintf(expect, sizeof expect, "cushim: cannot run \"%s\": its dynamic loader \"%s\" (ELF interpreter) "
+             "does not exist\n", elf, loader);
+    cr_expect_str_eq(r.err, expect);
+    run_free(&r);
+}
+
 Test(reports, a_missing_interpreter_is_named_not_the_program_that_exists)
 {
     /* Found by a fresh-user trial: execve's ENOENT for a script whose #! interpreter is missing
@@ -516,13 +531,7 @@ Test(reports, a_missing_interpreter_is_named_not_the_program_that_exists)
     snprintf(renamed, sizeof renamed, "%s", ld);
     put_program(elf, sizeof elf, "bad-loader", image, len);
     free(image);
-    const char *a4[] = {cushim_bin(), "run", "--", elf, NULL};
-    run_cmd(&r, a4, sim_env(NULL));
-    cr_expect_eq(r.status, 127);
-    snprintf(expect, sizeof expect, "cushim: cannot run \"%s\": its dynamic loader \"%s\" (ELF interpreter) "
-             "does not exist\n", elf, renamed);
-    cr_expect_str_eq(r.err, expect);
-    run_free(&r);
+    expect_missing_loader(elf, renamed);
 }
 
 /* A 32-bit ELF program (an i386 one on a system without 32-bit libraries) whose loader does not
@@ -554,7 +563,7 @@ Test(reports, a_32_bit_program_s_missing_loader_is_named)
     ph[1] = (Elf32_Phdr){.p_type = PT_LOAD, .p_vaddr = base, .p_paddr = base, .p_filesz = sizeof image,
                          .p_memsz = sizeof image, .p_flags = PF_R | PF_X, .p_align = 0x1000};
     memcpy(image + at, interp, sizeof interp);
-    char elf[700], expect[2000];
+    char elf[700];
     put_program(elf, sizeof elf, "bad-loader-32", image, sizeof image);
     pid_t pid = fork();
     cr_assert(pid >= 0);
@@ -571,14 +580,7 @@ Test(reports, a_32_bit_program_s_missing_loader_is_named)
         cr_skip_test("not run: this kernel runs no 32-bit programs");
     }
     cr_assert_eq(WEXITSTATUS(st), 2, "execve of a 32-bit image with a missing loader: ENOENT");
-    struct run_result r;
-    const char *argv[] = {cushim_bin(), "run", "--", elf, NULL};
-    run_cmd(&r, argv, sim_env(NULL));
-    cr_expect_eq(r.status, 127);
-    snprintf(expect, sizeof expect, "cushim: cannot run \"%s\": its dynamic loader \"%s\" (ELF interpreter) "
-             "does not exist\n", elf, interp);
-    cr_expect_str_eq(r.err, expect);
-    run_free(&r);
+    expect_missing_loader(elf, interp);
 }
 
 Test(reports, json_output_never_replaces_a_device_and_keeps_the_old_file_on_failure)
