@@ -209,7 +209,7 @@ void cushim_text_process(FILE *f, const struct cushim_snapshot *s, const char *t
                     d->total_bytes && d->dev[CUSHIM_DEV_limit] > d->total_bytes ? " (above the device's total)" : "",
                     fmt(d->dev[CUSHIM_DEV_limit_held], b, sizeof b));
         if (d->dev[CUSHIM_DEV_limit_refused])
-            fprintf(f, " (%llu request%s over it)", (unsigned long long)d->dev[CUSHIM_DEV_limit_refused],
+            fprintf(f, " (%llu request%s refused)", (unsigned long long)d->dev[CUSHIM_DEV_limit_refused],
                     d->dev[CUSHIM_DEV_limit_refused] == 1 ? "" : "s");
         fputc('\n', f);
         fprintf(f, "    %-16s %12s %12s %10s %10s %8s\n", "kind", "current", "peak", "allocs",

@@ -202,6 +202,18 @@ bool budget_reserve_limited(int device, uint64_t bytes, uint64_t own_idle, uint6
     }
 }
 
+void budget_context_gone(void)
+{
+    if (!budget_any)
+        return;
+    for (unsigned i = 0; i < CUSHIM_MAX_DEVICES; i++) {
+        if (!shim.cfg.device_limit[i])
+            continue;
+        atomic_store(&budget_graph_stale[i], 1);
+        atomic_fetch_add_explicit(&budget_pool_changes[i], 1, memory_order_seq_cst);
+    }
+}
+
 void budget_after_fork_child(void)
 {
     for (unsigned i = 0; i < CUSHIM_MAX_DEVICES; i++) {

@@ -51,6 +51,11 @@ uint64_t budget_graph_ticket(int device);
 /* In a child after fork(): nothing held, nothing read (its segment's launch counts start at 0),
  * no lock held by a thread of the parent's. */
 void budget_after_fork_child(void);
+/* A context was torn down (cuCtxDestroy, cudaDeviceReset, the last primary-context release): the
+ * graph memory pool and the stream-ordered pools it used may have given their reserve back
+ * (nothing the shim launches or frees shows it), so every device's readings are stale: read again
+ * before its budget next decides or answers cudaMemGetInfo. Nothing without a limit. */
+void budget_context_gone(void);
 /* The process's graph launches so far (CUSHIM_DEV_graph_launches summed over the live device
  * records; 0 without a segment): a launch counts on its graph's device but may grow any device's
  * graph pool, so a change anywhere makes every device's reading stale. A count, not bytes.

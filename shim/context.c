@@ -356,6 +356,7 @@ void shim_drop_context(CUcontext ctx)
     offload_context_gone(a.ctx);
     capture_context_gone(a.ctx);
     graph_context_gone(a.ctx);
+    budget_context_gone();
     if (n)
         LOG_DEBUG("context %p torn down: %u allocations dropped", (void *)ctx, n);
 }

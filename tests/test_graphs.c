@@ -219,6 +219,23 @@ Test(graphs, a_trim_during_a_capture_gives_the_budget_back)
     run_free(&r);
 }
 
+/* Graph memory given back by a cudaDeviceReset: the pool is read again before the budget next
+ * decides, so the 400 MiB it held are not held against the next request (found by an attack
+ * trial: an 8 MiB budget on an empty device refused 7 MiB after a reset; only a launch made the
+ * budget read the graph pool again). */
+Test(graphs, a_reset_gives_the_graph_pools_reserve_back_to_the_budget)
+{
+    struct run_result r;
+    const char *extra[] = {"CUSHIM_DEVICE_LIMIT=512MiB", NULL};
+    json_t *j = graph_run_env(&r, "budget_after_reset", extra);
+    cr_expect_eq(kv_u64(r.out, "rc_after_reset"), 0, "%s", r.out);
+    cr_expect_eq(jpath_u64(j, "devices.0.device.current_bytes"), 300 * MiB);
+    cr_expect_eq(jpath_u64(j, "devices.0.device_total.limit_held_bytes"), 300 * MiB);
+    cr_expect_eq(jpath_u64(j, "devices.0.device_total.limit_refused_count"), 0);
+    json_decref(j);
+    run_free(&r);
+}
+
 /* A capture belongs to its stream's context (cuStreamGetCtx), not to the context current when it
  * began: resetting the stream's device ends it, so later allocations are not `capture`. */
 Test(graphs, capture_on_another_devices_stream_ends_with_that_device)

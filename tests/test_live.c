@@ -325,7 +325,7 @@ Test(live, a_budget_refusal_is_in_the_exposition_and_stat)
     run_free(&r);
     const char *text[] = {cushim_bin(), "stat", p, NULL};
     run_cmd(&r, text, env);
-    cr_expect(strstr(r.out, "  limit 2.00 MiB, held 1.00 MiB (1 request over it)\n") != NULL, "%s", r.out);
+    cr_expect(strstr(r.out, "  limit 2.00 MiB, held 1.00 MiB (1 request refused)\n") != NULL, "%s", r.out);
     run_free(&r);
     touch(hold);
     cr_expect_eq(wait_bg(pid), 0);

@@ -243,6 +243,26 @@ static int scenario_budget_after_trim_during_capture(void)
     return 0;
 }
 
+/* Under a device budget (CUSHIM_DEVICE_LIMIT=512MiB): 400 MiB of graph memory attached by a
+ * launch and freed (the pool keeps its reserve), then cudaDeviceReset, which ends the context and
+ * with it the pool's reserve (cuda_runtime_api.h cudaDeviceReset: "Destroy all allocations and
+ * reset all state on the current device"); then whether 300 MiB can be had. */
+static int scenario_budget_after_reset(void)
+{
+    cudaStream_t s;
+    CHECK(cudaStreamCreate(&s));
+    void *p;
+    cudaGraphExec_t x;
+    CHECK(cudaGraphInstantiateWithFlags(&x, node_graph_at(400 * MiB, 0, &p), 0));
+    CHECK(cudaGraphLaunch(x, s));
+    CHECK(cudaStreamSynchronize(s));
+    CHECK(cudaFree(p));
+    CHECK(cudaDeviceReset());
+    void *a = NULL;
+    printf("rc_after_reset=%d\n", (int)cudaMalloc(&a, 300 * MiB));
+    return 0;
+}
+
 /* The device's counters through the cushim API, printed as api.TAG.FIELD=value. */
 static int print_stats(const char *tag, int device)
 {
@@ -819,7 +839,7 @@ static const struct scenario scenarios[] = {
     {"budget_and_graph_memory", scenario_budget_and_graph_memory, 1},
     {"budget_other_device_pool", scenario_budget_other_device_pool, 1},
     {"budget_upload", scenario_budget_upload, 1},
-    {"budget_after_trim_during_capture", scenario_budget_after_trim_during_capture, 1},
+    {"budget_after_trim_during_capture", scenario_budget_after_trim_during_capture, 1}, {"budget_after_reset", scenario_budget_after_reset, 1},
     {"capture_other_device_reset", scenario_capture_other_device_reset, 2},
     {"capture_current_device_reset", scenario_capture_current_device_reset, 2},
     {"overlapping_captures", scenario_overlapping_captures, 1},
