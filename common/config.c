@@ -110,6 +110,38 @@ uint64_t cushim_config_fingerprint(const char *(*lookup)(const char *name), char
     return h ^ unknown;
 }
 
+/* A device limit below 1 MiB is taken but said: `--device-limit 8` is 8 bytes (a size without a
+ * unit is bytes), which refuses every request; nobody budgets a GPU in bytes. */
+static void small_limit(void (*report)(const struct cushim_config_error *), const char *value,
+                        const uint64_t limits[CUSHIM_MAX_DEVICES])
+{
+    uint64_t small = 0;
+    int which = -1, count = 0;
+    for (int i = 0; i < (int)CUSHIM_MAX_DEVICES; i++)
+        if (limits[i] && limits[i] < (1u << 20)) {
+            if (which < 0)
+                small = limits[i], which = i;
+            count++;
+        }
+    if (!report || which < 0)
+        return;
+    char shown[160], safe[121 * 4 + 1], head[121], size[32], why[320], line[700];
+    snprintf(head, sizeof head, "%.*s", 120, value);
+    snprintf(shown, sizeof shown, "\"%s\"", cushim_text_escaped(head, safe, sizeof safe));
+    cushim_format_bytes(small, size, sizeof size);
+    char whom[48];
+    if (count == (int)CUSHIM_MAX_DEVICES)
+        snprintf(whom, sizeof whom, "every device");
+    else
+        snprintf(whom, sizeof whom, "device %d%s", which, count > 1 ? " and others" : "");
+    snprintf(why, sizeof why, "gives %s %s, below 1 MiB (a size without a unit is bytes: 8GiB is 8 GiB); "
+             "taken as given: larger requests are refused", whom, size);
+    snprintf(line, sizeof line, "cushim: %s=%s %s", cushim_option_table[CUSHIM_OPT_DEVICE_LIMIT].variable,
+             shown, why);
+    struct cushim_config_error e = {CUSHIM_OPT_DEVICE_LIMIT, shown, why, line, 1};
+    report(&e);
+}
+
 static void bad_value(void (*report)(const struct cushim_config_error *), enum cushim_option id,
                       const char *value, const char *expected)
 {
@@ -244,8 +276,8 @@ static int parse_into(struct cushim_config *c, enum cushim_option id, const char
         *expected = rc == -2   ? "a size below 16 EiB (2^64 bytes) for every device or ORDINAL:SIZE,..."
                     : rc == -3 ? "ORDINAL:SIZE,... naming each ordinal once (e.g. 0:20GiB,1:10GiB)"
                     : rc == -4 ? "ORDINAL:SIZE,... with ordinals 0..63 (cushim counts 64 devices)"
-                               : "a size for every device (a whole number of bytes, or with a unit K, M, G or "
-                                 "T, binary) or ORDINAL:SIZE,... with ordinals 0..63, no spaces (e.g. 20GiB "
+                               : "a size (a whole number of bytes, or with a unit K, M, G or T, binary) nor "
+                                 "ORDINAL:SIZE,... with ordinals 0..63, no spaces (e.g. 20GiB for every device, "
                                  "or 0:20GiB,1:10GiB)";
         return rc < 0 ? -1 : 0;
     }
@@ -275,6 +307,8 @@ void cushim_config_load(struct cushim_config *c, const char *(*lookup)(const cha
         if (v && *v && parse_into(c, (enum cushim_option)i, v, &expected) != 0) {
             bad_value(report, (enum cushim_option)i, v, expected);
             parse_into(c, (enum cushim_option)i, o->def, &expected);
+        } else if (v && *v && i == CUSHIM_OPT_DEVICE_LIMIT) {
+            small_limit(report, v, c->device_limit);
         }
     }
     for (char *const *e = environ_list; e && *e; e++) {

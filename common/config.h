@@ -57,6 +57,8 @@ struct cushim_config_error {
     const char *expected;  /* what was expected, e.g. "a size (a whole number of bytes, or with a unit K, M, G or T, binary, any case, as K, KB, KiB or Ki: e.g. 512M, 64MiB, 1Gi, 4096)" */
     const char *line;      /* the whole one-line message (no newline), naming the variable and
                               the default used: what the shim and the CLI print */
+    int warning;           /* 1: the value is taken, but is most likely a mistake; `expected` then
+                              says why (a device limit below 1 MiB: a size without a unit is bytes) */
 };
 
 /* Environment lookup, normally getenv; `environ_list` (NULL-terminated "NAME=value" strings,

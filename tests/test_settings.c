@@ -181,6 +181,34 @@ Test(settings, usage_errors_exit_2)
     run_free(&r);
 }
 
+/* A device limit below 1 MiB is taken, and said once: a size without a unit is bytes (found by a
+ * fresh-user trial: `--device-limit 8` made every cudaMalloc fail, with only "limit 8 B" in the
+ * summary to tell why). As an option of cushim run, and as the variable under plain LD_PRELOAD. */
+Test(settings, a_device_limit_below_a_mebibyte_is_said)
+{
+    struct run_result r;
+    const char *flag[] = {cushim_bin(), "run", "--quiet", "--device-limit", "8", "--", program("rt_prog"), "malloc", NULL};
+    run_cmd(&r, flag, sim_env(NULL));
+    cr_expect_eq(r.status, 10, "the program's first cudaMalloc fails: it says so and exits 10");
+    const char *said = "cushim: --device-limit \"8\" gives every device 8 B, below 1 MiB (a size without a unit is "
+                       "bytes: 8GiB is 8 GiB); taken as given: larger requests are refused\n";
+    cr_expect(strncmp(r.err, said, strlen(said)) == 0 && strstr(r.err + 1, said) == NULL, "%s", r.err);
+    run_free(&r);
+    const char *env[] = {preload_env(), "CUSHIM_DEVICE_LIMIT=0:1GiB,1:64K", "SIMCUDA_DEVICE_COUNT=2", NULL};
+    const char *plain[] = {program("rt_prog"), "peaks", NULL};
+    run_cmd(&r, plain, sim_env(env));
+    cr_expect_eq(r.status, 0, "%s", r.err);
+    cr_expect_str_eq(r.err, "cushim: CUSHIM_DEVICE_LIMIT=\"0:1GiB,1:64K\" gives device 1 64.0 KiB, below 1 MiB (a size "
+                            "without a unit is bytes: 8GiB is 8 GiB); taken as given: larger requests are refused\n");
+    run_free(&r);
+    /* 1 MiB and more: nothing said. */
+    const char *env2[] = {preload_env(), "CUSHIM_DEVICE_LIMIT=1MiB", NULL};
+    run_cmd(&r, plain, sim_env(env2));
+    cr_expect_eq(r.status, 0, "%s", r.err);
+    cr_expect_str_eq(r.err, "");
+    run_free(&r);
+}
+
 /* A value that is an option ("--json --quiet") is refused, not taken as a file named --quiet
  * (found by an attack helper); name=--VALUE still gives such a value. */
 Test(settings, an_option_is_not_taken_as_a_value)
@@ -346,9 +374,9 @@ Test(settings, bad_values_are_echoed_escaped)
     cr_expect_str_eq(r.out, "ran\n");
     cr_expect_str_eq(r.err, "cushim: CUSHIM_LOG=\"warn\\ncushim: all good\" is not one of off|error|warn|info|debug; "
                             "using the default \"warn\"\n"
-                            "cushim: CUSHIM_DEVICE_LIMIT=\"1G\\x1b[2J\\xe9\" is not a size for every device (a whole "
-                            "number of bytes, or with a unit K, M, G or T, binary) or ORDINAL:SIZE,... with "
-                            "ordinals 0..63, no spaces (e.g. 20GiB or 0:20GiB,1:10GiB); "
+                            "cushim: CUSHIM_DEVICE_LIMIT=\"1G\\x1b[2J\\xe9\" is not a size (a whole number of "
+                            "bytes, or with a unit K, M, G or T, binary) nor ORDINAL:SIZE,... with "
+                            "ordinals 0..63, no spaces (e.g. 20GiB for every device, or 0:20GiB,1:10GiB); "
                             "using the default (none)\n"
                             "cushim: CUSHIM_X\\x1b[31mRED\\nFAKE is not a cushim variable (see `cushim run --help`); "
                             "ignored\n");

@@ -211,9 +211,9 @@ Test(config, defaults_parse_and_bad_values_keep_them)
     cr_expect_eq(c.offload, CUSHIM_OFFLOAD_COMPILE);
     cr_expect_eq(c.device_limit[0], 0);
     cr_expect_str_eq(errors,
-        "cushim: CUSHIM_DEVICE_LIMIT=\"0:1GiB,x\" is not a size for every device (a whole number of bytes, or "
-        "with a unit K, M, G or T, binary) or ORDINAL:SIZE,... with ordinals 0..63, no spaces (e.g. 20GiB or "
-        "0:20GiB,1:10GiB); using the default (none)\n"
+        "cushim: CUSHIM_DEVICE_LIMIT=\"0:1GiB,x\" is not a size (a whole number of bytes, or with a unit K, "
+        "M, G or T, binary) nor ORDINAL:SIZE,... with ordinals 0..63, no spaces (e.g. 20GiB for every device, "
+        "or 0:20GiB,1:10GiB); using the default (none)\n"
         "cushim: CUSHIM_SPILL=\"maybe\" is not a boolean (1/0/true/false/yes/no/on/off); using the default \"0\"\n"
         "cushim: CUSHIM_OFLOAD is not a cushim variable (did you mean CUSHIM_OFFLOAD?); ignored\n"
         "cushim: CUSHIM_DEVICE_LIMT is not a cushim variable (did you mean CUSHIM_DEVICE_LIMIT?); ignored\n"
@@ -224,8 +224,8 @@ Test(config, defaults_parse_and_bad_values_keep_them)
     /* The same problems, structured (what `cushim run` uses to name its own options). */
     char want[1024];
     snprintf(want, sizeof want,
-             "%d \"0:1GiB,x\" a size for every device (a whole number of bytes, or with a unit K, M, G or T, "
-             "binary) or ORDINAL:SIZE,... with ordinals 0..63, no spaces (e.g. 20GiB or 0:20GiB,1:10GiB)\n%d \"maybe\" a boolean (1/0/true/false/yes/no/on/off)\n%d  \n%d  \n%d  \n%d  \n%d  \n%d  \n",
+             "%d \"0:1GiB,x\" a size (a whole number of bytes, or with a unit K, M, G or T, binary) nor "
+             "ORDINAL:SIZE,... with ordinals 0..63, no spaces (e.g. 20GiB for every device, or 0:20GiB,1:10GiB)\n%d \"maybe\" a boolean (1/0/true/false/yes/no/on/off)\n%d  \n%d  \n%d  \n%d  \n%d  \n%d  \n",
              CUSHIM_OPT_DEVICE_LIMIT, CUSHIM_OPT_SPILL, CUSHIM_OPT_COUNT, CUSHIM_OPT_COUNT, CUSHIM_OPT_COUNT,
              CUSHIM_OPT_COUNT, CUSHIM_OPT_COUNT, CUSHIM_OPT_COUNT);
     cr_expect_str_eq(fields, want);

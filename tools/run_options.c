@@ -170,6 +170,16 @@ int run_config_flag(int argc, char **argv, int i)
  * process the shim is loaded into. */
 void run_print_config_error(const struct cushim_config_error *e)
 {
+    if (e->warning) { /* taken: said, the run goes on */
+        if (e->option < CUSHIM_OPT_COUNT && set_by_flag[e->option]) {
+            char flag[64];
+            run_flag_name(cushim_option_table[e->option].variable, flag, sizeof flag);
+            fprintf(stderr, "cushim: %s %s %s\n", flag, e->shown, e->expected);
+        } else {
+            fprintf(stderr, "%s\n", e->line);
+        }
+        return;
+    }
     if (e->option < CUSHIM_OPT_COUNT && set_by_flag[e->option]) {
         char flag[64];
         run_flag_name(cushim_option_table[e->option].variable, flag, sizeof flag);
