@@ -190,7 +190,9 @@ void cushim_text_process(FILE *f, const struct cushim_snapshot *s, const char *t
     else /* CUDA not used (the shim started by cushim.h's calls, a phase set) */
         snprintf(used, sizeof used, "no device used%s", s->exited || s->over ? "" : " yet");
     fprintf(f, "%s%s `%s`: %s, phase %s%s%s%s%s\n", title ? title : "", who, cmd, used, phase,
-            strchr(phase, '>') ? " (requested, at the next allocation)" : "",
+            !strchr(phase, '>')     ? ""
+            : s->exited || s->over ? " (requested; no allocation came after it to take it)"
+                                   : " (requested, at the next allocation)",
             strcmp(offload, "off") ? ", offload " : "", strcmp(offload, "off") ? offload : "",
             s->flags & CUSHIM_SEG_F_SPILL ? ", spill on" : "");
     for (uint32_t i = 0; i < s->device_count; i++) {

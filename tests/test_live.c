@@ -566,6 +566,37 @@ Test(live, a_process_whose_main_thread_ended_is_alive)
     cr_expect_eq(wait_bg(pid), 0);
 }
 
+/* A phase request waits for the process's next allocation: `stat` says so while it lives; a
+ * process that ended without one says the request was never taken (found by a fresh-user trial:
+ * the exit summary still said "at the next allocation"). */
+Test(live, a_phase_request_never_taken_is_said_so_at_exit)
+{
+    const char *segdir = fresh_dir("seg-never-taken"), *ready = fresh_dir("ready-never-taken");
+    char hold[700], report[700], rep_env[800], p[32];
+    snprintf(hold, sizeof hold, "%s/go-never-taken", test_dir());
+    snprintf(report, sizeof report, "%s/never-taken.txt", test_dir());
+    snprintf(rep_env, sizeof rep_env, "CUSHIM_REPORT=%s", report);
+    const char *argv[] = {program("rt_prog"), "hold", NULL};
+    pid_t pid = spawn_bg(argv, live_env_with(segdir, ready, hold, rep_env));
+    pid_t rp;
+    wait_ready(ready, 1, &rp);
+    cr_assert_eq(rp, pid);
+    snprintf(p, sizeof p, "%d", (int)pid);
+    struct run_result r;
+    cr_expect_eq(cli(segdir, &r, "phase", p, "compile"), 0, "%s", r.err);
+    run_free(&r);
+    cr_expect_eq(cli(segdir, &r, "stat", p, NULL), 0, "%s", r.err);
+    cr_expect(strstr(r.out, "phase run>compile (requested, at the next allocation)\n") != NULL, "%s", r.out);
+    run_free(&r);
+    touch(hold);
+    cr_expect_eq(wait_bg(pid), 0);
+    char *text = slurp(report);
+    cr_expect(text && strstr(text, "phase run>compile (requested; no allocation came after it to take it)\n"),
+              "%s", text ? text : "(no report)");
+    free(text);
+    unlink(hold);
+}
+
 Test(live, forked_child_leaves_the_parent_segment)
 {
     const char *segdir;

@@ -309,8 +309,26 @@ Test(settings, an_unknown_option_or_command_before_any_command)
     const char *command[] = {cushim_bin(), "stt", NULL};
     run_cmd(&r, command, NULL);
     cr_expect_eq(r.status, 2);
-    cr_expect_str_eq(r.err, "cushim: unknown command \"stt\" (expected one of run, ps, stat, top, reset-peak, "
-                            "phase, gc, serve, help)\n");
+    cr_expect_str_eq(r.err, "cushim: unknown command \"stt\" (did you mean stat? expected one of run, ps, stat, "
+                            "top, reset-peak, phase, gc, serve, help)\n");
+    run_free(&r);
+    /* Found by a fresh-user trial: `cushim stats` and `cushim version` got no hint. */
+    static const char *const near[][2] = {{"stats", "stat"}, {"version", "--version"}, {"reset_peak", "reset-peak"},
+                                          {"server", "serve"}};
+    for (size_t i = 0; i < sizeof near / sizeof near[0]; i++) {
+        const char *argv[] = {cushim_bin(), near[i][0], NULL};
+        char want[300];
+        snprintf(want, sizeof want, "cushim: unknown command \"%s\" (did you mean %s? expected one of run, ps, "
+                 "stat, top, reset-peak, phase, gc, serve, help)\n", near[i][0], near[i][1]);
+        run_cmd(&r, argv, NULL);
+        cr_expect_eq(r.status, 2);
+        cr_expect_str_eq(r.err, want);
+        run_free(&r);
+    }
+    const char *far[] = {cushim_bin(), "frobnicate", NULL};
+    run_cmd(&r, far, NULL);
+    cr_expect_str_eq(r.err, "cushim: unknown command \"frobnicate\" (expected one of run, ps, stat, top, "
+                            "reset-peak, phase, gc, serve, help)\n");
     run_free(&r);
 }
 

@@ -236,11 +236,24 @@ static int dispatch(int argc, char **argv)
             acting = commands[i].name;
         return commands[i].fn(argc - 1, argv + 1);
     }
-    if (argv[1][0] == '-')
+    if (argv[1][0] == '-') {
         cli_error("unknown option \"%s\" (cushim takes --help or --version before a command: run, ps, "
                   "stat, top, reset-peak, phase, gc, serve, help)", argv[1]);
-    else
-        cli_error("unknown command \"%s\" (expected one of run, ps, stat, top, reset-peak, phase, "
-                  "gc, serve, help)", argv[1]);
+        return EXIT_USAGE;
+    }
+    /* A near command is offered (`cushim stats`), and `cushim version` is --version. */
+    const char *names[sizeof commands / sizeof commands[0] + 1];
+    int count = 0;
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        names[count++] = commands[i].name;
+    names[count++] = "help";
+    size_t d;
+    int k = cushim_text_nearest(argv[1], strlen(argv[1]), names, count, 0, &d);
+    const char *near = !strcmp(argv[1], "version") ? "--version" : k >= 0 ? names[k] : NULL;
+    char hint[64] = "";
+    if (near)
+        snprintf(hint, sizeof hint, "did you mean %s? ", near);
+    cli_error("unknown command \"%s\" (%sexpected one of run, ps, stat, top, reset-peak, phase, "
+              "gc, serve, help)", argv[1], hint);
     return EXIT_USAGE;
 }
