@@ -597,6 +597,36 @@ Test(live, a_phase_request_never_taken_is_said_so_at_exit)
     unlink(hold);
 }
 
+/* stat, reset-peak or phase pointed at the `cushim run` itself name the process it launched
+ * (found by a fresh-user trial: "it was started without the shim" of the run). */
+Test(live, the_run_itself_points_at_its_program)
+{
+    const char *segdir = fresh_dir("seg-run-itself"), *ready = fresh_dir("ready-run-itself");
+    char hold[700], seg[700], rd[800], hd[800], p[32], want[400];
+    snprintf(hold, sizeof hold, "%s/go-run-itself", test_dir());
+    snprintf(seg, sizeof seg, "CUSHIM_SEGMENT_DIR=%s", segdir);
+    snprintf(rd, sizeof rd, "READY_DIR=%s", ready);
+    snprintf(hd, sizeof hd, "HOLD_FILE=%s", hold);
+    const char *extra[] = {seg, rd, hd, NULL};
+    const char *argv[] = {cushim_bin(), "run", "--quiet", "--", program("rt_prog"), "hold", NULL};
+    pid_t run = spawn_bg(argv, sim_env(extra));
+    pid_t prog;
+    wait_ready(ready, 1, &prog);
+    snprintf(p, sizeof p, "%d", (int)run);
+    snprintf(want, sizeof want, "cushim: no cushim process %d: it is the `cushim run` that launched pid %d (give "
+             "that pid)\n", (int)run, (int)prog);
+    static const char *const cmds[][2] = {{"stat", NULL}, {"reset-peak", NULL}, {"phase", "run"}};
+    for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
+        struct run_result r;
+        cr_expect_eq(cli(segdir, &r, cmds[i][0], p, cmds[i][1]), 1, "%s", cmds[i][0]);
+        cr_expect_str_eq(r.err, want, "%s", cmds[i][0]);
+        run_free(&r);
+    }
+    touch(hold);
+    cr_expect_eq(wait_bg(run), 0);
+    unlink(hold);
+}
+
 Test(live, forked_child_leaves_the_parent_segment)
 {
     const char *segdir;

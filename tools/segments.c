@@ -610,6 +610,46 @@ static struct cushim_segment *map_one(const char *path, pid_t pid, char *why, si
     return s;
 }
 
+/* The live processes a `cushim run` of pid `run` (its start time `start`) launched, for a message:
+ * the first few pids, in pid order. */
+struct run_children {
+    pid_t run;
+    uint64_t start;
+    int n;
+    pid_t pids[4];
+};
+
+static int gather_run_child(struct seg_entry *e, void *arg)
+{
+    struct run_children *c = arg;
+    if (e->ok && !e->stale && !e->copy && e->snap.run_pid == c->run && e->snap.run_start_time == c->start) {
+        if (c->n < 4)
+            c->pids[c->n] = e->snap.host_pid ? e->snap.host_pid : e->pid;
+        c->n++;
+    }
+    return 0;
+}
+
+/* When pid is a live `cushim run` whose processes have segments: says so, naming them (pointing
+ * stat at the run itself is a common slip), and returns 1; else 0. */
+static int say_run_itself(pid_t pid)
+{
+    struct run_children c = {pid, cushim_proc_start_time(pid), 0, {0}};
+    if (!c.start)
+        return 0;
+    seg_scan(NULL, 0, gather_run_child, &c);
+    if (!c.n)
+        return 0;
+    char list[96] = "";
+    for (int i = 0; i < c.n && i < 4; i++) {
+        size_t at = strlen(list);
+        snprintf(list + at, sizeof list - at, "%s%d", i ? ", " : "", (int)c.pids[i]);
+    }
+    cli_error("no cushim process %d: it is the `cushim run` that launched pid %s%s (give that pid)", (int)pid,
+              list, c.n > 4 ? " and others" : "");
+    return 1;
+}
+
 void seg_say_missing(pid_t pid, int to_change)
 {
     /* A segment named for pid that another user owns: the process is there, not this user's. */
@@ -648,6 +688,8 @@ void seg_say_missing(pid_t pid, int to_change)
                               "root may change it)"
                             : "no cushim process %d of yours: its segment in %s is uid %ld's (root, or "
                               "CAP_DAC_READ_SEARCH to read it, sees every user's)", (int)pid, seg_dir(), owner);
+    else if (say_run_itself(pid))
+        ;
     else if (cushim_proc_alive(pid))
         /* A process without the shim (nvidia-smi's pid, a server not started under `cushim run`)
          * is the usual reason: said, rather than left to look like a typo. */
