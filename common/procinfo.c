@@ -372,6 +372,20 @@ uint64_t cushim_proc_pidfs_ino(pid_t pid)
 #endif
 }
 
+pid_t cushim_proc_parent(pid_t pid)
+{
+    char path[64], buf[1024];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    if (proc_foreign() || read_text(path, buf, sizeof buf) <= 0)
+        return 0;
+    /* After the command's closing parenthesis: " S PPID ..." (proc(5): state, then ppid). */
+    const char *p = strrchr(buf, ')');
+    int ppid = 0;
+    if (!p || sscanf(p + 1, " %*c %d", &ppid) != 1 || ppid < 0)
+        return 0;
+    return (pid_t)ppid;
+}
+
 int cushim_proc_alive(pid_t pid)
 {
     if (cushim_proc_start_time(pid) != 0)

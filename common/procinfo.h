@@ -32,6 +32,10 @@ int cushim_self_cmdline(char *buf, size_t len);
  * the kernel has no pidfs. Four system calls. */
 uint64_t cushim_proc_pidfs_ino(pid_t pid);
 
+/* The parent of process `pid` of this pid namespace (field 4 of /proc/<pid>/stat); 0 when there
+ * is no such process or /proc cannot be read (or is another pid namespace's). */
+pid_t cushim_proc_parent(pid_t pid);
+
 /* Whether process `pid` of this pid namespace exists (not a zombie): by /proc/<pid>/stat; where
  * /proc cannot be read (hidden in a sandbox), by kill(pid, 0). 1 or 0. */
 int cushim_proc_alive(pid_t pid);

@@ -597,34 +597,86 @@ Test(live, a_phase_request_never_taken_is_said_so_at_exit)
     unlink(hold);
 }
 
-/* stat, reset-peak or phase pointed at the `cushim run` itself name the process it launched
- * (found by a fresh-user trial: "it was started without the shim" of the run). */
-Test(live, the_run_itself_points_at_its_program)
+/* `stat PID`, `reset-peak PID` and `phase PID run` give 1 and exactly `want` on stderr. */
+static void expect_said_by_all(const char *segdir, const char *p, const char *want)
+{
+    static const char *const cmds[][2] = {{"stat", NULL}, {"reset-peak", NULL}, {"phase", "run"}};
+    for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
+        struct run_result r;
+        cr_expect_eq(cli(segdir, &r, cmds[i][0], p, cmds[i][1]), 1, "%s", cmds[i][0]);
+        cr_expect_str_eq(r.err, want, "%s said:\n%swanted:\n%s", cmds[i][0], r.err, want);
+        run_free(&r);
+    }
+}
+
+/* stat, reset-peak or phase pointed at a `cushim run`, or at a launcher whose descendants use
+ * CUDA, name the pids to give (found by a fresh-user trial: "it was started without the shim" of
+ * the run; an attack trial: the outer of two nested runs, and a shell's children). */
+Test(live, a_run_or_launcher_points_at_its_processes)
 {
     const char *segdir = fresh_dir("seg-run-itself"), *ready = fresh_dir("ready-run-itself");
-    char hold[700], seg[700], rd[800], hd[800], p[32], want[400];
+    char hold[700], seg[700], rd[800], hd[800], p[32], want[600], cmd[2000];
     snprintf(hold, sizeof hold, "%s/go-run-itself", test_dir());
     snprintf(seg, sizeof seg, "CUSHIM_SEGMENT_DIR=%s", segdir);
     snprintf(rd, sizeof rd, "READY_DIR=%s", ready);
     snprintf(hd, sizeof hd, "HOLD_FILE=%s", hold);
     const char *extra[] = {seg, rd, hd, NULL};
-    const char *argv[] = {cushim_bin(), "run", "--quiet", "--", program("rt_prog"), "hold", NULL};
+    /* A run around a run around the program. */
+    const char *argv[] = {cushim_bin(), "run", "--quiet", "--", cushim_bin(), "run", "--quiet", "--",
+                          program("rt_prog"), "hold", NULL};
     pid_t run = spawn_bg(argv, sim_env(extra));
     pid_t prog;
     wait_ready(ready, 1, &prog);
     snprintf(p, sizeof p, "%d", (int)run);
-    snprintf(want, sizeof want, "cushim: no cushim process %d: it is the `cushim run` that launched pid %d (give "
-             "that pid)\n", (int)run, (int)prog);
-    static const char *const cmds[][2] = {{"stat", NULL}, {"reset-peak", NULL}, {"phase", "run"}};
-    for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
-        struct run_result r;
-        cr_expect_eq(cli(segdir, &r, cmds[i][0], p, cmds[i][1]), 1, "%s", cmds[i][0]);
-        cr_expect_str_eq(r.err, want, "%s", cmds[i][0]);
-        run_free(&r);
-    }
+    snprintf(want, sizeof want, "cushim: no cushim process %d: it is a `cushim run`; the process under it that "
+             "uses CUDA is pid %d (give that pid)\n", (int)run, (int)prog);
+    expect_said_by_all(segdir, p, want);
     touch(hold);
     cr_expect_eq(wait_bg(run), 0);
     unlink(hold);
+
+    /* A shell (no segment of its own) that started two. */
+    const char *ready2 = fresh_dir("ready-run-itself2");
+    snprintf(rd, sizeof rd, "READY_DIR=%s", ready2);
+    snprintf(cmd, sizeof cmd, "%s hold & %s hold & wait", program("rt_prog"), program("rt_prog"));
+    const char *sh[] = {"sh", "-c", cmd, NULL};
+    pid_t shell = spawn_bg(sh, sim_env((const char *[]){preload_env(), seg, rd, hd, NULL}));
+    pid_t two[2];
+    wait_ready(ready2, 2, two);
+    if (two[0] > two[1]) {
+        pid_t t = two[0];
+        two[0] = two[1], two[1] = t;
+    }
+    snprintf(p, sizeof p, "%d", (int)shell);
+    snprintf(want, sizeof want, "cushim: no cushim process %d: it has no segment of its own; the processes under it "
+             "that use CUDA are pids %d, %d (give one of them)\n", (int)shell, (int)two[0], (int)two[1]);
+    expect_said_by_all(segdir, p, want);
+    /* Asked in another segment directory: the one it uses is named. */
+    const char *other = fresh_dir("seg-run-itself-other");
+    snprintf(p, sizeof p, "%d", (int)two[0]);
+    snprintf(want, sizeof want, "cushim: no cushim process %d in %s: its segment is %s (another segment directory: "
+             "give the same CUSHIM_SEGMENT_DIR)\n", (int)two[0], other, seg_path(segdir, two[0]));
+    expect_said_by_all(other, p, want);
+    touch(hold);
+    cr_expect_eq(wait_bg(shell), 0);
+    unlink(hold);
+
+    /* A run whose program has not used CUDA yet. */
+    char flag[800];
+    snprintf(flag, sizeof flag, "%s/started-run-itself", test_dir());
+    snprintf(cmd, sizeof cmd, ": > %s; while [ ! -e %s ]; do sleep 0.01; done", flag, hold);
+    const char *quiet[] = {cushim_bin(), "run", "--quiet", "--", "sh", "-c", cmd, NULL};
+    run = spawn_bg(quiet, sim_env(extra));
+    for (int i = 0; i < 3000 && access(flag, F_OK) != 0; i++)
+        usleep(10000);
+    snprintf(p, sizeof p, "%d", (int)run);
+    snprintf(want, sizeof want, "cushim: no cushim process %d: it is a `cushim run`, and no process under it has "
+             "made a CUDA call yet\n", (int)run);
+    expect_said_by_all(segdir, p, want);
+    touch(hold);
+    cr_expect_eq(wait_bg(run), 0);
+    unlink(hold);
+    unlink(flag);
 }
 
 Test(live, forked_child_leaves_the_parent_segment)

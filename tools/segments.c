@@ -610,44 +610,128 @@ static struct cushim_segment *map_one(const char *path, pid_t pid, char *why, si
     return s;
 }
 
-/* The live processes a `cushim run` of pid `run` (its start time `start`) launched, for a message:
- * the first few pids, in pid order. */
-struct run_children {
-    pid_t run;
-    uint64_t start;
+/* Whether process `child` of this pid namespace descends from `ancestor` (its parents, at most
+ * 64 up). */
+static int descends_from(pid_t child, pid_t ancestor)
+{
+    for (int i = 0; i < 64 && child > 1; i++)
+        if ((child = cushim_proc_parent(child)) == ancestor)
+            return 1;
+    return 0;
+}
+
+/* The live processes with a segment that descend from `pid`, for a message: how many, and the
+ * first few pids here, in pid order. */
+struct under {
+    pid_t pid;
     int n;
     pid_t pids[4];
 };
 
-static int gather_run_child(struct seg_entry *e, void *arg)
+static int gather_under(struct seg_entry *e, void *arg)
 {
-    struct run_children *c = arg;
-    if (e->ok && !e->stale && !e->copy && e->snap.run_pid == c->run && e->snap.run_start_time == c->start) {
-        if (c->n < 4)
-            c->pids[c->n] = e->snap.host_pid ? e->snap.host_pid : e->pid;
-        c->n++;
+    struct under *u = arg;
+    pid_t here = seg_other_namespace(&e->snap) ? e->snap.host_pid : e->pid;
+    if (e->ok && !e->stale && !e->copy && here > 0 && descends_from(here, u->pid)) {
+        if (u->n < 4)
+            u->pids[u->n] = here;
+        u->n++;
     }
     return 0;
 }
 
-/* When pid is a live `cushim run` whose processes have segments: says so, naming them (pointing
- * stat at the run itself is a common slip), and returns 1; else 0. */
-static int say_run_itself(pid_t pid)
+/* Whether live process `pid` runs `cushim run` (its first word's file name, then "run"). */
+static int is_cushim_run(pid_t pid)
 {
-    struct run_children c = {pid, cushim_proc_start_time(pid), 0, {0}};
-    if (!c.start)
+    char cmd[256];
+    if (cushim_proc_cmdline(pid, cmd, sizeof cmd) != 0)
         return 0;
-    seg_scan(NULL, 0, gather_run_child, &c);
-    if (!c.n)
+    char *space = strchr(cmd, ' ');
+    if (!space)
         return 0;
-    char list[96] = "";
-    for (int i = 0; i < c.n && i < 4; i++) {
-        size_t at = strlen(list);
-        snprintf(list + at, sizeof list - at, "%s%d", i ? ", " : "", (int)c.pids[i]);
+    *space = '\0';
+    const char *base = strrchr(cmd, '/');
+    base = base ? base + 1 : cmd;
+    return strcmp(base, "cushim") == 0 && strncmp(space + 1, "run", 3) == 0 &&
+           (space[4] == '\0' || space[4] == ' ');
+}
+
+/* A live pid with no segment that is a `cushim run`, or whose descendants have segments (a
+ * launcher: sh -c, torchrun, a run around a run): says which pids to give, and returns 1; else
+ * 0. Pointing stat at the run or the launcher is a common slip. */
+static int say_processes_under(pid_t pid)
+{
+    struct under u = {pid, 0, {0}};
+    int run = is_cushim_run(pid);
+    seg_scan(NULL, 0, gather_under, &u);
+    const char *what = run ? "it is a `cushim run`" : "it has no segment of its own";
+    if (!u.n) {
+        if (!run)
+            return 0;
+        cli_error("no cushim process %d: it is a `cushim run`, and no process under it has made a CUDA call "
+                  "yet", (int)pid);
+        return 1;
     }
-    cli_error("no cushim process %d: it is the `cushim run` that launched pid %s%s (give that pid)", (int)pid,
-              list, c.n > 4 ? " and others" : "");
+    if (u.n == 1) {
+        cli_error("no cushim process %d: %s; the process under it that uses CUDA is pid %d (give that pid)",
+                  (int)pid, what, (int)u.pids[0]);
+        return 1;
+    }
+    char list[96] = "";
+    for (int i = 0; i < u.n && i < 4; i++) {
+        size_t at = strlen(list);
+        snprintf(list + at, sizeof list - at, "%s%d", i ? ", " : "", (int)u.pids[i]);
+    }
+    cli_error("no cushim process %d: %s; the processes under it that use CUDA are pids %s%s (give one of "
+              "them)", (int)pid, what, list, u.n > 4 ? " and others" : "");
     return 1;
+}
+
+/* Where a live process keeps its segment when it is not in this segment directory (another
+ * CUSHIM_SEGMENT_DIR): a shared mapping of /proc/<pid>/maps (readable for the process's own user
+ * and root) in a directory holding a file named for the process (cushim-<uid>-<pid>[.xxxxxx])
+ * with the mapping's inode. The maps name may be the unnamed file it was made as ("#ino
+ * (deleted)": made with O_TMPFILE, then linked), so the directory is searched. 1 with the file's
+ * path in out, else 0. */
+static int segment_elsewhere(pid_t pid, char *out, size_t len)
+{
+    char path[64], line[1600];
+    snprintf(path, sizeof path, "/proc/%d/maps", (int)pid);
+    FILE *f = fopen(path, "re");
+    int found = 0;
+    while (f && !found && fgets(line, sizeof line, f)) {
+        line[strcspn(line, "\n")] = '\0';
+        char perms[8];
+        unsigned long long ino;
+        int at = 0;
+        char *file = strchr(line, '/');
+        if (!file || sscanf(line, "%*s %7s %*s %*s %llu %n", perms, &ino, &at) < 2 || !strchr(perms, 's') || !ino)
+            continue;
+        char dir[1300];
+        snprintf(dir, sizeof dir, "%.*s", (int)(strrchr(file, '/') - file), file);
+        if (!dir[0] || strcmp(dir, seg_dir()) == 0)
+            continue;
+        DIR *d = opendir(dir);
+        struct dirent *de;
+        while (d && !found && (de = readdir(d)) != NULL) {
+            uid_t u;
+            pid_t p;
+            struct stat st;
+            char name[1300];
+            int n = snprintf(name, sizeof name, "%s/%s", dir, de->d_name);
+            if (n > 0 && (size_t)n < sizeof name && parse_name(de->d_name, &u, &p) == 0 && p == pid &&
+                lstat(name, &st) == 0 &&
+                S_ISREG(st.st_mode) && (unsigned long long)st.st_ino == ino) {
+                snprintf(out, len, "%s", name);
+                found = 1;
+            }
+        }
+        if (d)
+            closedir(d);
+    }
+    if (f)
+        fclose(f);
+    return found;
 }
 
 void seg_say_missing(pid_t pid, int to_change)
@@ -688,8 +772,11 @@ void seg_say_missing(pid_t pid, int to_change)
                               "root may change it)"
                             : "no cushim process %d of yours: its segment in %s is uid %ld's (root, or "
                               "CAP_DAC_READ_SEARCH to read it, sees every user's)", (int)pid, seg_dir(), owner);
-    else if (say_run_itself(pid))
+    else if (say_processes_under(pid))
         ;
+    else if (cushim_proc_alive(pid) && segment_elsewhere(pid, path, sizeof path))
+        cli_error("no cushim process %d in %s: its segment is %s (another segment directory: give the same "
+                  "CUSHIM_SEGMENT_DIR)", (int)pid, seg_dir(), path);
     else if (cushim_proc_alive(pid))
         /* A process without the shim (nvidia-smi's pid, a server not started under `cushim run`)
          * is the usual reason: said, rather than left to look like a typo. */
