@@ -110,32 +110,66 @@ uint64_t cushim_config_fingerprint(const char *(*lookup)(const char *name), char
     return h ^ unknown;
 }
 
+/* How a value is shown in a message: quoted, escaped (one line), the first 60 bytes and its
+ * length when longer than 120 bytes. */
+static void shown_value(const char *value, char *shown, size_t len)
+{
+    size_t n = strlen(value);
+    char head[121], safe[121 * 4 + 1];
+    snprintf(head, sizeof head, "%.*s", n > 120 ? 60 : 120, value);
+    /* Control characters and bytes that are not UTF-8 are escaped: the line stays one line. */
+    cushim_text_escaped(head, safe, sizeof safe);
+    if (n > 120)
+        snprintf(shown, len, "\"%s...\" (%zu bytes)", safe, n);
+    else
+        snprintf(shown, len, "\"%s\"", safe);
+}
+
+/* A size below 1 MiB, exactly: "8 bytes", "64 KiB" (a rounded "1.00 MiB" would contradict "below
+ * 1 MiB"). */
+static void exact_small(uint64_t v, char *out, size_t len)
+{
+    if (v % 1024 == 0)
+        snprintf(out, len, "%llu KiB", (unsigned long long)(v / 1024));
+    else
+        snprintf(out, len, "%llu byte%s", (unsigned long long)v, v == 1 ? "" : "s");
+}
+
 /* A device limit below 1 MiB is taken but said: `--device-limit 8` is 8 bytes (a size without a
  * unit is bytes), which refuses every request; nobody budgets a GPU in bytes. */
 static void small_limit(void (*report)(const struct cushim_config_error *), const char *value,
                         const uint64_t limits[CUSHIM_MAX_DEVICES])
 {
-    uint64_t small = 0;
-    int which = -1, count = 0;
-    for (int i = 0; i < (int)CUSHIM_MAX_DEVICES; i++)
-        if (limits[i] && limits[i] < (1u << 20)) {
-            if (which < 0)
-                small = limits[i], which = i;
-            count++;
-        }
-    if (!report || which < 0)
+    int count = 0, all = 1;
+    for (unsigned i = 0; i < CUSHIM_MAX_DEVICES; i++) {
+        count += limits[i] && limits[i] < (1u << 20);
+        all &= limits[i] == limits[0];
+    }
+    if (!report || !count)
         return;
-    char shown[160], safe[121 * 4 + 1], head[121], size[32], why[320], line[700];
-    snprintf(head, sizeof head, "%.*s", 120, value);
-    snprintf(shown, sizeof shown, "\"%s\"", cushim_text_escaped(head, safe, sizeof safe));
-    cushim_format_bytes(small, size, sizeof size);
-    char whom[48];
-    if (count == (int)CUSHIM_MAX_DEVICES)
-        snprintf(whom, sizeof whom, "every device");
-    else
-        snprintf(whom, sizeof whom, "device %d%s", which, count > 1 ? " and others" : "");
-    snprintf(why, sizeof why, "gives %s %s, below 1 MiB (a size without a unit is bytes: 8GiB is 8 GiB); "
-             "taken as given: larger requests are refused", whom, size);
+    char shown[640], size[32], whom[160] = "", why[480], line[1200];
+    shown_value(value, shown, sizeof shown);
+    if (all) {
+        exact_small(limits[0], size, sizeof size);
+        snprintf(whom, sizeof whom, "every device %s", size);
+    } else {
+        /* The first three such devices with their sizes, then how many more. */
+        int said = 0;
+        for (unsigned i = 0; i < CUSHIM_MAX_DEVICES && said < 3; i++) {
+            if (!limits[i] || limits[i] >= (1u << 20))
+                continue;
+            exact_small(limits[i], size, sizeof size);
+            size_t at = strlen(whom);
+            snprintf(whom + at, sizeof whom - at, "%sdevice %u %s", said ? ", " : "", i, size);
+            said++;
+        }
+        if (count > said) {
+            size_t at = strlen(whom);
+            snprintf(whom + at, sizeof whom - at, " and %d more device%s", count - said, count - said == 1 ? "" : "s");
+        }
+    }
+    snprintf(why, sizeof why, "gives %s, below 1 MiB (a size without a unit is bytes: 8GiB is 8 GiB); taken as "
+             "given: larger requests are refused", whom);
     snprintf(line, sizeof line, "cushim: %s=%s %s", cushim_option_table[CUSHIM_OPT_DEVICE_LIMIT].variable,
              shown, why);
     struct cushim_config_error e = {CUSHIM_OPT_DEVICE_LIMIT, shown, why, line, 1};
@@ -149,15 +183,7 @@ static void bad_value(void (*report)(const struct cushim_config_error *), enum c
     char shown[640], line[1152];
     if (!report)
         return;
-    size_t n = strlen(value);
-    char head[121], safe[121 * 4 + 1];
-    snprintf(head, sizeof head, "%.*s", n > 120 ? 60 : 120, value);
-    /* Control characters and bytes that are not UTF-8 are escaped: the line stays one line. */
-    cushim_text_escaped(head, safe, sizeof safe);
-    if (n > 120)
-        snprintf(shown, sizeof shown, "\"%s...\" (%zu bytes)", safe, n);
-    else
-        snprintf(shown, sizeof shown, "\"%s\"", safe);
+    shown_value(value, shown, sizeof shown);
     snprintf(line, sizeof line, "cushim: %s=%s is not %s; using the default %s%s%s", o->variable, shown,
              expected, *o->def ? "\"" : "(none)", o->def, *o->def ? "\"" : "");
     struct cushim_config_error e = {id, shown, expected, line};
@@ -273,7 +299,7 @@ static int parse_into(struct cushim_config *c, enum cushim_option id, const char
     case CUSHIM_OT_DEVSIZES:
     {
         int rc = *v ? cushim_parse_device_limits(v, c->device_limit) : 0;
-        *expected = rc == -2   ? "a size below 16 EiB (2^64 bytes) for every device or ORDINAL:SIZE,..."
+        *expected = rc == -2   ? "a size below 16 EiB (2^64 bytes) nor ORDINAL:SIZE,... with sizes below it"
                     : rc == -3 ? "ORDINAL:SIZE,... naming each ordinal once (e.g. 0:20GiB,1:10GiB)"
                     : rc == -4 ? "ORDINAL:SIZE,... with ordinals 0..63 (cushim counts 64 devices)"
                                : "a size (a whole number of bytes, or with a unit K, M, G or T, binary) nor "

@@ -190,7 +190,7 @@ Test(settings, a_device_limit_below_a_mebibyte_is_said)
     const char *flag[] = {cushim_bin(), "run", "--quiet", "--device-limit", "8", "--", program("rt_prog"), "malloc", NULL};
     run_cmd(&r, flag, sim_env(NULL));
     cr_expect_eq(r.status, 10, "the program's first cudaMalloc fails: it says so and exits 10");
-    const char *said = "cushim: --device-limit \"8\" gives every device 8 B, below 1 MiB (a size without a unit is "
+    const char *said = "cushim: --device-limit \"8\" gives every device 8 bytes, below 1 MiB (a size without a unit is "
                        "bytes: 8GiB is 8 GiB); taken as given: larger requests are refused\n";
     cr_expect(strncmp(r.err, said, strlen(said)) == 0 && strstr(r.err + 1, said) == NULL, "%s", r.err);
     run_free(&r);
@@ -198,7 +198,35 @@ Test(settings, a_device_limit_below_a_mebibyte_is_said)
     const char *plain[] = {program("rt_prog"), "peaks", NULL};
     run_cmd(&r, plain, sim_env(env));
     cr_expect_eq(r.status, 0, "%s", r.err);
-    cr_expect_str_eq(r.err, "cushim: CUSHIM_DEVICE_LIMIT=\"0:1GiB,1:64K\" gives device 1 64.0 KiB, below 1 MiB (a size "
+    cr_expect_str_eq(r.err, "cushim: CUSHIM_DEVICE_LIMIT=\"0:1GiB,1:64K\" gives device 1 64 KiB, below 1 MiB (a size "
+                            "without a unit is bytes: 8GiB is 8 GiB); taken as given: larger requests are refused\n");
+    run_free(&r);
+    /* Exact sizes (not a rounded "1.00 MiB, below 1 MiB"), the devices named with theirs, and a
+     * long value shown cut with its length (found by an attack trial). */
+    static const char *const forms[][2] = {
+        {"1048575", "every device 1048575 bytes"},
+        {"0:8,1:512K", "device 0 8 bytes, device 1 512 KiB"},
+        {"0:8,1:8,2:8,3:8,4:8", "device 0 8 bytes, device 1 8 bytes, device 2 8 bytes and 2 more devices"}};
+    for (size_t i = 0; i < sizeof forms / sizeof forms[0]; i++) {
+        char lim[128], want[600];
+        snprintf(lim, sizeof lim, "CUSHIM_DEVICE_LIMIT=%s", forms[i][0]);
+        snprintf(want, sizeof want, "cushim: CUSHIM_DEVICE_LIMIT=\"%s\" gives %s, below 1 MiB (a size without a unit "
+                 "is bytes: 8GiB is 8 GiB); taken as given: larger requests are refused\n", forms[i][0], forms[i][1]);
+        const char *e[] = {preload_env(), lim, NULL};
+        const char *t[] = {"/bin/true", NULL};
+        run_cmd(&r, t, sim_env(e));
+        cr_expect_str_eq(r.err, want);
+        run_free(&r);
+    }
+    char many[1024] = "", lim[1100];
+    for (int i = 0; i < 64; i++)
+        snprintf(many + strlen(many), sizeof many - strlen(many), "%s%d:1048575", i ? "," : "", i);
+    snprintf(lim, sizeof lim, "CUSHIM_DEVICE_LIMIT=%s", many);
+    const char *e[] = {preload_env(), lim, NULL};
+    const char *t[] = {"/bin/true", NULL};
+    run_cmd(&r, t, sim_env(e));
+    cr_expect_str_eq(r.err, "cushim: CUSHIM_DEVICE_LIMIT=\"0:1048575,1:1048575,2:1048575,3:1048575,4:1048575,"
+                            "5:1048575,...\" (693 bytes) gives every device 1048575 bytes, below 1 MiB (a size "
                             "without a unit is bytes: 8GiB is 8 GiB); taken as given: larger requests are refused\n");
     run_free(&r);
     /* 1 MiB and more: nothing said. */
