@@ -33,6 +33,21 @@ static int control(const unsigned char *p, int n)
            (n == 3 && p[0] == 0xe2 && p[1] == 0x81 && p[2] >= 0xa6 && p[2] <= 0xa9);
 }
 
+/* A character that shows as nothing or as a plain space, so that a quoted value holding one looks
+ * like another value ("stat\u200b" like "stat"): U+00A0 (no-break space), U+00AD (soft hyphen),
+ * U+200B..U+200D (zero-width space, non-joiner, joiner), U+2060..U+2064 (word joiner, invisible
+ * operators) and U+FEFF (zero-width no-break space, a byte order mark). Escaped in messages; a
+ * command line keeps them (ps, top: what the program was given). */
+static int invisible(const unsigned char *p, int n)
+{
+    return (n == 2 && p[0] == 0xc2 && (p[1] == 0xa0 || p[1] == 0xad)) ||
+           (n == 3 && p[0] == 0xe2 && p[1] == 0x80 && p[2] >= 0x8b && p[2] <= 0x8d) ||
+           (n == 3 && p[0] == 0xe2 && p[1] == 0x81 && p[2] >= 0xa0 && p[2] <= 0xa4) ||
+           (n == 3 && p[0] == 0xef && p[1] == 0xbb && p[2] == 0xbf);
+}
+
+static size_t escape(const unsigned char *p, int n, char *out);
+
 /* One pass for both forms: a character that is kept is copied, another one is replaced by what
  * `replace` writes for it (into out, returning its length); nothing is cut inside a character
  * or its replacement. Returns whether all of s fitted. */
@@ -46,7 +61,7 @@ static bool fill(const char *s, char *buf, size_t len,
         char rep[5 * 4 + 1];
         const char *out = (const char *)p;
         size_t k = (size_t)n;
-        if (n == 0 || control(p, n))
+        if (n == 0 || control(p, n) || (replace == escape && invisible(p, n)))
             out = rep, k = replace(p, n, rep);
         if (o + k + 1 > len)
             break;

@@ -20,7 +20,9 @@ int cushim_utf8_len(const unsigned char *p);
 char *cushim_text_printable(const char *s, char *buf, size_t len);
 
 /* For one-line messages: s with \n, \r and \t written as those two-character escapes, every
- * other control character (as above) and every byte that is not valid UTF-8 as \xHH; cut at a character
+ * other control character (as above), every invisible one (U+00A0, U+00AD, zero-width U+200B..
+ * U+200D, U+2060..U+2064, U+FEFF: a quoted value holding one would look like another value) and
+ * every byte that is not valid UTF-8 as \xHH; cut at a character
  * (or escape) boundary to fit len (NUL included), a cut marked by a trailing "..." (when
  * len >= 4). Returns buf. */
 char *cushim_text_escaped(const char *s, char *buf, size_t len);

@@ -342,7 +342,7 @@ Test(settings, an_unknown_option_or_command_before_any_command)
     run_free(&r);
     /* Found by a fresh-user trial: `cushim stats` and `cushim version` got no hint. */
     static const char *const near[][2] = {{"stats", "stat"}, {"version", "--version"}, {"reset_peak", "reset-peak"},
-                                          {"server", "serve"}};
+                                          {"server", "serve"}, {"STAT", "stat"}};
     for (size_t i = 0; i < sizeof near / sizeof near[0]; i++) {
         const char *argv[] = {cushim_bin(), near[i][0], NULL};
         char want[300];
@@ -353,6 +353,17 @@ Test(settings, an_unknown_option_or_command_before_any_command)
         cr_expect_str_eq(r.err, want);
         run_free(&r);
     }
+    const char *help[] = {cushim_bin(), "help", "stats", NULL};
+    run_cmd(&r, help, NULL);
+    cr_expect_eq(r.status, 2);
+    cr_expect_str_eq(r.err, "cushim: no help for \"stats\": not a command (did you mean stat? see cushim --help)\n");
+    run_free(&r);
+    /* An invisible character is shown: "stat" followed by U+200B is not "stat". */
+    const char *zw[] = {cushim_bin(), "stat\xe2\x80\x8b", NULL};
+    run_cmd(&r, zw, NULL);
+    cr_expect_str_eq(r.err, "cushim: unknown command \"stat\\xe2\\x80\\x8b\" (expected one of run, ps, stat, top, "
+                            "reset-peak, phase, gc, serve, help)\n");
+    run_free(&r);
     const char *far[] = {cushim_bin(), "frobnicate", NULL};
     run_cmd(&r, far, NULL);
     cr_expect_str_eq(r.err, "cushim: unknown command \"frobnicate\" (expected one of run, ps, stat, top, "

@@ -195,6 +195,32 @@ static int finish(int rc)
 
 static int dispatch(int argc, char **argv);
 
+/* "did you mean X? " for a mistyped command `word` (any case: `cushim STAT`), or "" when no
+ * command is near (common/text.h cushim_text_nearest); `version` is --version where `top_level`.
+ * Into hint (len bytes); returns hint. */
+static const char *command_hint(const char *word, int top_level, char *hint, size_t len)
+{
+    const char *names[sizeof commands / sizeof commands[0] + 1];
+    int count = 0;
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        names[count++] = commands[i].name;
+    names[count++] = "help";
+    char lower[64];
+    size_t n = strlen(word);
+    if (n >= sizeof lower)
+        n = sizeof lower - 1;
+    for (size_t i = 0; i < n; i++)
+        lower[i] = word[i] >= 'A' && word[i] <= 'Z' ? (char)(word[i] - 'A' + 'a') : word[i];
+    lower[n] = '\0';
+    size_t d;
+    int k = cushim_text_nearest(lower, n, names, count, 0, &d);
+    const char *near = top_level && !strcmp(lower, "version") ? "--version" : k >= 0 ? names[k] : NULL;
+    hint[0] = '\0';
+    if (near)
+        snprintf(hint, len, "did you mean %s? ", near);
+    return hint;
+}
+
 int main(int argc, char **argv)
 {
     return finish(dispatch(argc, argv));
@@ -213,7 +239,9 @@ static int dispatch(int argc, char **argv)
         for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
             if (strcmp(argv[2], commands[i].name) == 0)
                 return commands[i].fn(2, help_argv);
-        cli_error("no help for \"%s\": not a command (see cushim --help)", argv[2]);
+        char hint[64];
+        cli_error("no help for \"%s\": not a command (%ssee cushim --help)", argv[2],
+                  command_hint(argv[2], 0, hint, sizeof hint));
         return EXIT_USAGE;
     }
     if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "help") == 0) {
@@ -241,19 +269,8 @@ static int dispatch(int argc, char **argv)
                   "stat, top, reset-peak, phase, gc, serve, help)", argv[1]);
         return EXIT_USAGE;
     }
-    /* A near command is offered (`cushim stats`), and `cushim version` is --version. */
-    const char *names[sizeof commands / sizeof commands[0] + 1];
-    int count = 0;
-    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
-        names[count++] = commands[i].name;
-    names[count++] = "help";
-    size_t d;
-    int k = cushim_text_nearest(argv[1], strlen(argv[1]), names, count, 0, &d);
-    const char *near = !strcmp(argv[1], "version") ? "--version" : k >= 0 ? names[k] : NULL;
-    char hint[64] = "";
-    if (near)
-        snprintf(hint, sizeof hint, "did you mean %s? ", near);
+    char hint[64];
     cli_error("unknown command \"%s\" (%sexpected one of run, ps, stat, top, reset-peak, phase, "
-              "gc, serve, help)", argv[1], hint);
+              "gc, serve, help)", argv[1], command_hint(argv[1], 1, hint, sizeof hint));
     return EXIT_USAGE;
 }
