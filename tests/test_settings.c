@@ -237,6 +237,38 @@ Test(settings, a_device_limit_below_a_mebibyte_is_said)
     run_free(&r);
 }
 
+/* A run inside a run that sees the values the outer one checked leaves their problems unsaid: each
+ * is said once (found by an attack trial and earlier: the warnings and bad values came once per
+ * level); an inner run's own flag is still said. */
+Test(settings, a_run_inside_a_run_says_the_environments_problems_once)
+{
+    struct run_result r;
+    const char *env[] = {"CUSHIM_DEVICE_LIMIT=64K", "CUSHIM_FOO=1", "CUSHIM_REPORT_FORMAT=json", "CUSHIM_LOG=loud", NULL};
+    const char *nested[] = {cushim_bin(), "run", "--quiet", "--", cushim_bin(), "run", "--quiet", "--",
+                            cushim_bin(), "run", "--quiet", "--", "/bin/true", NULL};
+    run_cmd(&r, nested, sim_env(env));
+    cr_expect_eq(r.status, 0, "%s", r.err);
+    cr_expect_str_eq(r.err,
+                     "cushim: CUSHIM_LOG=\"loud\" is not one of off|error|warn|info|debug; using the default \"warn\"\n"
+                     "cushim: CUSHIM_DEVICE_LIMIT=\"64K\" gives every device 64 KiB, below 1 MiB (a size without a "
+                     "unit is bytes: 8GiB is 8 GiB); taken as given: larger requests are refused\n"
+                     "cushim: CUSHIM_FOO is not a cushim variable (see `cushim run --help`); ignored\n"
+                     "cushim: CUSHIM_REPORT_FORMAT is set, and CUSHIM_REPORT is not: it has no effect (the run's "
+                     "summary is text on stderr, or JSON with --json FILE)\n");
+    run_free(&r);
+    const char *inner_flag[] = {cushim_bin(), "run", "--quiet", "--", cushim_bin(), "run", "--quiet",
+                                "--device-limit", "8", "--", "/bin/true", NULL};
+    const char *env2[] = {"CUSHIM_DEVICE_LIMIT=64K", NULL};
+    run_cmd(&r, inner_flag, sim_env(env2));
+    cr_expect_eq(r.status, 0, "%s", r.err);
+    cr_expect_str_eq(r.err,
+                     "cushim: CUSHIM_DEVICE_LIMIT=\"64K\" gives every device 64 KiB, below 1 MiB (a size without a "
+                     "unit is bytes: 8GiB is 8 GiB); taken as given: larger requests are refused\n"
+                     "cushim: --device-limit \"8\" gives every device 8 bytes, below 1 MiB (a size without a unit "
+                     "is bytes: 8GiB is 8 GiB); taken as given: larger requests are refused\n");
+    run_free(&r);
+}
+
 /* A value that is an option ("--json --quiet") is refused, not taken as a file named --quiet
  * (found by an attack helper); name=--VALUE still gives such a value. */
 Test(settings, an_option_is_not_taken_as_a_value)

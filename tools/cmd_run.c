@@ -205,11 +205,22 @@ int cmd_run(int argc, char **argv)
     /* An enclosing run that prints text summaries prints ours too (we hand it our processes). */
     const char *outer_summary = getenv("CUSHIM_RUN_SUMMARY");
     int summary_by_outer = outer.id && outer_summary && !strcmp(outer_summary, "1");
+    /* A run inside a run that sees the values the outer one checked (its fingerprint, below)
+     * leaves their problems unsaid: the outer run said them once. */
+    char outer_checked[24] = "";
+    if (getenv("CUSHIM_RUN_CHECKED") && outer.id)
+        snprintf(outer_checked, sizeof outer_checked, "%s", getenv("CUSHIM_RUN_CHECKED"));
     /* The run's own variables are set below: values left in the environment (a run inside a
      * run, a stale export) are replaced, so they are not checked. */
     for (int k = 0; k < CUSHIM_OPT_COUNT; k++)
         if (cushim_option_internal((enum cushim_option)k))
             unsetenv(cushim_option_table[k].variable);
+    /* Processes that see these same values stay quiet; one that sets its own reports them. */
+    char checked[24];
+    snprintf(checked, sizeof checked, "%llx",
+             (unsigned long long)cushim_config_fingerprint((const char *(*)(const char *))getenv, environ));
+    int said_by_outer = outer_checked[0] && strcmp(outer_checked, checked) == 0;
+    run_env_said(said_by_outer);
     /* Report bad CUSHIM_ values once here; the shims stay quiet under `cushim run`. */
     struct cushim_config cfg;
     cushim_config_load(&cfg, (const char *(*)(const char *))getenv, environ, run_print_config_error);
@@ -235,7 +246,7 @@ int cmd_run(int argc, char **argv)
     }
     if (!run_flag_given(CUSHIM_OPT_REPORT_FORMAT) && !(report_to && *report_to)) {
         const char *env_format = getenv("CUSHIM_REPORT_FORMAT");
-        if (env_format && *env_format)
+        if (env_format && *env_format && !said_by_outer)
             fprintf(stderr, "cushim: CUSHIM_REPORT_FORMAT is set, and CUSHIM_REPORT is not: it has no effect "
                             "(the run's summary is text on stderr, or JSON with --json FILE)\n");
     }
@@ -253,11 +264,12 @@ int cmd_run(int argc, char **argv)
     }
     /* The same values from the environment warn, as bad values there do: the run goes on. */
     const char *env_min = getenv("CUSHIM_OFFLOAD_MIN"), *env_cache = getenv("CUSHIM_OFFLOAD_CACHE");
-    if (!run_flag_given(CUSHIM_OPT_OFFLOAD_MIN) && env_min && *env_min && cfg.offload == CUSHIM_OFFLOAD_OFF)
+    if (!run_flag_given(CUSHIM_OPT_OFFLOAD_MIN) && env_min && *env_min && cfg.offload == CUSHIM_OFFLOAD_OFF &&
+        !said_by_outer)
         fprintf(stderr, "cushim: CUSHIM_OFFLOAD_MIN is set, and offload is off (CUSHIM_OFFLOAD): it "
                         "has no effect\n");
     if (!run_flag_given(CUSHIM_OPT_OFFLOAD_CACHE) && env_cache && *env_cache &&
-        cfg.offload == CUSHIM_OFFLOAD_OFF && !cfg.spill)
+        cfg.offload == CUSHIM_OFFLOAD_OFF && !cfg.spill && !said_by_outer)
         fprintf(stderr, "cushim: CUSHIM_OFFLOAD_CACHE is set, and nothing is offloaded (CUSHIM_OFFLOAD "
                         "and CUSHIM_SPILL are off): it has no effect\n");
     /* This run prints each process's text summary on stderr at its end: a process whose summary
@@ -266,10 +278,6 @@ int cmd_run(int argc, char **argv)
     if (!quiet || summary_by_outer)
         setenv("CUSHIM_RUN_SUMMARY", "1", 1);
     cli_config_reported = 1;
-    /* Processes that see these same values stay quiet; one that sets its own reports them. */
-    char checked[24];
-    snprintf(checked, sizeof checked, "%llx",
-             (unsigned long long)cushim_config_fingerprint((const char *(*)(const char *))getenv, environ));
     setenv("CUSHIM_RUN_CHECKED", checked, 1);
 
     char lib[4096];

@@ -168,8 +168,17 @@ int run_config_flag(int argc, char **argv, int i)
  * ("--offload-min \"foo\" is not a size ...") and stops the run (exit 2): a typed flag is not
  * silently replaced by its default. Variables from the environment only warn, as in every
  * process the shim is loaded into. */
+static int env_said;
+
+void run_env_said(int said)
+{
+    env_said = said;
+}
+
 void run_print_config_error(const struct cushim_config_error *e)
 {
+    if (env_said && !(e->option < CUSHIM_OPT_COUNT && set_by_flag[e->option]))
+        return;
     if (e->warning) { /* taken: said, the run goes on */
         if (e->option < CUSHIM_OPT_COUNT && set_by_flag[e->option]) {
             char flag[64];

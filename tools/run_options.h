@@ -41,7 +41,13 @@ void run_say_replaced(const char *flag, const char *old, const char *now);
 void run_usage(FILE *f);
 
 /* cushim_config_load's report callback for a run: a bad value of a given flag is named by the
- * flag and marks the run bad (run_flag_bad); the environment's problems are its own lines. */
+ * flag and marks the run bad (run_flag_bad); the environment's problems are its own lines,
+ * unless run_env_said(1) was called. */
 void run_print_config_error(const struct cushim_config_error *e);
+
+/* 1: the environment's problems were said already by an enclosing run that saw these same values
+ * (its CUSHIM_RUN_CHECKED fingerprint is ours): run_print_config_error leaves them out; a flag's
+ * are still said. */
+void run_env_said(int said);
 
 #endif
