@@ -39,6 +39,24 @@ Test(settings, usage_errors_exit_2)
         cr_expect_str_eq(r.err, want);
         run_free(&r);
     }
+    /* One letter: cushim takes long options only; the one it begins is offered, none when two
+     * do (-d: --device-limit, --disable); a negative pid is not an option (found by an attack
+     * trial: "-q" and "-j" got no hint, "stat -1" was an unknown option, "reset-peak -1" not a pid). */
+    static const char *const letters[][3] = {
+        {"run", "-q", "cushim: unknown option \"-q\" for run (cushim takes long options only: did you mean --quiet? "
+                      "see cushim run --help)\n"},
+        {"run", "-d", "cushim: unknown option \"-d\" for run (see cushim run --help)\n"},
+        {"stat", "-j", "cushim: unknown option \"-j\" for stat (cushim takes long options only: did you mean --json? "
+                       "see cushim stat --help)\n"},
+        {"stat", "-1", "cushim: \"-1\" is not a process id (a number from 1 to 2147483647)\n"},
+        {"reset-peak", "-1", "cushim: \"-1\" is not a process id (a number from 1 to 2147483647)\n"}};
+    for (size_t k = 0; k < sizeof letters / sizeof letters[0]; k++) {
+        const char *argv[] = {cushim_bin(), letters[k][0], letters[k][1], "--", "true", NULL};
+        run_cmd(&r, argv, NULL);
+        cr_expect_eq(r.status, 2, "%s %s", letters[k][0], letters[k][1]);
+        cr_expect_str_eq(r.err, letters[k][2]);
+        run_free(&r);
+    }
     const char *a3[] = {cushim_bin(), "frobnicate", NULL};
     run_cmd(&r, a3, NULL);
     cr_expect_eq(r.status, 2);

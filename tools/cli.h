@@ -35,6 +35,11 @@ void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
  * `unexpected argument "W" for CMD (usage: USAGE)`. */
 void cli_bad_word(const char *cmd, const char *word, const char *usage);
 
+/* For a one-letter option `word` ("-q": cushim takes long options only): the index of the one
+ * name of `names` ("--quiet", ...) that begins with "--" and that letter, or -1 when word is not
+ * "-" and one letter, or no name or several begin so. */
+int cli_short_option(const char *word, const char *const *names, int count);
+
 /* Absolute path of libcushim.so for LD_PRELOAD: $CUSHIM_LIBRARY (which must be libcushim.so: an
  * ELF shared object with the shim's marker; a message names it as `shown_as`, "--library " or
  * "CUSHIM_LIBRARY="), else next to the build tree's tools/ (../shim/libcushim.so), else the

@@ -31,6 +31,20 @@ void cli_error(const char *fmt, ...)
     fprintf(stderr, "cushim: %s\n", cushim_text_escaped(raw, line, sizeof line));
 }
 
+int cli_short_option(const char *word, const char *const *names, int count)
+{
+    if (word[0] != '-' || !((word[1] >= 'a' && word[1] <= 'z') || (word[1] >= 'A' && word[1] <= 'Z')) || word[2])
+        return -1;
+    int found = -1;
+    for (int i = 0; i < count; i++)
+        if (names[i][0] == '-' && names[i][1] == '-' && names[i][2] == word[1]) {
+            if (found >= 0)
+                return -1;
+            found = i;
+        }
+    return found;
+}
+
 void cli_bad_word(const char *cmd, const char *word, const char *usage)
 {
     /* A long option near one the usage line names, or --help: offered. */
@@ -52,7 +66,13 @@ void cli_bad_word(const char *cmd, const char *word, const char *usage)
                    ? cushim_text_nearest(word, strcspn(word, "="), names, count, strlen("--"), &best_d)
                    : -1;
     const char *near = best >= 0 ? names[best] : "";
-    if (near[0] && best_d == 0) /* the option itself, given a value: --json=1 */
+    int letter = cli_short_option(word, names, count);
+    if (letter >= 0)
+        cli_error("unknown option \"%s\" for %s (cushim takes long options only: did you mean %s? see cushim "
+                  "%s --help)", word, cmd, names[letter], cmd);
+    else if (word[0] == '-' && word[1] >= '0' && word[1] <= '9' && strstr(usage, "PID"))
+        cli_error("\"%s\" is not a process id (a number from 1 to 2147483647)", word);
+    else if (near[0] && best_d == 0) /* the option itself, given a value: --json=1 */
         cli_error("%s takes no value (got \"%s\")", near, word);
     else if (near[0])
         cli_error("unknown option \"%s\" for %s (did you mean %s? see cushim %s --help)", word, cmd, near, cmd);
