@@ -199,6 +199,10 @@ Test(settings, usage_errors_exit_2)
     run_free(&r);
 }
 
+/* The end of the line that says a device limit below 1 MiB (common/config.c small_limit). */
+#define SMALL_LIMIT_WHY ", below 1 MiB (a size without a unit is bytes: 8GiB is 8 GiB); taken as given: larger " \
+                        "requests are refused\n"
+
 /* A device limit below 1 MiB is taken, and said once: a size without a unit is bytes (found by a
  * fresh-user trial: `--device-limit 8` made every cudaMalloc fail, with only "limit 8 B" in the
  * summary to tell why). As an option of cushim run, and as the variable under plain LD_PRELOAD. */
@@ -208,16 +212,14 @@ Test(settings, a_device_limit_below_a_mebibyte_is_said)
     const char *flag[] = {cushim_bin(), "run", "--quiet", "--device-limit", "8", "--", program("rt_prog"), "malloc", NULL};
     run_cmd(&r, flag, sim_env(NULL));
     cr_expect_eq(r.status, 10, "the program's first cudaMalloc fails: it says so and exits 10");
-    const char *said = "cushim: --device-limit \"8\" gives every device 8 bytes, below 1 MiB (a size without a unit is "
-                       "bytes: 8GiB is 8 GiB); taken as given: larger requests are refused\n";
+    const char *said = "cushim: --device-limit \"8\" gives every device 8 bytes" SMALL_LIMIT_WHY;
     cr_expect(strncmp(r.err, said, strlen(said)) == 0 && strstr(r.err + 1, said) == NULL, "%s", r.err);
     run_free(&r);
     const char *env[] = {preload_env(), "CUSHIM_DEVICE_LIMIT=0:1GiB,1:64K", "SIMCUDA_DEVICE_COUNT=2", NULL};
     const char *plain[] = {program("rt_prog"), "peaks", NULL};
     run_cmd(&r, plain, sim_env(env));
     cr_expect_eq(r.status, 0, "%s", r.err);
-    cr_expect_str_eq(r.err, "cushim: CUSHIM_DEVICE_LIMIT=\"0:1GiB,1:64K\" gives device 1 64 KiB, below 1 MiB (a size "
-                            "without a unit is bytes: 8GiB is 8 GiB); taken as given: larger requests are refused\n");
+    cr_expect_str_eq(r.err, "cushim: CUSHIM_DEVICE_LIMIT=\"0:1GiB,1:64K\" gives device 1 64 KiB" SMALL_LIMIT_WHY);
     run_free(&r);
     /* Exact sizes (not a rounded "1.00 MiB, below 1 MiB"), the devices named with theirs, and a
      * long value shown cut with its length (found by an attack trial). */
@@ -228,8 +230,7 @@ Test(settings, a_device_limit_below_a_mebibyte_is_said)
     for (size_t i = 0; i < sizeof forms / sizeof forms[0]; i++) {
         char lim[128], want[600];
         snprintf(lim, sizeof lim, "CUSHIM_DEVICE_LIMIT=%s", forms[i][0]);
-        snprintf(want, sizeof want, "cushim: CUSHIM_DEVICE_LIMIT=\"%s\" gives %s, below 1 MiB (a size without a unit "
-                 "is bytes: 8GiB is 8 GiB); taken as given: larger requests are refused\n", forms[i][0], forms[i][1]);
+        snprintf(want, sizeof want, "cushim: CUSHIM_DEVICE_LIMIT=\"%s\" gives %s" SMALL_LIMIT_WHY, forms[i][0], forms[i][1]);
         const char *e[] = {preload_env(), lim, NULL};
         const char *t[] = {"/bin/true", NULL};
         run_cmd(&r, t, sim_env(e));
@@ -244,8 +245,7 @@ Test(settings, a_device_limit_below_a_mebibyte_is_said)
     const char *t[] = {"/bin/true", NULL};
     run_cmd(&r, t, sim_env(e));
     cr_expect_str_eq(r.err, "cushim: CUSHIM_DEVICE_LIMIT=\"0:1048575,1:1048575,2:1048575,3:1048575,4:1048575,"
-                            "5:1048575,...\" (693 bytes) gives every device 1048575 bytes, below 1 MiB (a size "
-                            "without a unit is bytes: 8GiB is 8 GiB); taken as given: larger requests are refused\n");
+                            "5:1048575,...\" (693 bytes) gives every device 1048575 bytes" SMALL_LIMIT_WHY);
     run_free(&r);
     /* 1 MiB and more: nothing said. */
     const char *env2[] = {preload_env(), "CUSHIM_DEVICE_LIMIT=1MiB", NULL};
@@ -268,8 +268,7 @@ Test(settings, a_run_inside_a_run_says_the_environments_problems_once)
     cr_expect_eq(r.status, 0, "%s", r.err);
     cr_expect_str_eq(r.err,
                      "cushim: CUSHIM_LOG=\"loud\" is not one of off|error|warn|info|debug; using the default \"warn\"\n"
-                     "cushim: CUSHIM_DEVICE_LIMIT=\"64K\" gives every device 64 KiB, below 1 MiB (a size without a "
-                     "unit is bytes: 8GiB is 8 GiB); taken as given: larger requests are refused\n"
+                     "cushim: CUSHIM_DEVICE_LIMIT=\"64K\" gives every device 64 KiB" SMALL_LIMIT_WHY
                      "cushim: CUSHIM_FOO is not a cushim variable (see `cushim run --help`); ignored\n"
                      "cushim: CUSHIM_REPORT_FORMAT is set, and CUSHIM_REPORT is not: it has no effect (the run's "
                      "summary is text on stderr, or JSON with --json FILE)\n");
@@ -280,10 +279,8 @@ Test(settings, a_run_inside_a_run_says_the_environments_problems_once)
     run_cmd(&r, inner_flag, sim_env(env2));
     cr_expect_eq(r.status, 0, "%s", r.err);
     cr_expect_str_eq(r.err,
-                     "cushim: CUSHIM_DEVICE_LIMIT=\"64K\" gives every device 64 KiB, below 1 MiB (a size without a "
-                     "unit is bytes: 8GiB is 8 GiB); taken as given: larger requests are refused\n"
-                     "cushim: --device-limit \"8\" gives every device 8 bytes, below 1 MiB (a size without a unit "
-                     "is bytes: 8GiB is 8 GiB); taken as given: larger requests are refused\n");
+                     "cushim: CUSHIM_DEVICE_LIMIT=\"64K\" gives every device 64 KiB" SMALL_LIMIT_WHY
+                     "cushim: --device-limit \"8\" gives every device 8 bytes" SMALL_LIMIT_WHY);
     run_free(&r);
 }
 
