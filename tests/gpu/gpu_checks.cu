@@ -745,6 +745,52 @@ static int cmd_instantiate_lookup(void)
     return 0;
 }
 
+// ---- budget (run under CUSHIM_DEVICE_LIMIT=1GiB) ----
+// What the budget holds (cushim.h limit_held_bytes) against the driver's own figures: 256 MiB of
+// cudaMalloc beside the default pool keeping a freed 64 MiB (release threshold UINT64_MAX); the
+// budget's free is its limit less what it holds, an 800 MiB request is refused; with the pool
+// trimmed (threshold 0, cudaMemPoolTrimTo 0) it holds the 256 MiB alone and 700 MiB fit.
+static int cmd_budget(void)
+{
+    cudaStream_t st;
+    cudaMemPool_t pool;
+    uint64_t keep = UINT64_MAX, none = 0, reserved = 0;
+    size_t f, t;
+    void *a, *b, *c;
+    device_stats s;
+    CHECK(cudaStreamCreate(&st));
+    CHECK(cudaDeviceGetDefaultMemPool(&pool, 0));
+    CHECK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep));
+    CHECK(cudaMemGetInfo(&f, &t));
+    printf("total=%zu\n", t);
+    CHECK(cudaMalloc(&a, 256 * MiB));
+    CHECK(cudaMallocAsync(&b, 64 * MiB, st));
+    CHECK(cudaFreeAsync(b, st));
+    CHECK(cudaStreamSynchronize(st));
+    CHECK(cudaMemGetInfo(&f, &t));
+    CHECK(cudaMemPoolGetAttribute(pool, cudaMemPoolAttrReservedMemCurrent, &reserved));
+    printf("kept_free=%zu\nkept_reserved=%llu\nkept_held=%llu\n", f, (unsigned long long)reserved,
+           (unsigned long long)(shim_stats(&s) ? s.limit_held_bytes : 0));
+    cudaError_t e = cudaMalloc(&c, 800 * MiB);
+    printf("rc_over=%d\n", (int)e);
+    cudaGetLastError();
+    if (e == cudaSuccess)
+        CHECK(cudaFree(c));
+    CHECK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &none));
+    CHECK(cudaMemPoolTrimTo(pool, 0));
+    CHECK(cudaMemGetInfo(&f, &t));
+    CHECK(cudaMemPoolGetAttribute(pool, cudaMemPoolAttrReservedMemCurrent, &reserved));
+    printf("trimmed_free=%zu\ntrimmed_reserved=%llu\ntrimmed_held=%llu\n", f, (unsigned long long)reserved,
+           (unsigned long long)(shim_stats(&s) ? s.limit_held_bytes : 0));
+    e = cudaMalloc(&c, 700 * MiB);
+    printf("rc_fits=%d\n", (int)e);
+    cudaGetLastError();
+    if (e == cudaSuccess)
+        CHECK(cudaFree(c));
+    CHECK(cudaFree(a));
+    return 0;
+}
+
 static int run_cmd(int argc, char **argv);
 
 int main(int argc, char **argv)
@@ -795,7 +841,9 @@ static int run_cmd(int argc, char **argv)
         return cmd_harmless();
     if (!strcmp(cmd, "instantiate_lookup"))
         return cmd_instantiate_lookup();
+    if (!strcmp(cmd, "budget"))
+        return cmd_budget();
     fprintf(stderr, "usage: gpu_checks exactness|async|vmm|teardown|hold S|vecadd|sgemm|bandwidth|pinned_cost|"
-                    "overhead SIZE N [async]|threads T N|harmless|instantiate_lookup\n");
+                    "overhead SIZE N [async]|threads T N|harmless|instantiate_lookup|budget\n");
     return 2;
 }

@@ -25,6 +25,7 @@ import threading
 import time
 
 MiB = 1 << 20
+GiB = 1 << 30
 
 
 class DeadlineReached(TimeoutError):
@@ -514,6 +515,21 @@ def check_instantiate_lookup(suite):
             "driver answers %s; %s" % (which, r), "pass" if ok else "fail")
 
 
+def check_budget(suite):
+    r = suite.kv(suite.run([suite.static, "budget"], extra={"CUSHIM_DEVICE_LIMIT": "1GiB"}))
+    # Held: the 256 MiB and the pool's whole reserve (nothing of it in use); the budget's free is
+    # its limit less that (the GPU's own free is larger); trimmed, the 256 MiB alone.
+    ok = (r.get("total") == GiB and r.get("kept_reserved", 0) >= 64 * MiB and
+          r.get("kept_held") == 256 * MiB + r.get("kept_reserved", 0) and
+          r.get("kept_free") == GiB - r.get("kept_held", 0) and r.get("rc_over") == 2 and
+          r.get("trimmed_reserved") == 0 and r.get("trimmed_held") == 256 * MiB and
+          r.get("trimmed_free") == 768 * MiB and r.get("rc_fits") == 0)
+    return ("CUSHIM_DEVICE_LIMIT=1GiB: cudaMemGetInfo total 1 GiB; cudaMalloc 256 MiB beside the default "
+            "pool keeping a freed 64 MiB (threshold UINT64_MAX): held (cushim.h limit_held_bytes) = 256 MiB + "
+            "the pool's RESERVED_MEM_CURRENT, free = 1 GiB - held, 800 MiB refused (2); trimmed: reserve 0, "
+            "held 256 MiB, free 768 MiB, 700 MiB fit", r, "pass" if ok else "fail")
+
+
 def check_per_thread_contexts(suite):
     r = suite.kv(suite.run([suite.static, "per_thread_contexts"]))
     ok = (all(r.get(k) == 0 for k in ("rc", "rc_begin_a", "rc_status_b", "rc_begin_b", "rc_end_b", "rc_end_a")) and
@@ -681,6 +697,7 @@ CHECKS = [
     ("vmm_exactness", check_vmm_exactness, False, "virtual memory management"),
     ("per_thread_contexts", check_per_thread_contexts, False, "per-thread stream per context"),
     ("instantiate_lookup", check_instantiate_lookup, False, "cuGraphInstantiate at 12000"),
+    ("budget", check_budget, False, "device budget against the driver's pool"),
     ("offload_vecadd", check_offload_vecadd, False, "kernels on offloaded memory"),
     ("offload_sgemm", check_offload_sgemm, False, "cuBLAS on offloaded memory"),
     ("nvidia_smi", check_nvidia_smi, False, "per-process figure vs nvidia-smi"),
