@@ -183,24 +183,17 @@ void run_env_said(int said)
 
 void run_print_config_error(const struct cushim_config_error *e)
 {
-    if (env_said && !(e->option < CUSHIM_OPT_COUNT && set_by_flag[e->option]))
-        return;
-    if (e->warning) { /* taken: said, the run goes on */
-        if (e->option < CUSHIM_OPT_COUNT && set_by_flag[e->option]) {
-            char flag[64];
-            run_flag_name(cushim_option_table[e->option].variable, flag, sizeof flag);
-            fprintf(stderr, "cushim: %s %s %s\n", flag, e->shown, e->expected);
-        } else {
+    if (!(e->option < CUSHIM_OPT_COUNT && set_by_flag[e->option])) {
+        if (!env_said)
             fprintf(stderr, "%s\n", e->line);
-        }
         return;
     }
-    if (e->option < CUSHIM_OPT_COUNT && set_by_flag[e->option]) {
-        char flag[64];
-        run_flag_name(cushim_option_table[e->option].variable, flag, sizeof flag);
-        fprintf(stderr, "cushim: %s %s is not %s (see cushim run --help)\n", flag, e->shown, e->expected);
-        bad_flag = 1;
+    char flag[64];
+    run_flag_name(cushim_option_table[e->option].variable, flag, sizeof flag);
+    if (e->warning) { /* taken: said, the run goes on */
+        fprintf(stderr, "cushim: %s %s %s\n", flag, e->shown, e->expected);
         return;
     }
-    fprintf(stderr, "%s\n", e->line);
+    fprintf(stderr, "cushim: %s %s is not %s (see cushim run --help)\n", flag, e->shown, e->expected);
+    bad_flag = 1;
 }

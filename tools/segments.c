@@ -703,9 +703,8 @@ static int segment_elsewhere(pid_t pid, char *out, size_t len)
         line[strcspn(line, "\n")] = '\0';
         char perms[8];
         unsigned long long ino;
-        int at = 0;
         char *file = strchr(line, '/');
-        if (!file || sscanf(line, "%*s %7s %*s %*s %llu %n", perms, &ino, &at) < 2 || !strchr(perms, 's') || !ino)
+        if (!file || sscanf(line, "%*s %7s %*s %*s %llu", perms, &ino) != 2 || !strchr(perms, 's') || !ino)
             continue;
         char dir[1300];
         snprintf(dir, sizeof dir, "%.*s", (int)(strrchr(file, '/') - file), file);
