@@ -168,8 +168,18 @@ static void small_limit(void (*report)(const struct cushim_config_error *), cons
             snprintf(whom + at, sizeof whom - at, " and %d more device%s", count - said, count - said == 1 ? "" : "s");
         }
     }
-    snprintf(why, sizeof why, "gives %s, below 1 MiB (a size without a unit is bytes: 8GiB is 8 GiB); taken as "
-             "given: larger requests are refused", whom);
+    /* The unit's hint only where a size came without one (8, 0:8): 512KiB was meant as said (a
+     * value that is here has no spaces: cushim_parse_device_limits). */
+    int unitless = 0;
+    for (const char *p = value; *p;) {
+        size_t len = strcspn(p, ","), colon = strcspn(p, ":");
+        const char *digits = colon < len ? p + colon + 1 : p;
+        size_t k = (size_t)(p + len - digits);
+        unitless |= k && digits[k - 1] >= '0' && digits[k - 1] <= '9';
+        p += len + (p[len] == ',');
+    }
+    snprintf(why, sizeof why, "gives %s, below 1 MiB%s; taken as given: larger requests are refused", whom,
+             unitless ? " (a size without a unit is bytes: 8GiB is 8 GiB)" : "");
     snprintf(line, sizeof line, "cushim: %s=%s %s", cushim_option_table[CUSHIM_OPT_DEVICE_LIMIT].variable,
              shown, why);
     struct cushim_config_error e = {CUSHIM_OPT_DEVICE_LIMIT, shown, why, line, 1};

@@ -158,6 +158,21 @@ int cushim_text_nearest(const char *word, size_t n, const char *const *names, in
             best = i;
         }
     }
+    /* Before a near name, the start of exactly one name, two bytes or more past the prefix (--dev:
+     * --device; pin: pinned, not pid), as getopt_long takes a unique start; offered, never taken. */
+    int start = -1;
+    for (int i = 0; best_d > 0 && n >= prefix + 2 && i < count; i++)
+        if (strlen(names[i]) > n && strncmp(names[i], word, n) == 0) {
+            if (start >= 0) {
+                start = -1;
+                break;
+            }
+            start = i;
+        }
+    if (start >= 0) {
+        best = start;
+        best_d = strlen(names[start]) - n;
+    }
     *distance = best_d;
     return best;
 }

@@ -39,15 +39,19 @@ Test(settings, usage_errors_exit_2)
         cr_expect_str_eq(r.err, want);
         run_free(&r);
     }
-    /* One letter: cushim takes long options only; the one it begins is offered, none when two
-     * do (-d: --device-limit, --disable); a negative pid is not an option (found by an attack
-     * trial: "-q" and "-j" got no hint, "stat -1" was an unknown option, "reset-peak -1" not a pid). */
+    /* One letter no command takes: the one long option it begins is offered, none when two do
+     * (-d: --device-limit, --disable); a negative pid is not an option (found by an attack
+     * trial: "-q" and "-j" got no hint, "stat -1" was an unknown option, "reset-peak -1" not a pid;
+     * then "-d" and "--dev" were "not a process id" for reset-peak). */
     static const char *const letters[][3] = {
-        {"run", "-q", "cushim: unknown option \"-q\" for run (cushim takes long options only: did you mean --quiet? "
-                      "see cushim run --help)\n"},
+        {"run", "-q", "cushim: unknown option \"-q\" for run (did you mean --quiet? see cushim run --help)\n"},
         {"run", "-d", "cushim: unknown option \"-d\" for run (see cushim run --help)\n"},
-        {"stat", "-j", "cushim: unknown option \"-j\" for stat (cushim takes long options only: did you mean --json? "
-                       "see cushim stat --help)\n"},
+        {"stat", "-j", "cushim: unknown option \"-j\" for stat (did you mean --json? see cushim stat --help)\n"},
+        {"reset-peak", "-d", "cushim: unknown option \"-d\" for reset-peak (did you mean --device? see cushim "
+                             "reset-peak --help)\n"},
+        {"reset-peak", "--dev", "cushim: unknown option \"--dev\" for reset-peak (did you mean --device? see cushim "
+                                "reset-peak --help)\n"},
+        {"phase", "-x", "cushim: unknown option \"-x\" for phase (see cushim phase --help)\n"},
         {"stat", "-1", "cushim: \"-1\" is not a process id (a number from 1 to 2147483647)\n"},
         {"reset-peak", "-1", "cushim: \"-1\" is not a process id (a number from 1 to 2147483647)\n"}};
     for (size_t k = 0; k < sizeof letters / sizeof letters[0]; k++) {
@@ -139,6 +143,15 @@ Test(settings, usage_errors_exit_2)
         {{"stat", "--intervl", "1", NULL}, "cushim: unknown option \"--intervl\" for stat (did you mean --interval? "
                                            "see cushim stat --help)\n", 2},
         {{"ps", "--hlep", NULL}, "cushim: unknown option \"--hlep\" for ps (did you mean --help? see cushim ps --help)\n", 2},
+        {{"phase", "1", "compil", NULL}, "cushim: \"compil\" is not a phase (did you mean compile? expected compile "
+                                         "or run)\n", 2},
+        {{"phase", "1", "xyz", NULL}, "cushim: \"xyz\" is not a phase (expected compile or run)\n", 2},
+        {{"top", "--sort", "dev", NULL}, "cushim: --sort \"dev\" is not a column (did you mean device-total? expected "
+                                         "device-total, total-peak, pinned, offloaded or pid)\n", 2},
+        {{"top", "-s", "Total_Pek", NULL}, "cushim: -s \"Total_Pek\" is not a column (did you mean total-peak? "
+                                           "expected device-total, total-peak, pinned, offloaded or pid)\n", 2},
+        {{"top", "--sort", "bytes", NULL}, "cushim: --sort \"bytes\" is not a column (expected device-total, "
+                                           "total-peak, pinned, offloaded or pid)\n", 2},
         {{"reset-peak", "1", "2", NULL}, "cushim: unexpected argument \"2\" for reset-peak (usage: cushim reset-peak PID [--device N])\n", 2},
         {{"ps", "--jsn", NULL}, "cushim: unknown option \"--jsn\" for ps (did you mean --json? see cushim ps --help)\n", 2},
         {{"ps", "extra", NULL}, "cushim: unexpected argument \"extra\" for ps (usage: cushim ps [--json])\n", 2},
@@ -202,6 +215,8 @@ Test(settings, usage_errors_exit_2)
 /* The end of the line that says a device limit below 1 MiB (common/config.c small_limit). */
 #define SMALL_LIMIT_WHY ", below 1 MiB (a size without a unit is bytes: 8GiB is 8 GiB); taken as given: larger " \
                         "requests are refused\n"
+/* The same where every size had its unit (64K: meant as said, found by a docs check). */
+#define SMALL_LIMIT_WHY_UNIT ", below 1 MiB; taken as given: larger requests are refused\n"
 
 /* A device limit below 1 MiB is taken, and said once: a size without a unit is bytes (found by a
  * fresh-user trial: `--device-limit 8` made every cudaMalloc fail, with only "limit 8 B" in the
@@ -219,18 +234,22 @@ Test(settings, a_device_limit_below_a_mebibyte_is_said)
     const char *plain[] = {program("rt_prog"), "peaks", NULL};
     run_cmd(&r, plain, sim_env(env));
     cr_expect_eq(r.status, 0, "%s", r.err);
-    cr_expect_str_eq(r.err, "cushim: CUSHIM_DEVICE_LIMIT=\"0:1GiB,1:64K\" gives device 1 64 KiB" SMALL_LIMIT_WHY);
+    cr_expect_str_eq(r.err, "cushim: CUSHIM_DEVICE_LIMIT=\"0:1GiB,1:64K\" gives device 1 64 KiB" SMALL_LIMIT_WHY_UNIT);
     run_free(&r);
     /* Exact sizes (not a rounded "1.00 MiB, below 1 MiB"), the devices named with theirs, and a
      * long value shown cut with its length (found by an attack trial). */
-    static const char *const forms[][2] = {
-        {"1048575", "every device 1048575 bytes"},
-        {"0:8,1:512K", "device 0 8 bytes, device 1 512 KiB"},
-        {"0:8,1:8,2:8,3:8,4:8", "device 0 8 bytes, device 1 8 bytes, device 2 8 bytes and 2 more devices"}};
+    static const char *const forms[][3] = {
+        {"1048575", "every device 1048575 bytes", SMALL_LIMIT_WHY},
+        {"0:8,1:512K", "device 0 8 bytes, device 1 512 KiB", SMALL_LIMIT_WHY},
+        {"0:512K,1:8", "device 0 512 KiB, device 1 8 bytes", SMALL_LIMIT_WHY},
+        {"1023KiB", "every device 1023 KiB", SMALL_LIMIT_WHY_UNIT},
+        {"0:1G,1:1023KiB", "device 1 1023 KiB", SMALL_LIMIT_WHY_UNIT},
+        {"0:8,1:8,2:8,3:8,4:8", "device 0 8 bytes, device 1 8 bytes, device 2 8 bytes and 2 more devices",
+         SMALL_LIMIT_WHY}};
     for (size_t i = 0; i < sizeof forms / sizeof forms[0]; i++) {
         char lim[128], want[600];
         snprintf(lim, sizeof lim, "CUSHIM_DEVICE_LIMIT=%s", forms[i][0]);
-        snprintf(want, sizeof want, "cushim: CUSHIM_DEVICE_LIMIT=\"%s\" gives %s" SMALL_LIMIT_WHY, forms[i][0], forms[i][1]);
+        snprintf(want, sizeof want, "cushim: CUSHIM_DEVICE_LIMIT=\"%s\" gives %s%s", forms[i][0], forms[i][1], forms[i][2]);
         const char *e[] = {preload_env(), lim, NULL};
         const char *t[] = {"/bin/true", NULL};
         run_cmd(&r, t, sim_env(e));
@@ -268,7 +287,7 @@ Test(settings, a_run_inside_a_run_says_the_environments_problems_once)
     cr_expect_eq(r.status, 0, "%s", r.err);
     cr_expect_str_eq(r.err,
                      "cushim: CUSHIM_LOG=\"loud\" is not one of off|error|warn|info|debug; using the default \"warn\"\n"
-                     "cushim: CUSHIM_DEVICE_LIMIT=\"64K\" gives every device 64 KiB" SMALL_LIMIT_WHY
+                     "cushim: CUSHIM_DEVICE_LIMIT=\"64K\" gives every device 64 KiB" SMALL_LIMIT_WHY_UNIT
                      "cushim: CUSHIM_FOO is not a cushim variable (see `cushim run --help`); ignored\n"
                      "cushim: CUSHIM_REPORT_FORMAT is set, and CUSHIM_REPORT is not: it has no effect (the run's "
                      "summary is text on stderr, or JSON with --json FILE)\n");
@@ -279,7 +298,7 @@ Test(settings, a_run_inside_a_run_says_the_environments_problems_once)
     run_cmd(&r, inner_flag, sim_env(env2));
     cr_expect_eq(r.status, 0, "%s", r.err);
     cr_expect_str_eq(r.err,
-                     "cushim: CUSHIM_DEVICE_LIMIT=\"64K\" gives every device 64 KiB" SMALL_LIMIT_WHY
+                     "cushim: CUSHIM_DEVICE_LIMIT=\"64K\" gives every device 64 KiB" SMALL_LIMIT_WHY_UNIT
                      "cushim: --device-limit \"8\" gives every device 8 bytes" SMALL_LIMIT_WHY);
     run_free(&r);
 }
@@ -378,8 +397,27 @@ Test(settings, an_unknown_option_or_command_before_any_command)
     const char *option[] = {cushim_bin(), "--versio", NULL};
     run_cmd(&r, option, NULL);
     cr_expect_eq(r.status, 2);
-    cr_expect_str_eq(r.err, "cushim: unknown option \"--versio\" (cushim takes --help or --version before a "
-                            "command: run, ps, stat, top, reset-peak, phase, gc, serve, help)\n");
+    cr_expect_str_eq(r.err, "cushim: unknown option \"--versio\" (did you mean --version? cushim takes --help or "
+                            "--version before a command: run, ps, stat, top, reset-peak, phase, gc, serve, help)\n");
+    run_free(&r);
+    /* Found by a docs check: -v, --hlp and `help version` got no hint; -V is no one letter of ours. */
+    static const char *const options[][2] = {{"-v", "did you mean --version? "}, {"--hlp", "did you mean --help? "},
+                                             {"-V", ""}, {"--frobnicate", ""}};
+    for (size_t i = 0; i < sizeof options / sizeof options[0]; i++) {
+        const char *argv[] = {cushim_bin(), options[i][0], NULL};
+        char want[300];
+        snprintf(want, sizeof want, "cushim: unknown option \"%s\" (%scushim takes --help or --version before a "
+                 "command: run, ps, stat, top, reset-peak, phase, gc, serve, help)\n", options[i][0], options[i][1]);
+        run_cmd(&r, argv, NULL);
+        cr_expect_eq(r.status, 2);
+        cr_expect_str_eq(r.err, want);
+        run_free(&r);
+    }
+    const char *help_version[] = {cushim_bin(), "help", "version", NULL};
+    run_cmd(&r, help_version, NULL);
+    cr_expect_eq(r.status, 2);
+    cr_expect_str_eq(r.err, "cushim: no help for \"version\": not a command (did you mean --version? see cushim "
+                            "--help)\n");
     run_free(&r);
     const char *command[] = {cushim_bin(), "stt", NULL};
     run_cmd(&r, command, NULL);
@@ -389,7 +427,8 @@ Test(settings, an_unknown_option_or_command_before_any_command)
     run_free(&r);
     /* Found by a fresh-user trial: `cushim stats` and `cushim version` got no hint. */
     static const char *const near[][2] = {{"stats", "stat"}, {"version", "--version"}, {"reset_peak", "reset-peak"},
-                                          {"server", "serve"}, {"STAT", "stat"}};
+                                          {"server", "serve"}, {"STAT", "stat"},
+                                          {"st", "stat"}, {"res", "reset-peak"}};
     for (size_t i = 0; i < sizeof near / sizeof near[0]; i++) {
         const char *argv[] = {cushim_bin(), near[i][0], NULL};
         char want[300];

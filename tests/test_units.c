@@ -372,6 +372,20 @@ Test(units, edit_distance_for_did_you_mean)
     cr_expect_eq(cushim_text_nearest("--qite", 6, flags, 2, 2, &d), -1, "a letter out and a swap: two edits");
     cr_expect_eq(cushim_text_nearest("--qte", 5, flags, 2, 2, &d), -1);
     cr_expect_eq(cushim_text_nearest("--quiet", 7, flags, 0, 2, &d), -1, "no names");
+    /* The start of exactly one name, two bytes or more past the prefix: offered. */
+    static const char *const sorts[] = {"device-total", "total-peak", "pinned", "pid"};
+    cr_expect_eq(cushim_text_nearest("dev", 3, sorts, 4, 0, &d), 0);
+    cr_expect_eq(d, 9, "the bytes missing");
+    static const char *const two[] = {"device-total", "device-peak"};
+    cr_expect_eq(cushim_text_nearest("devi", 4, two, 2, 0, &d), -1, "two names start so");
+    cr_expect_eq(cushim_text_nearest("pi", 2, sorts, 4, 0, &d), 3, "two start so, and pid is one edit off");
+    cr_expect_eq(cushim_text_nearest("pin", 3, sorts, 4, 0, &d), 2, "the start before pid, one edit off");
+    cr_expect_eq(d, 3);
+    cr_expect_eq(cushim_text_nearest("pid", 3, sorts, 4, 0, &d), 3, "the name itself before a start");
+    cr_expect_eq(d, 0);
+    cr_expect_eq(cushim_text_nearest("d", 1, sorts, 4, 0, &d), -1, "one byte is too short to guess");
+    cr_expect_eq(cushim_text_nearest("--q", 3, flags, 2, 2, &d), -1, "one byte past the prefix");
+    cr_expect_eq(cushim_text_nearest("--qu", 4, flags, 2, 2, &d), 0);
 }
 
 /* docs/SUMMARY-JSON.md names every field of the summary: each kind, each per-kind counter and each

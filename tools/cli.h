@@ -35,7 +35,7 @@ void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
  * `unexpected argument "W" for CMD (usage: USAGE)`. */
 void cli_bad_word(const char *cmd, const char *word, const char *usage);
 
-/* For a one-letter option `word` ("-q": cushim takes long options only): the index of the one
+/* For a one-letter option `word` that no command takes ("-q", meant as --quiet): the index of the one
  * name of `names` ("--quiet", ...) that begins with "--" and that letter, or -1 when word is not
  * "-" and one letter, or no name or several begin so. */
 int cli_short_option(const char *word, const char *const *names, int count);

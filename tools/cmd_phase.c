@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "common/text.h"
 #include "common/units.h"
 #include "tools/cli.h"
 
@@ -40,6 +41,10 @@ int cmd_phase(int argc, char **argv)
         argv++;
         argc--;
     }
+    if (argc > 1 && argv[1][0] == '-' && strcmp(argv[1], "-")) { /* an option: phase takes none */
+        cli_bad_word("phase", argv[1], "cushim phase PID compile|run");
+        return EXIT_USAGE;
+    }
     if (argc != 3) {
         if (argc < 3)
             cli_error("phase needs %s (usage: cushim phase PID compile|run)",
@@ -57,7 +62,14 @@ int cmd_phase(int argc, char **argv)
     if (pid < 0)
         return EXIT_USAGE;
     if (phase < 0) {
-        cli_error("\"%s\" is not a phase (expected compile or run)", argv[2]);
+        static const char *const phases[] = {"compile", "run"};
+        char lower[16] = "";
+        size_t d, n = strlen(argv[2]);
+        for (size_t c = 0; c < n && c + 1 < sizeof lower; c++)
+            lower[c] = argv[2][c] >= 'A' && argv[2][c] <= 'Z' ? (char)(argv[2][c] - 'A' + 'a') : argv[2][c];
+        int near = n < sizeof lower ? cushim_text_nearest(lower, n, phases, 2, 0, &d) : -1;
+        cli_error("\"%s\" is not a phase (%s%s%sexpected compile or run)", argv[2], near >= 0 ? "did you mean " : "",
+                  near >= 0 ? phases[near] : "", near >= 0 ? "? " : "");
         return EXIT_USAGE;
     }
     char who[128];

@@ -55,6 +55,9 @@ int cmd_reset_peak(int argc, char **argv)
                 return EXIT_USAGE;
             }
             device = (long)ordinal;
+        } else if (options && argv[i][0] == '-') { /* --dev, -d: the option meant is offered */
+            cli_bad_word("reset-peak", argv[i], "cushim reset-peak PID [--device N]");
+            return EXIT_USAGE;
         } else if (pid == 0) {
             if ((pid = cli_parse_pid(argv[i])) < 0)
                 return EXIT_USAGE;

@@ -163,9 +163,6 @@ int cmd_run(int argc, char **argv)
                 run_nearest_flag(argv[i], near, sizeof near, &d)) {
                 if (d == 0) /* the option itself, given a value it does not take: --help=1 */
                     cli_error("%s takes no value (got \"%s\")", near, argv[i]);
-                else if (argv[i][1] != '-')
-                    cli_error("unknown option \"%s\" for run (cushim takes long options only: did you mean %s? see "
-                              "cushim run --help)", argv[i], near);
                 else
                     cli_error("unknown option \"%s\" for run (did you mean %s? see cushim run --help)", argv[i],
                               near);

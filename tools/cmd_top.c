@@ -452,8 +452,15 @@ int cmd_top(int argc, char **argv)
             while (k < SORT_COUNT && (strlen(v) >= sizeof name || strcasecmp(name, sort_names[k]) != 0))
                 k++;
             if (k == SORT_COUNT) {
-                cli_error("%s \"%s\" is not a column (expected device-total, total-peak, pinned, "
-                          "offloaded or pid)", opt, v);
+                size_t d;
+                char lower[32], hint[64] = "";
+                for (size_t c = 0; c < sizeof lower && (c == 0 || name[c - 1]); c++)
+                    lower[c] = name[c] >= 'A' && name[c] <= 'Z' ? (char)(name[c] - 'A' + 'a') : name[c];
+                int near = cushim_text_nearest(lower, strlen(lower), sort_names, SORT_COUNT, 0, &d);
+                if (near >= 0)
+                    snprintf(hint, sizeof hint, "did you mean %s? ", sort_names[near]);
+                cli_error("%s \"%s\" is not a column (%sexpected device-total, total-peak, pinned, "
+                          "offloaded or pid)", opt, v, hint);
                 return EXIT_USAGE;
             }
             key = (enum sort_key)k;

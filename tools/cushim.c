@@ -68,8 +68,8 @@ void cli_bad_word(const char *cmd, const char *word, const char *usage)
     const char *near = best >= 0 ? names[best] : "";
     int letter = cli_short_option(word, names, count);
     if (letter >= 0)
-        cli_error("unknown option \"%s\" for %s (cushim takes long options only: did you mean %s? see cushim "
-                  "%s --help)", word, cmd, names[letter], cmd);
+        cli_error("unknown option \"%s\" for %s (did you mean %s? see cushim %s --help)", word, cmd, names[letter],
+                  cmd);
     else if (word[0] == '-' && word[1] >= '0' && word[1] <= '9' && strstr(usage, "PID"))
         cli_error("\"%s\" is not a process id (a number from 1 to 2147483647)", word);
     else if (near[0] && best_d == 0) /* the option itself, given a value: --json=1 */
@@ -261,7 +261,7 @@ static int dispatch(int argc, char **argv)
                 return commands[i].fn(2, help_argv);
         char hint[64];
         cli_error("no help for \"%s\": not a command (%ssee cushim --help)", argv[2],
-                  command_hint(argv[2], 0, hint, sizeof hint));
+                  command_hint(argv[2], 1, hint, sizeof hint));
         return EXIT_USAGE;
     }
     if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "help") == 0) {
@@ -285,8 +285,17 @@ static int dispatch(int argc, char **argv)
         return commands[i].fn(argc - 1, argv + 1);
     }
     if (argv[1][0] == '-') {
-        cli_error("unknown option \"%s\" (cushim takes --help or --version before a command: run, ps, "
-                  "stat, top, reset-peak, phase, gc, serve, help)", argv[1]);
+        /* -v, --versoin, --hlp: the one meant is offered */
+        static const char *const own[] = {"--help", "--version"};
+        size_t d;
+        int k = cli_short_option(argv[1], own, 2);
+        if (k < 0 && argv[1][1] == '-')
+            k = cushim_text_nearest(argv[1], strcspn(argv[1], "="), own, 2, strlen("--"), &d);
+        char hint[64] = "";
+        if (k >= 0)
+            snprintf(hint, sizeof hint, "did you mean %s? ", own[k]);
+        cli_error("unknown option \"%s\" (%scushim takes --help or --version before a command: run, ps, "
+                  "stat, top, reset-peak, phase, gc, serve, help)", argv[1], hint);
         return EXIT_USAGE;
     }
     char hint[64];

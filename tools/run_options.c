@@ -127,7 +127,7 @@ int run_nearest_flag(const char *word, char *buf, size_t len, size_t *distance)
     for (int k = 0; k < 3; k++)
         names[count++] = own[k];
     int letter = cli_short_option(word, names, count);
-    if (letter >= 0) { /* "-q": cushim takes long options only */
+    if (letter >= 0) { /* "-q": --quiet */
         snprintf(buf, len, "%s", names[letter]);
         *distance = 1;
         return 1;
