@@ -60,9 +60,10 @@ struct dev_total {
 
 /* The LIMIT column of a process: the sum of its devices' budgets (as DEVICE-TOTAL sums their
  * bytes); "-" when none of its devices has one; a trailing "+" when only some have one (the
- * others are limited by the card alone). */
+ * others are limited by the card alone), then "!" when a budget refused a request. */
 static void limit_label(const struct cushim_snapshot *p, char *out, size_t len)
 {
+    const char *refused = proc_sum(p, CUSHIM_DEV_limit_refused) ? "!" : "";
     uint32_t limited = 0;
     for (uint32_t n = 0; n < p->device_count; n++)
         limited += p->devices[n].dev[CUSHIM_DEV_limit] != 0;
@@ -72,7 +73,7 @@ static void limit_label(const struct cushim_snapshot *p, char *out, size_t len)
     }
     char b[32];
     cushim_format_bytes(proc_sum(p, CUSHIM_DEV_limit), b, sizeof b);
-    snprintf(out, len, "%s%s", b, limited < p->device_count ? "+" : "");
+    snprintf(out, len, "%s%s%s", b, limited < p->device_count ? "+" : "", refused);
 }
 
 /* The process table's order (--sort; < and > on the screen move it a column left or right): a
@@ -174,13 +175,16 @@ static void frame(struct sink *k, const struct proc_list *l)
     for (int i = 0; i < l->count && !limits; i++)
         limits = proc_sum(&l->procs[i], CUSHIM_DEV_limit) != 0;
     if (limits)
-        line(k, y++, ATTR_REVERSE, "%7s %-8s %-11s %12s %10s %9s %9s %9s  %s", "PID", "DEVICES", "PHASE",
+        line(k, y++, ATTR_REVERSE, "%7s %-8s %-11s %12s %10s %10s %9s %9s  %s", "PID", "DEVICES", "PHASE",
              "DEVICE-TOTAL", "TOTAL-PEAK", "LIMIT", "PINNED", "OFFLOADED", "COMMAND");
     else
         line(k, y++, ATTR_REVERSE, "%7s %-8s %-11s %12s %10s %9s %9s  %s", "PID", "DEVICES", "PHASE",
              "DEVICE-TOTAL", "TOTAL-PEAK", "PINNED", "OFFLOADED", "COMMAND");
     /* The notes below the table keep their lines when the processes fill the screen. */
-    int notes = (l->bad != 0) + (l->copies != 0), reset = 0;
+    int notes = (l->bad != 0) + (l->copies != 0), reset = 0, refused = 0;
+    for (int i = 0; i < l->count && !refused; i++)
+        refused = proc_sum(&l->procs[i], CUSHIM_DEV_limit_refused) != 0;
+    notes += refused;
     for (int j = 0; j < ntot && !reset; j++)
         reset = tot[j].lowered;
     notes += reset;
@@ -203,13 +207,16 @@ static void frame(struct sink *k, const struct proc_list *l)
              cushim_phase_label(p, phase, sizeof phase),
              cushim_format_bytes(proc_sum(p, CUSHIM_DEV_total_current), a, sizeof a),
              peak_label(proc_sum(p, CUSHIM_DEV_total_peak), proc_peak_lowered(p), b, sizeof b),
-             limits ? 9 : 0, limit, limits ? " " : "",
+             limits ? 10 : 0, limit, limits ? " " : "",
              cushim_format_bytes(pin, pinned, sizeof pinned), cushim_format_bytes(offl, off, sizeof off),
              p->command);
         hidden += p->other_pidns && !p->host_pid;
     }
     if (hidden)
         line(k, y++, 0, "* the pid in its own pid namespace (a container's), whose processes are not visible here");
+    if (refused)
+        line(k, y++, 0, "! the budget refused requests (out of memory for the program, or spilled): "
+                        "`cushim stat PID` counts them");
     if (reset)
         line(k, y++, 0, "^ peak lowered by a peak reset; lifetime peak: `cushim stat PID`, `ps --json`");
     if (l->bad)
@@ -413,7 +420,7 @@ int cmd_top(int argc, char **argv)
                    "processes under cushim, sorted by device bytes (or --sort), with\nper-device totals across "
                    "processes. q quits. A LIMIT column appears when a process has a\n"
                    "device budget (CUSHIM_DEVICE_LIMIT): the sum over its devices, \"+\" when only\n"
-                   "some of them have one.\n\n"
+                   "some of them have one, \"!\" when a budget refused a request.\n\n"
                    "Devices: MEMORY is the GPU's memory; DEVICE-TOTAL the device memory the listed\n"
                    "processes hold (cudaMalloc, stream-ordered, VMM and array memory: the summary's\n"
                    "device_total); SUM-PEAKS the sum of their device-total peaks. Processes:\n"
