@@ -386,6 +386,12 @@ Test(settings, a_flag_given_twice_is_said)
 
 /* A mistyped top-level option is said as an option, not a command (found by a fresh-user trial:
  * `cushim --versio` was an "unknown command"); a mistyped command stays one. */
+#define EXPECTED_COMMANDS "run, ps, stat, top, reset-peak, phase, gc, serve, help)\n"
+/* What a mistyped word before any command gets: %s the word, %s the hint. */
+#define TOP_OPTION "cushim: unknown option \"%s\" (%scushim takes --help or --version before a command: " EXPECTED_COMMANDS
+#define TOP_COMMAND "cushim: unknown command \"%s\" (%sexpected one of " EXPECTED_COMMANDS
+#define NO_HELP "cushim: no help for \"%s\": not a command (%ssee cushim --help)\n" /* cushim help WORD */
+
 Test(settings, an_unknown_option_or_command_before_any_command)
 {
     struct run_result r;
@@ -394,66 +400,33 @@ Test(settings, an_unknown_option_or_command_before_any_command)
     cr_expect_eq(r.status, 0, "%s", r.err);
     cr_expect_str_eq(r.out, "cushim " CUSHIM_VERSION "\n");
     run_free(&r);
-    const char *option[] = {cushim_bin(), "--versio", NULL};
-    run_cmd(&r, option, NULL);
-    cr_expect_eq(r.status, 2);
-    cr_expect_str_eq(r.err, "cushim: unknown option \"--versio\" (did you mean --version? cushim takes --help or "
-                            "--version before a command: run, ps, stat, top, reset-peak, phase, gc, serve, help)\n");
-    run_free(&r);
-    /* Found by a docs check: -v, --hlp and `help version` got no hint; -V is no one letter of ours. */
-    static const char *const options[][2] = {{"-v", "did you mean --version? "}, {"--hlp", "did you mean --help? "},
-                                             {"-V", ""}, {"--frobnicate", ""}};
-    for (size_t i = 0; i < sizeof options / sizeof options[0]; i++) {
-        const char *argv[] = {cushim_bin(), options[i][0], NULL};
+    /* Found by fresh-user trials and a docs check: `cushim stats`, `cushim version`, -v, --hlp and
+     * `help version` got no hint; -V is no one letter of ours. */
+    static const struct {
+        const char *format, *word, *hint;
+    } words[] = {
+        {TOP_OPTION, "--versio", "did you mean --version? "}, {TOP_OPTION, "-v", "did you mean --version? "},
+        {TOP_OPTION, "--hlp", "did you mean --help? "},       {TOP_OPTION, "-V", ""},
+        {TOP_OPTION, "--frobnicate", ""},                     {TOP_COMMAND, "stt", "did you mean stat? "},
+        {TOP_COMMAND, "stats", "did you mean stat? "},        {TOP_COMMAND, "version", "did you mean --version? "},
+        {TOP_COMMAND, "reset_peak", "did you mean reset-peak? "}, {TOP_COMMAND, "server", "did you mean serve? "},
+        {TOP_COMMAND, "STAT", "did you mean stat? "},         {TOP_COMMAND, "st", "did you mean stat? "},
+        {TOP_COMMAND, "res", "did you mean reset-peak? "},    {TOP_COMMAND, "frobnicate", ""},
+        {NO_HELP, "version", "did you mean --version? "},     {NO_HELP, "stats", "did you mean stat? "}};
+    for (size_t i = 0; i < sizeof words / sizeof words[0]; i++) {
+        const char *help[] = {cushim_bin(), "help", words[i].word, NULL};
+        const char *alone[] = {cushim_bin(), words[i].word, NULL};
         char want[300];
-        snprintf(want, sizeof want, "cushim: unknown option \"%s\" (%scushim takes --help or --version before a "
-                 "command: run, ps, stat, top, reset-peak, phase, gc, serve, help)\n", options[i][0], options[i][1]);
-        run_cmd(&r, argv, NULL);
-        cr_expect_eq(r.status, 2);
+        snprintf(want, sizeof want, words[i].format, words[i].word, words[i].hint);
+        run_cmd(&r, strcmp(words[i].format, NO_HELP) == 0 ? help : alone, NULL);
+        cr_expect_eq(r.status, 2, "%s", words[i].word);
         cr_expect_str_eq(r.err, want);
         run_free(&r);
     }
-    const char *help_version[] = {cushim_bin(), "help", "version", NULL};
-    run_cmd(&r, help_version, NULL);
-    cr_expect_eq(r.status, 2);
-    cr_expect_str_eq(r.err, "cushim: no help for \"version\": not a command (did you mean --version? see cushim "
-                            "--help)\n");
-    run_free(&r);
-    const char *command[] = {cushim_bin(), "stt", NULL};
-    run_cmd(&r, command, NULL);
-    cr_expect_eq(r.status, 2);
-    cr_expect_str_eq(r.err, "cushim: unknown command \"stt\" (did you mean stat? expected one of run, ps, stat, "
-                            "top, reset-peak, phase, gc, serve, help)\n");
-    run_free(&r);
-    /* Found by a fresh-user trial: `cushim stats` and `cushim version` got no hint. */
-    static const char *const near[][2] = {{"stats", "stat"}, {"version", "--version"}, {"reset_peak", "reset-peak"},
-                                          {"server", "serve"}, {"STAT", "stat"},
-                                          {"st", "stat"}, {"res", "reset-peak"}};
-    for (size_t i = 0; i < sizeof near / sizeof near[0]; i++) {
-        const char *argv[] = {cushim_bin(), near[i][0], NULL};
-        char want[300];
-        snprintf(want, sizeof want, "cushim: unknown command \"%s\" (did you mean %s? expected one of run, ps, "
-                 "stat, top, reset-peak, phase, gc, serve, help)\n", near[i][0], near[i][1]);
-        run_cmd(&r, argv, NULL);
-        cr_expect_eq(r.status, 2);
-        cr_expect_str_eq(r.err, want);
-        run_free(&r);
-    }
-    const char *help[] = {cushim_bin(), "help", "stats", NULL};
-    run_cmd(&r, help, NULL);
-    cr_expect_eq(r.status, 2);
-    cr_expect_str_eq(r.err, "cushim: no help for \"stats\": not a command (did you mean stat? see cushim --help)\n");
-    run_free(&r);
     /* An invisible character is shown: "stat" followed by U+200B is not "stat". */
     const char *zw[] = {cushim_bin(), "stat\xe2\x80\x8b", NULL};
     run_cmd(&r, zw, NULL);
-    cr_expect_str_eq(r.err, "cushim: unknown command \"stat\\xe2\\x80\\x8b\" (expected one of run, ps, stat, top, "
-                            "reset-peak, phase, gc, serve, help)\n");
-    run_free(&r);
-    const char *far[] = {cushim_bin(), "frobnicate", NULL};
-    run_cmd(&r, far, NULL);
-    cr_expect_str_eq(r.err, "cushim: unknown command \"frobnicate\" (expected one of run, ps, stat, top, "
-                            "reset-peak, phase, gc, serve, help)\n");
+    cr_expect_str_eq(r.err, "cushim: unknown command \"stat\\xe2\\x80\\x8b\" (expected one of " EXPECTED_COMMANDS);
     run_free(&r);
 }
 
