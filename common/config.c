@@ -135,6 +135,26 @@ static void exact_small(uint64_t v, char *out, size_t len)
         snprintf(out, len, "%llu byte%s", (unsigned long long)v, v == 1 ? "" : "s");
 }
 
+/* The first size in value ("8", or a list's "0:1G,1:8") written without a unit, as "(a size
+ * without a unit is bytes: 8GiB is 8 GiB...)" with `unit` ("GiB") into hint; "" when every size had
+ * its unit (512KiB was meant as said). A value that is here parsed: no spaces (cushim_parse_size,
+ * cushim_parse_device_limits). */
+static void unit_hint(const char *value, const char *unit, char *hint, size_t len)
+{
+    hint[0] = '\0';
+    for (const char *p = value; *p;) {
+        size_t n = strcspn(p, ","), colon = strcspn(p, ":");
+        const char *digits = colon < n ? p + colon + 1 : p;
+        int k = (int)(p + n - digits);
+        if (k > 0 && k < 32 && digits[k - 1] >= '0' && digits[k - 1] <= '9') {
+            snprintf(hint, len, " (a size without a unit is bytes: %.*s%s is %.*s %s, %.*sB says bytes)", k, digits,
+                     unit, k, digits, unit, k, digits);
+            return;
+        }
+        p += n + (p[n] == ',');
+    }
+}
+
 /* A device limit below 1 MiB is taken but said: `--device-limit 8` is 8 bytes (a size without a
  * unit is bytes), which refuses every request; nobody budgets a GPU in bytes. */
 static void small_limit(void (*report)(const struct cushim_config_error *), const char *value,
@@ -168,21 +188,31 @@ static void small_limit(void (*report)(const struct cushim_config_error *), cons
             snprintf(whom + at, sizeof whom - at, " and %d more device%s", count - said, count - said == 1 ? "" : "s");
         }
     }
-    /* The unit's hint only where a size came without one (8, 0:8): 512KiB was meant as said (a
-     * value that is here has no spaces: cushim_parse_device_limits). */
-    int unitless = 0;
-    for (const char *p = value; *p;) {
-        size_t len = strcspn(p, ","), colon = strcspn(p, ":");
-        const char *digits = colon < len ? p + colon + 1 : p;
-        size_t k = (size_t)(p + len - digits);
-        unitless |= k && digits[k - 1] >= '0' && digits[k - 1] <= '9';
-        p += len + (p[len] == ',');
-    }
-    snprintf(why, sizeof why, "gives %s, below 1 MiB%s; taken as given: larger requests are refused", whom,
-             unitless ? " (a size without a unit is bytes: 8GiB is 8 GiB)" : "");
+    char hint[160];
+    unit_hint(value, "GiB", hint, sizeof hint);
+    snprintf(why, sizeof why, "gives %s, below 1 MiB%s; taken as given: larger requests are refused", whom, hint);
     snprintf(line, sizeof line, "cushim: %s=%s %s", cushim_option_table[CUSHIM_OPT_DEVICE_LIMIT].variable,
              shown, why);
     struct cushim_config_error e = {CUSHIM_OPT_DEVICE_LIMIT, shown, why, line, 1};
+    report(&e);
+}
+
+/* An offload size (CUSHIM_OFFLOAD_MIN, CUSHIM_OFFLOAD_CACHE) written without a unit and below
+ * 1 MiB is taken but said: `--offload-min 64` offloads every request of 64 bytes or more (found by
+ * a fresh-user trial: the default is 64MiB). */
+static void small_size(void (*report)(const struct cushim_config_error *), enum cushim_option id,
+                       const char *value, uint64_t size)
+{
+    char hint[160];
+    unit_hint(value, "MiB", hint, sizeof hint);
+    if (!report || !size || size >= (1u << 20) || !hint[0])
+        return;
+    char shown[640], exact[32], why[256], line[1024];
+    shown_value(value, shown, sizeof shown);
+    exact_small(size, exact, sizeof exact);
+    snprintf(why, sizeof why, "is %s%s; taken as given", exact, hint);
+    snprintf(line, sizeof line, "cushim: %s=%s %s", cushim_option_table[id].variable, shown, why);
+    struct cushim_config_error e = {id, shown, why, line, 1};
     report(&e);
 }
 
@@ -345,6 +375,8 @@ void cushim_config_load(struct cushim_config *c, const char *(*lookup)(const cha
             parse_into(c, (enum cushim_option)i, o->def, &expected);
         } else if (v && *v && i == CUSHIM_OPT_DEVICE_LIMIT) {
             small_limit(report, v, c->device_limit);
+        } else if (v && *v && (i == CUSHIM_OPT_OFFLOAD_MIN || i == CUSHIM_OPT_OFFLOAD_CACHE)) {
+            small_size(report, (enum cushim_option)i, v, i == CUSHIM_OPT_OFFLOAD_MIN ? c->offload_min : c->offload_cache);
         }
     }
     for (char *const *e = environ_list; e && *e; e++) {

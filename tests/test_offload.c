@@ -912,7 +912,7 @@ Test(offload, another_devices_stream_frees_without_blocking_and_caches_on_the_ri
      * another one: the free fell back to a blocking cuStreamSynchronize. The cached block was
      * counted on device 1 and taken off device 0 (underflow logged, device 1 kept 1 MiB). */
     struct run_result r;
-    const char *extra[] = {"SIMCUDA_DEVICE_COUNT=2", "CUSHIM_OFFLOAD=always", "CUSHIM_OFFLOAD_MIN=1",
+    const char *extra[] = {"SIMCUDA_DEVICE_COUNT=2", "CUSHIM_OFFLOAD=always", "CUSHIM_OFFLOAD_MIN=1B",
                            "CUSHIM_OFFLOAD_CACHE=4MiB", NULL};
     json_t *j = offload_run(&r, "offload_other_device", extra);
     cr_expect_eq(kv_u64(r.out, "rc_async"), 0);
@@ -952,7 +952,7 @@ Test(offload, frees_that_cannot_be_deferred_during_a_capture_keep_the_memory_and
      * other stream's global capture (901), and the failed free was counted and put back, so the
      * later cudaFree counted it again (1036 frees of 1030 allocations, an underflow logged). */
     struct run_result r;
-    const char *extra[] = {"CUSHIM_OFFLOAD=always", "CUSHIM_OFFLOAD_MIN=1", NULL};
+    const char *extra[] = {"CUSHIM_OFFLOAD=always", "CUSHIM_OFFLOAD_MIN=1B", NULL};
     json_t *j = offload_run(&r, "many_frees_during_capture", extra);
     cr_expect_eq(kv_u64(r.out, "refused"), 6, "1024 deferred, 6 refused");
     cr_expect_eq(kv_u64(r.out, "first_refusal"), 900 /* cudaErrorStreamCaptureUnsupported */);
@@ -971,7 +971,7 @@ static void frees_during_other_capture(const char *mode, uint64_t refused)
     struct run_result r;
     char env[64];
     snprintf(env, sizeof env, "CAPTURE_MODE=%s", mode);
-    const char *extra[] = {"CUSHIM_OFFLOAD=always", "CUSHIM_OFFLOAD_MIN=1", env, NULL};
+    const char *extra[] = {"CUSHIM_OFFLOAD=always", "CUSHIM_OFFLOAD_MIN=1B", env, NULL};
     json_t *j = offload_run(&r, "frees_during_other_capture", extra);
     cr_expect_eq(kv_u64(r.out, "refused"), refused, "%s", mode);
     cr_expect_eq(kv_u64(r.out, "rc_end"), 0, "%s: the capture is valid", mode);
@@ -996,7 +996,7 @@ Test(offload, pending_frees_take_turns)
     /* Each poll took the first 32 pending slots and put the unready ones back in place: 32 frees
      * waiting on a stream nobody synchronizes kept every later block from being released. */
     struct run_result r;
-    const char *extra[] = {"CUSHIM_OFFLOAD=always", "CUSHIM_OFFLOAD_MIN=1", "SIMCUDA_LAZY_EVENTS=1", NULL};
+    const char *extra[] = {"CUSHIM_OFFLOAD=always", "CUSHIM_OFFLOAD_MIN=1B", "SIMCUDA_LAZY_EVENTS=1", NULL};
     json_t *j = offload_run(&r, "pending_frees_take_turns", extra);
     cr_expect_eq(kv_u64(r.out, "host_live"), 32 * 8192, "only stream a's blocks still pinned");
     json_decref(j);
@@ -1011,14 +1011,14 @@ Test(offload, pending_frees_take_turns)
 Test(offload, a_free_with_every_slot_taken_does_not_wait_for_ever)
 {
     struct run_result r;
-    const char *extra[] = {"CUSHIM_OFFLOAD=always", "CUSHIM_OFFLOAD_MIN=1", "SIMCUDA_LAZY_EVENTS=1", NULL};
+    const char *extra[] = {"CUSHIM_OFFLOAD=always", "CUSHIM_OFFLOAD_MIN=1B", "SIMCUDA_LAZY_EVENTS=1", NULL};
     const char *argv[] = {"timeout", "30", program("offload_prog"), "deferred_frees_full", NULL};
     json_t *j = run_under_cushim(&r, argv, sim_env(extra));
     cr_assert_eq(r.status, 0, "%s%s", r.out, r.err);
     cr_expect_eq(kv_u64(r.out, "done"), 1);
     json_t *d = json_array_get(jpath(j, "descendants"), 0);
     cr_assert(d, "the program is timeout's descendant");
-    /* 1,200 blocks and the cudaMalloc of 256 B (offloaded too: CUSHIM_OFFLOAD_MIN=1) */
+    /* 1,200 blocks and the cudaMalloc of 256 B (offloaded too: CUSHIM_OFFLOAD_MIN=1B) */
     cr_expect_eq(jpath_u64(d, "devices.0.offloaded.alloc_count"), 1201);
     cr_expect_eq(jpath_u64(d, "devices.0.offloaded.free_count"), 1201);
     cr_expect_eq(jpath_u64(d, "devices.0.offloaded.current_bytes"), 0);
@@ -1032,7 +1032,7 @@ Test(offload, a_reset_destroys_every_event_left_in_another_context)
     /* Only 64 were destroyed; the rest leaked in device 1's live context. */
     struct run_result r;
     const char *extra[] = {"SIMCUDA_DEVICE_COUNT=2", "SIMCUDA_LAZY_EVENTS=1", "CUSHIM_OFFLOAD=always",
-                           "CUSHIM_OFFLOAD_MIN=1", NULL};
+                           "CUSHIM_OFFLOAD_MIN=1B", NULL};
     json_t *j = offload_run(&r, "events_of_another_context", extra);
     cr_expect_eq(kv_u64(r.out, "events_made"), 200);
     cr_expect_eq(kv_u64(r.out, "events_destroyed_at_reset"), 200);
@@ -1047,7 +1047,7 @@ Test(offload, a_failed_deferred_release_is_said)
 {
     /* cuMemFreeHost's failure was dropped without a word. */
     struct run_result r;
-    const char *extra[] = {"CUSHIM_OFFLOAD=always", "CUSHIM_OFFLOAD_MIN=4096",
+    const char *extra[] = {"CUSHIM_OFFLOAD=always", "CUSHIM_OFFLOAD_MIN=4KiB",
                            "SIMCUDA_INJECT=cuMemFreeHost:*:CUDA_ERROR_UNKNOWN", "CUSHIM_LOG=warn", NULL};
     json_t *j = offload_run(&r, "pending_frees_take_turns", extra);
     cr_expect(strstr(r.err, "cuMemFreeHost of an offloaded block freed by cuMemFreeAsync failed "

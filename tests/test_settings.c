@@ -213,8 +213,9 @@ Test(settings, usage_errors_exit_2)
 }
 
 /* The end of the line that says a device limit below 1 MiB (common/config.c small_limit). */
-#define SMALL_LIMIT_WHY ", below 1 MiB (a size without a unit is bytes: 8GiB is 8 GiB); taken as given: larger " \
-                        "requests are refused\n"
+#define SMALL_LIMIT_WHY_OF(n) ", below 1 MiB (a size without a unit is bytes: " n "GiB is " n " GiB, " n "B says " \
+                              "bytes); taken as given: larger requests are refused\n"
+#define SMALL_LIMIT_WHY SMALL_LIMIT_WHY_OF("8")
 /* The same where every size had its unit (64K: meant as said, found by a docs check). */
 #define SMALL_LIMIT_WHY_UNIT ", below 1 MiB; taken as given: larger requests are refused\n"
 
@@ -239,7 +240,7 @@ Test(settings, a_device_limit_below_a_mebibyte_is_said)
     /* Exact sizes (not a rounded "1.00 MiB, below 1 MiB"), the devices named with theirs, and a
      * long value shown cut with its length (found by an attack trial). */
     static const char *const forms[][3] = {
-        {"1048575", "every device 1048575 bytes", SMALL_LIMIT_WHY},
+        {"1048575", "every device 1048575 bytes", SMALL_LIMIT_WHY_OF("1048575")},
         {"0:8,1:512K", "device 0 8 bytes, device 1 512 KiB", SMALL_LIMIT_WHY},
         {"0:512K,1:8", "device 0 512 KiB, device 1 8 bytes", SMALL_LIMIT_WHY},
         {"1023KiB", "every device 1023 KiB", SMALL_LIMIT_WHY_UNIT},
@@ -264,7 +265,7 @@ Test(settings, a_device_limit_below_a_mebibyte_is_said)
     const char *t[] = {"/bin/true", NULL};
     run_cmd(&r, t, sim_env(e));
     cr_expect_str_eq(r.err, "cushim: CUSHIM_DEVICE_LIMIT=\"0:1048575,1:1048575,2:1048575,3:1048575,4:1048575,"
-                            "5:1048575,...\" (693 bytes) gives every device 1048575 bytes" SMALL_LIMIT_WHY);
+                            "5:1048575,...\" (693 bytes) gives every device 1048575 bytes" SMALL_LIMIT_WHY_OF("1048575"));
     run_free(&r);
     /* 1 MiB and more: nothing said. */
     const char *env2[] = {preload_env(), "CUSHIM_DEVICE_LIMIT=1MiB", NULL};
@@ -272,6 +273,36 @@ Test(settings, a_device_limit_below_a_mebibyte_is_said)
     cr_expect_eq(r.status, 0, "%s", r.err);
     cr_expect_str_eq(r.err, "");
     run_free(&r);
+}
+
+/* An offload size written without a unit and below 1 MiB is taken, and said (found by a fresh-user
+ * trial: `--offload-min 64` offloaded every request, silently; the default is 64MiB); with its
+ * unit, 0, or 1 MiB and more: nothing said. */
+Test(settings, an_offload_size_without_a_unit_below_a_mebibyte_is_said)
+{
+    struct run_result r;
+    const char *flag[] = {cushim_bin(), "run", "--quiet", "--offload=always", "--offload-min", "64", "--",
+                          program("rt_prog"), "malloc", NULL};
+    run_cmd(&r, flag, sim_env(NULL));
+    cr_expect_eq(r.status, 0, "%s", r.err);
+    cr_expect_str_eq(r.err, "cushim: --offload-min \"64\" is 64 bytes (a size without a unit is bytes: 64MiB is 64 "
+                            "MiB, 64B says bytes); taken as given\n");
+    run_free(&r);
+    static const char *const forms[][2] = {
+        {"CUSHIM_OFFLOAD_CACHE=4096", "cushim: CUSHIM_OFFLOAD_CACHE=\"4096\" is 4 KiB (a size without a unit is "
+                                      "bytes: 4096MiB is 4096 MiB, 4096B says bytes); taken as given\n"},
+        {"CUSHIM_OFFLOAD_MIN=1048575", "cushim: CUSHIM_OFFLOAD_MIN=\"1048575\" is 1048575 bytes (a size without a "
+                                       "unit is bytes: 1048575MiB is 1048575 MiB, 1048575B says bytes); taken as given\n"},
+        {"CUSHIM_OFFLOAD_MIN=64B", ""}, {"CUSHIM_OFFLOAD_MIN=4k", ""}, {"CUSHIM_OFFLOAD_MIN=0", ""},
+        {"CUSHIM_OFFLOAD_CACHE=1048576", ""}};
+    for (size_t i = 0; i < sizeof forms / sizeof forms[0]; i++) {
+        const char *e[] = {preload_env(), "CUSHIM_OFFLOAD=always", forms[i][0], NULL};
+        const char *t[] = {"/bin/true", NULL};
+        run_cmd(&r, t, sim_env(e));
+        cr_expect_eq(r.status, 0);
+        cr_expect_str_eq(r.err, forms[i][1], "%s", forms[i][0]);
+        run_free(&r);
+    }
 }
 
 /* A run inside a run that sees the values the outer one checked leaves their problems unsaid: each

@@ -399,7 +399,8 @@ int cmd_run(int argc, char **argv)
             cli_error("cannot run \"%s\": %s (the options end at the \"--\" after it, so it was "
                       "taken as the program; a switch takes its value after '=', e.g. %s=%s)",
                       prog[0], strerror(e), argv[i - 1], prog[0]);
-        else if (e == ENOENT && run_exec_missing_interpreter(prog[0], why, sizeof why))
+        else if (e == ENOENT && (run_exec_missing_interpreter(prog[0], why, sizeof why) ||
+                                 run_exec_not_on_path(prog[0], why, sizeof why)))
             cli_error("cannot run \"%s\": %s", prog[0], why);
         else
             cli_error("cannot run \"%s\": %s", prog[0], strerror(e));

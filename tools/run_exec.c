@@ -100,3 +100,15 @@ int run_exec_missing_interpreter(const char *prog, char *why, size_t n)
         snprintf(why, n, "its interpreter \"%s\" (its #! line) does not exist", interp);
     return 1;
 }
+
+int run_exec_not_on_path(const char *prog, char *why, size_t n)
+{
+    if (strchr(prog, '/'))
+        return 0;
+    struct stat st;
+    if (*prog && stat(prog, &st) == 0 && S_ISREG(st.st_mode))
+        snprintf(why, n, "not found on PATH (./%s is in this directory: a program here is run as ./%s)", prog, prog);
+    else
+        snprintf(why, n, "not found on PATH");
+    return 1;
+}
