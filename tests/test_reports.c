@@ -375,7 +375,16 @@ Test(reports, an_unwritable_json_path_stops_before_running)
     const char *typo[] = {cushim_bin(), "run", "--device-limit", "8GiB", "torchrunn", "--", "--nproc", "2", NULL};
     run_cmd(&r, typo, sim_env(NULL));
     cr_expect_eq(r.status, 127);
-    cr_expect_str_eq(r.err, "cushim: cannot run \"torchrunn\": No such file or directory\n");
+    cr_expect_str_eq(r.err, "cushim: cannot run \"torchrunn\": not found on PATH\n");
+    run_free(&r);
+    /* A program in the working directory, named without ./: found there and said (a fresh-user
+     * trial: "No such file or directory" for a program that was there). */
+    const char *here[] = {"/bin/sh", "-c", "cd \"$(dirname \"$1\")\" && exec \"$0\" run -- rt_prog malloc", cushim_bin(),
+                          program("rt_prog"), NULL};
+    run_cmd(&r, here, sim_env(NULL));
+    cr_expect_eq(r.status, 127);
+    cr_expect_str_eq(r.err, "cushim: cannot run \"rt_prog\": not found on PATH (./rt_prog is in this directory: a "
+                            "program here is run as ./rt_prog)\n");
     run_free(&r);
     /* --json and --report naming one file would overwrite each other (a fresh-user trial): the
      * same name, the name relative to the working directory (no file yet: an attack trial found
