@@ -271,6 +271,36 @@ static int check_string(enum cushim_option id, const char *v, const char **expec
     }
 }
 
+/* " (did you mean compile?)" for a mistyped value of an enum option ('|'-separated `choices`): the
+ * nearest choice in any case (cushim_text_nearest), or "" when none is near, or when v is a
+ * switch's word (on, yes, 1: off is one edit from on, and not meant; no, 0, false: off where off is
+ * a choice). Static storage. */
+static const char *enum_hint(const char *choices, const char *v)
+{
+    static char hint[64];
+    char names[8][32], lower[32];
+    const char *list[8];
+    int count = 0, on;
+    size_t n = strlen(v);
+    hint[0] = '\0';
+    if (n >= sizeof lower)
+        return hint;
+    if (cushim_parse_bool(v, &on) == 0) { /* no, 0, false: off, where off is a choice */
+        if (!on && cushim_parse_enum(choices, "off") >= 0)
+            snprintf(hint, sizeof hint, " (did you mean off?)");
+        return hint;
+    }
+    for (size_t i = 0; i <= n; i++)
+        lower[i] = (char)tolower((unsigned char)v[i]);
+    for (; count < 8 && *cushim_enum_name(choices, count, names[count], sizeof names[0]); count++)
+        list[count] = names[count];
+    size_t d;
+    int k = cushim_text_nearest(lower, n, list, count, 0, &d);
+    if (k >= 0)
+        snprintf(hint, sizeof hint, " (did you mean %s?)", list[k]);
+    return hint;
+}
+
 /* Parses one value into its field; returns 0, or -1 with a description of what was expected. */
 static int parse_into(struct cushim_config *c, enum cushim_option id, const char *v,
                       const char **expected)
@@ -314,9 +344,9 @@ static int parse_into(struct cushim_config *c, enum cushim_option id, const char
         return rc < 0 ? -1 : 0;
     }
     case CUSHIM_OT_ENUM: {
-        static char expect[128];
+        static char expect[160];
         int k = cushim_parse_enum(o->choices, v);
-        snprintf(expect, sizeof expect, "one of %s", o->choices);
+        snprintf(expect, sizeof expect, "one of %s%s", o->choices, k < 0 ? enum_hint(o->choices, v) : "");
         *expected = expect;
         if (k < 0)
             return -1;

@@ -169,6 +169,19 @@ int cushim_text_nearest(const char *word, size_t n, const char *const *names, in
             }
             start = i;
         }
+    /* Else the longest name the word starts with, three bytes or more past the prefix (warning:
+     * warn, CUSHIM_LOG_LEVEL: CUSHIM_LOG, CUSHIM_OFFLOAD_MINIMUM: CUSHIM_OFFLOAD_MIN). */
+    int within = -1;
+    for (int i = 0; best < 0 && start < 0 && i < count; i++) {
+        size_t len = strlen(names[i]);
+        if (len >= prefix + 3 && len < n && strncmp(names[i], word, len) == 0 &&
+            (within < 0 || len > strlen(names[within])))
+            within = i;
+    }
+    if (within >= 0) {
+        best = within;
+        best_d = n - strlen(names[within]);
+    }
     if (start >= 0) {
         best = start;
         best_d = strlen(names[start]) - n;

@@ -143,6 +143,20 @@ Test(settings, usage_errors_exit_2)
         {{"stat", "--intervl", "1", NULL}, "cushim: unknown option \"--intervl\" for stat (did you mean --interval? "
                                            "see cushim stat --help)\n", 2},
         {{"ps", "--hlep", NULL}, "cushim: unknown option \"--hlep\" for ps (did you mean --help? see cushim ps --help)\n", 2},
+        /* A mistyped value of a run option is offered the value meant (a fresh-user trial). */
+        {{"run", "--offload", "compil", "--", "/bin/true", NULL}, "cushim: --offload \"compil\" is not one of "
+                                                               "off|compile|always (did you mean compile? see cushim "
+                                                               "run --help)\n", 2},
+        {{"run", "--offload=on", "--", "/bin/true", NULL}, "cushim: --offload \"on\" is not one of off|compile|always "
+                                                           "(see cushim run --help)\n", 2},
+        {{"run", "--offload=No", "--", "/bin/true", NULL}, "cushim: --offload \"No\" is not one of off|compile|always "
+                                                           "(did you mean off? see cushim run --help)\n", 2},
+        {{"run", "--log", "Warning", "--", "/bin/true", NULL}, "cushim: --log \"Warning\" is not one of "
+                                                               "off|error|warn|info|debug (did you mean warn? see "
+                                                               "cushim run --help)\n", 2},
+        {{"run", "--compile-end", "graph_launch", "--", "/bin/true", NULL},
+         "cushim: --compile-end \"graph_launch\" is not one of manual|graph-launch (did you mean graph-launch? see "
+         "cushim run --help)\n", 2},
         {{"phase", "1", "compil", NULL}, "cushim: \"compil\" is not a phase (did you mean compile? expected compile "
                                          "or run)\n", 2},
         {{"phase", "1", "xyz", NULL}, "cushim: \"xyz\" is not a phase (expected compile or run)\n", 2},
@@ -454,10 +468,11 @@ Test(settings, an_unknown_option_or_command_before_any_command)
         cr_expect_str_eq(r.err, want);
         run_free(&r);
     }
-    /* An invisible character is shown: "stat" followed by U+200B is not "stat". */
+    /* An invisible character is shown: "stat" followed by U+200B is not "stat" (and is offered it). */
     const char *zw[] = {cushim_bin(), "stat\xe2\x80\x8b", NULL};
     run_cmd(&r, zw, NULL);
-    cr_expect_str_eq(r.err, "cushim: unknown command \"stat\\xe2\\x80\\x8b\" (expected one of " EXPECTED_COMMANDS);
+    cr_expect_str_eq(r.err, "cushim: unknown command \"stat\\xe2\\x80\\x8b\" (did you mean stat? expected one of "
+                            EXPECTED_COMMANDS);
     run_free(&r);
 }
 
@@ -519,8 +534,8 @@ Test(settings, bad_values_are_echoed_escaped)
     run_cmd(&r, argv, sim_env(extra));
     cr_expect_eq(r.status, 0);
     cr_expect_str_eq(r.out, "ran\n");
-    cr_expect_str_eq(r.err, "cushim: CUSHIM_LOG=\"warn\\ncushim: all good\" is not one of off|error|warn|info|debug; "
-                            "using the default \"warn\"\n"
+    cr_expect_str_eq(r.err, "cushim: CUSHIM_LOG=\"warn\\ncushim: all good\" is not one of off|error|warn|info|debug "
+                            "(did you mean warn?); using the default \"warn\"\n"
                             "cushim: CUSHIM_DEVICE_LIMIT=\"1G\\x1b[2J\\xe9\" is not a size (a whole number of "
                             "bytes, or with a unit K, M, G or T, binary) nor ORDINAL:SIZE,... with "
                             "ordinals 0..63, no spaces (e.g. 20GiB for every device, or 0:20GiB,1:10GiB); "

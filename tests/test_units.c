@@ -386,6 +386,14 @@ Test(units, edit_distance_for_did_you_mean)
     cr_expect_eq(cushim_text_nearest("d", 1, sorts, 4, 0, &d), -1, "one byte is too short to guess");
     cr_expect_eq(cushim_text_nearest("--q", 3, flags, 2, 2, &d), -1, "one byte past the prefix");
     cr_expect_eq(cushim_text_nearest("--qu", 4, flags, 2, 2, &d), 0);
+    /* Else the longest name the word starts with, three bytes or more past the prefix. */
+    cr_expect_eq(cushim_text_nearest("CUSHIM_OFFLOAD_MINIMUM", 22, vars, 3, 7, &d), 2);
+    cr_expect_eq(d, 4);
+    cr_expect_eq(cushim_text_nearest("CUSHIM_LOG_LEVEL", 16, vars, 3, 7, &d), 0);
+    static const char *const levels[] = {"off", "error", "warn"};
+    cr_expect_eq(cushim_text_nearest("warning", 7, levels, 3, 0, &d), 2);
+    cr_expect_eq(cushim_text_nearest("offline", 7, levels, 3, 0, &d), 0);
+    cr_expect_eq(cushim_text_nearest("warning", 7, levels, 2, 0, &d), -1, "not warn's start, nor near");
 }
 
 /* docs/SUMMARY-JSON.md names every field of the summary: each kind, each per-kind counter and each

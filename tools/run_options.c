@@ -194,6 +194,10 @@ void run_print_config_error(const struct cushim_config_error *e)
         fprintf(stderr, "cushim: %s %s %s\n", flag, e->shown, e->expected);
         return;
     }
-    fprintf(stderr, "cushim: %s %s is not %s (see cushim run --help)\n", flag, e->shown, e->expected);
+    size_t n = strlen(e->expected);
+    if (n > 2 && strcmp(e->expected + n - 2, "?)") == 0) /* its hint's parenthesis takes the pointer */
+        fprintf(stderr, "cushim: %s %s is not %.*s see cushim run --help)\n", flag, e->shown, (int)n - 1, e->expected);
+    else
+        fprintf(stderr, "cushim: %s %s is not %s (see cushim run --help)\n", flag, e->shown, e->expected);
     bad_flag = 1;
 }
