@@ -135,9 +135,9 @@ static void exact_small(uint64_t v, char *out, size_t len)
         snprintf(out, len, "%llu byte%s", (unsigned long long)v, v == 1 ? "" : "s");
 }
 
-/* The first size in value ("8", or a list's "0:1G,1:8") written without a unit, as "(a size
- * without a unit is bytes: 8GiB is 8 GiB...)" with `unit` ("GiB") into hint; "" when every size had
- * its unit (512KiB was meant as said). A value that is here parsed: no spaces (cushim_parse_size,
+/* The first size in value ("8", or a list's "0:1G,1:8") written without a unit and below 1 MiB
+ * (not 0), as "(a size without a unit is bytes: 8GiB is 8 GiB...)" with `unit` ("GiB") into hint;
+ * "" when every such size had its unit (512KiB was meant as said). A value that is here parsed: no spaces (cushim_parse_size,
  * cushim_parse_device_limits). */
 static void unit_hint(const char *value, const char *unit, char *hint, size_t len)
 {
@@ -146,7 +146,11 @@ static void unit_hint(const char *value, const char *unit, char *hint, size_t le
         size_t n = strcspn(p, ","), colon = strcspn(p, ":");
         const char *digits = colon < n ? p + colon + 1 : p;
         int k = (int)(p + n - digits);
-        if (k > 0 && k < 32 && digits[k - 1] >= '0' && digits[k - 1] <= '9') {
+        char number[32];
+        uint64_t v = 0;
+        snprintf(number, sizeof number, "%.*s", k < 32 ? k : 0, digits);
+        /* Only a size that is small (0 is none, 2000000 meant bytes: found by an attack trial). */
+        if (k > 0 && k < 32 && cushim_parse_u64(number, UINT64_MAX, &v) == 0 && v && v < (1u << 20)) {
             snprintf(hint, len, " (a size without a unit is bytes: %.*s%s is %.*s %s, %.*sB says bytes)", k, digits,
                      unit, k, digits, unit, k, digits);
             return;
@@ -403,6 +407,8 @@ void cushim_config_load(struct cushim_config *c, const char *(*lookup)(const cha
         if (v && *v && parse_into(c, (enum cushim_option)i, v, &expected) != 0) {
             bad_value(report, (enum cushim_option)i, v, expected);
             parse_into(c, (enum cushim_option)i, o->def, &expected);
+        } else if (v && *v && c->disable) {
+            /* disabled: no budget, no offload; not said to be taken (found by an attack trial) */
         } else if (v && *v && i == CUSHIM_OPT_DEVICE_LIMIT) {
             small_limit(report, v, c->device_limit);
         } else if (v && *v && (i == CUSHIM_OPT_OFFLOAD_MIN || i == CUSHIM_OPT_OFFLOAD_CACHE)) {

@@ -169,9 +169,11 @@ static void pool_line(FILE *f, const struct cushim_snapshot *s, const struct cus
 
 void cushim_text_process(FILE *f, const struct cushim_snapshot *s, const char *title)
 {
-    char a[32], b[32], c[32], u[48], cmd[CUSHIM_COMMAND_MAX];
-    /* A command line may hold any bytes: never send control characters to a terminal. */
-    cushim_text_printable(s->command, cmd, sizeof cmd);
+    char a[32], b[32], c[32], u[48], cmd[CUSHIM_COMMAND_MAX * 2];
+    /* A command line may hold any bytes: never send control characters to a terminal. Escaped as
+     * in the run's messages (`python3 -c 'a\nb'` shows its \n in both; found by a fresh-user trial:
+     * the summary said "?"); ps and top columns show '?', as ps(1) does. */
+    cushim_text_escaped(s->command, cmd, sizeof cmd);
     char phase[32];
     cushim_phase_label(s, phase, sizeof phase);
     char who[96];

@@ -159,16 +159,22 @@ int cushim_text_nearest(const char *word, size_t n, const char *const *names, in
         }
     }
     /* Before a near name, the start of exactly one name, two bytes or more past the prefix (--dev:
-     * --device; pin: pinned, not pid), as getopt_long takes a unique start; offered, never taken. */
-    int start = -1;
-    for (int i = 0; best_d > 0 && n >= prefix + 2 && i < count; i++)
+     * --device; pin: pinned, not pid), as getopt_long takes a unique start; offered, never taken.
+     * The start of two or more is none of them, and no near name either (s: stat or serve, not ps;
+     * found by an attack trial). */
+    int start = -1, starts = 0;
+    for (int i = 0; best_d > 0 && i < count; i++)
         if (strlen(names[i]) > n && strncmp(names[i], word, n) == 0) {
-            if (start >= 0) {
-                start = -1;
-                break;
-            }
+            starts++;
             start = i;
         }
+    if (starts > 1 || (starts == 1 && n < prefix + 2)) {
+        start = -1;
+        if (starts > 1) {
+            *distance = 3;
+            return -1;
+        }
+    }
     /* Else the longest name the word starts with, three bytes or more past the prefix (warning:
      * warn, CUSHIM_LOG_LEVEL: CUSHIM_LOG, CUSHIM_OFFLOAD_MINIMUM: CUSHIM_OFFLOAD_MIN). */
     int within = -1;

@@ -37,7 +37,7 @@ size_t cushim_text_distance(const char *a, size_t n, const char *b, size_t max);
  * (CUSHIM_, --), within one of a shorter one (CUSHIM_FOO is not offered CUSHIM_LOG); the first of
  * equally near ones; but before a near name (not before the name itself), the one name that starts
  * with the word, when the word has two bytes or more after the prefix (--dev: --device; pin:
- * pinned, not pid; none when two names start so); else the longest name of three bytes or more
+ * pinned, not pid; none, and no near name either, when two names start so: s is not ps); else the longest name of three bytes or more
  * after the prefix that the word starts with (warning: warn). Returns its index and its distance in *distance (0: the name itself), or -1
  * when none is near. Pure. */
 int cushim_text_nearest(const char *word, size_t n, const char *const *names, int count, size_t prefix,

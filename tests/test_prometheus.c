@@ -136,7 +136,8 @@ Test(prometheus, labels_are_utf8_whatever_the_command_line)
     run_free(&r);
     const char *text[] = {cushim_bin(), "stat", pidarg, NULL};
     run_cmd(&r, text, env);
-    snprintf(want, sizeof want, "pid %d `%s/caf??[2J\"q\\ hold`", (int)pid, linkdir);
+    /* The text summary escapes as the run's messages do (\xe9 not UTF-8, \x1b a control). */
+    snprintf(want, sizeof want, "pid %d `%s/caf\\xe9\\x1b[2J\"q\\ hold`", (int)pid, linkdir);
     cr_expect(strstr(r.out, want) != NULL, "missing %s in:\n%s", want, r.out);
     run_free(&r);
     const char *json[] = {cushim_bin(), "stat", "--json", pidarg, NULL};

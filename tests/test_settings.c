@@ -259,6 +259,10 @@ Test(settings, a_device_limit_below_a_mebibyte_is_said)
         {"0:512K,1:8", "device 0 512 KiB, device 1 8 bytes", SMALL_LIMIT_WHY},
         {"1023KiB", "every device 1023 KiB", SMALL_LIMIT_WHY_UNIT},
         {"0:1G,1:1023KiB", "device 1 1023 KiB", SMALL_LIMIT_WHY_UNIT},
+        /* The hint only for a small size without a unit: not for 0 (none), nor 2000000 (an
+         * attack trial). */
+        {"0:512K,1:2000000", "device 0 512 KiB", SMALL_LIMIT_WHY_UNIT},
+        {"0:0,1:512K", "device 1 512 KiB", SMALL_LIMIT_WHY_UNIT},
         {"0:8,1:8,2:8,3:8,4:8", "device 0 8 bytes, device 1 8 bytes, device 2 8 bytes and 2 more devices",
          SMALL_LIMIT_WHY}};
     for (size_t i = 0; i < sizeof forms / sizeof forms[0]; i++) {
@@ -280,6 +284,12 @@ Test(settings, a_device_limit_below_a_mebibyte_is_said)
     run_cmd(&r, t, sim_env(e));
     cr_expect_str_eq(r.err, "cushim: CUSHIM_DEVICE_LIMIT=\"0:1048575,1:1048575,2:1048575,3:1048575,4:1048575,"
                             "5:1048575,...\" (693 bytes) gives every device 1048575 bytes" SMALL_LIMIT_WHY_OF("1048575"));
+    run_free(&r);
+    /* Disabled: no budget, nothing said to be taken (an attack trial: "taken as given" and then
+     * "no budget"). */
+    const char *off[] = {preload_env(), "CUSHIM_DISABLE=1", "CUSHIM_DEVICE_LIMIT=8", "CUSHIM_OFFLOAD_MIN=64", NULL};
+    run_cmd(&r, t, sim_env(off));
+    cr_expect_str_eq(r.err, "");
     run_free(&r);
     /* 1 MiB and more: nothing said. */
     const char *env2[] = {preload_env(), "CUSHIM_DEVICE_LIMIT=1MiB", NULL};
@@ -457,6 +467,7 @@ Test(settings, an_unknown_option_or_command_before_any_command)
         {TOP_COMMAND, "reset_peak", "did you mean reset-peak? "}, {TOP_COMMAND, "server", "did you mean serve? "},
         {TOP_COMMAND, "STAT", "did you mean stat? "},         {TOP_COMMAND, "st", "did you mean stat? "},
         {TOP_COMMAND, "res", "did you mean reset-peak? "},    {TOP_COMMAND, "frobnicate", ""},
+        {TOP_COMMAND, "s", ""}, /* stat or serve (not ps, one edit off: an attack trial) */
         {NO_HELP, "version", "did you mean --version? "},     {NO_HELP, "stats", "did you mean stat? "}};
     for (size_t i = 0; i < sizeof words / sizeof words[0]; i++) {
         const char *help[] = {cushim_bin(), "help", words[i].word, NULL};

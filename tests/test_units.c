@@ -378,7 +378,12 @@ Test(units, edit_distance_for_did_you_mean)
     cr_expect_eq(d, 9, "the bytes missing");
     static const char *const two[] = {"device-total", "device-peak"};
     cr_expect_eq(cushim_text_nearest("devi", 4, two, 2, 0, &d), -1, "two names start so");
-    cr_expect_eq(cushim_text_nearest("pi", 2, sorts, 4, 0, &d), 3, "two start so, and pid is one edit off");
+    cr_expect_eq(cushim_text_nearest("pi", 2, sorts, 4, 0, &d), -1, "two start so: not pid, one edit off");
+    static const char *const commands[] = {"run", "ps", "stat", "serve", "phase"};
+    cr_expect_eq(cushim_text_nearest("s", 1, commands, 5, 0, &d), -1, "stat or serve: not ps");
+    cr_expect_eq(cushim_text_nearest("p", 1, commands, 5, 0, &d), -1, "ps or phase");
+    cr_expect_eq(cushim_text_nearest("ps", 2, commands, 5, 0, &d), 1, "the name itself, though phase starts so too");
+    cr_expect_eq(cushim_text_nearest("rn", 2, commands, 5, 0, &d), 0, "no start: the near name");
     cr_expect_eq(cushim_text_nearest("pin", 3, sorts, 4, 0, &d), 2, "the start before pid, one edit off");
     cr_expect_eq(d, 3);
     cr_expect_eq(cushim_text_nearest("pid", 3, sorts, 4, 0, &d), 3, "the name itself before a start");
