@@ -157,6 +157,19 @@ Test(settings, usage_errors_exit_2)
         {{"run", "--compile-end", "graph_launch", "--", "/bin/true", NULL},
          "cushim: --compile-end \"graph_launch\" is not one of manual|graph-launch (did you mean graph-launch? see "
          "cushim run --help)\n", 2},
+        /* phase: --help anywhere, "--" anywhere before its words, the word that is wrong named,
+         * a phase written as an option offered as the word (an attack trial). */
+        {{"phase", "1", "--phase", "run", NULL}, "cushim: unknown option \"--phase\" for phase (see cushim phase "
+                                                 "--help)\n", 2},
+        {{"phase", "1", "--phase=run", NULL}, "cushim: unknown option \"--phase=run\" for phase (did you mean run? "
+                                              "see cushim phase --help)\n", 2},
+        {{"phase", "1", "--Compile", NULL}, "cushim: unknown option \"--Compile\" for phase (did you mean compile? "
+                                            "see cushim phase --help)\n", 2},
+        {{"phase", "1", "-5", NULL}, "cushim: \"-5\" is not a phase (expected compile or run)\n", 2},
+        {{"phase", "1", "run", "extra", NULL}, "cushim: unexpected argument \"extra\" for phase (usage: cushim phase "
+                                               "PID compile|run)\n", 2},
+        {{"phase", "1", "--", "--run", NULL}, "cushim: \"--run\" is not a phase (did you mean run? expected compile "
+                                              "or run)\n", 2},
         {{"phase", "1", "compil", NULL}, "cushim: \"compil\" is not a phase (did you mean compile? expected compile "
                                          "or run)\n", 2},
         {{"phase", "1", "xyz", NULL}, "cushim: \"xyz\" is not a phase (expected compile or run)\n", 2},
@@ -414,6 +427,23 @@ Test(settings, help_help_is_the_general_usage)
     cr_expect(strncmp(r.out, "usage: cushim COMMAND [ARGS]", 28) == 0, "%s", r.out);
     cr_expect_str_eq(r.err, "");
     run_free(&r);
+    /* A command's help however asked (found by a fresh-user trial and an attack trial: `cushim
+     * --help run` was the general usage, `phase PID run --help` "takes no value"). */
+    static const char *const asked[][5] = {{"--help", "run", NULL},       {"-h", "phase", NULL},
+                                           {"phase", "1", "run", "--help", NULL}, {"phase", "1", "-h", NULL},
+                                           {"reset-peak", "1", "--help", NULL}};
+    static const char *const usage[] = {"usage: cushim run ", "usage: cushim phase PID compile|run\n",
+                                        "usage: cushim phase PID compile|run\n", "usage: cushim phase PID compile|run\n",
+                                        "usage: cushim reset-peak PID [--device N]\n"};
+    for (size_t i = 0; i < sizeof asked / sizeof asked[0]; i++) {
+        const char *a[6] = {cushim_bin()};
+        for (int k = 0; asked[i][k]; k++)
+            a[k + 1] = asked[i][k];
+        run_cmd(&r, a, NULL);
+        cr_expect_eq(r.status, 0, "%s %s: %s", asked[i][0], asked[i][1], r.err);
+        cr_expect(strncmp(r.out, usage[i], strlen(usage[i])) == 0, "%s %s: %s", asked[i][0], asked[i][1], r.out);
+        run_free(&r);
+    }
 }
 
 /* A flag given twice with another value: the last is used, and said (found by fresh-user trials:

@@ -29,47 +29,66 @@ static void request(struct cushim_segment *s, void *argp)
     atomic_store(&s->control.phase_request, a->phase + 1);
 }
 
+/* "did you mean X? " for a phase word mistyped as an option or a value (--run, --phase=run,
+ * compil; any case), or "" when none is near. Into hint (len bytes); returns hint. */
+static const char *phase_hint(const char *word, char *hint, size_t len)
+{
+    static const char *const phases[] = {"compile", "run"};
+    char lower[16] = "";
+    word += strspn(word, "-");
+    if (strncmp(word, "phase=", 6) == 0)
+        word += 6;
+    size_t d, n = strlen(word);
+    for (size_t c = 0; c < n && c + 1 < sizeof lower; c++)
+        lower[c] = word[c] >= 'A' && word[c] <= 'Z' ? (char)(word[c] - 'A' + 'a') : word[c];
+    int near = n < sizeof lower ? cushim_text_nearest(lower, n, phases, 2, 0, &d) : -1;
+    hint[0] = '\0';
+    if (near >= 0)
+        snprintf(hint, len, "did you mean %s? ", phases[near]);
+    return hint;
+}
+
 int cmd_phase(int argc, char **argv)
 {
-    if (argc > 1 && (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0)) {
-        printf("usage: cushim phase PID compile|run\n\nSwitches process PID to the compile or "
-               "run phase (offload policy); it takes\neffect at the process's next allocation.\n");
-        return 0;
+    /* PID and phase, with -h/--help anywhere and "--" anywhere before the words after it (as
+     * stat and reset-peak take them); phase takes no option (found by an attack trial: --help
+     * after the PID was "takes no value", and the wrong word was blamed). */
+    const char *words[2];
+    int count = 0, options = 1;
+    char hint[64];
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (options && strcmp(a, "--") == 0) {
+            options = 0;
+        } else if (options && (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0)) {
+            printf("usage: cushim phase PID compile|run\n\nSwitches process PID to the compile or "
+                   "run phase (offload policy); it takes\neffect at the process's next allocation.\n");
+            return 0;
+        } else if (options && a[0] == '-' && a[1] && !(a[1] >= '0' && a[1] <= '9')) {
+            cli_error("unknown option \"%s\" for phase (%ssee cushim phase --help)", a, phase_hint(a, hint, sizeof hint));
+            return EXIT_USAGE;
+        } else if (count < 2) {
+            words[count++] = a;
+        } else {
+            cli_error("unexpected argument \"%s\" for phase (usage: cushim phase PID compile|run)", a);
+            return EXIT_USAGE;
+        }
     }
-    if (argc > 1 && strcmp(argv[1], "--") == 0) { /* the end of (no) options */
-        argv[1] = argv[0];
-        argv++;
-        argc--;
-    }
-    if (argc > 1 && argv[1][0] == '-' && strcmp(argv[1], "-")) { /* an option: phase takes none */
-        cli_bad_word("phase", argv[1], "cushim phase PID compile|run");
+    if (count < 2) {
+        cli_error("phase needs %s (usage: cushim phase PID compile|run)",
+                  count == 0 ? "a PID and a phase" : "a phase after the PID: compile or run");
         return EXIT_USAGE;
     }
-    if (argc != 3) {
-        if (argc < 3)
-            cli_error("phase needs %s (usage: cushim phase PID compile|run)",
-                      argc == 1 ? "a PID and a phase" : "a phase after the PID: compile or run");
-        else
-            cli_bad_word("phase", argv[3], "cushim phase PID compile|run");
-        return EXIT_USAGE;
-    }
-    if (cushim_parse_enum("run|compile", argv[1]) >= 0) {
+    if (cushim_parse_enum("run|compile", words[0]) >= 0) {
         cli_error("phase takes the PID first, then the phase (usage: cushim phase PID compile|run)");
         return EXIT_USAGE;
     }
-    pid_t pid = cli_parse_pid(argv[1]);
-    int phase = cushim_parse_enum("run|compile", argv[2]);
+    pid_t pid = cli_parse_pid(words[0]);
+    int phase = cushim_parse_enum("run|compile", words[1]);
     if (pid < 0)
         return EXIT_USAGE;
     if (phase < 0) {
-        static const char *const phases[] = {"compile", "run"};
-        char lower[16] = "";
-        size_t d, n = strlen(argv[2]);
-        for (size_t c = 0; c < n && c + 1 < sizeof lower; c++)
-            lower[c] = argv[2][c] >= 'A' && argv[2][c] <= 'Z' ? (char)(argv[2][c] - 'A' + 'a') : argv[2][c];
-        int near = n < sizeof lower ? cushim_text_nearest(lower, n, phases, 2, 0, &d) : -1;
-        cli_error("\"%s\" is not a phase (%s%s%sexpected compile or run)", argv[2], near >= 0 ? "did you mean " : "",
-                  near >= 0 ? phases[near] : "", near >= 0 ? "? " : "");
+        cli_error("\"%s\" is not a phase (%sexpected compile or run)", words[1], phase_hint(words[1], hint, sizeof hint));
         return EXIT_USAGE;
     }
     char who[128];

@@ -252,9 +252,9 @@ static int dispatch(int argc, char **argv)
         usage(stderr);
         return EXIT_USAGE;
     }
-    if (strcmp(argv[1], "help") == 0 && argc > 2 && strcmp(argv[2], "--help") && strcmp(argv[2], "-h") &&
-        strcmp(argv[2], "help")) {
-        /* `cushim help CMD` = `cushim CMD --help` */
+    if ((strcmp(argv[1], "help") == 0 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) && argc > 2 &&
+        strcmp(argv[2], "--help") && strcmp(argv[2], "-h") && strcmp(argv[2], "help")) {
+        /* `cushim help CMD` = `cushim --help CMD` = `cushim CMD --help` */
         char *help_argv[] = {argv[2], "--help", NULL};
         for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
             if (strcmp(argv[2], commands[i].name) == 0)
