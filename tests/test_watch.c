@@ -343,7 +343,7 @@ Test(watch, top_sorts_by_the_column_asked_for)
     const char *bad[] = {cushim_bin(), "top", "-bn1", "-s", "memory", NULL};
     run_cmd(&r, bad, env);
     cr_expect_eq(r.status, 2);
-    cr_expect_str_eq(r.err, "cushim: -s \"memory\" is not a column (expected device-total, total-peak, "
+    cr_expect_str_eq(r.err, "cushim: -s \"memory\" is not a column top sorts by (expected device-total, total-peak, "
                             "pinned, offloaded or pid)\n");
     run_free(&r);
     /* Bundled as top's other short options, and the column named by its heading too. */

@@ -58,6 +58,11 @@ int cli_remove_run_dir(const char *path);
 /* Parses a pid argument; -1 on error (message printed). */
 pid_t cli_parse_pid(const char *s);
 
+/* Says "FLAG given twice: "now" replaces "*last"" (escaped, one line, on stderr) when *last is set
+ * and differs from now, then sets *last = now: an option given twice takes its last value, and
+ * says so, in every command (as `cushim run` does). */
+void cli_say_replaced(const char *flag, const char **last, const char *now);
+
 /* An option with a value, as `--name VALUE` or `--name=VALUE` (a short `-x` also as `-xVALUE`,
  * as getopt takes it; `-x=V` is V): returns 0 when argv[*i] is not
  * `name`; 1 with *value set (and *i moved past a separate value); -1 when the value is missing

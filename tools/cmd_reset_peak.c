@@ -31,6 +31,7 @@ int cmd_reset_peak(int argc, char **argv)
 {
     pid_t pid = 0;
     long device = -1;
+    const char *device_given = NULL;
     int options = 1; /* until "--": after it, the PID (as stat and phase take it) */
     for (int i = 1; i < argc; i++) {
         if (options && strcmp(argv[i], "--") == 0) {
@@ -48,6 +49,7 @@ int cmd_reset_peak(int argc, char **argv)
         if (got < 0)
             return EXIT_USAGE;
         if (got) {
+            cli_say_replaced("--device", &device_given, v);
             /* Digits only (strtol alone would take " +0" and "-0"), as every number of the CLI. */
             uint64_t ordinal;
             if (strlen(v) > 3 || cushim_parse_u64(v, CUSHIM_MAX_DEVICES - 1, &ordinal) != 0) {
@@ -55,14 +57,15 @@ int cmd_reset_peak(int argc, char **argv)
                 return EXIT_USAGE;
             }
             device = (long)ordinal;
-        } else if (options && argv[i][0] == '-') { /* --dev, -d: the option meant is offered */
+        } else if (options && argv[i][0] == '-' && !(pid && argv[i][1] >= '0' && argv[i][1] <= '9')) {
+            /* --dev, -d: the option meant is offered (-5 after the PID is an extra word) */
             cli_bad_word("reset-peak", argv[i], "cushim reset-peak PID [--device N]");
             return EXIT_USAGE;
         } else if (pid == 0) {
             if ((pid = cli_parse_pid(argv[i])) < 0)
                 return EXIT_USAGE;
         } else {
-            cli_bad_word("reset-peak", argv[i], "cushim reset-peak PID [--device N]");
+            cli_error("unexpected argument \"%s\" for reset-peak (usage: cushim reset-peak PID [--device N])", argv[i]);
             return EXIT_USAGE;
         }
     }

@@ -256,7 +256,7 @@ static int parse_listen(const char *s, struct sockaddr_storage *ss, int *v6, int
 
 int cmd_serve(int argc, char **argv)
 {
-    const char *listen = NULL;
+    const char *listen = NULL, *given;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
             printf("usage: cushim serve --listen ADDR:PORT\n\nServes GET /metrics (Prometheus text "
@@ -265,9 +265,11 @@ int cmd_serve(int argc, char **argv)
                    "A scrape within\n1 s of the last gets that one's answer.\n");
             return 0;
         }
-        int got = cli_option_value(argc, argv, &i, "--listen", "ADDR:PORT", &listen);
+        int got = cli_option_value(argc, argv, &i, "--listen", "ADDR:PORT", &given);
         if (got < 0)
             return EXIT_USAGE;
+        if (got)
+            cli_say_replaced("--listen", &listen, given);
         if (!got) {
             cli_bad_word("serve", argv[i], "cushim serve --listen ADDR:PORT");
             return EXIT_USAGE;

@@ -144,6 +144,7 @@ static void write_snapshot(FILE *f, const struct stat_args *a, const struct proc
 static int parse(int argc, char **argv, struct stat_args *a)
 {
     int options = 1; /* until "--": after it, every argument is a PID */
+    const char *interval_given = NULL, *iterations_given = NULL;
     for (int i = 1; i < argc; i++) {
         const char *v, *opt; /* the option as typed, for its messages */
         int got;
@@ -156,15 +157,20 @@ static int parse(int argc, char **argv, struct stat_args *a)
             a->json = 1;
         } else if (strcmp(argv[i], "--prometheus") == 0) {
             a->prom = 1;
-        } else if ((got = cli_option_value(argc, argv, &i, "--output", "a FILE", &a->output)) != 0) {
+        } else if ((got = cli_option_value(argc, argv, &i, "--output", "a FILE", &v)) != 0) {
             if (got < 0)
                 return -1;
+            cli_say_replaced("--output", &a->output, v);
         } else if ((got = cli_option_value(argc, argv, &i, (opt = "--interval"), "SECONDS", &v)) != 0 ||
                    (got = cli_option_value(argc, argv, &i, (opt = "-d"), "SECONDS", &v)) != 0) {
+            if (got > 0)
+                cli_say_replaced(opt, &interval_given, v);
             if (got < 0 || watch_parse_interval(opt, v, &a->interval) < 0)
                 return -1;
         } else if ((got = cli_option_value(argc, argv, &i, (opt = "--iterations"), "N", &v)) != 0 ||
                    (got = cli_option_value(argc, argv, &i, (opt = "-n"), "N", &v)) != 0) {
+            if (got > 0)
+                cli_say_replaced(opt, &iterations_given, v);
             if (got < 0 || watch_parse_iterations(opt, v, &a->iterations) < 0)
                 return -1;
         } else if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {

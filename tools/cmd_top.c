@@ -410,6 +410,7 @@ int cmd_top(int argc, char **argv)
     }
     argc = nargs;
     argv = args;
+    const char *interval_given = NULL, *iterations_given = NULL, *sort_given = NULL;
     for (int i = 1; i < argc; i++) {
         const char *v, *opt; /* the option as typed, for its messages */
         int got;
@@ -442,12 +443,15 @@ int cmd_top(int argc, char **argv)
             batch = 1;
         } else if ((got = cli_option_value(argc, argv, &i, (opt = "--interval"), "SECONDS", &v)) != 0 ||
                    (got = cli_option_value(argc, argv, &i, (opt = "-d"), "SECONDS", &v)) != 0) {
+            if (got > 0)
+                cli_say_replaced(opt, &interval_given, v);
             if (got < 0 || watch_parse_interval(opt, v, &interval) < 0)
                 return EXIT_USAGE;
         } else if ((got = cli_option_value(argc, argv, &i, (opt = "--sort"), "a COLUMN", &v)) != 0 ||
                    (got = cli_option_value(argc, argv, &i, (opt = "-s"), "a COLUMN", &v)) != 0) {
             if (got < 0)
                 return EXIT_USAGE;
+            cli_say_replaced(opt, &sort_given, v);
             /* In either case, '_' for '-': the column's heading (TOTAL-PEAK) and the JSON's spelling
              * (device_total) name it too. */
             char name[32];
@@ -464,15 +468,26 @@ int cmd_top(int argc, char **argv)
                 for (size_t c = 0; c < sizeof lower && (c == 0 || name[c - 1]); c++)
                     lower[c] = name[c] >= 'A' && name[c] <= 'Z' ? (char)(name[c] - 'A' + 'a') : name[c];
                 int near = cushim_text_nearest(lower, strlen(lower), sort_names, SORT_COUNT, 0, &d);
+                /* Else the one column a word of whose name it is (peak: total-peak). */
+                for (int c = 0; near < 0 && c < SORT_COUNT; c++) {
+                    const char *at = strstr(sort_names[c], lower);
+                    size_t n = strlen(lower);
+                    if (n >= 3 && at && (at == sort_names[c] || at[-1] == '-') && (at[n] == '\0' || at[n] == '-'))
+                        near = near == -1 ? c : -2;
+                }
+                if (near == -2)
+                    near = -1;
                 if (near >= 0)
                     snprintf(hint, sizeof hint, "did you mean %s? ", sort_names[near]);
-                cli_error("%s \"%s\" is not a column (%sexpected device-total, total-peak, pinned, "
+                cli_error("%s \"%s\" is not a column top sorts by (%sexpected device-total, total-peak, pinned, "
                           "offloaded or pid)", opt, v, hint);
                 return EXIT_USAGE;
             }
             key = (enum sort_key)k;
         } else if ((got = cli_option_value(argc, argv, &i, (opt = "--iterations"), "N", &v)) != 0 ||
                    (got = cli_option_value(argc, argv, &i, (opt = "-n"), "N", &v)) != 0) {
+            if (got > 0)
+                cli_say_replaced(opt, &iterations_given, v);
             if (got < 0 || watch_parse_iterations(opt, v, &iterations) < 0)
                 return EXIT_USAGE;
         } else {

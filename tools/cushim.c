@@ -31,6 +31,13 @@ void cli_error(const char *fmt, ...)
     fprintf(stderr, "cushim: %s\n", cushim_text_escaped(raw, line, sizeof line));
 }
 
+void cli_say_replaced(const char *flag, const char **last, const char *now)
+{
+    if (*last && strcmp(*last, now) != 0)
+        cli_error("%s given twice: \"%s\" replaces \"%s\"", flag, now, *last);
+    *last = now;
+}
+
 int cli_short_option(const char *word, const char *const *names, int count)
 {
     if (word[0] != '-' || !((word[1] >= 'a' && word[1] <= 'z') || (word[1] >= 'A' && word[1] <= 'Z')) || word[2])
@@ -282,6 +289,19 @@ static int dispatch(int argc, char **argv)
             return EXIT_USAGE;
         if ((commands[i].fn == cmd_reset_peak || commands[i].fn == cmd_phase) && !help)
             acting = commands[i].name;
+        /* Commands without words of their own take a "--" that ends their (no) words, as stat and
+         * phase do; a word after it is one they do not take (found by an attack trial). */
+        int wordless = commands[i].fn == cmd_ps || commands[i].fn == cmd_top || commands[i].fn == cmd_gc ||
+                       commands[i].fn == cmd_serve;
+        for (int k = 2; wordless && k < argc; k++)
+            if (strcmp(argv[k], "--") == 0) {
+                if (k + 1 < argc) {
+                    cli_error("unexpected argument \"%s\" for %s (%s takes options only: see cushim %s --help)",
+                              argv[k + 1], argv[1], argv[1], argv[1]);
+                    return EXIT_USAGE;
+                }
+                argc = k;
+            }
         return commands[i].fn(argc - 1, argv + 1);
     }
     if (argv[1][0] == '-') {

@@ -97,8 +97,7 @@ void run_usage(FILE *f)
  * `--json a --json b` wrote b alone, silently). */
 void run_say_replaced(const char *flag, const char *old, const char *now)
 {
-    if (old && strcmp(old, now) != 0)
-        fprintf(stderr, "cushim: %s given twice: \"%s\" replaces \"%s\"\n", flag, now, old);
+    cli_say_replaced(flag, &old, now);
 }
 
 /* setenv of flag k's variable to v, said when it replaces another flag's value. */
