@@ -362,6 +362,25 @@ Test(reports, an_unwritable_json_path_stops_before_running)
                             "(the options end at the \"--\", so \"MiB\" would be run as the program); "
                             "nothing was run\n");
     run_free(&r);
+    /* A size in two words, wherever the options end: said before any check of the values (found
+     * by an attack trial: "--offload is off" for a typed --offload), and without a "--" too. */
+    static const char *const split[][8] = {
+        {"run", "--offload-min", "64", "MiB", "--offload", "compile", "--", "true"},
+        {"run", "--device-limit", "20", "GiB", "python3", "x.py", NULL}};
+    static const char *const split_said[] = {
+        "cushim: \"--offload-min 64 MiB\": a value is one word, e.g. --offload-min=64MiB (the options end at the "
+        "first word that is not one, so \"MiB\" would be run as the program); nothing was run\n",
+        "cushim: \"--device-limit 20 GiB\": a value is one word, e.g. --device-limit=20GiB (the options end at "
+        "the first word that is not one, so \"GiB\" would be run as the program); nothing was run\n"};
+    for (int k = 0; k < 2; k++) {
+        const char *a[10] = {cushim_bin()};
+        for (int w = 0; w < 8 && split[k][w]; w++)
+            a[w + 1] = split[k][w];
+        run_cmd(&r, a, sim_env(NULL));
+        cr_expect_eq(r.status, 2);
+        cr_expect_str_eq(r.err, split_said[k]);
+        run_free(&r);
+    }
     /* Further from the "--", the word is tried as the program, and the message says why it was. */
     const char *far[] = {cushim_bin(), "run", "--spill", "on", "x", "--", "true", NULL};
     run_cmd(&r, far, sim_env(NULL));

@@ -183,8 +183,16 @@ int cmd_run(int argc, char **argv)
     /* "--spill yes -- prog", "--device-limit 20 GiB -- prog": the word right before a "--" is a
      * value given with a space, not a program meant to get "--" first (`yes`, `true` would run,
      * and the program after the "--" would not). */
+    /* A size in two words is that wherever the options end: no program is named MiB (found by an
+     * attack trial: "--offload-min 64 MiB --offload compile -- true" said --offload was missing). */
+    int split = !dashdash && prog[0] ? run_split_value(argv, i) : 0;
+    if (split == 2 && !(prog[1] && strcmp(prog[1], "--") == 0)) {
+        cli_error("\"%s %s %s\": a value is one word, e.g. %s=%s%s (the options end at the first word that is "
+                  "not one, so \"%s\" would be run as the program); nothing was run", argv[i - 2], argv[i - 1],
+                  prog[0], argv[i - 2], argv[i - 1], prog[0], prog[0]);
+        return EXIT_USAGE;
+    }
     if (!dashdash && prog[1] && strcmp(prog[1], "--") == 0) {
-        int split = run_split_value(argv, i);
         if (split == 1) {
             cli_error("\"%s %s\": a switch takes its value after '=', e.g. %s=%s (the options end at "
                       "the \"--\", so \"%s\" would be run as the program); nothing was run",
@@ -387,15 +395,10 @@ int cmd_run(int argc, char **argv)
         int stray = 0; /* a word before a "--" that ends the options: a value given with a space? */
         for (int k = 1; !dashdash && prog[k]; k++)
             stray |= strcmp(prog[k], "--") == 0;
-        int split = e == ENOENT && stray ? run_split_value(argv, i) : 0;
+        /* (a value in two words stopped the run before: split, above) */
         if (e == EACCES && stat(prog[0], &st) == 0 && S_ISDIR(st.st_mode))
             cli_error("cannot run \"%s\": it is a directory", prog[0]);
-        else if (split == 2)
-            cli_error("cannot run \"%s\": %s (the options end at the \"--\" after it, so it was "
-                      "taken as the program; %s took \"%s\" as its value: a value is one word, "
-                      "e.g. %s=%s%s)", prog[0], strerror(e), argv[i - 2], argv[i - 1], argv[i - 2],
-                      argv[i - 1], prog[0]);
-        else if (split == 1)
+        else if (e == ENOENT && stray && split == 1)
             cli_error("cannot run \"%s\": %s (the options end at the \"--\" after it, so it was "
                       "taken as the program; a switch takes its value after '=', e.g. %s=%s)",
                       prog[0], strerror(e), argv[i - 1], prog[0]);
