@@ -170,6 +170,9 @@ Test(settings, usage_errors_exit_2)
                                                "PID compile|run)\n", 2},
         {{"phase", "1", "--", "--run", NULL}, "cushim: \"--run\" is not a phase (did you mean run? expected compile "
                                               "or run)\n", 2},
+        /* The top-level options as the commands' (an attack trial: "unknown option", or ignored). */
+        {{"--version=1", NULL}, "cushim: --version takes no value (got \"--version=1\")\n", 2},
+        {{"--version", "--bogus", NULL}, "cushim: unexpected argument \"--bogus\" after --version (it takes none)\n", 2},
         {{"ps", "--", "--json", NULL}, "cushim: unexpected argument \"--json\" for ps (ps takes options only: see "
                                        "cushim ps --help)\n", 2},
         {{"top", "-bn1", "--", "1", NULL}, "cushim: unexpected argument \"1\" for top (top takes options only: see "
@@ -535,6 +538,7 @@ Test(settings, an_unknown_option_or_command_before_any_command)
         {TOP_OPTION, "--versio", "did you mean --version? "}, {TOP_OPTION, "-v", "did you mean --version? "},
         {TOP_OPTION, "--hlp", "did you mean --help? "},       {TOP_OPTION, "-V", ""},
         {TOP_OPTION, "--frobnicate", ""},                     {TOP_COMMAND, "stt", "did you mean stat? "},
+        {TOP_OPTION, "-version", "did you mean --version? "}, {TOP_OPTION, "-help", "did you mean --help? "},
         {TOP_COMMAND, "stats", "did you mean stat? "},        {TOP_COMMAND, "version", "did you mean --version? "},
         {TOP_COMMAND, "reset_peak", "did you mean reset-peak? "}, {TOP_COMMAND, "server", "did you mean serve? "},
         {TOP_COMMAND, "STAT", "did you mean stat? "},         {TOP_COMMAND, "st", "did you mean stat? "},

@@ -276,6 +276,10 @@ static int dispatch(int argc, char **argv)
         return 0;
     }
     if (strcmp(argv[1], "--version") == 0) {
+        if (argc > 2) {
+            cli_error("unexpected argument \"%s\" after --version (it takes none)", argv[2]);
+            return EXIT_USAGE;
+        }
         printf("cushim %s\n", CUSHIM_VERSION);
         return 0;
     }
@@ -305,12 +309,20 @@ static int dispatch(int argc, char **argv)
         return commands[i].fn(argc - 1, argv + 1);
     }
     if (argv[1][0] == '-') {
-        /* -v, --versoin, --hlp: the one meant is offered */
+        /* -v, --versoin, --hlp, -version: the one meant is offered; --version=1 takes no value */
         static const char *const own[] = {"--help", "--version"};
-        size_t d;
+        size_t d = 3;
+        char dashed[64];
+        snprintf(dashed, sizeof dashed, "-%s", argv[1]);
         int k = cli_short_option(argv[1], own, 2);
         if (k < 0 && argv[1][1] == '-')
             k = cushim_text_nearest(argv[1], strcspn(argv[1], "="), own, 2, strlen("--"), &d);
+        else if (k < 0 && strlen(argv[1]) > 2 && strlen(argv[1]) < sizeof dashed - 1)
+            k = cushim_text_nearest(dashed, strcspn(dashed, "="), own, 2, strlen("--"), &d);
+        if (k >= 0 && d == 0 && argv[1][1] == '-') {
+            cli_error("%s takes no value (got \"%s\")", own[k], argv[1]);
+            return EXIT_USAGE;
+        }
         char hint[64] = "";
         if (k >= 0)
             snprintf(hint, sizeof hint, "did you mean %s? ", own[k]);
