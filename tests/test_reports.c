@@ -168,7 +168,7 @@ Test(reports, a_report_name_too_long_stops_the_run)
     run_cmd(&r, argv, sim_env(NULL));
     cr_expect_eq(r.status, 2);
     cr_expect_str_eq(r.out, "", "the program did not run");
-    snprintf(want, sizeof want, "cushim: --report \"%s\": its file name is 300 bytes, at most 255 there\n", path);
+    snprintf(want, sizeof want, "cushim: --report \"%s\": its file name is 300 bytes, at most 255 there; nothing was run\n", path);
     cr_expect_str_eq(r.err, want);
     run_free(&r);
 }
@@ -261,7 +261,7 @@ Test(reports, paths_are_checked_for_the_user_and_made_absolute)
     run_cmd(&r, too_long, sim_env(NULL));
     cr_expect_eq(r.status, 2);
     cr_expect_str_eq(r.out, "", "the program does not run");
-    snprintf(want, sizeof want, "cushim: --report \"%s\": %zu bytes once made absolute (from %s), at most 1023\n",
+    snprintf(want, sizeof want, "cushim: --report \"%s\": %zu bytes once made absolute (from %s), at most 1023; nothing was run\n",
              name, strlen(deep) + 1 + strlen(name), deep);
     cr_expect_str_eq(r.err, want);
     run_free(&r);
@@ -300,16 +300,17 @@ Test(reports, paths_are_checked_for_the_user_and_made_absolute)
     run_cmd(&r, nobody, sim_env(env));
     cr_expect_eq(r.status, 2);
     cr_expect_str_eq(r.out, "", "the program does not run");
-    snprintf(want, sizeof want, "cushim: --segment-dir \"%s\": cannot create files in %s (Permission denied)\n"
-             "cushim: --report \"%s/r\": cannot create files in %s (Permission denied)\n"
-             "cushim: --log-file \"%s/l\": cannot create files in %s (Permission denied)\n", ro, ro, ro, ro, ro, ro);
+    snprintf(want, sizeof want, "cushim: --segment-dir \"%s\": cannot create files in %s (Permission denied); nothing was run\n"
+             "cushim: --report \"%s/r\": cannot create files in %s (Permission denied); nothing was run\n"
+             "cushim: --log-file \"%s/l\": cannot create files in %s (Permission denied); nothing was run\n", ro, ro,
+             ro, ro, ro, ro);
     cr_expect_str_eq(r.err, want);
     run_free(&r);
     const char *nobody2[] = {"setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--", cushim_bin(), "run",
                              "--", "/bin/echo", "ran", NULL};
     run_cmd(&r, nobody2, sim_env(env));
     cr_expect_eq(r.status, 2);
-    snprintf(want, sizeof want, "cushim: CUSHIM_REPORT=\"%s\": cannot write it (a file of another user)\n", existing);
+    snprintf(want, sizeof want, "cushim: CUSHIM_REPORT=\"%s\": cannot write it (a file of another user); nothing was run\n", existing);
     cr_expect_str_eq(r.err, want);
     run_free(&r);
 }
@@ -685,7 +686,7 @@ Test(reports, outputs_go_through_a_link_and_a_fifo_needs_a_reader)
     cr_expect_eq(r.status, 2);
     cr_expect_str_eq(r.out, "");
     snprintf(want, sizeof want, "cushim: --report \"%s\": cannot write it (a FIFO with no reader; start its reader "
-             "first)\n", fifo);
+             "first); nothing was run\n", fifo);
     cr_expect_str_eq(r.err, want);
     run_free(&r);
     /* With its reader there (this test, reading once the run is over), the report reaches it. */

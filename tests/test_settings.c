@@ -82,10 +82,16 @@ Test(settings, usage_errors_exit_2)
     run_cmd(&r, a9, NULL);
     cr_expect_eq(r.status, 2);
     cr_expect_str_eq(r.out, "", "the program does not run");
-    cr_expect_str_eq(r.err, "cushim: --segment-dir \"/nonexistent-dir\": /nonexistent-dir is not a directory "
-                            "(No such file or directory)\n"
-                            "cushim: --report \"/nonexistent-dir/r\": /nonexistent-dir is not a directory "
-                            "(No such file or directory)\n");
+    /* (found by a fresh-user trial: "is not a directory (No such file or directory)") */
+    cr_expect_str_eq(r.err, "cushim: --segment-dir \"/nonexistent-dir\": /nonexistent-dir does not exist; nothing "
+                            "was run\n"
+                            "cushim: --report \"/nonexistent-dir/r\": /nonexistent-dir does not exist; nothing was "
+                            "run\n");
+    const char *a10[] = {cushim_bin(), "run", "--log-file=/etc/passwd/x", "--", "/bin/echo", "ran", NULL};
+    run_cmd(&r, a10, NULL);
+    cr_expect_eq(r.status, 2);
+    cr_expect_str_eq(r.err, "cushim: --log-file \"/etc/passwd/x\": /etc/passwd is not a directory (it is a file); "
+                            "nothing was run\n");
     run_free(&r);
     /* Every command's value options take `--name VALUE` and `--name=VALUE`, and say the same
      * when the value is missing. */

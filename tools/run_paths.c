@@ -148,14 +148,14 @@ int run_check_paths(const struct cushim_config *cfg)
             char cwd[4096];
             errno = 0;
             if (!getcwd(cwd, sizeof cwd)) {
-                cli_error("%s\"%s\": cannot make it an absolute path: %s", name, v, strerror(errno));
+                cli_error("%s\"%s\": cannot make it an absolute path: %s; nothing was run", name, v, strerror(errno));
                 bad = 1;
                 continue;
             }
             size_t n = (size_t)snprintf(abs, sizeof abs, "%s/%s", cwd, v);
             if (n >= CUSHIM_PATH_MAX) {
                 /* What the shims would refuse (config.h): said now, not lost at exit. */
-                cli_error("%s\"%s\": %zu bytes once made absolute (from %s), at most %d", name, v, n,
+                cli_error("%s\"%s\": %zu bytes once made absolute (from %s), at most %d; nothing was run", name, v, n,
                           cwd, CUSHIM_PATH_MAX - 1);
                 bad = 1;
                 continue;
@@ -170,10 +170,15 @@ int run_check_paths(const struct cushim_config *cfg)
         struct stat st;
         int rc = stat(dir, &st);
         const char *why = NULL;
+        if (rc != 0 && errno == ENOENT) { /* found by a fresh-user trial: "not a directory (No such file...)" */
+            cli_error("%s\"%s\": %s does not exist; nothing was run", name, v, dir);
+            bad = 1;
+            continue;
+        }
         if (rc != 0 || !S_ISDIR(st.st_mode))
             why = rc != 0 ? strerror(errno) : "it is a file";
         if (why) {
-            cli_error("%s\"%s\": %s is not a directory (%s)", name, v, dir, why);
+            cli_error("%s\"%s\": %s is not a directory (%s); nothing was run", name, v, dir, why);
             bad = 1;
             continue;
         }
@@ -193,7 +198,7 @@ int run_check_paths(const struct cushim_config *cfg)
             if (max <= 0)
                 max = 255;
             if (len > (size_t)max) {
-                cli_error("%s\"%s\": its file name is %zu bytes%s, at most %ld there", name, v, len,
+                cli_error("%s\"%s\": its file name is %zu bytes%s, at most %ld there; nothing was run", name, v, len,
                           strstr(base, "%p") ? " with a 7-digit pid" : "", max);
                 bad = 1;
                 continue;
@@ -202,7 +207,7 @@ int run_check_paths(const struct cushim_config *cfg)
         int named = !paths[i].is_dir && !strstr(v, "%p");
         int found = named && lstat(v, &lst) == 0;
         if (named && !found && errno != ENOENT) {
-            cli_error("%s\"%s\": cannot write it (%s)", name, v, strerror(errno));
+            cli_error("%s\"%s\": cannot write it (%s); nothing was run", name, v, strerror(errno));
             bad = 1;
             continue;
         }
@@ -227,13 +232,13 @@ int run_check_paths(const struct cushim_config *cfg)
             else if ((why = cushim_output_refusal(&fst)) == NULL && access(v, W_OK) != 0)
                 why = strerror(errno);
             if (why) {
-                cli_error("%s\"%s\": cannot write it (%s)", name, v, why);
+                cli_error("%s\"%s\": cannot write it (%s); nothing was run", name, v, why);
                 bad = 1;
             }
             continue;
         }
         if (access(dir, W_OK | X_OK) != 0 || create_probe(dir) != 0) {
-            cli_error("%s\"%s\": cannot create files in %s (%s)", name, v, dir, strerror(errno));
+            cli_error("%s\"%s\": cannot create files in %s (%s); nothing was run", name, v, dir, strerror(errno));
             bad = 1;
         }
     }
