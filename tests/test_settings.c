@@ -111,9 +111,11 @@ Test(settings, usage_errors_exit_2)
         /* top's own short forms */
         {{"top", "-d", "0.1", "-n", "1", NULL}, "", 0},
         /* each named as typed */
-        {{"top", "-n", "0", NULL}, "cushim: -n \"0\" is not a whole number from 1 to 9223372036854775807\n", 2},
+        {{"top", "-n", "0", NULL}, "cushim: -n \"0\" is not a whole number of times, 1 or more (without -n: until "
+                                   "stopped)\n", 2},
         {{"top", "-d", "0x1", NULL}, "cushim: -d \"0x1\" is not a number of seconds in 0.1..3600\n", 2},
-        {{"top", "--iterations", "+1", NULL}, "cushim: --iterations \"+1\" is not a whole number from 1 to 9223372036854775807\n", 2},
+        {{"top", "--iterations", "+1", NULL}, "cushim: --iterations \"+1\" is not a whole number of times, 1 or more "
+                                              "(without --iterations: until stopped)\n", 2},
         {{"phase", NULL}, "cushim: phase needs a PID and a phase (usage: cushim phase PID compile|run)\n", 2},
         {{"phase", "1", NULL}, "cushim: phase needs a phase after the PID: compile or run (usage: cushim phase PID "
                                "compile|run)\n", 2},

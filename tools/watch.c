@@ -30,7 +30,9 @@ int watch_parse_iterations(const char *option, const char *v, long *n)
     errno = 0;
     long k = strtol(v, &end, 10);
     if (!*v || *end || v[strspn(v, "0123456789")] || k < 1 || errno == ERANGE) {
-        cli_error("%s \"%s\" is not a whole number from 1 to %ld", option, v, LONG_MAX);
+        /* (found by a fresh-user trial: "from 1 to 9223372036854775807" told nothing) */
+        cli_error("%s \"%s\" is not a whole number of times, 1 or more (without %s: until stopped)", option, v,
+                  option);
         return -1;
     }
     *n = k;
