@@ -137,8 +137,8 @@ static void exact_small(uint64_t v, char *out, size_t len)
 
 /* The first size in value ("8", or a list's "0:1G,1:8") written without a unit and below 1 MiB
  * (not 0), as "(a size without a unit is bytes: 8GiB is 8 GiB...)" with `unit` ("GiB") into hint;
- * "" when every such size had its unit (512KiB was meant as said). A value that is here parsed: no spaces (cushim_parse_size,
- * cushim_parse_device_limits). */
+ * "" when every such size had its unit (512KiB was meant as said). A value that is here parsed:
+ * no spaces (cushim_parse_size, cushim_parse_device_limits). */
 static void unit_hint(const char *value, const char *unit, char *hint, size_t len)
 {
     hint[0] = '\0';
@@ -412,7 +412,8 @@ void cushim_config_load(struct cushim_config *c, const char *(*lookup)(const cha
         } else if (v && *v && i == CUSHIM_OPT_DEVICE_LIMIT) {
             small_limit(report, v, c->device_limit);
         } else if (v && *v && (i == CUSHIM_OPT_OFFLOAD_MIN || i == CUSHIM_OPT_OFFLOAD_CACHE)) {
-            small_size(report, (enum cushim_option)i, v, i == CUSHIM_OPT_OFFLOAD_MIN ? c->offload_min : c->offload_cache);
+            small_size(report, (enum cushim_option)i, v,
+                       i == CUSHIM_OPT_OFFLOAD_MIN ? c->offload_min : c->offload_cache);
         }
     }
     for (char *const *e = environ_list; e && *e; e++) {

@@ -32,14 +32,14 @@ char *cushim_text_escaped(const char *s, char *buf, size_t len);
  * near a mistyped name is to a known one, for "did you mean". */
 size_t cushim_text_distance(const char *a, size_t n, const char *b, size_t max);
 
-/* "Did you mean": of the `count` known names, the one nearest to the n bytes at word, within two
- * edits (cushim_text_distance) of a name with 6 or more bytes after the `prefix` bytes all share
- * (CUSHIM_, --), within one of a shorter one (CUSHIM_FOO is not offered CUSHIM_LOG); the first of
- * equally near ones; but before a near name (not before the name itself), the one name that starts
- * with the word, when the word has two bytes or more after the prefix (--dev: --device; pin:
- * pinned, not pid; none, and no near name either, when two names start so: s is not ps); else the longest name of three bytes or more
- * after the prefix that the word starts with (warning: warn). Returns its index and its distance in *distance (0: the name itself), or -1
- * when none is near. Pure. */
+/* "Did you mean": of the `count` known names, the one meant by the n bytes at word, or -1 when
+ * none is. In order: the name itself (distance 0); none when two or more names start with the
+ * word (s: stat or serve, not ps); the one name that starts with it, when it has two bytes or more
+ * after the `prefix` bytes all names share (CUSHIM_, --; --dev: --device, pin: pinned, not pid);
+ * the nearest within two edits (cushim_text_distance) of a name with 6 or more bytes after the
+ * prefix, within one of a shorter one (CUSHIM_FOO is not offered CUSHIM_LOG), the first of equally
+ * near ones; the longest name of three bytes or more after the prefix that the word starts with
+ * (warning: warn). Its distance in *distance (the bytes missing or extra for a start). Pure. */
 int cushim_text_nearest(const char *word, size_t n, const char *const *names, int count, size_t prefix,
                         size_t *distance);
 

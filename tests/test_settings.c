@@ -467,6 +467,16 @@ Test(settings, help_help_is_the_general_usage)
     }
 }
 
+/* argv run with env exits with `status`, its stderr starting with `said`. */
+static void expect_err_starts(const char *const *argv, const char *const *env, int status, const char *said)
+{
+    struct run_result r;
+    run_cmd(&r, argv, env);
+    cr_expect_eq(r.status, status, "%s: %s", argv[1], r.err);
+    cr_expect(strncmp(r.err, said, strlen(said)) == 0, "%s: %s", argv[1], r.err);
+    run_free(&r);
+}
+
 /* A flag given twice with another value: the last is used, and said (found by fresh-user trials:
  * silently); the same value twice says nothing. */
 Test(settings, a_flag_given_twice_is_said)
@@ -497,29 +507,18 @@ Test(settings, a_flag_given_twice_is_said)
     snprintf(out2, sizeof out2, "%s/twice-2.txt", test_dir());
     const char *env[] = {seg, NULL};
     const char *top[] = {cushim_bin(), "top", "-b", "-n1", "--iterations=1", "-s", "pid", "--sort", "pinned", NULL};
-    run_cmd(&r, top, env);
-    cr_expect_eq(r.status, 0, "%s", r.err);
-    cr_expect_str_eq(r.err, "cushim: --sort given twice: \"pinned\" replaces \"pid\"\n");
-    run_free(&r);
+    expect_err_starts(top, env, 0, "cushim: --sort given twice: \"pinned\" replaces \"pid\"\n");
     const char *stat[] = {cushim_bin(), "stat", "--output", out1, "--output", out2, "-d", "0.1", "--interval", "0.2",
                           "-n1", NULL};
-    run_cmd(&r, stat, env);
     snprintf(want, sizeof want, "cushim: --output given twice: \"%s\" replaces \"%s\"\n"
              "cushim: --interval given twice: \"0.2\" replaces \"0.1\"\n", out2, out1);
-    cr_expect_str_eq(r.err, want);
-    run_free(&r);
+    expect_err_starts(stat, env, 0, want);
     const char *reset[] = {cushim_bin(), "reset-peak", "--device", "0", "--device=1", "2147483647", NULL};
-    run_cmd(&r, reset, env);
-    cr_expect_eq(r.status, 1);
-    const char *device = "cushim: --device given twice: \"1\" replaces \"0\"\ncushim: no cushim process 2147483647";
-    cr_expect(strncmp(r.err, device, strlen(device)) == 0, "%s", r.err);
-    run_free(&r);
+    expect_err_starts(reset, env, 1, "cushim: --device given twice: \"1\" replaces \"0\"\ncushim: no cushim process "
+                                     "2147483647");
     const char *serve[] = {cushim_bin(), "serve", "--listen", "127.0.0.1:1", "--listen", ":x", NULL};
-    run_cmd(&r, serve, env);
-    cr_expect_eq(r.status, 2);
-    const char *listen = "cushim: --listen given twice: \":x\" replaces \"127.0.0.1:1\"\ncushim: --listen needs";
-    cr_expect(strncmp(r.err, listen, strlen(listen)) == 0, "%s", r.err);
-    run_free(&r);
+    expect_err_starts(serve, env, 2, "cushim: --listen given twice: \":x\" replaces \"127.0.0.1:1\"\ncushim: "
+                                     "--listen needs");
 }
 
 /* A mistyped top-level option is said as an option, not a command (found by a fresh-user trial:
