@@ -180,31 +180,24 @@ int cmd_run(int argc, char **argv)
         return EXIT_USAGE;
     }
     char **prog = argv + i;
-    /* "--spill yes -- prog", "--device-limit 20 GiB -- prog": the word right before a "--" is a
-     * value given with a space, not a program meant to get "--" first (`yes`, `true` would run,
-     * and the program after the "--" would not). */
     /* A size in two words is that wherever the options end: no program is named MiB (found by an
      * attack trial: "--offload-min 64 MiB --offload compile -- true" said --offload was missing). */
     int split = !dashdash && prog[0] ? run_split_value(argv, i) : 0;
-    if (split == 2 && !(prog[1] && strcmp(prog[1], "--") == 0)) {
-        cli_error("\"%s %s %s\": a value is one word, e.g. %s=%s%s (the options end at the first word that is "
-                  "not one, so \"%s\" would be run as the program); nothing was run", argv[i - 2], argv[i - 1],
-                  prog[0], argv[i - 2], argv[i - 1], prog[0], prog[0]);
+    if (split == 2) {
+        cli_error("\"%s %s %s\": a value is one word, e.g. %s=%s%s (the options end at %s, so \"%s\" would be "
+                  "run as the program); nothing was run", argv[i - 2], argv[i - 1], prog[0], argv[i - 2],
+                  argv[i - 1], prog[0], prog[1] && strcmp(prog[1], "--") == 0 ? "the \"--\"" : "the first word that "
+                  "is not one", prog[0]);
         return EXIT_USAGE;
     }
-    if (!dashdash && prog[1] && strcmp(prog[1], "--") == 0) {
-        if (split == 1) {
-            cli_error("\"%s %s\": a switch takes its value after '=', e.g. %s=%s (the options end at "
-                      "the \"--\", so \"%s\" would be run as the program); nothing was run",
-                      argv[i - 1], prog[0], argv[i - 1], prog[0], prog[0]);
-            return EXIT_USAGE;
-        }
-        if (split == 2) {
-            cli_error("\"%s %s %s\": a value is one word, e.g. %s=%s%s (the options end at the \"--\", "
-                      "so \"%s\" would be run as the program); nothing was run", argv[i - 2], argv[i - 1],
-                      prog[0], argv[i - 2], argv[i - 1], prog[0], prog[0]);
-            return EXIT_USAGE;
-        }
+    /* "--spill yes -- prog": the word right before a "--" is a switch's value given with a space,
+     * not a program meant to get "--" first (`yes`, `true` would run, and the program after the
+     * "--" would not). */
+    if (split == 1 && prog[1] && strcmp(prog[1], "--") == 0) {
+        cli_error("\"%s %s\": a switch takes its value after '=', e.g. %s=%s (the options end at the \"--\", "
+                  "so \"%s\" would be run as the program); nothing was run", argv[i - 1], prog[0], argv[i - 1],
+                  prog[0], prog[0]);
+        return EXIT_USAGE;
     }
 
     /* A run inside a run: the outer one's directory and id, to hand it our processes at the end
