@@ -183,20 +183,19 @@ int cmd_run(int argc, char **argv)
     /* A size in two words is that wherever the options end: no program is named MiB (found by an
      * attack trial: "--offload-min 64 MiB --offload compile -- true" said --offload was missing). */
     int split = !dashdash && prog[0] ? run_split_value(argv, i) : 0;
-    if (split == 2) {
-        cli_error("\"%s %s %s\": a value is one word, e.g. %s=%s%s (the options end at %s, so \"%s\" would be "
-                  "run as the program); nothing was run", argv[i - 2], argv[i - 1], prog[0], argv[i - 2],
-                  argv[i - 1], prog[0], prog[1] && strcmp(prog[1], "--") == 0 ? "the \"--\"" : "the first word that "
-                  "is not one", prog[0]);
+    if (split == 2 || split == 3) {
+        cli_error("\"%s%s%s %s\": a value is one word, e.g. %s%s%s%s (the options end at the first word that is "
+                  "not one, so \"%s\" would be run as the program); nothing was run", split == 2 ? argv[i - 2] : "",
+                  split == 2 ? " " : "", argv[i - 1], prog[0], split == 2 ? argv[i - 2] : "", split == 2 ? "=" : "",
+                  argv[i - 1], prog[0], prog[0]);
         return EXIT_USAGE;
     }
-    /* "--spill yes -- prog": the word right before a "--" is a switch's value given with a space,
-     * not a program meant to get "--" first (`yes`, `true` would run, and the program after the
-     * "--" would not). */
-    if (split == 1 && prog[1] && strcmp(prog[1], "--") == 0) {
-        cli_error("\"%s %s\": a switch takes its value after '=', e.g. %s=%s (the options end at the \"--\", "
-                  "so \"%s\" would be run as the program); nothing was run", argv[i - 1], prog[0], argv[i - 1],
-                  prog[0], prog[0]);
+    /* "--spill yes prog": a switch's value given with a space, or a program named yes? Neither is
+     * run (found by attack trials: `yes` ran, printing forever, and with a "--" after it, the
+     * program after the "--" did not). */
+    if (split == 1) {
+        cli_error("\"%s %s\": a switch takes its value after '=' (%s=%s), and a program goes after \"--\" (%s -- "
+                  "%s); nothing was run", argv[i - 1], prog[0], argv[i - 1], prog[0], argv[i - 1], prog[0]);
         return EXIT_USAGE;
     }
 
@@ -385,16 +384,9 @@ int cmd_run(int argc, char **argv)
         sigaction(SIGPIPE, &ignore, NULL);
         struct stat st;
         char why[PATH_MAX + 128];
-        int stray = 0; /* a word before a "--" that ends the options: a value given with a space? */
-        for (int k = 1; !dashdash && prog[k]; k++)
-            stray |= strcmp(prog[k], "--") == 0;
-        /* (a value in two words stopped the run before: split, above) */
+        /* (a value in two words, or a switch's after a space, stopped the run before: split) */
         if (e == EACCES && stat(prog[0], &st) == 0 && S_ISDIR(st.st_mode))
             cli_error("cannot run \"%s\": it is a directory", prog[0]);
-        else if (e == ENOENT && stray && split == 1)
-            cli_error("cannot run \"%s\": %s (the options end at the \"--\" after it, so it was "
-                      "taken as the program; a switch takes its value after '=', e.g. %s=%s)",
-                      prog[0], strerror(e), argv[i - 1], prog[0]);
         else if (e == ENOENT && (run_exec_missing_interpreter(prog[0], why, sizeof why) ||
                                  run_exec_not_on_path(prog[0], why, sizeof why)))
             cli_error("cannot run \"%s\": %s", prog[0], why);

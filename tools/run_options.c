@@ -39,10 +39,11 @@ int run_flag_bad(void)
     return bad_flag;
 }
 
-/* Whether the program word argv[i], not found, was meant as part of an option's value: 1 when
- * argv[i - 1] is a switch (--spill) and argv[i] a boolean ("--spill on"); 2 when argv[i - 2] is
- * an option that took argv[i - 1] as its value and the two words together make one ("--device-limit
- * 1 MiB"); else 0 (a mistyped program whose own arguments hold a "--"). */
+/* Whether the program word argv[i] was meant as part of an option's value: 1 when argv[i - 1] is
+ * a switch (--spill) and argv[i] a boolean ("--spill on"); 2 when argv[i - 2] is an option that
+ * took argv[i - 1] as its value and the two words together make one ("--device-limit 1 MiB"); 3
+ * when argv[i - 1] is such an option with its value after '=' that argv[i] completes
+ * ("--device-limit=1 MiB"); else 0 (a program, or a mistyped one). */
 int run_split_value(char **argv, int i)
 {
     char flag[64], joined[256];
@@ -53,6 +54,13 @@ int run_split_value(char **argv, int i)
         run_flag_name(o->variable, flag, sizeof flag);
         if (i >= 2 && o->type == CUSHIM_OT_BOOL && strcmp(argv[i - 1], flag) == 0)
             return cushim_option_value_ok(k, argv[i]) ? 1 : 0;
+        size_t n = strlen(flag);
+        if (i >= 2 && o->type != CUSHIM_OT_BOOL && o->type != CUSHIM_OT_STRING && strncmp(argv[i - 1], flag, n) == 0 &&
+            argv[i - 1][n] == '=') {
+            if ((size_t)snprintf(joined, sizeof joined, "%s%s", argv[i - 1] + n + 1, argv[i]) >= sizeof joined)
+                return 0;
+            return cushim_option_value_ok(k, joined) ? 3 : 0;
+        }
         /* A string takes any word: nothing says two were meant as one. */
         if (i < 3 || strcmp(argv[i - 2], flag) != 0 || o->type == CUSHIM_OT_BOOL || o->type == CUSHIM_OT_STRING)
             continue;
