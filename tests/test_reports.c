@@ -406,6 +406,19 @@ Test(reports, an_unwritable_json_path_stops_before_running)
     cr_expect_str_eq(r.err, "cushim: cannot run \"rt_prog\": not found on PATH (./rt_prog is in this directory: a "
                             "program here is run as ./rt_prog)\n");
     run_free(&r);
+    /* One that is not executable is not offered as ./X (an attack trial: Permission denied next). */
+    char script_dir[700], script[760];
+    snprintf(script_dir, sizeof script_dir, "%s", fresh_dir("not-exec"));
+    snprintf(script, sizeof script, "%s/train.py", script_dir);
+    FILE *py = fopen(script, "w");
+    cr_assert(py);
+    fclose(py);
+    const char *not_exec[] = {"/bin/sh", "-c", "cd \"$1\" && exec \"$0\" run -- train.py", cushim_bin(), script_dir, NULL};
+    run_cmd(&r, not_exec, sim_env(NULL));
+    cr_expect_eq(r.status, 127);
+    cr_expect_str_eq(r.err, "cushim: cannot run \"train.py\": not found on PATH (./train.py is in this directory, not "
+                            "executable: run it with its interpreter (python3 train.py), or chmod +x it)\n");
+    run_free(&r);
     /* --json and --report naming one file would overwrite each other (a fresh-user trial): the
      * same name, the name relative to the working directory (no file yet: an attack trial found
      * only existing files and identical strings compared), a dangling link to the other. */

@@ -185,6 +185,11 @@ Test(settings, usage_errors_exit_2)
                                        "cushim ps --help)\n", 2},
         {{"top", "-bn1", "--", "1", NULL}, "cushim: unexpected argument \"1\" for top (top takes options only: see "
                                            "cushim top --help)\n", 2},
+        {{"phase", "run", NULL}, "cushim: phase needs a PID before the phase (usage: cushim phase PID "
+                                 "compile|run)\n", 2},
+        {{"phase", "abc", NULL}, "cushim: \"abc\" is not a process id (a number from 1 to 2147483647)\n", 2},
+        {{"top", "--sort", "total", NULL}, "cushim: --sort \"total\" is not a column top sorts by (expected "
+                                           "device-total, total-peak, pinned, offloaded or pid)\n", 2},
         {{"phase", "1", "compil", NULL}, "cushim: \"compil\" is not a phase (did you mean compile? expected compile "
                                          "or run)\n", 2},
         {{"phase", "1", "xyz", NULL}, "cushim: \"xyz\" is not a phase (expected compile or run)\n", 2},
@@ -552,6 +557,12 @@ Test(settings, an_unknown_option_or_command_before_any_command)
         {TOP_COMMAND, "res", "did you mean reset-peak? "},    {TOP_COMMAND, "frobnicate", ""},
         {TOP_COMMAND, "s", ""}, /* stat or serve (not ps, one edit off: an attack trial) */
         {NO_HELP, "version", "did you mean --version? "},     {NO_HELP, "stats", "did you mean stat? "}};
+    /* And what it offers works: `cushim help --version` (an attack trial: "not a command"). */
+    const char *help_version[] = {cushim_bin(), "help", "--version", NULL};
+    run_cmd(&r, help_version, NULL);
+    cr_expect_eq(r.status, 0, "%s", r.err);
+    cr_expect_str_eq(r.out, "cushim " CUSHIM_VERSION "\n");
+    run_free(&r);
     for (size_t i = 0; i < sizeof words / sizeof words[0]; i++) {
         const char *help[] = {cushim_bin(), "help", words[i].word, NULL};
         const char *alone[] = {cushim_bin(), words[i].word, NULL};

@@ -74,6 +74,12 @@ int cmd_phase(int argc, char **argv)
             return EXIT_USAGE;
         }
     }
+    if (count == 1 && cushim_parse_enum("run|compile", words[0]) >= 0) { /* cushim phase run */
+        cli_error("phase needs a PID before the phase (usage: cushim phase PID compile|run)");
+        return EXIT_USAGE;
+    }
+    if (count == 1 && cli_parse_pid(words[0]) < 0)
+        return EXIT_USAGE;
     if (count < 2) {
         cli_error("phase needs %s (usage: cushim phase PID compile|run)",
                   count == 0 ? "a PID and a phase" : "a phase after the PID: compile or run");

@@ -467,14 +467,17 @@ int cmd_top(int argc, char **argv)
                 char lower[32], hint[64] = "";
                 for (size_t c = 0; c < sizeof lower && (c == 0 || name[c - 1]); c++)
                     lower[c] = name[c] >= 'A' && name[c] <= 'Z' ? (char)(name[c] - 'A' + 'a') : name[c];
-                int near = cushim_text_nearest(lower, strlen(lower), sort_names, SORT_COUNT, 0, &d);
-                /* Else the one column a word of whose name it is (peak: total-peak). */
-                for (int c = 0; near < 0 && c < SORT_COUNT; c++) {
+                /* First the one column a word of whose name it is (peak: total-peak; total is a
+                 * word of two: none, found by an attack trial), else the nearest name. */
+                int near = -1;
+                for (int c = 0; c < SORT_COUNT; c++) {
                     const char *at = strstr(sort_names[c], lower);
                     size_t n = strlen(lower);
                     if (n >= 3 && at && (at == sort_names[c] || at[-1] == '-') && (at[n] == '\0' || at[n] == '-'))
                         near = near == -1 ? c : -2;
                 }
+                if (near == -1)
+                    near = cushim_text_nearest(lower, strlen(lower), sort_names, SORT_COUNT, 0, &d);
                 if (near == -2)
                     near = -1;
                 if (near >= 0)

@@ -261,7 +261,12 @@ static int dispatch(int argc, char **argv)
     }
     if ((strcmp(argv[1], "help") == 0 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) && argc > 2 &&
         strcmp(argv[2], "--help") && strcmp(argv[2], "-h") && strcmp(argv[2], "help")) {
-        /* `cushim help CMD` = `cushim --help CMD` = `cushim CMD --help` */
+        /* `cushim help CMD` = `cushim --help CMD` = `cushim CMD --help`; help --version is the
+         * version (`help version` offers it) */
+        if (strcmp(argv[2], "--version") == 0 && argc == 3) {
+            printf("cushim %s\n", CUSHIM_VERSION);
+            return 0;
+        }
         char *help_argv[] = {argv[2], "--help", NULL};
         for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
             if (strcmp(argv[2], commands[i].name) == 0)

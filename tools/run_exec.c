@@ -106,9 +106,17 @@ int run_exec_not_on_path(const char *prog, char *why, size_t n)
     if (strchr(prog, '/'))
         return 0;
     struct stat st;
-    if (*prog && stat(prog, &st) == 0 && S_ISREG(st.st_mode))
+    if (*prog && stat(prog, &st) == 0 && S_ISREG(st.st_mode) && access(prog, X_OK) == 0)
         snprintf(why, n, "not found on PATH (./%s is in this directory: a program here is run as ./%s)", prog, prog);
-    else
+    else if (*prog && stat(prog, &st) == 0 && S_ISREG(st.st_mode)) { /* train.py: found by an attack trial */
+        const char *dot = strrchr(prog, '.');
+        const char *interp = dot && !strcmp(dot, ".py") ? "python3 " : dot && !strcmp(dot, ".sh") ? "sh " : NULL;
+        char example[64] = "";
+        if (interp)
+            snprintf(example, sizeof example, " (%s%.40s)", interp, prog);
+        snprintf(why, n, "not found on PATH (./%s is in this directory, not executable: run it with its "
+                 "interpreter%s, or chmod +x it)", prog, example);
+    } else
         snprintf(why, n, "not found on PATH");
     return 1;
 }

@@ -17,7 +17,8 @@ int run_exec_missing_interpreter(const char *prog, char *why, size_t n);
 
 /* For `prog` without a '/' that execvp did not find along PATH (ENOENT): writes into why (n bytes)
  * "not found on PATH", with "(./prog is in this directory: a program here is run as ./prog)"
- * when the current directory has a file of that name (as a shell says "command not found"; found
+ * when the current directory has an executable file of that name (with how to run it when that
+ * file is not executable) (as a shell says "command not found"; found
  * by a fresh-user trial: "No such file or directory" for a program that was there). Returns 1,
  * or 0 (why untouched) for a name with a '/'. */
 int run_exec_not_on_path(const char *prog, char *why, size_t n);
