@@ -764,6 +764,7 @@ Test(settings, a_bad_segment_dir_stops_every_reading_command)
     static const char *commands[][4] = {
         {"gc"}, {"ps"}, {"stat"}, {"top", "--batch", "--iterations=1"}, {"serve", "--listen", "127.0.0.1:0"},
         {"reset-peak", "1"}, {"phase", "1", "run"},
+        {"stat", "--output", "-h"}, /* a value, not a help (an attack trial: the check was skipped) */
     };
     for (size_t b = 0; b < sizeof bad / sizeof bad[0]; b++) {
         char var[128];

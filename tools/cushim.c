@@ -291,9 +291,19 @@ static int dispatch(int argc, char **argv)
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++) {
         if (strcmp(argv[1], commands[i].name) != 0)
             continue;
+        /* A help asked anywhere before "--", but not the value of an option (stat --output -h:
+         * found by an attack trial to skip the segment directory's check). */
+        static const char *const valued[] = {"--output", "--interval", "-d", "--iterations", "-n",
+                                             "--sort", "-s", "--device", "--listen", "--json"};
         int help = 0;
-        for (int k = 2; k < argc && strcmp(argv[k], "--") != 0; k++)
+        for (int k = 2; k < argc && strcmp(argv[k], "--") != 0; k++) {
             help |= !strcmp(argv[k], "--help") || !strcmp(argv[k], "-h");
+            for (size_t o = 0; o < sizeof valued / sizeof valued[0]; o++)
+                if (strcmp(argv[k], valued[o]) == 0) {
+                    k++;
+                    break;
+                }
+        }
         if (commands[i].fn != cmd_run && !help && cli_segment_dir_check() != 0)
             return EXIT_USAGE;
         if ((commands[i].fn == cmd_reset_peak || commands[i].fn == cmd_phase) && !help)
