@@ -164,13 +164,13 @@ static int parse(int argc, char **argv, struct stat_args *a)
         } else if ((got = cli_option_value(argc, argv, &i, (opt = "--interval"), "SECONDS", &v)) != 0 ||
                    (got = cli_option_value(argc, argv, &i, (opt = "-d"), "SECONDS", &v)) != 0) {
             if (got > 0)
-                cli_say_replaced(opt, &interval_given, v);
+                cli_say_replaced("--interval", &interval_given, v);
             if (got < 0 || watch_parse_interval(opt, v, &a->interval) < 0)
                 return -1;
         } else if ((got = cli_option_value(argc, argv, &i, (opt = "--iterations"), "N", &v)) != 0 ||
                    (got = cli_option_value(argc, argv, &i, (opt = "-n"), "N", &v)) != 0) {
             if (got > 0)
-                cli_say_replaced(opt, &iterations_given, v);
+                cli_say_replaced("--iterations", &iterations_given, v);
             if (got < 0 || watch_parse_iterations(opt, v, &a->iterations) < 0)
                 return -1;
         } else if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {

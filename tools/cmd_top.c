@@ -444,14 +444,14 @@ int cmd_top(int argc, char **argv)
         } else if ((got = cli_option_value(argc, argv, &i, (opt = "--interval"), "SECONDS", &v)) != 0 ||
                    (got = cli_option_value(argc, argv, &i, (opt = "-d"), "SECONDS", &v)) != 0) {
             if (got > 0)
-                cli_say_replaced(opt, &interval_given, v);
+                cli_say_replaced("--interval", &interval_given, v);
             if (got < 0 || watch_parse_interval(opt, v, &interval) < 0)
                 return EXIT_USAGE;
         } else if ((got = cli_option_value(argc, argv, &i, (opt = "--sort"), "a COLUMN", &v)) != 0 ||
                    (got = cli_option_value(argc, argv, &i, (opt = "-s"), "a COLUMN", &v)) != 0) {
             if (got < 0)
                 return EXIT_USAGE;
-            cli_say_replaced(opt, &sort_given, v);
+            cli_say_replaced("--sort", &sort_given, v);
             /* In either case, '_' for '-': the column's heading (TOTAL-PEAK) and the JSON's spelling
              * (device_total) name it too. */
             char name[32];
@@ -490,7 +490,7 @@ int cmd_top(int argc, char **argv)
         } else if ((got = cli_option_value(argc, argv, &i, (opt = "--iterations"), "N", &v)) != 0 ||
                    (got = cli_option_value(argc, argv, &i, (opt = "-n"), "N", &v)) != 0) {
             if (got > 0)
-                cli_say_replaced(opt, &iterations_given, v);
+                cli_say_replaced("--iterations", &iterations_given, v);
             if (got < 0 || watch_parse_iterations(opt, v, &iterations) < 0)
                 return EXIT_USAGE;
         } else {

@@ -159,8 +159,8 @@ int run_config_flag(int argc, char **argv, int i)
             return 1;
         }
         if (argv[i][n] == '\0' && cushim_option_table[k].type == CUSHIM_OT_BOOL) {
-            /* A boolean option alone is a switch: --spill is --spill=1. */
-            set_flag(k, flag, "1");
+            /* A boolean option alone is a switch: --spill is --spill=on (as a message shows it). */
+            set_flag(k, flag, "on");
             return 1;
         }
         if (argv[i][n] == '\0') {
