@@ -181,6 +181,16 @@ Test(settings, usage_errors_exit_2)
         /* The top-level options as the commands' (an attack trial: "unknown option", or ignored). */
         {{"--version=1", NULL}, "cushim: --version takes no value (got \"--version=1\")\n", 2},
         {{"--version", "--bogus", NULL}, "cushim: unexpected argument \"--bogus\" after --version (it takes none)\n", 2},
+        /* A long option with one dash or in capitals is offered as meant (an attack trial). */
+        {{"ps", "-json", NULL}, "cushim: unknown option \"-json\" for ps (did you mean --json? see cushim ps --help)\n", 2},
+        {{"run", "--SPILL", "--", "/bin/true", NULL}, "cushim: unknown option \"--SPILL\" for run (did you mean "
+                                                      "--spill? see cushim run --help)\n", 2},
+        {{"run", "--Device-Limit=1G", "--", "/bin/true", NULL}, "cushim: unknown option \"--Device-Limit=1G\" for run "
+                                                                "(did you mean --device-limit? see cushim run --help)\n", 2},
+        {{"reset-peak", "1", "-device", "0", NULL}, "cushim: unknown option \"-device\" for reset-peak (did you mean "
+                                                    "--device? see cushim reset-peak --help)\n", 2},
+        {{"gc", "--hlep", NULL}, "cushim: unknown option \"--hlep\" for gc (did you mean --help? see cushim gc --help)\n", 2},
+        {{"gc", "--", "x", NULL}, "cushim: gc takes no arguments (got \"x\")\n", 2},
         {{"ps", "--", "--json", NULL}, "cushim: unexpected argument \"--json\" for ps (ps takes options only: see "
                                        "cushim ps --help)\n", 2},
         {{"top", "-bn1", "--", "1", NULL}, "cushim: unexpected argument \"1\" for top (top takes options only: see "

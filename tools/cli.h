@@ -35,6 +35,12 @@ void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
  * `unexpected argument "W" for CMD (usage: USAGE)`. */
 void cli_bad_word(const char *cmd, const char *word, const char *usage);
 
+/* A long option as the user probably meant it, for "did you mean": `word` in lower case, with a
+ * second dash where it had one (-json, --JSON: --json), into probe (len bytes). Returns 1, or 0
+ * (probe untouched) when word is no such option: no dash, a single letter (cli_short_option), or
+ * a single dash and a '=' (-d=1 is the short option's value). */
+int cli_option_probe(const char *word, char *probe, size_t len);
+
 /* For a one-letter option `word` that no command takes ("-q", meant as --quiet): the index of the one
  * name of `names` ("--quiet", ...) that begins with "--" and that letter, or -1 when word is not
  * "-" and one letter, or no name or several begin so. */

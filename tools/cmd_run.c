@@ -159,8 +159,7 @@ int cmd_run(int argc, char **argv)
                 return EXIT_USAGE;
             char near[64];
             size_t d = 0;
-            if (used == 0 && (argv[i][1] == '-' || (argv[i][1] && !argv[i][2])) &&
-                run_nearest_flag(argv[i], near, sizeof near, &d)) {
+            if (used == 0 && argv[i][1] && run_nearest_flag(argv[i], near, sizeof near, &d)) {
                 if (d == 0) /* the option itself, given a value it does not take: --help=1 */
                     cli_error("%s takes no value (got \"%s\")", near, argv[i]);
                 else

@@ -38,6 +38,18 @@ void cli_say_replaced(const char *flag, const char **last, const char *now)
     *last = now;
 }
 
+int cli_option_probe(const char *word, char *probe, size_t len)
+{
+    size_t n = strlen(word);
+    if (word[0] != '-' || n < 3 || n + 2 > len || (word[1] != '-' && strchr(word, '=')))
+        return 0;
+    int dashes = word[1] == '-' ? 0 : 1;
+    memcpy(probe, "--", (size_t)dashes);
+    for (size_t i = 0; i <= n; i++)
+        probe[dashes + i] = word[i] >= 'A' && word[i] <= 'Z' ? (char)(word[i] - 'A' + 'a') : word[i];
+    return 1;
+}
+
 int cli_short_option(const char *word, const char *const *names, int count)
 {
     if (word[0] != '-' || !((word[1] >= 'a' && word[1] <= 'z') || (word[1] >= 'A' && word[1] <= 'Z')) || word[2])
@@ -69,8 +81,9 @@ void cli_bad_word(const char *cmd, const char *word, const char *usage)
     }
     names[count++] = "--help";
     size_t best_d = 3;
-    int best = word[0] == '-' && word[1] == '-'
-                   ? cushim_text_nearest(word, strcspn(word, "="), names, count, strlen("--"), &best_d)
+    char probe[128];
+    int best = cli_option_probe(word, probe, sizeof probe)
+                   ? cushim_text_nearest(probe, strcspn(probe, "="), names, count, strlen("--"), &best_d)
                    : -1;
     const char *near = best >= 0 ? names[best] : "";
     int letter = cli_short_option(word, names, count);
@@ -79,7 +92,7 @@ void cli_bad_word(const char *cmd, const char *word, const char *usage)
                   cmd);
     else if (word[0] == '-' && word[1] >= '0' && word[1] <= '9' && strstr(usage, "PID"))
         cli_error("\"%s\" is not a process id (a number from 1 to 2147483647)", word);
-    else if (near[0] && best_d == 0) /* the option itself, given a value: --json=1 */
+    else if (near[0] && best_d == 0 && strncmp(word, near, strlen(near)) == 0) /* itself, with a value: --json=1 */
         cli_error("%s takes no value (got \"%s\")", near, word);
     else if (near[0])
         cli_error("unknown option \"%s\" for %s (did you mean %s? see cushim %s --help)", word, cmd, near, cmd);
@@ -315,8 +328,11 @@ static int dispatch(int argc, char **argv)
         for (int k = 2; wordless && k < argc; k++)
             if (strcmp(argv[k], "--") == 0) {
                 if (k + 1 < argc) {
-                    cli_error("unexpected argument \"%s\" for %s (%s takes options only: see cushim %s --help)",
-                              argv[k + 1], argv[1], argv[1], argv[1]);
+                    if (commands[i].fn == cmd_gc)
+                        cli_error("gc takes no arguments (got \"%s\")", argv[k + 1]);
+                    else
+                        cli_error("unexpected argument \"%s\" for %s (%s takes options only: see cushim %s --help)",
+                                  argv[k + 1], argv[1], argv[1], argv[1]);
                     return EXIT_USAGE;
                 }
                 argc = k;

@@ -139,7 +139,12 @@ int run_nearest_flag(const char *word, char *buf, size_t len, size_t *distance)
         *distance = 1;
         return 1;
     }
-    int best = cushim_text_nearest(word, strcspn(word, "="), names, count, strlen("--"), distance);
+    char probe[128]; /* -quiet, --SPILL: as meant */
+    int best = cli_option_probe(word, probe, sizeof probe)
+                   ? cushim_text_nearest(probe, strcspn(probe, "="), names, count, strlen("--"), distance)
+                   : -1;
+    if (best >= 0 && *distance == 0 && strncmp(word, names[best], strlen(names[best])) != 0)
+        *distance = 1; /* not the option itself (with a value): a different spelling of it */
     snprintf(buf, len, "%s", best >= 0 ? names[best] : "");
     return best >= 0;
 }
