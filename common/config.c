@@ -151,8 +151,12 @@ static void unit_hint(const char *value, const char *unit, char *hint, size_t le
         snprintf(number, sizeof number, "%.*s", k < 32 ? k : 0, digits);
         /* Only a size that is small (0 is none, 2000000 meant bytes: found by an attack trial). */
         if (k > 0 && k < 32 && cushim_parse_u64(number, UINT64_MAX, &v) == 0 && v && v < (1u << 20)) {
-            snprintf(hint, len, " (a size without a unit is bytes: %.*s%s is %.*s %s, %.*sB says bytes)", k, digits,
-                     unit, k, digits, unit, k, digits);
+            if (v < 1024)
+                snprintf(hint, len, " (a size without a unit is bytes: %.*s%s is %.*s %s, %.*sB says bytes)", k,
+                         digits, unit, k, digits, unit, k, digits);
+            else /* not "500000GiB is 500000 GiB" (an attack trial) */
+                snprintf(hint, len, " (a size without a unit is bytes: %.*sB says bytes; units are K, M, G and T)",
+                         k, digits);
             return;
         }
         p += n + (p[n] == ',');
@@ -397,6 +401,7 @@ void cushim_config_load(struct cushim_config *c, const char *(*lookup)(const cha
                         void (*report)(const struct cushim_config_error *e))
 {
     const char *expected = "";
+    const char *taken[CUSHIM_OPT_COUNT] = {0}; /* the values taken, for the warnings below */
     memset(c, 0, sizeof *c);
     for (int i = 0; i < CUSHIM_OPT_COUNT; i++) {
         const struct cushim_option_info *o = &cushim_option_table[i];
@@ -407,15 +412,20 @@ void cushim_config_load(struct cushim_config *c, const char *(*lookup)(const cha
         if (v && *v && parse_into(c, (enum cushim_option)i, v, &expected) != 0) {
             bad_value(report, (enum cushim_option)i, v, expected);
             parse_into(c, (enum cushim_option)i, o->def, &expected);
-        } else if (v && *v && c->disable) {
-            /* disabled: no budget, no offload; not said to be taken (found by an attack trial) */
-        } else if (v && *v && i == CUSHIM_OPT_DEVICE_LIMIT) {
-            small_limit(report, v, c->device_limit);
-        } else if (v && *v && (i == CUSHIM_OPT_OFFLOAD_MIN || i == CUSHIM_OPT_OFFLOAD_CACHE)) {
-            small_size(report, (enum cushim_option)i, v,
-                       i == CUSHIM_OPT_OFFLOAD_MIN ? c->offload_min : c->offload_cache);
+        } else if (v && *v) {
+            taken[i] = v;
         }
     }
+    /* Sizes taken that are most likely a slip (a small one without a unit), said only where they
+     * take effect: not when counting is disabled, nor an offload size with nothing offloaded (found
+     * by attack trials: "taken as given" and then "no budget", or "it has no effect"). */
+    int offloading = c->offload != CUSHIM_OFFLOAD_OFF;
+    if (taken[CUSHIM_OPT_DEVICE_LIMIT] && !c->disable)
+        small_limit(report, taken[CUSHIM_OPT_DEVICE_LIMIT], c->device_limit);
+    if (taken[CUSHIM_OPT_OFFLOAD_MIN] && !c->disable && offloading)
+        small_size(report, CUSHIM_OPT_OFFLOAD_MIN, taken[CUSHIM_OPT_OFFLOAD_MIN], c->offload_min);
+    if (taken[CUSHIM_OPT_OFFLOAD_CACHE] && !c->disable && (offloading || c->spill))
+        small_size(report, CUSHIM_OPT_OFFLOAD_CACHE, taken[CUSHIM_OPT_OFFLOAD_CACHE], c->offload_cache);
     for (char *const *e = environ_list; e && *e; e++) {
         if (strncmp(*e, "CUSHIM_", 7) != 0)
             continue;

@@ -279,6 +279,9 @@ Test(settings, usage_errors_exit_2)
 #define SMALL_LIMIT_WHY_OF(n) ", below 1 MiB (a size without a unit is bytes: " n "GiB is " n " GiB, " n "B says " \
                               "bytes); taken as given: larger requests are refused\n"
 #define SMALL_LIMIT_WHY SMALL_LIMIT_WHY_OF("8")
+/* ... of 1024 bytes or more (not "1048575GiB is 1048575 GiB": an attack trial) */
+#define SMALL_LIMIT_WHY_LARGE(n) ", below 1 MiB (a size without a unit is bytes: " n "B says bytes; units are K, M, " \
+                                 "G and T); taken as given: larger requests are refused\n"
 /* The same where every size had its unit (64K: meant as said, found by a docs check). */
 #define SMALL_LIMIT_WHY_UNIT ", below 1 MiB; taken as given: larger requests are refused\n"
 
@@ -303,7 +306,7 @@ Test(settings, a_device_limit_below_a_mebibyte_is_said)
     /* Exact sizes (not a rounded "1.00 MiB, below 1 MiB"), the devices named with theirs, and a
      * long value shown cut with its length (found by an attack trial). */
     static const char *const forms[][3] = {
-        {"1048575", "every device 1048575 bytes", SMALL_LIMIT_WHY_OF("1048575")},
+        {"1048575", "every device 1048575 bytes", SMALL_LIMIT_WHY_LARGE("1048575")},
         {"0:8,1:512K", "device 0 8 bytes, device 1 512 KiB", SMALL_LIMIT_WHY},
         {"0:512K,1:8", "device 0 512 KiB, device 1 8 bytes", SMALL_LIMIT_WHY},
         {"1023KiB", "every device 1023 KiB", SMALL_LIMIT_WHY_UNIT},
@@ -332,7 +335,7 @@ Test(settings, a_device_limit_below_a_mebibyte_is_said)
     const char *t[] = {"/bin/true", NULL};
     run_cmd(&r, t, sim_env(e));
     cr_expect_str_eq(r.err, "cushim: CUSHIM_DEVICE_LIMIT=\"0:1048575,1:1048575,2:1048575,3:1048575,4:1048575,"
-                            "5:1048575,...\" (693 bytes) gives every device 1048575 bytes" SMALL_LIMIT_WHY_OF("1048575"));
+                            "5:1048575,...\" (693 bytes) gives every device 1048575 bytes" SMALL_LIMIT_WHY_LARGE("1048575"));
     run_free(&r);
     /* Disabled: no budget, nothing said to be taken (an attack trial: "taken as given" and then
      * "no budget"). */
@@ -363,11 +366,17 @@ Test(settings, an_offload_size_without_a_unit_below_a_mebibyte_is_said)
     run_free(&r);
     static const char *const forms[][2] = {
         {"CUSHIM_OFFLOAD_CACHE=4096", "cushim: CUSHIM_OFFLOAD_CACHE=\"4096\" is 4 KiB (a size without a unit is "
-                                      "bytes: 4096MiB is 4096 MiB, 4096B says bytes); taken as given\n"},
-        {"CUSHIM_OFFLOAD_MIN=1048575", "cushim: CUSHIM_OFFLOAD_MIN=\"1048575\" is 1048575 bytes (a size without a "
-                                       "unit is bytes: 1048575MiB is 1048575 MiB, 1048575B says bytes); taken as given\n"},
+                                      "bytes: 4096B says bytes; units are K, M, G and T); taken as given\n"},
+        {"CUSHIM_OFFLOAD_MIN=1023", "cushim: CUSHIM_OFFLOAD_MIN=\"1023\" is 1023 bytes (a size without a unit is "
+                                    "bytes: 1023MiB is 1023 MiB, 1023B says bytes); taken as given\n"},
         {"CUSHIM_OFFLOAD_MIN=64B", ""}, {"CUSHIM_OFFLOAD_MIN=4k", ""}, {"CUSHIM_OFFLOAD_MIN=0", ""},
         {"CUSHIM_OFFLOAD_CACHE=1048576", ""}};
+    /* Nothing offloaded: not said (an attack trial: "taken as given", then "it has no effect"). */
+    const char *off[] = {preload_env(), "CUSHIM_OFFLOAD_MIN=64", "CUSHIM_OFFLOAD_CACHE=64", NULL};
+    const char *t0[] = {"/bin/true", NULL};
+    run_cmd(&r, t0, sim_env(off));
+    cr_expect_str_eq(r.err, "");
+    run_free(&r);
     for (size_t i = 0; i < sizeof forms / sizeof forms[0]; i++) {
         const char *e[] = {preload_env(), "CUSHIM_OFFLOAD=always", forms[i][0], NULL};
         const char *t[] = {"/bin/true", NULL};
