@@ -93,6 +93,15 @@ Test(settings, usage_errors_exit_2)
     cr_expect_str_eq(r.err, "cushim: --log-file \"/etc/passwd/x\": /etc/passwd is not a directory (it is a file); "
                             "nothing was run\n");
     run_free(&r);
+    /* A relative path is echoed as typed (an attack trial: its absolute form was), its directory
+     * made absolute. */
+    const char *a11[] = {"/bin/sh", "-c", "cd /tmp && exec \"$0\" run --report nodir-cushim/x -- /bin/echo ran",
+                         cushim_bin(), NULL};
+    run_cmd(&r, a11, NULL);
+    cr_expect_eq(r.status, 2);
+    cr_expect_str_eq(r.err, "cushim: --report \"nodir-cushim/x\": /tmp/nodir-cushim does not exist; nothing was "
+                            "run\n");
+    run_free(&r);
     /* Every command's value options take `--name VALUE` and `--name=VALUE`, and say the same
      * when the value is missing. */
     static const struct {

@@ -136,7 +136,8 @@ int run_check_paths(const struct cushim_config *cfg)
             continue;
         if (paths[i].id == CUSHIM_OPT_REPORT && (!strcmp(v, "stderr") || !strcmp(v, "stdout") || !strcmp(v, "-")))
             continue;
-        char name[64], abs[4200], dir[4200];
+        char name[64], abs[4200], dir[4200], shown[CUSHIM_PATH_MAX];
+        snprintf(shown, sizeof shown, "%s", v); /* as typed, for the messages (an attack trial) */
         if (run_flag_given(paths[i].id)) {
             run_flag_name(var, name, sizeof name - 1);
             strcat(name, " ");
@@ -171,14 +172,14 @@ int run_check_paths(const struct cushim_config *cfg)
         int rc = stat(dir, &st);
         const char *why = NULL;
         if (rc != 0 && errno == ENOENT) { /* found by a fresh-user trial: "not a directory (No such file...)" */
-            cli_error("%s\"%s\": %s does not exist; nothing was run", name, v, dir);
+            cli_error("%s\"%s\": %s does not exist; nothing was run", name, shown, dir);
             bad = 1;
             continue;
         }
         if (rc != 0 || !S_ISDIR(st.st_mode))
             why = rc != 0 ? strerror(errno) : "it is a file";
         if (why) {
-            cli_error("%s\"%s\": %s is not a directory (%s); nothing was run", name, v, dir, why);
+            cli_error("%s\"%s\": %s is not a directory (%s); nothing was run", name, shown, dir, why);
             bad = 1;
             continue;
         }
@@ -198,7 +199,7 @@ int run_check_paths(const struct cushim_config *cfg)
             if (max <= 0)
                 max = 255;
             if (len > (size_t)max) {
-                cli_error("%s\"%s\": its file name is %zu bytes%s, at most %ld there; nothing was run", name, v, len,
+                cli_error("%s\"%s\": its file name is %zu bytes%s, at most %ld there; nothing was run", name, shown, len,
                           strstr(base, "%p") ? " with a 7-digit pid" : "", max);
                 bad = 1;
                 continue;
@@ -207,7 +208,7 @@ int run_check_paths(const struct cushim_config *cfg)
         int named = !paths[i].is_dir && !strstr(v, "%p");
         int found = named && lstat(v, &lst) == 0;
         if (named && !found && errno != ENOENT) {
-            cli_error("%s\"%s\": cannot write it (%s); nothing was run", name, v, strerror(errno));
+            cli_error("%s\"%s\": cannot write it (%s); nothing was run", name, shown, strerror(errno));
             bad = 1;
             continue;
         }
@@ -232,13 +233,13 @@ int run_check_paths(const struct cushim_config *cfg)
             else if ((why = cushim_output_refusal(&fst)) == NULL && access(v, W_OK) != 0)
                 why = strerror(errno);
             if (why) {
-                cli_error("%s\"%s\": cannot write it (%s); nothing was run", name, v, why);
+                cli_error("%s\"%s\": cannot write it (%s); nothing was run", name, shown, why);
                 bad = 1;
             }
             continue;
         }
         if (access(dir, W_OK | X_OK) != 0 || create_probe(dir) != 0) {
-            cli_error("%s\"%s\": cannot create files in %s (%s); nothing was run", name, v, dir, strerror(errno));
+            cli_error("%s\"%s\": cannot create files in %s (%s); nothing was run", name, shown, dir, strerror(errno));
             bad = 1;
         }
     }
