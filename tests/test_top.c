@@ -100,7 +100,8 @@ Test(top, pinned_counts_allocated_and_registered_host_memory)
 }
 
 /* With a device budget, top shows a LIMIT column: the budget of a process that has one, "-" for
- * one that has none, "!" after a budget that refused a request, with a note under the table. */
+ * one that has none, "!" after a budget that refused a request (in a column of its own: the
+ * figures stay aligned), with a note under the table. */
 Test(top, top_shows_the_device_limit_when_a_process_has_one)
 {
     const char *segdir = fresh_dir("seg-t-limit");
@@ -114,12 +115,12 @@ Test(top, top_shows_the_device_limit_when_a_process_has_one)
     wait_ready(ready, 2, pids);
     struct run_result r;
     cr_expect_eq(cli(segdir, &r, "top", "-bn1", NULL), 0, "%s", r.err);
-    cr_expect(strstr(r.out, "\n    PID DEVICES  PHASE       DEVICE-TOTAL TOTAL-PEAK      LIMIT    PINNED OFFLOADED  COMMAND\n") != NULL,
+    cr_expect(strstr(r.out, "\n    PID DEVICES  PHASE       DEVICE-TOTAL TOTAL-PEAK     LIMIT      PINNED OFFLOADED  COMMAND\n") != NULL,
               "%s", r.out);
     char row[160];
-    snprintf(row, sizeof row, "\n%7d 0        run             1.00 MiB   4.00 MiB   3.00 GiB       0 B       0 B  ", (int)limited);
+    snprintf(row, sizeof row, "\n%7d 0        run             1.00 MiB   4.00 MiB  3.00 GiB         0 B       0 B  ", (int)limited);
     cr_expect(strstr(r.out, row) != NULL, "limited row:\n%s", r.out);
-    snprintf(row, sizeof row, "\n%7d 0        run             1.00 MiB   4.00 MiB          -       0 B       0 B  ", (int)plain);
+    snprintf(row, sizeof row, "\n%7d 0        run             1.00 MiB   4.00 MiB         -         0 B       0 B  ", (int)plain);
     cr_expect(strstr(r.out, row) != NULL, "plain row:\n%s", r.out);
     cr_expect(strstr(r.out, "refused") == NULL, "no refusal, no note:\n%s", r.out);
     run_free(&r);
@@ -129,7 +130,7 @@ Test(top, top_shows_the_device_limit_when_a_process_has_one)
     pid_t three[3];
     wait_ready(ready, 3, three);
     cr_expect_eq(cli(segdir, &r, "top", "-bn1", NULL), 0, "%s", r.err);
-    snprintf(row, sizeof row, "\n%7d 0        run             1.00 MiB   1.00 MiB  2.00 MiB!       0 B       0 B  ",
+    snprintf(row, sizeof row, "\n%7d 0        run             1.00 MiB   1.00 MiB  2.00 MiB!        0 B       0 B  ",
              (int)refused);
     cr_expect(strstr(r.out, row) != NULL, "refusing row:\n%s", r.out);
     cr_expect(strstr(r.out, "\n! the budget refused requests (out of memory for the program, or spilled): "

@@ -58,22 +58,21 @@ struct dev_total {
     int lowered; /* a process's peak on it was lowered by a reset */
 };
 
-/* The LIMIT column of a process: the sum of its devices' budgets (as DEVICE-TOTAL sums their
- * bytes); "-" when none of its devices has one; a trailing "+" when only some have one (the
- * others are limited by the card alone), then "!" when a budget refused a request. */
+/* The LIMIT column of a process, with the separator after it: the sum of its devices' budgets
+ * (as DEVICE-TOTAL sums their bytes), right-aligned as the other figures; "-" when none of its
+ * devices has one; after it, in two columns of their own (so the figures stay aligned: found by
+ * an attack trial), "+" when only some have one (the others are limited by the card alone) and
+ * "!" when a budget refused a request. */
 static void limit_label(const struct cushim_snapshot *p, char *out, size_t len)
 {
     const char *refused = proc_sum(p, CUSHIM_DEV_limit_refused) ? "!" : "";
     uint32_t limited = 0;
     for (uint32_t n = 0; n < p->device_count; n++)
         limited += p->devices[n].dev[CUSHIM_DEV_limit] != 0;
-    if (!limited) {
-        snprintf(out, len, "-");
-        return;
-    }
-    char b[32];
-    cushim_format_bytes(proc_sum(p, CUSHIM_DEV_limit), b, sizeof b);
-    snprintf(out, len, "%s%s%s", b, limited < p->device_count ? "+" : "", refused);
+    char b[32], marks[4];
+    snprintf(marks, sizeof marks, "%s%s", limited && limited < p->device_count ? "+" : "", refused);
+    snprintf(out, len, "%9s%-2s ", limited ? cushim_format_bytes(proc_sum(p, CUSHIM_DEV_limit), b, sizeof b) : "-",
+             marks);
 }
 
 /* The process table's order (--sort; < and > on the screen move it a column left or right): a
@@ -175,7 +174,7 @@ static void frame(struct sink *k, const struct proc_list *l)
     for (int i = 0; i < l->count && !limits; i++)
         limits = proc_sum(&l->procs[i], CUSHIM_DEV_limit) != 0;
     if (limits)
-        line(k, y++, ATTR_REVERSE, "%7s %-8s %-11s %12s %10s %10s %9s %9s  %s", "PID", "DEVICES", "PHASE",
+        line(k, y++, ATTR_REVERSE, "%7s %-8s %-11s %12s %10s %9s   %9s %9s  %s", "PID", "DEVICES", "PHASE",
              "DEVICE-TOTAL", "TOTAL-PEAK", "LIMIT", "PINNED", "OFFLOADED", "COMMAND");
     else
         line(k, y++, ATTR_REVERSE, "%7s %-8s %-11s %12s %10s %9s %9s  %s", "PID", "DEVICES", "PHASE",
@@ -203,11 +202,11 @@ static void frame(struct sink *k, const struct proc_list *l)
         if (limits)
             limit_label(p, limit, sizeof limit);
         /* A peak a reset lowered is marked ("^1.00 MiB"), as in ps. */
-        line(k, y++, 0, "%7s %-8s %-11s %12s %10s %*s%s%9s %9s  %s", cushim_pid_label(p, pid, sizeof pid), devs,
+        line(k, y++, 0, "%7s %-8s %-11s %12s %10s %s%9s %9s  %s", cushim_pid_label(p, pid, sizeof pid), devs,
              cushim_phase_label(p, phase, sizeof phase),
              cushim_format_bytes(proc_sum(p, CUSHIM_DEV_total_current), a, sizeof a),
              peak_label(proc_sum(p, CUSHIM_DEV_total_peak), proc_peak_lowered(p), b, sizeof b),
-             limits ? 10 : 0, limit, limits ? " " : "",
+             limit,
              cushim_format_bytes(pin, pinned, sizeof pinned), cushim_format_bytes(offl, off, sizeof off),
              p->command);
         hidden += p->other_pidns && !p->host_pid;
