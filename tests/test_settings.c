@@ -182,6 +182,7 @@ Test(settings, usage_errors_exit_2)
                                               "see cushim phase --help)\n", 2},
         {{"phase", "1", "--Compile", NULL}, "cushim: unknown option \"--Compile\" for phase (did you mean compile? "
                                             "see cushim phase --help)\n", 2},
+        {{"phase", "1", "--help=1", NULL}, "cushim: --help takes no value (got \"--help=1\")\n", 2},
         {{"phase", "1", "-5", NULL}, "cushim: \"-5\" is not a phase (expected compile or run)\n", 2},
         {{"phase", "1", "run", "extra", NULL}, "cushim: unexpected argument \"extra\" for phase (usage: cushim phase "
                                                "PID compile|run)\n", 2},

@@ -65,7 +65,10 @@ int cmd_phase(int argc, char **argv)
                    "run phase (offload policy); it takes\neffect at the process's next allocation.\n");
             return 0;
         } else if (options && a[0] == '-' && a[1] && !(a[1] >= '0' && a[1] <= '9')) {
-            cli_error("unknown option \"%s\" for phase (%ssee cushim phase --help)", a, phase_hint(a, hint, sizeof hint));
+            if (*phase_hint(a, hint, sizeof hint)) /* --run, --phase=run: the phase meant */
+                cli_error("unknown option \"%s\" for phase (%ssee cushim phase --help)", a, hint);
+            else /* --hlep, --help=1: as every command says them */
+                cli_bad_word("phase", a, "cushim phase PID compile|run");
             return EXIT_USAGE;
         } else if (count < 2) {
             words[count++] = a;
