@@ -95,12 +95,14 @@ Test(settings, usage_errors_exit_2)
     run_free(&r);
     /* A relative path is echoed as typed (an attack trial: its absolute form was), its directory
      * made absolute. */
-    const char *a11[] = {"/bin/sh", "-c", "cd /tmp && exec \"$0\" run --report nodir-cushim/x -- /bin/echo ran",
-                         cushim_bin(), NULL};
+    const char *a11[] = {"/bin/sh", "-c", "cd \"$1\" && exec \"$0\" run --report ./nodir/x -- /bin/echo ran",
+                         cushim_bin(), test_dir(), NULL};
     run_cmd(&r, a11, NULL);
     cr_expect_eq(r.status, 2);
-    cr_expect_str_eq(r.err, "cushim: --report \"nodir-cushim/x\": /tmp/nodir-cushim does not exist; nothing was "
-                            "run\n");
+    char want_rel[900];
+    snprintf(want_rel, sizeof want_rel, "cushim: --report \"./nodir/x\": %s/nodir does not exist; nothing was run\n",
+             test_dir());
+    cr_expect_str_eq(r.err, want_rel);
     run_free(&r);
     /* Every command's value options take `--name VALUE` and `--name=VALUE`, and say the same
      * when the value is missing. */
@@ -120,11 +122,10 @@ Test(settings, usage_errors_exit_2)
         /* top's own short forms */
         {{"top", "-d", "0.1", "-n", "1", NULL}, "", 0},
         /* each named as typed */
-        {{"top", "-n", "0", NULL}, "cushim: -n \"0\" is not a whole number of times, 1 or more (without -n: until "
-                                   "stopped)\n", 2},
+        {{"top", "-n", "0", NULL}, "cushim: -n \"0\" is not a whole number of times, 1 or more\n", 2},
         {{"top", "-d", "0x1", NULL}, "cushim: -d \"0x1\" is not a number of seconds in 0.1..3600\n", 2},
-        {{"top", "--iterations", "+1", NULL}, "cushim: --iterations \"+1\" is not a whole number of times, 1 or more "
-                                              "(without --iterations: until stopped)\n", 2},
+        {{"top", "--iterations", "+1", NULL}, "cushim: --iterations \"+1\" is not a whole number of times, 1 or "
+                                              "more\n", 2},
         {{"phase", NULL}, "cushim: phase needs a PID and a phase (usage: cushim phase PID compile|run)\n", 2},
         {{"phase", "1", NULL}, "cushim: phase needs a phase after the PID: compile or run (usage: cushim phase PID "
                                "compile|run)\n", 2},
@@ -201,10 +202,8 @@ Test(settings, usage_errors_exit_2)
                                                     "--device? see cushim reset-peak --help)\n", 2},
         {{"gc", "--hlep", NULL}, "cushim: unknown option \"--hlep\" for gc (did you mean --help? see cushim gc --help)\n", 2},
         {{"gc", "--", "x", NULL}, "cushim: gc takes no arguments (got \"x\")\n", 2},
-        {{"ps", "--", "--json", NULL}, "cushim: unexpected argument \"--json\" for ps (ps takes options only: see "
-                                       "cushim ps --help)\n", 2},
-        {{"top", "-bn1", "--", "1", NULL}, "cushim: unexpected argument \"1\" for top (top takes options only: see "
-                                           "cushim top --help)\n", 2},
+        {{"ps", "--", "--json", NULL}, "cushim: unexpected argument \"--json\" for ps (see cushim ps --help)\n", 2},
+        {{"top", "-bn1", "--", "1", NULL}, "cushim: unexpected argument \"1\" for top (see cushim top --help)\n", 2},
         {{"phase", "run", NULL}, "cushim: phase needs a PID before the phase (usage: cushim phase PID "
                                  "compile|run)\n", 2},
         {{"phase", "abc", NULL}, "cushim: \"abc\" is not a process id (a number from 1 to 2147483647)\n", 2},
@@ -518,8 +517,10 @@ Test(settings, a_flag_given_twice_is_said)
     char a[700], b[700];
     snprintf(a, sizeof a, "--json=%s/twice-a.json", test_dir());
     snprintf(b, sizeof b, "%s/twice-b.json", test_dir());
+    /* (--disable=0 then --disable=off: one value two ways, not said; a review) */
     const char *argv[] = {cushim_bin(), "run", "--quiet", a, "--json", b, "--device-limit", "1GiB", "--device-limit=2GiB",
-                          "--spill", "--spill=0", "--log=warn", "--log=warn", "--", "/bin/echo", "ran", NULL};
+                          "--spill", "--spill=0", "--log=warn", "--log=warn", "--disable=0", "--disable=off", "--",
+                          "/bin/echo", "ran", NULL};
     struct run_result r;
     run_cmd(&r, argv, sim_env(NULL));
     cr_expect_eq(r.status, 0, "%s", r.err);
@@ -813,12 +814,17 @@ Test(settings, a_bad_segment_dir_stops_every_reading_command)
             run_free(&r);
         }
     }
-    /* Help needs no directory. */
+    /* Help needs no directory, also after a switch (a review: --json was taken as --output is,
+     * a value, and ps --json --help said the directory). */
     const char *env[] = {"CUSHIM_SEGMENT_DIR=rel", NULL};
-    const char *help[] = {cushim_bin(), "gc", "--help", NULL};
-    run_cmd(&r, help, env);
-    cr_expect_eq(r.status, 0);
-    run_free(&r);
+    static const char *const helps[][4] = {{"gc", "--help"}, {"ps", "--json", "--help"}, {"stat", "--json", "-h"}};
+    for (size_t h = 0; h < sizeof helps / sizeof helps[0]; h++) {
+        const char *help[5] = {cushim_bin(), helps[h][0], helps[h][1], helps[h][2], NULL};
+        run_cmd(&r, help, env);
+        cr_expect_eq(r.status, 0, "%s %s: %s", helps[h][0], helps[h][1], r.err);
+        cr_expect(strncmp(r.out, "usage: cushim ", 14) == 0, "%s", r.out);
+        run_free(&r);
+    }
 }
 
 /* A segment directory nothing can be created in, whose mode lets root through access(2): before,

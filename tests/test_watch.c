@@ -192,7 +192,7 @@ Test(watch, stat_iterations_print_headed_text_snapshots)
     run_cmd(&r, none, env);
     cr_expect_eq(r.status, 2);
     /* Named as typed. */
-    cr_expect_str_eq(r.err, "cushim: -n \"0\" is not a whole number of times, 1 or more (without -n: until stopped)\n");
+    cr_expect_str_eq(r.err, "cushim: -n \"0\" is not a whole number of times, 1 or more\n");
     run_free(&r);
     touch(hold);
     cr_expect_eq(wait_bg(pid), 0);

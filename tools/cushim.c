@@ -307,7 +307,7 @@ static int dispatch(int argc, char **argv)
         /* A help asked anywhere before "--", but not the value of an option (stat --output -h:
          * found by an attack trial to skip the segment directory's check). */
         static const char *const valued[] = {"--output", "--interval", "-d", "--iterations", "-n",
-                                             "--sort", "-s", "--device", "--listen", "--json"};
+                                             "--sort", "-s", "--device", "--listen"};
         int help = 0;
         for (int k = 2; k < argc && strcmp(argv[k], "--") != 0; k++) {
             help |= !strcmp(argv[k], "--help") || !strcmp(argv[k], "-h");
@@ -331,8 +331,8 @@ static int dispatch(int argc, char **argv)
                     if (commands[i].fn == cmd_gc)
                         cli_error("gc takes no arguments (got \"%s\")", argv[k + 1]);
                     else
-                        cli_error("unexpected argument \"%s\" for %s (%s takes options only: see cushim %s --help)",
-                                  argv[k + 1], argv[1], argv[1], argv[1]);
+                        cli_error("unexpected argument \"%s\" for %s (see cushim %s --help)", argv[k + 1], argv[1],
+                                  argv[1]);
                     return EXIT_USAGE;
                 }
                 argc = k;

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "common/text.h"
+#include "common/units.h"
 #include "tools/cli.h"
 
 /* Options given as run flags (index: enum cushim_option), and whether one had a bad value. */
@@ -111,8 +112,12 @@ void run_say_replaced(const char *flag, const char *old, const char *now)
 /* setenv of flag k's variable to v, said when it replaces another flag's value. */
 static void set_flag(int k, const char *flag, const char *v)
 {
-    if (set_by_flag[k])
-        run_say_replaced(flag, getenv(cushim_option_table[k].variable), v);
+    int was, now; /* a switch given twice one way (--spill=1 --spill): the same value (a review) */
+    const char *old = getenv(cushim_option_table[k].variable);
+    int same = cushim_option_table[k].type == CUSHIM_OT_BOOL && old && cushim_parse_bool(old, &was) == 0 &&
+               cushim_parse_bool(v, &now) == 0 && was == now;
+    if (set_by_flag[k] && !same)
+        run_say_replaced(flag, old, v);
     setenv(cushim_option_table[k].variable, v, 1);
     set_by_flag[k] = 1;
 }

@@ -153,7 +153,10 @@ int run_check_paths(const struct cushim_config *cfg)
                 bad = 1;
                 continue;
             }
-            size_t n = (size_t)snprintf(abs, sizeof abs, "%s/%s", cwd, v);
+            const char *rel = v;
+            while (rel[0] == '.' && rel[1] == '/') /* ./nodir/x: the message names cwd/nodir */
+                rel += 2 + strspn(rel + 2, "/");
+            size_t n = (size_t)snprintf(abs, sizeof abs, "%s/%s", cwd, rel);
             if (n >= CUSHIM_PATH_MAX) {
                 /* What the shims would refuse (config.h): said now, not lost at exit. */
                 cli_error("%s\"%s\": %zu bytes once made absolute (from %s), at most %d; nothing was run", name, v, n,

@@ -31,8 +31,7 @@ int watch_parse_iterations(const char *option, const char *v, long *n)
     long k = strtol(v, &end, 10);
     if (!*v || *end || v[strspn(v, "0123456789")] || k < 1 || errno == ERANGE) {
         /* (found by a fresh-user trial: "from 1 to 9223372036854775807" told nothing) */
-        cli_error("%s \"%s\" is not a whole number of times, 1 or more (without %s: until stopped)", option, v,
-                  option);
+        cli_error("%s \"%s\" is not a whole number of times, 1 or more", option, v);
         return -1;
     }
     *n = k;
