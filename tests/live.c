@@ -10,15 +10,21 @@
 
 #include "harness.h"
 
-const char *const *live_env_with(const char *segdir, const char *ready, const char *hold,
-                                 const char *setting)
+const char *const *live_env_with2(const char *segdir, const char *ready, const char *hold, const char *setting,
+                                  const char *another)
 {
     static char seg[600], rd[600], hd[600];
     snprintf(seg, sizeof seg, "CUSHIM_SEGMENT_DIR=%s", segdir);
     snprintf(rd, sizeof rd, "READY_DIR=%s", ready);
     snprintf(hd, sizeof hd, "HOLD_FILE=%s", hold);
-    const char *extra[] = {preload_env(), seg, rd, hd, setting, NULL};
+    const char *extra[] = {preload_env(), seg, rd, hd, setting, setting ? another : NULL, NULL};
     return sim_env(extra);
+}
+
+const char *const *live_env_with(const char *segdir, const char *ready, const char *hold,
+                                 const char *setting)
+{
+    return live_env_with2(segdir, ready, hold, setting, NULL);
 }
 
 const char *const *live_env(const char *segdir, const char *ready, const char *hold)

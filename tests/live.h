@@ -15,6 +15,9 @@
 const char *const *live_env_with(const char *segdir, const char *ready, const char *hold,
                                  const char *setting);
 const char *const *live_env(const char *segdir, const char *ready, const char *hold);
+/* The same with two settings (`another` is taken only after a `setting`). */
+const char *const *live_env_with2(const char *segdir, const char *ready, const char *hold, const char *setting,
+                                  const char *another);
 
 /* Runs `cushim A B C` (B, C may be NULL) with CUSHIM_SEGMENT_DIR=segdir into r (run_free it).
  * Returns the exit status. */

@@ -1096,6 +1096,23 @@ static int scenario_two_devices(void)
     return 0;
 }
 
+/* 1 MiB on device 0 and 2 MiB on device 1, then held (ready/hold): a process using two devices,
+ * for the live views (a budget on one of them: top's "+"). Asks device 1 for 4 MiB more too: under
+ * a budget of 4 MiB there it is refused (top's "!"); printed as rc_refused. */
+static int scenario_hold_two_devices(void)
+{
+    void *a, *b, *c;
+    CHECK(cudaSetDevice(0));
+    CHECK(cudaMalloc(&a, MiB));
+    CHECK(cudaSetDevice(1));
+    CHECK(cudaMalloc(&b, 2 * MiB));
+    printf("rc_refused=%d\n", (int)cudaMalloc(&c, 4 * MiB));
+    fflush(stdout);
+    ready();
+    hold();
+    return 0;
+}
+
 /* A context made with cuCtxCreate beside device 0's primary one (cuda.h cuCtxDestroy: the
  * allocations of a destroyed context are freed with it): destroying it drops its two allocations
  * and only those. With one device the shim counts them without asking for their context (the
@@ -1871,7 +1888,8 @@ static const struct scenario scenarios[] = {
     {"async_reset", scenario_async_reset, 1},
     {"peaks", scenario_peaks, 1},           {"lookup_first", scenario_lookup_first, 1},
     {"fork_lookups", scenario_fork_lookups, 1},           {"reset_peak", scenario_reset_peak, 1},
-    {"two_devices", scenario_two_devices, 2}, {"oom", scenario_oom, 1},
+    {"two_devices", scenario_two_devices, 2}, {"hold_two_devices", scenario_hold_two_devices, 2},
+    {"oom", scenario_oom, 1},
     {"ctx_destroy", scenario_ctx_destroy, 2}, {"ctx_detach", scenario_ctx_detach, 1}, {"many_reset", scenario_many_reset, 1},
     {"many_live", scenario_many_live, 1},
     {"ctx_destroy_thread", scenario_ctx_destroy_thread, 2},
