@@ -584,6 +584,7 @@ Test(settings, an_unknown_option_or_command_before_any_command)
         {TOP_OPTION, "--hlp", "did you mean --help? "},       {TOP_OPTION, "-V", ""},
         {TOP_OPTION, "--frobnicate", ""},                     {TOP_COMMAND, "stt", "did you mean stat? "},
         {TOP_OPTION, "-version", "did you mean --version? "}, {TOP_OPTION, "-help", "did you mean --help? "},
+        {TOP_OPTION, "--VERSION", "did you mean --version? "},
         {TOP_COMMAND, "stats", "did you mean stat? "},        {TOP_COMMAND, "version", "did you mean --version? "},
         {TOP_COMMAND, "reset_peak", "did you mean reset-peak? "}, {TOP_COMMAND, "server", "did you mean serve? "},
         {TOP_COMMAND, "STAT", "did you mean stat? "},         {TOP_COMMAND, "st", "did you mean stat? "},

@@ -343,14 +343,11 @@ static int dispatch(int argc, char **argv)
         /* -v, --versoin, --hlp, -version: the one meant is offered; --version=1 takes no value */
         static const char *const own[] = {"--help", "--version"};
         size_t d = 3;
-        char dashed[64];
-        snprintf(dashed, sizeof dashed, "-%s", argv[1]);
+        char probe[64];
         int k = cli_short_option(argv[1], own, 2);
-        if (k < 0 && argv[1][1] == '-')
-            k = cushim_text_nearest(argv[1], strcspn(argv[1], "="), own, 2, strlen("--"), &d);
-        else if (k < 0 && strlen(argv[1]) > 2 && strlen(argv[1]) < sizeof dashed - 1)
-            k = cushim_text_nearest(dashed, strcspn(dashed, "="), own, 2, strlen("--"), &d);
-        if (k >= 0 && d == 0 && argv[1][1] == '-') {
+        if (k < 0 && cli_option_probe(argv[1], probe, sizeof probe))
+            k = cushim_text_nearest(probe, strcspn(probe, "="), own, 2, strlen("--"), &d);
+        if (k >= 0 && d == 0 && strncmp(argv[1], own[k], strlen(own[k])) == 0) {
             cli_error("%s takes no value (got \"%s\")", own[k], argv[1]);
             return EXIT_USAGE;
         }
