@@ -551,7 +551,8 @@ Test(settings, a_flag_given_twice_is_said)
     snprintf(want, sizeof want, "cushim: --output given twice: \"%s\" replaces \"%s\"\n"
              "cushim: --interval given twice: \"0.2\" replaces \"0.1\"\n", out2, out1);
     expect_err_starts(stat, env, 0, want);
-    const char *reset[] = {cushim_bin(), "reset-peak", "--device", "0", "--device=1", "2147483647", NULL};
+    const char *reset[] = {cushim_bin(), "reset-peak", "--device", "0", "--device=1", "--device", "01", "2147483647",
+                           NULL};
     expect_err_starts(reset, env, 1, "cushim: --device given twice: \"1\" replaces \"0\"\ncushim: no cushim process "
                                      "2147483647");
     const char *serve[] = {cushim_bin(), "serve", "--listen", "127.0.0.1:1", "--listen", ":x", NULL};

@@ -49,13 +49,15 @@ int cmd_reset_peak(int argc, char **argv)
         if (got < 0)
             return EXIT_USAGE;
         if (got) {
-            cli_say_replaced("--device", &device_given, v);
             /* Digits only (strtol alone would take " +0" and "-0"), as every number of the CLI. */
             uint64_t ordinal;
             if (strlen(v) > 3 || cushim_parse_u64(v, CUSHIM_MAX_DEVICES - 1, &ordinal) != 0) {
                 cli_error("--device needs a device ordinal 0..%u (got \"%s\")", CUSHIM_MAX_DEVICES - 1, v);
                 return EXIT_USAGE;
             }
+            if (device_given && device != (long)ordinal) /* 1 and 01 are one device (a review) */
+                cli_error("--device given twice: \"%s\" replaces \"%s\"", v, device_given);
+            device_given = v;
             device = (long)ordinal;
         } else if (options && argv[i][0] == '-' && !(pid && argv[i][1] >= '0' && argv[i][1] <= '9')) {
             /* --dev, -d: the option meant is offered (-5 after the PID is an extra word) */
