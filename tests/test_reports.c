@@ -349,8 +349,9 @@ Test(reports, an_unwritable_json_path_stops_before_running)
     const char *stray[] = {cushim_bin(), "run", "--spill", "yes", "--", "true", NULL};
     run_cmd(&r, stray, sim_env(on_path));
     cr_expect_eq(r.status, 2);
-    cr_expect_str_eq(r.err, "cushim: \"--spill yes\": a switch takes its value after '=' (--spill=yes), and a "
-                            "program goes after \"--\" (--spill -- yes); nothing was run\n");
+    /* (the program is after the "--": only the '=' is offered, not running yes; an attack trial) */
+    cr_expect_str_eq(r.err, "cushim: \"--spill yes\": a switch takes its value after '=' (--spill=yes); nothing was "
+                            "run\n");
     cr_expect_neq(access(marker, F_OK), 0, "\"yes\" must not have run");
     run_free(&r);
     /* A size written with a space: the option took the number, the unit became the program (found
@@ -369,7 +370,9 @@ Test(reports, an_unwritable_json_path_stops_before_running)
         {"run", "--device-limit", "20", "GiB", "python3", "x.py", NULL},
         {"run", "--device-limit=20", "GiB", "--", "true", NULL},
         {"run", "--spill", "on", "python3", "x.py", NULL},
-        {"run", "--spill", "on", "x", "--", "true", NULL}};
+        {"run", "--spill", "on", "x", "--", "true", NULL},
+        {"run", "--spill=", "yes", "--", "true", NULL}, /* an empty value: yes ran (an attack trial) */
+        {"run", "--report=", "stderr", "--", "true", NULL}};
     static const char *const split_said[] = {
         "cushim: \"--offload-min 64 MiB\": a value is one word, e.g. --offload-min=64MiB (the options end at the "
         "first word that is not one, so \"MiB\" would be run as the program); nothing was run\n",
@@ -380,8 +383,12 @@ Test(reports, an_unwritable_json_path_stops_before_running)
         "cushim: \"--spill on\": a switch takes its value after '=' (--spill=on), and a program goes after \"--\" "
         "(--spill -- on); nothing was run\n",
         "cushim: \"--spill on\": a switch takes its value after '=' (--spill=on), and a program goes after \"--\" "
-        "(--spill -- on); nothing was run\n"};
-    for (int k = 0; k < 5; k++) {
+        "(--spill -- on); nothing was run\n",
+        "cushim: \"--spill= yes\": a value is one word, e.g. --spill=yes (the options end at the first word that is "
+        "not one, so \"yes\" would be run as the program); nothing was run\n",
+        "cushim: \"--report= stderr\": a value is one word, e.g. --report=stderr (the options end at the first word "
+        "that is not one, so \"stderr\" would be run as the program); nothing was run\n"};
+    for (int k = 0; k < 7; k++) {
         const char *a[10] = {cushim_bin()};
         for (int w = 0; w < 8 && split[k][w]; w++)
             a[w + 1] = split[k][w];

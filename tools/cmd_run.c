@@ -192,6 +192,11 @@ int cmd_run(int argc, char **argv)
     /* "--spill yes prog": a switch's value given with a space, or a program named yes? Neither is
      * run (found by attack trials: `yes` ran, printing forever, and with a "--" after it, the
      * program after the "--" did not). */
+    if (split == 1 && prog[1] && strcmp(prog[1], "--") == 0) { /* the program is after it: not yes */
+        cli_error("\"%s %s\": a switch takes its value after '=' (%s=%s); nothing was run", argv[i - 1], prog[0],
+                  argv[i - 1], prog[0]);
+        return EXIT_USAGE;
+    }
     if (split == 1) {
         cli_error("\"%s %s\": a switch takes its value after '=' (%s=%s), and a program goes after \"--\" (%s -- "
                   "%s); nothing was run", argv[i - 1], prog[0], argv[i - 1], prog[0], argv[i - 1], prog[0]);

@@ -56,6 +56,10 @@ int run_split_value(char **argv, int i)
         if (i >= 2 && o->type == CUSHIM_OT_BOOL && strcmp(argv[i - 1], flag) == 0)
             return cushim_option_value_ok(k, argv[i]) ? 1 : 0;
         size_t n = strlen(flag);
+        /* "--spill= yes", "--report= stderr": an empty value, and the next word was meant as it
+         * (an attack trial: `yes` ran), whatever the option's kind. */
+        if (i >= 2 && strncmp(argv[i - 1], flag, n) == 0 && argv[i - 1][n] == '=' && argv[i - 1][n + 1] == '\0')
+            return o->type == CUSHIM_OT_STRING || cushim_option_value_ok(k, argv[i]) ? 3 : 0;
         if (i >= 2 && o->type != CUSHIM_OT_BOOL && o->type != CUSHIM_OT_STRING && strncmp(argv[i - 1], flag, n) == 0 &&
             argv[i - 1][n] == '=') {
             if ((size_t)snprintf(joined, sizeof joined, "%s%s", argv[i - 1] + n + 1, argv[i]) >= sizeof joined)
