@@ -170,7 +170,10 @@ int cushim_text_nearest(const char *word, size_t n, const char *const *names, in
         }
     if (starts > 1 || (starts == 1 && n < prefix + 2)) {
         start = -1;
-        if (starts > 1) {
+        /* Two or more start so: none, unless the word has three bytes or more past the prefix and
+         * the near name is one of them (--repor: --report, not --report-format; an attack trial:
+         * the rule hid that), as a short word is too little to tell (pi: pinned or pid). */
+        if (starts > 1 && !(best >= 0 && n >= prefix + 3 && strncmp(names[best], word, n) == 0)) {
             *distance = 3;
             return -1;
         }

@@ -383,6 +383,10 @@ Test(units, edit_distance_for_did_you_mean)
     cr_expect_eq(cushim_text_nearest("s", 1, commands, 5, 0, &d), -1, "stat or serve: not ps");
     cr_expect_eq(cushim_text_nearest("p", 1, commands, 5, 0, &d), -1, "ps or phase");
     cr_expect_eq(cushim_text_nearest("ps", 2, commands, 5, 0, &d), 1, "the name itself, though phase starts so too");
+    static const char *const reports[] = {"--report", "--report-format", "--log", "--log-file"};
+    cr_expect_eq(cushim_text_nearest("--repor", 7, reports, 4, 2, &d), 0, "one edit off one of two that start so");
+    cr_expect_eq(d, 1);
+    cr_expect_eq(cushim_text_nearest("--lo", 4, reports, 4, 2, &d), -1, "two bytes past the prefix: too little");
     cr_expect_eq(cushim_text_nearest("rn", 2, commands, 5, 0, &d), 0, "no start: the near name");
     cr_expect_eq(cushim_text_nearest("pin", 3, sorts, 4, 0, &d), 2, "the start before pid, one edit off");
     cr_expect_eq(d, 3);
