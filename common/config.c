@@ -396,6 +396,18 @@ int cushim_option_value_ok(enum cushim_option id, const char *value)
     return (unsigned)id < CUSHIM_OPT_COUNT && value && parse_into(&scratch, id, value, &expected) == 0;
 }
 
+int cushim_option_values_same(enum cushim_option id, const char *a, const char *b)
+{
+    static struct cushim_config x, y; /* large: not on the stack */
+    const char *expected;
+    if ((unsigned)id >= CUSHIM_OPT_COUNT || !a || !b)
+        return 0;
+    memset(&x, 0, sizeof x);
+    memset(&y, 0, sizeof y);
+    return parse_into(&x, id, a, &expected) == 0 && parse_into(&y, id, b, &expected) == 0 &&
+           memcmp(&x, &y, sizeof x) == 0;
+}
+
 void cushim_config_load(struct cushim_config *c, const char *(*lookup)(const char *name),
                         char *const *environ_list,
                         void (*report)(const struct cushim_config_error *e))

@@ -80,6 +80,11 @@ uint64_t cushim_config_fingerprint(const char *(*lookup)(const char *name), char
  * a static scratch configuration: one thread at a time (the CLI). */
 int cushim_option_value_ok(enum cushim_option id, const char *value);
 
+/* Whether `a` and `b` are one value of option `id` written two ways (1G and 1GiB, info and INFO,
+ * 1 and on): both parse, to the same setting. Static scratch configurations: one thread at a time
+ * (the CLI). */
+int cushim_option_values_same(enum cushim_option id, const char *a, const char *b);
+
 /* True for the variables `cushim run` sets itself (CUSHIM_RUN_*): not user options. */
 int cushim_option_internal(enum cushim_option id);
 

@@ -517,9 +517,9 @@ Test(settings, a_flag_given_twice_is_said)
     char a[700], b[700];
     snprintf(a, sizeof a, "--json=%s/twice-a.json", test_dir());
     snprintf(b, sizeof b, "%s/twice-b.json", test_dir());
-    /* (--disable=0 then --disable=off: one value two ways, not said; a review) */
+    /* (--disable=0 then --disable=off, --log=info then INFO: one value two ways, not said; reviews) */
     const char *argv[] = {cushim_bin(), "run", "--quiet", a, "--json", b, "--device-limit", "1GiB", "--device-limit=2GiB",
-                          "--spill", "--spill=0", "--log=warn", "--log=warn", "--disable=0", "--disable=off", "--",
+                          "--spill", "--spill=0", "--log=warn", "--log=WARN", "--disable=0", "--disable=off", "--",
                           "/bin/echo", "ran", NULL};
     struct run_result r;
     run_cmd(&r, argv, sim_env(NULL));

@@ -9,7 +9,6 @@
 #include <string.h>
 
 #include "common/text.h"
-#include "common/units.h"
 #include "tools/cli.h"
 
 /* Options given as run flags (index: enum cushim_option), and whether one had a bad value. */
@@ -116,11 +115,9 @@ void run_say_replaced(const char *flag, const char *old, const char *now)
 /* setenv of flag k's variable to v, said when it replaces another flag's value. */
 static void set_flag(int k, const char *flag, const char *v)
 {
-    int was, now; /* a switch given twice one way (--spill=1 --spill): the same value (a review) */
+    /* One value written two ways (--spill=1 --spill, 1G then 1GiB) is not said (reviews) */
     const char *old = getenv(cushim_option_table[k].variable);
-    int same = cushim_option_table[k].type == CUSHIM_OT_BOOL && old && cushim_parse_bool(old, &was) == 0 &&
-               cushim_parse_bool(v, &now) == 0 && was == now;
-    if (set_by_flag[k] && !same)
+    if (set_by_flag[k] && !cushim_option_values_same((enum cushim_option)k, old, v))
         run_say_replaced(flag, old, v);
     setenv(cushim_option_table[k].variable, v, 1);
     set_by_flag[k] = 1;
