@@ -35,8 +35,9 @@ size_t cushim_text_distance(const char *a, size_t n, const char *b, size_t max);
 /* "Did you mean": of the `count` known names, the one meant by the n bytes at word, or -1 when
  * none is. In order: the name itself (distance 0); none when two or more names start with the
  * word (s: stat or serve, not ps), unless the word has three bytes or more after the prefix and
- * the nearest name (below) is one of them (--repor: --report); the one name that starts with it, when it has two bytes or more
- * after the `prefix` bytes all names share (CUSHIM_, --; --dev: --device, pin: pinned, not pid);
+ * the nearest name (below) is one of them (--repor: --report); the one name that starts with it,
+ * when it has two bytes or more after the `prefix` bytes all names share (CUSHIM_, --; --dev:
+ * --device, pin: pinned, not pid);
  * the nearest within two edits (cushim_text_distance) of a name with 6 or more bytes after the
  * prefix, within one of a shorter one (CUSHIM_FOO is not offered CUSHIM_LOG), the first of equally
  * near ones; the longest name of three bytes or more after the prefix that the word starts with

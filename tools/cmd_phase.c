@@ -97,7 +97,8 @@ int cmd_phase(int argc, char **argv)
     if (pid < 0)
         return EXIT_USAGE;
     if (phase < 0) {
-        cli_error("\"%s\" is not a phase (%sexpected compile or run)", words[1], phase_hint(words[1], hint, sizeof hint));
+        cli_error("\"%s\" is not a phase (%sexpected compile or run)", words[1],
+                  phase_hint(words[1], hint, sizeof hint));
         return EXIT_USAGE;
     }
     char who[128];

@@ -202,7 +202,8 @@ int run_check_paths(const struct cushim_config *cfg)
             if (max <= 0)
                 max = 255;
             if (len > (size_t)max) {
-                cli_error("%s\"%s\": its file name is %zu bytes%s, at most %ld there; nothing was run", name, shown, len,
+                cli_error("%s\"%s\": its file name is %zu bytes%s, at most %ld there; nothing was run", name, shown,
+                          len,
                           strstr(base, "%p") ? " with a 7-digit pid" : "", max);
                 bad = 1;
                 continue;
