@@ -203,8 +203,7 @@ int run_check_paths(const struct cushim_config *cfg)
                 max = 255;
             if (len > (size_t)max) {
                 cli_error("%s\"%s\": its file name is %zu bytes%s, at most %ld there; nothing was run", name, shown,
-                          len,
-                          strstr(base, "%p") ? " with a 7-digit pid" : "", max);
+                          len, strstr(base, "%p") ? " with a 7-digit pid" : "", max);
                 bad = 1;
                 continue;
             }
