@@ -99,6 +99,17 @@ Test(top, pinned_counts_allocated_and_registered_host_memory)
     cr_expect_eq(wait_bg(pid), 0);
 }
 
+/* Starts rt_prog SCENARIO with env and waits until `total` programs are ready in `ready`. */
+static pid_t start_one_more(const char *scenario, const char *const *env, const char *ready, int total)
+{
+    const char *argv[] = {program("rt_prog"), scenario, NULL};
+    pid_t pid = spawn_bg(argv, env);
+    pid_t pids[8];
+    cr_assert(total <= 8);
+    wait_ready(ready, total, pids);
+    return pid;
+}
+
 /* With a device budget, top shows a LIMIT column: the budget of a process that has one, "-" for
  * one that has none, "!" after a budget that refused a request (in a column of its own: the
  * figures stay aligned), with a note under the table. */
@@ -125,10 +136,8 @@ Test(top, top_shows_the_device_limit_when_a_process_has_one)
     cr_expect(strstr(r.out, "refused") == NULL, "no refusal, no note:\n%s", r.out);
     run_free(&r);
     /* A budget that refused a request (1 MiB held of 2 MiB, 3 MiB asked): marked, and noted. */
-    const char *refusing[] = {program("rt_prog"), "hold_refused", NULL};
-    pid_t refused = spawn_bg(refusing, live_env_with(segdir, ready, hold, "CUSHIM_DEVICE_LIMIT=2MiB"));
-    pid_t three[3];
-    wait_ready(ready, 3, three);
+    pid_t refused = start_one_more("hold_refused", live_env_with(segdir, ready, hold, "CUSHIM_DEVICE_LIMIT=2MiB"),
+                                   ready, 3);
     cr_expect_eq(cli(segdir, &r, "top", "-bn1", NULL), 0, "%s", r.err);
     snprintf(row, sizeof row, "\n%7d 0        run             1.00 MiB   1.00 MiB  2.00 MiB!        0 B       0 B  ",
              (int)refused);
@@ -138,10 +147,8 @@ Test(top, top_shows_the_device_limit_when_a_process_has_one)
     run_free(&r);
     /* A budget on one of two devices ("+"), which refused a request there ("!"): both marks, the
      * figure still aligned (a review: "+" was never tested). */
-    const char *two[] = {program("rt_prog"), "hold_two_devices", NULL};
-    pid_t both = spawn_bg(two, live_env_with2(segdir, ready, hold, "CUSHIM_DEVICE_LIMIT=1:4MiB", "SIMCUDA_DEVICE_COUNT=2"));
-    pid_t four[4];
-    wait_ready(ready, 4, four);
+    pid_t both = start_one_more("hold_two_devices", live_env_with2(segdir, ready, hold, "CUSHIM_DEVICE_LIMIT=1:4MiB",
+                                                                   "SIMCUDA_DEVICE_COUNT=2"), ready, 4);
     cr_expect_eq(cli(segdir, &r, "top", "-bn1", NULL), 0, "%s", r.err);
     snprintf(row, sizeof row, "\n%7d 0,1      run             3.00 MiB   3.00 MiB  4.00 MiB+!       0 B       0 B  ",
              (int)both);
