@@ -286,24 +286,21 @@ static int check_string(enum cushim_option id, const char *v, const char **expec
 static const char *enum_hint(const char *choices, const char *v)
 {
     static char hint[64];
-    char names[8][32], lower[32];
+    char names[8][32];
     const char *list[8];
     int count = 0, on;
-    size_t n = strlen(v);
     hint[0] = '\0';
-    if (n >= sizeof lower)
+    if (strlen(v) >= 32) /* no guess at a long value */
         return hint;
     if (cushim_parse_bool(v, &on) == 0) { /* no, 0, false: off, where off is a choice */
         if (!on && cushim_parse_enum(choices, "off") >= 0)
             snprintf(hint, sizeof hint, " (did you mean off?)");
         return hint;
     }
-    for (size_t i = 0; i <= n; i++)
-        lower[i] = (char)tolower((unsigned char)v[i]);
     for (; count < 8 && *cushim_enum_name(choices, count, names[count], sizeof names[0]); count++)
         list[count] = names[count];
     size_t d;
-    int k = cushim_text_nearest(lower, n, list, count, 0, &d);
+    int k = cushim_text_nearest_folded(v, list, count, 0, &d);
     if (k >= 0)
         snprintf(hint, sizeof hint, " (did you mean %s?)", list[k]);
     return hint;

@@ -198,3 +198,16 @@ int cushim_text_nearest(const char *word, size_t n, const char *const *names, in
     *distance = best_d;
     return best;
 }
+
+int cushim_text_nearest_folded(const char *word, const char *const *names, int count, size_t prefix,
+                               size_t *distance)
+{
+    char lower[64];
+    size_t n = strlen(word);
+    if (n >= sizeof lower)
+        n = sizeof lower - 1;
+    for (size_t i = 0; i < n; i++)
+        lower[i] = word[i] >= 'A' && word[i] <= 'Z' ? (char)(word[i] - 'A' + 'a') : word[i];
+    lower[n] = '\0';
+    return cushim_text_nearest(lower, n, names, count, prefix, distance);
+}

@@ -45,4 +45,9 @@ size_t cushim_text_distance(const char *a, size_t n, const char *b, size_t max);
 int cushim_text_nearest(const char *word, size_t n, const char *const *names, int count, size_t prefix,
                         size_t *distance);
 
+/* cushim_text_nearest for a word typed in any case (STAT, Compil, WARNING) among lower-case
+ * names: its first 63 bytes with A-Z folded to a-z. Pure. */
+int cushim_text_nearest_folded(const char *word, const char *const *names, int count, size_t prefix,
+                               size_t *distance);
+
 #endif

@@ -34,14 +34,11 @@ static void request(struct cushim_segment *s, void *argp)
 static const char *phase_hint(const char *word, char *hint, size_t len)
 {
     static const char *const phases[] = {"compile", "run"};
-    char lower[16] = "";
     word += strspn(word, "-");
     if (strncmp(word, "phase=", 6) == 0)
         word += 6;
-    size_t d, n = strlen(word);
-    for (size_t c = 0; c < n && c + 1 < sizeof lower; c++)
-        lower[c] = word[c] >= 'A' && word[c] <= 'Z' ? (char)(word[c] - 'A' + 'a') : word[c];
-    int near = n < sizeof lower ? cushim_text_nearest(lower, n, phases, 2, 0, &d) : -1;
+    size_t d; /* no guess at a long word */
+    int near = strlen(word) < 16 ? cushim_text_nearest_folded(word, phases, 2, 0, &d) : -1;
     hint[0] = '\0';
     if (near >= 0)
         snprintf(hint, len, "did you mean %s? ", phases[near]);

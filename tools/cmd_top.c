@@ -9,7 +9,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -452,20 +451,17 @@ int cmd_top(int argc, char **argv)
                 return EXIT_USAGE;
             cli_say_replaced("--sort", &sort_given, v);
             /* In either case, '_' for '-': the column's heading (TOTAL-PEAK) and the JSON's spelling
-             * (device_total) name it too. */
-            char name[32];
-            snprintf(name, sizeof name, "%s", v);
-            for (char *c = name; *c; c++)
-                if (*c == '_')
-                    *c = '-';
+             * (device_total) name it too. Folded here: the hints below read the same name. */
+            char lower[32];
+            snprintf(lower, sizeof lower, "%s", v);
+            for (char *c = lower; *c; c++)
+                *c = *c == '_' ? '-' : *c >= 'A' && *c <= 'Z' ? (char)(*c - 'A' + 'a') : *c;
             int k = 0;
-            while (k < SORT_COUNT && (strlen(v) >= sizeof name || strcasecmp(name, sort_names[k]) != 0))
+            while (k < SORT_COUNT && (strlen(v) >= sizeof lower || strcmp(lower, sort_names[k]) != 0))
                 k++;
             if (k == SORT_COUNT) {
                 size_t d;
-                char lower[32], hint[64] = "";
-                for (size_t c = 0; c < sizeof lower && (c == 0 || name[c - 1]); c++)
-                    lower[c] = name[c] >= 'A' && name[c] <= 'Z' ? (char)(name[c] - 'A' + 'a') : name[c];
+                char hint[64] = "";
                 /* First the one column a word of whose name it is (peak: total-peak; total is a
                  * word of two: none, found by an attack trial), else the nearest name. */
                 int near = -1;

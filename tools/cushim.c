@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 #include "common/text.h"
@@ -245,16 +246,9 @@ static const char *command_hint(const char *word, int top_level, char *hint, siz
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         names[count++] = commands[i].name;
     names[count++] = "help";
-    char lower[64];
-    size_t n = strlen(word);
-    if (n >= sizeof lower)
-        n = sizeof lower - 1;
-    for (size_t i = 0; i < n; i++)
-        lower[i] = word[i] >= 'A' && word[i] <= 'Z' ? (char)(word[i] - 'A' + 'a') : word[i];
-    lower[n] = '\0';
     size_t d;
-    int k = cushim_text_nearest(lower, n, names, count, 0, &d);
-    const char *near = top_level && !strcmp(lower, "version") ? "--version" : k >= 0 ? names[k] : NULL;
+    int k = cushim_text_nearest_folded(word, names, count, 0, &d);
+    const char *near = top_level && !strcasecmp(word, "version") ? "--version" : k >= 0 ? names[k] : NULL;
     hint[0] = '\0';
     if (near)
         snprintf(hint, len, "did you mean %s? ", near);
