@@ -149,10 +149,10 @@ int cmd_run(int argc, char **argv)
             cli_error("--quiet takes no value (got \"%s\")", argv[i]);
             return EXIT_USAGE;
         } else if (strncmp(argv[i], "--json", 6) == 0 && (argv[i][6] == '\0' || argv[i][6] == '=')) {
-            const char *before = json;
-            if (cli_option_value(argc, argv, &i, "--json", "a FILE", &json) < 0)
+            const char *v;
+            if (cli_option_value(argc, argv, &i, "--json", "a FILE", &v) < 0)
                 return EXIT_USAGE;
-            run_say_replaced("--json", before, json);
+            cli_say_replaced("--json", &json, v);
         } else {
             int used = run_config_flag(argc, argv, i);
             if (used < 0)

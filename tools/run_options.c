@@ -107,18 +107,13 @@ void run_usage(FILE *f)
 /* A flag given again with another value: the last one is used, as most tools do (a wrapper's
  * default, then the user's own), and said, so that a slip is seen (found by fresh-user trials:
  * `--json a --json b` wrote b alone, silently). */
-void run_say_replaced(const char *flag, const char *old, const char *now)
-{
-    cli_say_replaced(flag, &old, now);
-}
-
 /* setenv of flag k's variable to v, said when it replaces another flag's value. */
 static void set_flag(int k, const char *flag, const char *v)
 {
     /* One value written two ways (--spill=1 --spill, 1G then 1GiB) is not said (reviews) */
     const char *old = getenv(cushim_option_table[k].variable);
     if (set_by_flag[k] && !cushim_option_values_same((enum cushim_option)k, old, v))
-        run_say_replaced(flag, old, v);
+        cli_say_replaced(flag, &old, v);
     setenv(cushim_option_table[k].variable, v, 1);
     set_by_flag[k] = 1;
 }

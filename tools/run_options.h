@@ -34,9 +34,6 @@ int run_nearest_flag(const char *word, char *buf, size_t len, size_t *distance);
  * took argv[i - 1] as its value and the two words make one ("--device-limit 1 MiB"); else 0. */
 int run_split_value(char **argv, int i);
 
-/* Says "FLAG given twice: "now" replaces "old"" on stderr when old is set and differs. */
-void run_say_replaced(const char *flag, const char *old, const char *now);
-
 /* cushim run --help, to f. */
 void run_usage(FILE *f);
 
