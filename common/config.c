@@ -163,6 +163,16 @@ static void unit_hint(const char *value, const char *unit, char *hint, size_t le
     }
 }
 
+/* Says a value that is taken but most likely a slip: "cushim: VARIABLE=SHOWN WHY", a warning. */
+static void say_taken(void (*report)(const struct cushim_config_error *), enum cushim_option id, const char *shown,
+                      const char *why)
+{
+    char line[1200];
+    snprintf(line, sizeof line, "cushim: %s=%s %s", cushim_option_table[id].variable, shown, why);
+    struct cushim_config_error e = {id, shown, why, line, 1};
+    report(&e);
+}
+
 /* A device limit below 1 MiB is taken but said: `--device-limit 8` is 8 bytes (a size without a
  * unit is bytes), which refuses every request; nobody budgets a GPU in bytes. */
 static void small_limit(void (*report)(const struct cushim_config_error *), const char *value,
@@ -175,7 +185,7 @@ static void small_limit(void (*report)(const struct cushim_config_error *), cons
     }
     if (!report || !count)
         return;
-    char shown[640], size[32], whom[160] = "", why[480], line[1200];
+    char shown[640], size[32], whom[160] = "", why[480];
     shown_value(value, shown, sizeof shown);
     if (all) {
         exact_small(limits[0], size, sizeof size);
@@ -199,10 +209,7 @@ static void small_limit(void (*report)(const struct cushim_config_error *), cons
     char hint[160];
     unit_hint(value, "GiB", hint, sizeof hint);
     snprintf(why, sizeof why, "gives %s, below 1 MiB%s; taken as given: larger requests are refused", whom, hint);
-    snprintf(line, sizeof line, "cushim: %s=%s %s", cushim_option_table[CUSHIM_OPT_DEVICE_LIMIT].variable,
-             shown, why);
-    struct cushim_config_error e = {CUSHIM_OPT_DEVICE_LIMIT, shown, why, line, 1};
-    report(&e);
+    say_taken(report, CUSHIM_OPT_DEVICE_LIMIT, shown, why);
 }
 
 /* An offload size (CUSHIM_OFFLOAD_MIN, CUSHIM_OFFLOAD_CACHE) written without a unit and below
@@ -215,13 +222,11 @@ static void small_size(void (*report)(const struct cushim_config_error *), enum 
     unit_hint(value, "MiB", hint, sizeof hint);
     if (!report || !size || size >= (1u << 20) || !hint[0])
         return;
-    char shown[640], exact[32], why[256], line[1024];
+    char shown[640], exact[32], why[256];
     shown_value(value, shown, sizeof shown);
     exact_small(size, exact, sizeof exact);
     snprintf(why, sizeof why, "is %s%s; taken as given", exact, hint);
-    snprintf(line, sizeof line, "cushim: %s=%s %s", cushim_option_table[id].variable, shown, why);
-    struct cushim_config_error e = {id, shown, why, line, 1};
-    report(&e);
+    say_taken(report, id, shown, why);
 }
 
 static void bad_value(void (*report)(const struct cushim_config_error *), enum cushim_option id,
