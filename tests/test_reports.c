@@ -315,6 +315,17 @@ Test(reports, paths_are_checked_for_the_user_and_made_absolute)
     run_free(&r);
 }
 
+/* `cushim run -- WORD` started in `dir` cannot find its program: exit 127, and exactly `want`. */
+static void expect_cannot_run_in(const char *dir, const char *word, const char *want)
+{
+    struct run_result r;
+    const char *argv[] = {"/bin/sh", "-c", "cd \"$1\" && exec \"$0\" run -- \"$2\"", cushim_bin(), dir, word, NULL};
+    run_cmd(&r, argv, sim_env(NULL));
+    cr_expect_eq(r.status, 127, "%s", word);
+    cr_expect_str_eq(r.err, want);
+    run_free(&r);
+}
+
 Test(reports, an_unwritable_json_path_stops_before_running)
 {
     struct run_result r;
@@ -406,13 +417,11 @@ Test(reports, an_unwritable_json_path_stops_before_running)
     run_free(&r);
     /* A program in the working directory, named without ./: found there and said (a fresh-user
      * trial: "No such file or directory" for a program that was there). */
-    const char *here[] = {"/bin/sh", "-c", "cd \"$(dirname \"$1\")\" && exec \"$0\" run -- rt_prog malloc", cushim_bin(),
-                          program("rt_prog"), NULL};
-    run_cmd(&r, here, sim_env(NULL));
-    cr_expect_eq(r.status, 127);
-    cr_expect_str_eq(r.err, "cushim: cannot run \"rt_prog\": not found on PATH (./rt_prog is in this directory: a "
-                            "program here is run as ./rt_prog)\n");
-    run_free(&r);
+    char programs[700];
+    snprintf(programs, sizeof programs, "%s", program("rt_prog"));
+    *strrchr(programs, '/') = '\0';
+    expect_cannot_run_in(programs, "rt_prog", "cushim: cannot run \"rt_prog\": not found on PATH (./rt_prog is in this "
+                                              "directory: a program here is run as ./rt_prog)\n");
     /* One that is not executable is not offered as ./X (an attack trial: Permission denied next). */
     char script_dir[700], script[760];
     snprintf(script_dir, sizeof script_dir, "%s", fresh_dir("not-exec"));
@@ -420,12 +429,9 @@ Test(reports, an_unwritable_json_path_stops_before_running)
     FILE *py = fopen(script, "w");
     cr_assert(py);
     fclose(py);
-    const char *not_exec[] = {"/bin/sh", "-c", "cd \"$1\" && exec \"$0\" run -- train.py", cushim_bin(), script_dir, NULL};
-    run_cmd(&r, not_exec, sim_env(NULL));
-    cr_expect_eq(r.status, 127);
-    cr_expect_str_eq(r.err, "cushim: cannot run \"train.py\": not found on PATH (./train.py is in this directory, not "
-                            "executable: run it with its interpreter (python3 train.py), or chmod +x it)\n");
-    run_free(&r);
+    expect_cannot_run_in(script_dir, "train.py", "cushim: cannot run \"train.py\": not found on PATH (./train.py is "
+                                                 "in this directory, not executable: run it with its interpreter "
+                                                 "(python3 train.py), or chmod +x it)\n");
     /* --json and --report naming one file would overwrite each other (a fresh-user trial): the
      * same name, the name relative to the working directory (no file yet: an attack trial found
      * only existing files and identical strings compared), a dangling link to the other. */
