@@ -69,6 +69,11 @@ pid_t cli_parse_pid(const char *s);
  * says so, in every command (as `cushim run` does). */
 void cli_say_replaced(const char *flag, const char **last, const char *now);
 
+/* cli_say_replaced for a value the caller has read: `same` (nonzero) when now means what *last
+ * meant, written another way (`-n 1` then `-n 01`, `-s pid` then `--sort PID`), which is not said;
+ * *last = now either way. Called after the value is read, so that a bad one is said alone. */
+void cli_say_value_replaced(const char *flag, const char **last, const char *now, int same);
+
 /* An option with a value, as `--name VALUE` or `--name=VALUE` (a short `-x` also as `-xVALUE`,
  * as getopt takes it; `-x=V` is V): returns 0 when argv[*i] is not
  * `name`; 1 with *value set (and *i moved past a separate value); -1 when the value is missing

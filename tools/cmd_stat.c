@@ -163,16 +163,16 @@ static int parse(int argc, char **argv, struct stat_args *a)
             cli_say_replaced("--output", &a->output, v);
         } else if ((got = cli_option_value(argc, argv, &i, (opt = "--interval"), "SECONDS", &v)) != 0 ||
                    (got = cli_option_value(argc, argv, &i, (opt = "-d"), "SECONDS", &v)) != 0) {
-            if (got > 0)
-                cli_say_replaced("--interval", &interval_given, v);
+            double was = a->interval;
             if (got < 0 || watch_parse_interval(opt, v, &a->interval) < 0)
                 return -1;
+            cli_say_value_replaced("--interval", &interval_given, v, a->interval == was);
         } else if ((got = cli_option_value(argc, argv, &i, (opt = "--iterations"), "N", &v)) != 0 ||
                    (got = cli_option_value(argc, argv, &i, (opt = "-n"), "N", &v)) != 0) {
-            if (got > 0)
-                cli_say_replaced("--iterations", &iterations_given, v);
+            long was = a->iterations;
             if (got < 0 || watch_parse_iterations(opt, v, &a->iterations) < 0)
                 return -1;
+            cli_say_value_replaced("--iterations", &iterations_given, v, a->iterations == was);
         } else if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
             usage(stdout);
             return 1;

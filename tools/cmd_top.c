@@ -441,15 +441,14 @@ int cmd_top(int argc, char **argv)
             batch = 1;
         } else if ((got = cli_option_value(argc, argv, &i, (opt = "--interval"), "SECONDS", &v)) != 0 ||
                    (got = cli_option_value(argc, argv, &i, (opt = "-d"), "SECONDS", &v)) != 0) {
-            if (got > 0)
-                cli_say_replaced("--interval", &interval_given, v);
+            double was = interval;
             if (got < 0 || watch_parse_interval(opt, v, &interval) < 0)
                 return EXIT_USAGE;
+            cli_say_value_replaced("--interval", &interval_given, v, interval == was);
         } else if ((got = cli_option_value(argc, argv, &i, (opt = "--sort"), "a COLUMN", &v)) != 0 ||
                    (got = cli_option_value(argc, argv, &i, (opt = "-s"), "a COLUMN", &v)) != 0) {
             if (got < 0)
                 return EXIT_USAGE;
-            cli_say_replaced("--sort", &sort_given, v);
             /* In either case, '_' for '-': the column's heading (TOTAL-PEAK) and the JSON's spelling
              * (device_total) name it too. Folded here: the hints below read the same name. */
             char lower[32];
@@ -481,13 +480,14 @@ int cmd_top(int argc, char **argv)
                           "offloaded or pid)", opt, v, hint);
                 return EXIT_USAGE;
             }
+            cli_say_value_replaced("--sort", &sort_given, v, key == (enum sort_key)k);
             key = (enum sort_key)k;
         } else if ((got = cli_option_value(argc, argv, &i, (opt = "--iterations"), "N", &v)) != 0 ||
                    (got = cli_option_value(argc, argv, &i, (opt = "-n"), "N", &v)) != 0) {
-            if (got > 0)
-                cli_say_replaced("--iterations", &iterations_given, v);
+            long was = iterations;
             if (got < 0 || watch_parse_iterations(opt, v, &iterations) < 0)
                 return EXIT_USAGE;
+            cli_say_value_replaced("--iterations", &iterations_given, v, iterations == was);
         } else {
             cli_bad_word("top", argv[i], "cushim top [-b|--batch] [-d|--interval SECONDS] [-n|--iterations N] [-s|--sort COLUMN]");
             return EXIT_USAGE;

@@ -34,7 +34,12 @@ void cli_error(const char *fmt, ...)
 
 void cli_say_replaced(const char *flag, const char **last, const char *now)
 {
-    if (*last && strcmp(*last, now) != 0)
+    cli_say_value_replaced(flag, last, now, *last && strcmp(*last, now) == 0);
+}
+
+void cli_say_value_replaced(const char *flag, const char **last, const char *now, int same)
+{
+    if (*last && !same)
         cli_error("%s given twice: \"%s\" replaces \"%s\"", flag, now, *last);
     *last = now;
 }
