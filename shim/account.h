@@ -95,8 +95,9 @@ static inline __attribute__((always_inline)) void account_alloc_to(struct cushim
                                                                    bool plain)
 {
     /* A phase the CLI asked for applies from this allocation on, whatever its kind (the plain
-     * path never runs while a request waits: shim_enter_plain_alloc). */
-    if (!plain)
+     * path never runs while a request waits: shim_enter_plain_alloc), unless the request was
+     * taken when the allocation was placed (SHIM_F_PLACED). */
+    if (!plain && !(flags & SHIM_F_PLACED))
         phase_poll();
     _Atomic uint64_t *k = r->kinds[kind].v;
     cushim_seq_write_begin(&r->seq_begin);

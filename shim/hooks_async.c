@@ -42,14 +42,17 @@ struct async_req {
     uint64_t served; /* bytes of its pool's idle reserve claimed for it (budget.h) */
     bool spillable;  /* cuMemAllocAsync (the stream's current pool): CUSHIM_SPILL may serve it; a
                       * request from a pool the program names keeps that pool's properties, or fails */
+    unsigned placed; /* SHIM_F_PLACED: a phase request was taken before the placement */
 };
 
 /* Before the real call: classify, reserve the budget. False when over the budget. */
 static inline __attribute__((always_inline)) void async_begin(struct async_req *q, CUmemoryPool pool, CUstream stream, bool pt)
 {
+    q->placed = 0;
     if (unlikely(shim_policy_active())) {
         phase_poll();
         offload_poll();
+        q->placed = SHIM_F_PLACED;
     }
     /* cuda.h cuMemAllocAsync: "The allocation comes from the memory pool current to the stream's
      * device"; a pool names its own (pool_kind). */
@@ -113,7 +116,7 @@ static inline __attribute__((always_inline)) CUresult async_end(const struct asy
             budget_async_add(q->device, bytes);
         bool kept = !q->capturing && /* no context: a teardown leaves it alone (ASYNC_NO_CONTEXT) */
                     track_alloc_on_aux(&shim.ptrs, q->kind, *dptr, bytes, q->device, NULL,
-                                       q->reserved ? SHIM_F_RESERVED : 0,
+                                       q->placed | (q->reserved ? SHIM_F_RESERVED : 0),
                                        q->reserved ? async_request_pool(q) : 0);
         if (q->reserved) {
             if (!kept)

@@ -43,7 +43,7 @@ static CUresult alloc_with_policy(__typeof__(&cuMemAlloc_v2) real_, CUdeviceptr 
         r = real_(dptr, bytesize);
         if (likely(r == CUDA_SUCCESS)) {
             track_alloc_on(&shim.ptrs, CUSHIM_KIND_DEVICE, *dptr, bytesize, device, ctx,
-                           budget_any ? SHIM_F_RESERVED : 0);
+                           SHIM_F_PLACED | (budget_any ? SHIM_F_RESERVED : 0));
             return r;
         }
         budget_release(device, bytesize);

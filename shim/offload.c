@@ -266,7 +266,7 @@ static CUresult offload_alloc_in_section(CUdeviceptr *dptr, uint64_t bytes, unsi
         free_host(host);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
-    account_alloc(device, CUSHIM_KIND_OFFLOADED, bytes, e.flags);
+    account_alloc(device, CUSHIM_KIND_OFFLOADED, bytes, e.flags | SHIM_F_PLACED); /* callers polled */
     *dptr = d;
     if (flags & SHIM_F_SPILLED) /* a user relying on spill learns when it began (a fresh-user trial) */
         LOG_ONCE(CUSHIM_LOG_WARN, "device %d had no memory for a request of %llu bytes (the device, or its "

@@ -31,8 +31,9 @@ static inline bool offload_wanted(uint64_t bytes)
  * stream's). `in_ctx`: the context the host memory belongs to (a stream-ordered request's stream's,
  * so that only a teardown of that context frees it, as README Limits says), made current around
  * the allocation when it is not; NULL: the current one. flags: SHIM_F_SPILLED when a failure sent
- * it here. Returns CUDA_SUCCESS with *dptr set, or the host allocation's error (the caller then
- * falls back). */
+ * it here. Callers take any waiting phase request first (phase_poll): the allocation counts in the
+ * phase it was placed in. Returns CUDA_SUCCESS with *dptr set, or the host allocation's error
+ * (the caller then falls back). */
 CUresult offload_alloc(CUdeviceptr *dptr, uint64_t bytes, unsigned flags, int device, CUcontext in_ctx);
 
 /* Frees an offloaded entry already taken out of the table: now (sync), or once the work queued

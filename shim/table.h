@@ -26,6 +26,12 @@
 #define SHIM_F_MULTICAST 0x80u   /* vmm handle: an imported multicast object (no memory of its own) */
 #define SHIM_F_UNTRACKED 0x100u  /* vmm mapping: of a handle in no table (kept for cuMemUnmap's walk) */
 #define SHIM_F_POOL_GONE 0x200u  /* stream-ordered, in the budget: its pool was destroyed (budget.h) */
+/* Never in an entry; an argument of account_alloc_to only: the caller took any waiting phase
+ * request before it chose where the memory goes (offload, budget), so the allocation is counted
+ * in the phase it was placed in, and a request that came during its driver call waits for the
+ * next allocation (a fresh-user trial: a request landing during an offloaded compile allocation
+ * moved it to the run phase's offloaded peak, and out of the compile phase's). */
+#define SHIM_F_PLACED 0x400u
 
 struct shim_entry {
     uint64_t key;      /* pointer or handle; 0 = empty slot */

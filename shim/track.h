@@ -173,7 +173,7 @@ static inline __attribute__((always_inline)) bool track_alloc_on_aux(struct shim
     }
     struct shim_entry e = {
         .key = key, .size = bytes, .ctx = (uint64_t)(uintptr_t)ctx, .aux = aux, .device = device,
-        .kind = (uint16_t)kind, .flags = (uint16_t)flags,
+        .kind = (uint16_t)kind, .flags = (uint16_t)(flags & ~SHIM_F_PLACED),
     };
     if (likely(track_put(t, &e))) {
         account_alloc_to(rec, device, kind, bytes, flags, false);

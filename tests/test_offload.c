@@ -591,6 +591,33 @@ Test(offload, the_programs_own_phase_change_replaces_a_pending_request)
     json_decref(j);
 }
 
+/* A `cushim phase` request that lands while an allocation is in its driver call applies from the
+ * next allocation; the one under way counts in the phase it was placed in (found by a fresh-user
+ * trial: an offloaded compile allocation went to the run phase's offloaded peak, and a run
+ * phase's device allocation to the compile phase's peak alone). */
+Test(offload, a_phase_request_during_an_allocation_applies_from_the_next)
+{
+    struct run_result r;
+    const char *extra[] = {"CUSHIM_PHASE=compile", "CUSHIM_OFFLOAD=compile", "CUSHIM_OFFLOAD_MIN=1MiB",
+                           "SIMCUDA_INJECT=cuMemHostAlloc:1:raise=10,cuMemAlloc_v2:3:raise=10", NULL};
+    json_t *j = offload_run(&r, "phase_during_call", extra);
+    cr_expect_eq(kv_u64(r.out, "phase.offloaded"), 1, "still compile after the allocation under way");
+    cr_expect_eq(kv_u64(r.out, "phase.next"), 0);
+    cr_expect_eq(kv_u64(r.out, "phase.device"), 0);
+    cr_expect_eq(kv_u64(r.out, "phase.last"), 1);
+    cr_expect_eq(kv_u64(r.out, "signals"), 2, "%s", r.out);
+    cr_expect_eq(jpath_u64(j, "devices.0.phase_peaks.compile_offloaded_peak_bytes"), 4 * MiB,
+                 "the offloaded 4 MiB in its own compile phase");
+    cr_expect_eq(jpath_u64(j, "devices.0.phase_peaks.run_offloaded_peak_bytes"), 4 * MiB, "and resident in run");
+    cr_expect_eq(jpath_u64(j, "devices.0.offload_resident.count"), 1);
+    cr_expect_eq(jpath_u64(j, "devices.0.phase_peaks.run_device_peak_bytes"), KiB + 64 * KiB + 4 * MiB,
+                 "the device 4 MiB in the run phase it was placed in");
+    cr_expect_eq(jpath_u64(j, "devices.0.phase_peaks.compile_device_peak_bytes"), KiB + 64 * KiB + 4 * MiB + KiB);
+    cr_expect_eq(jpath_u64(j, "devices.0.device.alloc_count"), 4);
+    json_decref(j);
+    run_free(&r);
+}
+
 /* A device the driver cannot describe gets no record, so its allocations are not counted: the
  * budget they reserved is given back at once (before, it stayed charged for ever and the third
  * 512 MiB round under a 1 GiB budget failed; found by a review helper). */

@@ -397,6 +397,37 @@ static int scenario_phase_other_kinds(void)
     return 0;
 }
 
+/* `cushim phase` requests that land while an allocation is in its driver call (made by the
+ * SIGUSR1 handler: the test runs with SIMCUDA_INJECT=cuMemHostAlloc:1:raise=10,
+ * cuMemAlloc_v2:3:raise=10, so the signal comes inside the offloaded 4 MiB's cuMemHostAlloc, then
+ * inside the run phase's 4 MiB cudaMalloc): each allocation counts in the phase it was placed in,
+ * and the request applies from the next one. Starts in compile (CUSHIM_PHASE); prints the phase
+ * after each step. */
+static _Atomic uint32_t *during_request;
+static atomic_int during_signals;
+static void request_during_call(int sig)
+{
+    (void)sig;
+    /* 1 + run, then 1 + compile, as cmd_phase writes them */
+    atomic_store(during_request, atomic_fetch_add(&during_signals, 1) == 0 ? 1 : 2);
+}
+
+static int scenario_phase_during_call(void)
+{
+    dev(KiB); /* cuMemAlloc_v2 call 1: the segment exists from here */
+    during_request = own_phase_request();
+    signal(SIGUSR1, request_during_call);
+    dev(4 * MiB); /* offloaded; the run request comes during it */
+    printf("phase.offloaded=%d\n", get_phase());
+    dev(64 * KiB); /* call 2: the run phase from here */
+    printf("phase.next=%d\n", get_phase());
+    dev(4 * MiB); /* call 3, on the device; the compile request comes during it */
+    printf("phase.device=%d\n", get_phase());
+    dev(KiB); /* call 4: compile from here */
+    printf("phase.last=%d\nsignals=%d\n", get_phase(), atomic_load(&during_signals));
+    return 0;
+}
+
 /* The phase set before any CUDA call still applies to the first allocation. */
 static int scenario_phase_first(void)
 {
@@ -1184,7 +1215,8 @@ static const struct scenario scenarios[] = {
     {"reset", scenario_reset, 1},                 {"vmm_budget", scenario_vmm_budget, 1},
     {"phase_stack", scenario_phase_stack, 1},     {"capture_destroyed", scenario_capture_destroyed, 1},
     {"phase_fork", scenario_phase_fork, 1},       {"phase_stale", scenario_phase_stale, 1},
-    {"phase_other_kinds", scenario_phase_other_kinds, 1}, {"phase_race", scenario_phase_race, 1}, {"budget_rounds", scenario_budget_rounds, 1},
+    {"phase_other_kinds", scenario_phase_other_kinds, 1}, {"phase_race", scenario_phase_race, 1},
+    {"phase_during_call", scenario_phase_during_call, 1}, {"budget_rounds", scenario_budget_rounds, 1},
     {"free_async_cancel_state", scenario_free_async_cancel_state, 1},
     {"async_free_exit", scenario_async_free_exit, 1},
     {"fork_reader", scenario_fork_reader, 1},     {"async_budget", scenario_async_budget, 1},
