@@ -421,6 +421,45 @@ Test(run, a_descendant_still_running_at_the_end_is_said)
     touch(hold2);
 }
 
+/* A copy the user made of a live segment of the run's process (a backup, `cp` to look at it) is
+ * not that process: when the process ends with its exit report, the run reports that, not the
+ * copy's frozen counters as "ended without its exit report", and leaves the copy where it is
+ * (found by a fresh-user trial: the copy replaced the process's own report in the run's
+ * directory, and was deleted). */
+Test(run, a_copy_of_a_live_segment_is_not_its_process)
+{
+    const char *ready = fresh_dir("ready-copy"), *segdir = fresh_dir("seg-copy");
+    char hold[700], cmd[3000], rd[800], hf[800], seg[800];
+    snprintf(hold, sizeof hold, "%s/go-copy", test_dir());
+    snprintf(rd, sizeof rd, "READY_DIR=%s", ready);
+    snprintf(hf, sizeof hf, "HOLD_FILE=%s", hold);
+    snprintf(seg, sizeof seg, "CUSHIM_SEGMENT_DIR=%s", segdir);
+    snprintf(cmd, sizeof cmd, "%s hold & while [ -z \"$(ls %s)\" ]; do sleep 0.01; done; "
+             "cp %s/cushim-%u-$! %s/cushim-%u-$!.abcdef && touch %s; wait $!",
+             program("rt_prog"), ready, segdir, (unsigned)getuid(), segdir, (unsigned)getuid(), hold);
+    const char *extra[] = {rd, hf, seg, NULL};
+    const char *argv[] = {"sh", "-c", cmd, NULL};
+    struct run_result r;
+    json_t *j = run_under_cushim(&r, argv, sim_env(extra));
+    cr_expect_eq(r.status, 0, "%s", r.err);
+    cr_expect(strstr(r.err, "without its exit report") == NULL, "%s", r.err);
+    json_t *d = jpath(j, "descendants.0");
+    cr_assert(d != NULL, "the hold process is the run's descendant: %s", r.err);
+    cr_expect(json_is_true(json_object_get(d, "exited")), "its own exit report");
+    cr_expect_neq(jpath_u64(d, "devices.0.untracked_sampled_ns"), 0, "sampled at its exit");
+    cr_expect_null(jpath(j, "descendants.1"), "one descendant, not the copy as a second");
+    json_decref(j);
+    run_free(&r);
+    DIR *dir = opendir(segdir);
+    struct dirent *de;
+    int copies = 0;
+    while (dir && (de = readdir(dir)) != NULL)
+        copies += strstr(de->d_name, ".abcdef") != NULL;
+    if (dir)
+        closedir(dir);
+    cr_expect_eq(copies, 1, "the user's copy is left where it is");
+}
+
 /* --report=stderr: a process whose summary the run prints does not print it again; one that
  * outlives the run is not in its summary, and prints its own. */
 Test(run, a_stderr_report_is_said_once_and_never_lost)

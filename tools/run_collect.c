@@ -238,10 +238,13 @@ static int move_to_run_dir(const struct seg_entry *e, const char *dir)
     int ok = out >= 0 && fchmod(out, 0600) == 0 && write(out, &seg, sizeof seg) == (ssize_t)sizeof seg;
     if (out >= 0 && close(out) != 0)
         ok = 0;
-    if (!ok || rename(tmp, to) != 0) {
+    /* link, not rename: the process's own summary under that name (it ended with its report
+     * after all) is never replaced; then the caller reads that one. */
+    if (!ok || (link(tmp, to) != 0 && errno != EEXIST)) {
         unlink(tmp);
         return -1;
     }
+    unlink(tmp);
     return 0;
 }
 
@@ -250,6 +253,12 @@ static int add_live(struct seg_entry *e, void *argp)
     struct live_arg *a = argp;
     struct collected *c = a->c;
     if (!e->ok)
+        return 0;
+    /* A copy of a segment (the user's backup, made while its process lived): not the file its
+     * process made (the header names that one's inode, as for `cushim ps`'s copies), so not the
+     * process; its original says it, or the process's exit report does. Read as the process, its
+     * frozen counters replaced the exit report and the copy was deleted (a fresh-user trial). */
+    if (e->copy || (e->snap.file_ino && !e->snap.other_pidns && e->snap.file_ino != (uint64_t)e->ino))
         return 0;
     int ours = e->snap.run_id == a->run_id, nested = 0;
     for (int i = 0; !ours && i < c->nnested; i++)
