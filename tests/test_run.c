@@ -627,6 +627,15 @@ Test(run, a_disabled_run_says_so_in_its_json)
                           "malloc", NULL};
     run_cmd(&r, argv, sim_env(NULL));
     cr_expect_eq(r.status, 0, "%s", r.err);
+    cr_expect_str_eq(r.err, "", "quiet: nothing to say");
+    run_free(&r);
+    /* With --quiet too, a budget, offload or spill asked for is not dropped silently (found by
+     * a fresh-user trial). */
+    const char *quiet_spill[] = {cushim_bin(), "run", "--quiet", "--disable", "--spill", "--", program("rt_prog"),
+                                 "malloc", NULL};
+    run_cmd(&r, quiet_spill, sim_env(NULL));
+    cr_expect_eq(r.status, 0, "%s", r.err);
+    cr_expect_str_eq(r.err, "cushim: counting is disabled (CUSHIM_DISABLE): no budget, offload or spill\n");
     run_free(&r);
     char *text = slurp(json);
     cr_assert(text);

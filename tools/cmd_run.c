@@ -445,6 +445,11 @@ int cmd_run(int argc, char **argv)
     } else if (json && (json_error = write_json(&json_out, top, &c, cfg.disable)) != 0 && code == 0) {
         code = EXIT_USAGE;
     }
+    int policy_asked = cfg.offload != CUSHIM_OFFLOAD_OFF || cfg.spill;
+    for (unsigned d = 0; d < CUSHIM_MAX_DEVICES; d++)
+        policy_asked |= cfg.device_limit[d] != 0;
+    if (quiet && cfg.disable && policy_asked) /* --quiet drops the summary, not this (a fresh-user trial) */
+        fprintf(stderr, "cushim: counting is disabled (CUSHIM_DISABLE): no budget, offload or spill\n");
     if (!quiet) {
         int status_said = 0;
         if (cfg.disable) {
