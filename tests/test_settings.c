@@ -138,6 +138,8 @@ Test(settings, usage_errors_exit_2)
         {{"run", "--offload-cache=1GiB", "--", "/bin/true", NULL},
          "cushim: --offload-cache keeps freed offloaded memory for reuse, and nothing is offloaded (offload and "
          "spill are off): give --offload or --spill too, or leave it out\n", 2},
+        /* ... but an empty one is the default, as in the environment (a fresh-user trial: refused) */
+        {{"run", "--quiet", "--offload-min=", "--offload-cache=", "--", "/bin/true", NULL}, "", 0},
         /* An empty value is no value; --quiet takes none; phase's words in the wrong order (found
          * by a fresh-user trial: a file-system error, "unknown option", "not a process id"). */
         {{"stat", "--output=", NULL}, "cushim: --output needs a FILE\n", 2},

@@ -256,19 +256,21 @@ int cmd_run(int argc, char **argv)
                             "(the run's summary is text on stderr, or JSON with --json FILE)\n");
     }
     /* Typed options that would do nothing (the offload policy off): a usage error, as
-     * --report-format without --report, not a value silently unused. */
-    if (run_flag_given(CUSHIM_OPT_OFFLOAD_MIN) && cfg.offload == CUSHIM_OFFLOAD_OFF) {
+     * --report-format without --report, not a value silently unused. An empty value is the
+     * default, as in the environment (a fresh-user trial: `--offload-min ""` was refused). */
+    const char *env_min = getenv("CUSHIM_OFFLOAD_MIN"), *env_cache = getenv("CUSHIM_OFFLOAD_CACHE");
+    if (run_flag_given(CUSHIM_OPT_OFFLOAD_MIN) && env_min && *env_min && cfg.offload == CUSHIM_OFFLOAD_OFF) {
         cli_error("--offload-min is the smallest request --offload compile|always moves, and offload "
                   "is off: give --offload too, or leave it out");
         return EXIT_USAGE;
     }
-    if (run_flag_given(CUSHIM_OPT_OFFLOAD_CACHE) && cfg.offload == CUSHIM_OFFLOAD_OFF && !cfg.spill) {
+    if (run_flag_given(CUSHIM_OPT_OFFLOAD_CACHE) && env_cache && *env_cache && cfg.offload == CUSHIM_OFFLOAD_OFF &&
+        !cfg.spill) {
         cli_error("--offload-cache keeps freed offloaded memory for reuse, and nothing is offloaded "
                   "(offload and spill are off): give --offload or --spill too, or leave it out");
         return EXIT_USAGE;
     }
     /* The same values from the environment warn, as bad values there do: the run goes on. */
-    const char *env_min = getenv("CUSHIM_OFFLOAD_MIN"), *env_cache = getenv("CUSHIM_OFFLOAD_CACHE");
     if (!run_flag_given(CUSHIM_OPT_OFFLOAD_MIN) && env_min && *env_min && cfg.offload == CUSHIM_OFFLOAD_OFF &&
         !said_by_outer)
         fprintf(stderr, "cushim: CUSHIM_OFFLOAD_MIN is set, and offload is off (CUSHIM_OFFLOAD): it "
