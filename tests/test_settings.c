@@ -107,7 +107,7 @@ Test(settings, usage_errors_exit_2)
     /* Every command's value options take `--name VALUE` and `--name=VALUE`, and say the same
      * when the value is missing. */
     static const struct {
-        const char *args[6], *err;
+        const char *args[7], *err;
         int status;
     } forms[] = {
         {{"top", "--interval", NULL}, "cushim: --interval needs SECONDS\n", 2},
@@ -239,7 +239,7 @@ Test(settings, usage_errors_exit_2)
         {{"stat", "--x\033[2J\xff", NULL}, "cushim: unknown option \"--x\\x1b[2J\\xff\" for stat (see cushim stat --help)\n", 2},
     };
     for (size_t k = 0; k < sizeof forms / sizeof forms[0]; k++) {
-        const char *argv[8] = {cushim_bin()};
+        const char *argv[9] = {cushim_bin()};
         for (int a = 0; forms[k].args[a]; a++)
             argv[a + 1] = forms[k].args[a];
         run_cmd(&r, argv, NULL);
