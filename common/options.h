@@ -27,7 +27,7 @@
     X(OFFLOAD, "CUSHIM_OFFLOAD", ENUM, "off|compile|always", "off",                                 \
       "serve device requests from pinned device-mapped host memory: never, in the compile phase, always") \
     X(OFFLOAD_MIN, "CUSHIM_OFFLOAD_MIN", SIZE, "", "64MiB",                                         \
-      "only device requests at least this large are offloaded")                                     \
+      "only device requests at least this large are offloaded (0: every one)")                                     \
     X(OFFLOAD_CACHE, "CUSHIM_OFFLOAD_CACHE", SIZE, "", "0",                                         \
       "keep up to this many bytes of freed pinned blocks for reuse by later offloads")              \
     X(PHASE, "CUSHIM_PHASE", ENUM, "run|compile", "run", "phase the process starts in")             \
