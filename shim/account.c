@@ -49,21 +49,38 @@ static void check_limit_ordinals(void)
     bool every = true;
     for (unsigned i = 1; i < CUSHIM_MAX_DEVICES; i++)
         every = every && shim.cfg.device_limit[i] == shim.cfg.device_limit[0];
+    /* Every such ordinal in the one line (a fresh-user trial: a line each). */
+    char names[CUSHIM_MAX_DEVICES * 4 + 16] = "";
+    size_t len = 0;
+    unsigned unseen = 0, last = 0;
     for (unsigned i = (unsigned)count; !every && i < CUSHIM_MAX_DEVICES; i++) {
         if (!shim.cfg.device_limit[i])
             continue;
-        char seen[48], line[256];
-        if (count == 0)
-            snprintf(seen, sizeof seen, "no device");
-        else if (count == 1)
-            snprintf(seen, sizeof seen, "1 device (ordinal 0)");
-        else
-            snprintf(seen, sizeof seen, "%d devices (ordinals 0-%d)", count, count - 1);
-        snprintf(line, sizeof line, "cushim: the device limit (CUSHIM_DEVICE_LIMIT, `cushim run "
-                 "--device-limit`) names device %u, but this process sees %s (CUDA_VISIBLE_DEVICES "
-                 "renumbers them): that limit applies to no device", i, seen);
-        shim_log_line(line);
+        if (unseen++)
+            len += (size_t)snprintf(names + len, sizeof names - len, ", ");
+        len += (size_t)snprintf(names + len, sizeof names - len, "%u", i);
+        last = i;
     }
+    if (!unseen)
+        return;
+    if (unseen > 1) { /* "5, 6, 7" -> "5, 6 and 7" */
+        char tail[8];
+        int n = snprintf(tail, sizeof tail, ", %u", last);
+        snprintf(names + len - (size_t)n, sizeof names - (len - (size_t)n), " and %u", last);
+    }
+    char seen[48], line[512];
+    if (count == 0)
+        snprintf(seen, sizeof seen, "no device");
+    else if (count == 1)
+        snprintf(seen, sizeof seen, "1 device (ordinal 0)");
+    else
+        snprintf(seen, sizeof seen, "%d devices (ordinals 0-%d)", count, count - 1);
+    const char *visible = getenv("CUDA_VISIBLE_DEVICES");
+    snprintf(line, sizeof line, "cushim: the device limit (CUSHIM_DEVICE_LIMIT, `cushim run --device-limit`) "
+             "names device%s %s, but this process sees %s%s: %s no device", unseen > 1 ? "s" : "", names,
+             seen, visible ? " (CUDA_VISIBLE_DEVICES renumbers them)" : "",
+             unseen > 1 ? "those limits apply to" : "that limit applies to");
+    shim_log_line(line);
 }
 
 struct cushim_device_record *account_record_slow(int device)
