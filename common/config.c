@@ -11,6 +11,18 @@
 
 int cushim_parse_device_limits(const char *s, uint64_t limits[CUSHIM_MAX_DEVICES])
 {
+    return cushim_parse_device_limits_at(s, limits, NULL, NULL);
+}
+
+int cushim_parse_device_limits_at(const char *s, uint64_t limits[CUSHIM_MAX_DEVICES], size_t *bad_at,
+                                  size_t *bad_len)
+{
+    size_t at_, len_;
+    if (!bad_at)
+        bad_at = &at_;
+    if (!bad_len)
+        bad_len = &len_;
+    *bad_at = *bad_len = 0;
     uint64_t out[CUSHIM_MAX_DEVICES] = {0};
     uint64_t all;
     int rc = cushim_parse_size(s, &all);
@@ -24,11 +36,18 @@ int cushim_parse_device_limits(const char *s, uint64_t limits[CUSHIM_MAX_DEVICES
     char buf[4096]; /* room for all 64 ordinals with long sizes ("63:1099511627776,") */
     int seen[CUSHIM_MAX_DEVICES] = {0};
     /* strtok_r would skip empty items: an empty item anywhere is an error. */
-    if (!s || strlen(s) >= sizeof buf || !*s || s[0] == ',' || s[strlen(s) - 1] == ',' || strstr(s, ",,"))
+    if (!s || strlen(s) >= sizeof buf || !*s)
         return -1;
+    if (s[0] == ',' || s[strlen(s) - 1] == ',' || strstr(s, ",,")) {
+        *bad_len = (size_t)-1; /* an empty entry */
+        return -1;
+    }
     strcpy(buf, s);
     char *save = NULL;
     for (char *item = strtok_r(buf, ",", &save); item; item = strtok_r(NULL, ",", &save)) {
+        /* The entry at fault, for the message (a fresh-user trial: "0:1G,x:1G" was not told where). */
+        *bad_at = (size_t)(item - buf);
+        *bad_len = strlen(item);
         char *colon = strchr(item, ':');
         uint64_t ordinal, size;
         if (!colon)
@@ -45,6 +64,7 @@ int cushim_parse_device_limits(const char *s, uint64_t limits[CUSHIM_MAX_DEVICES
             return rc;
         out[ordinal] = size;
     }
+    *bad_at = *bad_len = 0;
     memcpy(limits, out, sizeof out);
     return 0;
 }
@@ -378,13 +398,36 @@ static int parse_into(struct cushim_config *c, enum cushim_option id, const char
     }
     case CUSHIM_OT_DEVSIZES:
     {
-        int rc = *v ? cushim_parse_device_limits(v, c->device_limit) : 0;
-        *expected = rc == -2   ? "a size below 16 EiB (2^64 bytes) nor ORDINAL:SIZE,... with sizes below it"
-                    : rc == -3 ? "ORDINAL:SIZE,... naming each ordinal once (e.g. 0:20GiB,1:10GiB)"
-                    : rc == -4 ? "ORDINAL:SIZE,... with ordinals 0..63 (cushim counts 64 devices)"
-                               : "a size (a whole number of bytes, or with a unit K, M, G or T, binary) nor "
-                                 "ORDINAL:SIZE,... with ordinals 0..63, no spaces (e.g. 20GiB for every device, "
-                                 "or 0:20GiB,1:10GiB)";
+        static char expect[1024];
+        size_t at = 0, n = 0;
+        int rc = *v ? cushim_parse_device_limits_at(v, c->device_limit, &at, &n) : 0;
+        const char *what = rc == -2   ? "a size below 16 EiB (2^64 bytes) nor ORDINAL:SIZE,... with sizes below it"
+                           : rc == -3 ? "ORDINAL:SIZE,... naming each ordinal once"
+                           : rc == -4 ? "ORDINAL:SIZE,... with ordinals 0..63 (cushim counts 64 devices)"
+                                      : "a size (a whole number of bytes, or with a unit K, M, G or T, binary) nor "
+                                        "ORDINAL:SIZE,... with ordinals 0..63, no spaces (e.g. 20GiB for every "
+                                        "device, or 0:20GiB,1:10GiB)";
+        /* The entry at fault, named (escaped, cut as values are), when the value is a list. */
+        char entry[256], shown[640];
+        const char *list = "ORDINAL:SIZE,... with ordinals 0..63, no spaces (e.g. 0:20GiB,1:10GiB)";
+        if (n == (size_t)-1) {
+            snprintf(expect, sizeof expect, "%s: an entry is empty (a comma at an end, or two together)", list);
+            what = expect;
+        } else if (n > 0 && n < sizeof entry && n < strlen(v)) { /* alone, the entry is the value */
+            if (rc == -1) /* a list: not "a size nor" */
+                what = list;
+            snprintf(entry, sizeof entry, "%.*s", (int)n, v + at);
+            shown_value(entry, shown, sizeof shown);
+            snprintf(expect, sizeof expect, "%s: the entry %s %s", what, shown,
+                     rc == -3   ? "names an ordinal named before"
+                     : rc == -4 ? "names an ordinal above 63"
+                     : rc == -2 ? "has a size of 16 EiB or more"
+                                : "is not ORDINAL:SIZE");
+            what = expect;
+        } else if (rc == -3) {
+            what = "ORDINAL:SIZE,... naming each ordinal once (e.g. 0:20GiB,1:10GiB)";
+        }
+        *expected = what;
         return rc < 0 ? -1 : 0;
     }
     }

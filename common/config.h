@@ -8,6 +8,7 @@
 #ifndef CUSHIM_CONFIG_H
 #define CUSHIM_CONFIG_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "common/options.h"
@@ -93,5 +94,12 @@ int cushim_option_internal(enum cushim_option id);
  * limit. Returns 0, or with limits untouched: -2 when the only fault is a size of 2^64 bytes or
  * more, -3 for an ordinal given twice, -4 for an ordinal above 63, -1 for anything else. */
 int cushim_parse_device_limits(const char *s, uint64_t limits[CUSHIM_MAX_DEVICES]);
+
+/* The same, saying where a list went wrong: on an error in one entry, *bad_at and *bad_len are
+ * the byte offset and length in s of that entry; *bad_len is (size_t)-1 for an empty entry (a
+ * comma at an end, or two together), 0 when the fault is not one entry's (s is no list, or too
+ * long). Either pointer may be NULL. Thread-safe (no state). */
+int cushim_parse_device_limits_at(const char *s, uint64_t limits[CUSHIM_MAX_DEVICES], size_t *bad_at,
+                                  size_t *bad_len);
 
 #endif

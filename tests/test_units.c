@@ -157,6 +157,22 @@ Test(units, device_limits)
     cr_expect_eq(cushim_parse_device_limits("0:1G,", l), -1, "a trailing comma");
     cr_expect_eq(cushim_parse_device_limits("0:1G,,1:1G", l), -1);
     cr_expect_eq(cushim_parse_device_limits(",0:1G", l), -1, "a leading comma");
+    /* Where a list went wrong: the entry's offset and length, (size_t)-1 for an empty one. */
+    static const struct {
+        const char *s;
+        int rc;
+        size_t at, len;
+    } where[] = {
+        {"0:1G,x:1G", -1, 5, 4}, {"0:1G,0:2G", -3, 5, 4}, {"1:1G,64:1G,2:1G", -4, 5, 5},
+        {"0:1G,1:99999999T", -2, 5, 11}, {"1:", -1, 0, 2}, {"0:1G,", -1, 0, (size_t)-1},
+        {"0:1G,,1:1G", -1, 0, (size_t)-1}, {"foo", -1, 0, 3}, {"20GiB", 0, 0, 0},
+    };
+    for (size_t k = 0; k < sizeof where / sizeof where[0]; k++) {
+        size_t at = 99, len = 99;
+        cr_expect_eq(cushim_parse_device_limits_at(where[k].s, l, &at, &len), where[k].rc, "%s", where[k].s);
+        cr_expect_eq(at, where[k].at, "%s", where[k].s);
+        cr_expect_eq(len, where[k].len, "%s", where[k].s);
+    }
     /* Every one of the 64 ordinals, each with a long size: over 1000 bytes in all. */
     char all[2048] = "";
     for (unsigned i = 0; i < CUSHIM_MAX_DEVICES; i++)
@@ -211,9 +227,8 @@ Test(config, defaults_parse_and_bad_values_keep_them)
     cr_expect_eq(c.offload, CUSHIM_OFFLOAD_COMPILE);
     cr_expect_eq(c.device_limit[0], 0);
     cr_expect_str_eq(errors,
-        "cushim: CUSHIM_DEVICE_LIMIT=\"0:1GiB,x\" is not a size (a whole number of bytes, or with a unit K, "
-        "M, G or T, binary) nor ORDINAL:SIZE,... with ordinals 0..63, no spaces (e.g. 20GiB for every device, "
-        "or 0:20GiB,1:10GiB); using the default (none)\n"
+        "cushim: CUSHIM_DEVICE_LIMIT=\"0:1GiB,x\" is not ORDINAL:SIZE,... with ordinals 0..63, no spaces (e.g. "
+        "0:20GiB,1:10GiB): the entry \"x\" is not ORDINAL:SIZE; using the default (none)\n"
         "cushim: CUSHIM_SPILL=\"maybe\" is not a boolean (1/0/true/false/yes/no/on/off); using the default \"0\"\n"
         "cushim: CUSHIM_OFLOAD is not a cushim variable (did you mean CUSHIM_OFFLOAD?); ignored\n"
         "cushim: CUSHIM_DEVICE_LIMT is not a cushim variable (did you mean CUSHIM_DEVICE_LIMIT?); ignored\n"
@@ -224,8 +239,8 @@ Test(config, defaults_parse_and_bad_values_keep_them)
     /* The same problems, structured (what `cushim run` uses to name its own options). */
     char want[1024];
     snprintf(want, sizeof want,
-             "%d \"0:1GiB,x\" a size (a whole number of bytes, or with a unit K, M, G or T, binary) nor "
-             "ORDINAL:SIZE,... with ordinals 0..63, no spaces (e.g. 20GiB for every device, or 0:20GiB,1:10GiB)\n%d \"maybe\" a boolean (1/0/true/false/yes/no/on/off)\n%d  \n%d  \n%d  \n%d  \n%d  \n%d  \n",
+             "%d \"0:1GiB,x\" ORDINAL:SIZE,... with ordinals 0..63, no spaces (e.g. 0:20GiB,1:10GiB): the entry \"x\" "
+             "is not ORDINAL:SIZE\n%d \"maybe\" a boolean (1/0/true/false/yes/no/on/off)\n%d  \n%d  \n%d  \n%d  \n%d  \n%d  \n",
              CUSHIM_OPT_DEVICE_LIMIT, CUSHIM_OPT_SPILL, CUSHIM_OPT_COUNT, CUSHIM_OPT_COUNT, CUSHIM_OPT_COUNT,
              CUSHIM_OPT_COUNT, CUSHIM_OPT_COUNT, CUSHIM_OPT_COUNT);
     cr_expect_str_eq(fields, want);
