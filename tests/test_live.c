@@ -651,6 +651,13 @@ Test(live, a_run_or_launcher_points_at_its_processes)
     snprintf(want, sizeof want, "cushim: no cushim process %d: it has no segment of its own; the processes under it "
              "that use CUDA are pids %d, %d (give one of them)\n", (int)shell, (int)two[0], (int)two[1]);
     expect_said_by_all(segdir, p, want);
+    /* Not for an ancestor of the command (init, the user's shell; here the test itself, which
+     * started the shell): everything is under it (a fresh-user trial: `cushim phase 1 run` was
+     * pointed at one of them). */
+    snprintf(p, sizeof p, "%d", (int)getpid());
+    snprintf(want, sizeof want, "cushim: no cushim process %d (process %d is alive, but has no segment in %s: it was "
+             "started without the shim, or has made no CUDA call yet)\n", (int)getpid(), (int)getpid(), segdir);
+    expect_said_by_all(segdir, p, want);
     /* Asked in another segment directory: the one it uses is named. */
     const char *other = fresh_dir("seg-run-itself-other");
     snprintf(p, sizeof p, "%d", (int)two[0]);

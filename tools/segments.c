@@ -663,6 +663,10 @@ static int say_processes_under(pid_t pid)
 {
     struct under u = {pid, 0, {0}};
     int run = is_cushim_run(pid);
+    /* An ancestor of this command (init, the user's shell) has every process under it: it is no
+     * launcher of theirs (a fresh-user trial: `cushim phase 1 run` was pointed at some pid). */
+    if (!run && descends_from(getpid(), pid))
+        return 0;
     seg_scan(NULL, 0, gather_under, &u);
     const char *what = run ? "it is a `cushim run`" : "it has no segment of its own";
     if (!u.n) {
