@@ -482,6 +482,13 @@ Test(segments, gc_removes_run_directories_of_runs_that_are_gone)
     touch(decoy_file);
     touch(nested_file);
     cr_assert_eq(mkdir(nested_sub, 0700), 0);
+    /* 0700 holding a file of a name no run writes (a fresh-user trial: another user's notes.txt
+     * was removed by root's gc). */
+    char notes_dir[700], notes[800];
+    snprintf(notes_dir, sizeof notes_dir, "%s/cushim-run.2147483646-77-%llu.decoy3", tmp, ns);
+    cr_assert_eq(mkdir(notes_dir, 0700), 0);
+    snprintf(notes, sizeof notes, "%s/notes.txt", notes_dir);
+    touch(notes);
 
     char seg[700], tmpenv[700];
     snprintf(seg, sizeof seg, "CUSHIM_SEGMENT_DIR=%s", segdir);
@@ -510,6 +517,7 @@ Test(segments, gc_removes_run_directories_of_runs_that_are_gone)
     cr_expect_eq(lstat(decoy_file, &st), 0, "a 0755 look-alike is no run's directory");
     cr_expect_eq(lstat(nested_file, &st), 0, "a directory with a subdirectory is no run's");
     cr_expect_eq(lstat(nested_sub, &st), 0);
+    cr_expect_eq(lstat(notes, &st), 0, "a directory with a file no run writes is no run's");
 }
 
 /* An idle gc says so on a terminal (silence left a person wondering) and nothing elsewhere (from

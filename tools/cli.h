@@ -58,7 +58,8 @@ int cli_beside_exe(const char *relative, char *buf, size_t len);
 
 /* Removes run directory `path` (its files, then itself) without following a symbolic link in
  * its place. 0, or -1 with errno set: ENOTDIR, nothing removed, when it holds anything but
- * regular files (no run's directory: a run writes only regular files there). */
+ * regular files of the names a run writes (*.seg, .*.tmp, run-*, .cushim-probe.*): no run's
+ * directory. */
 int cli_remove_run_dir(const char *path);
 
 /* Parses a pid argument; -1 on error (message printed). */

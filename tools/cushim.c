@@ -115,6 +115,17 @@ int cli_color(FILE *f)
     return isatty(fileno(f)) && !(no && *no) && !(term && strcmp(term, "dumb") == 0);
 }
 
+/* Whether a run (tools/run_*.c) or a process of it (shim/segment_file.c) writes a file of that
+ * name in the run's directory: summaries (PID-CREATED.seg, a nested run's ID-PID-CREATED.seg,
+ * .taken-NAME.seg), their temporary files (.NAME.tmp), nested runs' run-ID files, a path probe. */
+static int run_file_name(const char *name)
+{
+    size_t n = strlen(name);
+    return (n > 4 && strcmp(name + n - 4, ".seg") == 0) ||
+           (name[0] == '.' && n > 5 && strcmp(name + n - 4, ".tmp") == 0) || strncmp(name, "run-", 4) == 0 ||
+           strncmp(name, ".cushim-probe.", 14) == 0;
+}
+
 int cli_remove_run_dir(const char *path)
 {
     int fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
@@ -124,15 +135,16 @@ int cli_remove_run_dir(const char *path)
             close(fd);
         return -1;
     }
-    /* A run writes only regular files there: anything else (a subdirectory, a link, a FIFO)
-     * means it is not a run's directory, and nothing in it is removed (ENOTDIR). */
+    /* A run writes only regular files there, of its own names: anything else (a subdirectory, a
+     * link, a FIFO, someone's notes.txt) means it is not a run's directory, and nothing in it is
+     * removed (ENOTDIR; a fresh-user trial: root's gc removed another user's look-alike). */
     struct dirent *de;
     struct stat st;
     while ((de = readdir(d)) != NULL) {
         if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
             continue;
         int r = fstatat(fd, de->d_name, &st, AT_SYMLINK_NOFOLLOW);
-        if (r == 0 ? !S_ISREG(st.st_mode) : errno != ENOENT) { /* ENOENT: removed meanwhile */
+        if (r == 0 ? !S_ISREG(st.st_mode) || !run_file_name(de->d_name) : errno != ENOENT) { /* ENOENT: removed meanwhile */
             closedir(d);
             errno = ENOTDIR;
             return -1;
