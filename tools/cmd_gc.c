@@ -110,8 +110,8 @@ int cmd_gc(int argc, char **argv)
                    "those of\nprocesses that are gone which this cushim cannot read (another "
                    "version's; not\none whose header names another pid namespace), and the run "
                    "directories\n(${TMPDIR:-/tmp}/cushim-run.*) of `cushim run`s killed before they "
-                   "could clean\nup (one not mode 0700, or holding anything but files, is no run's "
-                   "and is left).\n");
+                   "could clean\nup (one not mode 0700, or holding anything but the files a run "
+                   "writes,\nis no run's and is left).\n");
             return 0;
         }
         if (argv[1][0] == '-') /* --hlep, --help=1: said as every command says them */
