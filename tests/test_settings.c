@@ -452,6 +452,19 @@ Test(settings, an_option_is_not_taken_as_a_value)
     cr_expect_str_eq(r.err, "cushim: --output needs a value, not the option \"--json\" (for a value that starts "
                             "with --, write --output=--json)\n");
     run_free(&r);
+    /* A short option too (an earlier trial: `--log-file -h` wrote a file named -h); a number is
+     * still the value's to judge. */
+    const char *a4[] = {cushim_bin(), "run", "--log-file", "-h", "--", "/bin/true", NULL};
+    run_cmd(&r, a4, NULL);
+    cr_expect_eq(r.status, 2);
+    cr_expect_str_eq(r.err, "cushim: --log-file needs a value, not the option \"-h\" (for a value that starts "
+                            "with -, write --log-file=-h)\n");
+    run_free(&r);
+    const char *a5[] = {cushim_bin(), "stat", "--json", "-n", "-1", NULL};
+    run_cmd(&r, a5, NULL);
+    cr_expect_eq(r.status, 2);
+    cr_expect_str_eq(r.err, "cushim: -n \"-1\" is not a whole number of times, 1 or more\n");
+    run_free(&r);
 }
 
 Test(settings, help_lists_every_variable_with_its_default)

@@ -82,8 +82,9 @@ void cli_say_value_replaced(const char *flag, const char **last, const char *now
  * separate value is itself an option (cli_value_is_option). */
 int cli_option_value(int argc, char **argv, int *i, const char *name, const char *value_name,
                      const char **value);
-/* Whether the separate value given to option `name` is itself an option ("--json --quiet"): then
- * says so in one line (the value can still be given as name=--VALUE) and returns 1; else 0. */
+/* Whether the separate value given to option `name` is itself an option ("--json --quiet",
+ * "--json -h": "--" or "-" and a letter; not "-", "--" or "-1"): then says so in one line (the
+ * value can still be given as name=--VALUE) and returns 1; else 0. */
 int cli_value_is_option(const char *name, const char *value);
 
 /* ---- segments (segments.c) ---- */

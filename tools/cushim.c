@@ -190,10 +190,14 @@ int cli_option_value(int argc, char **argv, int *i, const char *name, const char
 
 int cli_value_is_option(const char *name, const char *value)
 {
-    if (strncmp(value, "--", 2) != 0 || value[2] == '\0')
+    /* "--x", or "-" and a letter ("-h": `--json -h` wrote a file named -h; an earlier trial); not
+     * "-" (standard output), "--", nor "-1" (a number, said by the value's own check). */
+    int dashes = strncmp(value, "--", 2) == 0 ? 2 : value[0] == '-' ? 1 : 0;
+    if (!dashes || value[dashes] == '\0' ||
+        (dashes == 1 && !((value[1] >= 'a' && value[1] <= 'z') || (value[1] >= 'A' && value[1] <= 'Z'))))
         return 0;
-    cli_error("%s needs a value, not the option \"%s\" (for a value that starts with --, write %s=%s)",
-              name, value, name, value);
+    cli_error("%s needs a value, not the option \"%s\" (for a value that starts with %s, write %s=%s)",
+              name, value, dashes == 2 ? "--" : "-", name, value);
     return 1;
 }
 
