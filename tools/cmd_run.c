@@ -230,9 +230,11 @@ int cmd_run(int argc, char **argv)
     struct cushim_config cfg;
     cushim_config_load(&cfg, (const char *(*)(const char *))getenv, environ, run_print_config_error);
     /* The report's value as given, for messages (check_paths makes a relative one absolute). */
-    char report_typed[CUSHIM_PATH_MAX] = "";
+    char report_typed[CUSHIM_PATH_MAX] = "", log_typed[CUSHIM_PATH_MAX] = "";
     if (getenv("CUSHIM_REPORT"))
         snprintf(report_typed, sizeof report_typed, "%s", getenv("CUSHIM_REPORT"));
+    if (getenv("CUSHIM_LOG_FILE"))
+        snprintf(log_typed, sizeof log_typed, "%s", getenv("CUSHIM_LOG_FILE"));
     if (run_flag_bad() || run_check_paths(&cfg) != 0)
         return EXIT_USAGE;
     const char *report_to = getenv("CUSHIM_REPORT");
@@ -247,6 +249,16 @@ int cmd_run(int argc, char **argv)
         cli_error("--json \"%s\" and %s \"%s\" name one file: the run's summary and the processes' exit "
                   "reports would overwrite each other; give them two files; nothing was run", json,
                   run_flag_given(CUSHIM_OPT_REPORT) ? "--report" : "CUSHIM_REPORT", report_typed);
+        return EXIT_USAGE;
+    }
+    /* The log with the summary: the summary's rename at the end would remove what was logged
+     * (an earlier trial: `--json F --log-file F` was taken). A report may share the log's file:
+     * it is written after the log's lines (test_reports). */
+    const char *log_to = getenv("CUSHIM_LOG_FILE");
+    if (json && log_to && *log_to && !strstr(log_to, "%p") && run_same_output_file(json, log_to)) {
+        cli_error("--json \"%s\" and %s \"%s\" name one file: the run's summary would replace the log; "
+                  "give them two files; nothing was run", json,
+                  run_flag_given(CUSHIM_OPT_LOG_FILE) ? "--log-file" : "CUSHIM_LOG_FILE", log_typed);
         return EXIT_USAGE;
     }
     if (!run_flag_given(CUSHIM_OPT_REPORT_FORMAT) && !(report_to && *report_to)) {
