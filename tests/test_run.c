@@ -146,7 +146,7 @@ Test(run, an_unusable_tmpdir_is_named)
     const char *extra[] = {"TMPDIR=/nonexistent ", NULL};
     cr_expect_eq(run_status(argv, sim_env(extra), &r), 2);
     cr_expect_str_eq(r.err, "cushim: cannot create a run directory under \"/nonexistent \" (TMPDIR): "
-                            "No such file or directory\n");
+                            "No such file or directory; nothing was run\n");
     run_free(&r);
 }
 

@@ -104,6 +104,16 @@ Test(settings, usage_errors_exit_2)
              test_dir());
     cr_expect_str_eq(r.err, want_rel);
     run_free(&r);
+    /* --json in the same words (an earlier trial: "No such file or directory"). */
+    const char *a12[] = {"/bin/sh", "-c", "cd \"$1\" && exec \"$0\" run --json nodir/x -- /bin/echo ran",
+                         cushim_bin(), test_dir(), NULL};
+    run_cmd(&r, a12, NULL);
+    cr_expect_eq(r.status, 2);
+    snprintf(want_rel, sizeof want_rel, "cushim: --json \"nodir/x\": %s/nodir does not exist; nothing was run\n",
+             test_dir());
+    cr_expect_str_eq(r.err, want_rel);
+    cr_expect_str_eq(r.out, "");
+    run_free(&r);
     /* Every command's value options take `--name VALUE` and `--name=VALUE`, and say the same
      * when the value is missing. */
     static const struct {

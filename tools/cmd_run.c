@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "common/config.h"
+#include "common/path.h"
 #include "common/procinfo.h"
 #include "common/report.h"
 #include "tools/cli.h"
@@ -341,15 +342,15 @@ int cmd_run(int argc, char **argv)
              tmp && *tmp ? tmp : "/tmp", (int)getpid(),
              (unsigned long long)cushim_self_start_time(), (unsigned long long)cushim_pidns_inode());
     if (!mkdtemp(dir)) {
-        cli_error("cannot create a run directory under \"%s\"%s: %s", tmp && *tmp ? tmp : "/tmp",
+        cli_error("cannot create a run directory under \"%s\"%s: %s; nothing was run", tmp && *tmp ? tmp : "/tmp",
                   tmp && *tmp ? " (TMPDIR)" : "", strerror(errno));
         return EXIT_USAGE;
     }
     chmod(dir, 0700); /* whatever the umask: the run's processes write into it, the run reads it */
     if (strlen(dir) >= CUSHIM_PATH_MAX) {
         /* The shims would refuse CUSHIM_RUN_DIR (config.h) and every summary would be lost. */
-        cli_error("TMPDIR=\"%s\" makes the run directory %zu bytes long, at most %d (set a shorter TMPDIR)",
-                  tmp, strlen(dir), CUSHIM_PATH_MAX - 1);
+        cli_error("TMPDIR=\"%s\" makes the run directory %zu bytes long, at most %d (set a shorter TMPDIR); "
+                  "nothing was run", tmp, strlen(dir), CUSHIM_PATH_MAX - 1);
         rmdir(dir);
         return EXIT_USAGE;
     }
@@ -368,7 +369,23 @@ int cmd_run(int argc, char **argv)
      * anything else (a FIFO, a terminal) stays open. */
     struct cli_output json_out = {0};
     if (json && cli_output_open(&json_out, json) != 0) {
-        cli_error("cannot write --json \"%s\": %s; nothing was run", json, cli_output_strerror(errno));
+        /* A directory that does not exist is said as for --report (run_paths.c; an earlier
+         * trial: "No such file or directory" of a path that is only missing its directory). */
+        int err = errno;
+        char abs[PATH_MAX * 3], parent[PATH_MAX * 2];
+        struct stat pst;
+        const char *rel = json;
+        while (rel[0] == '.' && rel[1] == '/')
+            rel += 2 + strspn(rel + 2, "/");
+        if (json[0] == '/' || !getcwd(parent, sizeof parent))
+            snprintf(abs, sizeof abs, "%s", json);
+        else
+            snprintf(abs, sizeof abs, "%s/%s", parent, rel);
+        cushim_parent_dir(abs, parent, sizeof parent);
+        if (err == ENOENT && stat(parent, &pst) != 0 && errno == ENOENT)
+            cli_error("--json \"%s\": %s does not exist; nothing was run", json, parent);
+        else
+            cli_error("cannot write --json \"%s\": %s; nothing was run", json, cli_output_strerror(err));
         cli_remove_run_dir(dir);
         return EXIT_USAGE;
     }
