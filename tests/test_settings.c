@@ -173,6 +173,11 @@ Test(settings, usage_errors_exit_2)
         {{"stat", "--intervl", "1", NULL}, "cushim: unknown option \"--intervl\" for stat (did you mean --interval? "
                                            "see cushim stat --help)\n", 2},
         {{"ps", "--hlep", NULL}, "cushim: unknown option \"--hlep\" for ps (did you mean --help? see cushim ps --help)\n", 2},
+        /* one dash, a long name and a value (an earlier trial: no hint) */
+        {{"run", "-device-limit=1G", "--", "/bin/true", NULL}, "cushim: unknown option \"-device-limit=1G\" for run "
+                                                              "(did you mean --device-limit? see cushim run --help)\n", 2},
+        {{"stat", "-output=x", NULL}, "cushim: unknown option \"-output=x\" for stat (did you mean --output? see "
+                                      "cushim stat --help)\n", 2},
         /* A mistyped value of a run option is offered the value meant (a fresh-user trial). */
         {{"run", "--offload", "compil", "--", "/bin/true", NULL}, "cushim: --offload \"compil\" is not one of "
                                                                "off|compile|always (did you mean compile? see cushim "

@@ -38,7 +38,7 @@ void cli_bad_word(const char *cmd, const char *word, const char *usage);
 /* A long option as the user probably meant it, for "did you mean": `word` in lower case, with a
  * second dash where it had one (-json, --JSON: --json), into probe (len bytes). Returns 1, or 0
  * (probe untouched) when word is no such option: no dash, a single letter (cli_short_option), or
- * a single dash and a '=' (-d=1 is the short option's value). */
+ * a single letter and a '=' (-d=1 is the short option's value; -device-limit=1G is probed). */
 int cli_option_probe(const char *word, char *probe, size_t len);
 
 /* For a one-letter option `word` that no command takes ("-q", meant as --quiet): the index of the one

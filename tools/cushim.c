@@ -47,7 +47,9 @@ void cli_say_value_replaced(const char *flag, const char **last, const char *now
 int cli_option_probe(const char *word, char *probe, size_t len)
 {
     size_t n = strlen(word);
-    if (word[0] != '-' || n < 3 || n + 2 > len || (word[1] != '-' && strchr(word, '=')))
+    /* -d=1 is a short option's value; -device-limit=1G a long one with one dash (an earlier
+     * trial: no hint for it). */
+    if (word[0] != '-' || n < 3 || n + 2 > len || (word[1] != '-' && strchr(word, '=') && strcspn(word, "=") <= 2))
         return 0;
     int dashes = word[1] == '-' ? 0 : 1;
     memcpy(probe, "--", (size_t)dashes);
