@@ -427,6 +427,12 @@ static void say_removable(struct seg_entry *e)
         snprintf(e->err + n, sizeof e->err - n, "; its process is gone: `cushim gc` removes it");
 }
 
+/* qsort order of names held in arrays (char[N]). */
+static int by_name(const void *a, const void *b)
+{
+    return strcmp(a, b);
+}
+
 /* qsort order of segment names: by pid, then by the whole name. */
 static int by_pid(const void *a, const void *b)
 {
@@ -919,23 +925,29 @@ struct cushim_segment *seg_map_rw(pid_t pid, char *who, size_t who_len)
     }
     /* No live one: why not, from every file named for `pid` (yours; everyone's as root): the
      * plain name may be taken by someone else's file, the segment then has a suffixed name. */
-    char path[1300];
+    /* In name order, as `stat` lists them (seg_scan): both name the same file of several (the
+     * plain name before a suffixed copy; a fresh-user trial: two commands named two files). */
+    char path[8192], names[16][256];
+    int nnames = 0;
     DIR *d = opendir(seg_dir());
     struct dirent *de;
-    while (d && !s && (de = readdir(d)) != NULL) {
+    while (d && nnames < 16 && (de = readdir(d)) != NULL) {
         uid_t u;
         pid_t p;
-        if (parse_name(de->d_name, &u, &p) != 0 || p != pid || (geteuid() != 0 && u != geteuid()))
-            continue;
-        snprintf(path, sizeof path, "%s/%s", seg_dir(), de->d_name);
+        if (parse_name(de->d_name, &u, &p) == 0 && p == pid && (geteuid() == 0 || u == geteuid()))
+            snprintf(names[nnames++], sizeof names[0], "%s", de->d_name);
+    }
+    if (d)
+        closedir(d);
+    qsort(names, (size_t)nnames, sizeof names[0], by_name);
+    for (int k = 0; k < nnames && !s; k++) {
+        snprintf(path, sizeof path, "%s/%s", seg_dir(), names[k]);
         /* A file of the right name that is not ours says less than a stale segment of ours. */
         char reason[1500];
         s = map_one(path, pid, reason, sizeof reason);
         if (!s && (!why[0] || strstr(why, "not a segment of yours")))
             snprintf(why, sizeof why, "%s", reason);
     }
-    if (d)
-        closedir(d);
     if (!s && why[0])
         cli_error("%s", why);
     else if (!s)
