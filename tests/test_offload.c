@@ -618,6 +618,18 @@ Test(offload, a_phase_request_during_an_allocation_applies_from_the_next)
     cr_expect_eq(jpath_u64(j, "devices.0.device.alloc_count"), 4);
     json_decref(j);
     run_free(&r);
+    /* A stream-ordered allocation under way (on the device, in the run phase). */
+    const char *async_extra[] = {"CUSHIM_OFFLOAD=compile", "CUSHIM_OFFLOAD_MIN=1MiB",
+                                 "SIMCUDA_INJECT=cuMemAllocAsync:1:raise=10", NULL};
+    j = offload_run(&r, "phase_during_async", async_extra);
+    cr_expect_eq(kv_u64(r.out, "phase.async"), 0, "still run after the allocation under way");
+    cr_expect_eq(kv_u64(r.out, "phase.last"), 1);
+    cr_expect_eq(jpath_u64(j, "devices.0.phase_peaks.run_device_peak_bytes"), KiB + 4 * MiB,
+                 "the 4 MiB in the run phase it was placed in");
+    cr_expect_eq(jpath_u64(j, "devices.0.phase_peaks.compile_device_peak_bytes"), KiB + 4 * MiB + KiB);
+    cr_expect_eq(jpath_u64(j, "devices.0.async.alloc_count"), 1);
+    json_decref(j);
+    run_free(&r);
 }
 
 /* A device the driver cannot describe gets no record, so its allocations are not counted: the

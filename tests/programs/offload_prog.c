@@ -428,6 +428,25 @@ static int scenario_phase_during_call(void)
     return 0;
 }
 
+/* The same for a stream-ordered allocation: in the run phase, a `cushim phase compile` request
+ * lands during a cudaMallocAsync of 4 MiB (SIMCUDA_INJECT=cuMemAllocAsync:1:raise=10); the 4 MiB
+ * count in the run phase, the next allocation (1 KiB) starts the compile phase. */
+static int scenario_phase_during_async(void)
+{
+    dev(KiB);
+    during_request = own_phase_request();
+    atomic_store(&during_signals, 1); /* the handler's second request: compile */
+    signal(SIGUSR1, request_during_call);
+    void *p;
+    CHECK(cudaMallocAsync(&p, 4 * MiB, 0));
+    printf("phase.async=%d\n", get_phase());
+    dev(KiB);
+    printf("phase.last=%d\n", get_phase());
+    CHECK(cudaFreeAsync(p, 0));
+    CHECK(cudaStreamSynchronize(0));
+    return 0;
+}
+
 /* The phase set before any CUDA call still applies to the first allocation. */
 static int scenario_phase_first(void)
 {
@@ -1216,7 +1235,8 @@ static const struct scenario scenarios[] = {
     {"phase_stack", scenario_phase_stack, 1},     {"capture_destroyed", scenario_capture_destroyed, 1},
     {"phase_fork", scenario_phase_fork, 1},       {"phase_stale", scenario_phase_stale, 1},
     {"phase_other_kinds", scenario_phase_other_kinds, 1}, {"phase_race", scenario_phase_race, 1},
-    {"phase_during_call", scenario_phase_during_call, 1}, {"budget_rounds", scenario_budget_rounds, 1},
+    {"phase_during_call", scenario_phase_during_call, 1},
+    {"phase_during_async", scenario_phase_during_async, 1}, {"budget_rounds", scenario_budget_rounds, 1},
     {"free_async_cancel_state", scenario_free_async_cancel_state, 1},
     {"async_free_exit", scenario_async_free_exit, 1},
     {"fork_reader", scenario_fork_reader, 1},     {"async_budget", scenario_async_budget, 1},
