@@ -258,7 +258,10 @@ void cushim_text_process(FILE *f, const struct cushim_snapshot *s, const char *t
             fprintf(f, "    offload host memory beyond live allocations: cached for reuse %s, "
                     "pending free %s\n", fmt(d->dev[CUSHIM_DEV_offload_cached_bytes], a, sizeof a),
                     fmt(d->dev[CUSHIM_DEV_offload_pending_free_bytes], b, sizeof b));
-        if (d->dev[CUSHIM_DEV_graphs_instantiated] || d->dev[CUSHIM_DEV_graphs_captured]) {
+        /* Also a device with allocation nodes only (of graphs instantiated on another: a
+         * fresh-user trial found the text without them, the JSON with). */
+        if (d->dev[CUSHIM_DEV_graphs_instantiated] || d->dev[CUSHIM_DEV_graphs_captured] ||
+            d->dev[CUSHIM_DEV_graph_alloc_node_bytes]) {
             fprintf(f, "    graphs: %llu captured, %llu instantiated, %llu alive, launches %llu; "
                     "alloc nodes %s\n",
                     (unsigned long long)d->dev[CUSHIM_DEV_graphs_captured],
@@ -278,12 +281,19 @@ void cushim_text_process(FILE *f, const struct cushim_snapshot *s, const char *t
     if (s->graph_count) {
         fprintf(f, "  %-6s %-6s %-9s %10s %14s %14s\n", "graph", "device", "state", "launches",
                 "alloc nodes", "capture");
-        for (uint32_t i = 0; i < s->graph_count && i < 20; i++) {
-            const struct cushim_graph_snapshot *g = &s->graphs[i];
-            fprintf(f, "  %-6llu %-6d %-9s %10llu %14s %14s\n", (unsigned long long)g->id,
-                    g->device, g->alive ? "alive" : "destroyed", (unsigned long long)g->launches,
-                    fmt(g->alloc_node_bytes, a, sizeof a), fmt(g->capture_bytes, b, sizeof b));
-        }
+        /* The live graphs first, then destroyed ones, 20 rows in all (a fresh-user trial: a
+         * server's live graphs were hidden behind 20 destroyed ones). */
+        uint32_t shown = 0;
+        for (int alive = 1; alive >= 0; alive--)
+            for (uint32_t i = 0; i < s->graph_count && shown < 20; i++) {
+                const struct cushim_graph_snapshot *g = &s->graphs[i];
+                if (!g->alive != !alive)
+                    continue;
+                fprintf(f, "  %-6llu %-6d %-9s %10llu %14s %14s\n", (unsigned long long)g->id,
+                        g->device, g->alive ? "alive" : "destroyed", (unsigned long long)g->launches,
+                        fmt(g->alloc_node_bytes, a, sizeof a), fmt(g->capture_bytes, b, sizeof b));
+                shown++;
+            }
         if (s->graph_count > 20)
             fprintf(f, "  ... %u more graphs in the JSON summary\n", s->graph_count - 20);
     }

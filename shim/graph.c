@@ -428,14 +428,15 @@ static inline uint64_t launch_info(uint64_t key)
 }
 
 /* A sampling launch: the pool of the device the graph's allocation nodes are on (of each, for
- * nodes on several devices). */
-static __attribute__((noinline)) void launch_sample(CUgraphExec exec)
+ * nodes on several devices); `first`: the graph's first launch, read whatever the last read's
+ * age. */
+static __attribute__((noinline)) void launch_sample(CUgraphExec exec, bool first)
 {
     unsigned pool = (unsigned)(launch_info((uint64_t)(uintptr_t)exec) >> 48);
     if (likely(pool != POOL_MANY))
-        graph_pool_sample((int)pool - 1, false);
+        graph_pool_sample((int)pool - 1, first);
     else
-        graph_exec_pool_sample(exec, false);
+        graph_exec_pool_sample(exec, first);
 }
 
 void graph_launched(CUgraphExec exec)
@@ -443,16 +444,21 @@ void graph_launched(CUgraphExec exec)
     uint64_t info = launch_info((uint64_t)(uintptr_t)exec);
     int slot = (int)(uint32_t)info - 1;
     int device = (int)(uint16_t)(info >> 32) - 1;
+    uint64_t before = 1;
     if (likely((unsigned)slot < CUSHIM_MAX_GRAPHS))
-        atomic_fetch_add_explicit(&shim.seg->graphs[slot].launches, 1, memory_order_relaxed);
+        before = atomic_fetch_add_explicit(&shim.seg->graphs[slot].launches, 1, memory_order_relaxed);
     account_dev_inc(device, CUSHIM_DEV_graph_launches, 1);
     /* CUSHIM_COMPILE_END=graph-launch: serving has begun. */
     if (unlikely(shim.cfg.compile_end == CUSHIM_COMPILE_END_GRAPH_LAUNCH) &&
         atomic_load_explicit(&shim.seg->h.phase, memory_order_relaxed) == CUSHIM_PHASE_COMPILE)
         phase_set(CUSHIM_PHASE_RUN);
-    /* The clock is read on every 16th launch of a thread, the pool at most every 100 ms. */
-    if (unlikely((++launches_here & 15) == 1))
-        launch_sample(exec);
+    /* A graph's first launch attaches its memory (cuda.h cuGraphUpload: "Uploads ... to the
+     * device in preparation for launch", else at the first launch): the pool is read then, so
+     * that a graph launched once shows (a fresh-user trial: stale for minutes at a few launches a
+     * second). Else the clock is read on every 16th launch of a thread, the pool at most every
+     * 100 ms. */
+    if (unlikely(before == 0) || unlikely((++launches_here & 15) == 1))
+        launch_sample(exec, before == 0);
 }
 
 bool graph_pool_sample(int device, bool force)

@@ -161,9 +161,11 @@ Test(graphs, graph_memory_on_another_devices_pool_counts_against_that_budget)
     const char *extra[] = {"SIMCUDA_DEVICE_COUNT=2", "CUSHIM_DEVICE_LIMIT=1:1GiB", NULL};
     json_t *j = graph_run_env(&r, "budget_other_device_pool", extra);
     cr_expect_eq(kv_u64(r.out, "rc_800"), 2, "cudaErrorMemoryAllocation: %s", r.out);
-    /* The text summary shows device 1's pool although no graph was instantiated there (before:
-     * the line was only for a device with captured or instantiated graphs). */
+    /* The text summary shows device 1's allocation nodes and pool although no graph was
+     * instantiated there (before: the pool line was only for a device with captured or
+     * instantiated graphs; then the nodes were in the JSON only, a fresh-user trial). */
     cr_expect(strstr(r.err, "    device_total              0 B          0 B\n"
+                            "    graphs: 0 captured, 0 instantiated, 0 alive, launches 0; alloc nodes 416 MiB\n"
                             "    graph pool: reserved 416 MiB (high 416 MiB), in use 416 MiB (high 416 MiB)\n") != NULL,
               "%s", r.err);
     cr_expect_eq(jpath_u64(device_of(j, 1), "device_total.limit_held_bytes"), 416 * MiB, "the pool's reserve");
@@ -322,7 +324,7 @@ Test(graphs, meminfo_during_capture_leaves_untracked_alone)
     struct run_result r;
     json_t *j = graph_run(&r, "meminfo_during_capture");
     cr_expect_eq(kv_u64(r.out, "used_during"), 65 * MiB);
-    cr_expect_eq(kv_u64(r.out, "api.during.graph_reserved"), MiB, "read at the first launch only");
+    cr_expect_eq(kv_u64(r.out, "api.during.graph_reserved"), MiB, "read at the trim, not at the second launch");
     cr_expect_eq(kv_u64(r.out, "api.during.untracked_sampled"), 0);
     cr_expect_eq(kv_u64(r.out, "api.during.untracked"), 0);
     cr_expect_eq(kv_u64(r.out, "api.after.untracked_sampled"), 1);
@@ -403,6 +405,27 @@ Test(graphs, exec_ids_follow_instantiation_order)
     cr_expect_eq(min_alive, 301);
     cr_expect_eq(max, 310);
     cr_expect_eq(jpath_u64(j, "devices.0.graphs.instantiated"), 310);
+    /* The text's table (20 rows) shows the live graphs first (a fresh-user trial: 20 destroyed
+     * ones hid them), then destroyed ones. */
+    char first[200], eleventh[200];
+    snprintf(first, sizeof first, "\n  %-6s %-6s %-9s %10s %14s %14s\n  %-6d %-6d %-9s %10d %14s %14s\n", "graph",
+             "device", "state", "launches", "alloc nodes", "capture", 301, 0, "alive", 0, "0 B", "0 B");
+    snprintf(eleventh, sizeof eleventh, "  %-6d %-6d %-9s %10d %14s %14s\n  %-6d %-6d %-9s", 310, 0, "alive", 0,
+             "0 B", "0 B", 11, 0, "destroyed");
+    cr_expect(strstr(r.err, first) != NULL, "%s", r.err);
+    cr_expect(strstr(r.err, eleventh) != NULL, "%s", r.err);
+    json_decref(j);
+    run_free(&r);
+}
+
+/* A graph's first launch reads the pool whatever the last read's age (a fresh-user trial: stale
+ * for minutes at a few launches a second). */
+Test(graphs, a_graphs_first_launch_reads_the_pool)
+{
+    struct run_result r;
+    json_t *j = graph_run(&r, "first_launch_read");
+    cr_expect_eq(kv_u64(r.out, "api.first.graph_used"), 64 * MiB, "%s", r.out);
+    cr_expect_eq(kv_u64(r.out, "api.first.graph_reserved"), kv_u64(r.out, "sim.graph_reserved.0"));
     json_decref(j);
     run_free(&r);
 }

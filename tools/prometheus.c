@@ -183,6 +183,7 @@ void prometheus_write(FILE *f, const struct proc_list *l)
                  "bytes of one live executable graph's memory-allocation nodes",
                  offsetof(struct cushim_graph_snapshot, alloc_node_bytes), true);
     graph_metric(f, l, "graph_exec_capture_bytes", "gauge",
-                 "bytes allocated while the capture that made one live executable graph was live",
+                 "bytes allocated while the capture that made one live executable graph was live (a record "
+                 "of the capture, not memory held now: not to be summed)",
                  offsetof(struct cushim_graph_snapshot, capture_bytes), true);
 }

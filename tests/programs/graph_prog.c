@@ -281,6 +281,24 @@ static int print_stats(const char *tag, int device)
     return 0;
 }
 
+/* A graph's first launch reads the pool, however recent the last read (a fresh-user trial: a
+ * graph launched once after another was never read while the program ran): graph A (no nodes)
+ * is launched, then at once graph B with a 64 MiB allocation node, once. */
+static int scenario_first_launch_read(void)
+{
+    cudaStream_t s;
+    cudaGraph_t ga;
+    cudaGraphExec_t xa, xb;
+    CHECK(cudaStreamCreate(&s));
+    CHECK(cudaGraphCreate(&ga, 0));
+    CHECK(cudaGraphInstantiate(&xa, ga, 0));
+    CHECK(cudaGraphLaunch(xa, s));
+    CHECK(cudaGraphInstantiate(&xb, node_graph(64 * MiB, 0), 0));
+    CHECK(cudaGraphLaunch(xb, s));
+    CHECK(cudaStreamSynchronize(s));
+    return print_stats("first", 0);
+}
+
 /* A capture on a stream of device 1 begun while device 0 is current belongs to device 1's context
  * (cuStreamGetCtx): resetting device 1 ends it, so a later allocation is not `capture`. */
 static int scenario_capture_other_device_reset(void)
@@ -506,11 +524,18 @@ static int scenario_meminfo_during_capture(void)
     cudaGraph_t g;
     cudaGraphExec_t x1, x2;
     size_t f, t;
+    void *p2;
     CHECK(cudaStreamCreate(&s));
     CHECK(cudaStreamCreate(&s2));
     CHECK(cudaGraphInstantiate(&x1, node_graph(MiB, 0), 0));
     CHECK(cudaGraphLaunch(x1, s));
-    CHECK(cudaGraphInstantiate(&x2, node_graph(64 * MiB, 0), 0));
+    /* x2's first launch is read (65 MiB); freed and trimmed (read: 1 MiB), its second launch
+     * attaches 64 MiB again, not read (within 100 ms, the thread's third launch). */
+    CHECK(cudaGraphInstantiate(&x2, node_graph_at(64 * MiB, 0, &p2), 0));
+    CHECK(cudaGraphLaunch(x2, s));
+    CHECK(cudaStreamSynchronize(s));
+    CHECK(cudaFree(p2));
+    CHECK(cudaDeviceGraphMemTrim(0));
     CHECK(cudaGraphLaunch(x2, s));
     CHECK(cudaStreamSynchronize(s));
     CHECK(cudaStreamBeginCapture(s2, cudaStreamCaptureModeRelaxed));
@@ -850,6 +875,7 @@ static const struct scenario scenarios[] = {
     {"instantiate_with_upload", scenario_instantiate_with_upload, 1},
     {"fork_during_capture", scenario_fork_during_capture, 1},
     {"many_execs", scenario_many_execs, 1},
+    {"first_launch_read", scenario_first_launch_read, 1},
     {"exec_handle_reuse", scenario_exec_handle_reuse, 1},
     {"alloc_during_begin", scenario_alloc_during_begin, 1},
     {"cancel_in_begin", scenario_cancel_in_begin, 1},
