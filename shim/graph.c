@@ -30,6 +30,12 @@ static inline unsigned launch_index(uint64_t exec)
 }
 static _Atomic uint64_t last_sample_ns[CUSHIM_MAX_DEVICES];
 static SHIM_TLS unsigned launches_here;
+/* Executable graphs with allocation nodes not launched yet, by row: their first launch attaches
+ * their memory (cuda.h cuGraphUpload: "Uploads ... to the device in preparation for launch",
+ * else at the first launch), and reads the pool (a fresh-user trial: stale for minutes at a few
+ * launches a second). While none waits, a launch pays one load for it (docs/BENCHMARKS.md). */
+static atomic_bool first_pending[CUSHIM_MAX_GRAPHS];
+static atomic_uint first_pending_count;
 
 /* walk_graph's visitor: an allocation node's parameters (child NULL), or a child graph (alloc
  * NULL). Called with no lock of the shim held. */
@@ -269,6 +275,8 @@ void graph_instantiated(CUgraphExec exec, CUgraph graph, int device, CUcontext c
         atomic_store_explicit(&g->launches, 0, memory_order_relaxed);
         g->alloc_node_bytes = nb.total;
         g->capture_bytes = capture;
+        if (nb.total && !atomic_exchange(&first_pending[slot], true))
+            atomic_fetch_add(&first_pending_count, 1);
         atomic_store_explicit(&g->state, 2, memory_order_release);
         uint32_t n = atomic_load(&seg->h.graph_count);
         while (n < (uint32_t)slot + 1 && !atomic_compare_exchange_weak(&seg->h.graph_count, &n, (uint32_t)slot + 1))
@@ -331,6 +339,8 @@ static void exec_gone(const struct shim_entry *e, void *arg)
     if (slot >= 0 && (unsigned)slot < CUSHIM_MAX_GRAPHS) {
         struct cushim_graph_record *g = &shim.seg->graphs[slot];
         g->destroyed_ns = shim_clock_ns(CLOCK_REALTIME);
+        if (atomic_exchange(&first_pending[slot], false)) /* never launched */
+            atomic_fetch_sub(&first_pending_count, 1);
         atomic_store_explicit(&g->state, 3, memory_order_release);
     }
     account_device_stat_add(e->device, CUSHIM_DEV_graph_execs_alive, -1);
@@ -439,26 +449,36 @@ static __attribute__((noinline)) void launch_sample(CUgraphExec exec, bool first
         graph_exec_pool_sample(exec, first);
 }
 
+/* A launch while CUSHIM_COMPILE_END=graph-launch is set or a graph waits for its first launch.
+ * The row is looked up again: the hot path keeps nothing live across its calls for it. */
+static __attribute__((noinline)) void launch_slow(CUgraphExec exec)
+{
+    int slot = (int)(uint32_t)launch_info((uint64_t)(uintptr_t)exec) - 1;
+    /* CUSHIM_COMPILE_END=graph-launch: serving has begun. */
+    if (shim.cfg.compile_end == CUSHIM_COMPILE_END_GRAPH_LAUNCH &&
+        atomic_load_explicit(&shim.seg->h.phase, memory_order_relaxed) == CUSHIM_PHASE_COMPILE)
+        phase_set(CUSHIM_PHASE_RUN);
+    if ((unsigned)slot < CUSHIM_MAX_GRAPHS && atomic_load_explicit(&first_pending[slot], memory_order_relaxed) &&
+        atomic_exchange(&first_pending[slot], false)) {
+        atomic_fetch_sub(&first_pending_count, 1);
+        launch_sample(exec, true);
+    }
+}
+
 void graph_launched(CUgraphExec exec)
 {
     uint64_t info = launch_info((uint64_t)(uintptr_t)exec);
     int slot = (int)(uint32_t)info - 1;
     int device = (int)(uint16_t)(info >> 32) - 1;
-    uint64_t before = 1;
     if (likely((unsigned)slot < CUSHIM_MAX_GRAPHS))
-        before = atomic_fetch_add_explicit(&shim.seg->graphs[slot].launches, 1, memory_order_relaxed);
+        atomic_fetch_add_explicit(&shim.seg->graphs[slot].launches, 1, memory_order_relaxed);
     account_dev_inc(device, CUSHIM_DEV_graph_launches, 1);
-    /* CUSHIM_COMPILE_END=graph-launch: serving has begun. */
-    if (unlikely(shim.cfg.compile_end == CUSHIM_COMPILE_END_GRAPH_LAUNCH) &&
-        atomic_load_explicit(&shim.seg->h.phase, memory_order_relaxed) == CUSHIM_PHASE_COMPILE)
-        phase_set(CUSHIM_PHASE_RUN);
-    /* A graph's first launch attaches its memory (cuda.h cuGraphUpload: "Uploads ... to the
-     * device in preparation for launch", else at the first launch): the pool is read then, so
-     * that a graph launched once shows (a fresh-user trial: stale for minutes at a few launches a
-     * second). Else the clock is read on every 16th launch of a thread, the pool at most every
-     * 100 ms. */
-    if (unlikely(before == 0) || unlikely((++launches_here & 15) == 1))
-        launch_sample(exec, before == 0);
+    if (unlikely(shim.cfg.compile_end == CUSHIM_COMPILE_END_GRAPH_LAUNCH) ||
+        unlikely(atomic_load_explicit(&first_pending_count, memory_order_relaxed) != 0))
+        launch_slow(exec);
+    /* Else the clock is read on every 16th launch of a thread, the pool at most every 100 ms. */
+    if (unlikely((++launches_here & 15) == 1))
+        launch_sample(exec, false);
 }
 
 bool graph_pool_sample(int device, bool force)
@@ -525,6 +545,9 @@ void graph_after_fork_child(void)
     /* The parent's executable graphs are not the child's (shim.execs is emptied by the caller);
      * a writer of the parent's cut off by the fork leaves nothing held. */
     atomic_flag_clear_explicit(&launch_cache_writing, memory_order_relaxed);
+    for (unsigned i = 0; i < CUSHIM_MAX_GRAPHS; i++)
+        atomic_store_explicit(&first_pending[i], false, memory_order_relaxed);
+    atomic_store_explicit(&first_pending_count, 0, memory_order_relaxed);
     for (unsigned i = 0; i < LAUNCH_CACHE; i++) {
         atomic_store_explicit(&launch_cache[i].exec, 0, memory_order_relaxed);
         atomic_store_explicit(&launch_cache[i].info, 0, memory_order_relaxed);
