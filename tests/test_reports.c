@@ -461,25 +461,21 @@ Test(reports, an_unwritable_json_path_stops_before_running)
     }
     /* The log with the summary (an earlier trial: taken, and the summary's rename would remove
      * the log); a report may share the log's file (a_report_in_the_log_file_keeps_the_log). */
-    char want_log[3000];
-    const char *json_log[] = {cushim_bin(), "run", "--json", same, "--log-file", rel, "--", "sh", "-c", cmd, NULL};
-    run_cmd(&r, json_log, sim_env(NULL));
-    cr_expect_eq(r.status, 2);
-    snprintf(want_log, sizeof want_log, "cushim: --json \"%s\" and --log-file \"%s\" name one file: the run's "
-             "summary would replace the log; give them two files; nothing was run\n", same, rel);
-    cr_expect_str_eq(r.err, want_log);
-    cr_expect_neq(access(marker, F_OK), 0, "the program must not have run");
-    run_free(&r);
-    const char *log_json[] = {cushim_bin(), "run", "--json", link, "--", "sh", "-c", cmd, NULL};
-    char log_env[800];
-    snprintf(log_env, sizeof log_env, "CUSHIM_LOG_FILE=%s", same);
-    run_cmd(&r, log_json, sim_env((const char *[]){log_env, NULL}));
-    cr_expect_eq(r.status, 2);
-    snprintf(want_log, sizeof want_log, "cushim: --json \"%s\" and CUSHIM_LOG_FILE \"%s\" name one file: the run's "
-             "summary would replace the log; give them two files; nothing was run\n", link, same);
-    cr_expect_str_eq(r.err, want_log);
-    cr_expect_neq(access(marker, F_OK), 0, "the program must not have run");
-    run_free(&r);
+    for (int by_env = 0; by_env < 2; by_env++) { /* --log-file, relative; CUSHIM_LOG_FILE, via a link */
+        const char *json = by_env ? link : same, *log = by_env ? same : rel;
+        char want_log[3000], log_env[800];
+        snprintf(log_env, sizeof log_env, "CUSHIM_LOG_FILE=%s", log);
+        const char *flag[] = {cushim_bin(), "run", "--json", json, "--log-file", log, "--", "sh", "-c", cmd, NULL};
+        const char *env[] = {cushim_bin(), "run", "--json", json, "--", "sh", "-c", cmd, NULL};
+        run_cmd(&r, by_env ? env : flag, sim_env(by_env ? (const char *[]){log_env, NULL} : NULL));
+        cr_expect_eq(r.status, 2);
+        snprintf(want_log, sizeof want_log, "cushim: --json \"%s\" and %s \"%s\" name one file: the run's summary "
+                 "would replace the log; give them two files; nothing was run\n", json,
+                 by_env ? "CUSHIM_LOG_FILE" : "--log-file", log);
+        cr_expect_str_eq(r.err, want_log);
+        cr_expect_neq(access(marker, F_OK), 0, "the program must not have run");
+        run_free(&r);
+    }
     /* Not one file: /dev/null takes both; a %p report is one file per process. */
     char per_pid[720];
     snprintf(per_pid, sizeof per_pid, "%s/r%%p.json", test_dir());
