@@ -463,7 +463,7 @@ Test(reports, an_unwritable_json_path_stops_before_running)
      * the log); a report may share the log's file (a_report_in_the_log_file_keeps_the_log). */
     for (int by_env = 0; by_env < 2; by_env++) { /* --log-file, relative; CUSHIM_LOG_FILE, via a link */
         const char *json = by_env ? link : same, *log = by_env ? same : rel;
-        char want_log[3000], log_env[800];
+        char want_log[5000], log_env[2100];
         snprintf(log_env, sizeof log_env, "CUSHIM_LOG_FILE=%s", log);
         const char *flag[] = {cushim_bin(), "run", "--json", json, "--log-file", log, "--", "sh", "-c", cmd, NULL};
         const char *env[] = {cushim_bin(), "run", "--json", json, "--", "sh", "-c", cmd, NULL};
