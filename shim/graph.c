@@ -309,8 +309,11 @@ void graph_instantiated(CUgraphExec exec, CUgraph graph, int device, CUcontext c
             if (table_take(&shim.graph_nodes, node_key(key, __builtin_ctzll(m)), &gone))
                 nodes_gone(&gone, NULL);
         }
-        if (slot >= 0)
+        if (slot >= 0) {
+            if (atomic_exchange(&first_pending[slot], false))
+                atomic_fetch_sub(&first_pending_count, 1);
             atomic_store_explicit(&seg->graphs[slot].state, 0, memory_order_release);
+        }
         track_table_full();
         account_device_stat_add(device, CUSHIM_DEV_graphs_instantiated, 1);
         return;
