@@ -149,7 +149,12 @@ Test(settings, usage_errors_exit_2)
          "cushim: --offload-cache keeps freed offloaded memory for reuse, and nothing is offloaded (offload and "
          "spill are off): give --offload or --spill too, or leave it out\n", 2},
         /* ... but an empty one is the default, as in the environment (a fresh-user trial: refused) */
-        {{"run", "--quiet", "--offload-min=", "--offload-cache=", "--", "/bin/true", NULL}, "", 0},
+        {{"run", "--quiet", "--offload-min=", "--offload-cache=", "--", "/bin/true", NULL},
+         "cushim: --offload-min is empty: the default applies (\"64MiB\")\n"
+         "cushim: --offload-cache is empty: the default applies (\"0\")\n", 0},
+        /* said, not dropped silently (a fresh-user trial: an unset $LIMIT ran with no budget) */
+        {{"run", "--quiet", "--device-limit", "", "--", "/bin/true", NULL},
+         "cushim: --device-limit is empty: the default applies (none)\n", 0},
         /* An empty value is no value; --quiet takes none; phase's words in the wrong order (found
          * by a fresh-user trial: a file-system error, "unknown option", "not a process id"). */
         {{"stat", "--output=", NULL}, "cushim: --output needs a FILE\n", 2},

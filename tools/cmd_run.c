@@ -230,6 +230,7 @@ int cmd_run(int argc, char **argv)
     /* Report bad CUSHIM_ values once here; the shims stay quiet under `cushim run`. */
     struct cushim_config cfg;
     cushim_config_load(&cfg, (const char *(*)(const char *))getenv, environ, run_print_config_error);
+    run_say_empty_flags(); /* typed here: said here, as a flag's bad value is */
     /* The report's value as given, for messages (check_paths makes a relative one absolute). */
     char report_typed[CUSHIM_PATH_MAX] = "", log_typed[CUSHIM_PATH_MAX] = "";
     if (getenv("CUSHIM_REPORT"))

@@ -39,6 +39,20 @@ int run_flag_bad(void)
     return bad_flag;
 }
 
+void run_say_empty_flags(void)
+{
+    for (int k = 0; k < CUSHIM_OPT_COUNT; k++) {
+        const char *v = getenv(cushim_option_table[k].variable);
+        if (!set_by_flag[k] || internal_option(k) || !v || *v)
+            continue;
+        char flag[64];
+        run_flag_name(cushim_option_table[k].variable, flag, sizeof flag);
+        const char *def = cushim_option_table[k].def;
+        fprintf(stderr, "cushim: %s is empty: the default applies (%s%s%s)\n", flag, *def ? "\"" : "none",
+                def, *def ? "\"" : "");
+    }
+}
+
 /* Whether the program word argv[i] was meant as part of an option's value: 1 when argv[i - 1] is
  * a switch (--spill) and argv[i] a boolean ("--spill on"); 2 when argv[i - 2] is an option that
  * took argv[i - 1] as its value and the two words together make one ("--device-limit 1 MiB"); 3

@@ -18,6 +18,11 @@ void run_flag_name(const char *variable, char *buf, size_t len);
 int run_flag_given(enum cushim_option id);
 int run_flag_bad(void);
 
+/* Says, one line each on stderr, the flags given an empty value ("--device-limit ''"): they take
+ * the default, as an empty variable does, but a typed value is never dropped silently (a
+ * fresh-user trial: a script's unset $LIMIT ran with no budget, without a word). */
+void run_say_empty_flags(void);
+
 /* Applies argv[i] (and argv[i + 1] for "--flag VALUE") if it is a configuration flag: setenv of
  * its variable, a boolean one alone being on; a flag given again says which value replaces which.
  * Returns the arguments consumed (1 or 2), 0 if argv[i] is no configuration flag, -1 after saying
