@@ -29,6 +29,10 @@ int watch_parse_iterations(const char *option, const char *v, long *n)
     char *end;
     errno = 0;
     long k = strtol(v, &end, 10);
+    if (*v && !v[strspn(v, "0123456789")] && errno == ERANGE) { /* a fresh-user trial: "not a whole number" */
+        cli_error("%s \"%s\" is too many times (at most %ld)", option, v, LONG_MAX);
+        return -1;
+    }
     if (!*v || *end || v[strspn(v, "0123456789")] || k < 1 || errno == ERANGE) {
         /* (found by a fresh-user trial: "from 1 to 9223372036854775807" told nothing) */
         cli_error("%s \"%s\" is not a whole number of times, 1 or more", option, v);
