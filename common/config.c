@@ -413,15 +413,34 @@ static int parse_into(struct cushim_config *c, enum cushim_option id, const char
         if (n == (size_t)-1) {
             snprintf(expect, sizeof expect, "%s: an entry is empty (a comma at an end, or two together)", list);
             what = expect;
-        } else if (n > 0 && n < sizeof entry && n < strlen(v)) { /* alone, the entry is the value */
+        } else if (n > 0 && n < sizeof entry && (n < strlen(v) || strchr(v, ':'))) {
+            /* A list, or one entry with its colon: which part is wrong (a fresh-user trial: "1:",
+             * "0:-1G" got the generic line). One entry without a colon is a size gone wrong. */
             if (rc == -1) /* a list: not "a size nor" */
                 what = list;
             snprintf(entry, sizeof entry, "%.*s", (int)n, v + at);
             shown_value(entry, shown, sizeof shown);
-            snprintf(expect, sizeof expect, "%s: the entry %s %s", what, shown,
+            char *colon = strchr(entry, ':'), part[640] = "";
+            uint64_t ordinal;
+            if (rc == -1 && colon) {
+                *colon = '\0';
+                if (cushim_parse_u64(entry, UINT64_MAX, &ordinal) != 0) {
+                    shown_value(entry, part, sizeof part);
+                    snprintf(part + strlen(part), sizeof part - strlen(part), " is not an ordinal (0..63)");
+                } else if (!colon[1]) {
+                    snprintf(part, sizeof part, "has no size");
+                } else {
+                    shown_value(colon + 1, part, sizeof part);
+                    snprintf(part + strlen(part), sizeof part - strlen(part),
+                             " is not a size (a whole number of bytes, or with a unit K, M, G or T, binary)");
+                }
+            }
+            /* "the entry "0:-1G": "-1G" is not a size", else "the entry "1:" has no size" */
+            snprintf(expect, sizeof expect, "%s: the entry %s%s%s", what, shown, part[0] == '"' ? ": " : " ",
                      rc == -3   ? "names an ordinal named before"
                      : rc == -4 ? "names an ordinal above 63"
                      : rc == -2 ? "has a size of 16 EiB or more"
+                     : part[0]  ? part
                                 : "is not ORDINAL:SIZE");
             what = expect;
         } else if (rc == -3) {

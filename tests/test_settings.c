@@ -180,6 +180,15 @@ Test(settings, usage_errors_exit_2)
         {{"stat", "--intervl", "1", NULL}, "cushim: unknown option \"--intervl\" for stat (did you mean --interval? "
                                            "see cushim stat --help)\n", 2},
         {{"ps", "--hlep", NULL}, "cushim: unknown option \"--hlep\" for ps (did you mean --help? see cushim ps --help)\n", 2},
+        /* which part of a device-limit entry is wrong (a fresh-user trial: the generic line) */
+        {{"run", "--device-limit=1:", "--", "/bin/true", NULL}, "cushim: --device-limit \"1:\" is not ORDINAL:SIZE,... "
+         "with ordinals 0..63, no spaces (e.g. 0:20GiB,1:10GiB): the entry \"1:\" has no size (see cushim run --help)\n", 2},
+        {{"run", "--device-limit=0:1G,1:-1G", "--", "/bin/true", NULL}, "cushim: --device-limit \"0:1G,1:-1G\" is not "
+         "ORDINAL:SIZE,... with ordinals 0..63, no spaces (e.g. 0:20GiB,1:10GiB): the entry \"1:-1G\": \"-1G\" is not a "
+         "size (a whole number of bytes, or with a unit K, M, G or T, binary) (see cushim run --help)\n", 2},
+        {{"run", "--device-limit=x:1G", "--", "/bin/true", NULL}, "cushim: --device-limit \"x:1G\" is not ORDINAL:SIZE,... "
+         "with ordinals 0..63, no spaces (e.g. 0:20GiB,1:10GiB): the entry \"x:1G\": \"x\" is not an ordinal (0..63) (see "
+         "cushim run --help)\n", 2},
         /* one dash, a long name and a value (an earlier trial: no hint) */
         {{"run", "-device-limit=1G", "--", "/bin/true", NULL}, "cushim: unknown option \"-device-limit=1G\" for run "
                                                               "(did you mean --device-limit? see cushim run --help)\n", 2},
