@@ -599,6 +599,14 @@ Test(settings, a_flag_given_twice_is_said)
     cr_expect_str_eq(r.err, "cushim: --sort given twice: \"pinned\" replaces \"pid\"\n"
                             "cushim: --interval given twice: \"0.2\" replaces \"0.1\"\n");
     run_free(&r);
+    /* Typed alike both times, the option is named as typed (a fresh-user trial: "--iterations
+     * given twice" of two -n). */
+    const char *top_n[] = {cushim_bin(), "top", "-b", "-n1", "-n", "2", "-s", "pid", "-s", "pinned", NULL};
+    run_cmd(&r, top_n, env);
+    cr_expect_eq(r.status, 0, "%s", r.err);
+    cr_expect_str_eq(r.err, "cushim: -n given twice: \"2\" replaces \"1\"\ncushim: -s given twice: \"pinned\" replaces "
+                            "\"pid\"\n");
+    run_free(&r);
     const char *stat[] = {cushim_bin(), "stat", "--output", out1, "--output", out2, "--interval", "0.1", "-d", "0.2",
                           "-n1", NULL};
     snprintf(want, sizeof want, "cushim: --output given twice: \"%s\" replaces \"%s\"\n"

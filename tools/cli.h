@@ -70,10 +70,18 @@ pid_t cli_parse_pid(const char *s);
  * says so, in every command (as `cushim run` does). */
 void cli_say_replaced(const char *flag, const char **last, const char *now);
 
-/* cli_say_replaced for a value the caller has read: `same` (nonzero) when now means what *last
- * meant, written another way (`-n 1` then `-n 01`, `-s pid` then `--sort PID`), which is not said;
- * *last = now either way. Called after the value is read, so that a bad one is said alone. */
-void cli_say_value_replaced(const char *flag, const char **last, const char *now, int same);
+/* An option's value as given last, and the name it was typed with ("-n" or "--iterations"). */
+struct cli_given {
+    const char *value, *typed;
+};
+
+/* cli_say_replaced for a value the caller has read, given as `typed` (a short or long name of
+ * the option long_name): `same` (nonzero) when now means what g's value meant, written another
+ * way (`-n 1` then `-n 01`, `-s pid` then `--sort PID`), which is not said. The option is named
+ * as typed when both were typed alike (`-n given twice`), else by its long name (a fresh-user
+ * trial: "--iterations given twice" of two -n). g then holds now. Called after the value is
+ * read, so that a bad one is said alone. */
+void cli_say_given(struct cli_given *g, const char *long_name, const char *typed, const char *now, int same);
 
 /* An option with a value, as `--name VALUE` or `--name=VALUE` (a short `-x` also as `-xVALUE`,
  * as getopt takes it; `-x=V` is V): returns 0 when argv[*i] is not

@@ -144,7 +144,7 @@ static void write_snapshot(FILE *f, const struct stat_args *a, const struct proc
 static int parse(int argc, char **argv, struct stat_args *a)
 {
     int options = 1; /* until "--": after it, every argument is a PID */
-    const char *interval_given = NULL, *iterations_given = NULL;
+    struct cli_given interval_given = {0}, iterations_given = {0};
     for (int i = 1; i < argc; i++) {
         const char *v, *opt; /* the option as typed, for its messages */
         int got;
@@ -166,13 +166,13 @@ static int parse(int argc, char **argv, struct stat_args *a)
             double was = a->interval;
             if (got < 0 || watch_parse_interval(opt, v, &a->interval) < 0)
                 return -1;
-            cli_say_value_replaced("--interval", &interval_given, v, a->interval == was);
+            cli_say_given(&interval_given, "--interval", opt, v, a->interval == was);
         } else if ((got = cli_option_value(argc, argv, &i, (opt = "--iterations"), "N", &v)) != 0 ||
                    (got = cli_option_value(argc, argv, &i, (opt = "-n"), "N", &v)) != 0) {
             long was = a->iterations;
             if (got < 0 || watch_parse_iterations(opt, v, &a->iterations) < 0)
                 return -1;
-            cli_say_value_replaced("--iterations", &iterations_given, v, a->iterations == was);
+            cli_say_given(&iterations_given, "--iterations", opt, v, a->iterations == was);
         } else if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
             usage(stdout);
             return 1;

@@ -408,7 +408,7 @@ int cmd_top(int argc, char **argv)
     }
     argc = nargs;
     argv = args;
-    const char *interval_given = NULL, *iterations_given = NULL, *sort_given = NULL;
+    struct cli_given interval_given = {0}, iterations_given = {0}, sort_given = {0};
     for (int i = 1; i < argc; i++) {
         const char *v, *opt; /* the option as typed, for its messages */
         int got;
@@ -445,7 +445,7 @@ int cmd_top(int argc, char **argv)
             double was = interval;
             if (got < 0 || watch_parse_interval(opt, v, &interval) < 0)
                 return EXIT_USAGE;
-            cli_say_value_replaced("--interval", &interval_given, v, interval == was);
+            cli_say_given(&interval_given, "--interval", opt, v, interval == was);
         } else if ((got = cli_option_value(argc, argv, &i, (opt = "--sort"), "a COLUMN", &v)) != 0 ||
                    (got = cli_option_value(argc, argv, &i, (opt = "-s"), "a COLUMN", &v)) != 0) {
             if (got < 0)
@@ -481,14 +481,14 @@ int cmd_top(int argc, char **argv)
                           "offloaded or pid)", opt, v, hint);
                 return EXIT_USAGE;
             }
-            cli_say_value_replaced("--sort", &sort_given, v, key == (enum sort_key)k);
+            cli_say_given(&sort_given, "--sort", opt, v, key == (enum sort_key)k);
             key = (enum sort_key)k;
         } else if ((got = cli_option_value(argc, argv, &i, (opt = "--iterations"), "N", &v)) != 0 ||
                    (got = cli_option_value(argc, argv, &i, (opt = "-n"), "N", &v)) != 0) {
             long was = iterations;
             if (got < 0 || watch_parse_iterations(opt, v, &iterations) < 0)
                 return EXIT_USAGE;
-            cli_say_value_replaced("--iterations", &iterations_given, v, iterations == was);
+            cli_say_given(&iterations_given, "--iterations", opt, v, iterations == was);
         } else {
             cli_bad_word("top", argv[i], "cushim top [-b|--batch] [-d|--interval SECONDS] [-n|--iterations N] [-s|--sort COLUMN]");
             return EXIT_USAGE;

@@ -34,14 +34,18 @@ void cli_error(const char *fmt, ...)
 
 void cli_say_replaced(const char *flag, const char **last, const char *now)
 {
-    cli_say_value_replaced(flag, last, now, *last && strcmp(*last, now) == 0);
-}
-
-void cli_say_value_replaced(const char *flag, const char **last, const char *now, int same)
-{
-    if (*last && !same)
+    if (*last && strcmp(*last, now) != 0)
         cli_error("%s given twice: \"%s\" replaces \"%s\"", flag, now, *last);
     *last = now;
+}
+
+void cli_say_given(struct cli_given *g, const char *long_name, const char *typed, const char *now, int same)
+{
+    if (g->value && !same)
+        cli_error("%s given twice: \"%s\" replaces \"%s\"", strcmp(g->typed, typed) == 0 ? typed : long_name,
+                  now, g->value);
+    g->value = now;
+    g->typed = typed;
 }
 
 int cli_option_probe(const char *word, char *probe, size_t len)
