@@ -373,17 +373,12 @@ int cmd_run(int argc, char **argv)
         /* A directory that does not exist is said as for --report (run_paths.c; an earlier
          * trial: "No such file or directory" of a path that is only missing its directory). */
         int err = errno;
-        char abs[PATH_MAX * 3], parent[PATH_MAX * 2];
+        char abs[PATH_MAX * 2], parent[PATH_MAX * 2];
         struct stat pst;
-        const char *rel = json;
-        while (rel[0] == '.' && rel[1] == '/')
-            rel += 2 + strspn(rel + 2, "/");
-        if (json[0] == '/' || !getcwd(parent, sizeof parent))
-            snprintf(abs, sizeof abs, "%s", json);
-        else
-            snprintf(abs, sizeof abs, "%s/%s", parent, rel);
-        cushim_parent_dir(abs, parent, sizeof parent);
-        if (err == ENOENT && stat(parent, &pst) != 0 && errno == ENOENT)
+        size_t n = run_absolute_path(json, abs, sizeof abs);
+        if (n != (size_t)-1 && n < sizeof abs)
+            cushim_parent_dir(abs, parent, sizeof parent);
+        if (err == ENOENT && n < sizeof abs && stat(parent, &pst) != 0 && errno == ENOENT)
             cli_error("--json \"%s\": %s does not exist; nothing was run", json, parent);
         else
             cli_error("cannot write --json \"%s\": %s; nothing was run", json, cli_output_strerror(err));

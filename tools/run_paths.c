@@ -117,6 +117,19 @@ int run_same_output_file(const char *json, const char *report)
  * --log-file files the user can write (or create, in such a directory). Relative report and log
  * paths are made absolute here, since the program may change its directory before it writes
  * them. 0, or -1 after saying why. */
+size_t run_absolute_path(const char *v, char *abs, size_t len)
+{
+    if (v[0] == '/')
+        return (size_t)snprintf(abs, len, "%s", v);
+    char cwd[4096];
+    errno = 0;
+    if (!getcwd(cwd, sizeof cwd))
+        return (size_t)-1;
+    while (v[0] == '.' && v[1] == '/')
+        v += 2 + strspn(v + 2, "/");
+    return (size_t)snprintf(abs, len, "%s/%s", cwd, v);
+}
+
 int run_check_paths(const struct cushim_config *cfg)
 {
     static const struct {
@@ -146,19 +159,16 @@ int run_check_paths(const struct cushim_config *cfg)
         if (v[0] != '/') {
             /* Report and log files are taken from the run's directory (a relative segment
              * directory was refused above). */
-            char cwd[4096];
-            errno = 0;
-            if (!getcwd(cwd, sizeof cwd)) {
+            size_t n = run_absolute_path(v, abs, sizeof abs);
+            if (n == (size_t)-1) {
                 cli_error("%s\"%s\": cannot make it an absolute path: %s; nothing was run", name, v, strerror(errno));
                 bad = 1;
                 continue;
             }
-            const char *rel = v;
-            while (rel[0] == '.' && rel[1] == '/') /* ./nodir/x: the message names cwd/nodir */
-                rel += 2 + strspn(rel + 2, "/");
-            size_t n = (size_t)snprintf(abs, sizeof abs, "%s/%s", cwd, rel);
             if (n >= CUSHIM_PATH_MAX) {
                 /* What the shims would refuse (config.h): said now, not lost at exit. */
+                char cwd[4096] = "";
+                (void)!getcwd(cwd, sizeof cwd);
                 cli_error("%s\"%s\": %zu bytes once made absolute (from %s), at most %d; nothing was run", name, v, n,
                           cwd, CUSHIM_PATH_MAX - 1);
                 bad = 1;

@@ -18,4 +18,10 @@ int run_check_paths(const struct cushim_config *cfg);
  * file of its own: the report's stdout, stderr, - and %p names, --json's -, a device or a FIFO. */
 int run_same_output_file(const char *json, const char *report);
 
+/* Relative path v taken from the working directory, into abs (len bytes): "cwd/v", leading "./"
+ * left out (./nodir/x: cwd/nodir/x, as messages name it); an absolute v as it is. Returns the
+ * length the whole path needs (>= len: cut), or (size_t)-1 with errno set when the working
+ * directory cannot be read. */
+size_t run_absolute_path(const char *v, char *abs, size_t len);
+
 #endif
