@@ -37,6 +37,12 @@ static SHIM_TLS unsigned launches_here;
 static atomic_bool first_pending[CUSHIM_MAX_GRAPHS];
 static atomic_uint first_pending_count;
 
+/* Devices whose pool read was due while a capture was live (graph_pool_sample_owed). */
+static _Atomic uint64_t owed_reads;
+
+static void exec_gone(const struct shim_entry *e, void *arg);
+static inline uint64_t launch_info(uint64_t key);
+
 /* walk_graph's visitor: an allocation node's parameters (child NULL), or a child graph (alloc
  * NULL). Called with no lock of the shim held. */
 typedef void (*graph_visit)(CUgraph child, const CUDA_MEM_ALLOC_NODE_PARAMS *alloc, void *arg);
@@ -301,7 +307,11 @@ void graph_instantiated(CUgraphExec exec, CUgraph graph, int device, CUcontext c
     struct shim_entry e = {.key = key, .size = nb.total, .aux = (uint64_t)(int64_t)slot,
                            .ctx = (uint64_t)(uintptr_t)ctx, .device = device,
                            .refs = (uint32_t)nb.mask, .maps = (uint32_t)(nb.mask >> 32)};
-    if (table_put(&shim.execs, &e, NULL) < 0) {
+    struct shim_entry replaced;
+    int put = table_put(&shim.execs, &e, &replaced);
+    if (put == 1) /* a destroyed exec's handle reused without its destruction seen (a review) */
+        exec_gone(&replaced, NULL);
+    if (put < 0) {
         /* Out of memory for the table: its destroy would find nothing to undo, so nothing of it
          * stays counted (its nodes' bytes, its row, the live count); it still was instantiated. */
         for (uint64_t m = nb.mask; m; m &= m - 1) {
@@ -398,24 +408,38 @@ void graph_context_gone(uint64_t ctx)
 
 /* Reads the pool of each device whose graph memory `mask` names (every 100 ms at most unless
  * force). */
-static void sample_mask(uint64_t mask, bool force)
+static bool sample_mask(uint64_t mask, bool force)
 {
+    bool all = true;
     for (; mask; mask &= mask - 1)
-        graph_pool_sample(__builtin_ctzll(mask), force);
+        all &= graph_pool_sample(__builtin_ctzll(mask), force);
+    return all;
 }
 
-void graph_exec_pool_sample(CUgraphExec exec, bool force)
+bool graph_exec_pool_sample(CUgraphExec exec, bool force)
 {
     struct shim_entry e;
-    if (!table_get(&shim.execs, (uint64_t)(uintptr_t)exec, &e)) {
-        graph_pool_sample(shim_current_device(NULL), force);
-        return;
-    }
+    if (!table_get(&shim.execs, (uint64_t)(uintptr_t)exec, &e))
+        return graph_pool_sample(shim_current_device(NULL), force);
     uint64_t mask = entry_mask(&e);
-    if (mask)
-        sample_mask(mask, force);
-    else
-        graph_pool_sample(e.device, force);
+    return mask ? sample_mask(mask, force) : graph_pool_sample(e.device, force);
+}
+
+/* Whether exec's row waits for the pool to be read after its memory attached; taken (false) by
+ * the read that does it. */
+static bool first_take(int slot)
+{
+    if ((unsigned)slot >= CUSHIM_MAX_GRAPHS || !atomic_load_explicit(&first_pending[slot], memory_order_relaxed) ||
+        !atomic_exchange(&first_pending[slot], false))
+        return false;
+    atomic_fetch_sub(&first_pending_count, 1);
+    return true;
+}
+
+void graph_exec_uploaded(CUgraphExec exec, bool force)
+{
+    bool waited = first_take((int)(uint32_t)launch_info((uint64_t)(uintptr_t)exec) - 1);
+    graph_exec_pool_sample(exec, force || waited);
 }
 
 /* Launch cache info of an executable graph the cache does not hold (a collision, or one the shim
@@ -461,11 +485,9 @@ static __attribute__((noinline)) void launch_slow(CUgraphExec exec)
     if (shim.cfg.compile_end == CUSHIM_COMPILE_END_GRAPH_LAUNCH &&
         atomic_load_explicit(&shim.seg->h.phase, memory_order_relaxed) == CUSHIM_PHASE_COMPILE)
         phase_set(CUSHIM_PHASE_RUN);
-    if ((unsigned)slot < CUSHIM_MAX_GRAPHS && atomic_load_explicit(&first_pending[slot], memory_order_relaxed) &&
-        atomic_exchange(&first_pending[slot], false)) {
-        atomic_fetch_sub(&first_pending_count, 1);
+    /* (While a capture is live, the read is owed until it ends: graph_pool_sample.) */
+    if (first_take(slot))
         launch_sample(exec, true);
-    }
 }
 
 void graph_launched(CUgraphExec exec)
@@ -497,10 +519,14 @@ bool graph_pool_sample(int device, bool force)
     };
     /* Not while a capture is live: the shim adds no call during one that it does not need
      * (docs/SUMMARY-JSON.md graph_pool); the figures then wait for the next launch or exit, and
-     * a budget reads them before it next decides (budget.h). */
+     * a budget reads them before it next decides (budget.h). A read that was due (forced: a
+     * graph's first launch, an upload, a trim) is owed: made when the last capture ends (a
+     * review: a first launch beside a capture was never read). */
     if (capture_any_live()) {
         if (budget_any && (unsigned)device < CUSHIM_MAX_DEVICES)
             atomic_store(&budget_graph_stale[device], 1);
+        if (force && (unsigned)device < CUSHIM_MAX_DEVICES)
+            atomic_fetch_or(&owed_reads, 1ull << device);
         return false;
     }
     __typeof__(&cuDeviceGetGraphMemAttribute) get = REAL(cuDeviceGetGraphMemAttribute);
@@ -534,6 +560,14 @@ bool graph_pool_sample(int device, bool force)
     return read || unsupported; /* a device without graph memory has no reserve to read */
 }
 
+void graph_pool_sample_owed(void)
+{
+    if (likely(atomic_load_explicit(&owed_reads, memory_order_relaxed) == 0) || capture_any_live())
+        return;
+    for (uint64_t m = atomic_exchange(&owed_reads, 0); m; m &= m - 1)
+        graph_pool_sample(__builtin_ctzll(m), true);
+}
+
 void graph_pool_sample_all(void)
 {
     struct cushim_segment *seg = shim.seg;
@@ -551,6 +585,7 @@ void graph_after_fork_child(void)
     for (unsigned i = 0; i < CUSHIM_MAX_GRAPHS; i++)
         atomic_store_explicit(&first_pending[i], false, memory_order_relaxed);
     atomic_store_explicit(&first_pending_count, 0, memory_order_relaxed);
+    atomic_store_explicit(&owed_reads, 0, memory_order_relaxed);
     for (unsigned i = 0; i < LAUNCH_CACHE; i++) {
         atomic_store_explicit(&launch_cache[i].exec, 0, memory_order_relaxed);
         atomic_store_explicit(&launch_cache[i].info, 0, memory_order_relaxed);

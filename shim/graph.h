@@ -51,11 +51,18 @@ void graph_launched(CUgraphExec exec);
  * Returns true if the figures are current: read now, or a driver without graph memory. */
 bool graph_pool_sample(int device, bool force);
 /* Reads the pool of the device(s) exec's allocation nodes are on (its device if it has none), as
- * graph_pool_sample: after an upload. */
-void graph_exec_pool_sample(CUgraphExec exec, bool force);
+ * graph_pool_sample; true if every one was read. */
+bool graph_exec_pool_sample(CUgraphExec exec, bool force);
+/* After an upload of exec (cuGraphUpload, or instantiation with the upload flag), which attaches
+ * its memory: its pool read (forced if force, or if exec had not been read since its memory
+ * attached: then its first launch need not read it again). */
+void graph_exec_uploaded(CUgraphExec exec, bool force);
 /* In a child after fork(): forget the parent's executable graphs. */
 void graph_after_fork_child(void);
 /* At exit: every device's pool. */
 void graph_pool_sample_all(void);
+/* When no capture is live any more: the pools whose read was due during one (graph_pool_sample
+ * with force). One load when none is owed. */
+void graph_pool_sample_owed(void);
 
 #endif

@@ -105,6 +105,10 @@ static CUresult ended(CUresult r, CUstream s, bool pt, CUgraph *graph)
         graph_captured(*graph, device >= 0 ? device : shim_current_device(NULL), bytes);
         shim_leave();
     }
+    if ((r == CUDA_SUCCESS || r == CUDA_ERROR_STREAM_CAPTURE_INVALIDATED) && shim_enter()) {
+        graph_pool_sample_owed(); /* the last capture ended: reads that were due */
+        shim_leave();
+    }
     return r;
 }
 

@@ -48,7 +48,7 @@ static CUresult instantiated_with_params(CUresult r, CUgraphExec *exec, CUgraph 
 {
     r = instantiated(r, exec, graph);
     if (r == CUDA_SUCCESS && upload && exec && shim_enter()) {
-        graph_exec_pool_sample(*exec, budget_any); /* a budget needs the reserve now (budget.h) */
+        graph_exec_uploaded(*exec, budget_any); /* a budget needs the reserve now (budget.h) */
         shim_leave();
     }
     return r;
@@ -124,7 +124,7 @@ LAUNCH(cuGraphLaunch_ptsz)
         CUresult r = real_(hGraphExec, hStream);                                 \
         if (r == CUDA_SUCCESS && shim_enter()) {                                 \
             /* A budget needs the reserve now: read whatever the last read's age. */ \
-            graph_exec_pool_sample(hGraphExec, budget_any);                      \
+            graph_exec_uploaded(hGraphExec, budget_any);                         \
             shim_leave();                                                        \
         }                                                                        \
         return r;                                                                \

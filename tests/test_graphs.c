@@ -425,7 +425,9 @@ Test(graphs, a_graphs_first_launch_reads_the_pool)
     struct run_result r;
     json_t *j = graph_run(&r, "first_launch_read");
     cr_expect_eq(kv_u64(r.out, "api.first.graph_used"), 64 * MiB, "%s", r.out);
-    cr_expect_eq(kv_u64(r.out, "api.first.graph_reserved"), kv_u64(r.out, "sim.graph_reserved.0"));
+    cr_expect_eq(kv_u64(r.out, "api.during.graph_used"), 64 * MiB, "not read while a capture is live");
+    cr_expect_eq(kv_u64(r.out, "api.after.graph_used"), 72 * MiB, "read when it ended");
+    cr_expect_eq(kv_u64(r.out, "api.after.graph_reserved"), kv_u64(r.out, "sim.graph_reserved.0"));
     json_decref(j);
     run_free(&r);
 }

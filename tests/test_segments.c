@@ -422,8 +422,11 @@ Test(segments, sigkill_leaves_a_stale_segment_that_gc_removes)
     /* Asked by pid: stat, reset-peak and phase say the same words, naming the same file of
      * several (copies under suffixed names: a fresh-user trial found two commands naming two). */
     char cp[2400];
-    snprintf(cp, sizeof cp, "cp '%s' '%s.aaaaaa' && cp '%s' '%s.zzzzzz'", seg_path(segdir, pid),
-             seg_path(segdir, pid), seg_path(segdir, pid), seg_path(segdir, pid));
+    /* 21 copies: more than the 16 names looked at (a review: the first 16 in the directory's
+     * order were, and could leave the plain name out). */
+    snprintf(cp, sizeof cp, "cp '%s' '%s.aaaaaa' && for i in 00 01 02 03 04 05 06 07 08 09 10 11 12 13 14 15 16 17 "
+             "18 19; do cp '%s' '%s.zz00'$i || exit 1; done", seg_path(segdir, pid), seg_path(segdir, pid),
+             seg_path(segdir, pid), seg_path(segdir, pid));
     cr_assert_eq(system(cp), 0);
     char p[16], want[1200];
     snprintf(p, sizeof p, "%d", (int)pid);

@@ -239,13 +239,24 @@ static int move_to_run_dir(const struct seg_entry *e, const char *dir)
     if (out >= 0 && close(out) != 0)
         ok = 0;
     /* link, not rename: the process's own summary under that name (it ended with its report
-     * after all) is never replaced; then the caller reads that one. */
-    if (!ok || (link(tmp, to) != 0 && errno != EEXIST)) {
-        unlink(tmp);
-        return -1;
+     * after all) is never replaced; then the caller reads that one. A file system without hard
+     * links (vfat, some FUSE mounts; a review) renames without replacing instead. */
+    if (ok && link(tmp, to) != 0 && errno != EEXIST) {
+        struct stat taken;
+        if (renameat2(AT_FDCWD, tmp, AT_FDCWD, to, RENAME_NOREPLACE) == 0)
+            return 0;
+        if (errno == EINVAL || errno == ENOSYS) { /* no RENAME_NOREPLACE there either */
+            if (lstat(to, &taken) != 0) {
+                if (rename(tmp, to) == 0)
+                    return 0;
+                ok = 0;
+            }
+        } else if (errno != EEXIST) {
+            ok = 0;
+        }
     }
-    unlink(tmp);
-    return 0;
+    unlink(tmp); /* linked, or the process's own summary is there (EEXIST) */
+    return ok ? 0 : -1;
 }
 
 static int add_live(struct seg_entry *e, void *argp)

@@ -427,12 +427,6 @@ static void say_removable(struct seg_entry *e)
         snprintf(e->err + n, sizeof e->err - n, "; its process is gone: `cushim gc` removes it");
 }
 
-/* qsort order of names held in arrays (char[N]). */
-static int by_name(const void *a, const void *b)
-{
-    return strcmp(a, b);
-}
-
 /* qsort order of segment names: by pid, then by the whole name. */
 static int by_pid(const void *a, const void *b)
 {
@@ -669,9 +663,12 @@ static int say_processes_under(pid_t pid)
 {
     struct under u = {pid, 0, {0}};
     int run = is_cushim_run(pid);
-    /* An ancestor of this command (init, the user's shell) has every process under it: it is no
-     * launcher of theirs (a fresh-user trial: `cushim phase 1 run` was pointed at some pid). */
-    if (!run && descends_from(getpid(), pid))
+    /* This namespace's init, when it is this command's ancestor, has every process under it: no
+     * launcher (a fresh-user trial: `cushim phase 1 run` was pointed at some pid). Other
+     * ancestors keep the hint: a job script's `cushim phase $$ run` after `train &`, or a shell's
+     * (a review). A container's pid 1 seen from `docker exec` (no ancestor of it) is its
+     * launcher, and keeps it too. */
+    if (!run && pid == 1 && descends_from(getpid(), pid))
         return 0;
     seg_scan(NULL, 0, gather_under, &u);
     const char *what = run ? "it is a `cushim run`" : "it has no segment of its own";
@@ -931,15 +928,26 @@ struct cushim_segment *seg_map_rw(pid_t pid, char *who, size_t who_len)
     int nnames = 0;
     DIR *d = opendir(seg_dir());
     struct dirent *de;
-    while (d && nnames < 16 && (de = readdir(d)) != NULL) {
+    while (d && (de = readdir(d)) != NULL) {
         uid_t u;
         pid_t p;
-        if (parse_name(de->d_name, &u, &p) == 0 && p == pid && (geteuid() == 0 || u == geteuid()))
-            snprintf(names[nnames++], sizeof names[0], "%s", de->d_name);
+        if (parse_name(de->d_name, &u, &p) != 0 || p != pid || (geteuid() != 0 && u != geteuid()))
+            continue;
+        /* The 16 first in name order, whatever the directory's (a review: the plain name could be
+         * left out past the 16th): kept sorted, the last dropped when full. */
+        int k = nnames < 16 ? nnames++ : 16;
+        if (k == 16 && strcmp(de->d_name, names[15]) >= 0)
+            continue;
+        if (k == 16)
+            k = 15;
+        while (k > 0 && strcmp(de->d_name, names[k - 1]) < 0) {
+            memcpy(names[k], names[k - 1], sizeof names[0]);
+            k--;
+        }
+        snprintf(names[k], sizeof names[0], "%s", de->d_name);
     }
     if (d)
         closedir(d);
-    qsort(names, (size_t)nnames, sizeof names[0], by_name);
     for (int k = 0; k < nnames && !s; k++) {
         snprintf(path, sizeof path, "%s/%s", seg_dir(), names[k]);
         /* A file of the right name that is not ours says less than a stale segment of ours. */
