@@ -408,21 +408,24 @@ void graph_context_gone(uint64_t ctx)
 
 /* Reads the pool of each device whose graph memory `mask` names (every 100 ms at most unless
  * force). */
-static bool sample_mask(uint64_t mask, bool force)
+static void sample_mask(uint64_t mask, bool force)
 {
-    bool all = true;
     for (; mask; mask &= mask - 1)
-        all &= graph_pool_sample(__builtin_ctzll(mask), force);
-    return all;
+        graph_pool_sample(__builtin_ctzll(mask), force);
 }
 
-bool graph_exec_pool_sample(CUgraphExec exec, bool force)
+void graph_exec_pool_sample(CUgraphExec exec, bool force)
 {
     struct shim_entry e;
-    if (!table_get(&shim.execs, (uint64_t)(uintptr_t)exec, &e))
-        return graph_pool_sample(shim_current_device(NULL), force);
+    if (!table_get(&shim.execs, (uint64_t)(uintptr_t)exec, &e)) {
+        graph_pool_sample(shim_current_device(NULL), force);
+        return;
+    }
     uint64_t mask = entry_mask(&e);
-    return mask ? sample_mask(mask, force) : graph_pool_sample(e.device, force);
+    if (mask)
+        sample_mask(mask, force);
+    else
+        graph_pool_sample(e.device, force);
 }
 
 /* Whether exec's row waits for the pool to be read after its memory attached; taken (false) by

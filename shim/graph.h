@@ -51,8 +51,8 @@ void graph_launched(CUgraphExec exec);
  * Returns true if the figures are current: read now, or a driver without graph memory. */
 bool graph_pool_sample(int device, bool force);
 /* Reads the pool of the device(s) exec's allocation nodes are on (its device if it has none), as
- * graph_pool_sample; true if every one was read. */
-bool graph_exec_pool_sample(CUgraphExec exec, bool force);
+ * graph_pool_sample. */
+void graph_exec_pool_sample(CUgraphExec exec, bool force);
 /* After an upload of exec (cuGraphUpload, or instantiation with the upload flag), which attaches
  * its memory: its pool read (forced if force, or if exec had not been read since its memory
  * attached: then its first launch need not read it again). */
