@@ -156,8 +156,8 @@ static inline __attribute__((always_inline)) CUresult async_end(const struct asy
         if (!dptr || !shim_enter()) /* a NULL output is the driver's to refuse */            \
             return real_(dptr, bytesize, hStream);                                           \
         async_begin(&q, NULL, hStream, pt);                                                  \
-        if (unlikely(!q.capturing && offload_wanted(bytesize)) &&                            \
-            offload_alloc(dptr, bytesize, 0, q.device, q.ctx) == CUDA_SUCCESS) {             \
+        unsigned want_ = q.capturing ? 0 : offload_wanted(bytesize);                         \
+        if (unlikely(want_) && offload_alloc(dptr, bytesize, want_, q.device, q.ctx) == CUDA_SUCCESS) { \
             shim_leave();                                                                    \
             return CUDA_SUCCESS;                                                             \
         }                                                                                    \

@@ -31,7 +31,8 @@ static CUresult alloc_with_policy(__typeof__(&cuMemAlloc_v2) real_, CUdeviceptr 
             account_fail(shim_current_device(NULL), CUSHIM_KIND_DEVICE);
         return r;
     }
-    if (unlikely(offload_wanted(bytesize)) && offload_alloc(dptr, bytesize, 0, -1, NULL) == CUDA_SUCCESS)
+    unsigned want = offload_wanted(bytesize);
+    if (unlikely(want) && offload_alloc(dptr, bytesize, want, -1, NULL) == CUDA_SUCCESS)
         return CUDA_SUCCESS;
     CUcontext ctx;
     int device = shim_current_device(&ctx);

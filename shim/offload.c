@@ -175,15 +175,15 @@ static bool cache_put(void *host, uint64_t size, uint64_t ctx, int device)
 
 /* ---- policy, allocation, free ---- */
 
-bool offload_wanted_slow(uint64_t bytes)
+unsigned offload_wanted_slow(uint64_t bytes)
 {
     int mode = shim.cfg.offload;
     if (mode == CUSHIM_OFFLOAD_OFF || bytes < shim.cfg.offload_min || !bytes)
-        return false;
-    if (mode == CUSHIM_OFFLOAD_COMPILE &&
-        atomic_load_explicit(&shim.seg->h.phase, memory_order_relaxed) != CUSHIM_PHASE_COMPILE)
-        return false;
-    return !capture_any_live();
+        return 0;
+    bool compile = atomic_load_explicit(&shim.seg->h.phase, memory_order_relaxed) == CUSHIM_PHASE_COMPILE;
+    if ((mode == CUSHIM_OFFLOAD_COMPILE && !compile) || capture_any_live())
+        return 0;
+    return SHIM_F_OFFLOADED | (compile ? SHIM_F_COMPILE : 0);
 }
 
 static CUresult offload_alloc_in_section(CUdeviceptr *dptr, uint64_t bytes, unsigned flags,
@@ -255,18 +255,15 @@ static CUresult offload_alloc_in_section(CUdeviceptr *dptr, uint64_t bytes, unsi
         free_host(host);
         return r != CUDA_SUCCESS ? r : CUDA_ERROR_OUT_OF_MEMORY;
     }
-    if (atomic_load_explicit(&shim.seg->h.phase, memory_order_relaxed) == CUSHIM_PHASE_COMPILE)
-        flags |= SHIM_F_COMPILE;
     struct shim_entry e = {
         .key = d, .size = bytes, .ctx = (uint64_t)(uintptr_t)ctx, .aux = size, /* the block's size */
         .device = device, .kind = CUSHIM_KIND_OFFLOADED, .flags = (uint16_t)(flags | SHIM_F_OFFLOADED),
     };
-    if (table_put(&shim.ptrs, &e, NULL) < 0) {
+    if (!phase_offloaded_put(&e)) {
         ranges_remove(d);
         free_host(host);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
-    account_alloc(device, CUSHIM_KIND_OFFLOADED, bytes, e.flags | SHIM_F_PLACED); /* callers polled */
     *dptr = d;
     if (flags & SHIM_F_SPILLED) /* a user relying on spill learns when it began (a fresh-user trial) */
         LOG_ONCE(CUSHIM_LOG_WARN, "device %d had no memory for a request of %llu bytes (the device, or its "

@@ -19,20 +19,24 @@ extern SHIM_HIDDEN int shim_policy;
 /* The policy: should a device request of `bytes` on the calling thread be offloaded now?
  * CUSHIM_OFFLOAD (always, or compile while the phase is compile), at least CUSHIM_OFFLOAD_MIN
  * bytes, and never while any stream of the process is capturing (the shim's own cuMemHostAlloc
- * is a potentially unsafe call; DESIGN.md). */
-bool offload_wanted_slow(uint64_t bytes);
-static inline bool offload_wanted(uint64_t bytes)
+ * is a potentially unsafe call; DESIGN.md). 0 for no; else the flags to give offload_alloc:
+ * SHIM_F_OFFLOADED, and SHIM_F_COMPILE when the phase this decision read was compile (read once:
+ * a change while the host memory is made does not split the decision from the entry's phase; a
+ * stress trial). */
+unsigned offload_wanted_slow(uint64_t bytes);
+static inline unsigned offload_wanted(uint64_t bytes)
 {
-    return unlikely(shim.cfg.offload != CUSHIM_OFFLOAD_OFF) && offload_wanted_slow(bytes);
+    return unlikely(shim.cfg.offload != CUSHIM_OFFLOAD_OFF) ? offload_wanted_slow(bytes) : 0;
 }
 
 /* Serves a device request from pinned mapped host memory, tracked as kind `offloaded` on `device`,
  * the device the request was for (-1: the current context's; a stream-ordered request names its
  * stream's). `in_ctx`: the context the host memory belongs to (a stream-ordered request's stream's,
  * so that only a teardown of that context frees it, as README Limits says), made current around
- * the allocation when it is not; NULL: the current one. flags: SHIM_F_SPILLED when a failure sent
- * it here. Callers take any waiting phase request first (phase_poll): the allocation counts in the
- * phase it was placed in. Returns CUDA_SUCCESS with *dptr set, or the host allocation's error
+ * the allocation when it is not; NULL: the current one. flags: what offload_wanted returned, or
+ * SHIM_F_SPILLED when a failure sent it here (its phase is then the one current when its entry is
+ * put). Callers take any waiting phase request first (phase_poll). The entry is put and counted
+ * as one step against phase changes (phase_offloaded_put). Returns CUDA_SUCCESS with *dptr set, or the host allocation's error
  * (the caller then falls back). */
 CUresult offload_alloc(CUdeviceptr *dptr, uint64_t bytes, unsigned flags, int device, CUcontext in_ctx);
 

@@ -160,6 +160,29 @@ bool phase_pushed(void)
     return any;
 }
 
+bool phase_offloaded_put(struct shim_entry *e)
+{
+    struct cushim_segment *seg = shim.seg;
+    account_record(e->device); /* made now if need be: it may ask the driver, never under the lock */
+    pthread_mutex_lock(&change_lock);
+    bool compile = atomic_load(&seg->h.phase) == CUSHIM_PHASE_COMPILE;
+    if ((e->flags & SHIM_F_SPILLED) && compile)
+        e->flags |= SHIM_F_COMPILE;
+    if ((e->flags & SHIM_F_COMPILE) && !compile)
+        e->flags |= SHIM_F_RESIDENT; /* mark_resident ran before it was in the table */
+    bool put = table_put(&shim.ptrs, e, NULL) >= 0;
+    if (put) {
+        if (e->flags & SHIM_F_RESIDENT) {
+            account_device_stat_add(e->device, CUSHIM_DEV_resident_offloaded_count, 1);
+            account_device_stat_add(e->device, CUSHIM_DEV_resident_offloaded_bytes, (int64_t)e->size);
+        }
+        /* SHIM_F_PLACED: the caller took any request (the lock is held: no poll under it). */
+        account_alloc(e->device, CUSHIM_KIND_OFFLOADED, e->size, e->flags | SHIM_F_PLACED);
+    }
+    pthread_mutex_unlock(&change_lock);
+    return put;
+}
+
 void phase_apply_request_slow(void)
 {
     struct cushim_segment *seg = shim.seg;

@@ -216,6 +216,13 @@ int phase_push_own(int phase);
 int phase_pop_own(void);
 bool phase_pushed(void);
 void phase_apply_request_slow(void);
+/* An offloaded allocation's entry put in the pointer table and counted (account_alloc), as one
+ * step against phase changes (under their lock, which is never held across a driver call): a
+ * spill gets SHIM_F_COMPILE when the phase is compile; an entry with SHIM_F_COMPILE put once the
+ * compile phase has ended is resident at once (a stress trial: one switch between the decision
+ * and the put missed it). False when the table cannot hold it (nothing counted). */
+struct shim_entry;
+bool phase_offloaded_put(struct shim_entry *e);
 static inline void phase_poll(void)
 {
     struct cushim_segment *seg = shim.seg;

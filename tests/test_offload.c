@@ -632,6 +632,23 @@ Test(offload, a_phase_request_during_an_allocation_applies_from_the_next)
     run_free(&r);
 }
 
+/* The program's own switch to run while an offloaded compile-phase allocation is made: the
+ * allocation is resident (a stress trial: offloaded, never counted resident). */
+Test(offload, an_allocation_placed_in_compile_and_alive_in_run_is_resident)
+{
+    struct run_result r;
+    const char *extra[] = {"CUSHIM_PHASE=compile", "CUSHIM_OFFLOAD=compile", "CUSHIM_OFFLOAD_MIN=1MiB",
+                           "SIMCUDA_INJECT=cuMemHostAlloc:1:raise=10", NULL};
+    json_t *j = offload_run(&r, "switch_during_offload", extra);
+    cr_expect_eq(kv_u64(r.out, "phase"), 0);
+    cr_expect_eq(jpath_u64(j, "devices.0.offloaded.alloc_count"), 1);
+    cr_expect_eq(jpath_u64(j, "devices.0.offload_resident.count"), 1);
+    cr_expect_eq(jpath_u64(j, "devices.0.offload_resident.bytes"), 4 * MiB);
+    cr_expect_eq(jpath_u64(j, "devices.0.phase_peaks.run_offloaded_peak_bytes"), 4 * MiB);
+    json_decref(j);
+    run_free(&r);
+}
+
 /* A device the driver cannot describe gets no record, so its allocations are not counted: the
  * budget they reserved is given back at once (before, it stayed charged for ever and the third
  * 512 MiB round under a 1 GiB budget failed; found by a review helper). */

@@ -447,6 +447,25 @@ static int scenario_phase_during_async(void)
     return 0;
 }
 
+/* The program's own switch to the run phase while an offloaded compile-phase allocation is in its
+ * cuMemHostAlloc (SIGUSR1 raised there: SIMCUDA_INJECT=cuMemHostAlloc:1:raise=10): the 4 MiB were
+ * placed under the compile rule and are alive in the run phase, so resident (a stress trial: the
+ * entry's phase was read again after the host allocation, and it was never resident). */
+static void switch_to_run(int sig)
+{
+    (void)sig;
+    set_phase(0);
+}
+
+static int scenario_switch_during_offload(void)
+{
+    dev(KiB);
+    signal(SIGUSR1, switch_to_run);
+    dev(4 * MiB);
+    printf("phase=%d\n", get_phase());
+    return 0;
+}
+
 /* The phase set before any CUDA call still applies to the first allocation. */
 static int scenario_phase_first(void)
 {
@@ -1236,7 +1255,8 @@ static const struct scenario scenarios[] = {
     {"phase_fork", scenario_phase_fork, 1},       {"phase_stale", scenario_phase_stale, 1},
     {"phase_other_kinds", scenario_phase_other_kinds, 1}, {"phase_race", scenario_phase_race, 1},
     {"phase_during_call", scenario_phase_during_call, 1},
-    {"phase_during_async", scenario_phase_during_async, 1}, {"budget_rounds", scenario_budget_rounds, 1},
+    {"phase_during_async", scenario_phase_during_async, 1},
+    {"switch_during_offload", scenario_switch_during_offload, 1}, {"budget_rounds", scenario_budget_rounds, 1},
     {"free_async_cancel_state", scenario_free_async_cancel_state, 1},
     {"async_free_exit", scenario_async_free_exit, 1},
     {"fork_reader", scenario_fork_reader, 1},     {"async_budget", scenario_async_budget, 1},
