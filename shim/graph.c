@@ -528,8 +528,13 @@ bool graph_pool_sample(int device, bool force)
     if (capture_any_live()) {
         if (budget_any && (unsigned)device < CUSHIM_MAX_DEVICES)
             atomic_store(&budget_graph_stale[device], 1);
-        if (force && (unsigned)device < CUSHIM_MAX_DEVICES)
+        if (force && (unsigned)device < CUSHIM_MAX_DEVICES) {
             atomic_fetch_or(&owed_reads, 1ull << device);
+            /* The last capture may have ended, its owed reads taken, since the look above (a
+             * stress trial named the window): then this thread makes them. */
+            if (!capture_any_live())
+                graph_pool_sample_owed();
+        }
         return false;
     }
     __typeof__(&cuDeviceGetGraphMemAttribute) get = REAL(cuDeviceGetGraphMemAttribute);
