@@ -147,6 +147,11 @@ int seg_scan(const pid_t *pids, int npids, int (*fn)(struct seg_entry *, void *)
  * sharing the directory): its pid is that namespace's. */
 int seg_other_namespace(const struct cushim_snapshot *s);
 
+/* Whether segment s, read from the file with inode `ino`, is a copy its process does not write:
+ * another file than the one its writer made (the header's file_ino), judged in the writer's pid
+ * namespace only. What `cushim ps` lists as a copy, for a live or a stale segment. */
+int seg_file_is_copy(const struct cushim_snapshot *s, ino_t ino);
+
 /* Whether a segment seg_scan judged stale still is, by a fresh look (what `cushim gc` asks
  * before it removes one): the same file (inode) holding the same segment (creation time, pid,
  * start time), and its process still gone by a fresh look at the processes (a container's may

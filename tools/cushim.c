@@ -34,8 +34,8 @@ void cli_error(const char *fmt, ...)
 
 void cli_say_replaced(const char *flag, const char **last, const char *now)
 {
-    if (*last && strcmp(*last, now) != 0)
-        cli_error("%s given twice: \"%s\" replaces \"%s\"", flag, now, *last);
+    struct cli_given g = {*last, flag};
+    cli_say_given(&g, flag, flag, now, *last && strcmp(*last, now) == 0);
     *last = now;
 }
 

@@ -269,7 +269,7 @@ static int add_live(struct seg_entry *e, void *argp)
      * process made (the header names that one's inode, as for `cushim ps`'s copies), so not the
      * process; its original says it, or the process's exit report does. Read as the process, its
      * frozen counters replaced the exit report and the copy was deleted (a fresh-user trial). */
-    if (e->copy || (e->snap.file_ino && !e->snap.other_pidns && e->snap.file_ino != (uint64_t)e->ino))
+    if (e->copy || seg_file_is_copy(&e->snap, e->ino))
         return 0;
     int ours = e->snap.run_id == a->run_id, nested = 0;
     for (int i = 0; !ours && i < c->nnested; i++)

@@ -332,9 +332,14 @@ static int believed(const struct stat *st, const struct cushim_snapshot *s, pid_
  * overlay and through the overlay's upper directory (found by an attack trial: a false copy).
  * Judged in the writer's pid namespace only (a container's file seen from the host through
  * another mount may show other numbers); not for a writer that did not record its file. */
+int seg_file_is_copy(const struct cushim_snapshot *s, ino_t ino)
+{
+    return s->file_ino && !seg_other_namespace(s) && s->file_ino != (uint64_t)ino;
+}
+
 static int a_copy(const struct stat *st, const struct cushim_snapshot *s, char *why, size_t len)
 {
-    if (!s->file_ino || seg_other_namespace(s) || s->file_ino == (uint64_t)st->st_ino)
+    if (!seg_file_is_copy(s, st->st_ino))
         return 0;
     snprintf(why, len, "a copy of process %d's segment (the process maps another)", (int)s->pid);
     return 1;
