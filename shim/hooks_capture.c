@@ -100,13 +100,11 @@ static CUresult ended(CUresult r, CUstream s, bool pt, CUgraph *graph)
     int device = -1;
     if (r == CUDA_SUCCESS || r == CUDA_ERROR_STREAM_CAPTURE_INVALIDATED)
         bytes = capture_ended(s, pt, &device);
-    if (r == CUDA_SUCCESS && graph && *graph && shim_enter()) {
-        /* Counted on the device of the stream that captured. */
-        graph_captured(*graph, device >= 0 ? device : shim_current_device(NULL), bytes);
-        shim_leave();
-    }
     if ((r == CUDA_SUCCESS || r == CUDA_ERROR_STREAM_CAPTURE_INVALIDATED) && shim_enter()) {
-        graph_pool_sample_owed(); /* the last capture ended: reads that were due */
+        /* Counted on the device of the stream that captured. */
+        if (r == CUDA_SUCCESS && graph && *graph)
+            graph_captured(*graph, device >= 0 ? device : shim_current_device(NULL), bytes);
+        graph_pool_sample_owed(); /* if the last capture ended: the reads that were due */
         shim_leave();
     }
     return r;
