@@ -161,6 +161,50 @@ Test(top, top_shows_the_device_limit_when_a_process_has_one)
     cr_expect_eq(wait_bg(both), 0);
 }
 
+/* With CUDA graph memory, top shows a GRAPH-POOL column: the graph memory pool's reserve of each
+ * process (8 MiB: the graph's allocation node, launched and freed; the pool keeps it), which is
+ * not in DEVICE-TOTAL; 0 B for one without graphs. Beside a LIMIT column, both stay aligned. */
+Test(top, top_shows_the_graph_pool_when_a_process_has_graph_memory)
+{
+    const char *segdir = fresh_dir("seg-t-graph");
+    const char *ready = fresh_dir("ready-t-graph");
+    char hold[700];
+    snprintf(hold, sizeof hold, "%s/go-t-graph", test_dir());
+    const char *argv[] = {program("rt_prog"), "hold", NULL};
+    pid_t plain = spawn_bg(argv, live_env(segdir, ready, hold));
+    pid_t pids[2];
+    wait_ready(ready, 1, pids);
+    struct run_result r;
+    cr_expect_eq(cli(segdir, &r, "top", "-bn1", NULL), 0, "%s", r.err);
+    cr_expect(strstr(r.out, "GRAPH-POOL") == NULL, "no graph memory, no column:\n%s", r.out);
+    run_free(&r);
+    pid_t graph = start_one_more("hold_graph_reset", live_env(segdir, ready, hold), ready, 2);
+    cr_expect_eq(cli(segdir, &r, "top", "-bn1", NULL), 0, "%s", r.err);
+    cr_expect(strstr(r.out, "\n    PID DEVICES  PHASE       DEVICE-TOTAL TOTAL-PEAK    PINNED OFFLOADED GRAPH-POOL  COMMAND\n") != NULL,
+              "%s", r.out);
+    char row[200];
+    snprintf(row, sizeof row, "\n%7d 0        run                  0 B        0 B       0 B       0 B   8.00 MiB  ", (int)graph);
+    cr_expect(strstr(r.out, row) != NULL, "graph row:\n%s", r.out);
+    snprintf(row, sizeof row, "\n%7d 0        run             1.00 MiB   4.00 MiB       0 B       0 B        0 B  ", (int)plain);
+    cr_expect(strstr(r.out, row) != NULL, "plain row:\n%s", r.out);
+    run_free(&r);
+    pid_t limited = start_one_more("hold", live_env_with(segdir, ready, hold, "CUSHIM_DEVICE_LIMIT=3GiB"), ready, 3);
+    cr_expect_eq(cli(segdir, &r, "top", "-bn1", NULL), 0, "%s", r.err);
+    cr_expect(strstr(r.out, "\n    PID DEVICES  PHASE       DEVICE-TOTAL TOTAL-PEAK     LIMIT      PINNED OFFLOADED "
+                            "GRAPH-POOL  COMMAND\n") != NULL, "%s", r.out);
+    snprintf(row, sizeof row, "\n%7d 0        run                  0 B        0 B         -         0 B       0 B   8.00 MiB  ",
+             (int)graph);
+    cr_expect(strstr(r.out, row) != NULL, "graph row beside a limit:\n%s", r.out);
+    snprintf(row, sizeof row, "\n%7d 0        run             1.00 MiB   4.00 MiB  3.00 GiB         0 B       0 B        0 B  ",
+             (int)limited);
+    cr_expect(strstr(r.out, row) != NULL, "limited row:\n%s", r.out);
+    run_free(&r);
+    touch(hold);
+    cr_expect_eq(wait_bg(plain), 0);
+    cr_expect_eq(wait_bg(graph), 0);
+    cr_expect_eq(wait_bg(limited), 0);
+}
+
 /* On a screen too short for every process, the notes under the table (here: a segment that
  * cannot be read) keep their line; the processes that do not fit are left out instead. */
 Test(top, top_keeps_its_notes_on_a_short_screen)

@@ -127,6 +127,22 @@ static void sort_list(struct proc_list *l, enum sort_key key)
         qsort(l->procs, (size_t)l->count, sizeof *l->procs, by_sort_key);
 }
 
+/* The GRAPH-POOL column: the reserve of the graph memory pools of a process's devices
+ * (graph_pool.reserved_current_bytes, as last read: cuDeviceGetGraphMemAttribute's
+ * CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT), device memory the driver holds for CUDA graphs'
+ * allocation nodes, not in DEVICE-TOTAL. */
+static uint64_t graph_pool_sum(const struct cushim_snapshot *p)
+{
+    return proc_sum(p, CUSHIM_DEV_graph_pool_reserved_current);
+}
+
+/* Whether a process has graph memory to show: a graph pool reserve, or allocation nodes in live
+ * executable graphs (whose memory the driver attaches at their first launch). */
+static int has_graph_memory(const struct cushim_snapshot *p)
+{
+    return graph_pool_sum(p) != 0 || proc_sum(p, CUSHIM_DEV_graph_alloc_node_bytes) != 0;
+}
+
 /* One frame below a title line (y = 0, written by the caller). */
 static void frame(struct sink *k, const struct proc_list *l)
 {
@@ -172,12 +188,13 @@ static void frame(struct sink *k, const struct proc_list *l)
     int limits = 0;
     for (int i = 0; i < l->count && !limits; i++)
         limits = proc_sum(&l->procs[i], CUSHIM_DEV_limit) != 0;
-    if (limits)
-        line(k, y++, ATTR_REVERSE, "%7s %-8s %-11s %12s %10s %9s   %9s %9s  %s", "PID", "DEVICES", "PHASE",
-             "DEVICE-TOTAL", "TOTAL-PEAK", "LIMIT", "PINNED", "OFFLOADED", "COMMAND");
-    else
-        line(k, y++, ATTR_REVERSE, "%7s %-8s %-11s %12s %10s %9s %9s  %s", "PID", "DEVICES", "PHASE",
-             "DEVICE-TOTAL", "TOTAL-PEAK", "PINNED", "OFFLOADED", "COMMAND");
+    /* So is a GRAPH-POOL column (the graph memory pools' reserve) when a listed process has
+     * graph memory. */
+    int graphs = 0;
+    for (int i = 0; i < l->count && !graphs; i++)
+        graphs = has_graph_memory(&l->procs[i]);
+    line(k, y++, ATTR_REVERSE, "%7s %-8s %-11s %12s %10s %s%9s %9s %s %s", "PID", "DEVICES", "PHASE", "DEVICE-TOTAL",
+         "TOTAL-PEAK", limits ? "    LIMIT   " : "", "PINNED", "OFFLOADED", graphs ? "GRAPH-POOL " : "", "COMMAND");
     /* The notes below the table keep their lines when the processes fill the screen. */
     int notes = (l->bad != 0) + (l->copies != 0), reset = 0, refused = 0;
     for (int i = 0; i < l->count && !refused; i++)
@@ -194,19 +211,23 @@ static void frame(struct sink *k, const struct proc_list *l)
     int hidden = 0;
     for (int i = 0; i < l->count && y < k->rows - notes; i++) {
         const struct cushim_snapshot *p = &l->procs[i];
-        char devs[64], pinned[32], off[32], phase[32];
+        char devs[64], pinned[32], off[32], phase[32], gpool[32] = "";
         uint64_t pin = pinned_sum(p), offl = kind_sum(p, CUSHIM_KIND_OFFLOADED);
         cushim_device_list(p, devs, sizeof devs, 8);
         char pid[16], limit[48] = "";
         if (limits)
             limit_label(p, limit, sizeof limit);
+        if (graphs) {
+            char g[32];
+            snprintf(gpool, sizeof gpool, "%10s ", cushim_format_bytes(graph_pool_sum(p), g, sizeof g));
+        }
         /* A peak a reset lowered is marked ("^1.00 MiB"), as in ps. */
-        line(k, y++, 0, "%7s %-8s %-11s %12s %10s %s%9s %9s  %s", cushim_pid_label(p, pid, sizeof pid), devs,
+        line(k, y++, 0, "%7s %-8s %-11s %12s %10s %s%9s %9s %s %s", cushim_pid_label(p, pid, sizeof pid), devs,
              cushim_phase_label(p, phase, sizeof phase),
              cushim_format_bytes(proc_sum(p, CUSHIM_DEV_total_current), a, sizeof a),
              peak_label(proc_sum(p, CUSHIM_DEV_total_peak), proc_peak_lowered(p), b, sizeof b),
              limit,
-             cushim_format_bytes(pin, pinned, sizeof pinned), cushim_format_bytes(offl, off, sizeof off),
+             cushim_format_bytes(pin, pinned, sizeof pinned), cushim_format_bytes(offl, off, sizeof off), gpool,
              p->command);
         hidden += p->other_pidns && !p->host_pid;
     }
@@ -415,11 +436,13 @@ int cmd_top(int argc, char **argv)
         if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
             printf("usage: cushim top [-d|--interval SECONDS] [-n|--iterations N] [-b|--batch]\n"
                    "                  [-s|--sort COLUMN]\n\n"
-                   "Live view of "
-                   "processes under cushim, sorted by device bytes (or --sort), with\nper-device totals across "
-                   "processes. q quits. A LIMIT column appears when a process has a\n"
-                   "device budget (CUSHIM_DEVICE_LIMIT): the sum over its devices, \"+\" when only\n"
-                   "some of them have one, \"!\" when a budget refused a request.\n\n"
+                   "Live view of processes under cushim, sorted by device bytes (or --sort), with\n"
+                   "per-device totals across processes. q quits. A LIMIT column appears when a\n"
+                   "process has a device budget (CUSHIM_DEVICE_LIMIT): the sum over its devices,\n"
+                   "\"+\" when only some of them have one, \"!\" when a budget refused a request.\n"
+                   "A GRAPH-POOL column appears when a process has CUDA graph memory: its graph\n"
+                   "memory pools' reserve (device memory for graphs' allocation nodes, not in\n"
+                   "DEVICE-TOTAL), as last read (`cushim stat PID` says when).\n\n"
                    "Devices: MEMORY is the GPU's memory; DEVICE-TOTAL the device memory the listed\n"
                    "processes hold (cudaMalloc, stream-ordered, VMM and array memory: the summary's\n"
                    "device_total); SUM-PEAKS the sum of their device-total peaks. Processes:\n"
