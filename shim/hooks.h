@@ -70,8 +70,6 @@
     X(cuStreamBeginCapture_ptsz, cuStreamBeginCapture, 10000, 1)       \
     X(cuStreamBeginCapture_v2, cuStreamBeginCapture, 10010, 0)         \
     X(cuStreamBeginCapture_v2_ptsz, cuStreamBeginCapture, 10010, 1)    \
-    X(cuStreamBeginCaptureToGraph, cuStreamBeginCaptureToGraph, 12030, 0) \
-    X(cuStreamBeginCaptureToGraph_ptsz, cuStreamBeginCaptureToGraph, 12030, 1) \
     X(cuStreamEndCapture, cuStreamEndCapture, 10000, 0)                \
     X(cuStreamEndCapture_ptsz, cuStreamEndCapture, 10000, 1)           \
     X(cuStreamDestroy, cuStreamDestroy, 2000, 0)                       \
@@ -126,6 +124,7 @@
     X(cuDeviceGetMemPool, cuDeviceGetMemPool, 11020, 0)                \
     X(cuDeviceSetMemPool, cuDeviceSetMemPool, 11020, 0)                \
     SHIM_HOOKS_CUDA121(X)                                              \
+    SHIM_HOOKS_CUDA123(X)                                              \
     SHIM_HOOKS_CUDA13(X)
 
 /* Rows that need CUDA 12.1 headers: multicast objects (hooks_multicast.c). */
@@ -137,6 +136,17 @@
     X(cuMulticastUnbind, cuMulticastUnbind, 12010, 0)
 #else
 #define SHIM_HOOKS_CUDA121(X)
+#endif
+
+/* Rows that need CUDA 12.3 headers: captures into an existing graph (hooks_capture.c; cuda.h
+ * 12.3 added cuStreamBeginCaptureToGraph and CUgraphEdgeData). Built with older headers, the shim
+ * passes them through: such captures are not seen. */
+#if CUDA_VERSION >= 12030
+#define SHIM_HOOKS_CUDA123(X)                                          \
+    X(cuStreamBeginCaptureToGraph, cuStreamBeginCaptureToGraph, 12030, 0) \
+    X(cuStreamBeginCaptureToGraph_ptsz, cuStreamBeginCaptureToGraph, 12030, 1)
+#else
+#define SHIM_HOOKS_CUDA123(X)
 #endif
 
 /* Rows that need CUDA 13 headers (cudaTypedefs.h PFN_..._v13000). */

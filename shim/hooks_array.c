@@ -79,8 +79,10 @@ static unsigned block_bytes(CUarray_format f)
 /* Bytes of one texel of descriptor d, 0 if unknown. */
 static uint64_t texel_bytes(const CUDA_ARRAY3D_DESCRIPTOR *d)
 {
-    if (d->Format == CU_AD_FORMAT_UNORM_INT_101010_2)
-        return 4; /* cuda.h: "4 channel unorm R10G10B10A2", 32 bits */
+    /* CU_AD_FORMAT_UNORM_INT_101010_2 = 0x50 (cuda.h since 12.8: "4 channel unorm R10G10B10A2",
+     * 32 bits), by value: a shim built with older headers counts it too. */
+    if ((int)d->Format == 0x50)
+        return 4;
     return (uint64_t)element_bytes(d->Format) * d->NumChannels;
 }
 

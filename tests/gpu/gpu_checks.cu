@@ -154,10 +154,23 @@ static void *entry_or_null(const char *name, unsigned version)
 #if CUDART_VERSION >= 12050
     cudaError_t e = cudaGetDriverEntryPointByVersion(name, &fn, version, cudaEnableDefault, &q);
 #else
-    // Before 12.5 (cuda_runtime_api.h): no ByVersion; the entry point of this runtime's CUDA
-    // version, which for these symbols is the version the PFN types here name.
-    (void)version;
-    cudaError_t e = cudaGetDriverEntryPoint(name, &fn, cudaEnableDefault, &q);
+    // Before 12.5 there is no ByVersion, and cudaGetDriverEntryPoint gives the ABI of this
+    // runtime's own CUDA version (cuda_runtime_api.h, 12.4: "the CUDA version in which the driver
+    // symbol was introduced is less than or equal to the CUDA runtime version"): cuCtxCreate
+    // would be 12.4's five-argument cuCtxCreate_v3, not the v3020 ABI asked for. So the driver's
+    // cuGetProcAddress (the 12.0 ABI, cudaTypedefs.h PFN_cuGetProcAddress_v12000) is asked for
+    // the version itself.
+    static PFN_cuGetProcAddress_v12000 gpa;
+    cudaError_t e = cudaSuccess;
+    if (!gpa)
+        e = cudaGetDriverEntryPoint("cuGetProcAddress", (void **)&gpa, cudaEnableDefault, &q);
+    if (e == cudaSuccess && gpa) {
+        CUdriverProcAddressQueryResult status;
+        if (gpa(name, &fn, (int)version, CU_GET_PROC_ADDRESS_DEFAULT, &status) != CUDA_SUCCESS ||
+            status != CU_GET_PROC_ADDRESS_SUCCESS)
+            fn = NULL;
+    }
+    (void)q;
 #endif
     return e == cudaSuccess ? fn : NULL;
 }

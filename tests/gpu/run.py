@@ -222,12 +222,22 @@ class Suite:
             apps = smi_query(self, "--query-compute-apps=pid,process_name,used_memory", limit=20) or []
             self.platform["gpu_processes_before"] = "; ".join(", ".join(a) for a in apps) or "none"
         self.write()
+        nvcc_out = ""
         try:
             nvcc = subprocess.run([os.environ.get("NVCC", "nvcc"), "--version"], capture_output=True,
                                   text=True, timeout=30)
+            nvcc_out = nvcc.stdout
             self.platform["nvcc"] = nvcc.stdout.strip().splitlines()[-1]
         except (OSError, IndexError, subprocess.TimeoutExpired):
             self.platform["nvcc"] = "none"
+        if gpus:
+            banner = smi_banner(self)
+            driver = cuda_version(r"CUDA Version:\s*(\d+)\.(\d+)", banner)
+            if driver:
+                self.platform["driver_cuda"] = "%d.%d" % driver
+            warning = toolkit_newer_than_driver(nvcc_out, banner)
+            if warning:
+                self.platform["warning"] = warning
         self.probe_torch_start()  # answered while the C checks run (has_torch waits for it)
         self.write()
 
@@ -464,11 +474,13 @@ def check_vmm_exactness(suite):
     g = suite.kv(out).get("granularity", 2 * MiB)
     rows = [r for r in suite.kv_lines(out) if "size" in r]
     # The shim's figures are exact; the driver's delta may include page-table memory for the new
-    # range (at most one granule, as the cudaMalloc check allows 2 MiB).
-    ok = len(rows) == 4 and all(r["shim_delta"] == r["size"] <= r["driver_delta"] <= r["size"] + g and
+    # range (at most one granule, as the cudaMalloc check allows 2 MiB), or miss a granule the
+    # driver still held from the warm-up (as the cudaMalloc check allows size - 2 MiB).
+    ok = len(rows) == 4 and all(r["shim_delta"] == r["size"] and
+                                max(0, r["size"] - g) <= r["driver_delta"] <= r["size"] + g and
                                 r["after_release"] == r["size"] and r["after_unmap"] == 0 for r in rows)
-    return ("cuMemCreate+cuMemMap: shim vmm delta = size, cuMemGetInfo delta in [size, size + "
-            "granularity]; counted until both released and unmapped",
+    return ("cuMemCreate+cuMemMap: shim vmm delta = size, cuMemGetInfo delta in [size - granularity, "
+            "size + granularity]; counted until both released and unmapped",
             "; ".join("%d: shim %d driver %d released %d unmapped %d" % (
                 r["size"], r["shim_delta"], r["driver_delta"], r["after_release"], r["after_unmap"])
                 for r in rows), "pass" if ok else "fail")
@@ -555,6 +567,40 @@ def smi_query(suite, query, limit=30):
         suite.note("== nvidia-smi %s: exit %d\n%s%s" % (query, p.returncode, p.stdout[-2000:], p.stderr[-2000:]))
         return None
     return [[x.strip() for x in line.split(",")] for line in p.stdout.splitlines() if line.strip()]
+
+
+def smi_banner(suite, limit=20):
+    """Plain `nvidia-smi`'s output (its banner says the newest CUDA the driver supports), "" when
+    it cannot answer."""
+    try:
+        p = subprocess.run(["nvidia-smi"], capture_output=True, text=True, errors="replace",
+                           timeout=min(limit, max(1, suite.left())))
+    except (OSError, subprocess.TimeoutExpired) as e:
+        suite.note("== nvidia-smi: %s" % e)
+        return ""
+    return p.stdout if p.returncode == 0 else ""
+
+
+def cuda_version(pattern, text):
+    """(major, minor) of the first match of pattern's two groups in text, None without one."""
+    m = re.search(pattern, text or "")
+    return (int(m.group(1)), int(m.group(2))) if m else None
+
+
+def toolkit_newer_than_driver(nvcc_out, smi_out):
+    """A warning for the report when nvcc's CUDA major version ("release 13.0," in `nvcc --version`)
+    is newer than the driver's ("CUDA Version: 12.4" in nvidia-smi's banner): the C programs, built
+    with that toolkit's runtime, then fail at their first CUDA call with
+    cudaErrorInsufficientDriver (35: CUDA's minor version compatibility lets a newer minor run on
+    an older driver of the same major, not a newer major), while PyTorch brings its own runtime.
+    None when the majors agree or either is unknown."""
+    toolkit = cuda_version(r"release (\d+)\.(\d+)", nvcc_out)
+    driver = cuda_version(r"CUDA Version:\s*(\d+)\.(\d+)", smi_out)
+    if not toolkit or not driver or toolkit[0] <= driver[0]:
+        return None
+    return ("the driver supports CUDA %d.%d, older than nvcc's %d.%d: the C checks' programs fail with "
+            "cudaErrorInsufficientDriver (35); the PyTorch checks use PyTorch's own runtime"
+            % (driver + toolkit))
 
 
 def check_nvidia_smi(suite):

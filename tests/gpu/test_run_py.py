@@ -458,6 +458,21 @@ class Failures(unittest.TestCase):
             else:
                 os.environ["PYTHONPATH"] = old
 
+    def test_toolkit_newer_than_driver(self):
+        """A toolkit of a newer CUDA major than the driver's is said in the report (its C programs
+        cannot start); a newer minor, the same version or an unknown one is not."""
+        nvcc13 = "nvcc: NVIDIA (R) Cuda compiler driver\nCuda compilation tools, release 13.0, V13.0.48\n"
+        nvcc128 = "Cuda compilation tools, release 12.8, V12.8.93\n"
+        smi = "| NVIDIA-SMI 550.54.15    Driver Version: 550.54.15    CUDA Version: 12.4     |\n"
+        self.assertEqual(run.toolkit_newer_than_driver(nvcc13, smi),
+                         "the driver supports CUDA 12.4, older than nvcc's 13.0: the C checks' programs fail "
+                         "with cudaErrorInsufficientDriver (35); the PyTorch checks use PyTorch's own runtime")
+        self.assertIsNone(run.toolkit_newer_than_driver(nvcc128, smi))
+        self.assertIsNone(run.toolkit_newer_than_driver(nvcc13, smi.replace("12.4", "13.0")))
+        self.assertIsNone(run.toolkit_newer_than_driver(nvcc13, ""))
+        self.assertIsNone(run.toolkit_newer_than_driver("", smi))
+        self.assertEqual(run.cuda_version(r"CUDA Version:\s*(\d+)\.(\d+)", smi), (12, 4))
+
     def test_no_cublas(self):
         with open(os.path.join(self.dir.name, "bin", "no-cublas"), "w"):
             pass
