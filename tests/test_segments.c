@@ -451,6 +451,42 @@ Test(segments, sigkill_leaves_a_stale_segment_that_gc_removes)
     expect_same_words(segdir, p, want);
 }
 
+/* A process killed while its `cushim run` goes on: its stale segment is the run's to report and
+ * remove when it ends, and gc leaves it; stat, reset-peak and phase say so, not "`cushim gc`
+ * removes it" (a fresh-user trial: gc then removed nothing). */
+Test(segments, a_stale_segment_that_a_live_run_collects_is_said_so)
+{
+    const char *segdir = fresh_dir("seg-run-collects"), *ready = fresh_dir("ready-run-collects");
+    char body[2000], rd[700], seg[700], go[700];
+    snprintf(go, sizeof go, "%s/go-run-collects", test_dir());
+    snprintf(rd, sizeof rd, "READY_DIR=%s", ready);
+    snprintf(seg, sizeof seg, "CUSHIM_SEGMENT_DIR=%s", segdir);
+    snprintf(body, sizeof body, "%s hold & while [ -z \"$(ls %s)\" ]; do sleep 0.02; done; kill -9 $!; wait; "
+             "while [ ! -e %s ]; do sleep 0.02; done", program("rt_prog"), ready, go);
+    const char *argv[] = {cushim_bin(), "run", "--", "sh", "-c", body, NULL};
+    const char *extra[] = {rd, seg, "HOLD_FILE=/nonexistent", NULL};
+    pid_t run = spawn_bg(argv, sim_env(extra));
+    pid_t pid;
+    wait_ready(ready, 1, &pid);
+    for (int i = 0; i < 500 && kill(pid, 0) == 0; i++) /* killed and reaped by the shell */
+        usleep(10000);
+    cr_assert_neq(kill(pid, 0), 0, "pid %d still there", (int)pid);
+    char p[16], want[1200];
+    snprintf(p, sizeof p, "%d", (int)pid);
+    snprintf(want, sizeof want, "cushim: process %d is gone (stale segment %s; its `cushim run`, pid %d, reports it "
+             "and removes it when it ends)\n", (int)pid, seg_path(segdir, pid), (int)run);
+    expect_same_words(segdir, p, want);
+    struct run_result r;
+    cr_expect_eq(cli(segdir, &r, "gc", NULL, NULL), 0);
+    cr_expect_str_eq(r.out, "");
+    run_free(&r);
+    struct stat st;
+    cr_expect_eq(stat(seg_path(segdir, pid), &st), 0, "left to the run");
+    touch(go);
+    cr_expect_eq(wait_bg(run), 0);
+    cr_expect_neq(stat(seg_path(segdir, pid), &st), 0, "removed by the run");
+}
+
 /* The run directory of a `cushim run` killed before it could clean up: named with the run's pid
  * and start time, removed by gc once that process is gone; anything else is left alone. */
 Test(segments, gc_removes_run_directories_of_runs_that_are_gone)

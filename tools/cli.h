@@ -147,6 +147,16 @@ int seg_scan(const pid_t *pids, int npids, int (*fn)(struct seg_entry *, void *)
  * sharing the directory): its pid is that namespace's. */
 int seg_other_namespace(const struct cushim_snapshot *s);
 
+/* The pid of the `cushim run`, still running, that collects the dead process's segment s when it
+ * ends (it reports the process as killed, then removes the segment): what `cushim gc` leaves to
+ * it; 0 when there is none. Judged in this pid namespace only. */
+pid_t seg_collecting_run(const struct cushim_snapshot *s);
+
+/* The one-line words (no "cushim: ", no newline) for process `pid` gone, whose stale segment is
+ * `path`: who removes it, `cushim gc` or (run > 0: seg_collecting_run's) its `cushim run` when it
+ * ends. Used by stat, reset-peak and phase alike. */
+void seg_gone_words(pid_t pid, const char *path, pid_t run, char *out, size_t len);
+
 /* Whether segment s, read from the file with inode `ino`, is a copy its process does not write:
  * another file than the one its writer made (the header's file_ino), judged in the writer's pid
  * namespace only. What `cushim ps` lists as a copy, for a live or a stale segment. */

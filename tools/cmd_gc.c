@@ -19,21 +19,13 @@ struct gc_arg {
     int failed;
 };
 
-/* A dead process's segment that its `cushim run`, still running, collects at its end (it lists
- * the process as killed): not gc's to remove. Judged in this pid namespace only. */
-static int run_collects(const struct cushim_snapshot *s)
-{
-    return s->run_pid > 0 && !seg_other_namespace(s) &&
-           cushim_proc_is(s->run_pid, s->run_start_time);
-}
-
 static int sweep(struct seg_entry *e, void *argp)
 {
     struct gc_arg *a = argp;
     /* Only the caller's (a reader with CAP_DAC_READ_SEARCH sees everyone's: not its to remove). */
     if (geteuid() != 0 && e->uid != geteuid())
         return 0;
-    int gone = e->ok ? e->stale && !run_collects(&e->snap) && seg_still_stale(e)
+    int gone = e->ok ? e->stale && !seg_collecting_run(&e->snap) && seg_still_stale(e)
                      : seg_invalid_removable(e);
     if (!gone)
         return 0;

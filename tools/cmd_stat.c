@@ -84,18 +84,21 @@ static int select_named(struct proc_list *l, const pid_t *pids, int npids, int s
         missing += !found;
         if (found || !say)
             continue;
-        const char *gone = NULL;
+        const struct proc_gone *gone = NULL;
         for (int k = 0; k < l->ngone && !gone; k++)
             if (l->gone[k].pid == pids[i])
-                gone = l->gone[k].path;
+                gone = &l->gone[k];
         int unreadable = 0;
         for (int k = 0; k < l->nunreadable; k++)
             unreadable |= l->unreadable[k] == pids[i];
         /* The same words as reset-peak and phase (segments.c). */
         if (unreadable)
             cli_error("process %d: its segment cannot be read (said above)", (int)pids[i]);
-        else if (gone)
-            cli_error("process %d is gone (stale segment %s; `cushim gc` removes it)", (int)pids[i], gone);
+        else if (gone) {
+            char words[4400];
+            seg_gone_words(pids[i], gone->path, gone->run, words, sizeof words);
+            cli_error("%s", words);
+        }
         else
             seg_say_missing(pids[i], 0);
     }

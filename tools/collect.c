@@ -67,7 +67,7 @@ static int add(struct seg_entry *e, void *argp)
             char *path = strdup(e->path);
             if (!path)
                 return 1;
-            g[a->l->ngone++] = (struct proc_gone){e->snap.pid, path};
+            g[a->l->ngone++] = (struct proc_gone){e->snap.pid, path, seg_collecting_run(&e->snap)};
         }
         return 0;
     }

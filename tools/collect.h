@@ -6,10 +6,12 @@
 
 #include "tools/cli.h"
 
-/* A segment whose process is gone: its pid and path (owned by the list). */
+/* A segment whose process is gone: its pid and path (owned by the list), and the `cushim run`
+ * that collects it (seg_collecting_run; 0: none). */
 struct proc_gone {
     pid_t pid;
     char *path;
+    pid_t run;
 };
 
 /* What proc_list_collect found. The list owns procs, gone (and each gone[i].path) and

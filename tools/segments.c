@@ -424,6 +424,22 @@ int seg_invalid_removable(const struct seg_entry *e)
     return !other;
 }
 
+pid_t seg_collecting_run(const struct cushim_snapshot *s)
+{
+    return s->run_pid > 0 && !seg_other_namespace(s) && cushim_proc_is(s->run_pid, s->run_start_time)
+               ? s->run_pid
+               : 0;
+}
+
+void seg_gone_words(pid_t pid, const char *path, pid_t run, char *out, size_t len)
+{
+    if (run > 0)
+        snprintf(out, len, "process %d is gone (stale segment %s; its `cushim run`, pid %d, reports it and "
+                 "removes it when it ends)", (int)pid, path, (int)run);
+    else
+        snprintf(out, len, "process %d is gone (stale segment %s; `cushim gc` removes it)", (int)pid, path);
+}
+
 /* An invalid entry's reason says what to do about it when `cushim gc` would remove it. */
 static void say_removable(struct seg_entry *e)
 {
@@ -599,7 +615,7 @@ static struct cushim_segment *map_one(const char *path, pid_t pid, char *why, si
         snprintf(why, len, "segment %s names pid %d, not %d: not a segment of process %d", path,
                  (int)snap->pid, (int)pid, (int)pid);
     else if (is_stale(snap, &here))
-        snprintf(why, len, "process %d is gone (stale segment %s; `cushim gc` removes it)", (int)pid, path);
+        seg_gone_words(pid, path, seg_collecting_run(snap), why, len);
     else if (!believed(&st, snap, here, err, sizeof err) || a_copy(&st, snap, err, sizeof err))
         snprintf(why, len, "segment %s: %s", path, err);
     else {
