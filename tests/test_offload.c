@@ -329,7 +329,7 @@ Test(offload, a_typed_limit_for_a_device_not_seen_is_said)
     struct run_result r;
     const char *argv[] = {cushim_bin(), "run", "--quiet", "--device-limit=3:1MiB", "--", program("rt_prog"),
                           "malloc", NULL};
-    const char *extra[] = {"CUDA_VISIBLE_DEVICES=3", NULL};
+    const char *extra[] = {"SIMCUDA_DEVICE_COUNT=4", "CUDA_VISIBLE_DEVICES=3", NULL};
     run_cmd(&r, argv, sim_env(extra));
     cr_expect_eq(r.status, 0, "%s", r.err);
     cr_expect(strstr(r.err, "cushim: the device limit (CUSHIM_DEVICE_LIMIT, `cushim run --device-limit`) names "

@@ -161,6 +161,34 @@ Test(top, top_shows_the_device_limit_when_a_process_has_one)
     cr_expect_eq(wait_bg(both), 0);
 }
 
+/* The device table groups processes by the device's UUID, not by their ordinals: with
+ * CUDA_VISIBLE_DEVICES, ordinal 0 of two processes may be two devices, and one device two ordinals. */
+Test(top, device_totals_follow_the_uuid_across_cuda_visible_devices)
+{
+    const char *segdir = fresh_dir("seg-t-visible");
+    const char *ready = fresh_dir("ready-t-visible");
+    char hold[700];
+    snprintf(hold, sizeof hold, "%s/go-t-visible", test_dir());
+    const char *argv[] = {program("rt_prog"), "hold", NULL};
+    pid_t second = spawn_bg(argv, live_env_with2(segdir, ready, hold, "SIMCUDA_DEVICE_COUNT=2", "CUDA_VISIBLE_DEVICES=1"));
+    pid_t first = spawn_bg(argv, live_env_with(segdir, ready, hold, "SIMCUDA_DEVICE_COUNT=2"));
+    pid_t swapped = spawn_bg(argv, live_env_with2(segdir, ready, hold, "SIMCUDA_DEVICE_COUNT=2",
+                                                  "CUDA_VISIBLE_DEVICES=1,0"));
+    pid_t pids[3];
+    wait_ready(ready, 3, pids);
+    struct run_result r;
+    cr_expect_eq(cli(segdir, &r, "top", "-bn1", NULL), 0, "%s", r.err);
+    /* Each holds 1 MiB + 4 KiB on its ordinal 0 (peak 4 MiB + 4 KiB). */
+    cr_expect(strstr(r.out, "\nGPU-10111213-1415-1617-1819-1a1b1c1d1e1f     2  16.0 GiB     2.01 MiB  8.01 MiB\n"
+                            "GPU-00010203-0405-0607-0809-0a0b0c0d0e0f     1  16.0 GiB     1.00 MiB  4.00 MiB\n") != NULL,
+              "%s", r.out);
+    run_free(&r);
+    touch(hold);
+    cr_expect_eq(wait_bg(second), 0);
+    cr_expect_eq(wait_bg(first), 0);
+    cr_expect_eq(wait_bg(swapped), 0);
+}
+
 /* With CUDA graph memory, top shows a GRAPH-POOL column: the graph memory pool's reserve of each
  * process (8 MiB: the graph's allocation node, launched and freed; the pool keeps it), which is
  * not in DEVICE-TOTAL; 0 B for one without graphs. Beside a LIMIT column, both stay aligned. */

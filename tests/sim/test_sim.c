@@ -3,6 +3,7 @@
  * the simulated libcuda.so.1; runtime behaviour is checked through progs/rt_check
  * ($SIM_RT_CHECK). Criterion runs every test in its own process, so each test sets its SIMCUDA_*
  * variables before its first CUDA call. */
+#include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -119,6 +120,35 @@ Test(init, devices_come_from_the_environment)
     OK(cuDeviceGetAttribute(&value, CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK, 0));
     cr_assert_eq(value, 0);
     cr_assert_eq(cuDeviceGet(&dev, 2), CUDA_ERROR_INVALID_DEVICE);
+}
+
+/* CUDA_VISIBLE_DEVICES (CUDA C++ Programming Guide, "CUDA Environment Variables"): indices or
+ * UUID prefixes, numbered in the list's order; the list ends at an entry that names no device. */
+Test(init, cuda_visible_devices_picks_and_orders_the_devices)
+{
+    const char *const env[] = {"SIMCUDA_DEVICE_COUNT=3", "SIMCUDA_DEVICE_MEMORY=0:1GiB,1:2GiB,2:3GiB",
+                               "CUDA_VISIBLE_DEVICES=2,GPU-00010203,-1,1", NULL};
+    int n;
+    size_t total;
+    CUuuid uuid;
+    start(env);
+    OK(cuDeviceGetCount(&n));
+    cr_assert_eq(n, 2);
+    OK(cuDeviceTotalMem_v2(&total, 0));
+    cr_expect_eq(total, 3 * GiB);
+    OK(cuDeviceGetUuid_v2(&uuid, 0));
+    cr_expect_eq((unsigned char)uuid.bytes[0], 0x20);
+    OK(cuDeviceTotalMem_v2(&total, 1));
+    cr_expect_eq(total, 1 * GiB);
+    OK(cuDeviceGetUuid_v2(&uuid, 1));
+    cr_expect_eq((unsigned char)uuid.bytes[15], 0x0f);
+}
+
+Test(init, cuda_visible_devices_empty_or_invalid_leaves_no_device)
+{
+    putenv("SIMCUDA_DEVICE_COUNT=2");
+    putenv("CUDA_VISIBLE_DEVICES=-1");
+    cr_expect_eq(cuInit(0), CUDA_ERROR_NO_DEVICE);
 }
 
 Test(memory, mem_get_info_is_capacity_minus_overhead_and_rounded_allocations)
@@ -360,6 +390,18 @@ static void check_lookups(const char *variable)
     free(log);
     free(expected);
     unlink(path);
+}
+
+/* The runtime's symbols carry the real libcudart.so.13's version node: a program linked against
+ * the real runtime asks for cudaMalloc@libcudart.so.13 (dlvsym: glibc's lookup of one version). */
+Test(runtime, symbols_have_the_real_runtimes_version)
+{
+    void *h = dlopen("libcudart.so.13", RTLD_NOW | RTLD_LOCAL);
+    cr_assert(h, "%s", dlerror());
+    cr_expect(dlvsym(h, "cudaMalloc", "libcudart.so.13") != NULL, "%s", dlerror());
+    cr_expect(dlvsym(h, "cudaGraphLaunch", "libcudart.so.13") != NULL, "%s", dlerror());
+    cr_expect(dlvsym(h, "cudaMalloc", "libcudart.so.12") == NULL);
+    dlclose(h);
 }
 
 Test(runtime, lookups_match_the_reference)

@@ -82,6 +82,59 @@ static void memory_var(void)
     free(copy);
 }
 
+/* Whether `entry` of CUDA_VISIBLE_DEVICES names physical device d by UUID: "GPU-" and the start
+ * of its UUID string, as nvidia-smi prints it (the CUDA MPS guide, CUDA_VISIBLE_DEVICES: "the
+ * first few characters of the UUID (including GPU-)"). Byte i of device d's UUID is 0x10*d + i. */
+static bool uuid_names(const char *entry, size_t len, int d)
+{
+    char u[48];
+    unsigned char b[16];
+    for (int i = 0; i < 16; i++)
+        b[i] = (unsigned char)(0x10 * d + i);
+    snprintf(u, sizeof u, "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0], b[1],
+             b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]);
+    return len > 4 && len <= strlen(u) && strncasecmp(entry, u, len) == 0;
+}
+
+/* CUDA_VISIBLE_DEVICES (CUDA C++ Programming Guide, "CUDA Environment Variables"): a comma list of
+ * device indices or UUIDs; only those devices are visible, numbered in the list's order; an entry
+ * that names no device (or one already listed) ends the list: the devices before it stay visible
+ * ("0,2,-1,1": devices 0 and 2). Set but empty: no device. Unset: every device, in order. */
+static void visible_devices(int count)
+{
+    const char *v = getenv("CUDA_VISIBLE_DEVICES");
+    int n = 0;
+    bool listed[SIM_MAX_DEVICES] = {false};
+    for (const char *p = v; p && *p && n < SIM_MAX_DEVICES;) {
+        while (isspace((unsigned char)*p))
+            p++;
+        size_t len = strcspn(p, ",");
+        int d = -1;
+        char *end;
+        long i = strtol(p, &end, 10);
+        if (end != p && (size_t)(end - p) <= len && i >= 0 && i < count)
+            d = (int)i;
+        for (int k = 0; d < 0 && k < count; k++)
+            if (uuid_names(p, len, k))
+                d = k;
+        if (d < 0 || listed[d])
+            break;
+        listed[d] = true;
+        sim_cfg.physical[n++] = d;
+        p += len;
+        if (*p == ',')
+            p++;
+    }
+    if (!v)
+        for (n = 0; n < count; n++)
+            sim_cfg.physical[n] = n;
+    uint64_t capacity[SIM_MAX_DEVICES];
+    memcpy(capacity, sim_cfg.capacity, sizeof capacity);
+    for (int k = 0; k < n; k++)
+        sim_cfg.capacity[k] = capacity[sim_cfg.physical[k]];
+    sim_cfg.device_count = n;
+}
+
 void sim_config_load(void)
 {
     const char *v = getenv("SIMCUDA_DEVICE_COUNT");
@@ -95,6 +148,7 @@ void sim_config_load(void)
             bad("SIMCUDA_DEVICE_COUNT", v);
     }
     memory_var();
+    visible_devices(sim_cfg.device_count);
     v = getenv("SIMCUDA_DEVICE_NAME");
     snprintf(sim_cfg.name, sizeof sim_cfg.name, "%s", v && *v ? v : "cushim simulated device");
     size_var("SIMCUDA_CTX_OVERHEAD", &sim_cfg.ctx_overhead, 300 * MIB, true);

@@ -63,7 +63,7 @@ static CUresult uuid(CUuuid *out, CUdevice dev)
     if (!sim_device_valid(dev))
         return CUDA_ERROR_INVALID_DEVICE;
     for (int i = 0; i < 16; i++)
-        out->bytes[i] = (char)(0x10 * dev + i);
+        out->bytes[i] = (char)(0x10 * sim_cfg.physical[dev] + i);
     return CUDA_SUCCESS;
 }
 
@@ -105,7 +105,7 @@ CUresult CUDAAPI cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUdevi
         *pi = 9;
         break;
     case CU_DEVICE_ATTRIBUTE_PCI_BUS_ID:
-        *pi = dev;
+        *pi = sim_cfg.physical[dev];
         break;
     case CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING:
     case CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY:

@@ -28,8 +28,9 @@
 
 /* The environment (README.md), read once on the first entry into the driver. */
 struct sim_config {
-    int device_count;
-    uint64_t capacity[SIM_MAX_DEVICES];
+    int device_count;                   /* visible devices (CUDA_VISIBLE_DEVICES), ordinals 0.. */
+    int physical[SIM_MAX_DEVICES];      /* each visible ordinal's device of SIMCUDA_DEVICE_COUNT */
+    uint64_t capacity[SIM_MAX_DEVICES]; /* by visible ordinal */
     char name[256];
     uint64_t ctx_overhead;
     uint64_t granularity;
