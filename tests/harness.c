@@ -201,6 +201,9 @@ const char *const *sim_env(const char *const *extra)
     env[n++] = segdir;
     env[n++] = "SIMCUDA_GRANULARITY=1";
     env[n++] = "SIMCUDA_CTX_OVERHEAD=0";
+    /* Unset (no '='): the simulated driver follows it as the real one does; a test that wants
+     * it sets it in extra. */
+    env[n++] = "CUDA_VISIBLE_DEVICES";
     for (size_t i = 0; extra && extra[i] && n < 62; i++)
         env[n++] = extra[i];
     env[n] = NULL;
