@@ -451,6 +451,70 @@ Test(segments, sigkill_leaves_a_stale_segment_that_gc_removes)
     expect_same_words(segdir, p, want);
 }
 
+/* seg, as a file of this user's at path, its header naming that file (file_ino, file_dev) as
+ * its writer would. */
+static void write_own_segment(const char *path, struct cushim_segment *seg)
+{
+    for (int pass = 0; pass < 2; pass++) {
+        FILE *f = fopen(path, "wb");
+        cr_assert(f, "%s", path);
+        cr_assert_eq(fwrite(seg, 1, sizeof *seg, f), sizeof *seg);
+        cr_assert_eq(fclose(f), 0);
+        struct stat st;
+        cr_assert_eq(stat(path, &st), 0);
+        seg->h.file_ino = (uint64_t)st.st_ino;
+        seg->h.file_dev = (uint64_t)st.st_dev;
+    }
+}
+
+/* Two files of one live process that maps neither (made by its user; a process that exec'd into
+ * a program that made none), each naming itself: it is listed, summed and exported once, the plain
+ * name kept (an attack trial: root's top summed the process twice, and the exporter gave two
+ * series with one label set, which Prometheus rejects). */
+Test(segments, a_process_mapping_none_of_its_files_is_listed_once)
+{
+    const char *segdir;
+    char hold[700];
+    pid_t held = start_held("hold", "t-maps-none", &segdir, hold, sizeof hold);
+    static struct cushim_segment seg;
+    FILE *f = fopen(seg_path(segdir, held), "rb");
+    cr_assert(f);
+    cr_assert_eq(fread(&seg, 1, sizeof seg, f), sizeof seg);
+    fclose(f);
+    const char *argv[] = {"sleep", "30", NULL};
+    pid_t sleeper = spawn_bg(argv, NULL);
+    for (int i = 0; i < 200 && cushim_proc_start_time(sleeper) == 0; i++)
+        usleep(10000);
+    seg.h.pid = sleeper;
+    seg.h.start_time = cushim_proc_start_time(sleeper);
+    seg.h.pidfs_ino = 0;
+    char plain[700], suffixed[720];
+    snprintf(plain, sizeof plain, "%s", seg_path(segdir, sleeper));
+    snprintf(suffixed, sizeof suffixed, "%s.aaaaaa", plain);
+    write_own_segment(suffixed, &seg);
+    write_own_segment(plain, &seg);
+    struct run_result r;
+    cr_expect_eq(cli(segdir, &r, "stat", "--prometheus", NULL), 0, "%s", r.err);
+    char series[200], said[1600];
+    snprintf(series, sizeof series, "cushim_device_total_bytes{pid=\"%d\",", (int)sleeper);
+    int n = 0;
+    for (const char *q = r.out; (q = strstr(q, series)) != NULL; q++)
+        n++;
+    cr_expect_eq(n, 1, "%s", r.out);
+    snprintf(said, sizeof said, "cushim: skipping %s: one of several segments of process %d, which maps none of "
+             "them: another is listed\n", suffixed, (int)sleeper);
+    cr_expect_str_eq(r.err, said);
+    run_free(&r);
+    cr_expect_eq(cli(segdir, &r, "top", "-bn1", NULL), 0, "%s", r.err);
+    cr_expect(strstr(r.out, "cushim top: 2 processes at ") != NULL, "%s", r.out);
+    cr_expect(strstr(r.out, "     2  16.0 GiB     2.01 MiB  8.01 MiB\n") != NULL, "summed once:\n%s", r.out);
+    run_free(&r);
+    kill(sleeper, SIGKILL);
+    wait_bg(sleeper);
+    touch(hold);
+    cr_expect_eq(wait_bg(held), 0);
+}
+
 /* A process killed while its `cushim run` goes on: its stale segment is the run's to report and
  * remove when it ends, and gc leaves it; stat, reset-peak and phase say so, not "`cushim gc`
  * removes it" (a fresh-user trial: gc then removed nothing). */

@@ -110,6 +110,22 @@ static int same_process(const struct seg_file *x, const struct seg_file *y)
     return x->pid == y->pid && x->start_time == y->start_time && x->pidns == y->pidns;
 }
 
+/* Of the files idx[i..j) of one process, keeps one, the plain name first (a copy's name has a
+ * suffix), else the first listed; the others get verdict v. */
+static void keep_one(const struct seg_file *f, const int *idx, int i, int j, char *verdict, char v)
+{
+    int keep = i;
+    for (int k = i; k < j; k++) {
+        const char *base = f[idx[k]].path ? strrchr(f[idx[k]].path, '/') : NULL;
+        if (base && !strchr(base, '.')) {
+            keep = k;
+            break;
+        }
+    }
+    for (int k = i; k < j; k++)
+        verdict[idx[k]] = k == keep ? 0 : v;
+}
+
 void seg_find_copies(const struct seg_file *f, int n, char *verdict)
 {
     memset(verdict, 0, (size_t)n);
@@ -142,22 +158,19 @@ void seg_find_copies(const struct seg_file *f, int n, char *verdict)
         }
         if (unknown) {
             /* Which one the process maps cannot be told here (its maps are not readable: an
-             * exporter with CAP_DAC_READ_SEARCH only): one of them is kept, the plain name first
-             * (a copy's name has a suffix), so the process is listed and exported once. */
-            int keep = i;
-            for (int k = i; k < j; k++) {
-                const char *base = f[idx[k]].path ? strrchr(f[idx[k]].path, '/') : NULL;
-                if (base && !strchr(base, '.')) {
-                    keep = k;
-                    break;
-                }
-            }
-            for (int k = i; k < j; k++)
-                verdict[idx[k]] = k == keep ? 0 : 3;
+             * exporter with CAP_DAC_READ_SEARCH only): one of them is kept, so the process is
+             * listed and exported once. */
+            keep_one(f, idx, i, j, verdict, 3);
             continue;
         }
-        for (int k = i; k < j && !mapped; k++)
-            verdict[idx[k]] = 0;
+        if (!mapped) {
+            /* It maps none of them (an image before an exec that made no segment of its own, or
+             * files its user made): one is kept all the same, so the process is listed, summed
+             * and exported once (an attack trial: two made-up files of one live process counted
+             * it twice in root's top, and gave Prometheus duplicate series). */
+            keep_one(f, idx, i, j, verdict, 4);
+            continue;
+        }
         /* A hard link: the same file under another name. */
         for (int k = i + 1; k < j; k++)
             for (int q = i; q < k && !verdict[idx[k]]; q++)
@@ -181,10 +194,12 @@ static void drop_copies(struct collect_arg *a)
     for (int i = 0; i < n; i++) {
         if (verdict[i]) {
             l->copies++;
-            if (a->report && verdict[i] == 3)
-                cli_error("skipping %s: one of several segments of process %d, whose /proc/PID/maps cannot "
-                          "be read here to tell which it maps: another is listed", a->files[i].path ? a->files[i].path : "?",
-                          (int)(a->files[i].here > 0 ? a->files[i].here : a->files[i].pid));
+            if (a->report && (verdict[i] == 3 || verdict[i] == 4))
+                cli_error("skipping %s: one of several segments of process %d, %s: another is listed",
+                          a->files[i].path ? a->files[i].path : "?",
+                          (int)(a->files[i].here > 0 ? a->files[i].here : a->files[i].pid),
+                          verdict[i] == 3 ? "whose /proc/PID/maps cannot be read here to tell which it maps"
+                                          : "which maps none of them");
             else if (a->report)
                 cli_error("skipping %s: %s process %d's segment%s", a->files[i].path ? a->files[i].path : "?",
                           verdict[i] == 2 ? "another name of" : "a copy of",

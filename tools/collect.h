@@ -61,7 +61,8 @@ struct seg_file seg_file_of(struct seg_entry *e);
  * user made, or a second name of one file), 1 for a file the process does not map while it maps one
  * of them (seg_mapped_by), 2 for a second name of a file kept (a hard link), 3 for all but one of
  * them when which one the process maps cannot be told here (its maps not readable: the plain name
- * is kept, else the first listed), else 0. What stat, top and the exporter skip and ps shows as
+ * is kept, else the first listed), 4 for all but one of them (chosen so) when it maps none of
+ * them, else 0. What stat, top and the exporter skip and ps shows as
  * `copy`: a process is listed once. */
 void seg_find_copies(const struct seg_file *f, int n, char *verdict);
 
