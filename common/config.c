@@ -130,9 +130,7 @@ uint64_t cushim_config_fingerprint(const char *(*lookup)(const char *name), char
     return h ^ unknown;
 }
 
-/* How a value is shown in a message: quoted, escaped (one line), the first 60 bytes and its
- * length when longer than 120 bytes. */
-static void shown_value(const char *value, char *shown, size_t len)
+void cushim_config_shown(const char *value, char *shown, size_t len)
 {
     size_t n = strlen(value);
     char head[121], safe[121 * 4 + 1];
@@ -206,7 +204,7 @@ static void small_limit(void (*report)(const struct cushim_config_error *), cons
     if (!report || !count)
         return;
     char shown[640], size[32], whom[160] = "", why[480];
-    shown_value(value, shown, sizeof shown);
+    cushim_config_shown(value, shown, sizeof shown);
     if (all) {
         exact_small(limits[0], size, sizeof size);
         snprintf(whom, sizeof whom, "every device %s", size);
@@ -243,7 +241,7 @@ static void small_size(void (*report)(const struct cushim_config_error *), enum 
     if (!report || !size || size >= (1u << 20) || !hint[0])
         return;
     char shown[640], exact[32], why[256];
-    shown_value(value, shown, sizeof shown);
+    cushim_config_shown(value, shown, sizeof shown);
     exact_small(size, exact, sizeof exact);
     snprintf(why, sizeof why, "is %s%s; taken as given", exact, hint);
     say_taken(report, id, shown, why);
@@ -256,7 +254,7 @@ static void bad_value(void (*report)(const struct cushim_config_error *), enum c
     char shown[640], line[1152];
     if (!report)
         return;
-    shown_value(value, shown, sizeof shown);
+    cushim_config_shown(value, shown, sizeof shown);
     snprintf(line, sizeof line, "cushim: %s=%s is not %s; using the default %s%s%s", o->variable, shown,
              expected, *o->def ? "\"" : "(none)", o->def, *o->def ? "\"" : "");
     struct cushim_config_error e = {id, shown, expected, line};
@@ -419,18 +417,18 @@ static int parse_into(struct cushim_config *c, enum cushim_option id, const char
             if (rc == -1) /* a list: not "a size nor" */
                 what = list;
             snprintf(entry, sizeof entry, "%.*s", (int)n, v + at);
-            shown_value(entry, shown, sizeof shown);
+            cushim_config_shown(entry, shown, sizeof shown);
             char *colon = strchr(entry, ':'), part[640] = "";
             uint64_t ordinal;
             if (rc == -1 && colon) {
                 *colon = '\0';
                 if (cushim_parse_u64(entry, UINT64_MAX, &ordinal) != 0) {
-                    shown_value(entry, part, sizeof part);
+                    cushim_config_shown(entry, part, sizeof part);
                     snprintf(part + strlen(part), sizeof part - strlen(part), " is not an ordinal (0..63)");
                 } else if (!colon[1]) {
                     snprintf(part, sizeof part, "has no size");
                 } else {
-                    shown_value(colon + 1, part, sizeof part);
+                    cushim_config_shown(colon + 1, part, sizeof part);
                     snprintf(part + strlen(part), sizeof part - strlen(part),
                              " is not a size (a whole number of bytes, or with a unit K, M, G or T, binary)");
                 }

@@ -51,6 +51,11 @@ struct cushim_config {
     char library[CUSHIM_PATH_MAX];             /* CUSHIM_LIBRARY (read by `cushim run` only) */
 };
 
+/* How a value is shown in a message: quoted, escaped (one line: control characters and bytes
+ * that are not UTF-8), the first 60 bytes and its length when longer than 120 bytes ("\"xxx...\"
+ * (4005 bytes)"). Writes at most len bytes (500 hold any value); thread-safe. */
+void cushim_config_shown(const char *value, char *shown, size_t len);
+
 /* One problem cushim_config_load found. Strings are valid during the report call only. */
 struct cushim_config_error {
     int option;            /* enum cushim_option with a bad value; CUSHIM_OPT_COUNT: an unknown name */

@@ -126,6 +126,17 @@ Test(live, stat_reset_peak_and_exit)
     cr_expect_eq(r.status, 2);
     cr_expect_str_eq(r.err, "cushim: cannot write to standard output: No space left on device\n");
     run_free(&r);
+    /* ps and ps --json too, with the error's own words (an attack trial: ps said "Input/output
+     * error"), and with standard output closed. */
+    static const char *const ps_to[][2] = {{"ps", ">/dev/full"}, {"ps --json", ">/dev/full"}, {"ps", ">&-"}};
+    for (size_t i = 0; i < sizeof ps_to / sizeof ps_to[0]; i++) {
+        snprintf(cmd, sizeof cmd, "%s %s %s", cushim_bin(), ps_to[i][0], ps_to[i][1]);
+        run_cmd(&r, sh, shenv);
+        cr_expect_eq(r.status, 2, "%s", cmd);
+        cr_expect_str_eq(r.err, i < 2 ? "cushim: cannot write to standard output: No space left on device\n"
+                                      : "cushim: cannot write to standard output: Bad file descriptor\n", "%s", cmd);
+        run_free(&r);
+    }
     /* A live pid and one that is not: the live one is shown, the other named, exit 1. */
     cr_expect_eq(cli(segdir, &r, "stat", p, "2147483646"), 1);
     char head[64], want[700];

@@ -626,6 +626,24 @@ Test(segments, gc_removes_run_directories_of_runs_that_are_gone)
     cr_expect_eq(lstat(nested_file, &st), 0, "a directory with a subdirectory is no run's");
     cr_expect_eq(lstat(nested_sub, &st), 0);
     cr_expect_eq(lstat(notes, &st), 0, "a directory with a file no run writes is no run's");
+    /* A TMPDIR it cannot read: said, exit 2, after the segments were swept all the same (an
+     * attack trial: exit 0, nothing said, killed runs' directories piling up under cron). */
+    char stale[700];
+    snprintf(stale, sizeof stale, "%s/cushim-%u-2147483646", segdir, (unsigned)getuid());
+    FILE *f = fopen(stale, "w"); /* no header, long made: removable once 10 s old */
+    cr_assert(f);
+    fclose(f);
+    struct timespec old_times[2] = {{0, UTIME_OMIT}, {time(NULL) - 60, 0}};
+    cr_assert_eq(utimensat(AT_FDCWD, stale, old_times, 0), 0);
+    snprintf(tmpenv, sizeof tmpenv, "TMPDIR=%s/missing", tmp);
+    run_cmd(&r, argv, env);
+    cr_expect_eq(r.status, 2, "%s", r.err);
+    char said[900];
+    snprintf(said, sizeof said, "cushim: cannot read TMPDIR=\"%s/missing\" to remove the directories of killed runs: "
+             "No such file or directory\n", tmp);
+    cr_expect_str_eq(r.err, said);
+    cr_expect_neq(lstat(stale, &st), 0, "the segments were swept: %s", r.out);
+    run_free(&r);
 }
 
 /* An idle gc says so on a terminal (silence left a person wondering) and nothing elsewhere (from

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "common/path.h"
+#include "common/config.h"
 #include "common/procinfo.h"
 #include "tools/cli.h"
 
@@ -64,13 +65,20 @@ static int run_dir_gone(int dirfd, const char *name, pid_t *pid)
     return !cushim_proc_is(p, start);
 }
 
-static void sweep_run_dirs(struct gc_arg *a)
+/* Removes the directories of killed runs in ${TMPDIR:-/tmp}. Returns 0, or -1 when that folder
+ * cannot be read (said: a cron gc whose TMPDIR is not the runs' must not pass for done). */
+static int sweep_run_dirs(struct gc_arg *a)
 {
     const char *tmp = getenv("TMPDIR");
     const char *top = tmp && *tmp ? tmp : "/tmp";
     DIR *d = opendir(top);
-    if (!d)
-        return;
+    if (!d) {
+        char shown[500];
+        cushim_config_shown(top, shown, sizeof shown);
+        cli_error("cannot read %s%s to remove the directories of killed runs: %s", tmp && *tmp ? "TMPDIR=" : "",
+                  shown, strerror(errno));
+        return -1;
+    }
     struct dirent *de;
     while ((de = readdir(d)) != NULL) {
         pid_t pid;
@@ -90,6 +98,7 @@ static void sweep_run_dirs(struct gc_arg *a)
         }
     }
     closedir(d);
+    return 0;
 }
 
 int cmd_gc(int argc, char **argv)
@@ -113,7 +122,10 @@ int cmd_gc(int argc, char **argv)
         return EXIT_USAGE;
     }
     int scanned = seg_scan(NULL, 0, sweep, &a);
-    sweep_run_dirs(&a);
+    /* The segments are swept all the same; an unusable TMPDIR is then an environment value the
+     * command cannot use, as a segment directory is (exit 2). */
+    if (sweep_run_dirs(&a) != 0)
+        return EXIT_USAGE;
     if (scanned < 0 || a.failed)
         return EXIT_NOTHING;
     /* On a terminal, silence would leave a person wondering; from cron (README: "In production")

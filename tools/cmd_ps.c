@@ -2,6 +2,7 @@
  * (summed over its devices), phase, command; segments of dead processes are marked stale. --json:
  * the same as a JSON array (docs/SUMMARY-JSON.md, "cushim ps --json"). */
 #include <pwd.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -177,7 +178,14 @@ int cmd_ps(int argc, char **argv)
         free(a.live[i].path);
     free(a.live);
     free(a.copy);
-    fflush(stdout); /* the listing first, where both go to one file */
+    /* The listing first, where both go to one file; a failure said with its own errno (found by an
+     * attack trial: `ps >/dev/full` said "Input/output error", the flush's ENOSPC lost). */
+    errno = 0;
+    if (fflush(stdout) != 0 || ferror(stdout)) {
+        cli_error("cannot write to standard output: %s", strerror(errno ? errno : EIO));
+        clearerr(stdout); /* said once, here (not again by cushim.c's check) */
+        return EXIT_USAGE;
+    }
     if (!a.rows && !json) /* JSON: an empty array, and the exit status */
         cli_error("no process under cushim (yours; everyone's as root) in %s%s", seg_dir(),
                   a.invalid ? ": only files that could not be read (listed above)" : "");

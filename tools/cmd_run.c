@@ -332,8 +332,10 @@ int cmd_run(int argc, char **argv)
     char dir[4096], cwd[2048] = "";
     /* A relative TMPDIR is taken from the working directory (the shims need an absolute
      * CUSHIM_RUN_DIR: the program may change directory). */
+    char shown[500];
+    cushim_config_shown(tmp && *tmp ? tmp : "/tmp", shown, sizeof shown);
     if (tmp && *tmp && tmp[0] != '/' && !getcwd(cwd, sizeof cwd)) {
-        cli_error("TMPDIR=\"%s\": cannot make it an absolute path: %s", tmp, strerror(errno));
+        cli_error("TMPDIR=%s: cannot make it an absolute path: %s", shown, strerror(errno));
         return EXIT_USAGE;
     }
     /* cushim-run.PID-START-PIDNS.XXXXXX: `cushim gc` removes the directory of a run whose cushim
@@ -343,15 +345,15 @@ int cmd_run(int argc, char **argv)
              tmp && *tmp ? tmp : "/tmp", (int)getpid(),
              (unsigned long long)cushim_self_start_time(), (unsigned long long)cushim_pidns_inode());
     if (!mkdtemp(dir)) {
-        cli_error("cannot create a run directory under \"%s\"%s: %s; nothing was run", tmp && *tmp ? tmp : "/tmp",
+        cli_error("cannot create a run directory under %s%s: %s; nothing was run", shown,
                   tmp && *tmp ? " (TMPDIR)" : "", strerror(errno));
         return EXIT_USAGE;
     }
     chmod(dir, 0700); /* whatever the umask: the run's processes write into it, the run reads it */
     if (strlen(dir) >= CUSHIM_PATH_MAX) {
         /* The shims would refuse CUSHIM_RUN_DIR (config.h) and every summary would be lost. */
-        cli_error("TMPDIR=\"%s\" makes the run directory %zu bytes long, at most %d (set a shorter TMPDIR); "
-                  "nothing was run", tmp, strlen(dir), CUSHIM_PATH_MAX - 1);
+        cli_error("TMPDIR=%s makes the run directory %zu bytes long, at most %d (set a shorter TMPDIR); "
+                  "nothing was run", shown, strlen(dir), CUSHIM_PATH_MAX - 1);
         rmdir(dir);
         return EXIT_USAGE;
     }
