@@ -100,7 +100,9 @@ void run_usage(FILE *f)
             "127 when it cannot be found, 126 when it cannot be run, as a shell says); 2 without\n"
             "running it for a usage error, or when PROGRAM succeeded but the --json file could not\n"
             "be written.\n\n"
-            "  --json FILE       also write the summary as JSON (docs/SUMMARY-JSON.md)\n"
+            "  --json FILE       also write the summary as JSON (docs/SUMMARY-JSON.md); - for\n"
+            "                    standard output, after the program's own output there (for\n"
+            "                    jq, a FILE, or the program's output sent elsewhere)\n"
             "  --quiet           do not print the summary\n"
             "  -h, --help        this help\n\n"
             "Configuration (option = environment variable; the variable works with plain LD_PRELOAD):\n");
