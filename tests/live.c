@@ -42,14 +42,30 @@ int cli(const char *segdir, struct run_result *r, const char *a, const char *b, 
     return r->status;
 }
 
-pid_t start_held(const char *scenario, const char *tag, const char **segdir, char *hold, size_t len)
+void live_dirs_make(struct live_dirs *d, const char *tag)
 {
     char name[64];
     snprintf(name, sizeof name, "seg-%s", tag);
-    *segdir = fresh_dir(name);
+    d->seg = fresh_dir(name);
     snprintf(name, sizeof name, "ready-%s", tag);
-    const char *ready = fresh_dir(name);
-    snprintf(hold, len, "%s/go-%s", test_dir(), tag);
+    d->ready = fresh_dir(name);
+    snprintf(d->hold, sizeof d->hold, "%s/go-%s", test_dir(), tag);
+}
+
+void live_release(const char *hold, const pid_t *pids, int n)
+{
+    touch(hold);
+    for (int i = 0; i < n; i++)
+        cr_expect_eq(wait_bg(pids[i]), 0, "pid %d", (int)pids[i]);
+}
+
+pid_t start_held(const char *scenario, const char *tag, const char **segdir, char *hold, size_t len)
+{
+    struct live_dirs d;
+    live_dirs_make(&d, tag);
+    *segdir = d.seg;
+    const char *ready = d.ready;
+    snprintf(hold, len, "%s", d.hold);
     const char *argv[] = {program("rt_prog"), scenario, NULL};
     pid_t pid = spawn_bg(argv, live_env(*segdir, ready, hold));
     pid_t rp;

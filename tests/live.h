@@ -23,6 +23,16 @@ const char *const *live_env_with2(const char *segdir, const char *ready, const c
  * Returns the exit status. */
 int cli(const char *segdir, struct run_result *r, const char *a, const char *b, const char *c);
 
+/* The places of a group of held programs (tests/programs/common.h): a fresh segment directory
+ * and ready directory named after `tag`, and the hold file to touch to let them exit. */
+struct live_dirs {
+    const char *seg, *ready; /* fresh_dir's, valid for the test */
+    char hold[700];
+};
+void live_dirs_make(struct live_dirs *d, const char *tag);
+/* Touches `hold` and expects each of the n programs pids[] to exit 0. */
+void live_release(const char *hold, const pid_t *pids, int n);
+
 /* A program under the shim that is ready and holding (tests/programs/common.h): rt_prog SCENARIO
  * with its own segment directory (*segdir, named after `tag`) and hold file (hold[len]; touch it
  * to let it exit). Returns its pid. */

@@ -115,10 +115,9 @@ static pid_t start_one_more(const char *scenario, const char *const *env, const 
  * figures stay aligned), with a note under the table. */
 Test(top, top_shows_the_device_limit_when_a_process_has_one)
 {
-    const char *segdir = fresh_dir("seg-t-limit");
-    const char *ready = fresh_dir("ready-t-limit");
-    char hold[700];
-    snprintf(hold, sizeof hold, "%s/go-t-limit", test_dir());
+    struct live_dirs d;
+    live_dirs_make(&d, "t-limit");
+    const char *segdir = d.seg, *ready = d.ready, *hold = d.hold;
     const char *argv[] = {program("rt_prog"), "hold", NULL};
     pid_t limited = spawn_bg(argv, live_env_with(segdir, ready, hold, "CUSHIM_DEVICE_LIMIT=3GiB"));
     pid_t plain = spawn_bg(argv, live_env(segdir, ready, hold));
@@ -154,21 +153,16 @@ Test(top, top_shows_the_device_limit_when_a_process_has_one)
              (int)both);
     cr_expect(strstr(r.out, row) != NULL, "two-device row:\n%s", r.out);
     run_free(&r);
-    touch(hold);
-    cr_expect_eq(wait_bg(limited), 0);
-    cr_expect_eq(wait_bg(plain), 0);
-    cr_expect_eq(wait_bg(refused), 0);
-    cr_expect_eq(wait_bg(both), 0);
+    live_release(hold, (pid_t[]){limited, plain, refused, both}, 4);
 }
 
 /* The device table groups processes by the device's UUID, not by their ordinals: with
  * CUDA_VISIBLE_DEVICES, ordinal 0 of two processes may be two devices, and one device two ordinals. */
 Test(top, device_totals_follow_the_uuid_across_cuda_visible_devices)
 {
-    const char *segdir = fresh_dir("seg-t-visible");
-    const char *ready = fresh_dir("ready-t-visible");
-    char hold[700];
-    snprintf(hold, sizeof hold, "%s/go-t-visible", test_dir());
+    struct live_dirs d;
+    live_dirs_make(&d, "t-visible");
+    const char *segdir = d.seg, *ready = d.ready, *hold = d.hold;
     const char *argv[] = {program("rt_prog"), "hold", NULL};
     pid_t second = spawn_bg(argv, live_env_with2(segdir, ready, hold, "SIMCUDA_DEVICE_COUNT=2", "CUDA_VISIBLE_DEVICES=1"));
     pid_t first = spawn_bg(argv, live_env_with(segdir, ready, hold, "SIMCUDA_DEVICE_COUNT=2"));
@@ -183,10 +177,7 @@ Test(top, device_totals_follow_the_uuid_across_cuda_visible_devices)
                             "GPU-00010203-0405-0607-0809-0a0b0c0d0e0f     1  16.0 GiB     1.00 MiB  4.00 MiB\n") != NULL,
               "%s", r.out);
     run_free(&r);
-    touch(hold);
-    cr_expect_eq(wait_bg(second), 0);
-    cr_expect_eq(wait_bg(first), 0);
-    cr_expect_eq(wait_bg(swapped), 0);
+    live_release(hold, (pid_t[]){second, first, swapped}, 3);
 }
 
 /* With CUDA graph memory, top shows a GRAPH-POOL column: the graph memory pool's reserve of each
@@ -194,10 +185,9 @@ Test(top, device_totals_follow_the_uuid_across_cuda_visible_devices)
  * not in DEVICE-TOTAL; 0 B for one without graphs. Beside a LIMIT column, both stay aligned. */
 Test(top, top_shows_the_graph_pool_when_a_process_has_graph_memory)
 {
-    const char *segdir = fresh_dir("seg-t-graph");
-    const char *ready = fresh_dir("ready-t-graph");
-    char hold[700];
-    snprintf(hold, sizeof hold, "%s/go-t-graph", test_dir());
+    struct live_dirs d;
+    live_dirs_make(&d, "t-graph");
+    const char *segdir = d.seg, *ready = d.ready, *hold = d.hold;
     const char *argv[] = {program("rt_prog"), "hold", NULL};
     pid_t plain = spawn_bg(argv, live_env(segdir, ready, hold));
     pid_t pids[2];
@@ -227,10 +217,7 @@ Test(top, top_shows_the_graph_pool_when_a_process_has_graph_memory)
              (int)limited);
     cr_expect(strstr(r.out, row) != NULL, "limited row:\n%s", r.out);
     run_free(&r);
-    touch(hold);
-    cr_expect_eq(wait_bg(plain), 0);
-    cr_expect_eq(wait_bg(graph), 0);
-    cr_expect_eq(wait_bg(limited), 0);
+    live_release(hold, (pid_t[]){plain, graph, limited}, 3);
 }
 
 /* On a screen too short for every process, the notes under the table (here: a segment that
