@@ -60,12 +60,15 @@ void *shim_wrap_proc(const char *base, int version, cuuint64_t flags, void *real
                   : select_row(base, version, flags);
     if (row < 0)
         return real_fn;
-    if (version > CUDA_VERSION) {
-        /* A driver newer than our headers may know a newer ABI of this name: wrap only if it
-         * returns the same function at the newest version we know. */
-        if (real_lookup(base, CUDA_VERSION, flags) != real_fn) {
+    /* The newest version whose ABI of this name the shim knows: its headers', or the row's own
+     * when the row was declared beyond them (hooks.h SHIM_HOOKS_CUDA123 with older headers). */
+    int known = shim_fns[row].version > CUDA_VERSION ? shim_fns[row].version : CUDA_VERSION;
+    if (version > known) {
+        /* A driver newer than that may know a newer ABI of this name: wrap only if it returns
+         * the same function at the newest version we know. */
+        if (real_lookup(base, known, flags) != real_fn) {
             LOG_ONCE(CUSHIM_LOG_WARN, "%s at version %d may have an ABI newer than cushim's "
-                     "headers (%d): passed through uncounted", base, version, CUDA_VERSION);
+                     "headers (%d): passed through uncounted", base, version, known);
             return real_fn;
         }
     }

@@ -138,16 +138,22 @@
 #define SHIM_HOOKS_CUDA121(X)
 #endif
 
-/* Rows that need CUDA 12.3 headers: captures into an existing graph (hooks_capture.c; cuda.h
- * 12.3 added cuStreamBeginCaptureToGraph and CUgraphEdgeData). Built with older headers, the shim
- * passes them through: such captures are not seen. */
-#if CUDA_VERSION >= 12030
+/* Captures into an existing graph (hooks_capture.c), CUDA 12.3's. With older headers they are
+ * declared here, as 12.3's cuda.h declares them (the edge data only passed through, never read):
+ * a capture the shim did not see would be taken for none, and an allocation made in it served as
+ * outside any capture (budget checks, spills: calls a global-mode capture forbids; a review). */
+#if CUDA_VERSION < 12030
+typedef struct CUgraphEdgeData_st CUgraphEdgeData;
+CUresult CUDAAPI cuStreamBeginCaptureToGraph(CUstream hStream, CUgraph hGraph, const CUgraphNode *dependencies,
+                                             const CUgraphEdgeData *dependencyData, size_t numDependencies,
+                                             CUstreamCaptureMode mode);
+CUresult CUDAAPI cuStreamBeginCaptureToGraph_ptsz(CUstream hStream, CUgraph hGraph, const CUgraphNode *dependencies,
+                                                  const CUgraphEdgeData *dependencyData, size_t numDependencies,
+                                                  CUstreamCaptureMode mode);
+#endif
 #define SHIM_HOOKS_CUDA123(X)                                          \
     X(cuStreamBeginCaptureToGraph, cuStreamBeginCaptureToGraph, 12030, 0) \
     X(cuStreamBeginCaptureToGraph_ptsz, cuStreamBeginCaptureToGraph, 12030, 1)
-#else
-#define SHIM_HOOKS_CUDA123(X)
-#endif
 
 /* Rows that need CUDA 13 headers (cudaTypedefs.h PFN_..._v13000). */
 #if CUDA_VERSION >= 13000

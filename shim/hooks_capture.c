@@ -66,7 +66,6 @@ SHIM_EXPORT CUresult CUDAAPI cuStreamBeginCapture_v2_ptsz(CUstream hStream, CUst
     return begun(r, hStream, true, mode);
 }
 
-#if CUDA_VERSION >= 12030 /* hooks.h SHIM_HOOKS_CUDA123 */
 SHIM_EXPORT CUresult CUDAAPI cuStreamBeginCaptureToGraph(CUstream hStream, CUgraph hGraph,
                                                          const CUgraphNode *dependencies,
                                                          const CUgraphEdgeData *dependencyData,
@@ -92,7 +91,6 @@ SHIM_EXPORT CUresult CUDAAPI cuStreamBeginCaptureToGraph_ptsz(CUstream hStream, 
     CAPTURE_BEGIN_CALL(r, real_(hStream, hGraph, dependencies, dependencyData, numDependencies, mode), mode);
     return begun(r, hStream, true, mode);
 }
-#endif
 
 static CUresult ended(CUresult r, CUstream s, bool pt, CUgraph *graph)
 {

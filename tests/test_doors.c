@@ -153,7 +153,7 @@ Test(doors, rtld_default_from_a_local_library_finds_its_driver)
         char pre[1100], ld[1100];
         snprintf(pre, sizeof pre, "LD_PRELOAD=%s", shimmed ? shim_lib() : "");
         snprintf(ld, sizeof ld, "LD_LIBRARY_PATH=%s", sim_libdir());
-        const char *env[] = {pre, ld, NULL};
+        const char *env[] = {pre, ld, "CUDA_VISIBLE_DEVICES", NULL}; /* unset: sim_env's rule */
         struct run_result r;
         run_cmd(&r, argv, env);
         cr_assert_eq(r.status, 0, "%s%s", r.out, r.err);

@@ -112,7 +112,10 @@ int cmd_gc(int argc, char **argv)
                    "version's; not\none whose header names another pid namespace), and the run "
                    "directories\n(${TMPDIR:-/tmp}/cushim-run.*) of `cushim run`s killed before they "
                    "could clean\nup (one not mode 0700, or holding anything but the files a run "
-                   "writes,\nis no run's and is left).\n");
+                   "writes,\nis no run's and is left). A segment of a process killed while its `cushim "
+                   "run`\ngoes on is that run's: it reports the process and removes the segment when it\n"
+                   "ends. Exit 0 when done, 1 when something could not be removed (said), 2 when\n"
+                   "TMPDIR cannot be read (after the segments are swept).\n");
             return 0;
         }
         if (argv[1][0] == '-') /* --hlep, --help=1: said as every command says them */

@@ -13,6 +13,15 @@
 
 const char *const no_overhead[] = {"SIMCUDA_CTX_OVERHEAD=0", NULL};
 
+/* The simulated driver follows CUDA_VISIBLE_DEVICES as the real one does: an inherited one (a GPU
+ * node's scheduler sets it) must not change what these tests count on. Before any test process
+ * starts; a test that wants it sets it. */
+ReportHook(PRE_ALL)(struct criterion_test_set *tests)
+{
+    (void)tests;
+    unsetenv("CUDA_VISIBLE_DEVICES");
+}
+
 CUcontext start(const char *const *env)
 {
     CUcontext ctx;
@@ -144,11 +153,37 @@ Test(init, cuda_visible_devices_picks_and_orders_the_devices)
     cr_expect_eq((unsigned char)uuid.bytes[15], 0x0f);
 }
 
-Test(init, cuda_visible_devices_empty_or_invalid_leaves_no_device)
+Test(init, cuda_visible_devices_invalid_leaves_no_device)
 {
     putenv("SIMCUDA_DEVICE_COUNT=2");
     putenv("CUDA_VISIBLE_DEVICES=-1");
     cr_expect_eq(cuInit(0), CUDA_ERROR_NO_DEVICE);
+}
+
+Test(init, cuda_visible_devices_empty_leaves_no_device)
+{
+    putenv("SIMCUDA_DEVICE_COUNT=2");
+    putenv("CUDA_VISIBLE_DEVICES=");
+    cr_expect_eq(cuInit(0), CUDA_ERROR_NO_DEVICE);
+}
+
+Test(init, cuda_visible_devices_listing_a_device_twice_leaves_none)
+{
+    putenv("SIMCUDA_DEVICE_COUNT=2");
+    putenv("CUDA_VISIBLE_DEVICES=1,0,1");
+    cr_expect_eq(cuInit(0), CUDA_ERROR_NO_DEVICE);
+}
+
+Test(init, cuda_visible_devices_ignores_blanks_around_an_entry)
+{
+    const char *const env[] = {"SIMCUDA_DEVICE_COUNT=2", "CUDA_VISIBLE_DEVICES= GPU-1011 , 0 ", NULL};
+    int n;
+    CUuuid uuid;
+    start(env);
+    OK(cuDeviceGetCount(&n));
+    cr_assert_eq(n, 2);
+    OK(cuDeviceGetUuid_v2(&uuid, 0));
+    cr_expect_eq((unsigned char)uuid.bytes[0], 0x10);
 }
 
 Test(memory, mem_get_info_is_capacity_minus_overhead_and_rounded_allocations)

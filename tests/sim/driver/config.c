@@ -98,8 +98,10 @@ static bool uuid_names(const char *entry, size_t len, int d)
 
 /* CUDA_VISIBLE_DEVICES (CUDA C++ Programming Guide, "CUDA Environment Variables"): a comma list of
  * device indices or UUIDs; only those devices are visible, numbered in the list's order; an entry
- * that names no device (or one already listed) ends the list: the devices before it stay visible
- * ("0,2,-1,1": devices 0 and 2). Set but empty: no device. Unset: every device, in order. */
+ * that names no device ends the list: the devices before it stay visible ("0,2,-1,1": devices 0
+ * and 2). A device listed twice leaves none (as PyTorch's _parse_visible_devices, which follows
+ * the driver, says: "Repeated ordinal results in empty set"). Set but empty: no device. Unset:
+ * every device, in order. Blanks around an entry are ignored. */
 static void visible_devices(int count)
 {
     const char *v = getenv("CUDA_VISIBLE_DEVICES");
@@ -109,16 +111,23 @@ static void visible_devices(int count)
         while (isspace((unsigned char)*p))
             p++;
         size_t len = strcspn(p, ",");
+        size_t word = len;
+        while (word > 0 && isspace((unsigned char)p[word - 1]))
+            word--;
         int d = -1;
         char *end;
         long i = strtol(p, &end, 10);
-        if (end != p && (size_t)(end - p) <= len && i >= 0 && i < count)
+        if (end != p && (size_t)(end - p) == word && i >= 0 && i < count)
             d = (int)i;
         for (int k = 0; d < 0 && k < count; k++)
-            if (uuid_names(p, len, k))
+            if (uuid_names(p, word, k))
                 d = k;
-        if (d < 0 || listed[d])
+        if (d < 0)
             break;
+        if (listed[d]) {
+            n = 0;
+            break;
+        }
         listed[d] = true;
         sim_cfg.physical[n++] = d;
         p += len;
