@@ -351,3 +351,49 @@ Test(containers, containers_sharing_the_segment_directory)
     if (ended_part_skipped)
         cr_skip_test("not run: the ended-namespace part (needs the initial pid namespace)");
 }
+
+/* gc inside a container sharing the segment directory with the host: a file that does not say its
+ * pid namespace (junk, or an old writer's) named after a live host process is not judged there,
+ * where that pid is not visible (an attack trial: it was removed as "pid N dead"); the host's gc
+ * removes it once that process is gone. */
+Test(containers, gc_in_a_container_leaves_files_it_cannot_judge)
+{
+    struct run_result r;
+    const char *probe[] = {"unshare", "-pf", "--mount-proc", "true", NULL};
+    run_cmd(&r, probe, NULL);
+    int can = r.status == 0;
+    run_free(&r);
+    if (!can || cushim_pidns_inode() != CUSHIM_PIDNS_INIT_INO) {
+        printf("not run: needs unshare -pf --mount-proc (root), from the initial pid namespace\n");
+        cr_skip_test("not run: cannot make pid namespaces here");
+    }
+    const char *segdir = fresh_dir("seg-ns-gc");
+    const char *sleeper_argv[] = {"sleep", "30", NULL};
+    pid_t host = spawn_bg(sleeper_argv, NULL);
+    char path[700];
+    snprintf(path, sizeof path, "%s/cushim-%u-%d", segdir, (unsigned)getuid(), (int)host);
+    FILE *f = fopen(path, "w");
+    cr_assert(f);
+    fputs("junk", f);
+    fclose(f);
+    char seg[700];
+    snprintf(seg, sizeof seg, "CUSHIM_SEGMENT_DIR=%s", segdir);
+    const char *env[] = {seg, NULL};
+    const char *inside[] = {"unshare", "-pf", "--mount-proc", cushim_bin(), "gc", NULL};
+    run_cmd(&r, inside, env);
+    cr_expect_eq(r.status, 0, "%s", r.err);
+    cr_expect_str_eq(r.out, "");
+    run_free(&r);
+    cr_expect_eq(access(path, F_OK), 0, "left by the container's gc");
+    const char *on_host[] = {cushim_bin(), "gc", NULL};
+    run_cmd(&r, on_host, env);
+    cr_expect_str_eq(r.out, "", "the host process lives");
+    run_free(&r);
+    kill(host, SIGKILL);
+    wait_bg(host);
+    run_cmd(&r, on_host, env);
+    char want[900];
+    snprintf(want, sizeof want, "removed %s (pid %d dead, invalid segment)\n", path, (int)host);
+    cr_expect_str_eq(r.out, want);
+    run_free(&r);
+}

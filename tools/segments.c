@@ -416,12 +416,18 @@ int seg_invalid_removable(const struct seg_entry *e)
         return 0;
     struct cushim_segment_header h;
     int fd = S_ISREG(st.st_mode) ? open(e->path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK) : -1;
-    int other = fd >= 0 && pread(fd, &h, sizeof h, 0) == (ssize_t)sizeof h &&
-                memcmp(h.magic, CUSHIM_SEGMENT_MAGIC, sizeof h.magic) == 0 && h.pidns_inode &&
-                h.pidns_inode != cushim_pidns_inode();
+    int ours = fd >= 0 && pread(fd, &h, sizeof h, 0) == (ssize_t)sizeof h &&
+               memcmp(h.magic, CUSHIM_SEGMENT_MAGIC, sizeof h.magic) == 0;
+    uint64_t here = cushim_pidns_inode();
     if (fd >= 0)
         close(fd);
-    return !other;
+    if (ours && h.pidns_inode && h.pidns_inode != here)
+        return 0;
+    /* A file that does not say its pid namespace (no header, or a writer before that field) is
+     * judged by a reader in the initial one only, which sees every process: inside a container
+     * sharing the directory with the host, the pid may be a live host process's (an attack
+     * trial: a container's gc removed files named after live host pids). */
+    return (ours && h.pidns_inode == here) || here == CUSHIM_PIDNS_INIT_INO;
 }
 
 pid_t seg_collecting_run(const struct cushim_snapshot *s)
