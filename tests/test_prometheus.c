@@ -238,6 +238,39 @@ Test(prometheus, output_to_a_device_writes_in_place)
     stop(&h);
 }
 
+/* The textfile collector's writer (--prometheus --output, from cron) does not speak of a file it
+ * cannot read, which its exposition counts; to standard output, the file is said as before (a
+ * multi-user trial: a file another user put there made root's cron speak at every run). */
+Test(prometheus, the_textfile_writer_counts_unreadable_files_without_a_word)
+{
+    struct held h;
+    start(&h, "prom-quiet");
+    char junk[700], out[700];
+    snprintf(junk, sizeof junk, "%s/cushim-%u-%d", h.segdir, (unsigned)getuid(), (int)getpid());
+    FILE *f = fopen(junk, "w");
+    cr_assert(f);
+    fputs("junk", f);
+    fclose(f);
+    snprintf(out, sizeof out, "%s/cushim.prom", test_dir());
+    struct run_result r;
+    const char *argv[] = {cushim_bin(), "stat", "--prometheus", "--output", out, NULL};
+    const char *env[] = {h.seg, NULL};
+    run_cmd(&r, argv, env);
+    cr_expect_eq(r.status, 0, "%s", r.err);
+    cr_expect_str_eq(r.err, "");
+    run_free(&r);
+    char *text = slurp(out);
+    cr_assert(text);
+    cr_expect(strstr(text, "\ncushim_invalid_segments 1\n") != NULL, "%s", text);
+    free(text);
+    const char *to_stdout[] = {cushim_bin(), "stat", "--prometheus", NULL};
+    run_cmd(&r, to_stdout, env);
+    cr_expect_eq(r.status, 0, "%s", r.err);
+    cr_expect(strstr(r.err, "cushim: skipping ") != NULL, "%s", r.err);
+    run_free(&r);
+    stop(&h);
+}
+
 Test(prometheus, output_names_near_and_over_the_limit)
 {
     /* A 250-byte file name is written (its temporary file gets a shorter name); a 300-byte one

@@ -26,14 +26,16 @@ static int sweep(struct seg_entry *e, void *argp)
     /* Only the caller's (a reader with CAP_DAC_READ_SEARCH sees everyone's: not its to remove). */
     if (geteuid() != 0 && e->uid != geteuid())
         return 0;
-    int gone = e->ok ? e->stale && !seg_collecting_run(&e->snap) && seg_still_stale(e)
-                     : seg_invalid_removable(e);
+    int rm = e->ok ? 0 : seg_invalid_removable(e);
+    int gone = e->ok ? e->stale && !seg_collecting_run(&e->snap) && seg_still_stale(e) : rm;
     if (!gone)
         return 0;
     if (unlink(e->path) == 0) {
         if (e->ok && seg_other_namespace(&e->snap))
             printf("removed %s (pid %d of pid namespace %llu, dead)\n", e->path, (int)e->pid,
                    (unsigned long long)e->snap.pidns_inode);
+        else if (rm == SEG_RM_NOT_OURS)
+            printf("removed %s (not a segment: its owner is not the uid its name gives)\n", e->path);
         else
             printf("removed %s (pid %d %s)\n", e->path, (int)e->pid,
                    e->ok ? (cushim_proc_alive(e->pid) ? "reused" : "dead") : "dead, invalid segment");

@@ -307,8 +307,11 @@ int cmd_stat(int argc, char **argv)
         if (n && watch_sleep(a.interval))
             break;
         struct proc_list l;
-        /* What cannot be read is said at the first snapshot only. */
-        proc_list_collect(&l, a.pids, a.npids, n == 0);
+        /* What cannot be read is said at the first snapshot only; never by the textfile
+         * collector's writer (--prometheus --output, run from cron), whose exposition counts it
+         * (cushim_invalid_segments): a file another user put in the directory must not make
+         * every run speak (a multi-user trial). */
+        proc_list_collect(&l, a.pids, a.npids, n == 0 && !(a.prom && a.output));
         if (l.dir_unreadable) { /* said on stderr; no answer (an --output file is left as it was) */
             proc_list_free(&l);
             rc = EXIT_USAGE;

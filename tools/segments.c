@@ -412,7 +412,14 @@ int seg_invalid_removable(const struct seg_entry *e)
      * attack trial: a live container process's segment removed). The header's front keeps its
      * place across layout versions (segment.h: fields are added in its padding). */
     struct stat st;
-    if (cushim_proc_alive(e->pid) || lstat(e->path, &st) != 0 || !(S_ISREG(st.st_mode) || S_ISLNK(st.st_mode)))
+    if (lstat(e->path, &st) != 0 || !(S_ISREG(st.st_mode) || S_ISLNK(st.st_mode)))
+        return 0;
+    const char *base = strrchr(e->path, '/');
+    uid_t named;
+    pid_t pid;
+    if (parse_name(base ? base + 1 : e->path, &named, &pid) == 0 && st.st_uid != named)
+        return SEG_RM_NOT_OURS; /* a multi-user trial: such files kept root's cron speaking */
+    if (cushim_proc_alive(e->pid))
         return 0;
     struct cushim_segment_header h;
     int fd = S_ISREG(st.st_mode) ? open(e->path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK) : -1;
@@ -427,7 +434,7 @@ int seg_invalid_removable(const struct seg_entry *e)
      * judged by a reader in the initial one only, which sees every process: inside a container
      * sharing the directory with the host, the pid may be a live host process's (an attack
      * trial: a container's gc removed files named after live host pids). */
-    return (ours && h.pidns_inode == here) || here == CUSHIM_PIDNS_INIT_INO;
+    return (ours && h.pidns_inode == here) || here == CUSHIM_PIDNS_INIT_INO ? SEG_RM_DEAD : 0;
 }
 
 pid_t seg_collecting_run(const struct cushim_snapshot *s)
@@ -450,7 +457,11 @@ void seg_gone_words(pid_t pid, const char *path, pid_t run, char *out, size_t le
 static void say_removable(struct seg_entry *e)
 {
     size_t n = strlen(e->err);
-    if (seg_invalid_removable(e))
+    int rm = seg_invalid_removable(e);
+    if (rm == SEG_RM_NOT_OURS)
+        snprintf(e->err + n, sizeof e->err - n, "; its owner is not the uid its name gives, so no cushim made it: "
+                 "`cushim gc` removes it");
+    else if (rm)
         snprintf(e->err + n, sizeof e->err - n, "; its process is gone: `cushim gc` removes it");
 }
 
