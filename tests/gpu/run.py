@@ -329,7 +329,10 @@ def torch_env(expandable=False, extra=None, conf=None):
     that it is deprecated), and the newer PYTORCH_ALLOC_CONF removed: where it is read, it is read
     first and alone, and 2.9.1 ignores expandable_segments in it (pytorch/pytorch#183387)."""
     conf = conf or ("expandable_segments:True" if expandable else "expandable_segments:False")
-    env = {"PYTORCH_CUDA_ALLOC_CONF": conf, "PYTORCH_ALLOC_CONF": None}
+    # cuBLAS's workspaces from the caching allocator, so that they are in memory_reserved() as in
+    # the shim's device figures: a PyTorch that makes that caching opt-in (TORCH_CUBLAS_WORKSPACE_
+    # CACHE) would let cuBLAS allocate its own (a review); older ones ignore the variable.
+    env = {"PYTORCH_CUDA_ALLOC_CONF": conf, "PYTORCH_ALLOC_CONF": None, "TORCH_CUBLAS_WORKSPACE_CACHE": "1"}
     env.update(extra or {})
     return env
 

@@ -410,6 +410,7 @@ class Failures(unittest.TestCase):
                 os.environ["PYTORCH_ALLOC_CONF"] = old
         self.assertEqual(env["PYTORCH_CUDA_ALLOC_CONF"], "expandable_segments:True")
         self.assertNotIn("PYTORCH_ALLOC_CONF", env)
+        self.assertEqual(env["TORCH_CUBLAS_WORKSPACE_CACHE"], "1")
 
     def test_async_backend_not_taken_is_not_run(self):
         """PyTorch that keeps its native allocator did not exercise the shim's async path: not run,
