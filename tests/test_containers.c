@@ -4,6 +4,7 @@
 #include <criterion/criterion.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -396,4 +397,69 @@ Test(containers, gc_in_a_container_leaves_files_it_cannot_judge)
     snprintf(want, sizeof want, "removed %s (pid %d dead, invalid segment)\n", path, (int)host);
     cr_expect_str_eq(r.out, want);
     run_free(&r);
+}
+
+/* The run directory of a `cushim run` in a container sharing TMPDIR with the host: the host's gc
+ * leaves it while its namespace holds that run (here: pid 1 there, started then), and removes it
+ * once the container is gone (a multi-user trial: left for good). */
+Test(containers, the_hosts_gc_removes_a_gone_containers_run_directory)
+{
+    struct run_result r;
+    const char *probe[] = {"unshare", "-pf", "--mount-proc", "true", NULL};
+    run_cmd(&r, probe, NULL);
+    int can = r.status == 0;
+    run_free(&r);
+    if (!can || cushim_pidns_inode() != CUSHIM_PIDNS_INIT_INO) {
+        printf("not run: needs unshare -pf --mount-proc (root), from the initial pid namespace\n");
+        cr_skip_test("not run: cannot make pid namespaces here");
+    }
+    const char *argv[] = {"unshare", "-pf", "--mount-proc", "sleep", "30", NULL};
+    pid_t unshare = spawn_bg(argv, NULL);
+    /* The sleep: unshare's child, pid 1 of the new namespace. */
+    pid_t inner = 0;
+    char path[128], buf[4096];
+    for (int i = 0; i < 300 && !inner; i++) {
+        snprintf(path, sizeof path, "/proc/%d/task/%d/children", (int)unshare, (int)unshare);
+        FILE *f = fopen(path, "r");
+        if (f) {
+            if (fgets(buf, sizeof buf, f))
+                inner = (pid_t)atoi(buf);
+            fclose(f);
+        }
+        if (!inner)
+            usleep(10000);
+    }
+    cr_assert_gt(inner, 0, "unshare's child");
+    snprintf(path, sizeof path, "/proc/%d/ns/pid", (int)inner);
+    ssize_t n = readlink(path, buf, sizeof buf - 1);
+    cr_assert_gt(n, 0);
+    buf[n] = '\0';
+    unsigned long long ns = 0;
+    cr_assert_eq(sscanf(buf, "pid:[%llu]", &ns), 1, "%s", buf);
+    cr_assert_neq(ns, cushim_pidns_inode(), "a namespace of its own");
+    const char *tmp = fresh_dir("tmp-ns-run");
+    char dir[900], tmpenv[700], seg[700];
+    snprintf(dir, sizeof dir, "%s/cushim-run.1-%llu-%llu.abcdef", tmp,
+             (unsigned long long)cushim_proc_start_time(inner), ns);
+    cr_assert_eq(mkdir(dir, 0700), 0);
+    snprintf(tmpenv, sizeof tmpenv, "TMPDIR=%s", tmp);
+    snprintf(seg, sizeof seg, "CUSHIM_SEGMENT_DIR=%s", fresh_dir("seg-ns-run"));
+    const char *env[] = {tmpenv, seg, NULL};
+    const char *gc[] = {cushim_bin(), "gc", NULL};
+    run_cmd(&r, gc, env);
+    cr_expect_eq(r.status, 0, "%s", r.err);
+    cr_expect_str_eq(r.out, "", "its run lives");
+    run_free(&r);
+    kill(unshare, SIGKILL);
+    kill(inner, SIGKILL);
+    wait_bg(unshare);
+    for (int i = 0; i < 300 && kill(inner, 0) == 0; i++)
+        usleep(10000);
+    run_cmd(&r, gc, env);
+    char want[1200];
+    snprintf(want, sizeof want, "removed %s (run directory of cushim pid 1 of pid namespace %llu, gone)\n", dir, ns);
+    cr_expect_str_eq(r.out, want);
+    run_free(&r);
+    struct stat st;
+    cr_expect_neq(lstat(dir, &st), 0);
 }

@@ -48,23 +48,35 @@ static int sweep(struct seg_entry *e, void *argp)
 }
 
 /* The directory of a `cushim run` that is gone: named cushim-run.PID-START-PIDNS.XXXXXX[.done], a
- * directory (not a link) of the caller's (any as root), made in the caller's pid namespace, and
- * PID is dead or started at another time. */
-static int run_dir_gone(int dirfd, const char *name, pid_t *pid)
+ * directory (not a link) of the caller's (any as root), and PID is dead or started at another
+ * time: judged here when made in the caller's pid namespace, else by the processes of its own
+ * namespace as seen from here (cushim_pidns_alive: a container's run, from the host, once it is
+ * gone; a multi-user trial found those directories left for good). *ns_out: its namespace when
+ * another's, else 0. */
+static int run_dir_gone(int dirfd, const char *name, pid_t *pid, uint64_t *ns_out)
 {
     int p, done;
     uint64_t start, ns;
     struct stat st;
+    *ns_out = 0;
     if (cushim_run_dir_owner(name, &p, &start, &ns, &done) != 0)
         return 0;
-    /* A name from before the namespace was in it (pidns 0) is taken as ours. */
     /* mkdtemp makes a run's directory mode 0700: another mode is no run's (a look-alike another
      * user made is left alone, and fails no gc). */
-    if ((ns != 0 && ns != cushim_pidns_inode()) || fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0 ||
-        !S_ISDIR(st.st_mode) || (st.st_mode & 07777) != 0700 || (geteuid() != 0 && st.st_uid != geteuid()))
+    if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISDIR(st.st_mode) ||
+        (st.st_mode & 07777) != 0700 || (geteuid() != 0 && st.st_uid != geteuid()))
         return 0;
     *pid = p;
-    return !cushim_proc_is(p, start);
+    /* A name from before the namespace was in it (pidns 0) is taken as ours. */
+    if (ns == 0 || ns == cushim_pidns_inode())
+        return !cushim_proc_is(p, start);
+    struct cushim_pidns_map m;
+    if (cushim_pidns_scan(&m) != 0)
+        return 0;
+    int alive = cushim_pidns_alive(&m, ns, p, start, NULL);
+    cushim_pidns_free(&m);
+    *ns_out = ns;
+    return alive == 0; /* -1, cannot tell (a namespace not in sight): left */
 }
 
 /* Removes the directories of killed runs in ${TMPDIR:-/tmp}. Returns 0, or -1 when that folder
@@ -84,12 +96,17 @@ static int sweep_run_dirs(struct gc_arg *a)
     struct dirent *de;
     while ((de = readdir(d)) != NULL) {
         pid_t pid;
-        if (strncmp(de->d_name, "cushim-run.", 11) != 0 || !run_dir_gone(dirfd(d), de->d_name, &pid))
+        uint64_t ns;
+        if (strncmp(de->d_name, "cushim-run.", 11) != 0 || !run_dir_gone(dirfd(d), de->d_name, &pid, &ns))
             continue;
         char path[4400];
         snprintf(path, sizeof path, "%s/%s", top, de->d_name);
         if (cli_remove_run_dir(path) == 0) {
-            printf("removed %s/%s (run directory of cushim pid %d, gone)\n", top, de->d_name, (int)pid);
+            if (ns)
+                printf("removed %s/%s (run directory of cushim pid %d of pid namespace %llu, gone)\n", top,
+                       de->d_name, (int)pid, (unsigned long long)ns);
+            else
+                printf("removed %s/%s (run directory of cushim pid %d, gone)\n", top, de->d_name, (int)pid);
             a->removed++;
         } else if (errno == ENOENT || errno == ENOTDIR) {
             /* removed meanwhile (a run that had just ended cleaning up after itself), or holding
