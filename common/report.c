@@ -82,6 +82,12 @@ void cushim_json_process(struct jsonw *w, const char *key, const struct cushim_s
     jsonw_object_begin(w, key);
     jsonw_string(w, "cushim_version", s->version);
     cushim_json_identity(w, s);
+    /* The process's effective uid as it began counting (its segment's owner), as `cushim ps
+     * --json` gives the file's; UINT32_MAX: not known (a program that made no segment). */
+    if (s->uid != UINT32_MAX)
+        jsonw_u64(w, "uid", s->uid);
+    else
+        jsonw_string(w, "uid", NULL);
     jsonw_string(w, "command", s->command);
     jsonw_string(w, "phase", cushim_phase_name(s->phase));
     jsonw_string(w, "phase_requested", cushim_phase_requested(s));

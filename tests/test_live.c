@@ -49,6 +49,7 @@ Test(live, stat_reset_peak_and_exit)
     json_t *j = stat_json(segdir, pid, &r);
     cr_assert_eq(json_array_size(j), 1);
     cr_expect_eq(jpath_u64(j, "0.pid"), (uint64_t)pid);
+    cr_expect_eq(jpath_u64(j, "0.uid"), (uint64_t)geteuid(), "the process's uid, as ps --json has it");
     cr_expect_eq(jpath_u64(j, "0.devices.0.device.current_bytes"), MiB + 4096);
     cr_expect_eq(jpath_u64(j, "0.devices.0.device.peak_bytes"), 4 * MiB + 4096);
     cr_expect_eq(jpath_u64(j, "0.devices.0.device_total.peak_bytes"), 4 * MiB + 4096);

@@ -612,6 +612,7 @@ Test(run, a_killed_launcher_has_not_exited)
     char *text = slurp(json);
     cr_assert(text);
     cr_expect(strstr(text, "\"exited\": false,\n") != NULL, "%s", text);
+    cr_expect(strstr(text, "\"uid\": null,\n") != NULL, "no segment, no uid known:\n%s", text);
     free(text);
 }
 

@@ -136,8 +136,29 @@ Test(security, another_users_segment_is_private)
     cr_expect_eq(r.status, 0, "root: %s", r.err);
     run_free(&r);
 
+    /* top: a USER column once the processes listed are of more than one user (root's, here with
+     * root's own process beside; a multi-user trial), none for one user's. */
+    const char *top[] = {cushim_bin(), "top", "-bn1", NULL};
+    as_user(&r, OWNER, top, env);
+    cr_expect(strstr(r.out, " USER ") == NULL, "%s", r.out);
+    run_free(&r);
+    const char *roots_argv[] = {program("rt_prog"), "hold", NULL};
+    pid_t roots = spawn_bg(roots_argv, sim_env(extra));
+    pid_t both[2];
+    wait_ready(ready, 2, both);
+    run_cmd(&r, top, env);
+    cr_expect(strstr(r.out, "\n    PID USER       DEVICES  PHASE       DEVICE-TOTAL TOTAL-PEAK    PINNED OFFLOADED  "
+                            "COMMAND\n") != NULL, "%s", r.out);
+    char row[200];
+    snprintf(row, sizeof row, "\n%7d nobody     0        run             1.00 MiB   4.00 MiB       0 B       0 B  ", (int)pid);
+    cr_expect(strstr(r.out, row) != NULL, "%s", r.out);
+    snprintf(row, sizeof row, "\n%7d root       0        run             1.00 MiB   4.00 MiB       0 B       0 B  ", (int)roots);
+    cr_expect(strstr(r.out, row) != NULL, "%s", r.out);
+    run_free(&r);
+
     touch(hold);
     cr_expect_eq(wait_bg(setpriv), 0);
+    cr_expect_eq(wait_bg(roots), 0);
 }
 
 /* How many lines of text have `word` as a whole field (separated by spaces). */

@@ -95,6 +95,7 @@ static void synth_top(struct cushim_snapshot *s, pid_t pid, char **argv, int sta
     memset(s, 0, sizeof *s);
     s->pid = pid;
     s->pidns_inode = cushim_pidns_inode(); /* the program is our child: our pid namespace */
+    s->uid = UINT32_MAX;                  /* not known: it may have changed user (setpriv) */
     snprintf(s->version, sizeof s->version, "%s", CUSHIM_VERSION);
     s->exited = !WIFSIGNALED(status); /* as for a process with a segment: killed, no exit report */
     for (int i = 0; argv[i] && o + 1 < sizeof s->command; i++)

@@ -6,6 +6,7 @@
 #include <stdarg.h>
 #include <errno.h>
 #include <limits.h>
+#include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -143,6 +144,28 @@ static int has_graph_memory(const struct cushim_snapshot *p)
     return graph_pool_sum(p) != 0 || proc_sum(p, CUSHIM_DEV_graph_alloc_node_bytes) != 0;
 }
 
+/* The USER column: the name of the process's uid (its segment's owner), else the number. Names
+ * are looked up once per uid (a frame a second must not ask NSS, LDAP say, for every row): 32 kept. */
+static const char *user_label(uint32_t uid)
+{
+    static struct {
+        uint32_t uid;
+        char name[33];
+    } seen[32];
+    static int nseen, next;
+    for (int i = 0; i < nseen; i++)
+        if (seen[i].uid == uid)
+            return seen[i].name;
+    int i = nseen < 32 ? nseen++ : next++ % 32;
+    struct passwd *pw = getpwuid((uid_t)uid);
+    seen[i].uid = uid;
+    if (pw)
+        snprintf(seen[i].name, sizeof seen[i].name, "%s", pw->pw_name);
+    else
+        snprintf(seen[i].name, sizeof seen[i].name, "%u", (unsigned)uid);
+    return seen[i].name;
+}
+
 /* One frame below a title line (y = 0, written by the caller). */
 static void frame(struct sink *k, const struct proc_list *l)
 {
@@ -193,8 +216,14 @@ static void frame(struct sink *k, const struct proc_list *l)
     int graphs = 0;
     for (int i = 0; i < l->count && !graphs; i++)
         graphs = has_graph_memory(&l->procs[i]);
-    line(k, y++, ATTR_REVERSE, "%7s %-8s %-11s %12s %10s %s%9s %9s %s %s", "PID", "DEVICES", "PHASE", "DEVICE-TOTAL",
-         "TOTAL-PEAK", limits ? "    LIMIT   " : "", "PINNED", "OFFLOADED", graphs ? "GRAPH-POOL " : "", "COMMAND");
+    /* And a USER column when the listed processes are of more than one user (root's view of a
+     * shared machine; a multi-user trial). */
+    int users = 0;
+    for (int i = 1; i < l->count && !users; i++)
+        users = l->procs[i].uid != l->procs[0].uid;
+    line(k, y++, ATTR_REVERSE, "%7s %s%-8s %-11s %12s %10s %s%9s %9s %s %s", "PID", users ? "USER       " : "", "DEVICES",
+         "PHASE", "DEVICE-TOTAL", "TOTAL-PEAK", limits ? "    LIMIT   " : "", "PINNED", "OFFLOADED",
+         graphs ? "GRAPH-POOL " : "", "COMMAND");
     /* The notes below the table keep their lines when the processes fill the screen. */
     int notes = (l->bad != 0) + (l->copies != 0), reset = 0, refused = 0;
     for (int i = 0; i < l->count && !refused; i++)
@@ -214,7 +243,9 @@ static void frame(struct sink *k, const struct proc_list *l)
         char devs[64], pinned[32], off[32], phase[32], gpool[32] = "";
         uint64_t pin = pinned_sum(p), offl = kind_sum(p, CUSHIM_KIND_OFFLOADED);
         cushim_device_list(p, devs, sizeof devs, 8);
-        char pid[16], limit[48] = "";
+        char pid[16], limit[48] = "", user[48] = "";
+        if (users)
+            snprintf(user, sizeof user, "%-10.10s ", user_label(p->uid));
         if (limits)
             limit_label(p, limit, sizeof limit);
         if (graphs) {
@@ -222,7 +253,7 @@ static void frame(struct sink *k, const struct proc_list *l)
             snprintf(gpool, sizeof gpool, "%10s ", cushim_format_bytes(graph_pool_sum(p), g, sizeof g));
         }
         /* A peak a reset lowered is marked ("^1.00 MiB"), as in ps. */
-        line(k, y++, 0, "%7s %-8s %-11s %12s %10s %s%9s %9s %s %s", cushim_pid_label(p, pid, sizeof pid), devs,
+        line(k, y++, 0, "%7s %s%-8s %-11s %12s %10s %s%9s %9s %s %s", cushim_pid_label(p, pid, sizeof pid), user, devs,
              cushim_phase_label(p, phase, sizeof phase),
              cushim_format_bytes(proc_sum(p, CUSHIM_DEV_total_current), a, sizeof a),
              peak_label(proc_sum(p, CUSHIM_DEV_total_peak), proc_peak_lowered(p), b, sizeof b),
@@ -442,7 +473,8 @@ int cmd_top(int argc, char **argv)
                    "\"+\" when only some of them have one, \"!\" when a budget refused a request.\n"
                    "A GRAPH-POOL column appears when a process has CUDA graph memory: its graph\n"
                    "memory pools' reserve (device memory for graphs' allocation nodes, not in\n"
-                   "DEVICE-TOTAL), as last read (`cushim stat PID` says when).\n\n"
+                   "DEVICE-TOTAL), as last read (`cushim stat PID` says when). A USER column\n"
+                   "appears when the processes listed are of more than one user (root's view).\n\n"
                    "Devices: MEMORY is the GPU's memory; DEVICE-TOTAL the device memory the listed\n"
                    "processes hold (cudaMalloc, stream-ordered, VMM and array memory: the summary's\n"
                    "device_total); SUM-PEAKS the sum of their device-total peaks. Processes:\n"
