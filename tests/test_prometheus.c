@@ -90,6 +90,48 @@ Test(prometheus, promtool_accepts_the_output_and_output_is_atomic)
     stop(&h);
 }
 
+/* --command-label: the program's file name alone, or no command label (the metrics are every
+ * local user's on loopback, argument lists included: a multi-user trial); promtool accepts both. */
+Test(prometheus, the_command_label_can_be_the_name_or_none)
+{
+    struct held h;
+    start(&h, "prom-command");
+    struct run_result r;
+    const char *env[] = {h.seg, NULL};
+    static const char *const modes[] = {"name", "none"};
+    for (int m = 0; m < 2; m++) {
+        char out[700], line[512], phase[512], cmd[1024];
+        snprintf(out, sizeof out, "%s/%s.prom", test_dir(), modes[m]);
+        const char *argv[] = {cushim_bin(), "stat", "--prometheus", "--command-label", modes[m], "--output", out, NULL};
+        run_cmd(&r, argv, env);
+        cr_expect_eq(r.status, 0, "%s", r.err);
+        run_free(&r);
+        char *text = slurp(out);
+        cr_assert(text);
+        snprintf(line, sizeof line, "\ncushim_bytes{pid=\"%d\"%s,device=\"0\","
+                 "uuid=\"GPU-00010203-0405-0607-0809-0a0b0c0d0e0f\",kind=\"device\"} 1052672\n",
+                 (int)h.pid, m == 0 ? ",command=\"rt_prog\"" : "");
+        cr_expect(strstr(text, line) != NULL, "missing %s in:\n%.2000s", line, text);
+        snprintf(phase, sizeof phase, "\ncushim_phase{pid=\"%d\"%s,phase=\"run\"} 1\n", (int)h.pid,
+                 m == 0 ? ",command=\"rt_prog\"" : "");
+        cr_expect(strstr(text, phase) != NULL, "missing %s in:\n%.2000s", phase, text);
+        cr_expect(strstr(text, " hold") == NULL, "no argument left:\n%.2000s", text);
+        free(text);
+        snprintf(cmd, sizeof cmd, "promtool check metrics < %s", out);
+        const char *check[] = {"sh", "-c", cmd, NULL};
+        run_cmd(&r, check, NULL);
+        cr_expect_eq(r.status, 0, "promtool: %s%s", r.out, r.err);
+        run_free(&r);
+    }
+    const char *bad[] = {cushim_bin(), "serve", "--listen", "127.0.0.1:1", "--command-label", "short", NULL};
+    run_cmd(&r, bad, env);
+    cr_expect_eq(r.status, 2);
+    cr_expect_str_eq(r.err, "cushim: --command-label \"short\" is not one of full (the command line's first 64 bytes), "
+                            "name (the program's file name) or none (no command label)\n");
+    run_free(&r);
+    stop(&h);
+}
+
 /* A command line is bytes: a label holding one that is not UTF-8 would lose the whole scrape.
  * Labels are UTF-8 (U+FFFD for a bad byte or a control character), the text view shows '?',
  * JSON \ufffd and \u001b; promtool accepts the metrics. */

@@ -108,6 +108,9 @@ static uint64_t now_ns(void)
     return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
 }
 
+/* --command-label: what the metrics' command label holds. */
+static enum prom_command command_label;
+
 /* The /metrics body and status, from the cache when it is fresh, else from a new scan. */
 static void metrics_answer(void)
 {
@@ -124,7 +127,7 @@ static void metrics_answer(void)
         fprintf(f, "cushim: cannot read the segment directory %s\n", seg_dir());
         status = MHD_HTTP_SERVICE_UNAVAILABLE;
     } else if (f) {
-        prometheus_write(f, &l);
+        prometheus_write(f, &l, command_label);
     }
     if (f)
         fclose(f);
@@ -256,13 +259,18 @@ static int parse_listen(const char *s, struct sockaddr_storage *ss, int *v6, int
 
 int cmd_serve(int argc, char **argv)
 {
-    const char *listen = NULL, *given;
+    const char *listen = NULL, *given, *command_given = NULL;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
-            printf("usage: cushim serve --listen ADDR:PORT\n\nServes GET /metrics (Prometheus text "
-                   "format) for every process under cushim\nthat this user may see (everyone's as "
-                   "root). ADDR:PORT is e.g. 127.0.0.1:9400,\n[::1]:9400, [fe80::1%%eth0]:9400 or :9400 (all addresses). "
-                   "A scrape within\n1 s of the last gets that one's answer.\n");
+            printf("usage: cushim serve --listen ADDR:PORT [--command-label full|name|none]\n\nServes GET "
+                   "/metrics (Prometheus text format) for every process under cushim\nthat this user may see "
+                   "(everyone's as root). ADDR:PORT is e.g. 127.0.0.1:9400,\n[::1]:9400, [fe80::1%%eth0]:9400 or "
+                   ":9400 (all addresses). A scrape within\n1 s of the last gets that one's answer.\n"
+                   "  --command-label full|name|none\n"
+                   "        what each sample's command label holds: the command line's first 64\n"
+                   "        bytes (full, the default), the program's file name alone (name: every\n"
+                   "        local user reads the metrics on loopback, arguments included), or\n"
+                   "        no command label (none)\n");
             return 0;
         }
         int got = cli_option_value(argc, argv, &i, "--listen", "ADDR:PORT", &given);
@@ -270,8 +278,13 @@ int cmd_serve(int argc, char **argv)
             return EXIT_USAGE;
         if (got)
             cli_say_replaced("--listen", &listen, given);
+        if (!got && (got = cli_option_value(argc, argv, &i, "--command-label", "full, name or none", &given)) != 0) {
+            if (got < 0 || prometheus_parse_command_label("--command-label", given, &command_label) < 0)
+                return EXIT_USAGE;
+            cli_say_replaced("--command-label", &command_given, given);
+        }
         if (!got) {
-            cli_bad_word("serve", argv[i], "cushim serve --listen ADDR:PORT");
+            cli_bad_word("serve", argv[i], "cushim serve --listen ADDR:PORT [--command-label full|name|none]");
             return EXIT_USAGE;
         }
     }

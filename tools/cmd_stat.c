@@ -18,11 +18,16 @@
 static void usage(FILE *f)
 {
     fprintf(f, "usage: cushim stat [PID...] [--json | --prometheus] [--output FILE]\n"
-               "                   [-d|--interval SECONDS] [-n|--iterations N]\n\n"
+               "                   [-d|--interval SECONDS] [-n|--iterations N]\n"
+               "                   [--command-label full|name|none]\n\n"
                "Prints the live counters of processes under cushim: the given PIDs, else all of\n"
                "yours (everyone's as root).\n"
                "  --json          JSON array, one summary object per process (docs/SUMMARY-JSON.md)\n"
                "  --prometheus    Prometheus text format\n"
+               "  --command-label full|name|none\n"
+               "                  with --prometheus, what the command label holds: the command\n"
+               "                  line's first 64 bytes (full, the default), the program's file\n"
+               "                  name (name), or no command label (none)\n"
                "  --output FILE   write to FILE instead of standard output, atomically (temporary\n"
                "                  file, then rename), in any format; e.g. --prometheus for\n"
                "                  node_exporter's textfile collector\n"
@@ -43,6 +48,8 @@ static void usage(FILE *f)
 
 struct stat_args {
     int json, prom, npids;
+    enum prom_command command; /* --command-label (with --prometheus) */
+    const char *command_given; /* its value as given, NULL: not given */
     const char *output;
     double interval; /* > 0: repeat (--interval or --iterations) */
     long iterations; /* -1: until a stop */
@@ -117,7 +124,7 @@ static int select_named(struct proc_list *l, const pid_t *pids, int npids, int s
 static void write_snapshot(FILE *f, const struct stat_args *a, const struct proc_list *l)
 {
     if (a->prom) {
-        prometheus_write(f, l);
+        prometheus_write(f, l, a->command);
     } else if (a->json) {
         struct jsonw w;
         if (a->interval > 0)
@@ -164,6 +171,10 @@ static int parse(int argc, char **argv, struct stat_args *a)
             if (got < 0)
                 return -1;
             cli_say_replaced("--output", &a->output, v);
+        } else if ((got = cli_option_value(argc, argv, &i, "--command-label", "full, name or none", &v)) != 0) {
+            if (got < 0 || prometheus_parse_command_label("--command-label", v, &a->command) < 0)
+                return -1;
+            cli_say_replaced("--command-label", &a->command_given, v);
         } else if ((got = cli_option_value(argc, argv, &i, (opt = "--interval"), "SECONDS", &v)) != 0 ||
                    (got = cli_option_value(argc, argv, &i, (opt = "-d"), "SECONDS", &v)) != 0) {
             double was = a->interval;
@@ -180,7 +191,7 @@ static int parse(int argc, char **argv, struct stat_args *a)
             usage(stdout);
             return 1;
         } else if (argv[i][0] == '-') {
-            cli_bad_word("stat", argv[i], "cushim stat [PID...] [--json|--prometheus] [-d|--interval SECONDS] [-n|--iterations N] [--output FILE]");
+            cli_bad_word("stat", argv[i], "cushim stat [PID...] [--json|--prometheus] [-d|--interval SECONDS] [-n|--iterations N] [--output FILE] [--command-label full|name|none]");
             return -1;
         } else if ((a->pids[a->npids++] = cli_parse_pid(argv[i])) < 0) {
             return -1;
@@ -188,6 +199,10 @@ static int parse(int argc, char **argv, struct stat_args *a)
     }
     if (a->json && a->prom) {
         cli_error("--json and --prometheus exclude each other");
+        return -1;
+    }
+    if (a->command_given && !a->prom) {
+        cli_error("--command-label goes with --prometheus (it is the metrics' command label)");
         return -1;
     }
     if (a->iterations > 0 && a->interval <= 0)

@@ -328,7 +328,7 @@ static int dispatch(int argc, char **argv)
         /* A help asked anywhere before "--", but not the value of an option (stat --output -h:
          * found by an attack trial to skip the segment directory's check). */
         static const char *const valued[] = {"--output", "--interval", "-d", "--iterations", "-n",
-                                             "--sort", "-s", "--device", "--listen"};
+                                             "--sort", "-s", "--device", "--listen", "--command-label"};
         int help = 0;
         for (int k = 2; k < argc && strcmp(argv[k], "--") != 0; k++) {
             help |= !strcmp(argv[k], "--help") || !strcmp(argv[k], "-h");

@@ -50,17 +50,46 @@ static void escaped(FILE *f, const char *s, size_t max)
     }
 }
 
+/* The exposition being written: what its command labels hold (prometheus_write's argument). */
+static enum prom_command command_label;
+
 /* A process's labels: the pid as seen here (a container's process by its host pid, or by its
  * own when not visible here); one of another pid namespace also carries that namespace (pidns),
- * so two containers' pid 1 are two series; the command. */
+ * so two containers' pid 1 are two series; the command, as command_label says. */
 static void process_labels(FILE *f, const struct cushim_snapshot *p)
 {
-    fprintf(f, "pid=\"%d\",", (int)(p->other_pidns && p->host_pid ? p->host_pid : p->pid));
+    fprintf(f, "pid=\"%d\"", (int)(p->other_pidns && p->host_pid ? p->host_pid : p->pid));
     if (p->other_pidns)
-        fprintf(f, "pidns=\"%llu\",", (unsigned long long)p->pidns_inode);
-    fprintf(f, "command=\"");
-    escaped(f, p->command, 64);
+        fprintf(f, ",pidns=\"%llu\"", (unsigned long long)p->pidns_inode);
+    if (command_label == PROM_COMMAND_NONE)
+        return;
+    const char *c = p->command;
+    size_t max = 64;
+    if (command_label == PROM_COMMAND_NAME) {
+        /* The program's file name: the last part of the command's first word. */
+        size_t word = strcspn(p->command, " ");
+        for (size_t i = 0; i + 1 < word; i++)
+            if (p->command[i] == '/')
+                c = p->command + i + 1;
+        max = word - (size_t)(c - p->command);
+        max = max < 64 ? max : 64;
+    }
+    fprintf(f, ",command=\"");
+    escaped(f, c, max);
     fputc('"', f);
+}
+
+int prometheus_parse_command_label(const char *opt, const char *v, enum prom_command *out)
+{
+    static const char *const names[] = {"full", "name", "none"};
+    for (int i = 0; i < 3; i++)
+        if (strcmp(v, names[i]) == 0) {
+            *out = (enum prom_command)i;
+            return 0;
+        }
+    cli_error("%s \"%s\" is not one of full (the command line's first 64 bytes), name (the program's file "
+              "name) or none (no command label)", opt, v);
+    return -1;
 }
 
 static void labels(FILE *f, const struct cushim_snapshot *p, const struct cushim_device_snapshot *d)
@@ -108,8 +137,9 @@ static void graph_metric(FILE *f, const struct proc_list *l, const char *name, c
         }
 }
 
-void prometheus_write(FILE *f, const struct proc_list *l)
+void prometheus_write(FILE *f, const struct proc_list *l, enum prom_command command)
 {
+    command_label = command;
     /* Not a process's: segments that were skipped, so that an alert can see them. */
     header(f, "invalid_segments", "gauge",
            "segment files that could not be read (this user's, everyone's as root; under cushim stat PID..., those of the PIDs); cushim ps lists them");
