@@ -463,3 +463,58 @@ Test(containers, the_hosts_gc_removes_a_gone_containers_run_directory)
     struct stat st;
     cr_expect_neq(lstat(dir, &st), 0);
 }
+
+/* A container's process killed while its `cushim run` (in the container) goes on: the host's gc
+ * leaves its segment to that run, which reports it (a trial: the host's gc removed it, and the run
+ * said it saw no CUDA activity). */
+Test(containers, the_hosts_gc_leaves_a_container_runs_killed_process_to_it)
+{
+    struct run_result r;
+    const char *probe[] = {"unshare", "-pf", "--mount-proc", "true", NULL};
+    run_cmd(&r, probe, NULL);
+    int can = r.status == 0;
+    run_free(&r);
+    if (!can || cushim_pidns_inode() != CUSHIM_PIDNS_INIT_INO) {
+        printf("not run: needs unshare -pf --mount-proc (root), from the initial pid namespace\n");
+        cr_skip_test("not run: cannot make pid namespaces here");
+    }
+    const char *segdir = fresh_dir("seg-ns-killed"), *ready = fresh_dir("ready-ns-killed");
+    char end[700], body[2000], json[700], seg[700], rd[700];
+    snprintf(end, sizeof end, "%s/end-ns-killed", test_dir());
+    snprintf(json, sizeof json, "%s/ns-killed.json", test_dir());
+    snprintf(seg, sizeof seg, "CUSHIM_SEGMENT_DIR=%s", segdir);
+    snprintf(rd, sizeof rd, "READY_DIR=%s", ready);
+    snprintf(body, sizeof body, "%s hold & while [ ! -e %s ]; do sleep 0.02; done", program("rt_prog"), end);
+    const char *argv[] = {"unshare", "-pf", "--mount-proc", cushim_bin(), "run", "--quiet", "--json", json, "--",
+                          "sh", "-c", body, NULL};
+    const char *extra[] = {seg, rd, "HOLD_FILE=/nonexistent", NULL};
+    pid_t unshare = spawn_bg(argv, sim_env(extra));
+    pid_t inner;
+    wait_ready(ready, 1, &inner);
+    const char *stat_json[] = {cushim_bin(), "stat", "--json", NULL};
+    const char *env[] = {seg, NULL};
+    run_cmd(&r, stat_json, env);
+    json_t *j = json_loads(r.out, 0, NULL);
+    cr_assert(j, "%s%s", r.out, r.err);
+    pid_t host = (pid_t)jpath_u64(j, "0.host_pid");
+    cr_assert_gt(host, 1, "%s", r.out);
+    json_decref(j);
+    run_free(&r);
+    kill(host, SIGKILL);
+    for (int i = 0; i < 300 && kill(host, 0) == 0; i++)
+        usleep(10000);
+    const char *gc[] = {cushim_bin(), "gc", NULL};
+    run_cmd(&r, gc, env);
+    cr_expect_eq(r.status, 0, "%s", r.err);
+    cr_expect_str_eq(r.out, "", "left to its run");
+    run_free(&r);
+    touch(end);
+    cr_expect_eq(wait_bg(unshare), 0);
+    char *text = slurp(json);
+    cr_assert(text);
+    j = json_loads(text, 0, NULL);
+    cr_assert(j, "%s", text);
+    cr_expect_eq(jpath_u64(j, "descendants.0.devices.0.device.current_bytes"), (1 << 20) + 4096, "%s", text);
+    json_decref(j);
+    free(text);
+}

@@ -310,6 +310,15 @@ Test(prometheus, the_textfile_writer_counts_unreadable_files_without_a_word)
     cr_expect_eq(r.status, 0, "%s", r.err);
     cr_expect(strstr(r.err, "cushim: skipping ") != NULL, "%s", r.err);
     run_free(&r);
+    /* Asked for that pid: why it cannot be read is said (a trial: "(said above)" named a line
+     * left out). */
+    char p[16];
+    snprintf(p, sizeof p, "%d", (int)getpid());
+    const char *named[] = {cushim_bin(), "stat", "--prometheus", "--output", out, p, NULL};
+    run_cmd(&r, named, env);
+    cr_expect_eq(r.status, 1, "%s", r.err);
+    cr_expect(strstr(r.err, "cushim: skipping ") != NULL && strstr(r.err, "(said above)") != NULL, "%s", r.err);
+    run_free(&r);
     stop(&h);
 }
 

@@ -151,9 +151,10 @@ int seg_scan(const pid_t *pids, int npids, int (*fn)(struct seg_entry *, void *)
  * sharing the directory): its pid is that namespace's. */
 int seg_other_namespace(const struct cushim_snapshot *s);
 
-/* The pid of the `cushim run`, still running, that collects the dead process's segment s when it
- * ends (it reports the process as killed, then removes the segment): what `cushim gc` leaves to
- * it; 0 when there is none. Judged in this pid namespace only. */
+/* The pid (here) of the `cushim run`, still running, that collects the dead process's segment s
+ * when it ends (it reports the process as killed, then removes the segment): what `cushim gc`
+ * leaves to it; 0 when there is none, or none can be told (a container's run is looked for among
+ * its namespace's processes as seen from here). Not thread-safe (seg_scan's pid-namespace map). */
 pid_t seg_collecting_run(const struct cushim_snapshot *s);
 
 /* The one-line words (no "cushim: ", no newline) for process `pid` gone, whose stale segment is

@@ -323,10 +323,11 @@ int cmd_stat(int argc, char **argv)
             break;
         struct proc_list l;
         /* What cannot be read is said at the first snapshot only; never by the textfile
-         * collector's writer (--prometheus --output, run from cron), whose exposition counts it
-         * (cushim_invalid_segments): a file another user put in the directory must not make
-         * every run speak (a multi-user trial). */
-        proc_list_collect(&l, a.pids, a.npids, n == 0 && !(a.prom && a.output));
+         * collector's writer (--prometheus --output without PIDs, run from cron), whose
+         * exposition counts it (cushim_invalid_segments): a file another user put in the
+         * directory must not make every run speak (a multi-user trial). Asked for a PID, it says
+         * why that one cannot be read. */
+        proc_list_collect(&l, a.pids, a.npids, n == 0 && !(a.prom && a.output && !a.npids));
         if (l.dir_unreadable) { /* said on stderr; no answer (an --output file is left as it was) */
             proc_list_free(&l);
             rc = EXIT_USAGE;

@@ -196,8 +196,9 @@ static void frame(struct sink *k, const struct proc_list *l)
             tot[j].procs++;
         }
     int y = 2;
-    /* 80 columns hold both tables (byte figures are at most 8 characters, "999 MiB", "1.50 GiB";
-     * a command line is cut at the right edge). */
+    /* 80 columns hold both tables as they usually are (byte figures are at most 8 characters,
+     * "999 MiB", "1.50 GiB"; a command line is cut at the right edge); the columns that appear
+     * when needed (USER, LIMIT, GRAPH-POOL) widen the process table past it. */
     line(k, y++, ATTR_REVERSE, "%-40s %5s %9s %12s %9s", "UUID", "PROCS", "MEMORY", "DEVICE-TOTAL", "SUM-PEAKS");
     for (int j = 0; j < ntot; j++)
         line(k, y++, 0, "%-40s %5d %9s %12s %9s",

@@ -414,13 +414,6 @@ int seg_invalid_removable(const struct seg_entry *e)
     struct stat st;
     if (lstat(e->path, &st) != 0 || !(S_ISREG(st.st_mode) || S_ISLNK(st.st_mode)))
         return 0;
-    const char *base = strrchr(e->path, '/');
-    uid_t named;
-    pid_t pid;
-    if (parse_name(base ? base + 1 : e->path, &named, &pid) == 0 && st.st_uid != named)
-        return SEG_RM_NOT_OURS; /* a multi-user trial: such files kept root's cron speaking */
-    if (cushim_proc_alive(e->pid))
-        return 0;
     struct cushim_segment_header h;
     int fd = S_ISREG(st.st_mode) ? open(e->path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK) : -1;
     int ours = fd >= 0 && pread(fd, &h, sizeof h, 0) == (ssize_t)sizeof h &&
@@ -428,6 +421,22 @@ int seg_invalid_removable(const struct seg_entry *e)
     uint64_t here = cushim_pidns_inode();
     if (fd >= 0)
         close(fd);
+    /* A file without our magic whose owner is not the uid its name gives, 10 s old (a segment has
+     * its header within moments of its creation): no shim made it, whatever its pid (a
+     * multi-user trial: such look-alikes kept root's cron speaking). Never one with our magic: a
+     * process in a user namespace names its segment after its uid there (cushim-0-PID for a
+     * rootless container's root), which the host sees owned by another (a trial: a live one was
+     * removed). */
+    const char *base = strrchr(e->path, '/');
+    uid_t named;
+    pid_t pid;
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    if (!ours && parse_name(base ? base + 1 : e->path, &named, &pid) == 0 && st.st_uid != named &&
+        st.st_mtim.tv_sec <= now.tv_sec - 10)
+        return SEG_RM_NOT_OURS;
+    if (cushim_proc_alive(e->pid))
+        return 0;
     if (ours && h.pidns_inode && h.pidns_inode != here)
         return 0;
     /* A file that does not say its pid namespace (no header, or a writer before that field) is
@@ -439,8 +448,17 @@ int seg_invalid_removable(const struct seg_entry *e)
 
 pid_t seg_collecting_run(const struct cushim_snapshot *s)
 {
-    return s->run_pid > 0 && !seg_other_namespace(s) && cushim_proc_is(s->run_pid, s->run_start_time)
-               ? s->run_pid
+    if (s->run_pid <= 0)
+        return 0;
+    if (!seg_other_namespace(s))
+        return cushim_proc_is(s->run_pid, s->run_start_time) ? s->run_pid : 0;
+    /* A container's process: its run is of its namespace (a trial: the host's gc removed a killed
+     * container process's segment while its run went on, and the run lost it). */
+    if (!ns_map_read)
+        ns_map_read = cushim_pidns_scan(&ns_map) == 0;
+    pid_t here = 0;
+    return ns_map_read && cushim_pidns_alive(&ns_map, s->pidns_inode, s->run_pid, s->run_start_time, &here) == 1
+               ? here
                : 0;
 }
 

@@ -174,6 +174,14 @@ Test(init, cuda_visible_devices_listing_a_device_twice_leaves_none)
     cr_expect_eq(cuInit(0), CUDA_ERROR_NO_DEVICE);
 }
 
+/* A repeat past the 16th entry counts too (a trial: the 17th entry was never read). */
+Test(init, cuda_visible_devices_repeat_after_every_device_leaves_none)
+{
+    putenv("SIMCUDA_DEVICE_COUNT=16");
+    putenv("CUDA_VISIBLE_DEVICES=0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,0");
+    cr_expect_eq(cuInit(0), CUDA_ERROR_NO_DEVICE);
+}
+
 Test(init, cuda_visible_devices_ignores_blanks_around_an_entry)
 {
     const char *const env[] = {"SIMCUDA_DEVICE_COUNT=2", "CUDA_VISIBLE_DEVICES= GPU-1011 , 0 ", NULL};

@@ -107,7 +107,9 @@ static void visible_devices(int count)
     const char *v = getenv("CUDA_VISIBLE_DEVICES");
     int n = 0;
     bool listed[SIM_MAX_DEVICES] = {false};
-    for (const char *p = v; p && *p && n < SIM_MAX_DEVICES;) {
+    /* Past the last device too: a 17th entry can only repeat one or name none (listed[] keeps n
+     * at most count). */
+    for (const char *p = v; p && *p;) {
         while (isspace((unsigned char)*p))
             p++;
         size_t len = strcspn(p, ",");
