@@ -353,11 +353,9 @@ Test(containers, containers_sharing_the_segment_directory)
         cr_skip_test("not run: the ended-namespace part (needs the initial pid namespace)");
 }
 
-/* gc inside a container sharing the segment directory with the host: a file that does not say its
- * pid namespace (junk, or an old writer's) named after a live host process is not judged there,
- * where that pid is not visible (an attack trial: it was removed as "pid N dead"); the host's gc
- * removes it once that process is gone. */
-Test(containers, gc_in_a_container_leaves_files_it_cannot_judge)
+/* Skips the test ("not run") unless pid namespaces can be made here (root: unshare -pf
+ * --mount-proc) from the initial pid namespace, which sees every process. */
+static void need_pid_namespaces_from_the_host(void)
 {
     struct run_result r;
     const char *probe[] = {"unshare", "-pf", "--mount-proc", "true", NULL};
@@ -368,6 +366,16 @@ Test(containers, gc_in_a_container_leaves_files_it_cannot_judge)
         printf("not run: needs unshare -pf --mount-proc (root), from the initial pid namespace\n");
         cr_skip_test("not run: cannot make pid namespaces here");
     }
+}
+
+/* gc inside a container sharing the segment directory with the host: a file that does not say its
+ * pid namespace (junk, or an old writer's) named after a live host process is not judged there,
+ * where that pid is not visible (an attack trial: it was removed as "pid N dead"); the host's gc
+ * removes it once that process is gone. */
+Test(containers, gc_in_a_container_leaves_files_it_cannot_judge)
+{
+    struct run_result r;
+    need_pid_namespaces_from_the_host();
     const char *segdir = fresh_dir("seg-ns-gc");
     const char *sleeper_argv[] = {"sleep", "30", NULL};
     pid_t host = spawn_bg(sleeper_argv, NULL);
@@ -405,14 +413,7 @@ Test(containers, gc_in_a_container_leaves_files_it_cannot_judge)
 Test(containers, the_hosts_gc_removes_a_gone_containers_run_directory)
 {
     struct run_result r;
-    const char *probe[] = {"unshare", "-pf", "--mount-proc", "true", NULL};
-    run_cmd(&r, probe, NULL);
-    int can = r.status == 0;
-    run_free(&r);
-    if (!can || cushim_pidns_inode() != CUSHIM_PIDNS_INIT_INO) {
-        printf("not run: needs unshare -pf --mount-proc (root), from the initial pid namespace\n");
-        cr_skip_test("not run: cannot make pid namespaces here");
-    }
+    need_pid_namespaces_from_the_host();
     const char *argv[] = {"unshare", "-pf", "--mount-proc", "sleep", "30", NULL};
     pid_t unshare = spawn_bg(argv, NULL);
     /* The sleep: unshare's child, pid 1 of the new namespace. */
@@ -470,14 +471,7 @@ Test(containers, the_hosts_gc_removes_a_gone_containers_run_directory)
 Test(containers, the_hosts_gc_leaves_a_container_runs_killed_process_to_it)
 {
     struct run_result r;
-    const char *probe[] = {"unshare", "-pf", "--mount-proc", "true", NULL};
-    run_cmd(&r, probe, NULL);
-    int can = r.status == 0;
-    run_free(&r);
-    if (!can || cushim_pidns_inode() != CUSHIM_PIDNS_INIT_INO) {
-        printf("not run: needs unshare -pf --mount-proc (root), from the initial pid namespace\n");
-        cr_skip_test("not run: cannot make pid namespaces here");
-    }
+    need_pid_namespaces_from_the_host();
     const char *segdir = fresh_dir("seg-ns-killed"), *ready = fresh_dir("ready-ns-killed");
     char end[700], body[2000], json[700], seg[700], rd[700];
     snprintf(end, sizeof end, "%s/end-ns-killed", test_dir());
