@@ -313,6 +313,19 @@ static int boottime_offset_ns(const char *who, int64_t *ns)
     return 0;
 }
 
+/* Whether /proc/WHO/A and /proc/WHO/B are links to the same thing; 1 also when either cannot be
+ * read (no time namespaces before Linux 5.6; another user's process without ptrace access). */
+static int same_link(const char *who, const char *a, const char *b)
+{
+    char pa[64], pb[64], la[64], lb[64];
+    snprintf(pa, sizeof pa, "/proc/%s/%s", who, a);
+    snprintf(pb, sizeof pb, "/proc/%s/%s", who, b);
+    ssize_t na = readlink(pa, la, sizeof la - 1), nb = readlink(pb, lb, sizeof lb - 1);
+    if (na < 0 || nb < 0)
+        return 1;
+    return na == nb && memcmp(la, lb, (size_t)na) == 0;
+}
+
 /* Whether live process pid (here) is the one whose own view of its start was start_time: the
  * start times compared once both time namespaces' offsets are taken out, exactly when the
  * offsets differ by whole clock ticks (the usual whole seconds), else within the tick the
@@ -325,6 +338,13 @@ static int same_process(pid_t pid, uint64_t start_time)
     int64_t theirs, mine;
     snprintf(who, sizeof who, "%d", (int)pid);
     uint64_t here = proc_row_start_time(pid);
+    if (here == start_time)
+        return 1; /* whatever the offsets say */
+    /* timens_offsets are those of the namespace the process's children get (time_namespaces(7)):
+     * one that entered a new time namespace itself and has not exec'd lives in another than
+     * they say (a review: such a live process judged gone). Then it cannot be told: alive. */
+    if (!same_link(who, "ns/time", "ns/time_for_children"))
+        return 1;
     if (boottime_offset_ns(who, &theirs) != 0 || boottime_offset_ns("self", &mine) != 0 || here == 0)
         return 1;
     int64_t tick = 1000000000 / sysconf(_SC_CLK_TCK), diff = theirs - mine;

@@ -82,8 +82,8 @@ void cushim_json_process(struct jsonw *w, const char *key, const struct cushim_s
     jsonw_object_begin(w, key);
     jsonw_string(w, "cushim_version", s->version);
     cushim_json_identity(w, s);
-    /* The process's effective uid as it began counting (its segment's owner), as `cushim ps
-     * --json` gives the file's; UINT32_MAX: not known (a program that made no segment). */
+    /* The process's effective uid as it began counting, in its own user namespace (ps --json
+     * gives the file's owner as the reader sees it); UINT32_MAX: not known (no segment). */
     if (s->uid != UINT32_MAX)
         jsonw_u64(w, "uid", s->uid);
     else

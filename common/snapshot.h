@@ -38,7 +38,11 @@ struct cushim_graph_snapshot {
 /* One process's segment (segment.h struct cushim_segment_header, then records). */
 struct cushim_snapshot {
     int32_t pid;                          /* in the writer's own pid namespace */
-    uint32_t uid;                         /* effective uid at creation */
+    uint32_t uid;                         /* effective uid at creation, in the writer's own user
+                                             namespace (0 for a rootless container's root) */
+    uint32_t file_uid;                    /* the segment file's owner as the reader sees it (the
+                                             host's uid of that user), set by tools/collect.c; 0
+                                             where no reader set it */
     uint64_t start_time;                  /* /proc/<pid>/stat field 22 as the writer read it:
                                              clock ticks after boot */
     uint64_t pidns_inode;                 /* the writer's /proc/self/ns/pid inode, 0 unknown */

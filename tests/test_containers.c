@@ -512,3 +512,34 @@ Test(containers, the_hosts_gc_leaves_a_container_runs_killed_process_to_it)
     json_decref(j);
     free(text);
 }
+
+/* A container's process that made a new time namespace for its children without exec'ing stays in
+ * its own, while its timens_offsets show the children's: seen from the host it is live, not gone
+ * (a review: ps said stale and gc removed its segment). */
+Test(containers, a_process_that_made_a_time_namespace_for_its_children_is_live)
+{
+    struct run_result r;
+    need_pid_namespaces_from_the_host();
+    const char *tprobe[] = {"unshare", "-T", "true", NULL};
+    run_cmd(&r, tprobe, NULL);
+    int can = r.status == 0;
+    run_free(&r);
+    if (!can) {
+        printf("not run: needs time namespaces (unshare -T, root)\n");
+        cr_skip_test("not run: cannot make time namespaces here");
+    }
+    struct live_dirs d;
+    live_dirs_make(&d, "ns-timens");
+    const char *argv[] = {"unshare", "-pf", "--mount-proc", program("rt_prog"), "hold_new_timens", NULL};
+    pid_t unshare = spawn_bg(argv, live_env(d.seg, d.ready, d.hold));
+    pid_t inner;
+    wait_ready(d.ready, 1, &inner);
+    cr_expect_eq(inner, 1);
+    cr_expect_eq(cli(d.seg, &r, "ps", NULL, NULL), 0, "%s", r.err);
+    cr_expect(strstr(r.out, " live ") != NULL && strstr(r.out, " stale ") == NULL, "%s", r.out);
+    run_free(&r);
+    cr_expect_eq(cli(d.seg, &r, "gc", NULL, NULL), 0, "%s", r.err);
+    cr_expect_str_eq(r.out, "", "nothing of a live process removed");
+    run_free(&r);
+    live_release(d.hold, &unshare, 1);
+}

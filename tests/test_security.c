@@ -1071,3 +1071,35 @@ Test(security, an_output_in_a_directory_closed_to_its_user_says_why)
     cr_expect_str_eq(text, "before\n");
     free(text);
 }
+
+/* A gc that cannot read a file judges it on nothing: root in a user namespace (here, another
+ * user's segment shows there as owned by the overflow uid, not the uid its name gives) leaves a
+ * live process's segment it cannot open (a review: it was removed as a look-alike). */
+Test(security, a_gc_that_cannot_read_a_segment_leaves_it)
+{
+    const char *probe[] = {"unshare", "-U", "-r", "true", NULL};
+    if (geteuid() != 0 || !runs(probe)) {
+        printf("not run: needs root and user namespaces (unshare -U -r)\n");
+        cr_skip_test("not run: cannot make user namespaces here");
+    }
+    struct held h;
+    held_init(&h, "unreadable-gc", "ready-unreadable-gc");
+    const char *argv[] = {"setpriv", "--reuid=" OTHER, "--regid=" OTHER, "--clear-groups", "--",
+                          program("rt_prog"), "hold", NULL};
+    pid_t setpriv = spawn_bg(argv, sim_env(h.extra));
+    pid_t pid;
+    wait_ready(h.ready, 1, &pid);
+    char path[700];
+    snprintf(path, sizeof path, "%s/cushim-%s-%d", h.segdir, OTHER, (int)pid);
+    struct timespec old_times[2] = {{0, UTIME_OMIT}, {time(NULL) - 60, 0}};
+    cr_assert_eq(utimensat(AT_FDCWD, path, old_times, 0), 0, "%s", path);
+    const char *env[] = {h.seg, NULL};
+    const char *gc[] = {"unshare", "-U", "-r", cushim_bin(), "gc", NULL};
+    struct run_result r;
+    run_cmd(&r, gc, env);
+    cr_expect_str_eq(r.out, "", "%s", r.err);
+    run_free(&r);
+    cr_expect_eq(access(path, F_OK), 0, "the live segment is still there");
+    touch(h.hold);
+    cr_expect_eq(wait_bg(setpriv), 0);
+}

@@ -30,6 +30,11 @@ static int sweep(struct seg_entry *e, void *argp)
     int gone = e->ok ? e->stale && !seg_collecting_run(&e->snap) && seg_still_stale(e) : rm;
     if (!gone)
         return 0;
+    /* The file judged is still the one there (seg_still_stale looks again for a segment): not
+     * one put in its place meanwhile, a process's new segment say (a review). */
+    struct stat now;
+    if (!e->ok && (lstat(e->path, &now) != 0 || now.st_ino != e->ino || now.st_dev != e->dev))
+        return 0;
     if (unlink(e->path) == 0) {
         if (e->ok && seg_other_namespace(&e->snap))
             printf("removed %s (pid %d of pid namespace %llu, dead)\n", e->path, (int)e->pid,

@@ -144,7 +144,8 @@ static int has_graph_memory(const struct cushim_snapshot *p)
     return graph_pool_sum(p) != 0 || proc_sum(p, CUSHIM_DEV_graph_alloc_node_bytes) != 0;
 }
 
-/* The USER column: the name of the process's uid (its segment's owner), else the number. Names
+/* The USER column: the name of the uid that owns the process's segment (as `cushim ps` shows
+ * it: the host's uid of a rootless container's root), else the number. Names
  * are looked up once per uid (a frame a second must not ask NSS, LDAP say, for every row): 32 kept. */
 static const char *user_label(uint32_t uid)
 {
@@ -221,7 +222,7 @@ static void frame(struct sink *k, const struct proc_list *l)
      * shared machine; a multi-user trial). */
     int users = 0;
     for (int i = 1; i < l->count && !users; i++)
-        users = l->procs[i].uid != l->procs[0].uid;
+        users = l->procs[i].file_uid != l->procs[0].file_uid;
     line(k, y++, ATTR_REVERSE, "%7s %s%-8s %-11s %12s %10s %s%9s %9s %s %s", "PID", users ? "USER       " : "", "DEVICES",
          "PHASE", "DEVICE-TOTAL", "TOTAL-PEAK", limits ? "    LIMIT   " : "", "PINNED", "OFFLOADED",
          graphs ? "GRAPH-POOL " : "", "COMMAND");
@@ -246,7 +247,7 @@ static void frame(struct sink *k, const struct proc_list *l)
         cushim_device_list(p, devs, sizeof devs, 8);
         char pid[16], limit[48] = "", user[48] = "";
         if (users)
-            snprintf(user, sizeof user, "%-10.10s ", user_label(p->uid));
+            snprintf(user, sizeof user, "%-10.10s ", user_label(p->file_uid));
         if (limits)
             limit_label(p, limit, sizeof limit);
         if (graphs) {

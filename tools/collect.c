@@ -81,7 +81,8 @@ static int add(struct seg_entry *e, void *argp)
     a->files = files;
     files[a->l->count] = seg_file_of(e);
     files[a->l->count].path = strdup(e->path);
-    a->l->procs[a->l->count++] = e->snap;
+    a->l->procs[a->l->count] = e->snap;
+    a->l->procs[a->l->count++].file_uid = e->uid;
     return 0;
 }
 

@@ -6,6 +6,7 @@
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <link.h>
+#include <sched.h>
 #include <signal.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -1502,6 +1503,24 @@ static int scenario_hold(void)
     return 0;
 }
 
+/* hold, having made a new time namespace for its children (unshare(CLONE_NEWTIME), boottime +1000 s)
+ * without exec'ing: it stays in its own, while /proc/PID/timens_offsets shows the children's
+ * (time_namespaces(7)). Needs root; exits 3 when it cannot. */
+static int scenario_hold_new_timens(void)
+{
+    void *a;
+    CHECK(cudaMalloc(&a, MiB));
+    if (unshare(CLONE_NEWTIME) != 0)
+        return 3;
+    int fd = open("/proc/self/timens_offsets", O_WRONLY);
+    if (fd < 0 || write(fd, "boottime 1000 0", 15) != 15)
+        return 3;
+    close(fd);
+    ready();
+    hold();
+    return 0;
+}
+
 /* 1 MiB from cudaMallocHost and 64 KiB of the program's own memory pinned with cudaHostRegister,
  * beside 4 KiB of device memory; held. */
 static int scenario_hold_pinned(void)
@@ -1873,7 +1892,7 @@ static const struct scenario scenarios[] = {
     {"hold_pinned", scenario_hold_pinned, 1},
     {"fork_child_cuda", scenario_fork_child_cuda, 1}, {"daemon_fds", scenario_daemon_fds, 1},
     {"hold_api", scenario_hold_api, 1},     {"api_misuse", scenario_api_misuse, 1},
-    {"hold_async", scenario_hold_async, 1}, {"hold_graph_reset", scenario_hold_graph_reset, 1},
+    {"hold_async", scenario_hold_async, 1}, {"hold_new_timens", scenario_hold_new_timens, 1}, {"hold_graph_reset", scenario_hold_graph_reset, 1},
     {"exit_while_busy", scenario_exit_while_busy, 1}, {"ids_differ", scenario_ids_differ, 1},
     {"drop_after", scenario_drop_after, 1}, {"async_plain", scenario_async_plain, 1},
     {"refused_array_vmm", scenario_refused_array_vmm, 1}, {"main_exits", scenario_main_exits, 1},
