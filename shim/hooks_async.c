@@ -283,23 +283,21 @@ static void pool_remember(CUmemoryPool pool, const CUmemLocation *location, int 
     case CU_MEM_LOCATION_TYPE_DEVICE:
         device = location->id;
         break;
-#if CUDA_VERSION >= 12020
-    case CU_MEM_LOCATION_TYPE_HOST:
-    case CU_MEM_LOCATION_TYPE_HOST_NUMA:
-    case CU_MEM_LOCATION_TYPE_HOST_NUMA_CURRENT:
+    /* By value, so that a shim built with older headers counts them alike (a host pool's
+     * allocations as device memory would meet a device budget): cuda.h 12.2's
+     * CU_MEM_LOCATION_TYPE_HOST = 0x2, _HOST_NUMA = 0x3, _HOST_NUMA_CURRENT = 0x4. */
+    case 0x2:
+    case 0x3:
+    case 0x4:
         kind = CUSHIM_KIND_PINNED_HOST;
         break;
-#endif
     default:
         break;
     }
-#if CUDA_VERSION >= 13000
-    /* cuda.h (cuMemPoolCreate, cuMemGetDefaultMemPool): CUDA 13 pools may hold managed memory. */
-    if (alloc_type == CU_MEM_ALLOCATION_TYPE_MANAGED)
+    /* cuda.h 13.0 (cuMemPoolCreate, cuMemGetDefaultMemPool): pools may hold managed memory,
+     * CU_MEM_ALLOCATION_TYPE_MANAGED = 0x2 (by value, as above). */
+    if (alloc_type == 0x2)
         kind = CUSHIM_KIND_MANAGED;
-#else
-    (void)alloc_type;
-#endif
     struct shim_entry e = {.key = (uint64_t)(uintptr_t)pool, .aux = kind, .device = device};
     table_put(&shim.pools, &e, NULL);
 }

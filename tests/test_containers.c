@@ -520,7 +520,7 @@ Test(containers, a_process_that_made_a_time_namespace_for_its_children_is_live)
 {
     struct run_result r;
     need_pid_namespaces_from_the_host();
-    const char *tprobe[] = {"unshare", "-T", "true", NULL};
+    const char *tprobe[] = {"unshare", "-T", "--boottime", "500", "true", NULL};
     run_cmd(&r, tprobe, NULL);
     int can = r.status == 0;
     run_free(&r);
@@ -530,7 +530,10 @@ Test(containers, a_process_that_made_a_time_namespace_for_its_children_is_live)
     }
     struct live_dirs d;
     live_dirs_make(&d, "ns-timens");
-    const char *argv[] = {"unshare", "-pf", "--mount-proc", program("rt_prog"), "hold_new_timens", NULL};
+    /* In a time namespace of its own already (boottime +500 s): its start time as it read it is not
+     * the host's, so the offsets are what tell (then wrongly: its children's, +1000 s). */
+    const char *argv[] = {"unshare", "-T", "--boottime", "500", "-pf", "--mount-proc", program("rt_prog"),
+                          "hold_new_timens", NULL};
     pid_t unshare = spawn_bg(argv, live_env(d.seg, d.ready, d.hold));
     pid_t inner;
     wait_ready(d.ready, 1, &inner);

@@ -12,6 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/procinfo.h"
 #include "common/segment.h"
 #include "harness.h"
 
@@ -290,8 +291,9 @@ Test(security, a_segment_forged_by_another_user_is_not_believed)
     run_free(&r);
     /* gc leaves it: a file with a segment's magic may be a live process's in a user namespace,
      * which names it after its uid there (a trial: a rootless container's live segment was
-     * removed). Junk owned by another uid than its name gives, 10 s old, gc removes whatever its
-     * pid (alive here; a multi-user trial: such look-alikes kept root's cron speaking). */
+     * removed). Junk owned by another uid than its name gives, 10 minutes old, gc removes whatever
+     * its pid (alive here, another uid's; a multi-user trial: such look-alikes kept root's cron
+     * speaking). */
     const char *gc[] = {cushim_bin(), "gc", NULL};
     run_cmd(&r, gc, env_copy);
     cr_expect_eq(r.status, 0, "%s", r.err);
@@ -308,7 +310,7 @@ Test(security, a_segment_forged_by_another_user_is_not_believed)
     run_cmd(&r, gc, env_copy);
     cr_expect_str_eq(r.out, "", "a new one: maybe a segment being made");
     run_free(&r);
-    struct timespec old_times[2] = {{0, UTIME_OMIT}, {time(NULL) - 60, 0}};
+    struct timespec old_times[2] = {{0, UTIME_OMIT}, {time(NULL) - 3600, 0}};
     cr_assert_eq(utimensat(AT_FDCWD, junk, old_times, 0), 0);
     run_cmd(&r, gc, env_copy);
     cr_expect_eq(r.status, 0, "%s", r.err);
@@ -1102,4 +1104,99 @@ Test(security, a_gc_that_cannot_read_a_segment_leaves_it)
     cr_expect_eq(access(path, F_OK), 0, "the live segment is still there");
     touch(h.hold);
     cr_expect_eq(wait_bg(setpriv), 0);
+}
+
+/* A rootless container sharing the host's pid namespace (`unshare -U -r`, bubblewrap): its
+ * process names its segment for uid 0 there, which the host sees owned by the user, so no reader
+ * believes it; killed while its `cushim run` (in the container) goes on, gc leaves it to that run,
+ * which reports it (a review: gc removed it, and the run's descendants were empty). */
+Test(security, a_rootless_runs_killed_process_is_left_to_the_run)
+{
+    const char *probe[] = {"setpriv", "--reuid=" OWNER, "--regid=" OWNER, "--clear-groups", "--", "unshare", "-U",
+                           "-r", "true", NULL};
+    if (geteuid() != 0 || !runs(probe)) {
+        printf("not run: needs root, and user namespaces an unprivileged user may make (unshare -U -r)\n");
+        cr_skip_test("not run: cannot make user namespaces as another user here");
+    }
+    struct held h;
+    held_init(&h, "rootless-run", "ready-rootless-run");
+    const char *shared = fresh_dir("rootless-out");
+    cr_assert_eq(chmod(h.segdir, 01777), 0);
+    cr_assert_eq(chmod(h.ready, 01777), 0);
+    cr_assert_eq(chmod(shared, 01777), 0);
+    char json[700], end[700], body[2400];
+    snprintf(json, sizeof json, "%s/run.json", shared);
+    snprintf(end, sizeof end, "%s/end", shared);
+    snprintf(body, sizeof body, "%s hold & while [ ! -e %s ]; do sleep 0.02; done", program("rt_prog"), end);
+    const char *argv[] = {"setpriv", "--reuid=" OWNER, "--regid=" OWNER, "--clear-groups", "--", "unshare", "-U", "-r",
+                          cushim_bin(), "run", "--quiet", "--json", json, "--", "sh", "-c", body, NULL};
+    char tmp[760];
+    snprintf(tmp, sizeof tmp, "TMPDIR=%s", shared); /* the run's directory: the user's to make */
+    const char *extra[] = {h.seg, h.rd, tmp, "HOLD_FILE=/nonexistent", NULL};
+    pid_t outer = spawn_bg(argv, sim_env(extra));
+    pid_t pid;
+    wait_ready(h.ready, 1, &pid);
+    char path[700];
+    snprintf(path, sizeof path, "%s/cushim-0-%d", h.segdir, (int)pid);
+    struct stat st;
+    cr_assert_eq(lstat(path, &st), 0, "%s", path);
+    cr_expect_eq(st.st_uid, 65534, "named for uid 0 there, the user's here");
+    kill(pid, SIGKILL);
+    for (int i = 0; i < 300 && kill(pid, 0) == 0; i++)
+        usleep(10000);
+    const char *env[] = {h.seg, NULL};
+    const char *gc[] = {cushim_bin(), "gc", NULL};
+    struct run_result r;
+    run_cmd(&r, gc, env);
+    cr_expect_str_eq(r.out, "", "left to its run: %s", r.err);
+    run_free(&r);
+    touch(end);
+    cr_expect_eq(wait_bg(outer), 0);
+    char *text = slurp(json);
+    cr_assert(text);
+    json_t *j = json_loads(text, 0, NULL);
+    cr_assert(j, "%s", text);
+    cr_expect_eq(jpath_u64(j, "descendants.0.devices.0.device.current_bytes"), (1 << 20) + 4096, "%s", text);
+    json_decref(j);
+    free(text);
+}
+
+/* A gc that cannot empty another user's killed run's directory (root in a user namespace) leaves
+ * it without a word, as it leaves a segment it cannot read; root's own gc removes it (a review:
+ * "Permission denied" and exit 1 at every cron run). */
+Test(security, a_gc_that_cannot_empty_a_run_directory_leaves_it_silently)
+{
+    const char *probe[] = {"unshare", "-U", "-r", "true", NULL};
+    if (geteuid() != 0 || !runs(probe)) {
+        printf("not run: needs root and user namespaces (unshare -U -r)\n");
+        cr_skip_test("not run: cannot make user namespaces here");
+    }
+    const char *tmp = fresh_dir("tmp-unreadable-run"), *segdir = fresh_dir("seg-unreadable-run");
+    char dir[800], file[900], tmpenv[760], seg[760];
+    snprintf(dir, sizeof dir, "%s/cushim-run.2147483646-77-%llu.abcdef", tmp, (unsigned long long)cushim_pidns_inode());
+    cr_assert_eq(mkdir(dir, 0700), 0);
+    snprintf(file, sizeof file, "%s/1234.seg", dir); /* a name a run writes */
+    FILE *f = fopen(file, "w");
+    cr_assert(f);
+    fclose(f);
+    cr_assert_eq(chown(file, 65533, 65533), 0);
+    cr_assert_eq(chown(dir, 65533, 65533), 0);
+    snprintf(tmpenv, sizeof tmpenv, "TMPDIR=%s", tmp);
+    snprintf(seg, sizeof seg, "CUSHIM_SEGMENT_DIR=%s", segdir);
+    const char *env[] = {tmpenv, seg, NULL};
+    const char *in_ns[] = {"unshare", "-U", "-r", cushim_bin(), "gc", NULL};
+    struct run_result r;
+    run_cmd(&r, in_ns, env);
+    cr_expect_eq(r.status, 0, "%s", r.err);
+    cr_expect_str_eq(r.err, "");
+    cr_expect_str_eq(r.out, "");
+    run_free(&r);
+    struct stat st;
+    cr_expect_eq(lstat(dir, &st), 0);
+    const char *gc[] = {cushim_bin(), "gc", NULL};
+    run_cmd(&r, gc, env);
+    char want[900];
+    snprintf(want, sizeof want, "removed %s (run directory of cushim pid 2147483646, gone)\n", dir);
+    cr_expect_str_eq(r.out, want, "%s", r.err);
+    run_free(&r);
 }

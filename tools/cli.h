@@ -117,9 +117,10 @@ struct seg_entry;
 /* Whether `cushim gc` removes e, a file named like a segment but unreadable as one (another
  * cushim version's, or one whose creation was cut short), a regular file or a symbolic link:
  * SEG_RM_DEAD when its pid is dead (judged here: the file names this pid namespace, or this is
- * the initial one), SEG_RM_NOT_OURS when its owner is not the uid its name gives, which no shim
- * makes (segment.h: a segment is named after the uid that owns it; a look-alike another user put
- * there, whatever its pid), else 0. */
+ * the initial one), SEG_RM_NOT_OURS when it has no segment header, its owner is not the uid its
+ * name gives and it is 10 minutes old, which no shim makes (segment.h: a segment is named after
+ * the uid that owns it; a look-alike another user put there), whatever its pid unless that live
+ * process runs as the owner; else 0. A regular file it cannot read: 0. */
 enum { SEG_RM_DEAD = 1, SEG_RM_NOT_OURS = 2 };
 int seg_invalid_removable(const struct seg_entry *e);
 

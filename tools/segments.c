@@ -425,8 +425,8 @@ int seg_invalid_removable(const struct seg_entry *e)
     uint64_t here = cushim_pidns_inode();
     if (fd >= 0)
         close(fd);
-    /* A file without our magic whose owner is not the uid its name gives, 10 s old (a segment has
-     * its header within moments of its creation): no shim made it, whatever its pid (a
+    /* A file without our magic whose owner is not the uid its name gives, 10 minutes old (a
+     * segment has its header within moments of its creation): no shim made it, whatever its pid (a
      * multi-user trial: such look-alikes kept root's cron speaking). Never one with our magic: a
      * process in a user namespace names its segment after its uid there (cushim-0-PID for a
      * rootless container's root), which the host sees owned by another (a trial: a live one was
@@ -436,10 +436,21 @@ int seg_invalid_removable(const struct seg_entry *e)
     pid_t pid;
     struct timespec now;
     clock_gettime(CLOCK_REALTIME, &now);
+    uid_t uids[4];
     if (!ours && parse_name(base ? base + 1 : e->path, &named, &pid) == 0 && st.st_uid != named &&
-        st.st_mtim.tv_sec <= now.tv_sec - 10)
+        st.st_mtim.tv_sec <= now.tv_sec - 600 &&
+        /* Nor one its live namesake here could be making (its uids include the owner: a process
+         * of a user namespace stopped while it made its file; a review). */
+        !(cushim_proc_uids(pid, uids) == 0 &&
+          (uids[0] == st.st_uid || uids[1] == st.st_uid || uids[2] == st.st_uid || uids[3] == st.st_uid)))
         return SEG_RM_NOT_OURS;
     if (cushim_proc_alive(e->pid))
+        return 0;
+    /* A dead process's segment that its `cushim run`, still going, collects at its end (as for a
+     * readable one: seg_collecting_run): one this reader cannot believe (a rootless container's
+     * in this pid namespace, named for uid 0) is still that run's (a review: its report lost it). */
+    if (ours && (h.pidns_inode == 0 || h.pidns_inode == here) && h.run_pid > 0 &&
+        cushim_proc_is(h.run_pid, h.run_start_time))
         return 0;
     if (ours && h.pidns_inode && h.pidns_inode != here)
         return 0;
