@@ -3,10 +3,12 @@
  * apart by `cushim ps/stat/reset-peak/gc` and the exposition. */
 #include <criterion/criterion.h>
 #include <signal.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "common/procinfo.h"
@@ -385,6 +387,8 @@ Test(containers, gc_in_a_container_leaves_files_it_cannot_judge)
     cr_assert(f);
     fputs("junk", f);
     fclose(f);
+    struct timespec old[2] = {{0, UTIME_OMIT}, {time(NULL) - 3600, 0}}; /* long made */
+    cr_assert_eq(utimensat(AT_FDCWD, path, old, 0), 0);
     char seg[700];
     snprintf(seg, sizeof seg, "CUSHIM_SEGMENT_DIR=%s", segdir);
     const char *env[] = {seg, NULL};

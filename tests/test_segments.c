@@ -113,7 +113,7 @@ Test(segments, a_segment_without_a_header_yet_is_a_starting_process)
     f = fopen(path, "w");
     cr_assert(f);
     fclose(f);
-    snprintf(want, sizeof want, "cushim: no process 2147483646: its segment %s has no header (`cushim gc` removes it once it is 10 s old)\n",
+    snprintf(want, sizeof want, "cushim: no process 2147483646: its segment %s has no header (`cushim gc` removes it once it is 10 minutes old)\n",
              path);
     cr_expect_eq(cli(segdir, &r, "stat", "2147483646", NULL), 1);
     cr_expect_str_eq(r.err, want);
@@ -219,8 +219,9 @@ Test(segments, gc_removes_a_dead_pids_oversized_file_and_link)
     cr_assert_eq(ftruncate(fd, 1ll << 40), 0);
     close(fd);
     cr_assert_eq(symlink(target, link), 0);
-    /* Both past the 10 s in which a file without a header may be a segment being created. */
-    struct timespec old[2] = {{.tv_sec = time(NULL) - 60}, {.tv_sec = time(NULL) - 60}};
+    /* Past the 10 minutes in which a file without a header may be a segment being made (a
+     * container's process stopped meanwhile: gc leaves it that long); a link never is one. */
+    struct timespec old[2] = {{.tv_sec = time(NULL) - 3600}, {.tv_sec = time(NULL) - 3600}};
     cr_assert_eq(utimensat(AT_FDCWD, big, old, 0), 0);
     struct run_result r;
     cr_expect_eq(cli(segdir, &r, "gc", NULL, NULL), 0, "%s", r.err);
@@ -651,10 +652,10 @@ Test(segments, gc_removes_run_directories_of_runs_that_are_gone)
     need_initial_pidns();
     char stale[700];
     snprintf(stale, sizeof stale, "%s/cushim-%u-2147483646", segdir, (unsigned)getuid());
-    FILE *f = fopen(stale, "w"); /* no header, long made: removable once 10 s old */
+    FILE *f = fopen(stale, "w"); /* no header, long made: removable once 10 minutes old */
     cr_assert(f);
     fclose(f);
-    struct timespec old_times[2] = {{0, UTIME_OMIT}, {time(NULL) - 60, 0}};
+    struct timespec old_times[2] = {{0, UTIME_OMIT}, {time(NULL) - 3600, 0}};
     cr_assert_eq(utimensat(AT_FDCWD, stale, old_times, 0), 0);
     snprintf(tmpenv, sizeof tmpenv, "TMPDIR=%s/missing", tmp);
     run_cmd(&r, argv, env);

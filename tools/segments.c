@@ -458,7 +458,14 @@ int seg_invalid_removable(const struct seg_entry *e)
      * judged by a reader in the initial one only, which sees every process: inside a container
      * sharing the directory with the host, the pid may be a live host process's (an attack
      * trial: a container's gc removed files named after live host pids). */
-    return (ours && h.pidns_inode == here) || here == CUSHIM_PIDNS_INIT_INO ? SEG_RM_DEAD : 0;
+    if (ours && h.pidns_inode == here)
+        return SEG_RM_DEAD;
+    /* From the initial one, a regular file without a header must also be 10 minutes old: the
+     * pid in its name may be a container's whose process stopped while it made its file (named
+     * first, header last, where O_TMPFILE is missing; a review). */
+    if (here != CUSHIM_PIDNS_INIT_INO || (!ours && S_ISREG(st.st_mode) && st.st_mtim.tv_sec > now.tv_sec - 600))
+        return 0;
+    return SEG_RM_DEAD;
 }
 
 pid_t seg_collecting_run(const struct cushim_snapshot *s)
@@ -635,7 +642,7 @@ int seg_scan(const pid_t *pids, int npids, int (*fn)(struct seg_entry *, void *)
 /* What is said of a segment whose process has not written its header yet (being_created). */
 #define STARTING "process %d is starting: its segment %s has no header yet (try again in a moment)"
 /* ... and of one whose process is gone before writing it. */
-#define NEVER_STARTED "no process %d: its segment %s has no header (`cushim gc` removes it once it is 10 s old)"
+#define NEVER_STARTED "no process %d: its segment %s has no header (`cushim gc` removes it once it is 10 minutes old)"
 
 /* Maps the segment at `path` read-write if it is a live segment of process `pid` the caller
  * may write; else NULL with the reason in why. */
