@@ -58,7 +58,14 @@ static int sweep(struct seg_entry *e, void *argp)
  * namespace as seen from here (cushim_pidns_alive: a container's run, from the host, once it is
  * gone; a multi-user trial found those directories left for good). *ns_out: its namespace when
  * another's, else 0. */
-static int run_dir_gone(int dirfd, const char *name, pid_t *pid, uint64_t *ns_out)
+/* The other pid namespaces' processes, read once per sweep, when a run directory of one of them
+ * is first met (state 0: not read yet, 1 read, -1 could not be). */
+struct ns_look {
+    struct cushim_pidns_map map;
+    int state;
+};
+
+static int run_dir_gone(int dirfd, const char *name, pid_t *pid, uint64_t *ns_out, struct ns_look *look)
 {
     int p, done;
     uint64_t start, ns;
@@ -79,11 +86,11 @@ static int run_dir_gone(int dirfd, const char *name, pid_t *pid, uint64_t *ns_ou
     /* A name from before the namespace was in it (pidns 0) is taken as ours. */
     if (ns == 0 || ns == cushim_pidns_inode())
         return !cushim_proc_is(p, start);
-    struct cushim_pidns_map m;
-    if (cushim_pidns_scan(&m) != 0)
+    if (look->state == 0)
+        look->state = cushim_pidns_scan(&look->map) == 0 ? 1 : -1;
+    if (look->state < 0)
         return 0;
-    int alive = cushim_pidns_alive(&m, ns, p, start, NULL);
-    cushim_pidns_free(&m);
+    int alive = cushim_pidns_alive(&look->map, ns, p, start, NULL);
     *ns_out = ns;
     return alive == 0; /* -1, cannot tell (a namespace not in sight): left */
 }
@@ -103,10 +110,11 @@ static int sweep_run_dirs(struct gc_arg *a)
         return -1;
     }
     struct dirent *de;
+    struct ns_look look = {{NULL, 0}, 0};
     while ((de = readdir(d)) != NULL) {
         pid_t pid;
         uint64_t ns;
-        if (strncmp(de->d_name, "cushim-run.", 11) != 0 || !run_dir_gone(dirfd(d), de->d_name, &pid, &ns))
+        if (strncmp(de->d_name, "cushim-run.", 11) != 0 || !run_dir_gone(dirfd(d), de->d_name, &pid, &ns, &look))
             continue;
         char path[4400];
         snprintf(path, sizeof path, "%s/%s", top, de->d_name);
@@ -126,6 +134,7 @@ static int sweep_run_dirs(struct gc_arg *a)
         }
     }
     closedir(d);
+    cushim_pidns_free(&look.map);
     return 0;
 }
 

@@ -235,6 +235,15 @@ static int reads_everyones(void)
 static struct cushim_pidns_map ns_map;
 static int ns_map_read;
 
+/* Whether ns_map holds this scan's look at the other pid namespaces' processes, reading it the
+ * first time it is asked for (seg_scan and seg_still_stale drop it for a fresh look). */
+static int ns_map_ready(void)
+{
+    if (!ns_map_read)
+        ns_map_read = cushim_pidns_scan(&ns_map) == 0;
+    return ns_map_read;
+}
+
 int seg_other_namespace(const struct cushim_snapshot *s)
 {
     static uint64_t mine;
@@ -256,10 +265,7 @@ static int is_stale(const struct cushim_snapshot *s, pid_t *here)
          * told (a namespace above ours, a sibling's), the segment is taken as live and never
          * removed. */
         *here = 0;
-        if (!ns_map_read)
-            ns_map_read = cushim_pidns_scan(&ns_map) == 0;
-        return ns_map_read &&
-               cushim_pidns_alive(&ns_map, s->pidns_inode, s->pid, s->start_time, here) == 0;
+        return ns_map_ready() && cushim_pidns_alive(&ns_map, s->pidns_inode, s->pid, s->start_time, here) == 0;
     }
     /* Gone, or its pid is another process's now: by its pidfs inode where both the writer's kernel
      * and ours have one (exact, even for a pid reused within a clock tick); else by its start
@@ -476,10 +482,8 @@ pid_t seg_collecting_run(const struct cushim_snapshot *s)
         return cushim_proc_is(s->run_pid, s->run_start_time) ? s->run_pid : 0;
     /* A container's process: its run is of its namespace (a trial: the host's gc removed a killed
      * container process's segment while its run went on, and the run lost it). */
-    if (!ns_map_read)
-        ns_map_read = cushim_pidns_scan(&ns_map) == 0;
     pid_t here = 0;
-    return ns_map_read && cushim_pidns_alive(&ns_map, s->pidns_inode, s->run_pid, s->run_start_time, &here) == 1
+    return ns_map_ready() && cushim_pidns_alive(&ns_map, s->pidns_inode, s->run_pid, s->run_start_time, &here) == 1
                ? here
                : 0;
 }
