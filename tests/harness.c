@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -174,6 +175,12 @@ const char *fresh_dir(const char *name)
     mkdir(b, 01777);
     chmod(b, 01777);
     return b;
+}
+
+void backdate(const char *path, long seconds)
+{
+    struct timespec t[2] = {{time(NULL) - seconds, 0}, {time(NULL) - seconds, 0}};
+    cr_assert_eq(utimensat(AT_FDCWD, path, t, AT_SYMLINK_NOFOLLOW), 0, "backdating %s", path);
 }
 
 void touch(const char *path)

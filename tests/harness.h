@@ -34,6 +34,10 @@ const char *fresh_dir(const char *name);
 /* Creates an empty file. */
 void touch(const char *path);
 
+/* Sets path's access and modification times `seconds` in the past (a file made long ago: gc's
+ * rules go by its age); asserts it could. Does not follow a symbolic link. */
+void backdate(const char *path, long seconds);
+
 /* The usual environment for a program on the simulated device: LD_LIBRARY_PATH=sim dir, a
  * private segment dir, exact bookkeeping (granularity 1, no context overhead) unless overridden
  * by `extra` (which wins). Returns a static NULL-terminated array. */

@@ -221,8 +221,7 @@ Test(segments, gc_removes_a_dead_pids_oversized_file_and_link)
     cr_assert_eq(symlink(target, link), 0);
     /* Past the 10 minutes in which a file without a header may be a segment being made (a
      * container's process stopped meanwhile: gc leaves it that long); a link never is one. */
-    struct timespec old[2] = {{.tv_sec = time(NULL) - 3600}, {.tv_sec = time(NULL) - 3600}};
-    cr_assert_eq(utimensat(AT_FDCWD, big, old, 0), 0);
+    backdate(big, 3600);
     struct run_result r;
     cr_expect_eq(cli(segdir, &r, "gc", NULL, NULL), 0, "%s", r.err);
     char want[2000]; /* in pid order */
@@ -655,8 +654,7 @@ Test(segments, gc_removes_run_directories_of_runs_that_are_gone)
     FILE *f = fopen(stale, "w"); /* no header, long made: removable once 10 minutes old */
     cr_assert(f);
     fclose(f);
-    struct timespec old_times[2] = {{0, UTIME_OMIT}, {time(NULL) - 3600, 0}};
-    cr_assert_eq(utimensat(AT_FDCWD, stale, old_times, 0), 0);
+    backdate(stale, 3600);
     snprintf(tmpenv, sizeof tmpenv, "TMPDIR=%s/missing", tmp);
     run_cmd(&r, argv, env);
     cr_expect_eq(r.status, 2, "%s", r.err);
