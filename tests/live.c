@@ -107,3 +107,11 @@ void wait_zombie(pid_t pid, const char *what)
     }
     cr_assert(strstr(st_buf, ") Z ") != NULL, "%s: %s", what, st_buf);
 }
+
+long row_at(const char *out, pid_t pid)
+{
+    char row[32];
+    snprintf(row, sizeof row, "\n%7d ", (int)pid);
+    const char *at = strstr(out, row);
+    return at ? at - out : -1;
+}

@@ -49,4 +49,7 @@ void wait_zombie(pid_t pid, const char *what);
  * (kind NULL: no kind label); a Criterion expectation. */
 void expect_prom(const char *out, const char *labels, const char *family, const char *kind, uint64_t value);
 
+/* Where pid's row begins in a `cushim top` frame `out` (an offset; -1 when there is none): rows
+ * compare by it. */
+long row_at(const char *out, pid_t pid);
 #endif

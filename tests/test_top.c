@@ -205,6 +205,12 @@ Test(top, top_shows_the_graph_pool_when_a_process_has_graph_memory)
     cr_expect(strstr(r.out, row) != NULL, "graph row:\n%s", r.out);
     snprintf(row, sizeof row, "\n%7d 0        run             1.00 MiB   4.00 MiB       0 B       0 B        0 B  ", (int)plain);
     cr_expect(strstr(r.out, row) != NULL, "plain row:\n%s", r.out);
+    cr_expect_lt(row_at(r.out, plain), row_at(r.out, graph), "by DEVICE-TOTAL:\n%s", r.out);
+    run_free(&r);
+    /* --sort graph-pool: the process with the larger graph pool first. */
+    cr_expect_eq(cli(segdir, &r, "top", "-bn1", "--sort=graph-pool"), 0, "%s", r.err);
+    cr_expect(strstr(r.out, ", sorted by GRAPH-POOL\n") != NULL, "%s", r.out);
+    cr_expect_lt(row_at(r.out, graph), row_at(r.out, plain), "by GRAPH-POOL:\n%s", r.out);
     run_free(&r);
     pid_t limited = start_one_more("hold", live_env_with(segdir, ready, hold, "CUSHIM_DEVICE_LIMIT=3GiB"), ready, 3);
     cr_expect_eq(cli(segdir, &r, "top", "-bn1", NULL), 0, "%s", r.err);

@@ -42,15 +42,6 @@ static int file_lines(const char *path, char **lines, int max)
     return n;
 }
 
-/* Where the row of process `pid` is in top's output (-1: none). */
-static long row_at(const char *out, pid_t pid)
-{
-    char row[32];
-    snprintf(row, sizeof row, "\n%7d ", (int)pid);
-    const char *at = strstr(out, row);
-    return at ? at - out : -1;
-}
-
 /* `stat PID --json --interval`: one array per line (JSON Lines), each object with its read_ns
  * later than the line before's, exact figures in every line; the stat ends by itself, exit 0,
  * when the process has ended. */
@@ -344,7 +335,7 @@ Test(watch, top_sorts_by_the_column_asked_for)
     run_cmd(&r, bad, env);
     cr_expect_eq(r.status, 2);
     cr_expect_str_eq(r.err, "cushim: -s \"memory\" is not a column top sorts by (expected device-total, total-peak, "
-                            "pinned, offloaded or pid)\n");
+                            "pinned, offloaded, graph-pool or pid)\n");
     run_free(&r);
     /* Bundled as top's other short options, and the column named by its heading too. */
     const char *bundled[] = {cushim_bin(), "top", "-bn1", "-sTOTAL-PEAK", NULL};

@@ -77,9 +77,11 @@ static void limit_label(const struct cushim_snapshot *p, char *out, size_t len)
 
 /* The process table's order (--sort; < and > on the screen move it a column left or right): a
  * column, largest first (PID: smallest first), ties by pid. */
-enum sort_key { SORT_DEVICE_TOTAL, SORT_TOTAL_PEAK, SORT_PINNED, SORT_OFFLOADED, SORT_PID, SORT_COUNT };
-static const char *const sort_names[SORT_COUNT] = {"device-total", "total-peak", "pinned", "offloaded", "pid"};
-static const char *const sort_columns[SORT_COUNT] = {"DEVICE-TOTAL", "TOTAL-PEAK", "PINNED", "OFFLOADED", "PID"};
+enum sort_key { SORT_DEVICE_TOTAL, SORT_TOTAL_PEAK, SORT_PINNED, SORT_OFFLOADED, SORT_GRAPH_POOL, SORT_PID, SORT_COUNT };
+static const char *const sort_names[SORT_COUNT] = {"device-total", "total-peak", "pinned", "offloaded", "graph-pool",
+                                                   "pid"};
+static const char *const sort_columns[SORT_COUNT] = {"DEVICE-TOTAL", "TOTAL-PEAK", "PINNED", "OFFLOADED", "GRAPH-POOL",
+                                                     "PID"};
 
 /* Host memory of one kind (CUSHIM_KIND_*) a process holds now, over its devices. */
 static uint64_t kind_sum(const struct cushim_snapshot *p, int kind)
@@ -98,6 +100,15 @@ static uint64_t pinned_sum(const struct cushim_snapshot *p)
     return cushim_sat_add(kind_sum(p, CUSHIM_KIND_PINNED_HOST), kind_sum(p, CUSHIM_KIND_REGISTERED_HOST));
 }
 
+/* The GRAPH-POOL column: the reserve of the graph memory pools of a process's devices
+ * (graph_pool.reserved_current_bytes, as last read: cuDeviceGetGraphMemAttribute's
+ * CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT), device memory the driver holds for CUDA graphs'
+ * allocation nodes, not in DEVICE-TOTAL. */
+static uint64_t graph_pool_sum(const struct cushim_snapshot *p)
+{
+    return proc_sum(p, CUSHIM_DEV_graph_pool_reserved_current);
+}
+
 static enum sort_key sort_by;
 
 static uint64_t sort_value(const struct cushim_snapshot *p)
@@ -106,6 +117,7 @@ static uint64_t sort_value(const struct cushim_snapshot *p)
     case SORT_TOTAL_PEAK: return proc_sum(p, CUSHIM_DEV_total_peak);
     case SORT_PINNED: return pinned_sum(p);
     case SORT_OFFLOADED: return kind_sum(p, CUSHIM_KIND_OFFLOADED);
+    case SORT_GRAPH_POOL: return graph_pool_sum(p);
     case SORT_PID: return 0;
     default: return proc_sum(p, CUSHIM_DEV_total_current);
     }
@@ -126,15 +138,6 @@ static void sort_list(struct proc_list *l, enum sort_key key)
     sort_by = key;
     if (key != SORT_DEVICE_TOTAL && l->count > 1)
         qsort(l->procs, (size_t)l->count, sizeof *l->procs, by_sort_key);
-}
-
-/* The GRAPH-POOL column: the reserve of the graph memory pools of a process's devices
- * (graph_pool.reserved_current_bytes, as last read: cuDeviceGetGraphMemAttribute's
- * CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT), device memory the driver holds for CUDA graphs'
- * allocation nodes, not in DEVICE-TOTAL. */
-static uint64_t graph_pool_sum(const struct cushim_snapshot *p)
-{
-    return proc_sum(p, CUSHIM_DEV_graph_pool_reserved_current);
 }
 
 /* Whether a process has graph memory to show: a graph pool reserve, or allocation nodes in live
@@ -491,9 +494,9 @@ int cmd_top(int argc, char **argv)
                    "                          and scripts (top's -d, -n and -b mean the same,\n"
                    "                          bundled too: -bn1)\n"
                    "  -s, --sort COLUMN       order processes by device-total (the default),\n"
-                   "                          total-peak, pinned, offloaded (largest first) or pid;\n"
-                   "                          on the screen, < and > move to the column left or\n"
-                   "                          right\n");
+                   "                          total-peak, pinned, offloaded, graph-pool (largest\n"
+                   "                          first) or pid; on the screen, < and > move to the\n"
+                   "                          column left or right\n");
             return 0;
         } else if (strcmp(argv[i], "-b") == 0 || strcmp(argv[i], "--batch") == 0) {
             batch = 1;
@@ -535,7 +538,7 @@ int cmd_top(int argc, char **argv)
                 if (near >= 0)
                     snprintf(hint, sizeof hint, "did you mean %s? ", sort_names[near]);
                 cli_error("%s \"%s\" is not a column top sorts by (%sexpected device-total, total-peak, pinned, "
-                          "offloaded or pid)", opt, v, hint);
+                          "offloaded, graph-pool or pid)", opt, v, hint);
                 return EXIT_USAGE;
             }
             cli_say_given(&sort_given, "--sort", opt, v, key == (enum sort_key)k);
