@@ -158,6 +158,15 @@ Test(security, another_users_segment_is_private)
     snprintf(row, sizeof row, "\n%7d root       0        run             1.00 MiB   4.00 MiB       0 B       0 B  ", (int)roots);
     cr_expect(strstr(r.out, row) != NULL, "%s", r.out);
     run_free(&r);
+    /* The exporter says whose each process is (cushim_process_info's uid label). */
+    const char *prom[] = {cushim_bin(), "stat", "--prometheus", "--command-label", "none", NULL};
+    run_cmd(&r, prom, env);
+    cr_expect_eq(r.status, 0, "%s", r.err);
+    snprintf(row, sizeof row, "\ncushim_process_info{pid=\"%d\",uid=\"" OWNER "\"} 1\n", (int)pid);
+    cr_expect(strstr(r.out, row) != NULL, "%s", r.out);
+    snprintf(row, sizeof row, "\ncushim_process_info{pid=\"%d\",uid=\"0\"} 1\n", (int)roots);
+    cr_expect(strstr(r.out, row) != NULL, "%s", r.out);
+    run_free(&r);
 
     touch(hold);
     cr_expect_eq(wait_bg(setpriv), 0);

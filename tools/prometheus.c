@@ -144,6 +144,15 @@ void prometheus_write(FILE *f, const struct proc_list *l, enum prom_command comm
     header(f, "invalid_segments", "gauge",
            "segment files that could not be read (this user's, everyone's as root; under cushim stat PID..., those of the PIDs); cushim ps lists them");
     fprintf(f, "cushim_invalid_segments %d\n", l->bad);
+    /* Per process, an info metric (the Prometheus idiom for facts that are labels): who runs it,
+     * joined to the other series on pid (`* on(pid) group_left(uid) cushim_process_info`), so that
+     * a shared machine's usage sums by user without a uid label on every series. */
+    header(f, "process_info", "gauge", "1 per process; label uid: the owner of its segment file (its effective uid at start)");
+    for (int i = 0; i < l->count; i++) {
+        fputs("cushim_process_info{", f);
+        process_labels(f, &l->procs[i]);
+        fprintf(f, ",uid=\"%u\"} 1\n", (unsigned)l->procs[i].file_uid);
+    }
     /* Per process: the phase, 1 for the one it is in and 0 for the other (stable series). */
     header(f, "phase", "gauge", "the process's phase (offload policy): 1 for the one it is in");
     for (int i = 0; i < l->count; i++)
