@@ -225,6 +225,26 @@ Test(offload, a_pools_idle_reserve_counts_in_the_budget)
     run_free(&r);
 }
 
+/* Held over the limit by a pool's growth (whole chunks): what that pool's idle reserve serves
+ * still passes, as it grows nothing; a cudaMalloc is refused; a 0-byte request gets the driver's
+ * cudaErrorInvalidValue (a fresh-user trial: all three were refused, out of memory). */
+Test(offload, a_pool_over_the_limit_still_serves_from_its_reserve)
+{
+    struct run_result r;
+    json_t *j = rt_under_limit(&r, "4MiB", "budget_pool_over");
+    cr_expect_eq(kv_u64(r.out, "over.one"), 0, "%s", r.out);
+    cr_expect_eq(kv_u64(r.out, "over.page"), 0, "%s", r.out);
+    cr_expect_eq(kv_u64(r.out, "over.zero"), 1, "cudaErrorInvalidValue, as without a budget");
+    cr_expect_eq(kv_u64(r.out, "over.malloc"), 2, "cudaErrorMemoryAllocation");
+    cr_assert(j);
+    cr_expect_eq(jpath_u64(j, "devices.0.device_total.limit_refused_count"), 1);
+    cr_expect_eq(jpath_u64(j, "devices.0.async.alloc_count"), 3);
+    cr_expect_eq(jpath_u64(j, "devices.0.async.peak_bytes"), 1000 + 1 + 4096);
+    cr_expect_eq(jpath_u64(j, "devices.0.device_total.peak_bytes"), 2 * MiB + 512 + 1000 + 1 + 4096);
+    json_decref(j);
+    run_free(&r);
+}
+
 /* A pool destroyed while allocations from it are live: the budget still counts the other pools'
  * idle reserve in full (a documented limit before: their reserve was read less the destroyed
  * pool's live bytes, and a cudaMalloc passed 9 MiB under 8). */

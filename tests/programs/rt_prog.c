@@ -462,6 +462,38 @@ static int scenario_budget_pool_idle(void)
     return 0;
 }
 
+/* Under CUSHIM_DEVICE_LIMIT=4MiB: 2 MiB + 512 by cudaMalloc, then 1000 bytes stream-ordered,
+ * for which the current pool grows by a 2 MiB chunk (the simulated pool's, as a driver's): the
+ * budget holds 4 MiB + 512, over the limit. Requests that pool's idle reserve serves grow nothing
+ * and pass (1 byte, 4 KiB); one of 0 bytes gets the driver's answer (cudaErrorInvalidValue); a
+ * cudaMalloc (no reserve serves it) is refused. Before, every request was refused once held passed
+ * the limit (a fresh-user trial), the 0-byte one as out of memory. Prints each code. */
+static int scenario_budget_pool_over(void)
+{
+    cudaStream_t s;
+    void *big, *first, *one = NULL, *page = NULL, *zero = NULL, *more;
+    CHECK(cudaStreamCreate(&s));
+    CHECK(cudaMalloc(&big, 2 * MiB + 512));
+    CHECK(cudaMallocAsync(&first, 1000, s));
+    int r = (int)cudaMallocAsync(&one, 1, s);
+    printf("over.one=%d\n", r);
+    r = (int)cudaMallocAsync(&page, 4096, s);
+    printf("over.page=%d\n", r);
+    printf("over.zero=%d\n", (int)cudaMallocAsync(&zero, 0, s));
+    r = (int)cudaMalloc(&more, 4096);
+    printf("over.malloc=%d\n", r);
+    if (r == 0)
+        CHECK(cudaFree(more));
+    if (one)
+        CHECK(cudaFreeAsync(one, s));
+    if (page)
+        CHECK(cudaFreeAsync(page, s));
+    CHECK(cudaFreeAsync(first, s));
+    CHECK(cudaStreamSynchronize(s));
+    CHECK(cudaFree(big));
+    return 0;
+}
+
 /* Under CUSHIM_DEVICE_LIMIT=8MiB: 4 MiB from pool A, which is destroyed while they are live
  * (cuda.h cuMemPoolDestroy: released once no allocation is outstanding), then pool B keeps 2 MiB
  * idle: 2 MiB free, and 3 MiB are refused (before, A's live bytes were taken off B's reserve in
@@ -1922,6 +1954,7 @@ static const struct scenario scenarios[] = {
     {"pool_locations", scenario_pool_locations, 2},
     {"unknown_free", scenario_unknown_free, 1}, {"no_async", scenario_no_async, 1},
     {"budget_pool_idle", scenario_budget_pool_idle, 1}, {"budget_many_pools", scenario_budget_many_pools, 1},
+    {"budget_pool_over", scenario_budget_pool_over, 1},
     {"budget_threads", scenario_budget_threads, 1},
     {"entry_points", scenario_entry_points, 1}, {"threads", scenario_threads, 1},
     {"async_stream_only", scenario_async_stream_only, 1},
