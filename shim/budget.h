@@ -193,6 +193,17 @@ static inline bool budget_reserve(int device, uint64_t bytes)
     return budget_reserve_in(device, bytes, 0, 0, &served);
 }
 
+/* Counts `bytes` on `device` without asking the limit: an allocation the program keeps though the
+ * budget refused it (the shim could not undo it: a capture prohibits its free). Nothing without
+ * any limit, or for an ordinal outside 0..CUSHIM_MAX_DEVICES-1. Thread-safe. */
+static inline void budget_reserve_always(int device, uint64_t bytes)
+{
+    if (unlikely(budget_any) && (unsigned)device < CUSHIM_MAX_DEVICES) {
+        atomic_fetch_add_explicit(&budget_used[device], bytes, memory_order_relaxed);
+        budget_mirror(device, bytes);
+    }
+}
+
 /* Gives back `bytes` budget_reserve took or an allocation counted (account.h); stops at 0
  * rather than wrap, silently. Nothing without any limit, or for an ordinal outside
  * 0..CUSHIM_MAX_DEVICES-1. Thread-safe. */

@@ -126,20 +126,31 @@ SHIM_EXPORT CUresult CUDAAPI cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitc
     REAL_OR_FAIL(cuMemAllocPitch_v2);
     if (!shim_enter())
         return real_(dptr, pPitch, WidthInBytes, Height, ElementSizeBytes);
+    /* What the outputs held, given back with a refusal below: the caller's error path sees what
+     * an out-of-memory failure of the driver leaves, not a pointer the shim freed (a review). */
+    CUdeviceptr dptr_was = dptr ? *dptr : 0;
+    size_t pitch_was = pPitch ? *pPitch : 0;
     CUresult r = real_(dptr, pPitch, WidthInBytes, Height, ElementSizeBytes);
     CUcontext ctx;
     int device = shim_current_device(&ctx);
     if (r == CUDA_SUCCESS) {
         /* Requested bytes of a pitched allocation: pitch x height (DESIGN.md). The pitch is the
-         * driver's choice, so the budget is checked after the call. */
+         * driver's choice, so the budget is checked after the call. The shim's own free of a
+         * refused one is a call a capture begun meanwhile on another thread may prohibit: then
+         * the allocation is the program's, counted past the budget (budget_reserve_always). */
         uint64_t bytes = (uint64_t)*pPitch * Height;
-        if (!budget_reserve(device, bytes)) {
-            __typeof__(&cuMemFree_v2) release = REAL(cuMemFree_v2);
-            if (release)
-                release(*dptr);
+        __typeof__(&cuMemFree_v2) release = REAL(cuMemFree_v2);
+        bool refused = !budget_reserve(device, bytes);
+        if (refused && release && capture_unsafe_begin()) {
+            release(*dptr);
+            capture_unsafe_end();
+            *dptr = dptr_was;
+            *pPitch = pitch_was;
             r = CUDA_ERROR_OUT_OF_MEMORY;
             account_fail(device, CUSHIM_KIND_DEVICE);
         } else {
+            if (refused)
+                budget_reserve_always(device, bytes);
             track_alloc_on(&shim.ptrs, CUSHIM_KIND_DEVICE, *dptr, bytes, device, ctx,
                            budget_any ? SHIM_F_RESERVED : 0);
         }

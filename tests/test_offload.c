@@ -245,6 +245,26 @@ Test(offload, a_pool_over_the_limit_still_serves_from_its_reserve)
     run_free(&r);
 }
 
+/* A pitched allocation the budget refuses after the driver made it: out of memory, the outputs
+ * as they were (a review: the caller got back the pointer the shim had freed), nothing counted
+ * but the failure. */
+Test(offload, a_refused_pitched_allocation_leaves_its_outputs)
+{
+    struct run_result r;
+    json_t *j = rt_under_limit(&r, "4MiB", "budget_pitch");
+    cr_expect_eq(kv_u64(r.out, "pitch.rc"), 2, "cudaErrorMemoryAllocation:\n%s", r.out);
+    cr_expect_eq(kv_u64(r.out, "pitch.ptr"), 0x1234);
+    cr_expect_eq(kv_u64(r.out, "pitch.pitch"), 77);
+    cr_expect_eq(kv_u64(r.out, "fits.pitch"), 1024);
+    cr_assert(j);
+    cr_expect_eq(jpath_u64(j, "devices.0.device.failed_count"), 1);
+    cr_expect_eq(jpath_u64(j, "devices.0.device.alloc_count"), 1);
+    cr_expect_eq(jpath_u64(j, "devices.0.device_total.peak_bytes"), 2 * MiB);
+    cr_expect_eq(jpath_u64(j, "devices.0.device_total.limit_refused_count"), 1);
+    json_decref(j);
+    run_free(&r);
+}
+
 /* A pool destroyed while allocations from it are live: the budget still counts the other pools'
  * idle reserve in full (a documented limit before: their reserve was read less the destroyed
  * pool's live bytes, and a cudaMalloc passed 9 MiB under 8). */

@@ -494,6 +494,22 @@ static int scenario_budget_pool_over(void)
     return 0;
 }
 
+/* Under CUSHIM_DEVICE_LIMIT=4MiB: a pitched allocation of 8 MiB is refused after the driver made
+ * it (the pitch is the driver's choice), and the outputs keep what they held, as the driver's own
+ * out-of-memory failure leaves them (a review: they held the pointer the shim had freed). Then
+ * one of 2 MiB passes. Prints the code and the outputs. */
+static int scenario_budget_pitch(void)
+{
+    void *p = (void *)0x1234;
+    size_t pitch = 77;
+    printf("pitch.rc=%d\n", (int)cudaMallocPitch(&p, &pitch, 1024, 8192));
+    printf("pitch.ptr=%zu\npitch.pitch=%zu\n", (size_t)(uintptr_t)p, pitch);
+    CHECK(cudaMallocPitch(&p, &pitch, 1024, 2048));
+    printf("fits.pitch=%zu\n", pitch);
+    CHECK(cudaFree(p));
+    return 0;
+}
+
 /* Under CUSHIM_DEVICE_LIMIT=8MiB: 4 MiB from pool A, which is destroyed while they are live
  * (cuda.h cuMemPoolDestroy: released once no allocation is outstanding), then pool B keeps 2 MiB
  * idle: 2 MiB free, and 3 MiB are refused (before, A's live bytes were taken off B's reserve in
@@ -1954,7 +1970,7 @@ static const struct scenario scenarios[] = {
     {"pool_locations", scenario_pool_locations, 2},
     {"unknown_free", scenario_unknown_free, 1}, {"no_async", scenario_no_async, 1},
     {"budget_pool_idle", scenario_budget_pool_idle, 1}, {"budget_many_pools", scenario_budget_many_pools, 1},
-    {"budget_pool_over", scenario_budget_pool_over, 1},
+    {"budget_pool_over", scenario_budget_pool_over, 1}, {"budget_pitch", scenario_budget_pitch, 1},
     {"budget_threads", scenario_budget_threads, 1},
     {"entry_points", scenario_entry_points, 1}, {"threads", scenario_threads, 1},
     {"async_stream_only", scenario_async_stream_only, 1},
