@@ -45,6 +45,13 @@ struct async_req {
     unsigned placed; /* SHIM_F_PLACED: a phase request was taken before the placement */
 };
 
+/* Each device's current pool as the program set it (cuDeviceSetMemPool, cuMemSetMemPool of a
+ * device location), 0 for its default pool: cuda.h, cuDeviceSetMemPool: "By default, a device's
+ * current memory pool is its default memory pool"; cuMemPoolDestroy: "Destroying the current
+ * mempool of a device sets the default mempool of that device as the current mempool". Read
+ * without asking the driver (not even during a capture). */
+static _Atomic uint64_t current_pool[CUSHIM_MAX_DEVICES];
+
 /* Before the real call: classify, reserve the budget. False when over the budget. */
 static inline __attribute__((always_inline)) void async_begin(struct async_req *q, CUmemoryPool pool, CUstream stream, bool pt)
 {
@@ -62,7 +69,12 @@ static inline __attribute__((always_inline)) void async_begin(struct async_req *
     q->pool = pool;
     q->reserved = false;
     q->served = 0;
-    q->spillable = pool == NULL;
+    /* A pool the program made current (cuDeviceSetMemPool) is its choice of properties as much as
+     * one it names (an IPC-capable pool: cuMemPoolExportPointer of the allocation must work, cuda.h):
+     * its requests are neither offloaded nor spilled (a review). The default pool set back by its
+     * handle counts as such a choice too: the shim cannot tell it apart without asking. */
+    q->spillable = pool == NULL && (unsigned)q->device < CUSHIM_MAX_DEVICES &&
+                   atomic_load_explicit(&current_pool[q->device], memory_order_relaxed) == 0;
 }
 
 /* The request's bytes against the device budget (device memory from a device pool, not while
@@ -83,13 +95,6 @@ static inline __attribute__((always_inline)) bool async_reserve(struct async_req
     q->reserved = budget_any && (unsigned)q->device < CUSHIM_MAX_DEVICES; /* else nothing was reserved */
     return true;
 }
-
-/* Each device's current pool as the program set it (cuDeviceSetMemPool, cuMemSetMemPool of a
- * device location), 0 for its default pool: cuda.h, cuDeviceSetMemPool: "By default, a device's
- * current memory pool is its default memory pool"; cuMemPoolDestroy: "Destroying the current
- * mempool of a device sets the default mempool of that device as the current mempool". Read
- * without asking the driver (not even during a capture). */
-static _Atomic uint64_t current_pool[CUSHIM_MAX_DEVICES];
 
 /* The pool a request in the budget was made from, for its entry (cuMemPoolDestroy): the one it
  * named or was served from, else its device's current pool (cuda.h cuMemAllocAsync: "The
@@ -156,7 +161,7 @@ static inline __attribute__((always_inline)) CUresult async_end(const struct asy
         if (!dptr || !shim_enter()) /* a NULL output is the driver's to refuse */            \
             return real_(dptr, bytesize, hStream);                                           \
         async_begin(&q, NULL, hStream, pt);                                                  \
-        unsigned want_ = q.capturing ? 0 : offload_wanted(bytesize);                         \
+        unsigned want_ = q.capturing || !q.spillable ? 0 : offload_wanted(bytesize);         \
         if (unlikely(want_) && offload_alloc(dptr, bytesize, want_, q.device, q.ctx) == CUDA_SUCCESS) { \
             shim_leave();                                                                    \
             return CUDA_SUCCESS;                                                             \
@@ -343,11 +348,22 @@ SHIM_EXPORT CUresult CUDAAPI cuDeviceGetMemPool(CUmemoryPool *pool, CUdevice dev
     return pool_got(real_(pool, dev), pool, &l, CU_MEM_ALLOCATION_TYPE_PINNED);
 }
 
-/* A device's current pool set: remembered (current_pool). */
+/* A device's current pool set: remembered (current_pool); the device's default pool set back is
+ * remembered as 0 (asked of the driver, not while a capture is live: then it stays the handle,
+ * which only keeps offload and spill off its requests). */
 static CUresult pool_set(CUresult r, int device, CUmemoryPool pool)
 {
-    if (r == CUDA_SUCCESS && (unsigned)device < CUSHIM_MAX_DEVICES)
-        atomic_store_explicit(&current_pool[device], (uint64_t)(uintptr_t)pool, memory_order_relaxed);
+    if (r != CUDA_SUCCESS || (unsigned)device >= CUSHIM_MAX_DEVICES)
+        return r;
+    uint64_t set = (uint64_t)(uintptr_t)pool;
+    __typeof__(&cuDeviceGetDefaultMemPool) get_default = REAL(cuDeviceGetDefaultMemPool);
+    CUmemoryPool def = NULL;
+    if (set && get_default && shim_enter()) {
+        if (!capture_any_live() && get_default(&def, device) == CUDA_SUCCESS && def == pool)
+            set = 0;
+        shim_leave();
+    }
+    atomic_store_explicit(&current_pool[device], set, memory_order_relaxed);
     return r;
 }
 

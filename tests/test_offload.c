@@ -1223,6 +1223,34 @@ Test(offload, spill_leaves_a_named_pools_requests_alone)
     run_free(&r);
 }
 
+/* A pool the program made current is its choice, as a pool it names: its requests are neither
+ * offloaded nor spilled, and the allocation exports (a review: an exportable pool made current
+ * got host memory, and cuMemPoolExportPointer failed). The default pool made current again:
+ * offloaded, or spilled, as before. */
+Test(offload, a_pool_made_current_is_neither_offloaded_nor_spilled)
+{
+    struct run_result r;
+    const char *offload[] = {"CUSHIM_OFFLOAD=always", "CUSHIM_OFFLOAD_MIN=1MiB", NULL};
+    json_t *j = offload_run(&r, "current_pool", offload);
+    cr_expect_eq(kv_u64(r.out, "rc_current"), 0, "%s", r.out);
+    cr_expect_eq(kv_u64(r.out, "rc_export"), 0, "the allocation is the pool's: %s", r.out);
+    cr_expect_eq(kv_u64(r.out, "rc_default"), 0);
+    cr_expect_eq(jpath_u64(j, "devices.0.async.alloc_count"), 1);
+    cr_expect_eq(jpath_u64(j, "devices.0.async.peak_bytes"), 4 * MiB);
+    cr_expect_eq(jpath_u64(j, "devices.0.offloaded.alloc_count"), 1, "the default pool's request");
+    json_decref(j);
+    run_free(&r);
+    const char *spill[] = {"CUSHIM_SPILL=on", "CUSHIM_DEVICE_LIMIT=2MiB", NULL};
+    j = offload_run(&r, "current_pool", spill);
+    cr_expect_eq(kv_u64(r.out, "rc_current"), 2, "cudaErrorMemoryAllocation, not spilled: %s", r.out);
+    cr_expect_eq(kv_u64(r.out, "rc_default"), 0, "spilled");
+    cr_expect_eq(jpath_u64(j, "devices.0.async.failed_count"), 1);
+    cr_expect_eq(jpath_u64(j, "devices.0.offloaded.alloc_count"), 1);
+    cr_expect_eq(jpath_u64(j, "devices.0.offloaded.spill_count"), 1);
+    json_decref(j);
+    run_free(&r);
+}
+
 /* cuMemFreeAsync of offloaded memory that the driver would refuse (no current context: cuda.h,
  * CUDA_ERROR_INVALID_CONTEXT) is refused the same way, nothing freed: before, it was freed and
  * CUDA_SUCCESS returned, and the program's later cudaFree failed (found by a review helper). */

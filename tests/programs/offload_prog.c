@@ -1018,6 +1018,45 @@ static int scenario_spill_from_pool(void)
     return 0;
 }
 
+/* A pool the program made current (cudaDeviceSetMemPool), exportable (POSIX descriptors): a 4 MiB
+ * cudaMallocAsync comes from it, whatever CUSHIM_OFFLOAD or CUSHIM_SPILL say (cuda.h
+ * cuMemAllocAsync: "from the current mempool of the provided stream's device"), so that
+ * cuMemPoolExportPointer works (a review: it was offloaded, and the export failed). The default
+ * pool made current again: a 4 MiB request is the policy's once more. Prints each code. */
+static int scenario_current_pool(void)
+{
+    PFN_cuMemPoolExportPointer_v11020 export_ptr = entry("cuMemPoolExportPointer", 11020);
+    cudaStream_t s;
+    cudaMemPool_t pool, def;
+    struct cudaMemPoolProps props;
+    memset(&props, 0, sizeof props);
+    props.allocType = cudaMemAllocationTypePinned;
+    props.location.type = cudaMemLocationTypeDevice;
+    props.location.id = 0;
+    props.handleTypes = cudaMemHandleTypePosixFileDescriptor;
+    void *a = NULL, *b = NULL;
+    CHECK(cudaStreamCreate(&s));
+    CHECK(cudaMemPoolCreate(&pool, &props));
+    CHECK(cudaDeviceSetMemPool(0, pool));
+    int rc = (int)cudaMallocAsync(&a, 4 * MiB, s);
+    printf("rc_current=%d\n", rc);
+    if (rc == 0) {
+        CUmemPoolPtrExportData data;
+        printf("rc_export=%d\n", (int)export_ptr(&data, (CUdeviceptr)a));
+        CHECK(cudaFreeAsync(a, s));
+    }
+    CHECK(cudaStreamSynchronize(s));
+    CHECK(cudaDeviceGetDefaultMemPool(&def, 0));
+    CHECK(cudaDeviceSetMemPool(0, def));
+    rc = (int)cudaMallocAsync(&b, 4 * MiB, s);
+    printf("rc_default=%d\n", rc);
+    if (rc == 0)
+        CHECK(cudaFreeAsync(b, s));
+    CHECK(cudaStreamSynchronize(s));
+    CHECK(cudaMemPoolDestroy(pool));
+    return 0;
+}
+
 /* An asynchronous free of offloaded memory pending while another stream captures in global
  * mode: the shim must not release it (cuMemFreeHost, a prohibited call) inside the capture. */
 static int scenario_poll_during_capture(void)
@@ -1261,6 +1300,7 @@ static const struct scenario scenarios[] = {
     {"async_free_exit", scenario_async_free_exit, 1},
     {"fork_reader", scenario_fork_reader, 1},     {"async_budget", scenario_async_budget, 1},
     {"pitched", scenario_pitched, 1},             {"peer", scenario_peer, 1},
+    {"current_pool", scenario_current_pool, 1},
     {"phase_idle", scenario_phase_idle, 1},       {"budget_edges", scenario_budget_edges, 1},
     {"offload_misuse", scenario_offload_misuse, 1}, {"async_other_device", scenario_async_other_device, 1},
     {"offload_other_device", scenario_offload_other_device, 2},
