@@ -355,6 +355,16 @@ struct deferred {
 #define DEFERRED_MAX 1024
 static struct deferred deferred[DEFERRED_MAX];
 static unsigned poll_cursor; /* where the next poll starts (under the lock): every slot gets its turn */
+/* Contexts whose teardown call is in flight (offload_context_closing), with how many such calls
+ * each (two threads may release one primary context); under the lock. A poll takes no slot of
+ * theirs (block or event). */
+#define CLOSING_MAX 8
+static struct {
+    uint64_t ctx;
+    unsigned calls;
+} closing[CLOSING_MAX];
+static unsigned closing_n; /* entries in use at the front */
+static bool slots_used;    /* a deferred free was ever queued: else nothing to hold back */
 static atomic_flag deferred_lock = ATOMIC_FLAG_INIT;
 
 static void deferred_acquire(void)
@@ -375,6 +385,7 @@ static int slot_claim(void)
     deferred_acquire();
     for (unsigned i = 0; i < DEFERRED_MAX && k < 0; i++)
         if (deferred[i].state == SLOT_FREE) {
+            slots_used = true;
             deferred[i].state = SLOT_CLAIMED;
             deferred[i].block_gone = deferred[i].event_gone = false;
             deferred[i].gone_ctx = 0;
@@ -575,6 +586,15 @@ static bool event_done(struct deferred *d, CUresult q, bool *lasting)
     return true;
 }
 
+/* Whether slot d's block or event is of a context whose teardown is in flight (under the lock). */
+static bool slot_closing(const struct deferred *d)
+{
+    for (unsigned c = 0; c < closing_n; c++)
+        if (d->e.ctx == closing[c].ctx || d->event_ctx == closing[c].ctx)
+            return true;
+    return false;
+}
+
 /* One PENDING slot (index k, taken as POLLING): its event asked, the block released if done. The
  * query and the release are each a handshake section (capture.h): event queries and
  * cuMemFreeHost are calls a global-mode capture prohibits. */
@@ -636,13 +656,23 @@ static void poll_one(unsigned k, bool wait)
     }
     deferred_acquire();
     bool gone = d->block_gone;
+    if (gone)
+        slot_done(d);
+    deferred_release();
+    if (gone) {
+        capture_unsafe_end();
+        return;
+    }
+    /* The slot stays POLLING through the release: a teardown of its context waits for it
+     * (offload_context_closing), so that the driver never frees the block first. */
+    CUresult r = release_host(&e, true);
+    capture_unsafe_end();
+    deferred_acquire();
+    bool counted_off = d->block_gone; /* by a teardown not held back (offload_context_gone) */
     slot_done(d);
     deferred_release();
-    CUresult r = gone ? CUDA_SUCCESS : release_host(&e, true);
-    capture_unsafe_end();
-    if (gone)
-        return;
-    pending_count(&e, -1);
+    if (!counted_off)
+        pending_count(&e, -1);
     if (r != CUDA_SUCCESS)
         LOG_ONCE(CUSHIM_LOG_WARN, "cuMemFreeHost of an offloaded block freed by cuMemFreeAsync "
                  "failed (CUresult %d): its pinned memory stays allocated", (int)r);
@@ -660,7 +690,7 @@ static void poll(bool wait)
         deferred_acquire();
         for (unsigned s = 0; s < DEFERRED_MAX && n < 32; s++) {
             unsigned i = (poll_cursor + s) % DEFERRED_MAX;
-            if (deferred[i].state == SLOT_PENDING) {
+            if (deferred[i].state == SLOT_PENDING && !slot_closing(&deferred[i])) {
                 deferred[i].state = SLOT_POLLING;
                 taken[n++] = i;
             }
@@ -705,6 +735,58 @@ void offload_drain(void)
 void offload_range_gone(uint64_t base)
 {
     ranges_remove(base);
+}
+
+bool offload_context_closing(uint64_t ctx)
+{
+    if (!ctx)
+        return false;
+    deferred_acquire();
+    if (!slots_used) {
+        deferred_release();
+        return false;
+    }
+    unsigned c = 0;
+    while (c < closing_n && closing[c].ctx != ctx)
+        c++;
+    if (c == closing_n) {
+        if (closing_n == CLOSING_MAX) { /* eight teardowns at once: this one is not held back */
+            deferred_release();
+            LOG_ONCE(CUSHIM_LOG_WARN, "more than %d context teardowns at once: offloaded frees of "
+                     "one are not held back during it", CLOSING_MAX);
+            return false;
+        }
+        closing[closing_n++] = (__typeof__(closing[0])){ctx, 0};
+    }
+    closing[c].calls++;
+    /* A poll that took one of its slots before: its event query or release is one driver call;
+     * waited for (up to 5 s: an exit's drain may be synchronizing that event). */
+    uint64_t until = shim_clock_ns(CLOCK_MONOTONIC) + 5000000000ull;
+    for (;;) {
+        bool busy = false;
+        for (unsigned i = 0; i < DEFERRED_MAX && !busy; i++)
+            busy = deferred[i].state == SLOT_POLLING &&
+                   (deferred[i].e.ctx == ctx || deferred[i].event_ctx == ctx);
+        if (!busy || shim_clock_ns(CLOCK_MONOTONIC) > until)
+            break;
+        deferred_release();
+        sched_yield();
+        deferred_acquire();
+    }
+    deferred_release();
+    return true;
+}
+
+void offload_context_settled(uint64_t ctx)
+{
+    deferred_acquire();
+    for (unsigned c = 0; c < closing_n; c++)
+        if (closing[c].ctx == ctx) {
+            if (--closing[c].calls == 0)
+                closing[c] = closing[--closing_n];
+            break;
+        }
+    deferred_release();
 }
 
 void offload_context_gone(uint64_t ctx)
@@ -779,6 +861,8 @@ void offload_after_fork_child(void)
     cache_bytes = 0;
     memset(deferred, 0, sizeof deferred);
     poll_cursor = 0;
+    closing_n = 0;
+    slots_used = false;
     atomic_store(&offload_live, 0);
     atomic_fetch_and(&shim_gate, ~SHIM_GATE_PENDINGS);
 }

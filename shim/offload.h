@@ -126,6 +126,16 @@ static inline __attribute__((always_inline)) bool shim_enter_plain_free(void)
  * the context's cached blocks and deferred frees, which the driver freed too. */
 void offload_range_gone(uint64_t base);
 void offload_context_gone(uint64_t ctx);
+/* Around a call that may end context ctx (cuCtxDestroy, cuCtxDetach, a primary context's reset
+ * or release): from offload_context_closing until offload_context_settled, polls leave alone the
+ * deferred frees of its blocks and events, and closing first waits (up to 5 s) for a poll of one
+ * already in a driver call. Else, between the driver's teardown and shim_drop_context, another
+ * thread's poll freed a block the driver had freed with the context, and with it a new
+ * allocation at the same address (a review). closing returns whether it held anything back
+ * (false: none was ever queued, or 0); call settled only then, after shim_drop_context. Any
+ * thread; the lock is never held across a driver call. */
+bool offload_context_closing(uint64_t ctx);
+void offload_context_settled(uint64_t ctx);
 
 /* In a child after fork: forget the parent's ranges and deferred frees. */
 void offload_after_fork_child(void);

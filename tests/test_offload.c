@@ -1223,6 +1223,27 @@ Test(offload, spill_leaves_a_named_pools_requests_alone)
     run_free(&r);
 }
 
+/* A context torn down (cudaDeviceReset) while another thread's calls poll the offloaded frees
+ * still waiting on its streams: the shim never releases a block the driver freed with the context
+ * (before, most runs said "cuMemFreeHost of an offloaded block ... failed": the shim had freed
+ * an address the driver may have given the other thread meanwhile; a review saw that thread's
+ * own cudaFreeHost fail). */
+Test(offload, a_teardown_is_not_raced_by_another_threads_poll)
+{
+    struct run_result r;
+    const char *extra[] = {"SIMCUDA_DEVICE_COUNT=2", "CUSHIM_OFFLOAD=always", "CUSHIM_OFFLOAD_MIN=1MiB", NULL};
+    json_t *j = offload_run(&r, "teardown_race", extra);
+    cr_expect_eq(kv_u64(r.out, "bad"), 0, "%s", r.out);
+    cr_expect_eq(kv_u64(r.out, "thread"), 0);
+    cr_expect_eq(kv_u64(r.out, "rounds_positive"), 1);
+    cr_expect(strstr(r.err, "failed (CUresult") == NULL, "%s", r.err);
+    cr_assert(j);
+    cr_expect_eq(jpath_u64(j, "devices.1.offloaded.alloc_count"), 4000);
+    cr_expect_eq(jpath_u64(j, "devices.1.offloaded.current_bytes"), 0);
+    json_decref(j);
+    run_free(&r);
+}
+
 /* A pool the program made current is its choice, as a pool it names: its requests are neither
  * offloaded nor spilled, and the allocation exports (a review: an exportable pool made current
  * got host memory, and cuMemPoolExportPointer failed). The default pool made current again:

@@ -1018,6 +1018,60 @@ static int scenario_spill_from_pool(void)
     return 0;
 }
 
+/* Teardown against polls: one thread offloads 2 MiB blocks on device 1 and frees them with
+ * cudaFreeAsync, then resets the device (cudaDeviceReset: the driver frees the blocks with the
+ * context), TEARDOWN_ROUNDS times; meanwhile the main thread, on device 0, pins 2 MiB of its own,
+ * makes the shim poll (a cudaMalloc and cudaFree) and frees its block. The shim must never
+ * release a block the reset freed: the driver may have handed that address to the main thread's
+ * block (a review: its own cudaFreeHost then failed, in a few runs of 16). Prints bad=N, the
+ * main thread's failed frees. */
+#define TEARDOWN_ROUNDS 1000
+static atomic_bool teardown_over;
+static void *teardown_thread(void *arg)
+{
+    (void)arg;
+    if (cudaSetDevice(1) != cudaSuccess)
+        return (void *)1;
+    for (int i = 0; i < TEARDOWN_ROUNDS; i++) {
+        cudaStream_t s;
+        if (cudaStreamCreate(&s) != cudaSuccess)
+            break;
+        for (int k = 0; k < 4; k++) {
+            void *p;
+            if (cudaMalloc(&p, 2 * MiB) == cudaSuccess)
+                cudaFreeAsync(p, s);
+        }
+        cudaStreamDestroy(s);
+        cudaDeviceReset();
+    }
+    atomic_store(&teardown_over, true);
+    return NULL;
+}
+
+static int scenario_teardown_race(void)
+{
+    pthread_t t;
+    long bad = 0, rounds = 0;
+    CHECK(cudaSetDevice(0));
+    if (pthread_create(&t, NULL, teardown_thread, NULL) != 0)
+        return 1;
+    while (!atomic_load(&teardown_over)) {
+        void *h, *q;
+        if (cudaHostAlloc(&h, 2 * MiB, 0) != cudaSuccess)
+            continue;
+        ((volatile char *)h)[0] = 1;
+        if (cudaMalloc(&q, 64) == cudaSuccess)
+            cudaFree(q);
+        if (cudaFreeHost(h) != cudaSuccess)
+            bad++;
+        rounds++;
+    }
+    void *rc;
+    pthread_join(t, &rc);
+    printf("bad=%ld\nthread=%d\nrounds_positive=%d\n", bad, rc != NULL, rounds > 0);
+    return 0;
+}
+
 /* A pool the program made current (cudaDeviceSetMemPool), exportable (POSIX descriptors): a 4 MiB
  * cudaMallocAsync comes from it, whatever CUSHIM_OFFLOAD or CUSHIM_SPILL say (cuda.h
  * cuMemAllocAsync: "from the current mempool of the provided stream's device"), so that
@@ -1300,7 +1354,7 @@ static const struct scenario scenarios[] = {
     {"async_free_exit", scenario_async_free_exit, 1},
     {"fork_reader", scenario_fork_reader, 1},     {"async_budget", scenario_async_budget, 1},
     {"pitched", scenario_pitched, 1},             {"peer", scenario_peer, 1},
-    {"current_pool", scenario_current_pool, 1},
+    {"current_pool", scenario_current_pool, 1}, {"teardown_race", scenario_teardown_race, 2},
     {"phase_idle", scenario_phase_idle, 1},       {"budget_edges", scenario_budget_edges, 1},
     {"offload_misuse", scenario_offload_misuse, 1}, {"async_other_device", scenario_async_other_device, 1},
     {"offload_other_device", scenario_offload_other_device, 2},
