@@ -1,6 +1,7 @@
 /* Issue 3: a segment of another user is neither readable nor writable. CI runs as root, so the
  * test drops privileges with setpriv to two unprivileged uids. */
 #include <criterion/criterion.h>
+#include <pwd.h>
 #include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -171,6 +172,42 @@ Test(security, another_users_segment_is_private)
     touch(hold);
     cr_expect_eq(wait_bg(setpriv), 0);
     cr_expect_eq(wait_bg(roots), 0);
+}
+
+/* A user with no name (no passwd entry: uid 65533 here) is shown by its number in ps, as in top
+ * and ps(1) (a docs audit: ps showed "?", top the number); JSON's user is null. */
+Test(security, a_user_without_a_name_is_shown_by_number)
+{
+    if (geteuid() != 0) {
+        printf("not run: needs root to run a program as another user (setpriv)\n");
+        cr_skip_test("not run: needs root to switch users");
+    }
+    if (getpwuid(65533) != NULL) {
+        printf("not run: uid 65533 has a name here\n");
+        cr_skip_test("not run: uid 65533 has a name here");
+    }
+    struct held h;
+    held_init(&h, "nameless", "ready-nameless");
+    const char *argv[] = {"setpriv", "--reuid=" OTHER, "--regid=" OTHER, "--clear-groups", "--",
+                          program("rt_prog"), "hold", NULL};
+    pid_t setpriv = spawn_bg(argv, sim_env(h.extra));
+    pid_t pid;
+    wait_ready(h.ready, 1, &pid);
+    const char *env[] = {h.seg, NULL};
+    struct run_result r;
+    const char *ps[] = {cushim_bin(), "ps", NULL};
+    run_cmd(&r, ps, env);
+    cr_expect_eq(r.status, 0, "%s", r.err);
+    char row[64];
+    snprintf(row, sizeof row, "\n%7d " OTHER "      live ", (int)pid);
+    cr_expect(strstr(r.out, row) != NULL, "%s", r.out);
+    run_free(&r);
+    const char *ps_json[] = {cushim_bin(), "ps", "--json", NULL};
+    run_cmd(&r, ps_json, env);
+    cr_expect(strstr(r.out, "\"user\": null") != NULL, "%s", r.out);
+    run_free(&r);
+    touch(h.hold);
+    cr_expect_eq(wait_bg(setpriv), 0);
 }
 
 /* How many lines of text have `word` as a whole field (separated by spaces). */

@@ -95,7 +95,11 @@ static int row(struct seg_entry *e, void *argp)
     struct ps_arg *a = argp;
     char user[32], cur[32], peak[32], devs[128] = "", cmd[CUSHIM_COMMAND_MAX];
     struct passwd *pw = getpwuid(e->uid);
-    snprintf(user, sizeof user, "%s", pw ? pw->pw_name : "?");
+    /* A uid without a name is shown as its number, as ps(1) and `cushim top` do. */
+    if (pw)
+        snprintf(user, sizeof user, "%s", pw->pw_name);
+    else
+        snprintf(user, sizeof user, "%u", (unsigned)e->uid);
     if (!e->ok) {
         if (a->json)
             json_row(a->json, e, pw ? pw->pw_name : NULL, "invalid");

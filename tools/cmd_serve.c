@@ -268,9 +268,9 @@ int cmd_serve(int argc, char **argv)
                    ":9400 (all addresses). A scrape within\n1 s of the last gets that one's answer.\n"
                    "  --command-label full|name|none\n"
                    "        what each sample's command label holds: the command line's first 64\n"
-                   "        bytes (full, the default), the program's file name alone (name: every\n"
-                   "        local user reads the metrics on loopback, arguments included), or\n"
-                   "        no command label (none)\n");
+                   "        bytes (full, the default: every local user reads the metrics on\n"
+                   "        loopback, arguments included), the program's file name alone (name),\n"
+                   "        or no command label (none)\n");
             return 0;
         }
         int got = cli_option_value(argc, argv, &i, "--listen", "ADDR:PORT", &given);

@@ -30,7 +30,7 @@ static void usage(FILE *f)
                "                  name (name), or no command label (none)\n"
                "  --output FILE   write to FILE instead of standard output, atomically (temporary\n"
                "                  file, then rename), in any format; e.g. --prometheus for\n"
-               "                  node_exporter's textfile collector\n"
+               "                  node_exporter's textfile collector; - is standard output\n"
                "  -d, --interval SECONDS\n"
                "                  a snapshot every SECONDS (0.1..3600) until SIGINT (Ctrl-C),\n"
                "                  SIGTERM or SIGHUP, N snapshots, or, with PIDs, until all of\n"
