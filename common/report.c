@@ -218,9 +218,12 @@ void cushim_text_process(FILE *f, const struct cushim_snapshot *s, const char *t
             fprintf(f, "  limit %s%s, held %s", fmt(d->dev[CUSHIM_DEV_limit], a, sizeof a),
                     d->total_bytes && d->dev[CUSHIM_DEV_limit] > d->total_bytes ? " (above the device's total)" : "",
                     fmt(d->dev[CUSHIM_DEV_limit_held], b, sizeof b));
+        /* With spill on, a refusal is not the program's failure where spill served it (the
+         * offloaded row's "spilled"; a fresh-user trial read "refused" as failed). */
         if (d->dev[CUSHIM_DEV_limit_refused])
-            fprintf(f, " (%llu request%s refused)", (unsigned long long)d->dev[CUSHIM_DEV_limit_refused],
-                    d->dev[CUSHIM_DEV_limit_refused] == 1 ? "" : "s");
+            fprintf(f, " (%llu request%s refused%s)", (unsigned long long)d->dev[CUSHIM_DEV_limit_refused],
+                    d->dev[CUSHIM_DEV_limit_refused] == 1 ? "" : "s",
+                    s->flags & CUSHIM_SEG_F_SPILL ? ", spilled where spill serves them" : "");
         fputc('\n', f);
         fprintf(f, "    %-16s %12s %12s %10s %10s %8s\n", "kind", "current", "peak", "allocs",
                 "frees", "failed");

@@ -411,6 +411,8 @@ Test(offload, spill_serves_the_request_from_host_memory)
     cr_expect_eq(jpath_u64(j, "devices.0.device_total.peak_bytes"), 768 * MiB);
     cr_expect_eq(jpath_u64(j, "devices.0.device.failed_count"), 0);
     cr_expect_eq(jpath_u64(j, "devices.0.device_total.limit_refused_count"), 1, "refused by the budget, then spilled");
+    cr_expect(strstr(r.err, ", held 768 MiB (1 request refused, spilled where spill serves them)\n") != NULL,
+              "the text says the refusal was spilled:\n%s", r.err);
     /* Said once, when it begins (a fresh-user trial: spill was silent until the summary). */
     const char *said = "] warn: device 0 had no memory for a request of 536870912 bytes (the device, or its "
                        "CUSHIM_DEVICE_LIMIT): served from pinned host memory (CUSHIM_SPILL), which kernels reach over "
