@@ -266,10 +266,10 @@ static CUresult offload_alloc_in_section(CUdeviceptr *dptr, uint64_t bytes, unsi
     }
     *dptr = d;
     if (flags & SHIM_F_SPILLED) /* a user relying on spill learns when it began (a fresh-user trial) */
-        LOG_ONCE(CUSHIM_LOG_WARN, "device %d had no memory for a request of %llu bytes (the device, or its "
+        LOG_ONCE(CUSHIM_LOG_WARN, "device %d had no memory for a request of %llu byte%s (the device, or its "
                  "CUSHIM_DEVICE_LIMIT): served from pinned host memory (CUSHIM_SPILL), which kernels reach "
                  "over the bus; later spills are counted (the summary's \"spilled\"), not said", device,
-                 (unsigned long long)bytes);
+                 (unsigned long long)bytes, bytes == 1 ? "" : "s");
     LOG_DEBUG("offloaded %llu bytes at 0x%llx%s", (unsigned long long)bytes, (unsigned long long)d,
               (flags & SHIM_F_SPILLED) ? " (spill)" : "");
     return CUDA_SUCCESS;
