@@ -173,8 +173,13 @@ static inline __attribute__((always_inline)) CUresult async_end(const struct asy
         __typeof__(&cuMemAllocFromPoolAsync) from_pool_ =                                    \
             q.served && q.pool ? (pt ? REAL(cuMemAllocFromPoolAsync_ptsz) : REAL(cuMemAllocFromPoolAsync)) \
                                : NULL;                                                       \
-        return async_end(&q, from_pool_ ? from_pool_(dptr, bytesize, q.pool, hStream)        \
-                                        : real_(dptr, bytesize, hStream), dptr, bytesize);   \
+        CUresult r_ = from_pool_ ? from_pool_(dptr, bytesize, q.pool, hStream)               \
+                                 : real_(dptr, bytesize, hStream);                           \
+        /* That pool destroyed meanwhile (cuda.h cuMemPoolDestroy: the default pool is current \
+         * again): the program's own call, from whatever pool is current now (a review). */   \
+        if (from_pool_ && (r_ == CUDA_ERROR_INVALID_VALUE || r_ == CUDA_ERROR_INVALID_HANDLE)) \
+            r_ = real_(dptr, bytesize, hStream);                                             \
+        return async_end(&q, r_, dptr, bytesize);                                            \
     }                                                                                        \
     SHIM_EXPORT CUresult CUDAAPI sym(CUdeviceptr *dptr, size_t bytesize, CUstream hStream)  \
     {                                                                                        \

@@ -243,6 +243,18 @@ Test(offload, a_pool_over_the_limit_still_serves_from_its_reserve)
     cr_expect_eq(jpath_u64(j, "devices.0.device_total.peak_bytes"), 2 * MiB + 512 + 1000 + 1 + 4096);
     json_decref(j);
     run_free(&r);
+    /* The request the reserve serves is made from that pool by name (cuMemAllocFromPoolAsync);
+     * should the pool have been destroyed meanwhile (the driver's answer injected here), the
+     * program's own cuMemAllocAsync is made: it does not fail for the shim (a review). */
+    const char *gone[] = {"CUSHIM_DEVICE_LIMIT=4MiB", "SIMCUDA_INJECT=cuMemAllocFromPoolAsync:1:CUDA_ERROR_INVALID_VALUE",
+                          NULL};
+    const char *argv[] = {program("rt_prog"), "budget_pool_over", NULL};
+    j = run_under_cushim(&r, argv, sim_env(gone));
+    cr_expect_eq(r.status, 0, "%s", r.err);
+    cr_expect_eq(kv_u64(r.out, "over.one"), 0, "%s", r.out);
+    cr_expect_eq(kv_u64(r.out, "sim_calls_from_pool"), 2, "the shim's, then page's: %s", r.out);
+    json_decref(j);
+    run_free(&r);
 }
 
 /* A pitched allocation the budget refuses after the driver made it: out of memory, the outputs

@@ -241,22 +241,22 @@ Test(settings, usage_errors_exit_2)
                                  "compile|run)\n", 2},
         {{"phase", "abc", NULL}, "cushim: \"abc\" is not a process id (a number from 1 to 2147483647)\n", 2},
         {{"top", "--sort", "total", NULL}, "cushim: --sort \"total\" is not a column top sorts by (expected "
-                                           "device-total, total-peak, pinned, offloaded or pid)\n", 2},
+                                           "device-total, total-peak, pinned, offloaded, graph-pool or pid)\n", 2},
         {{"phase", "1", "compil", NULL}, "cushim: \"compil\" is not a phase (did you mean compile? expected compile "
                                          "or run)\n", 2},
         {{"phase", "1", "xyz", NULL}, "cushim: \"xyz\" is not a phase (expected compile or run)\n", 2},
         {{"top", "--sort", "dev", NULL}, "cushim: --sort \"dev\" is not a column top sorts by (did you mean device-total? expected "
-                                         "device-total, total-peak, pinned, offloaded or pid)\n", 2},
+                                         "device-total, total-peak, pinned, offloaded, graph-pool or pid)\n", 2},
         {{"top", "-s", "Total_Pek", NULL}, "cushim: -s \"Total_Pek\" is not a column top sorts by (did you mean total-peak? "
-                                           "expected device-total, total-peak, pinned, offloaded or pid)\n", 2},
+                                           "expected device-total, total-peak, pinned, offloaded, graph-pool or pid)\n", 2},
         {{"top", "--sort", "bytes", NULL}, "cushim: --sort \"bytes\" is not a column top sorts by (expected device-total, "
-                                           "total-peak, pinned, offloaded or pid)\n", 2},
+                                           "total-peak, pinned, offloaded, graph-pool or pid)\n", 2},
         {{"reset-peak", "1", "-5", NULL}, "cushim: unexpected argument \"-5\" for reset-peak (usage: cushim reset-peak "
                                           "PID [--device N])\n", 2},
         {{"top", "--sort", "peak", NULL}, "cushim: --sort \"peak\" is not a column top sorts by (did you mean "
-                                          "total-peak? expected device-total, total-peak, pinned, offloaded or pid)\n", 2},
+                                          "total-peak? expected device-total, total-peak, pinned, offloaded, graph-pool or pid)\n", 2},
         {{"top", "--sort", "limit", NULL}, "cushim: --sort \"limit\" is not a column top sorts by (expected "
-                                           "device-total, total-peak, pinned, offloaded or pid)\n", 2},
+                                           "device-total, total-peak, pinned, offloaded, graph-pool or pid)\n", 2},
         {{"reset-peak", "1", "2", NULL}, "cushim: unexpected argument \"2\" for reset-peak (usage: cushim reset-peak PID [--device N])\n", 2},
         {{"ps", "--jsn", NULL}, "cushim: unknown option \"--jsn\" for ps (did you mean --json? see cushim ps --help)\n", 2},
         {{"ps", "extra", NULL}, "cushim: unexpected argument \"extra\" for ps (usage: cushim ps [--json])\n", 2},

@@ -482,6 +482,9 @@ static int scenario_budget_pool_over(void)
     printf("over.zero=%d\n", (int)cudaMallocAsync(&zero, 0, s));
     r = (int)cudaMalloc(&more, 4096);
     printf("over.malloc=%d\n", r);
+    struct sim_api sim = sim_api();
+    if (sim.calls)
+        printf("sim_calls_from_pool=%llu\n", (unsigned long long)sim.calls("cuMemAllocFromPoolAsync"));
     if (r == 0)
         CHECK(cudaFree(more));
     if (one)
