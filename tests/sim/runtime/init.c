@@ -67,12 +67,19 @@ static cudaError_t retain(int device)
     return e;
 }
 
-cudaError_t simrt_bind(int device)
+cudaError_t simrt_primary(int device, CUcontext *ctx)
 {
     pthread_mutex_lock(&lock);
     cudaError_t e = retain(device);
-    CUcontext ctx = e == cudaSuccess ? primary[device] : NULL;
+    *ctx = e == cudaSuccess ? primary[device] : NULL;
     pthread_mutex_unlock(&lock);
+    return e;
+}
+
+cudaError_t simrt_bind(int device)
+{
+    CUcontext ctx;
+    cudaError_t e = simrt_primary(device, &ctx);
     if (e == cudaSuccess)
         e = SIMRT_CALL(DRV(cuCtxSetCurrent, 4000), ctx);
     if (e == cudaSuccess)

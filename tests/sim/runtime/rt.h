@@ -36,6 +36,9 @@ cudaError_t simrt_init(void);
 cudaError_t simrt_ctx(void);
 /* The device cudaGetDevice reports. */
 int simrt_device(void);
+/* The primary context of `device`, retained once per process (as simrt_ctx retains it) but not
+ * made current; an ordinal the driver does not have is cudaErrorInvalidDevice. */
+cudaError_t simrt_primary(int device, CUcontext *ctx);
 /* cudaSetDevice / cudaDeviceReset bookkeeping of the retained primary contexts. */
 cudaError_t simrt_bind(int device);
 void simrt_forget(int device);
