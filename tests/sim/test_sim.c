@@ -62,12 +62,12 @@ static char *run_program(const char *variable, const char *scenario)
     return out;
 }
 
-static char *run_rt_check(const char *scenario)
+char *run_rt_check(const char *scenario)
 {
     return run_program("SIM_RT_CHECK", scenario);
 }
 
-static void expect_line(const char *out, const char *line)
+void expect_line(const char *out, const char *line)
 {
     char needle[256];
     snprintf(needle, sizeof needle, "%s\n", line);

@@ -23,5 +23,10 @@ CUcontext start(const char *const *env);
 uint64_t live(simcuda_kind kind);
 /* cuGetProcAddress_v2, asserting success. */
 void *proc(const char *name, int version, cuuint64_t flags);
+/* Output of `rt_check scenario` ($SIM_RT_CHECK, the shared runtime) with the current
+ * environment, asserting it exits 0. */
+char *run_rt_check(const char *scenario);
+/* Expects `line` as a whole line of `out`. */
+void expect_line(const char *out, const char *line);
 
 #endif
