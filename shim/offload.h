@@ -129,7 +129,8 @@ void offload_context_gone(uint64_t ctx);
 /* Around a call that may end context ctx (cuCtxDestroy, cuCtxDetach, a primary context's reset
  * or release): from offload_context_closing until offload_context_settled, polls leave alone the
  * deferred frees of its blocks and events, and closing first waits (up to 5 s) for a poll of one
- * already in a driver call. Else, between the driver's teardown and shim_drop_context, another
+ * already in a driver call (cuda.h cuCtxDestroy: "It is the responsibility of the calling function
+ * to ensure that no API call issues using ctx while cuCtxDestroy() is executing"). Else, between the driver's teardown and shim_drop_context, another
  * thread's poll freed a block the driver had freed with the context, and with it a new
  * allocation at the same address (a review). closing returns whether it held anything back
  * (false: none was ever queued, or 0); call settled only then, after shim_drop_context. Any
