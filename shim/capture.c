@@ -3,6 +3,7 @@
 #include <pthread.h>
 #include <sched.h>
 
+#include "shim/graph.h"
 #include "shim/shim.h"
 #include "shim/track.h"
 
@@ -199,7 +200,11 @@ static bool on_per_thread_stream_of(const struct shim_entry *e, void *arg)
 static void thread_gone(void *value)
 {
     uint64_t id = (uint64_t)(uintptr_t)value;
-    table_drain_if(&shim.captures, on_per_thread_stream_of, forget, &id);
+    /* If the thread's were the last captures: the pool reads that were due during them. */
+    if (table_drain_if(&shim.captures, on_per_thread_stream_of, forget, &id) && shim_enter()) {
+        graph_pool_sample_owed();
+        shim_leave();
+    }
 }
 
 static void make_exit_key(void)

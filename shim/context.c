@@ -357,6 +357,10 @@ void shim_drop_context(CUcontext ctx)
     capture_context_gone(a.ctx);
     graph_context_gone(a.ctx);
     budget_context_gone();
+    /* If the context's were the last captures: the pool reads that were due (not after the exit
+     * report, whose figures are final). */
+    if (!atomic_load(&shim.seg->h.exited))
+        graph_pool_sample_owed();
     if (n)
         LOG_DEBUG("context %p torn down: %u allocations dropped", (void *)ctx, n);
 }

@@ -126,8 +126,13 @@ SHIM_EXPORT CUresult CUDAAPI cuStreamEndCapture_ptsz(CUstream hStream, CUgraph *
  * work is done; a capture cannot outlive its stream). */
 static CUresult stream_destroyed(CUresult r, CUstream s)
 {
-    if (r == CUDA_SUCCESS && capture_any_live())
+    if (r == CUDA_SUCCESS && capture_any_live()) {
         capture_ended(s, false, NULL);
+        if (shim_enter()) {
+            graph_pool_sample_owed(); /* if that was the last capture: the reads that were due */
+            shim_leave();
+        }
+    }
     return r;
 }
 

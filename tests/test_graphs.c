@@ -430,6 +430,17 @@ Test(graphs, a_graphs_first_launch_reads_the_pool)
     cr_expect_eq(kv_u64(r.out, "api.after.graph_reserved"), kv_u64(r.out, "sim.graph_reserved.0"));
     json_decref(j);
     run_free(&r);
+    /* The same when the capture ends otherwise: its stream destroyed, its context reset, its
+     * thread gone (a review: the read was lost until the 17th launch or the exit). */
+    const char *ends[] = {"CAPTURE_END=destroy", "CAPTURE_END=reset", "CAPTURE_END=thread"};
+    for (int i = 0; i < 3; i++) {
+        const char *extra[] = {ends[i], NULL};
+        j = graph_run_env(&r, "first_launch_read", extra);
+        cr_expect_eq(kv_u64(r.out, "api.during.graph_used"), 64 * MiB, "%s: %s", ends[i], r.out);
+        cr_expect_eq(kv_u64(r.out, "api.after.graph_used"), 72 * MiB, "%s: read when it ended", ends[i]);
+        json_decref(j);
+        run_free(&r);
+    }
 }
 
 /* A thread's per-thread default stream is one per context: captures on device 0's and device 1's

@@ -1,6 +1,8 @@
 /* graph_prog SCENARIO: CUDA graph programs for tests/test_graphs.c (runtime API only).
  * Prints "key=value" lines, ending with the simulated device's own counters. */
 #include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -284,6 +286,19 @@ static int print_stats(const char *tag, int device)
 /* A graph's first launch reads the pool, however recent the last read (a fresh-user trial: a
  * graph launched once after another was never read while the program ran): graph A (no nodes)
  * is launched, then at once graph B with a 64 MiB allocation node, once. */
+/* CAPTURE_END=thread: the capture, on a thread's per-thread default stream, ends with the thread. */
+static atomic_int capture_thread_state; /* 1: capturing; 2: may exit */
+static void *capture_then_exit(void *arg)
+{
+    (void)arg;
+    if (cudaStreamBeginCapture(cudaStreamPerThread, cudaStreamCaptureModeRelaxed) != cudaSuccess)
+        return (void *)1;
+    atomic_store(&capture_thread_state, 1);
+    while (atomic_load(&capture_thread_state) != 2)
+        sched_yield();
+    return NULL; /* still capturing: the thread's exit ends it */
+}
+
 static int scenario_first_launch_read(void)
 {
     cudaStream_t s;
@@ -303,14 +318,39 @@ static int scenario_first_launch_read(void)
     cudaStream_t s2;
     cudaGraph_t cg;
     cudaGraphExec_t xc;
+    /* However the last capture ends (CAPTURE_END: unset, its end; destroy, its stream destroyed;
+     * reset, its context reset; thread, its thread's exit): a review found the read lost but for
+     * the end. */
+    const char *end = getenv("CAPTURE_END");
+    end = end ? end : "";
+    pthread_t t;
     CHECK(cudaStreamCreate(&s2));
     CHECK(cudaGraphInstantiate(&xc, node_graph(8 * MiB, 0), 0));
-    CHECK(cudaStreamBeginCapture(s2, cudaStreamCaptureModeRelaxed));
+    if (!strcmp(end, "thread")) {
+        if (pthread_create(&t, NULL, capture_then_exit, NULL) != 0)
+            return 1;
+        while (atomic_load(&capture_thread_state) != 1)
+            sched_yield();
+    } else {
+        CHECK(cudaStreamBeginCapture(s2, cudaStreamCaptureModeRelaxed));
+    }
     CHECK(cudaGraphLaunch(xc, s));
     CHECK(cudaStreamSynchronize(s));
     if (print_stats("during", 0))
         return 2;
-    CHECK(cudaStreamEndCapture(s2, &cg));
+    if (!strcmp(end, "thread")) {
+        void *rc;
+        atomic_store(&capture_thread_state, 2);
+        pthread_join(t, &rc);
+        if (rc)
+            return 1;
+    } else if (!strcmp(end, "destroy")) {
+        CHECK(cudaStreamDestroy(s2));
+    } else if (!strcmp(end, "reset")) {
+        CHECK(cudaDeviceReset());
+    } else {
+        CHECK(cudaStreamEndCapture(s2, &cg));
+    }
     return print_stats("after", 0);
 }
 
