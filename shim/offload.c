@@ -62,8 +62,14 @@ static bool ranges_add(uint64_t base, uint64_t size)
             ok = false;
         }
     }
-    if (ok) {
-        uint32_t i = upper(base);
+    uint32_t i = upper(base);
+    if (i > 0 && ranges[i - 1].base == base) {
+        /* A range still here at this base: its block was freed where the shim could not see it
+         * (a teardown on another thread: the driver gave the address back first); one range per
+         * base, this block's. */
+        ranges[i - 1].size = size;
+        ok = true;
+    } else if (ok) {
         memmove(&ranges[i + 1], &ranges[i], (nranges - i) * sizeof *ranges);
         ranges[i] = (struct range){base, size};
         nranges++;

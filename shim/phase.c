@@ -170,7 +170,15 @@ bool phase_offloaded_put(struct shim_entry *e)
         e->flags |= SHIM_F_COMPILE;
     if ((e->flags & SHIM_F_COMPILE) && !compile)
         e->flags |= SHIM_F_RESIDENT; /* mark_resident ran before it was in the table */
-    bool put = table_put(&shim.ptrs, e, NULL) >= 0;
+    /* A live entry at this address: freed where the shim could not see it yet (a teardown on
+     * another thread, whose entries are dropped after the driver's call, gave the address back
+     * first): counted freed now, as track_put does (a stress trial: it stayed counted); an
+     * offloaded range of the old one at this base is this block's now (ranges_add). */
+    struct shim_entry old;
+    int rc = table_put(&shim.ptrs, e, &old);
+    bool put = rc >= 0;
+    if (rc > 0)
+        track_free_other(&old);
     if (put) {
         if (e->flags & SHIM_F_RESIDENT) {
             account_device_stat_add(e->device, CUSHIM_DEV_resident_offloaded_count, 1);

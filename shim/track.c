@@ -1,11 +1,17 @@
 /* The rare paths of track.h. */
 #include "shim/track.h"
 
+#include "shim/offload.h"
+
 void track_replaced(const struct shim_entry *old)
 {
     /* The driver handed out a live address again: its free happened where the shim could not
      * see it (e.g. a teardown it does not intercept). Count that free now. */
     LOG_DEBUG("address 0x%llx reused without a seen free", (unsigned long long)old->key);
+    /* An offloaded block's range goes with it: the new allocation there is not offloaded (an
+     * offloaded one replaces in phase_offloaded_put, and keeps the range). */
+    if (old->kind == CUSHIM_KIND_OFFLOADED)
+        offload_range_gone(old->key);
     account_free(old->device, (enum cushim_kind)old->kind, old->size, old->flags);
 }
 

@@ -1258,6 +1258,38 @@ Test(offload, a_teardown_is_not_raced_by_another_threads_poll)
     run_free(&r);
 }
 
+/* A reset's allocations whose addresses the driver hands to another thread's offloaded block
+ * before the shim drops them are counted freed: device 1 ends with nothing counted (a stress
+ * trial: the offloaded block's entry replaced theirs silently, and hundreds stayed counted). */
+Test(offload, a_resets_allocations_are_freed_when_an_offloaded_block_takes_their_address)
+{
+    struct run_result r;
+    const char *extra[] = {"SIMCUDA_DEVICE_COUNT=2", "CUSHIM_OFFLOAD=always", "CUSHIM_OFFLOAD_MIN=1KiB", NULL};
+    json_t *j = offload_run(&r, "reset_vs_offload", extra);
+    cr_expect_eq(kv_u64(r.out, "thread"), 0, "%s", r.out);
+    cr_assert(j);
+    json_t *d1 = NULL;
+    for (size_t i = 0; i < json_array_size(jpath(j, "devices")); i++)
+        if (json_integer_value(json_object_get(json_array_get(jpath(j, "devices"), i), "ordinal")) == 1)
+            d1 = json_array_get(jpath(j, "devices"), i);
+    cr_assert(d1, "device 1 in the summary");
+    const char *kinds[] = {"offloaded", "pinned_host", "managed"};
+    for (int k = 0; k < 3; k++) {
+        char path[64];
+        snprintf(path, sizeof path, "%s.current_bytes", kinds[k]);
+        cr_expect_eq(jpath_u64(d1, path), 0, "%s", kinds[k]);
+        snprintf(path, sizeof path, "%s.alloc_count", kinds[k]);
+        uint64_t allocs = jpath_u64(d1, path);
+        snprintf(path, sizeof path, "%s.free_count", kinds[k]);
+        cr_expect_eq(jpath_u64(d1, path), allocs, "%s: every allocation counted freed", kinds[k]);
+    }
+    cr_expect_eq(jpath_u64(d1, "device_total.current_bytes"), 0);
+    cr_expect_eq(kv_u64(r.out, "sim.pinned_host.1"), 0);
+    cr_expect_eq(kv_u64(r.out, "sim.managed.1"), 0);
+    json_decref(j);
+    run_free(&r);
+}
+
 /* A pool the program made current is its choice, as a pool it names: its requests are neither
  * offloaded nor spilled, and the allocation exports (a review: an exportable pool made current
  * got host memory, and cuMemPoolExportPointer failed). The default pool made current again:

@@ -1072,6 +1072,49 @@ static int scenario_teardown_race(void)
     return 0;
 }
 
+/* A reset against another thread's offloaded allocations: one thread offloads and frees 4000-byte
+ * blocks on device 0 while the main thread, on device 1, leaves a 64 KiB device allocation, 4 KiB
+ * pinned and 4 KiB managed to cudaDeviceReset, RESET_ROUNDS times. The driver hands an address the
+ * reset freed to the offloaded block before the shim has dropped the context's entries: the new
+ * entry replaced the old without counting it freed (a stress trial: hundreds of device 1's
+ * allocations stayed counted). */
+#define RESET_ROUNDS 1500
+static atomic_bool reset_rounds_over;
+static void *offload_churn(void *arg)
+{
+    (void)arg;
+    if (cudaSetDevice(0) != cudaSuccess)
+        return (void *)1;
+    while (!atomic_load(&reset_rounds_over)) {
+        void *p;
+        if (cudaMalloc(&p, 4000) != cudaSuccess || cudaFree(p) != cudaSuccess)
+            return (void *)1;
+    }
+    return NULL;
+}
+
+static int scenario_reset_vs_offload(void)
+{
+    pthread_t t;
+    CHECK(cudaFree(0));
+    if (pthread_create(&t, NULL, offload_churn, NULL) != 0)
+        return 1;
+    CHECK(cudaSetDevice(1));
+    for (int i = 0; i < RESET_ROUNDS; i++) {
+        void *d, *h, *m;
+        CHECK(cudaMalloc(&d, 64 * KiB));
+        CHECK(cudaMallocHost(&h, 4 * KiB));
+        CHECK(cudaMallocManaged(&m, 4 * KiB, cudaMemAttachGlobal));
+        CHECK(cudaDeviceReset());
+    }
+    atomic_store(&reset_rounds_over, true);
+    void *rc;
+    pthread_join(t, &rc);
+    printf("thread=%d\n", rc != NULL);
+    CHECK(cudaSetDevice(0));
+    return 0;
+}
+
 /* A pool the program made current (cudaDeviceSetMemPool), exportable (POSIX descriptors): a 4 MiB
  * cudaMallocAsync comes from it, whatever CUSHIM_OFFLOAD or CUSHIM_SPILL say (cuda.h
  * cuMemAllocAsync: "from the current mempool of the provided stream's device"), so that
@@ -1354,7 +1397,7 @@ static const struct scenario scenarios[] = {
     {"async_free_exit", scenario_async_free_exit, 1},
     {"fork_reader", scenario_fork_reader, 1},     {"async_budget", scenario_async_budget, 1},
     {"pitched", scenario_pitched, 1},             {"peer", scenario_peer, 1},
-    {"current_pool", scenario_current_pool, 1}, {"teardown_race", scenario_teardown_race, 2},
+    {"current_pool", scenario_current_pool, 1}, {"teardown_race", scenario_teardown_race, 2}, {"reset_vs_offload", scenario_reset_vs_offload, 2},
     {"phase_idle", scenario_phase_idle, 1},       {"budget_edges", scenario_budget_edges, 1},
     {"offload_misuse", scenario_offload_misuse, 1}, {"async_other_device", scenario_async_other_device, 1},
     {"offload_other_device", scenario_offload_other_device, 2},
