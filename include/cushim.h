@@ -1,11 +1,17 @@
 /* cushim.h: the in-process API of libcushim.so.
  *
  * The shim is preloaded (LD_PRELOAD or `cushim run`), so a program calls these without linking
- * anything: look them up with dlsym(RTLD_DEFAULT, "cushim_...") (or ctypes.CDLL(None) in Python)
- * and treat a missing symbol as "not running under cushim". All functions are thread-safe and
- * make no CUDA call; all but cushim_push_phase/cushim_pop_phase are lock-free (those two take a
- * short process-wide lock, fork-safe: a child starts with an empty phase stack); byte counts
- * are requested bytes.
+ * anything: look them up with dlsym(RTLD_DEFAULT, "cushim_...") (or ctypes.CDLL(None) in Python,
+ * setting restype: c_char_p for cushim_version, c_uint64 for the two byte functions), or declare
+ * them weak (`#pragma weak cushim_set_phase`, then `if (cushim_set_phase) ...`), and treat a
+ * missing symbol as "not running under cushim". Linking -lcushim instead makes the shim count
+ * whenever the program runs, and the program not start without the library. All functions are
+ * thread-safe and make no CUDA call; none may be called from a signal handler. The statistics
+ * and the peak reset are lock-free; the phase functions (set, push, pop) take a process-wide
+ * lock (ending the compile phase walks the allocation table under it). A child made by fork()
+ * starts in CUSHIM_PHASE's phase (run by default) with an empty phase stack, whatever its parent's
+ * was. Byte counts are requested bytes. In C++, zero a struct with `{}` (`= {0}` trips
+ * -Wmissing-field-initializers).
  *
  * Kinds of memory are those of the summary JSON (docs/SUMMARY-JSON.md); the device total is
  * device + async + vmm + array, and its peak is the peak of the sum.
@@ -109,7 +115,8 @@ struct cushim_device_stats {
 
 /* Copies device `ordinal`'s counters (one consistent snapshot) into *out; out->size must be set.
  * Fields beyond out->size are not written. Returns 0; -1 when the device has no activity in this
- * process (or cushim is disabled); -2 when out is NULL or out->size is too small for the header;
+ * process (or cushim is disabled); -2 when out is NULL or out->size is too small for the header
+ * (below offsetof(struct cushim_device_stats, total_bytes), 32 bytes);
  * -3 when the counters kept changing for 200 ms without a pause to copy them in (threads
  * updating them without a break, e.g. resetting peaks in a loop): try again. */
 int cushim_get_device_stats(int ordinal, struct cushim_device_stats *out);
