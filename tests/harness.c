@@ -365,3 +365,13 @@ int run_status(const char *const *argv, const char *const *env, struct run_resul
     run_cmd(r, full, env);
     return r->status;
 }
+
+json_t *device_of(json_t *j, int ordinal)
+{
+    json_t *devs = jpath(j, "devices");
+    for (size_t i = 0; i < json_array_size(devs); i++)
+        if (json_integer_value(json_object_get(json_array_get(devs, i), "ordinal")) == ordinal)
+            return json_array_get(devs, i);
+    cr_assert_fail("no device %d in the summary", ordinal);
+    return NULL;
+}

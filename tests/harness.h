@@ -69,6 +69,8 @@ json_t *json_load(const char *path);
  * absent or not an integer. */
 uint64_t jpath_u64(json_t *root, const char *path);
 json_t *jpath(json_t *root, const char *path);
+/* The summary's `devices` object of CUDA ordinal `ordinal`; fails the test if absent. */
+json_t *device_of(json_t *j, int ordinal);
 
 /* Runs `cushim run --json FILE -- argv...` on the simulated device with `env`; returns the JSON
  * (caller json_decref) and fills r. */

@@ -29,17 +29,6 @@ static json_t *graph_run2(struct run_result *r, const char *scenario)
     return graph_run_env(r, scenario, extra);
 }
 
-/* The `devices` object of ordinal `ordinal`; fails the test if absent. */
-static json_t *device_of(json_t *j, int ordinal)
-{
-    json_t *devs = jpath(j, "devices");
-    for (size_t i = 0; i < json_array_size(devs); i++)
-        if (json_integer_value(json_object_get(json_array_get(devs, i), "ordinal")) == ordinal)
-            return json_array_get(devs, i);
-    cr_assert_fail("no device %d in the summary", ordinal);
-    return NULL;
-}
-
 Test(graphs, allocation_nodes_launches_and_the_pool)
 {
     struct run_result r;

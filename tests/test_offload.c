@@ -1268,11 +1268,7 @@ Test(offload, a_resets_allocations_are_freed_when_an_offloaded_block_takes_their
     json_t *j = offload_run(&r, "reset_vs_offload", extra);
     cr_expect_eq(kv_u64(r.out, "thread"), 0, "%s", r.out);
     cr_assert(j);
-    json_t *d1 = NULL;
-    for (size_t i = 0; i < json_array_size(jpath(j, "devices")); i++)
-        if (json_integer_value(json_object_get(json_array_get(jpath(j, "devices"), i), "ordinal")) == 1)
-            d1 = json_array_get(jpath(j, "devices"), i);
-    cr_assert(d1, "device 1 in the summary");
+    json_t *d1 = device_of(j, 1);
     const char *kinds[] = {"offloaded", "pinned_host", "managed"};
     for (int k = 0; k < 3; k++) {
         char path[64];

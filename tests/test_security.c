@@ -70,6 +70,20 @@ static void held_init(struct held *h, const char *segdir_name, const char *ready
     memcpy(h->extra, extra, sizeof extra);
 }
 
+/* rt_prog hold run as uid `uid` (a number, as OWNER) in h's directories (held_init(h, seg,
+ * ready)); returns setpriv's pid (wait_bg it after touching h->hold), the program's in *pid. */
+static pid_t start_hold_as(const char *uid, struct held *h, const char *seg, const char *ready, pid_t *pid)
+{
+    held_init(h, seg, ready);
+    char reuid[32], regid[32];
+    snprintf(reuid, sizeof reuid, "--reuid=%s", uid);
+    snprintf(regid, sizeof regid, "--regid=%s", uid);
+    const char *argv[] = {"setpriv", reuid, regid, "--clear-groups", "--", program("rt_prog"), "hold", NULL};
+    pid_t setpriv = spawn_bg(argv, sim_env(h->extra));
+    wait_ready(h->ready, 1, pid);
+    return setpriv;
+}
+
 Test(security, another_users_segment_is_private)
 {
     if (geteuid() != 0) {
@@ -77,14 +91,9 @@ Test(security, another_users_segment_is_private)
         cr_skip_test("not run: needs root to switch users");
     }
     struct held h;
-    held_init(&h, "shared", "ready-sec");
+    pid_t pid, setpriv = start_hold_as(OWNER, &h, "shared", "ready-sec", &pid);
     const char *segdir = h.segdir, *ready = h.ready, *seg = h.seg, *const *extra = h.extra;
     const char *hold = h.hold;
-    const char *argv[] = {"setpriv", "--reuid=" OWNER, "--regid=" OWNER, "--clear-groups", "--",
-                          program("rt_prog"), "hold", NULL};
-    pid_t setpriv = spawn_bg(argv, sim_env(extra));
-    pid_t pid;
-    wait_ready(ready, 1, &pid);
 
     char path[700];
     snprintf(path, sizeof path, "%s/cushim-%s-%d", segdir, OWNER, (int)pid);
@@ -187,12 +196,7 @@ Test(security, a_user_without_a_name_is_shown_by_number)
         cr_skip_test("not run: uid 65533 has a name here");
     }
     struct held h;
-    held_init(&h, "nameless", "ready-nameless");
-    const char *argv[] = {"setpriv", "--reuid=" OTHER, "--regid=" OTHER, "--clear-groups", "--",
-                          program("rt_prog"), "hold", NULL};
-    pid_t setpriv = spawn_bg(argv, sim_env(h.extra));
-    pid_t pid;
-    wait_ready(h.ready, 1, &pid);
+    pid_t pid, setpriv = start_hold_as(OTHER, &h, "nameless", "ready-nameless", &pid);
     const char *env[] = {h.seg, NULL};
     struct run_result r;
     const char *ps[] = {cushim_bin(), "ps", NULL};
@@ -248,18 +252,6 @@ static void write_segment_as(const char *path, const struct cushim_segment *seg,
     chmod(path, 0600);
 }
 
-/* rt_prog hold run as OWNER in h's directories (held_init(h, seg, ready)); returns setpriv's pid
- * (wait_bg it after touching h->hold), the program's in *pid. */
-static pid_t start_owners_hold(struct held *h, const char *seg, const char *ready, pid_t *pid)
-{
-    held_init(h, seg, ready);
-    const char *argv[] = {"setpriv", "--reuid=" OWNER, "--regid=" OWNER, "--clear-groups", "--",
-                          program("rt_prog"), "hold", NULL};
-    pid_t setpriv = spawn_bg(argv, sim_env(h->extra));
-    wait_ready(h->ready, 1, pid);
-    return setpriv;
-}
-
 /* Whether argv runs and exits 0 here (a probe for what a test needs). */
 static int runs(const char *const *argv)
 {
@@ -281,7 +273,7 @@ Test(security, a_segment_forged_by_another_user_is_not_believed)
         cr_skip_test("not run: needs root to switch users");
     }
     struct held h;
-    pid_t pid, setpriv = start_owners_hold(&h, "forged", "ready-forged", &pid);
+    pid_t pid, setpriv = start_hold_as(OWNER, &h, "forged", "ready-forged", &pid);
     char real[700], fake[700];
     snprintf(real, sizeof real, "%s/cushim-%s-%d", h.segdir, OWNER, (int)pid);
     snprintf(fake, sizeof fake, "%s/cushim-%s-%d", h.segdir, OTHER, (int)pid);
@@ -412,7 +404,7 @@ Test(security, an_exporter_that_cannot_read_namespaces_is_not_fooled)
         cr_skip_test("not run: needs unshare -pf");
     }
     struct held h;
-    pid_t pid, setpriv = start_owners_hold(&h, "forged-ns", "ready-forged-ns", &pid);
+    pid_t pid, setpriv = start_hold_as(OWNER, &h, "forged-ns", "ready-forged-ns", &pid);
     struct run_result r;
     /* Root's container: its pid 1 (a sleep) and that process's pid here. */
     const char *box[] = {"unshare", "-pf", "--mount-proc", "sleep", "60", NULL};
@@ -1131,12 +1123,7 @@ Test(security, a_gc_that_cannot_read_a_segment_leaves_it)
         cr_skip_test("not run: cannot make user namespaces here");
     }
     struct held h;
-    held_init(&h, "unreadable-gc", "ready-unreadable-gc");
-    const char *argv[] = {"setpriv", "--reuid=" OTHER, "--regid=" OTHER, "--clear-groups", "--",
-                          program("rt_prog"), "hold", NULL};
-    pid_t setpriv = spawn_bg(argv, sim_env(h.extra));
-    pid_t pid;
-    wait_ready(h.ready, 1, &pid);
+    pid_t pid, setpriv = start_hold_as(OTHER, &h, "unreadable-gc", "ready-unreadable-gc", &pid);
     char path[700];
     snprintf(path, sizeof path, "%s/cushim-%s-%d", h.segdir, OTHER, (int)pid);
     backdate(path, 3600); /* past gc's 10 minutes for a look-alike: only unreadability keeps it */
