@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "shim/account.h"
+#include "shim/arena.h"
 #include "shim/budget.h"
 #include "shim/shim.h"
 #include "shim/track.h"
@@ -240,57 +241,89 @@ SHIM_EXPORT CUresult CUDAAPI cuMemMap(CUdeviceptr ptr, size_t size, size_t offse
     if (r == CUDA_SUCCESS) {
         struct map_arg m = {.size = size};
         struct shim_entry h;
+        struct shim_entry e = {.key = ptr, .size = size, .aux = handle};
         if (table_update(&shim.vmm_handles, handle, map_add, &m, &h)) {
-            struct shim_entry e = {.key = ptr, .size = size, .aux = handle, .device = h.device};
-            if (table_put(&shim.vmm_maps, &e, NULL) < 0)
-                track_table_full();
+            e.device = h.device;
             if (m.first_size)
                 account_alloc(h.device, CUSHIM_KIND_IMPORTED, size, 0);
         } else {
             /* A handle in no table (a multicast object made here): its mapping is kept too,
              * marked, so that an unmap of it and of counted mappings after it in one call
              * (cuda.h cuMemUnmap: several contiguous mappings) walks past it. */
-            struct shim_entry e = {.key = ptr, .size = size, .aux = handle, .device = -1,
-                                   .flags = SHIM_F_UNTRACKED};
-            if (table_put(&shim.vmm_maps, &e, NULL) < 0)
-                track_table_full();
+            e.device = -1;
+            e.flags = SHIM_F_UNTRACKED;
+        }
+        struct shim_entry old;
+        int put = table_put(&shim.vmm_maps, &e, &old);
+        if (put < 0)
+            track_table_full();
+        else if (put == 1 && !(old.flags & SHIM_F_UNTRACKED)) {
+            /* A mapping still listed where the driver just mapped: it was unmapped unseen, so
+             * its handle's mapping goes now. */
+            struct handle_drop d = handle_drop_before(old.aux, map_drop);
+            handle_drop_after(&d, CUDA_SUCCESS, true);
         }
     }
     shim_leave();
     return r;
 }
 
-#define UNMAP_BATCH 64 /* on the caller's stack: about 7 KiB */
+#define UNMAP_BATCH 64 /* on the caller's stack: about 7 KiB; more from the arena */
+
+/* One mapping an unmap takes out before its real call, and its handle's drop. */
+struct unmap_item {
+    struct shim_entry e;
+    struct handle_drop d;
+};
 
 SHIM_EXPORT CUresult CUDAAPI cuMemUnmap(CUdeviceptr ptr, size_t size)
 {
     REAL_OR_FAIL(cuMemUnmap);
     if (ptr == 0 || !shim_enter()) /* 0 maps nothing (and is no key of the tables) */
         return real_(ptr, size);
-    /* cuda.h (cuMemUnmap): the range is whole mappings, possibly several contiguous ones. Take
-     * them out before the real call (address reuse), put them back if it fails. */
-    struct shim_entry taken[UNMAP_BATCH];
-    unsigned n = 0;
+    /* cuda.h (cuMemUnmap): the range is whole mappings, possibly several contiguous ones. Every
+     * one is taken out before the real call and put back if it fails: once the call returns, "the
+     * address range is converted to an address reservation" (cuda.h) that another thread may map
+     * again at once, so a mapping still in the table then would be taken for that new one (a
+     * review: mappings past the first 64 were settled after the call, and a racing cuMemMap's
+     * count went with them). Past UNMAP_BATCH the list grows in the arena; only if it cannot are
+     * the rest settled after the call. */
+    struct unmap_item stack_items[UNMAP_BATCH], *items = stack_items;
+    unsigned n = 0, cap = UNMAP_BATCH;
     uint64_t at = ptr, end = ptr + size;
-    while (at < end && n < UNMAP_BATCH && table_take(&shim.vmm_maps, at, &taken[n])) {
-        at += taken[n].size ? taken[n].size : end;
+    while (at < end) {
+        if (n == cap) {
+            struct unmap_item *more = items == stack_items ? arena_alloc(2 * cap * sizeof *more)
+                                                           : arena_grow(items, n * sizeof *items, cap * sizeof *items,
+                                                                        2 * cap * sizeof *items);
+            if (!more)
+                break;
+            if (items == stack_items)
+                memcpy(more, stack_items, n * sizeof *more);
+            items = more;
+            cap *= 2;
+        }
+        if (!table_take(&shim.vmm_maps, at, &items[n].e))
+            break;
+        at += items[n].e.size ? items[n].e.size : end;
         n++;
     }
     /* Their handles' mappings too: a handle already released is freed by this unmap, and its
      * value may be another thread's new handle as soon as the call returns. */
-    struct handle_drop drops[UNMAP_BATCH];
     for (unsigned i = 0; i < n; i++)
-        drops[i] = taken[i].flags & SHIM_F_UNTRACKED ? (struct handle_drop){0}
-                                                      : handle_drop_before(taken[i].aux, map_drop);
+        items[i].d = items[i].e.flags & SHIM_F_UNTRACKED ? (struct handle_drop){0}
+                                                          : handle_drop_before(items[i].e.aux, map_drop);
     CUresult r = real_(ptr, size);
     /* Settled last first: undone, a handle mapped twice in the range gets back its later drop
      * (on the entry the earlier one put back) after its earlier one. */
     for (unsigned i = n; i-- > 0;) {
-        handle_drop_after(&drops[i], r, true);
+        handle_drop_after(&items[i].d, r, true);
         if (r != CUDA_SUCCESS)
-            table_put(&shim.vmm_maps, &taken[i], NULL);
+            table_put(&shim.vmm_maps, &items[i].e, NULL);
     }
-    /* Mappings past the batch (more than UNMAP_BATCH in one call) are settled after the call. */
+    if (items != stack_items)
+        arena_free(items, cap * sizeof *items);
+    /* Mappings the arena had no room for, settled after the call. */
     struct shim_entry m;
     while (r == CUDA_SUCCESS && at < end && table_take(&shim.vmm_maps, at, &m)) {
         if (!(m.flags & SHIM_F_UNTRACKED)) {

@@ -198,6 +198,87 @@ static void *vmm_race_worker(void *arg)
     return NULL;
 }
 
+/* One cuMemUnmap of UNMAP_RACE_N contiguous mappings (more than the shim's stack batch of 64)
+ * while another thread maps the last page again as soon as the driver lets it (cuda.h cuMemUnmap:
+ * the range becomes "an address reservation" when the call returns), then unmaps it; 600
+ * rounds. After each round the vmm figure must be what it was before (a review: mappings past
+ * the first 64 were settled after the call, and took the racing mapping's count with them).
+ * Prints rounds_off=N. */
+#define UNMAP_RACE_N 100
+static struct vmm_api race_vmm;
+static CUdeviceptr race_base;
+static size_t race_gran;
+static CUmemAllocationProp race_prop;
+static CUcontext race_ctx;
+static atomic_int race_phase; /* 0 idle, 1 go, 2 done, 3 stop */
+
+static void *unmap_racer(void *arg)
+{
+    (void)arg;
+    PFN_cuCtxSetCurrent_v4000 set_current = entry("cuCtxSetCurrent", 4000);
+    if (set_current(race_ctx) != CUDA_SUCCESS)
+        return (void *)1;
+    for (;;) {
+        int ph;
+        while ((ph = atomic_load(&race_phase)) == 0 || ph == 2)
+            sched_yield();
+        if (ph == 3)
+            return NULL;
+        CUmemGenericAllocationHandle h;
+        if (race_vmm.create(&h, race_gran, &race_prop, 0) != CUDA_SUCCESS)
+            return (void *)1;
+        CUdeviceptr last = race_base + (UNMAP_RACE_N - 1) * race_gran;
+        while (race_vmm.map(last, race_gran, 0, h, 0) != CUDA_SUCCESS)
+            sched_yield();
+        if (race_vmm.release(h) != CUDA_SUCCESS || race_vmm.unmap(last, race_gran) != CUDA_SUCCESS)
+            return (void *)1;
+        atomic_store(&race_phase, 2);
+    }
+}
+
+static int scenario_vmm_unmap_race(void)
+{
+    race_vmm = vmm_api();
+    PFN_cuCtxGetCurrent_v4000 get_current = entry("cuCtxGetCurrent", 4000);
+    CHECK(cudaFree(0));
+    if (get_current(&race_ctx) != CUDA_SUCCESS)
+        return 2;
+    race_prop = vmm_prop(0);
+    if (race_vmm.granularity(&race_gran, &race_prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM) != CUDA_SUCCESS ||
+        race_vmm.reserve(&race_base, UNMAP_RACE_N * race_gran, 0, 0, 0) != CUDA_SUCCESS)
+        return 3;
+    pthread_t t;
+    if (pthread_create(&t, NULL, unmap_racer, NULL) != 0)
+        return 4;
+    int off = 0;
+    for (int round = 0; round < 600; round++) {
+        struct cushim_device_stats before, after;
+        if (cushim_stats(0, &before, 0) != 0) /* no activity on the device yet: none counted */
+            memset(&before, 0, sizeof before);
+        for (int i = 0; i < UNMAP_RACE_N; i++) {
+            CUmemGenericAllocationHandle h;
+            if (race_vmm.create(&h, race_gran, &race_prop, 0) != CUDA_SUCCESS ||
+                race_vmm.map(race_base + i * race_gran, race_gran, 0, h, 0) != CUDA_SUCCESS ||
+                race_vmm.release(h) != CUDA_SUCCESS)
+                return 6;
+        }
+        atomic_store(&race_phase, 1);
+        if (race_vmm.unmap(race_base, UNMAP_RACE_N * race_gran) != CUDA_SUCCESS)
+            return 7;
+        while (atomic_load(&race_phase) != 2)
+            sched_yield();
+        atomic_store(&race_phase, 0);
+        if (cushim_stats(0, &after, 0) != 0)
+            return 8;
+        off += after.kind[CUSHIM_MEM_VMM].current_bytes != before.kind[CUSHIM_MEM_VMM].current_bytes;
+    }
+    atomic_store(&race_phase, 3);
+    void *rc;
+    pthread_join(t, &rc);
+    printf("rounds_off=%d\nracer=%d\n", off, rc != NULL);
+    return 0;
+}
+
 static int scenario_vmm_release_race(void)
 {
     CHECK(cudaFree(NULL));
@@ -1973,7 +2054,7 @@ static const struct scenario scenarios[] = {
     {"pool_locations", scenario_pool_locations, 2},
     {"unknown_free", scenario_unknown_free, 1}, {"no_async", scenario_no_async, 1},
     {"budget_pool_idle", scenario_budget_pool_idle, 1}, {"budget_many_pools", scenario_budget_many_pools, 1},
-    {"budget_pool_over", scenario_budget_pool_over, 1}, {"budget_pitch", scenario_budget_pitch, 1},
+    {"budget_pool_over", scenario_budget_pool_over, 1}, {"vmm_unmap_race", scenario_vmm_unmap_race, 1}, {"budget_pitch", scenario_budget_pitch, 1},
     {"budget_threads", scenario_budget_threads, 1},
     {"entry_points", scenario_entry_points, 1}, {"threads", scenario_threads, 1},
     {"async_stream_only", scenario_async_stream_only, 1},
