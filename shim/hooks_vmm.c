@@ -137,10 +137,16 @@ SHIM_EXPORT CUresult CUDAAPI cuMemCreate(CUmemGenericAllocationHandle *handle, s
     CUcontext ctx;
     int device = shim_current_device(&ctx);
     enum cushim_kind kind = CUSHIM_KIND_VMM;
-    if (prop && prop->location.type == CU_MEM_LOCATION_TYPE_DEVICE)
+    if (prop && prop->location.type == CU_MEM_LOCATION_TYPE_DEVICE) {
         device = prop->location.id; /* DESIGN.md: prop->location.id, not the current device */
-    else if (prop)
+    } else if (prop) {
+        /* Host memory counts on the current device, or on device 0 from a thread with none
+         * (cuda.h cuMemCreate: "not associated with any CUDA context"; the location id "is
+         * ignored for HOST allocations"): it was in no figure (a review). */
         kind = CUSHIM_KIND_PINNED_HOST;
+        if (device < 0)
+            device = 0;
+    }
     /* Physical device memory counts against the budget (CUSHIM_DEVICE_LIMIT). */
     bool reserved = kind == CUSHIM_KIND_VMM && budget_any;
     if (kind == CUSHIM_KIND_VMM && !budget_reserve(device, size)) {

@@ -193,6 +193,21 @@ RT_TEST(vmm_handle_values_reused_at_once)
     run_free(&r);
 }
 
+/* Host memory made with cuMemCreate by a thread with no current context counts as pinned_host
+ * on device 0 (a review: it was in no figure, silently). */
+RT_TEST(host_vmm_without_a_context_is_counted)
+{
+    struct run_result r;
+    json_t *j = scenario(&r, p->static_rt, "vmm_host_no_context", NULL);
+    cr_expect_eq(kv_u64(r.out, "rc_create"), 0, "%s", r.out);
+    cr_expect_eq(kv_u64(r.out, "rc_release"), 0);
+    uint64_t g = kv_u64(r.out, "granularity");
+    expect_kind(j, 0, "pinned_host", 0, 2 * g, 1, 1, 0);
+    cr_expect_eq(jpath_u64(j, "devices.0.device_total.peak_bytes"), 0, "host memory");
+    json_decref(j);
+    run_free(&r);
+}
+
 /* One cuMemUnmap of 100 mappings while another thread maps the last page again as soon as the
  * driver lets it: the vmm figure comes back to where it was after every round (a review: past the
  * first 64 the mappings were settled after the call, and took the racing mapping's count with

@@ -422,6 +422,37 @@ static int scenario_vmm_devices(void)
     return 0;
 }
 
+/* Host-located cuMemCreate from a thread with no current context (cuda.h cuMemCreate's memory
+ * is "not associated with any CUDA context"; the location id "is ignored for HOST
+ * allocations"): 2 granules made, then released. Prints rc_create, rc_release. */
+static struct vmm_api host_vmm;
+static void *host_create_without_context(void *arg)
+{
+    (void)arg;
+    CUmemAllocationProp prop;
+    memset(&prop, 0, sizeof prop);
+    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop.location.type = CU_MEM_LOCATION_TYPE_HOST;
+    size_t g;
+    CUmemGenericAllocationHandle h;
+    if (host_vmm.granularity(&g, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM) != CUDA_SUCCESS)
+        return (void *)1;
+    int rc = (int)host_vmm.create(&h, 2 * g, &prop, 0);
+    printf("rc_create=%d\ngranularity=%zu\n", rc, g);
+    printf("rc_release=%d\n", rc == 0 ? (int)host_vmm.release(h) : -1);
+    return NULL;
+}
+
+static int scenario_vmm_host_no_context(void)
+{
+    host_vmm = vmm_api();
+    pthread_t t;
+    void *rc;
+    if (pthread_create(&t, NULL, host_create_without_context, NULL) != 0 || pthread_join(t, &rc) != 0 || rc)
+        return 2;
+    return 0;
+}
+
 /* A pool that keeps freed memory (release threshold UINT64_MAX): 4 MiB allocated and freed, then
  * cudaMemPoolTrimTo(0) (PyTorch's empty_cache on its cudaMallocAsync backend) and a reset of the
  * reserve's high-water mark; what cushim.h says after each. */
@@ -2054,7 +2085,7 @@ static const struct scenario scenarios[] = {
     {"pool_locations", scenario_pool_locations, 2},
     {"unknown_free", scenario_unknown_free, 1}, {"no_async", scenario_no_async, 1},
     {"budget_pool_idle", scenario_budget_pool_idle, 1}, {"budget_many_pools", scenario_budget_many_pools, 1},
-    {"budget_pool_over", scenario_budget_pool_over, 1}, {"vmm_unmap_race", scenario_vmm_unmap_race, 1}, {"budget_pitch", scenario_budget_pitch, 1},
+    {"budget_pool_over", scenario_budget_pool_over, 1}, {"vmm_unmap_race", scenario_vmm_unmap_race, 1}, {"vmm_host_no_context", scenario_vmm_host_no_context, 1}, {"budget_pitch", scenario_budget_pitch, 1},
     {"budget_threads", scenario_budget_threads, 1},
     {"entry_points", scenario_entry_points, 1}, {"threads", scenario_threads, 1},
     {"async_stream_only", scenario_async_stream_only, 1},
