@@ -338,7 +338,7 @@ static void drop_done(const struct shim_entry *e, void *arg)
 {
     (void)arg;
     if (e->kind == CUSHIM_KIND_OFFLOADED)
-        offload_range_gone(e->key);
+        offload_range_gone(e->key, e->ctx);
     /* After the exit report (the runtime's own exit handler releases the primary context after
      * the shim's) the figures are final, as shim_resolve_contexts has them: a segment kept for the
      * run to read (its copy could not be written) says what the report said. */

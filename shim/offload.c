@@ -15,6 +15,7 @@ _Atomic uint32_t offload_live;
 /* ---- live ranges: a small sorted array (offloaded allocations are few and large) ---- */
 struct range {
     uint64_t base, size;
+    uint64_t ctx; /* the context of the block (its entry's): whose drop may remove the range */
 };
 static atomic_flag ranges_lock = ATOMIC_FLAG_INIT;
 static struct range *ranges;
@@ -45,7 +46,7 @@ static uint32_t upper(uint64_t addr)
     return lo;
 }
 
-static bool ranges_add(uint64_t base, uint64_t size)
+static bool ranges_add(uint64_t base, uint64_t size, uint64_t ctx)
 {
     bool ok = true;
     ranges_acquire();
@@ -66,12 +67,14 @@ static bool ranges_add(uint64_t base, uint64_t size)
     if (i > 0 && ranges[i - 1].base == base) {
         /* A range still here at this base: its block was freed where the shim could not see it
          * (a teardown on another thread: the driver gave the address back first); one range per
-         * base, this block's. */
+         * base, this block's, with its context, so that the late drop of the old block's entry
+         * (ranges_remove with the old context) leaves it. */
         ranges[i - 1].size = size;
+        ranges[i - 1].ctx = ctx;
         ok = true;
     } else if (ok) {
         memmove(&ranges[i + 1], &ranges[i], (nranges - i) * sizeof *ranges);
-        ranges[i] = (struct range){base, size};
+        ranges[i] = (struct range){base, size, ctx};
         nranges++;
         atomic_store_explicit(&offload_live, nranges, memory_order_relaxed);
     }
@@ -79,11 +82,13 @@ static bool ranges_add(uint64_t base, uint64_t size)
     return ok;
 }
 
-static void ranges_remove(uint64_t base)
+/* Removes the range at `base` if it is of context `ctx` (that of the entry going: another
+ * context's range there is a newer block's, ranges_add). */
+static void ranges_remove(uint64_t base, uint64_t ctx)
 {
     ranges_acquire();
     uint32_t i = upper(base);
-    if (i > 0 && ranges[i - 1].base == base) {
+    if (i > 0 && ranges[i - 1].base == base && ranges[i - 1].ctx == ctx) {
         memmove(&ranges[i - 1], &ranges[i], (nranges - i) * sizeof *ranges);
         nranges--;
         atomic_store_explicit(&offload_live, nranges, memory_order_relaxed);
@@ -257,7 +262,7 @@ static CUresult offload_alloc_in_section(CUdeviceptr *dptr, uint64_t bytes, unsi
                  "from its host address): offload is off");
         r = CUDA_ERROR_NOT_SUPPORTED;
     }
-    if (r != CUDA_SUCCESS || !ranges_add(d, bytes)) {
+    if (r != CUDA_SUCCESS || !ranges_add(d, bytes, (uint64_t)(uintptr_t)ctx)) {
         free_host(host);
         return r != CUDA_SUCCESS ? r : CUDA_ERROR_OUT_OF_MEMORY;
     }
@@ -266,7 +271,7 @@ static CUresult offload_alloc_in_section(CUdeviceptr *dptr, uint64_t bytes, unsi
         .device = device, .kind = CUSHIM_KIND_OFFLOADED, .flags = (uint16_t)(flags | SHIM_F_OFFLOADED),
     };
     if (!phase_offloaded_put(&e)) {
-        ranges_remove(d);
+        ranges_remove(d, e.ctx);
         free_host(host);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
@@ -327,11 +332,11 @@ static CUresult free_block(const struct shim_entry *e, bool idle)
     /* The range goes first (the driver may hand the address out again as soon as it is freed)
      * and comes back if the free fails: the block is still the program's then, and so is the
      * entry, which the caller puts back. */
-    ranges_remove(e->key);
+    ranges_remove(e->key, e->ctx);
     CUresult r = release_host(e, idle);
     if (r == CUDA_SUCCESS)
         account_free(e->device, CUSHIM_KIND_OFFLOADED, e->size, e->flags);
-    else if (!ranges_add(e->key, e->size))
+    else if (!ranges_add(e->key, e->size, e->ctx))
         LOG_ONCE(CUSHIM_LOG_WARN, "offloaded range table full: a range whose free failed is not "
                  "rerouted any more");
     return r;
@@ -539,7 +544,7 @@ CUresult offload_free_async(const struct shim_entry *e, CUstream stream, bool pt
         return r;
     }
     /* Counted as freed, and as pending, before the slot is published for poll to take. */
-    ranges_remove(e->key);
+    ranges_remove(e->key, e->ctx);
     account_free(e->device, CUSHIM_KIND_OFFLOADED, e->size, e->flags);
     pending_count(e, +1);
     deferred_acquire();
@@ -738,9 +743,9 @@ void offload_drain(void)
                  "their blocks go with the process", (unsigned long long)left);
 }
 
-void offload_range_gone(uint64_t base)
+void offload_range_gone(uint64_t base, uint64_t ctx)
 {
-    ranges_remove(base);
+    ranges_remove(base, ctx);
 }
 
 bool offload_context_closing(uint64_t ctx)

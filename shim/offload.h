@@ -122,9 +122,11 @@ static inline __attribute__((always_inline)) bool shim_enter_plain_free(void)
     return true;
 }
 
-/* Context teardown (context.c): an offloaded range the driver freed with its context, and then
- * the context's cached blocks and deferred frees, which the driver freed too. */
-void offload_range_gone(uint64_t base);
+/* Context teardown (context.c): an offloaded range the driver freed with its context (the range
+ * at `base` if it is of context `ctx`, the dropped entry's: a newer block another thread was given
+ * at that address keeps its own), and then the context's cached blocks and deferred frees, which
+ * the driver freed too. */
+void offload_range_gone(uint64_t base, uint64_t ctx);
 void offload_context_gone(uint64_t ctx);
 /* Around a call that may end context ctx (cuCtxDestroy, cuCtxDetach, a primary context's reset
  * or release): from offload_context_closing until offload_context_settled, polls leave alone the

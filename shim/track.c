@@ -11,7 +11,7 @@ void track_replaced(const struct shim_entry *old)
     /* An offloaded block's range goes with it: the new allocation there is not offloaded (an
      * offloaded one replaces in phase_offloaded_put, and keeps the range). */
     if (old->kind == CUSHIM_KIND_OFFLOADED)
-        offload_range_gone(old->key);
+        offload_range_gone(old->key, old->ctx);
     account_free(old->device, (enum cushim_kind)old->kind, old->size, old->flags);
 }
 

@@ -1085,9 +1085,14 @@ static void *offload_churn(void *arg)
     (void)arg;
     if (cudaSetDevice(0) != cudaSuccess)
         return (void *)1;
+    static char in[4000];
     while (!atomic_load(&reset_rounds_over)) {
         void *p;
-        if (cudaMalloc(&p, 4000) != cudaSuccess || cudaFree(p) != cudaSuccess)
+        /* An explicit-kind copy into the block: rerouted only while its offload range is there
+         * (a review: a teardown's late drop of the old entry at that address took the new
+         * block's range away). */
+        if (cudaMalloc(&p, 4000) != cudaSuccess || cudaMemcpy(p, in, sizeof in, cudaMemcpyHostToDevice) != cudaSuccess ||
+            cudaFree(p) != cudaSuccess)
             return (void *)1;
     }
     return NULL;
