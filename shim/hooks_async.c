@@ -148,6 +148,28 @@ static inline __attribute__((always_inline)) CUresult async_end(const struct asy
     return r;
 }
 
+/* A request its pool's idle reserve was to serve, made from that pool by name, refused as if the
+ * pool were gone (destroyed meanwhile by another thread; cuda.h cuMemPoolDestroy: the default pool
+ * is current again): the program's own cuMemAllocAsync is made instead, from whatever pool is
+ * current now, which may grow it (a review: failing it was the shim's doing). The reserve's claim
+ * goes back, and under a budget the growth must fit as any other request's: over it, out of
+ * memory (spilled if CUSHIM_SPILL serves it). */
+static CUresult async_pool_gone_meanwhile(struct async_req *q, size_t bytes, CUresult (*real)(CUdeviceptr *, size_t, CUstream),
+                                          CUdeviceptr *dptr, CUstream stream)
+{
+    budget_pool_served_done(q->device, (uint64_t)(uintptr_t)q->pool, q->served, true);
+    q->served = 0;
+    q->pool = NULL; /* the entry's pool: the device's current one (async_request_pool) */
+    if (budget_limited(q->device)) {
+        uint64_t held = budget_held(q->device, atomic_load_explicit(&budget_used[q->device], memory_order_relaxed));
+        if (held > shim.cfg.device_limit[q->device]) {
+            budget_refused(q->device, bytes, held, shim.cfg.device_limit[q->device]);
+            return CUDA_ERROR_OUT_OF_MEMORY;
+        }
+    }
+    return real(dptr, bytes, stream);
+}
+
 /* cuMemAllocAsync draws from the device's current pool; offloaded like cuMemAlloc_v2 when the
  * policy says so and the stream is not capturing (a capture makes it a graph node). The plain
  * case (shim_enter_plain_alloc: no policy, no capture live) has its own short path, as
@@ -175,10 +197,8 @@ static inline __attribute__((always_inline)) CUresult async_end(const struct asy
                                : NULL;                                                       \
         CUresult r_ = from_pool_ ? from_pool_(dptr, bytesize, q.pool, hStream)               \
                                  : real_(dptr, bytesize, hStream);                           \
-        /* That pool destroyed meanwhile (cuda.h cuMemPoolDestroy: the default pool is current \
-         * again): the program's own call, from whatever pool is current now (a review). */   \
         if (from_pool_ && (r_ == CUDA_ERROR_INVALID_VALUE || r_ == CUDA_ERROR_INVALID_HANDLE)) \
-            r_ = real_(dptr, bytesize, hStream);                                             \
+            r_ = async_pool_gone_meanwhile(&q, bytesize, real_, dptr, hStream);            \
         return async_end(&q, r_, dptr, bytesize);                                            \
     }                                                                                        \
     SHIM_EXPORT CUresult CUDAAPI sym(CUdeviceptr *dptr, size_t bytesize, CUstream hStream)  \

@@ -246,13 +246,26 @@ Test(offload, a_pool_over_the_limit_still_serves_from_its_reserve)
     /* The request the reserve serves is made from that pool by name (cuMemAllocFromPoolAsync);
      * should the pool have been destroyed meanwhile (the driver's answer injected here), the
      * program's own cuMemAllocAsync is made: it does not fail for the shim (a review). */
-    const char *gone[] = {"CUSHIM_DEVICE_LIMIT=4MiB", "SIMCUDA_INJECT=cuMemAllocFromPoolAsync:1:CUDA_ERROR_INVALID_VALUE",
+    const char *gone[] = {"CUSHIM_DEVICE_LIMIT=8MiB", "SIMCUDA_INJECT=cuMemAllocFromPoolAsync:1:CUDA_ERROR_INVALID_VALUE",
                           NULL};
     const char *argv[] = {program("rt_prog"), "budget_pool_over", NULL};
     j = run_under_cushim(&r, argv, sim_env(gone));
     cr_expect_eq(r.status, 0, "%s", r.err);
     cr_expect_eq(kv_u64(r.out, "over.one"), 0, "%s", r.out);
     cr_expect_eq(kv_u64(r.out, "sim_calls_from_pool"), 2, "the shim's, then page's: %s", r.out);
+    json_decref(j);
+    run_free(&r);
+    /* The program's own call may grow the pool: under a budget held past its limit (4 MiB),
+     * that is refused as any growth is (a review: the fallback went past the budget). */
+    const char *gone_full[] = {"CUSHIM_DEVICE_LIMIT=4MiB",
+                               "SIMCUDA_INJECT=cuMemAllocFromPoolAsync:1:CUDA_ERROR_INVALID_VALUE", NULL};
+    j = run_under_cushim(&r, argv, sim_env(gone_full));
+    cr_expect_eq(r.status, 0, "%s", r.err);
+    cr_expect_eq(kv_u64(r.out, "over.one"), 2, "cudaErrorMemoryAllocation: %s", r.out);
+    cr_expect_eq(kv_u64(r.out, "over.page"), 0, "served by the reserve: %s", r.out);
+    cr_assert(j);
+    cr_expect_eq(jpath_u64(j, "devices.0.device_total.limit_refused_count"), 2, "this one and the malloc");
+    cr_expect_eq(jpath_u64(j, "devices.0.async.failed_count"), 2, "this one and the 0-byte one (the driver's)");
     json_decref(j);
     run_free(&r);
 }
