@@ -1,6 +1,7 @@
 /* Offload: pinned device-mapped host memory in place of device memory (offload.h). */
 #include "shim/offload.h"
 
+#include <pthread.h>
 #include <sched.h>
 #include <string.h>
 #include <unistd.h>
@@ -708,8 +709,14 @@ static void poll(bool wait)
         }
         poll_cursor = n ? (taken[n - 1] + 1) % DEFERRED_MAX : poll_cursor;
         deferred_release();
+        /* Slots taken are POLLING until poll_one gives them back: the thread is not cancelled
+         * in between (a driver call may be a cancellation point), or they would stay taken and
+         * every later teardown of their context would wait its full 5 s (a review). */
+        int cancel_state;
+        pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cancel_state);
         for (unsigned i = 0; i < n; i++)
             poll_one(taken[i], wait);
+        pthread_setcancelstate(cancel_state, NULL);
         if (!n && wait && gate_pending() != 0) {
             /* Another thread holds the rest as POLLING: a while, not for ever. */
             if (++idle > 1000)
