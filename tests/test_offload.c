@@ -114,6 +114,9 @@ Test(offload, pitched_copies_of_offloaded_memory)
     cr_expect_eq(kv_u64(r.out, "rc_2d_to_device"), 0, "offloaded to device memory");
     cr_expect_eq(kv_u64(r.out, "rc_3d"), 0);
     cr_expect_eq(kv_u64(r.out, "roundtrip_3d"), 1);
+    cr_expect_eq(kv_u64(r.out, "rc_rt_2d_in"), 0, "the runtime's cudaMemcpy2D into it");
+    cr_expect_eq(kv_u64(r.out, "rc_rt_2d_out"), 0, "and out");
+    cr_expect_eq(kv_u64(r.out, "roundtrip_rt_2d"), 1);
     /* Memory the shim does not own is passed as it was: the driver's own error. */
     cr_expect_eq(kv_u64(r.out, "rc_2d_pinned_as_device"), 1 /* CUDA_ERROR_INVALID_VALUE */);
     json_decref(j);

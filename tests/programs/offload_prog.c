@@ -694,6 +694,13 @@ static int scenario_pitched(void)
     printf("rc_3d=%d\n", (int)copy3d(&d));
     printf("roundtrip_3d=%d\n", memcmp(in, out, 128 * 1024) == 0);
 
+    /* The runtime's cudaMemcpy2D (cuMemcpy2DUnaligned underneath, as cudart 13 looks it up) with
+     * an explicit kind into and out of the offloaded buffer: rerouted the same way. */
+    memset(out, 0, sizeof out);
+    printf("rc_rt_2d_in=%d\n", (int)cudaMemcpy2D(off, 2048, in, 1024, 1024, 128, cudaMemcpyHostToDevice));
+    printf("rc_rt_2d_out=%d\n", (int)cudaMemcpy2D(out, 1024, off, 2048, 1024, 128, cudaMemcpyDeviceToHost));
+    printf("roundtrip_rt_2d=%d\n", memcmp(in, out, 128 * 1024) == 0);
+
     /* Pinned host memory the shim does not own, named as device memory: the driver's answer. */
     void *pinned;
     CHECK(cudaMallocHost(&pinned, 4096));
