@@ -283,6 +283,100 @@ static int cmd_teardown(void)
     return 0;
 }
 
+// ---- offload edges (CUSHIM_OFFLOAD=always, CUSHIM_OFFLOAD_MIN=1MiB) ----
+// 1. A context's teardown against another thread's polls: one thread, in a context of its own
+// (cuCtxCreate), offloads 2 MiB blocks and frees them with cudaFreeAsync on a stream of that
+// context, then destroys the context; meanwhile the main thread, in the primary context, pins and
+// frees 2 MiB of its own and makes the shim poll (cudaMalloc/cudaFree). The shim must never
+// release a block the driver freed with the context: the main thread's own frees never fail.
+// 2. A pool made current (cudaDeviceSetMemPool) that is exportable (POSIX descriptors): its
+// cudaMallocAsync of 4 MiB is the pool's, not offloaded, and cudaMemPoolExportPointer works.
+struct teardown_rounds_arg {
+    int rounds, done, rc;
+};
+
+static void *teardown_rounds(void *arg)
+{
+    struct teardown_rounds_arg *a = (struct teardown_rounds_arg *)arg;
+    PFN_cuCtxCreate_v3020 create = (PFN_cuCtxCreate_v3020)entry("cuCtxCreate", 3020);
+    PFN_cuCtxDestroy_v4000 destroy = (PFN_cuCtxDestroy_v4000)entry("cuCtxDestroy", 4000);
+    for (int i = 0; i < a->rounds && !a->rc; i++) {
+        CUcontext c = NULL;
+        cudaStream_t s;
+        if (create(&c, 0, 0) != CUDA_SUCCESS || cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) != cudaSuccess) {
+            a->rc = 1;
+            break;
+        }
+        for (int k = 0; k < 4; k++) {
+            void *p;
+            if (cudaMalloc(&p, 2 * MiB) != cudaSuccess || cudaFreeAsync(p, s) != cudaSuccess)
+                a->rc = 2;
+        }
+        if (cudaStreamDestroy(s) != cudaSuccess || destroy(c) != CUDA_SUCCESS)
+            a->rc = 3;
+    }
+    __atomic_store_n(&a->done, 1, __ATOMIC_RELEASE);
+    return NULL;
+}
+
+static int cmd_offload_edges(void)
+{
+    CHECK(cudaFree(0));
+    struct teardown_rounds_arg arg = {20, 0, 0};
+    pthread_t t;
+    if (pthread_create(&t, NULL, teardown_rounds, &arg))
+        return 2;
+    long host_errors = 0, host_rounds = 0;
+    while (!__atomic_load_n(&arg.done, __ATOMIC_ACQUIRE)) {
+        void *h, *q;
+        if (cudaHostAlloc(&h, 2 * MiB, cudaHostAllocDefault) != cudaSuccess) {
+            host_errors++;
+            continue;
+        }
+        ((volatile char *)h)[0] = 1;
+        if (cudaMalloc(&q, 64) == cudaSuccess)
+            cudaFree(q);
+        if (cudaFreeHost(h) != cudaSuccess)
+            host_errors++;
+        host_rounds++;
+    }
+    pthread_join(t, NULL);
+    printf("teardown_rounds=%d rc_thread=%d host_rounds_positive=%d host_errors=%ld\n", arg.rounds, arg.rc,
+           host_rounds > 0, host_errors);
+    cudaMemPool_t pool, def;
+    cudaMemPoolProps props;
+    memset(&props, 0, sizeof props);
+    props.allocType = cudaMemAllocationTypePinned;
+    props.location.type = cudaMemLocationTypeDevice;
+    props.location.id = 0;
+    props.handleTypes = cudaMemHandleTypePosixFileDescriptor;
+    cudaStream_t s;
+    void *a = NULL;
+    CHECK(cudaStreamCreate(&s));
+    CHECK(cudaMemPoolCreate(&pool, &props));
+    CHECK(cudaDeviceGetDefaultMemPool(&def, 0));
+    CHECK(cudaDeviceSetMemPool(0, pool));
+    uint64_t off0 = shim_kind(K_OFFLOADED);
+    int rc_current = (int)cudaMallocAsync(&a, 4 * MiB, s);
+    int rc_export = -1, matches = 0;
+    uint64_t off1 = shim_kind(K_OFFLOADED);
+    if (rc_current == 0) {
+        cudaMemPoolPtrExportData data;
+        rc_export = (int)cudaMemPoolExportPointer(&data, a);
+        PFN_cuPointerGetAttribute_v4000 attr = (PFN_cuPointerGetAttribute_v4000)entry("cuPointerGetAttribute", 4000);
+        CUmemoryPool got = NULL;
+        matches = attr(&got, CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE, (CUdeviceptr)a) == CUDA_SUCCESS &&
+                  got == (CUmemoryPool)pool;
+        CHECK(cudaFreeAsync(a, s));
+    }
+    CHECK(cudaStreamSynchronize(s));
+    CHECK(cudaDeviceSetMemPool(0, def));
+    CHECK(cudaMemPoolDestroy(pool));
+    printf("rc_current=%d rc_export=%d pool_matches=%d offloaded_by_current=%llu offloaded_left=%llu\n", rc_current,
+           rc_export, matches, (unsigned long long)(off1 - off0), (unsigned long long)shim_kind(K_OFFLOADED));
+    return 0;
+}
+
 // ---- the per-thread default stream is one per thread and context ----
 // The driver API's "Stream synchronization behavior" says the per-thread default stream "is an
 // implicit stream local to both the thread and the CUcontext": the simulator models that and the
@@ -856,7 +950,9 @@ static int run_cmd(int argc, char **argv)
         return cmd_instantiate_lookup();
     if (!strcmp(cmd, "budget"))
         return cmd_budget();
+    if (!strcmp(cmd, "offload_edges"))
+        return cmd_offload_edges();
     fprintf(stderr, "usage: gpu_checks exactness|async|vmm|teardown|hold S|vecadd|sgemm|bandwidth|pinned_cost|"
-                    "overhead SIZE N [async]|threads T N|harmless|instantiate_lookup|budget\n");
+                    "overhead SIZE N [async]|threads T N|harmless|instantiate_lookup|budget|offload_edges\n");
     return 2;
 }

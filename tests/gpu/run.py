@@ -424,6 +424,20 @@ def check_offload_sgemm(suite):
             "pass" if ok else "fail")
 
 
+def check_offload_edges(suite):
+    r = suite.kv(suite.run([suite.static, "offload_edges"],
+                           extra={"CUSHIM_OFFLOAD": "always", "CUSHIM_OFFLOAD_MIN": "1MiB"}, timeout=60))
+    ok = (r.get("rc_thread") == 0 and r.get("host_rounds_positive") == 1 and r.get("host_errors") == 0 and
+          r.get("rc_current") == 0 and r.get("rc_export") == 0 and r.get("pool_matches") == 1 and
+          r.get("offloaded_by_current") == 0 and r.get("offloaded_left") == 0)
+    return ("offload always: 20 contexts made, each offloading 4 x 2 MiB freed by cudaFreeAsync on its own "
+            "stream, then destroyed, while another thread pins, polls and frees its own 2 MiB (its frees never "
+            "fail: the shim holds back releases of a context being torn down); a cudaMallocAsync of 4 MiB from "
+            "an exportable pool made current (cudaDeviceSetMemPool) is the pool's (not offloaded) and "
+            "cudaMemPoolExportPointer works on it",
+            r, "pass" if ok else "fail")
+
+
 def check_torch_offload_forward(suite):
     outputs = tempfile.mkdtemp(prefix="cushim-gpu-outputs.")  # not in the segment folder
     a = os.path.join(outputs, "plain.pt")
@@ -749,6 +763,7 @@ CHECKS = [
     ("budget", check_budget, False, "device budget against the driver's pool"),
     ("offload_vecadd", check_offload_vecadd, False, "kernels on offloaded memory"),
     ("offload_sgemm", check_offload_sgemm, False, "cuBLAS on offloaded memory"),
+    ("offload_edges", check_offload_edges, False, "teardown vs polls; a pool made current"),
     ("nvidia_smi", check_nvidia_smi, False, "per-process figure vs nvidia-smi"),
     ("torch_peak", check_torch_peak, True, "PyTorch caching allocator peak"),
     ("torch_peak_expandable", check_torch_peak_expandable, True, "same with expandable_segments"),
