@@ -432,6 +432,23 @@ Test(graphs, a_graphs_first_launch_reads_the_pool)
     }
 }
 
+/* Over a budget, a cudaMalloc a global-mode capture prohibits gets the driver's refusal, which
+ * invalidates the capture, as without the shim (a stress trial: the budget answered out of memory
+ * first, and the capture went on to make a graph). */
+Test(graphs, a_prohibited_malloc_over_the_budget_still_invalidates_the_capture)
+{
+    struct run_result r;
+    const char *extra[] = {"CUSHIM_DEVICE_LIMIT=16MiB", NULL};
+    json_t *j = graph_run_env(&r, "budget_malloc_in_capture", extra);
+    cr_expect_eq(kv_u64(r.out, "rc_malloc"), 900, "cudaErrorStreamCaptureUnsupported: %s", r.out);
+    cr_expect_eq(kv_u64(r.out, "rc_end"), 901, "cudaErrorStreamCaptureInvalidated");
+    cr_expect_eq(kv_u64(r.out, "graph"), 0);
+    cr_expect_eq(jpath_u64(j, "devices.0.device_total.limit_refused_count"), 0, "not the budget's refusal");
+    cr_expect_eq(jpath_u64(j, "devices.0.device.failed_count"), 1);
+    json_decref(j);
+    run_free(&r);
+}
+
 /* A thread's per-thread default stream is one per context: captures on device 0's and device 1's
  * at once keep their own bytes and devices; a thread exiting with both live leaves none live. */
 Test(graphs, per_thread_captures_on_two_devices_are_two)

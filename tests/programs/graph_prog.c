@@ -910,6 +910,25 @@ static int scenario_cancel_in_begin(void)
     return 0;
 }
 
+/* Under CUSHIM_DEVICE_LIMIT=16MiB, a cudaMalloc of 64 MiB inside a global-mode capture: the
+ * driver refuses it (cudaErrorStreamCaptureUnsupported) and the capture is invalidated, as without
+ * the shim, rather than the budget answering out of memory and the capture making its graph (a
+ * stress trial). Prints each code and whether a graph came back. */
+static int scenario_budget_malloc_in_capture(void)
+{
+    cudaStream_t s;
+    cudaGraph_t g = NULL;
+    void *p = NULL;
+    CHECK(cudaStreamCreate(&s));
+    CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+    printf("rc_malloc=%d\n", (int)cudaMalloc(&p, 64 * MiB));
+    printf("rc_end=%d\ngraph=%d\n", (int)cudaStreamEndCapture(s, &g), g != NULL);
+    if (g)
+        CHECK(cudaGraphDestroy(g));
+    CHECK(cudaStreamDestroy(s));
+    return 0;
+}
+
 static const struct scenario scenarios[] = {
     {"nodes", scenario_nodes, 1},
     {"capture_malloc", scenario_capture_malloc, 1},
@@ -931,6 +950,7 @@ static const struct scenario scenarios[] = {
     {"fork_during_capture", scenario_fork_during_capture, 1},
     {"many_execs", scenario_many_execs, 1},
     {"first_launch_read", scenario_first_launch_read, 1},
+    {"budget_malloc_in_capture", scenario_budget_malloc_in_capture, 1},
     {"exec_handle_reuse", scenario_exec_handle_reuse, 1},
     {"alloc_during_begin", scenario_alloc_during_begin, 1},
     {"cancel_in_begin", scenario_cancel_in_begin, 1},
