@@ -331,6 +331,13 @@ Test(watch, top_sorts_by_the_column_asked_for)
     /* curses redraws only what changed: the title's word, bold, in place of DEVICE-TOTAL. */
     cr_expect(strstr(r.out, "H\033(B\033[0;1mPID\033") != NULL, "redrawn by PID:\n%s", r.out);
     run_free(&r);
+    /* Without graph memory there is no GRAPH-POOL column: < moves past it, from PID to OFFLOADED. */
+    snprintf(cmd, sizeof cmd, "printf '<<q' | %s top --interval 60 --iterations 1", cushim_bin());
+    run_cmd(&r, sc, screen_env);
+    cr_expect_eq(r.status, 0, "%s%s", r.out, r.err);
+    cr_expect(strstr(r.out, "OFFLOADED (< > sort, q quits)") != NULL, "by OFFLOADED:\n%s", r.out);
+    cr_expect(strstr(r.out, "GRAPH-POOL (< > sort") == NULL, "no GRAPH-POOL order:\n%s", r.out);
+    run_free(&r);
     const char *bad[] = {cushim_bin(), "top", "-bn1", "-s", "memory", NULL};
     run_cmd(&r, bad, env);
     cr_expect_eq(r.status, 2);

@@ -394,10 +394,14 @@ static int run_screen(double interval, long iterations, enum sort_key key)
     noecho();
     curs_set(0);
     timeout((int)(interval * 1000));
+    bool graphs_shown = false; /* the last frame had a GRAPH-POOL column */
     for (long n = 0; iterations < 0 || n < iterations; n++) {
         struct proc_list l;
         proc_list_collect(&l, NULL, 0, 0);
         sort_list(&l, key);
+        graphs_shown = false;
+        for (int i = 0; i < l.count && !graphs_shown; i++)
+            graphs_shown = has_graph_memory(&l.procs[i]);
         struct sink k = {emit_screen, LINES, 0};
         erase();
         line(&k, 0, ATTR_BOLD, "cushim top: %d process%s, every %.1fs, by %s (< > sort, q quits)",
@@ -413,6 +417,8 @@ static int run_screen(double interval, long iterations, enum sort_key key)
         if (ch == '<' || ch == '>') {
             /* Another order, drawn at once (this frame's time is not waited out). */
             key = (enum sort_key)((key + (ch == '>' ? 1 : SORT_COUNT - 1)) % SORT_COUNT);
+            if (key == SORT_GRAPH_POOL && !graphs_shown) /* no such column on the screen: past it */
+                key = (enum sort_key)((key + (ch == '>' ? 1 : SORT_COUNT - 1)) % SORT_COUNT);
             if (iterations > 0)
                 n--; /* the frame asked for by a key is not one of the N */
             continue;
