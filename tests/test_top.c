@@ -332,6 +332,36 @@ Test(top, top_waits_its_interval_when_stdin_is_at_its_end)
 
 /* A stop signal ends `top -b` with exit 0 after a whole frame, as it ends a repeating `stat`
  * (found by a fresh-user trial: 143). Frames go to a file; the second frame's start is waited for. */
+/* On the screen too: Ctrl-C (SIGINT through the terminal) ends the view with exit 0 and the
+ * terminal restored, as q does (an attack trial: curses' own handler exited 1). The ^C is sent
+ * once the first frame is on the screen (script -f writes the typescript as it goes). */
+Test(top, ctrl_c_ends_the_screen_with_exit_0)
+{
+    const char *segdir = fresh_dir("seg-top-ctrl-c");
+    char typescript[700], rc[700], cmd[3000];
+    snprintf(typescript, sizeof typescript, "%s/top-ctrl-c.typescript", test_dir());
+    snprintf(rc, sizeof rc, "%s/top-ctrl-c.rc", test_dir());
+    unlink(typescript);
+    unlink(rc);
+    snprintf(cmd, sizeof cmd,
+             "(while ! grep -q 'q quits' %s 2>/dev/null; do sleep 0.05; done; printf '\\003'; sleep 30) | "
+             "CUSHIM_SEGMENT_DIR=%s TERM=xterm script -qfec '%s top --interval 60; echo rc=$? > %s' %s",
+             typescript, segdir, cushim_bin(), rc, typescript);
+    const char *argv[] = {"/bin/sh", "-c", cmd, NULL};
+    pid_t sh = spawn_bg(argv, NULL);
+    for (int i = 0; i < 3000 && access(rc, F_OK) != 0; i++)
+        usleep(10000);
+    usleep(100000); /* the echo's line written whole */
+    char *said = slurp(rc);
+    cr_expect_str_eq(said, "rc=0\n");
+    free(said);
+    kill(sh, SIGTERM);
+    wait_bg(sh);
+    char *text = slurp(typescript);
+    cr_expect(text && strstr(text, "\033[?1049l") != NULL, "the terminal restored (rmcup)");
+    free(text);
+}
+
 Test(top, a_stop_signal_ends_batch_mode_with_exit_0)
 {
     const char *segdir = fresh_dir("seg-top-stop");

@@ -383,6 +383,10 @@ static int run_screen(double interval, long iterations, enum sort_key key)
     /* The terminal's character set (LANG, LC_ALL, LC_CTYPE): curses shows a UTF-8 command line as
      * its characters, not as escaped bytes. */
     setlocale(LC_CTYPE, "");
+    /* SIGINT (Ctrl-C), SIGTERM and SIGHUP end the view with exit 0, the terminal restored, as q
+     * does: caught before curses starts, which then leaves them to us (its own handler exited 1:
+     * an attack trial). */
+    watch_catch_stop_signals();
     SCREEN *screen = newterm(NULL, stdout, stdin);
     if (!screen) {
         cli_error("cannot use the terminal type \"%s\" (set TERM, e.g. TERM=xterm, or use --batch)",
@@ -412,7 +416,7 @@ static int run_screen(double interval, long iterations, enum sort_key key)
         struct timespec t0, t1;
         clock_gettime(CLOCK_MONOTONIC, &t0);
         int ch = getch();
-        if (ch == 'q' || ch == 'Q')
+        if (ch == 'q' || ch == 'Q' || watch_stopped())
             break;
         if (ch == '<' || ch == '>') {
             /* Another order, drawn at once (this frame's time is not waited out). */
@@ -430,6 +434,8 @@ static int run_screen(double interval, long iterations, enum sort_key key)
              * wait was cut short (a stop and continue, Ctrl-Z then fg): the rest of the interval
              * is slept, and keys are still read at the next frame. */
             watch_sleep(interval - waited);
+        if (watch_stopped())
+            break;
     }
     endwin();
     delscreen(screen);
