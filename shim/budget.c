@@ -147,6 +147,18 @@ static uint64_t claim_idle(int device, uint64_t pool, uint64_t want, uint64_t ow
     return take;
 }
 
+bool budget_held_within(int device, uint64_t bytes)
+{
+    if (!budget_limited(device))
+        return true;
+    uint64_t limit = shim.cfg.device_limit[device];
+    uint64_t held = budget_held(device, atomic_load_explicit(&budget_used[device], memory_order_relaxed));
+    if (held <= limit)
+        return true;
+    budget_refused(device, bytes, held, limit);
+    return false;
+}
+
 void budget_pool_served_done(int device, uint64_t pool, uint64_t served, bool failed)
 {
     if (!served || (unsigned)device >= CUSHIM_MAX_DEVICES)

@@ -157,6 +157,12 @@ void budget_refused(int device, uint64_t bytes, uint64_t held, uint64_t limit);
  * served by the same idle bytes. */
 bool budget_reserve_limited(int device, uint64_t bytes, uint64_t own_idle, uint64_t pool, uint64_t *served);
 
+/* Whether what `device`'s budget holds now, a request's `bytes` already reserved in it, is within
+ * its limit (always true without one); when not, the request is refused (said by budget_refused,
+ * counted; the caller answers CUDA_ERROR_OUT_OF_MEMORY). For a request whose growth was not asked
+ * of budget_reserve_limited: it was to be served from a reserve that went meanwhile. Thread-safe. */
+bool budget_held_within(int device, uint64_t bytes);
+
 /* A served request's real call is done (budget_reserve_limited's *served, from `pool`): its claim
  * is given back; a request that failed also gives the idle bytes back to the device's reserve. */
 void budget_pool_served_done(int device, uint64_t pool, uint64_t served, bool failed);

@@ -160,14 +160,7 @@ static CUresult async_pool_gone_meanwhile(struct async_req *q, size_t bytes, CUr
     budget_pool_served_done(q->device, (uint64_t)(uintptr_t)q->pool, q->served, true);
     q->served = 0;
     q->pool = NULL; /* the entry's pool: the device's current one (async_request_pool) */
-    if (budget_limited(q->device)) {
-        uint64_t held = budget_held(q->device, atomic_load_explicit(&budget_used[q->device], memory_order_relaxed));
-        if (held > shim.cfg.device_limit[q->device]) {
-            budget_refused(q->device, bytes, held, shim.cfg.device_limit[q->device]);
-            return CUDA_ERROR_OUT_OF_MEMORY;
-        }
-    }
-    return real(dptr, bytes, stream);
+    return budget_held_within(q->device, bytes) ? real(dptr, bytes, stream) : CUDA_ERROR_OUT_OF_MEMORY;
 }
 
 /* cuMemAllocAsync draws from the device's current pool; offloaded like cuMemAlloc_v2 when the

@@ -37,22 +37,15 @@ static CUresult alloc_with_policy(__typeof__(&cuMemAlloc_v2) real_, CUdeviceptr 
     CUcontext ctx;
     int device = shim_current_device(&ctx);
     CUresult r;
-    if (unlikely(budget_limited(device) && capture_prohibits_here())) {
-        /* A live capture prohibits this call here (cuda.h cuThreadExchangeStreamCaptureMode:
-         * "potentially unsafe" calls): the driver's refusal comes first, which invalidates the
-         * capture as the program expects; a budget's out of memory in its place left the capture
-         * valid and its graph made (a stress trial). Kept past the budget if it succeeds. */
-        r = real_(dptr, bytesize);
-        if (r == CUDA_SUCCESS) {
-            budget_reserve_always(device, bytesize);
-            track_alloc_on(&shim.ptrs, CUSHIM_KIND_DEVICE, *dptr, bytesize, device, ctx,
-                           SHIM_F_PLACED | SHIM_F_RESERVED);
-            return r;
-        }
-        account_fail(device, CUSHIM_KIND_DEVICE);
-        return r;
-    }
-    if (unlikely(!budget_reserve(device, bytesize))) {
+    /* A live capture that prohibits this call here (cuda.h cuThreadExchangeStreamCaptureMode:
+     * "potentially unsafe" calls): the driver's refusal comes first, which invalidates the capture
+     * as the program expects; a budget's out of memory in its place left the capture valid and
+     * its graph made (a stress trial). Reserved past the budget, kept if it succeeds (no spill:
+     * a capture is live). */
+    bool prohibited = budget_limited(device) && capture_prohibits_here();
+    if (unlikely(prohibited))
+        budget_reserve_always(device, bytesize);
+    if (unlikely(!prohibited && !budget_reserve(device, bytesize))) {
         /* Over this process's budget: out of memory, as a full device would say. */
         r = CUDA_ERROR_OUT_OF_MEMORY;
     } else {
