@@ -598,11 +598,17 @@ static bool event_done(struct deferred *d, CUresult q, bool *lasting)
     return true;
 }
 
+/* Whether slot d's block or event is of context ctx. */
+static bool slot_of(const struct deferred *d, uint64_t ctx)
+{
+    return d->e.ctx == ctx || d->event_ctx == ctx;
+}
+
 /* Whether slot d's block or event is of a context whose teardown is in flight (under the lock). */
 static bool slot_closing(const struct deferred *d)
 {
     for (unsigned c = 0; c < closing_n; c++)
-        if (d->e.ctx == closing[c].ctx || d->event_ctx == closing[c].ctx)
+        if (slot_of(d, closing[c].ctx))
             return true;
     return false;
 }
@@ -783,8 +789,7 @@ bool offload_context_closing(uint64_t ctx)
     for (;;) {
         bool busy = false;
         for (unsigned i = 0; i < DEFERRED_MAX && !busy; i++)
-            busy = deferred[i].state == SLOT_POLLING &&
-                   (deferred[i].e.ctx == ctx || deferred[i].event_ctx == ctx);
+            busy = deferred[i].state == SLOT_POLLING && slot_of(&deferred[i], ctx);
         if (!busy || shim_clock_ns(CLOCK_MONOTONIC) > until)
             break;
         deferred_release();
