@@ -1,7 +1,6 @@
 /* cushim ps [--json]: one line per process under cushim: pid, user, devices, device current/peak
  * (summed over its devices), phase, command; segments of dead processes are marked stale. --json:
  * the same as a JSON array (docs/SUMMARY-JSON.md, "cushim ps --json"). */
-#include <pwd.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -93,16 +92,12 @@ static int is_copy(const struct ps_arg *a, const struct seg_entry *e)
 static int row(struct seg_entry *e, void *argp)
 {
     struct ps_arg *a = argp;
-    char user[32], cur[32], peak[32], devs[128] = "", cmd[CUSHIM_COMMAND_MAX];
-    struct passwd *pw = getpwuid(e->uid);
-    /* A uid without a name is shown as its number, as ps(1) and `cushim top` do. */
-    if (pw)
-        snprintf(user, sizeof user, "%s", pw->pw_name);
-    else
-        snprintf(user, sizeof user, "%u", (unsigned)e->uid);
+    char cur[32], peak[32], devs[128] = "", cmd[CUSHIM_COMMAND_MAX];
+    bool named;
+    const char *user = user_label(e->uid, &named); /* a uid without a name: its number, as top */
     if (!e->ok) {
         if (a->json)
-            json_row(a->json, e, pw ? pw->pw_name : NULL, "invalid");
+            json_row(a->json, e, named ? user : NULL, "invalid");
         else
             printf("%7d %-10s %-7s %s: %s\n", (int)e->pid, user, "invalid", e->path, e->err);
         a->invalid++;
@@ -112,7 +107,7 @@ static int row(struct seg_entry *e, void *argp)
     cushim_device_list(&e->snap, devs, sizeof devs, 8);
     const char *state = e->stale ? "stale" : is_copy(a, e) ? "copy" : "live";
     if (a->json) {
-        json_row(a->json, e, pw ? pw->pw_name : NULL, state);
+        json_row(a->json, e, named ? user : NULL, state);
         a->rows++;
         return 0;
     }

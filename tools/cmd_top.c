@@ -6,7 +6,6 @@
 #include <stdarg.h>
 #include <errno.h>
 #include <limits.h>
-#include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -147,29 +146,6 @@ static int has_graph_memory(const struct cushim_snapshot *p)
     return graph_pool_sum(p) != 0 || proc_sum(p, CUSHIM_DEV_graph_alloc_node_bytes) != 0;
 }
 
-/* The USER column: the name of the uid that owns the process's segment (as `cushim ps` shows
- * it: the host's uid of a rootless container's root), else the number. Names
- * are looked up once per uid (a frame a second must not ask NSS, LDAP say, for every row): 32 kept. */
-static const char *user_label(uint32_t uid)
-{
-    static struct {
-        uint32_t uid;
-        char name[33];
-    } seen[32];
-    static int nseen, next;
-    for (int i = 0; i < nseen; i++)
-        if (seen[i].uid == uid)
-            return seen[i].name;
-    int i = nseen < 32 ? nseen++ : next++ % 32;
-    struct passwd *pw = getpwuid((uid_t)uid);
-    seen[i].uid = uid;
-    if (pw)
-        snprintf(seen[i].name, sizeof seen[i].name, "%s", pw->pw_name);
-    else
-        snprintf(seen[i].name, sizeof seen[i].name, "%u", (unsigned)uid);
-    return seen[i].name;
-}
-
 /* One frame below a title line (y = 0, written by the caller). */
 static void frame(struct sink *k, const struct proc_list *l)
 {
@@ -250,7 +226,7 @@ static void frame(struct sink *k, const struct proc_list *l)
         cushim_device_list(p, devs, sizeof devs, 8);
         char pid[16], limit[48] = "", user[48] = "";
         if (users)
-            snprintf(user, sizeof user, "%-10.10s ", user_label(p->file_uid));
+            snprintf(user, sizeof user, "%-10.10s ", user_label(p->file_uid, NULL));
         if (limits)
             limit_label(p, limit, sizeof limit);
         if (graphs) {

@@ -1,5 +1,6 @@
 #include "tools/collect.h"
 
+#include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -254,4 +255,30 @@ void proc_list_free(struct proc_list *l)
     free(l->gone);
     free(l->unreadable);
     memset(l, 0, sizeof *l);
+}
+
+const char *user_label(uint32_t uid, bool *named)
+{
+    static struct {
+        uint32_t uid;
+        bool named;
+        char name[33];
+    } seen[32];
+    static int nseen, next;
+    int i = 0;
+    while (i < nseen && seen[i].uid != uid)
+        i++;
+    if (i == nseen) {
+        i = nseen < 32 ? nseen++ : next++ % 32;
+        struct passwd *pw = getpwuid((uid_t)uid);
+        seen[i].uid = uid;
+        seen[i].named = pw != NULL;
+        if (pw)
+            snprintf(seen[i].name, sizeof seen[i].name, "%s", pw->pw_name);
+        else
+            snprintf(seen[i].name, sizeof seen[i].name, "%u", (unsigned)uid);
+    }
+    if (named)
+        *named = seen[i].named;
+    return seen[i].name;
 }

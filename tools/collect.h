@@ -4,6 +4,8 @@
 #ifndef CUSHIM_COLLECT_H
 #define CUSHIM_COLLECT_H
 
+#include <stdbool.h>
+
 #include "tools/cli.h"
 
 /* A segment whose process is gone: its pid and path (owned by the list), and the `cushim run`
@@ -76,5 +78,11 @@ int proc_peak_lowered(const struct cushim_snapshot *s);
 
 /* `bytes` formatted (cushim_format_bytes) into buf, after a '^' when `lowered`. Returns buf. */
 const char *peak_label(uint64_t bytes, int lowered, char *buf, size_t len);
+
+/* The user who owns a segment, as ps's USER and top's USER column show it: the name of `uid`,
+ * else its number (as ps(1)); *named (if not NULL) says which. Names are looked up once per uid (a
+ * top frame a second must not ask NSS, LDAP say, for every row): 32 kept. Static storage, valid
+ * until 32 other uids have been asked. Not thread-safe. */
+const char *user_label(uint32_t uid, bool *named);
 
 #endif
