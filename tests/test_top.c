@@ -345,8 +345,10 @@ Test(top, ctrl_c_ends_the_screen_with_exit_0)
     unlink(rc);
     snprintf(cmd, sizeof cmd,
              "(while ! grep -q 'q quits' %s 2>/dev/null; do sleep 0.05; done; printf '\\003'; sleep 30) | "
-             "CUSHIM_SEGMENT_DIR=%s TERM=xterm script -qfec '%s top --interval 60; echo rc=$? > %s' %s",
-             typescript, segdir, cushim_bin(), rc, typescript);
+             "{ CUSHIM_SEGMENT_DIR=%s TERM=xterm script -qfec 'exec %s top --interval 60' %s; echo rc=$? > %s; }",
+             typescript, segdir, cushim_bin(), typescript, rc);
+    /* top is exec'd on the pseudo-terminal, alone in its foreground process group: a shell there (script runs
+     * $SHELL -c) would get the same SIGINT, and dash dies of it; script -e passes top's exit status on. */
     const char *argv[] = {"/bin/sh", "-c", cmd, NULL};
     pid_t sh = spawn_bg(argv, NULL);
     for (int i = 0; i < 3000 && access(rc, F_OK) != 0; i++)
