@@ -252,11 +252,42 @@ static int reserve(int fd, size_t size)
     return 0;
 }
 
+/* The uid the kernel shows for an owner that this user namespace does not map (proc(5),
+ * /proc/sys/kernel/overflowuid; 65534 by default). */
+static unsigned overflow_uid(void)
+{
+    char buf[16] = "";
+    int fd = open("/proc/sys/kernel/overflowuid", O_RDONLY | O_CLOEXEC);
+    ssize_t n = fd >= 0 ? read(fd, buf, sizeof buf - 1) : -1;
+    if (fd >= 0)
+        close(fd);
+    unsigned uid = 65534;
+    if (n > 0 && sscanf(buf, "%u", &uid) != 1)
+        uid = 65534;
+    return uid;
+}
+
+/* A segment directory that another user owns (not root, and not an owner this namespace cannot
+ * map: a tmpfs shared into a rootless container) lets that user remove this process's segment
+ * and so hide it from every reader (a fresh-user trial: a link to such a directory was taken
+ * silently). Used all the same, as configured; said once. */
+static void warn_foreign_dir(const char *dir)
+{
+    struct stat st;
+    if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid == geteuid() || st.st_uid == 0 ||
+        st.st_uid == overflow_uid())
+        return;
+    LOG_WARN("the segment directory %s is uid %u's: that user can remove this process's segment, "
+             "hiding it from `cushim ps`, `top`, `stat` and the metrics (use a directory of this "
+             "user's or root's)", dir, (unsigned)st.st_uid);
+}
+
 struct cushim_segment *segment_create(const struct cushim_config *c, unsigned flags,
                                       uint64_t run_id, char *path, size_t pathlen)
 {
     size_t size = sizeof(struct cushim_segment);
     struct cushim_segment *s = MAP_FAILED;
+    warn_foreign_dir(c->segment_dir);
     /* The segment is made complete in an unnamed file (O_TMPFILE), then given its name: a process
      * killed while making it leaves nothing behind, and a reader never sees it half made. Where
      * the directory's file system cannot (or /proc is missing), the file is named first and its

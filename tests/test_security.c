@@ -3,6 +3,7 @@
 #include <criterion/criterion.h>
 #include <pwd.h>
 #include <dirent.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stddef.h>
@@ -714,6 +715,41 @@ Test(security, a_taken_segment_name_is_worked_around)
     char *text = slurp(log);
     cr_expect(strstr(text, want) != NULL, "stderr of the program (%s):\n%s", log, text);
     free(text);
+}
+
+/* A segment directory another user owns is used as configured, and said: that user could remove
+ * the segment and hide the process (a fresh-user trial: reached through a link, it was silent). */
+Test(security, a_segment_directory_of_another_user_is_said)
+{
+    if (geteuid() != 0) {
+        printf("not run: needs root to give a directory to another user\n");
+        cr_skip_test("not run: needs root to give a directory to another user");
+    }
+    const char *mine = fresh_dir("seg-mine"), *theirs = fresh_dir("seg-theirs");
+    cr_assert_eq(chown(theirs, 65533, 65533), 0, "%s", strerror(errno));
+    char link[700];
+    snprintf(link, sizeof link, "%s/seg-link", test_dir());
+    unlink(link);
+    cr_assert_eq(symlink(theirs, link), 0, "%s", strerror(errno));
+    const char *dirs[] = {mine, link};
+    for (int i = 0; i < 2; i++) {
+        char seg[800], want[1000];
+        snprintf(seg, sizeof seg, "CUSHIM_SEGMENT_DIR=%s", dirs[i]);
+        const char *extra[] = {preload_env(), seg, NULL};
+        const char *argv[] = {program("rt_prog"), "peaks", NULL};
+        struct run_result r;
+        run_cmd(&r, argv, sim_env(extra));
+        cr_expect_eq(r.status, 0, "%s%s", r.out, r.err);
+        snprintf(want, sizeof want, "] warn: the segment directory %s is uid 65533's: that user can remove this "
+                 "process's segment, hiding it from `cushim ps`, `top`, `stat` and the metrics (use a directory of "
+                 "this user's or root's)\n", link);
+        if (i == 0)
+            cr_expect(strstr(r.err, "the segment directory") == NULL, "the user's own directory: %s", r.err);
+        else
+            cr_expect(strstr(r.err, want) != NULL, "stderr of the program:\n%s", r.err);
+        run_free(&r);
+    }
+    unlink(link);
 }
 
 /* An exporter run as its own user with only CAP_DAC_READ_SEARCH (systemd AmbientCapabilities)
