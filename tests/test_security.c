@@ -215,6 +215,58 @@ Test(security, a_user_without_a_name_is_shown_by_number)
     cr_expect_eq(wait_bg(setpriv), 0);
 }
 
+/* A user name longer than the USER column is cut the same way by ps and top, marked with '+'
+ * (a fresh-user trial: ps printed it whole, shifting the row; top cut it without a mark). */
+Test(security, a_long_user_name_is_cut_alike_by_ps_and_top)
+{
+    if (geteuid() != 0) {
+        printf("not run: needs root to run a program as another user (setpriv)\n");
+        cr_skip_test("not run: needs root to switch users");
+    }
+    char name[64] = "", uid[16] = "";
+    setpwent();
+    for (struct passwd *pw; (pw = getpwent()) != NULL;)
+        if (strlen(pw->pw_name) > 10 && strlen(pw->pw_name) < sizeof name && pw->pw_uid != 0) {
+            snprintf(name, sizeof name, "%s", pw->pw_name);
+            snprintf(uid, sizeof uid, "%u", (unsigned)pw->pw_uid);
+            break;
+        }
+    endpwent();
+    if (!name[0]) {
+        printf("not run: no user here has a name longer than 10 characters\n");
+        cr_skip_test("not run: no user here has a name longer than 10 characters");
+    }
+    struct held h;
+    pid_t pid, setpriv = start_hold_as(uid, &h, "long-name", "ready-long-name", &pid);
+    const char *roots_argv[] = {program("rt_prog"), "hold", NULL};
+    pid_t roots = spawn_bg(roots_argv, sim_env(h.extra));
+    pid_t both[2];
+    wait_ready(h.ready, 2, both);
+    const char *env[] = {h.seg, NULL};
+    char cut[16], row[128];
+    snprintf(cut, sizeof cut, "%.9s+", name);
+    struct run_result r;
+    const char *ps[] = {cushim_bin(), "ps", NULL};
+    run_cmd(&r, ps, env);
+    cr_expect_eq(r.status, 0, "%s", r.err);
+    snprintf(row, sizeof row, "\n%7d %s live    0            1.00 MiB     4.00 MiB run         ", (int)pid, cut);
+    cr_expect(strstr(r.out, row) != NULL, "want %s in:\n%s", row, r.out);
+    run_free(&r);
+    const char *top[] = {cushim_bin(), "top", "-bn1", NULL};
+    run_cmd(&r, top, env);
+    snprintf(row, sizeof row, "\n%7d %s 0        run             1.00 MiB   4.00 MiB       0 B       0 B  ", (int)pid, cut);
+    cr_expect(strstr(r.out, row) != NULL, "want %s in:\n%s", row, r.out);
+    run_free(&r);
+    const char *ps_json[] = {cushim_bin(), "ps", "--json", NULL};
+    run_cmd(&r, ps_json, env);
+    snprintf(row, sizeof row, "\"user\": \"%s\"", name);
+    cr_expect(strstr(r.out, row) != NULL, "JSON has the whole name: %s", r.out);
+    run_free(&r);
+    touch(h.hold);
+    cr_expect_eq(wait_bg(setpriv), 0);
+    cr_expect_eq(wait_bg(roots), 0);
+}
+
 /* How many lines of text have `word` as a whole field (separated by spaces). */
 static int count_lines_with(const char *text, const char *word)
 {

@@ -94,12 +94,14 @@ static int row(struct seg_entry *e, void *argp)
     struct ps_arg *a = argp;
     char cur[32], peak[32], devs[128] = "", cmd[CUSHIM_COMMAND_MAX];
     bool named;
+    char user_cut[USER_COLUMN + 8];
     const char *user = user_label(e->uid, &named); /* a uid without a name: its number, as top */
+    const char *shown_user = user_column(e->uid, user_cut, sizeof user_cut); /* the text's column */
     if (!e->ok) {
         if (a->json)
             json_row(a->json, e, named ? user : NULL, "invalid");
         else
-            printf("%7d %-10s %-7s %s: %s\n", (int)e->pid, user, "invalid", e->path, e->err);
+            printf("%7d %-10s %-7s %s: %s\n", (int)e->pid, shown_user, "invalid", e->path, e->err);
         a->invalid++;
         return 0;
     }
@@ -119,7 +121,7 @@ static int row(struct seg_entry *e, void *argp)
      * trial: a card sized from ps after a server's reset would be too small). */
     int lowered = proc_peak_lowered(&e->snap);
     a->reset += lowered;
-    printf("%s%7s %-10s %-7s %-8s %12s %12s %-11s %s%s\n", on, cushim_pid_label(&e->snap, pid, sizeof pid), user,
+    printf("%s%7s %-10s %-7s %-8s %12s %12s %-11s %s%s\n", on, cushim_pid_label(&e->snap, pid, sizeof pid), shown_user,
            state, devs, cushim_format_bytes(c, cur, sizeof cur), peak_label(p, lowered, peak, sizeof peak),
            cushim_phase_label(&e->snap, phase, sizeof phase),
            cushim_text_printable(e->snap.command, cmd, sizeof cmd), off);

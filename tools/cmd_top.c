@@ -225,8 +225,10 @@ static void frame(struct sink *k, const struct proc_list *l)
         uint64_t pin = pinned_sum(p), offl = kind_sum(p, CUSHIM_KIND_OFFLOADED);
         cushim_device_list(p, devs, sizeof devs, 8);
         char pid[16], limit[48] = "", user[48] = "";
-        if (users)
-            snprintf(user, sizeof user, "%-10.10s ", user_label(p->file_uid, NULL));
+        if (users) {
+            char cut[USER_COLUMN + 8];
+            snprintf(user, sizeof user, "%-10s ", user_column(p->file_uid, cut, sizeof cut));
+        }
         if (limits)
             limit_label(p, limit, sizeof limit);
         if (graphs) {

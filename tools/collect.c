@@ -282,3 +282,18 @@ const char *user_label(uint32_t uid, bool *named)
         *named = seen[i].named;
     return seen[i].name;
 }
+
+const char *user_column(uint32_t uid, char *buf, size_t len)
+{
+    const char *name = user_label(uid, NULL);
+    size_t n = strlen(name);
+    if (n <= USER_COLUMN) {
+        snprintf(buf, len, "%s", name);
+        return buf;
+    }
+    n = USER_COLUMN - 1;
+    while (n > 0 && ((unsigned char)name[n] & 0xc0) == 0x80) /* not inside a UTF-8 character */
+        n--;
+    snprintf(buf, len, "%.*s+", (int)n, name);
+    return buf;
+}

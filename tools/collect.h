@@ -85,4 +85,14 @@ const char *peak_label(uint64_t bytes, int lowered, char *buf, size_t len);
  * until 32 other uids have been asked. Not thread-safe. */
 const char *user_label(uint32_t uid, bool *named);
 
+/* USER_COLUMN columns: the width of ps's and top's USER column. */
+#define USER_COLUMN 10
+
+/* user_label(uid) as the USER column shows it, into buf (len bytes, at least USER_COLUMN + 1): a
+ * label longer than USER_COLUMN bytes is cut to USER_COLUMN - 1 and ends in '+' (as top(1)), so
+ * that a row keeps its columns and a cut name is never taken for a whole one (a fresh-user trial:
+ * ps printed long names whole, shifting the row, and top cut them silently). A UTF-8 character is
+ * never split. Returns buf. Not thread-safe (user_label). */
+const char *user_column(uint32_t uid, char *buf, size_t len);
+
 #endif
