@@ -105,7 +105,8 @@ void run_usage(FILE *f)
             "                    jq, a FILE, or the program's output sent elsewhere)\n"
             "  --quiet           do not print the summary\n"
             "  -h, --help        this help\n\n"
-            "Configuration (option = environment variable; the variable works with plain LD_PRELOAD):\n");
+            "Configuration (option = environment variable; an option given replaces the variable's\n"
+            "value; the variable works with plain LD_PRELOAD):\n");
     for (int i = 0; i < CUSHIM_OPT_COUNT; i++) {
         const struct cushim_option_info *o = &cushim_option_table[i];
         if (internal_option(i))
