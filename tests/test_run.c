@@ -292,6 +292,8 @@ Test(run, a_killed_program_is_reported_from_its_segment)
     json_t *j = json_load(json);
     cr_expect_eq(jpath_u64(j, "pid"), (uint64_t)pid);
     cr_expect(json_is_false(jpath(j, "exited")));
+    cr_expect(json_is_null(jpath(j, "exit_code")));
+    cr_expect_eq(json_integer_value(jpath(j, "exit_signal")), SIGKILL);
     cr_expect_eq(jpath_u64(j, "devices.0.device.current_bytes"), (1 << 20) + 4096);
     cr_expect_eq(jpath_u64(j, "devices.0.device.peak_bytes"), (4 << 20) + 4096);
     json_decref(j);
@@ -313,6 +315,8 @@ Test(run, an_exec_keeps_the_top_level)
     cr_expect_eq(jpath_u64(j, "devices.0.device.peak_bytes"), 350, "env exec'd rt_prog: same process");
     cr_expect(json_is_true(jpath(j, "exited")));
     cr_expect_eq(json_array_size(jpath(j, "descendants")), 0);
+    cr_expect(json_is_integer(jpath(j, "exit_code")) && json_integer_value(jpath(j, "exit_code")) == 0);
+    cr_expect(json_is_null(jpath(j, "exit_signal")));
     json_decref(j);
     run_free(&r);
 }

@@ -105,7 +105,7 @@ static void synth_top(struct cushim_snapshot *s, pid_t pid, char **argv, int sta
 /* Writes the run's JSON to f (opened before the run) and closes it: 0, or an errno (for
  * cli_output_strerror) for the caller to say after the summary. */
 static int write_json(struct cli_output *out, const struct cushim_snapshot *top, const struct collected *c,
-                      int disabled)
+                      int disabled, int status)
 {
     struct jsonw w;
     jsonw_init(&w, out->f);
@@ -117,6 +117,16 @@ static int write_json(struct cli_output *out, const struct cushim_snapshot *top,
         cushim_json_process(&w, NULL, &c->desc[i], 1);
     jsonw_array_end(&w);
     jsonw_u64(&w, "descendants_still_running", (uint64_t)c->running);
+    /* How the launched program ended (waitpid(2)): its exit status, or the signal that ended it
+     * (a fresh-user trial: only the text summary said). */
+    if (WIFEXITED(status))
+        jsonw_i64(&w, "exit_code", WEXITSTATUS(status));
+    else
+        jsonw_string(&w, "exit_code", NULL);
+    if (WIFSIGNALED(status))
+        jsonw_i64(&w, "exit_signal", WTERMSIG(status));
+    else
+        jsonw_string(&w, "exit_signal", NULL);
     jsonw_object_end(&w);
     if (cli_output_commit(out) == 0)
         return 0;
@@ -472,7 +482,7 @@ int cmd_run(int argc, char **argv)
         cli_error("cannot write --json \"%s\": %s", json, cli_output_strerror(errno));
         if (code == 0)
             code = EXIT_USAGE;
-    } else if (json && (json_error = write_json(&json_out, top, &c, cfg.disable)) != 0 && code == 0) {
+    } else if (json && (json_error = write_json(&json_out, top, &c, cfg.disable, status)) != 0 && code == 0) {
         code = EXIT_USAGE;
     }
     int policy_asked = cfg.offload != CUSHIM_OFFLOAD_OFF || cfg.spill;
