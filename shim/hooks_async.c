@@ -62,9 +62,19 @@ static inline __attribute__((always_inline)) void async_begin(struct async_req *
         q->placed = SHIM_F_PLACED;
     }
     /* cuda.h cuMemAllocAsync: "The allocation comes from the memory pool current to the stream's
-     * device"; a pool names its own (pool_kind). */
-    q->device = pool ? shim_current_device(&q->ctx) : shim_stream_device(stream, &q->ctx);
-    q->kind = pool_kind(pool, &q->device);
+     * device"; a pool names its own (pool_kind). One on no device (a host or host-NUMA pool, or a
+     * pool never seen made) counts on the stream's device, which a stream has also when no
+     * context is current (cuda.h cuMemAllocFromPoolAsync refuses only a "default stream specified
+     * with no current context"; a review: the current context's device was taken, and with none
+     * the allocation went uncounted). */
+    q->kind = CUSHIM_KIND_ASYNC;
+    q->device = -1;
+    if (pool)
+        q->kind = pool_kind(pool, &q->device);
+    if (q->device >= 0)
+        (void)shim_current_device(&q->ctx);
+    else
+        q->device = shim_stream_device(stream, &q->ctx);
     q->capturing = capture_stream_is_capturing(stream, pt);
     q->pool = pool;
     q->reserved = false;

@@ -151,9 +151,12 @@ RT_TEST(pool_locations)
     cr_expect_eq(jpath_u64(j, "devices.1.async.current_bytes"), kv_u64(r.out, "sim.async.1"));
     cr_expect_eq(jpath_u64(j, "devices.1.device_total.current_bytes"), 2 * MiB);
     expect_kind(j, 0, "async", 0, 0, 0, 0, 0);
-    /* The host's default pool (CUDA 13): pinned host memory, counted on the current device. */
-    expect_kind(j, 0, "pinned_host", MiB, MiB, 1, 0, 0);
+    /* The host's default pool (CUDA 13): pinned host memory, counted on the stream's device (also
+     * with no context current: 1 + 4 MiB on device 0; 3 MiB from a stream of device 1). */
+    expect_kind(j, 0, "pinned_host", 5 * MiB, 5 * MiB, 2, 0, 0);
     cr_expect_eq(jpath_u64(j, "devices.0.pinned_host.current_bytes"), kv_u64(r.out, "sim.pinned_host.0"));
+    expect_kind(j, 1, "pinned_host", 3 * MiB, 3 * MiB, 1, 0, 0);
+    cr_expect_eq(jpath_u64(j, "devices.1.pinned_host.current_bytes"), kv_u64(r.out, "sim.pinned_host.1"));
     cr_expect_eq(jpath_u64(j, "devices.0.device_total.current_bytes"), 0);
     json_decref(j);
     run_free(&r);

@@ -1493,6 +1493,28 @@ static int scenario_pool_locations(void)
     if (get(&hp, &host, CU_MEM_ALLOCATION_TYPE_PINNED) != CUDA_SUCCESS)
         return 20;
     CHECK(cudaMallocFromPoolAsync(&b, MiB, (cudaMemPool_t)hp, s));
+    /* A pool on no device counts on the stream's (a review: it took the current context's
+     * device, and none with no context current, cuda.h cuMemAllocFromPoolAsync refusing only
+     * "default stream specified with no current context"): 3 MiB on a stream of device 1 while
+     * device 0 is current; 4 MiB on device 0's stream with no context current. */
+    cudaStream_t s1;
+    void *c;
+    CHECK(cudaSetDevice(1));
+    CHECK(cudaStreamCreate(&s1));
+    CHECK(cudaSetDevice(0));
+    CHECK(cudaMallocFromPoolAsync(&c, 3 * MiB, (cudaMemPool_t)hp, s1));
+    PFN_cuCtxGetCurrent_v4000 get_current = entry("cuCtxGetCurrent", 4000);
+    PFN_cuCtxSetCurrent_v4000 set_current = entry("cuCtxSetCurrent", 4000);
+    PFN_cuMemAllocFromPoolAsync_v11020 from_pool = entry("cuMemAllocFromPoolAsync", 11020);
+    CUcontext ctx;
+    CUdeviceptr dp;
+    if (get_current(&ctx) != CUDA_SUCCESS || set_current(NULL) != CUDA_SUCCESS)
+        return 21;
+    if (from_pool(&dp, 4 * MiB, hp, (CUstream)s) != CUDA_SUCCESS)
+        return 22;
+    if (set_current(ctx) != CUDA_SUCCESS)
+        return 23;
+    CHECK(cudaStreamSynchronize(s1));
 #endif
     CHECK(cudaStreamSynchronize(s));
     return 0;
