@@ -188,7 +188,8 @@ COPY_PEER(cuMemcpyPeerAsync_ptsz, cuMemcpyAsync_ptsz, (PEER_PARAMS, CUstream hSt
  * base address", with the same address and pitch: the copy is the same, and defined for host
  * memory. The caller's descriptor is copied, never changed. A device or unified side that reaches
  * past the offloaded range's requested size is refused (CUDA_ERROR_INVALID_VALUE), as the driver
- * refuses one past a device allocation, instead of copying past the pinned block. */
+ * refuses one past a device allocation, instead of copying past the pinned block; the driver's own
+ * refusal first (refused; a review: no current context gave the shim's INVALID_VALUE). */
 
 /* offload_span for one side of a pitched copy, from its base address. cuda.h CUDA_MEMCPY2D: the
  * copy starts srcY rows of srcPitch bytes and srcXInBytes bytes into the side and covers Height
@@ -226,7 +227,18 @@ static int pitched_span(uint64_t base, uint64_t x, uint64_t y, uint64_t z, uint6
     ((d).side##MemoryType == CU_MEMORYTYPE_DEVICE || (d).side##MemoryType == CU_MEMORYTYPE_UNIFIED \
          ? span(d, side) : 0)
 
-#define COPY_PITCHED(sym, desc_t, span, params, args)                                          \
+/* A side's address for a probe (refused): its host pointer or its device/unified address. */
+#define SIDE_ADDR(d, side)                                                                    \
+    ((d).side##MemoryType == CU_MEMORYTYPE_HOST ? (CUdeviceptr)(uintptr_t)(d).side##Host : (d).side##Device)
+/* Probes for the pitched copies' refusal: the unified copy of nothing between the same sides on
+ * the same stream (as the 1D copies'); a peer copy's contexts, as its driver checks them. */
+#define PROBE_SYNC(u) (REAL(u) ? REAL(u)(SIDE_ADDR(d, dst), SIDE_ADDR(d, src), 0) : CUDA_SUCCESS)
+#define PROBE_ASYNC(u, pt)                                                                    \
+    (REAL(u) && !capture_stream_is_capturing(hStream, pt)                                     \
+         ? REAL(u)(SIDE_ADDR(d, dst), SIDE_ADDR(d, src), 0, hStream) : CUDA_SUCCESS)
+#define PROBE_PEER peer_contexts(d.dstContext, d.srcContext)
+
+#define COPY_PITCHED(sym, desc_t, span, params, args, probe)                                   \
     SHIM_EXPORT CUresult CUDAAPI sym params                                                    \
     {                                                                                          \
         REAL_OR_FAIL(sym);                                                                     \
@@ -235,7 +247,7 @@ static int pitched_span(uint64_t base, uint64_t x, uint64_t y, uint64_t z, uint6
             d = *pCopy;                                                                        \
             int s_ = SIDE_SPAN(d, src, span), d_ = SIDE_SPAN(d, dst, span);                    \
             if (s_ < 0 || d_ < 0)                                                              \
-                return CUDA_ERROR_INVALID_VALUE;                                               \
+                return refused(CUDA_ERROR_INVALID_VALUE, probe);                               \
             if (s_ && d.srcMemoryType == CU_MEMORYTYPE_DEVICE)                                 \
                 d.srcMemoryType = CU_MEMORYTYPE_UNIFIED;                                       \
             if (d_ && d.dstMemoryType == CU_MEMORYTYPE_DEVICE)                                 \
@@ -244,21 +256,21 @@ static int pitched_span(uint64_t base, uint64_t x, uint64_t y, uint64_t z, uint6
         }                                                                                      \
         return real_ args;                                                                     \
     }
-COPY_PITCHED(cuMemcpy2D_v2, CUDA_MEMCPY2D, SPAN_2D, (const CUDA_MEMCPY2D *pCopy), (pCopy))
-COPY_PITCHED(cuMemcpy2D_v2_ptds, CUDA_MEMCPY2D, SPAN_2D, (const CUDA_MEMCPY2D *pCopy), (pCopy))
-COPY_PITCHED(cuMemcpy2DUnaligned_v2, CUDA_MEMCPY2D, SPAN_2D, (const CUDA_MEMCPY2D *pCopy), (pCopy))
-COPY_PITCHED(cuMemcpy2DUnaligned_v2_ptds, CUDA_MEMCPY2D, SPAN_2D, (const CUDA_MEMCPY2D *pCopy), (pCopy))
-COPY_PITCHED(cuMemcpy2DAsync_v2, CUDA_MEMCPY2D, SPAN_2D, (const CUDA_MEMCPY2D *pCopy, CUstream hStream), (pCopy, hStream))
-COPY_PITCHED(cuMemcpy2DAsync_v2_ptsz, CUDA_MEMCPY2D, SPAN_2D, (const CUDA_MEMCPY2D *pCopy, CUstream hStream), (pCopy, hStream))
-COPY_PITCHED(cuMemcpy3D_v2, CUDA_MEMCPY3D, SPAN_3D, (const CUDA_MEMCPY3D *pCopy), (pCopy))
-COPY_PITCHED(cuMemcpy3D_v2_ptds, CUDA_MEMCPY3D, SPAN_3D, (const CUDA_MEMCPY3D *pCopy), (pCopy))
-COPY_PITCHED(cuMemcpy3DAsync_v2, CUDA_MEMCPY3D, SPAN_3D, (const CUDA_MEMCPY3D *pCopy, CUstream hStream), (pCopy, hStream))
-COPY_PITCHED(cuMemcpy3DAsync_v2_ptsz, CUDA_MEMCPY3D, SPAN_3D, (const CUDA_MEMCPY3D *pCopy, CUstream hStream), (pCopy, hStream))
+COPY_PITCHED(cuMemcpy2D_v2, CUDA_MEMCPY2D, SPAN_2D, (const CUDA_MEMCPY2D *pCopy), (pCopy), PROBE_SYNC(cuMemcpy))
+COPY_PITCHED(cuMemcpy2D_v2_ptds, CUDA_MEMCPY2D, SPAN_2D, (const CUDA_MEMCPY2D *pCopy), (pCopy), PROBE_SYNC(cuMemcpy_ptds))
+COPY_PITCHED(cuMemcpy2DUnaligned_v2, CUDA_MEMCPY2D, SPAN_2D, (const CUDA_MEMCPY2D *pCopy), (pCopy), PROBE_SYNC(cuMemcpy))
+COPY_PITCHED(cuMemcpy2DUnaligned_v2_ptds, CUDA_MEMCPY2D, SPAN_2D, (const CUDA_MEMCPY2D *pCopy), (pCopy), PROBE_SYNC(cuMemcpy_ptds))
+COPY_PITCHED(cuMemcpy2DAsync_v2, CUDA_MEMCPY2D, SPAN_2D, (const CUDA_MEMCPY2D *pCopy, CUstream hStream), (pCopy, hStream), PROBE_ASYNC(cuMemcpyAsync, false))
+COPY_PITCHED(cuMemcpy2DAsync_v2_ptsz, CUDA_MEMCPY2D, SPAN_2D, (const CUDA_MEMCPY2D *pCopy, CUstream hStream), (pCopy, hStream), PROBE_ASYNC(cuMemcpyAsync_ptsz, true))
+COPY_PITCHED(cuMemcpy3D_v2, CUDA_MEMCPY3D, SPAN_3D, (const CUDA_MEMCPY3D *pCopy), (pCopy), PROBE_SYNC(cuMemcpy))
+COPY_PITCHED(cuMemcpy3D_v2_ptds, CUDA_MEMCPY3D, SPAN_3D, (const CUDA_MEMCPY3D *pCopy), (pCopy), PROBE_SYNC(cuMemcpy_ptds))
+COPY_PITCHED(cuMemcpy3DAsync_v2, CUDA_MEMCPY3D, SPAN_3D, (const CUDA_MEMCPY3D *pCopy, CUstream hStream), (pCopy, hStream), PROBE_ASYNC(cuMemcpyAsync, false))
+COPY_PITCHED(cuMemcpy3DAsync_v2_ptsz, CUDA_MEMCPY3D, SPAN_3D, (const CUDA_MEMCPY3D *pCopy, CUstream hStream), (pCopy, hStream), PROBE_ASYNC(cuMemcpyAsync_ptsz, true))
 /* CUDA_MEMCPY3D_PEER: the same sides plus srcContext/dstContext, passed unchanged. */
-COPY_PITCHED(cuMemcpy3DPeer, CUDA_MEMCPY3D_PEER, SPAN_3D, (const CUDA_MEMCPY3D_PEER *pCopy), (pCopy))
-COPY_PITCHED(cuMemcpy3DPeer_ptds, CUDA_MEMCPY3D_PEER, SPAN_3D, (const CUDA_MEMCPY3D_PEER *pCopy), (pCopy))
-COPY_PITCHED(cuMemcpy3DPeerAsync, CUDA_MEMCPY3D_PEER, SPAN_3D, (const CUDA_MEMCPY3D_PEER *pCopy, CUstream hStream), (pCopy, hStream))
-COPY_PITCHED(cuMemcpy3DPeerAsync_ptsz, CUDA_MEMCPY3D_PEER, SPAN_3D, (const CUDA_MEMCPY3D_PEER *pCopy, CUstream hStream), (pCopy, hStream))
+COPY_PITCHED(cuMemcpy3DPeer, CUDA_MEMCPY3D_PEER, SPAN_3D, (const CUDA_MEMCPY3D_PEER *pCopy), (pCopy), PROBE_PEER)
+COPY_PITCHED(cuMemcpy3DPeer_ptds, CUDA_MEMCPY3D_PEER, SPAN_3D, (const CUDA_MEMCPY3D_PEER *pCopy), (pCopy), PROBE_PEER)
+COPY_PITCHED(cuMemcpy3DPeerAsync, CUDA_MEMCPY3D_PEER, SPAN_3D, (const CUDA_MEMCPY3D_PEER *pCopy, CUstream hStream), (pCopy, hStream), PROBE_PEER)
+COPY_PITCHED(cuMemcpy3DPeerAsync_ptsz, CUDA_MEMCPY3D_PEER, SPAN_3D, (const CUDA_MEMCPY3D_PEER *pCopy, CUstream hStream), (pCopy, hStream), PROBE_PEER)
 
 SHIM_EXPORT CUresult CUDAAPI cuMemGetAddressRange_v2(CUdeviceptr *pbase, size_t *psize,
                                                      CUdeviceptr dptr)

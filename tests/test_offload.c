@@ -1370,7 +1370,12 @@ Test(offload, rerouted_copies_refuse_what_the_explicit_ones_refuse)
     cr_expect_eq(kv_u64(r.out, "rc_peer_null_dst_ctx"), 201 /* CUDA_ERROR_INVALID_CONTEXT */);
     cr_expect_eq(kv_u64(r.out, "rc_peer_async_null_src_ctx"), 201);
     cr_expect_eq(kv_u64(r.out, "rc_htod_past_no_context"), 201);
+    cr_expect_eq(kv_u64(r.out, "rc_2d_past_no_context"), 201 /* CUDA_ERROR_INVALID_CONTEXT */);
+    cr_expect_eq(kv_u64(r.out, "rc_3d_past_no_context"), 201);
+    cr_expect_eq(kv_u64(r.out, "rc_2d_past"), 1 /* CUDA_ERROR_INVALID_VALUE */);
+    cr_expect_eq(kv_u64(r.out, "rc_3d_past"), 1);
     cr_expect_eq(kv_u64(r.out, "rc_htod_async_past_destroyed_stream"), 400 /* CUDA_ERROR_INVALID_HANDLE */);
+    cr_expect_eq(kv_u64(r.out, "rc_2d_async_past_destroyed_stream"), 400);
     cr_expect_eq(kv_u64(r.out, "rc_htod_past_in_capture"), 900 /* CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED */);
     cr_expect_eq(kv_u64(r.out, "rc_end_capture"), 901 /* CUDA_ERROR_STREAM_CAPTURE_INVALIDATED */);
     json_decref(j);

@@ -967,12 +967,27 @@ static int scenario_reroute_checks(void)
     if (setcur(NULL))
         return 21;
     printf("rc_htod_past_no_context=%d\n", (int)htod(off, host, sizeof host));
+    /* Pitched copies past the offloaded range too (a review: they gave the shim's INVALID_VALUE). */
+    PFN_cuMemcpy2D_v3020 copy2d = entry("cuMemcpy2D", 3020);
+    PFN_cuMemcpy2DAsync_v3020 copy2d_async = entry("cuMemcpy2DAsync", 3020);
+    PFN_cuMemcpy3D_v3020 copy3d = entry("cuMemcpy3D", 3020);
+    CUDA_MEMCPY2D c2 = {.srcMemoryType = CU_MEMORYTYPE_HOST, .srcHost = host, .srcPitch = MiB,
+                        .dstMemoryType = CU_MEMORYTYPE_DEVICE, .dstDevice = off, .dstPitch = MiB,
+                        .WidthInBytes = MiB, .Height = 3};
+    CUDA_MEMCPY3D c3 = {.srcMemoryType = CU_MEMORYTYPE_DEVICE, .srcDevice = off, .srcPitch = MiB, .srcHeight = 1,
+                        .dstMemoryType = CU_MEMORYTYPE_HOST, .dstHost = host, .dstPitch = MiB, .dstHeight = 1,
+                        .WidthInBytes = MiB, .Height = 1, .Depth = 3};
+    printf("rc_2d_past_no_context=%d\n", (int)copy2d(&c2));
+    printf("rc_3d_past_no_context=%d\n", (int)copy3d(&c3));
     if (setcur(ctx))
         return 22;
+    printf("rc_2d_past=%d\n", (int)copy2d(&c2));
+    printf("rc_3d_past=%d\n", (int)copy3d(&c3));
     cudaStream_t gone, s;
     CHECK(cudaStreamCreate(&gone));
     CHECK(cudaStreamDestroy(gone));
     printf("rc_htod_async_past_destroyed_stream=%d\n", (int)htod_async(off, host, sizeof host, (CUstream)gone));
+    printf("rc_2d_async_past_destroyed_stream=%d\n", (int)copy2d_async(&c2, (CUstream)gone));
     CHECK(cudaStreamCreate(&s));
     if (begin((CUstream)s, CU_STREAM_CAPTURE_MODE_GLOBAL))
         return 23;
