@@ -852,6 +852,85 @@ static int cmd_instantiate_lookup(void)
     return 0;
 }
 
+// ---- the simulator's choices (tests/sim/README.md) against the real driver; run without the shim ----
+// Where cuda.h leaves room, the simulated device encodes a reading; each answer here says whether
+// the real driver agrees (tests/gpu/run.py holds the simulator's answers). exec_update_alloc is
+// what the simulator does not model (cuGraphExecUpdate of a graph whose allocation node asks
+// another size): recorded, for the README's note that an update cannot change allocation nodes.
+static int cmd_sim_model(void)
+{
+    CHECK(cudaFree(0));
+    int dev = 0;
+    CHECK(cudaGetDevice(&dev));
+    PFN_cuMemcpyDtoD_v3020 dtod = (PFN_cuMemcpyDtoD_v3020)entry("cuMemcpyDtoD", 3020);
+    PFN_cuMemcpy2D_v3020 copy2d = (PFN_cuMemcpy2D_v3020)entry("cuMemcpy2D", 3020);
+    void *d, *mapped, *dmapped;
+    CHECK(cudaMalloc(&d, 4096));
+    CHECK(cudaHostAlloc(&mapped, 4096, cudaHostAllocMapped));
+    CHECK(cudaHostGetDevicePointer(&dmapped, mapped, 0));
+    // 1. An explicit device-to-device copy from mapped pinned memory's device pointer (simulator:
+    //    CUDA_ERROR_INVALID_VALUE, a D side must be one device-resident allocation).
+    printf("dtod_mapped_pinned=%d\n", (int)dtod((CUdeviceptr)d, (CUdeviceptr)dmapped, 4096));
+    // 2. A 2D copy naming pinned host memory as CU_MEMORYTYPE_DEVICE (simulator: INVALID_VALUE).
+    static unsigned char in[256];
+    CUDA_MEMCPY2D c;
+    memset(&c, 0, sizeof c);
+    c.srcMemoryType = CU_MEMORYTYPE_HOST, c.srcHost = in, c.srcPitch = 64;
+    c.dstMemoryType = CU_MEMORYTYPE_DEVICE, c.dstDevice = (CUdeviceptr)mapped, c.dstPitch = 64;
+    c.WidthInBytes = 64, c.Height = 4;
+    printf("copy2d_pinned_as_device=%d\n", (int)copy2d(&c));
+    // 3. cuMemAllocFromPoolAsync from a host pool on an explicit stream with no context current
+    //    (simulator: CUDA_SUCCESS; cuda.h refuses only the default stream without a context).
+    PFN_cuMemPoolCreate_v11020 create = (PFN_cuMemPoolCreate_v11020)entry_or_null("cuMemPoolCreate", 11020);
+    PFN_cuMemAllocFromPoolAsync_v11020 from_pool = (PFN_cuMemAllocFromPoolAsync_v11020)entry("cuMemAllocFromPoolAsync", 11020);
+    PFN_cuMemFreeAsync_v11020 free_async = (PFN_cuMemFreeAsync_v11020)entry("cuMemFreeAsync", 11020);
+    PFN_cuCtxGetCurrent_v4000 get_cur = (PFN_cuCtxGetCurrent_v4000)entry("cuCtxGetCurrent", 4000);
+    PFN_cuCtxSetCurrent_v4000 set_cur = (PFN_cuCtxSetCurrent_v4000)entry("cuCtxSetCurrent", 4000);
+    cudaStream_t s;
+    CHECK(cudaStreamCreate(&s));
+    CUmemPoolProps props;
+    memset(&props, 0, sizeof props);
+    props.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+    props.location.type = CU_MEM_LOCATION_TYPE_HOST;
+    CUmemoryPool pool = NULL;
+    int rc_pool = create ? (int)create(&pool, &props) : -1;
+    printf("host_pool_create=%d\n", rc_pool);
+    CUcontext ctx = NULL;
+    if (rc_pool == 0 && get_cur(&ctx) == CUDA_SUCCESS && set_cur(NULL) == CUDA_SUCCESS) {
+        CUdeviceptr p = 0;
+        CUresult r = from_pool(&p, MiB, pool, (CUstream)s);
+        printf("host_pool_no_context=%d\n", (int)r);
+        set_cur(ctx);
+        if (r == CUDA_SUCCESS)
+            free_async(p, (CUstream)s);
+    }
+    CHECK(cudaStreamSynchronize(s));
+    // 4. (recorded) cuGraphExecUpdate to a graph whose allocation node asks 2 MiB, the executable
+    //    graph's 1 MiB: CUDA_SUCCESS would mean an update can change allocation nodes.
+    cudaGraph_t g1, g2;
+    cudaGraphExec_t e;
+    void *a;
+    CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+    CHECK(cudaMallocAsync(&a, MiB, s));
+    CHECK(cudaFreeAsync(a, s));
+    CHECK(cudaStreamEndCapture(s, &g1));
+    CHECK(cudaGraphInstantiate(&e, g1, 0));
+    CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+    CHECK(cudaMallocAsync(&a, 2 * MiB, s));
+    CHECK(cudaFreeAsync(a, s));
+    CHECK(cudaStreamEndCapture(s, &g2));
+    cudaGraphExecUpdateResultInfo info;
+    memset(&info, 0, sizeof info);
+    printf("exec_update_alloc=%d exec_update_result=%d\n", (int)cudaGraphExecUpdate(e, g2, &info), (int)info.result);
+    cudaGetLastError();
+    CHECK(cudaGraphExecDestroy(e));
+    CHECK(cudaGraphDestroy(g1));
+    CHECK(cudaGraphDestroy(g2));
+    CHECK(cudaFreeHost(mapped));
+    CHECK(cudaFree(d));
+    return 0;
+}
+
 // ---- budget (run under CUSHIM_DEVICE_LIMIT=1GiB) ----
 // What the budget holds (cushim.h limit_held_bytes) against the driver's own figures: 256 MiB of
 // cudaMalloc beside the default pool keeping a freed 64 MiB (release threshold UINT64_MAX); the
@@ -952,7 +1031,10 @@ static int run_cmd(int argc, char **argv)
         return cmd_budget();
     if (!strcmp(cmd, "offload_edges"))
         return cmd_offload_edges();
+    if (!strcmp(cmd, "sim_model"))
+        return cmd_sim_model();
     fprintf(stderr, "usage: gpu_checks exactness|async|vmm|teardown|hold S|vecadd|sgemm|bandwidth|pinned_cost|"
-                    "overhead SIZE N [async]|threads T N|harmless|instantiate_lookup|budget|offload_edges\n");
+                    "overhead SIZE N [async]|threads T N|harmless|instantiate_lookup|budget|offload_edges|"
+                    "sim_model\n");
     return 2;
 }

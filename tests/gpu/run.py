@@ -438,6 +438,31 @@ def check_offload_edges(suite):
             r, "pass" if ok else "fail")
 
 
+# The simulated device's answers where cuda.h leaves room (tests/sim/README.md, tests/sim/driver/copy.c,
+# async.c): the real driver's differing answer means the simulator, and the tests built on it, encode
+# a wrong reading.
+SIM_MODEL = {"dtod_mapped_pinned": 1, "copy2d_pinned_as_device": 1, "host_pool_no_context": 0}
+
+
+def check_sim_model(suite):
+    r = suite.kv(suite.run([suite.static, "sim_model"], shim=False))
+    differ = ["%s: simulator %d, driver %s" % (k, v, r.get(k)) for k, v in SIM_MODEL.items()
+              if k in r and r[k] != v]
+    missing = [k for k in SIM_MODEL if k not in r]
+    if differ:
+        verdict = "fail: the simulator's reading differs (%s)" % "; ".join(differ)
+    elif missing == ["host_pool_no_context"] and r.get("host_pool_create", 0) != 0:
+        verdict = "pass (no host pool on this driver: cuMemPoolCreate %s)" % r.get("host_pool_create")
+    elif missing:
+        verdict = "fail: no answer for %s" % ", ".join(missing)
+    else:
+        verdict = "pass"
+    return ("the simulated device's choices where cuda.h leaves room, asked of the real driver without the "
+            "shim: %s; recorded too: cuGraphExecUpdate to a graph whose allocation node asks another size "
+            "(exec_update_alloc, exec_update_result)" % ", ".join("%s=%d" % kv for kv in SIM_MODEL.items()),
+            r, verdict)
+
+
 def check_torch_offload_forward(suite):
     outputs = tempfile.mkdtemp(prefix="cushim-gpu-outputs.")  # not in the segment folder
     a = os.path.join(outputs, "plain.pt")
@@ -765,6 +790,7 @@ CHECKS = [
     ("offload_sgemm", check_offload_sgemm, False, "cuBLAS on offloaded memory"),
     ("offload_edges", check_offload_edges, False, "teardown vs polls; a pool made current"),
     ("nvidia_smi", check_nvidia_smi, False, "per-process figure vs nvidia-smi"),
+    ("sim_model", check_sim_model, False, "the simulator's readings vs the driver"),
     ("torch_peak", check_torch_peak, True, "PyTorch caching allocator peak"),
     ("torch_peak_expandable", check_torch_peak_expandable, True, "same with expandable_segments"),
     ("torch_graph", check_torch_graph, True, "PyTorch CUDA graph capture and replay"),
