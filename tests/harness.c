@@ -51,9 +51,12 @@ const char *test_dir(void)
 {
     char *dir = test_dir_path;
     if (!dir[0]) {
-        /* Under the caller's TMPDIR (scripts/test gives one per run and removes it), else /tmp. */
+        /* Under the caller's TMPDIR (scripts/test gives one per run and removes it), else /tmp:
+         * also when it holds a character a shell would split or expand (a space, a quote, $...),
+         * as the tests' shell command lines (system(), sh -c) carry these paths unquoted. */
         const char *base = getenv("TMPDIR");
-        if (!base || base[0] != '/' || strlen(base) > 180)
+        if (!base || base[0] != '/' || strlen(base) > 180 ||
+            base[strspn(base, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789/._+,-")])
             base = "/tmp";
         snprintf(dir, sizeof test_dir_path, "%s/cushim-test.XXXXXX", base);
         cr_assert(mkdtemp(dir), "mkdtemp");
