@@ -345,16 +345,15 @@ Test(top, ctrl_c_ends_the_screen_with_exit_0)
     unlink(rc);
     snprintf(cmd, sizeof cmd,
              "(while ! grep -q 'q quits' %s 2>/dev/null; do sleep 0.05; done; printf '\\003'; sleep 30) | "
-             "{ CUSHIM_SEGMENT_DIR=%s TERM=xterm script -qfec 'exec %s top --interval 60' %s; echo rc=$? > %s; }",
-             typescript, segdir, cushim_bin(), typescript, rc);
+             "{ CUSHIM_SEGMENT_DIR=%s TERM=xterm script -qfec 'exec %s top --interval 60' %s; echo rc=$? > %s.tmp; mv %s.tmp %s; }",
+             typescript, segdir, cushim_bin(), typescript, rc, rc, rc);
     /* top is exec'd on the pseudo-terminal, alone in its foreground process group: a shell there (script runs
      * $SHELL -c) would get the same SIGINT, and dash dies of it; script -e passes top's exit status on. */
     const char *argv[] = {"/bin/sh", "-c", cmd, NULL};
     pid_t sh = spawn_bg(argv, NULL);
     for (int i = 0; i < 3000 && access(rc, F_OK) != 0; i++)
         usleep(10000);
-    usleep(100000); /* the echo's line written whole */
-    char *said = slurp(rc);
+    char *said = slurp(rc); /* renamed into place once the echo's line was written whole */
     cr_expect_str_eq(said, "rc=0\n");
     free(said);
     kill(sh, SIGTERM);
