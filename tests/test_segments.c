@@ -4,6 +4,7 @@
  * removing what is stale (segments, run directories of runs that are gone) and saying so on a
  * terminal only. */
 #include <criterion/criterion.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <pwd.h>
 #include <signal.h>
@@ -245,12 +246,18 @@ Test(segments, a_socket_or_fifo_named_like_a_segment_is_not_a_regular_file)
     snprintf(fifo, sizeof fifo, "%s/cushim-%u-2", segdir, (unsigned)getuid());
     snprintf(sock, sizeof sock, "%s/cushim-%u-1", segdir, (unsigned)getuid());
     cr_assert_eq(mkfifo(fifo, 0600), 0);
+    /* Bound by its name from inside segdir: a full path under a long TMPDIR (the harness takes
+     * one of up to 180 bytes) does not fit sun_path's 108. */
     struct sockaddr_un a = {.sun_family = AF_UNIX};
-    cr_assert(strlen(sock) < sizeof a.sun_path, "socket path too long for sun_path: %s", sock);
-    strcpy(a.sun_path, sock);
+    snprintf(a.sun_path, sizeof a.sun_path, "cushim-%u-1", (unsigned)getuid());
     int s = socket(AF_UNIX, SOCK_STREAM, 0);
     cr_assert(s >= 0);
-    cr_assert_eq(bind(s, (struct sockaddr *)&a, sizeof a), 0);
+    int cwd = open(".", O_RDONLY | O_DIRECTORY);
+    cr_assert(cwd >= 0 && chdir(segdir) == 0, "chdir %s", segdir);
+    int bound = bind(s, (struct sockaddr *)&a, sizeof a);
+    cr_assert(fchdir(cwd) == 0);
+    close(cwd);
+    cr_assert_eq(bound, 0, "bind %s: %s", sock, strerror(errno));
     struct run_result r;
     cr_expect_eq(cli(segdir, &r, "ps", NULL, NULL), 1);
     /* In the directory's order: each line looked for on its own. */
