@@ -2,6 +2,7 @@
 
 #include <criterion/criterion.h>
 #include <dirent.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
@@ -59,7 +60,8 @@ const char *test_dir(void)
             base[strspn(base, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789/._+,-")])
             base = "/tmp";
         snprintf(dir, sizeof test_dir_path, "%s/cushim-test.XXXXXX", base);
-        cr_assert(mkdtemp(dir), "mkdtemp");
+        cr_assert(mkdtemp(dir), "cannot make the tests' directory under %s (TMPDIR, else /tmp): %s", base,
+                  strerror(errno));
         test_dir_owner = getpid();
         atexit(remove_test_dir);
         chmod(dir, 0755);
