@@ -30,6 +30,20 @@ char *slurp(const char *path)
     return buf;
 }
 
+/* Every test reads its stdin from /dev/null, and so do the programs it starts (script(1) passes
+ * its stdin on to the terminal it makes): the runner's stdin is never theirs. Under `meson test
+ * <&-` a closed stdin made descriptor 0 the first file a process opened (a simulated pool's
+ * export refused it, the shim's log landed on it) and script copied nothing; a stdin with input
+ * (a CI job fed to a shell) would reach the programs on those terminals as keystrokes. */
+__attribute__((constructor)) static void stdin_from_dev_null(void)
+{
+    int fd = open("/dev/null", O_RDONLY);
+    if (fd > 0) {
+        dup2(fd, 0);
+        close(fd);
+    }
+}
+
 static char test_dir_path[256];
 static pid_t test_dir_owner;
 
