@@ -394,3 +394,11 @@ json_t *device_of(json_t *j, int ordinal)
     cr_assert_fail("no device %d in the summary", ordinal);
     return NULL;
 }
+
+const char *command_label(const char *path, const char *args)
+{
+    static char full[2048], label[65];
+    snprintf(full, sizeof full, "%s %s", path, args);
+    snprintf(label, sizeof label, "%s", full);
+    return label;
+}

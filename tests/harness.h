@@ -53,6 +53,10 @@ const char *sim_libdir(void); /* the simulated libcuda.so.1 and libcudart.so.13 
 /* "LD_PRELOAD=<the shim>", for a program run with plain LD_PRELOAD rather than `cushim run`. */
 const char *preload_env(void);
 const char *program(const char *name); /* tests/programs/<name> in the build tree */
+/* The command label of a Prometheus sample of `PATH ARGS` as cushim writes it: the command line's
+ * first 64 bytes (docs/PROMETHEUS.md; a checkout at a long path makes a test program's longer).
+ * In a buffer of its own, rewritten at each call. */
+const char *command_label(const char *path, const char *args);
 
 /* Value of key in "key=value" lines; fails the test if absent. */
 uint64_t kv_u64(const char *text, const char *key);

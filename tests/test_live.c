@@ -220,8 +220,8 @@ Test(live, ps_the_exposition_and_reset_peak_of_one_device_show_exact_figures)
     snprintf(p, sizeof p, "%d", (int)pid);
     snprintf(seg, sizeof seg, "CUSHIM_SEGMENT_DIR=%s", segdir);
     const char *env[] = {seg, NULL};
-    snprintf(labels, sizeof labels, "pid=\"%d\",command=\"%s hold\",device=\"0\","
-             "uuid=\"GPU-00010203-0405-0607-0809-0a0b0c0d0e0f\"", (int)pid, program("rt_prog"));
+    snprintf(labels, sizeof labels, "pid=\"%d\",command=\"%s\",device=\"0\","
+             "uuid=\"GPU-00010203-0405-0607-0809-0a0b0c0d0e0f\"", (int)pid, command_label(program("rt_prog"), "hold"));
     struct run_result r;
     cr_expect_eq(cli(segdir, &r, "ps", NULL, NULL), 0);
     cr_expect(strstr(r.out, "    1.00 MiB     4.00 MiB run ") != NULL, "DEVICE-TOTAL and TOTAL-PEAK:\n%s", r.out);
@@ -320,8 +320,8 @@ Test(live, a_budget_refusal_is_in_the_exposition_and_stat)
     snprintf(p, sizeof p, "%d", (int)pid);
     snprintf(seg, sizeof seg, "CUSHIM_SEGMENT_DIR=%s", segdir);
     const char *env[] = {seg, NULL};
-    snprintf(labels, sizeof labels, "pid=\"%d\",command=\"%s hold_refused\",device=\"0\","
-             "uuid=\"GPU-00010203-0405-0607-0809-0a0b0c0d0e0f\"", (int)pid, program("rt_prog"));
+    snprintf(labels, sizeof labels, "pid=\"%d\",command=\"%s\",device=\"0\","
+             "uuid=\"GPU-00010203-0405-0607-0809-0a0b0c0d0e0f\"", (int)pid, command_label(program("rt_prog"), "hold_refused"));
     struct run_result r;
     const char *prom[] = {cushim_bin(), "stat", p, "--prometheus", NULL};
     run_cmd(&r, prom, env);

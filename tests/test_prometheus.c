@@ -46,15 +46,15 @@ static void expect_sample(const char *text, pid_t pid)
 {
     char line[512];
     snprintf(line, sizeof line,
-             "cushim_bytes{pid=\"%d\",command=\"%s hold\",device=\"0\","
+             "cushim_bytes{pid=\"%d\",command=\"%s\",device=\"0\","
              "uuid=\"GPU-00010203-0405-0607-0809-0a0b0c0d0e0f\",kind=\"device\"} 1052672\n",
-             (int)pid, program("rt_prog"));
+             (int)pid, command_label(program("rt_prog"), "hold"));
     cr_expect(strstr(text, line) != NULL, "missing %s in:\n%.2000s", line, text);
     cr_expect(strstr(text, "# TYPE cushim_allocations_total counter\n") != NULL);
     char phase[512];
-    snprintf(phase, sizeof phase, "cushim_phase{pid=\"%d\",command=\"%s hold\",phase=\"run\"} 1\n"
-             "cushim_phase{pid=\"%d\",command=\"%s hold\",phase=\"compile\"} 0\n",
-             (int)pid, program("rt_prog"), (int)pid, program("rt_prog"));
+    snprintf(phase, sizeof phase, "cushim_phase{pid=\"%d\",command=\"%s\",phase=\"run\"} 1\n"
+             "cushim_phase{pid=\"%d\",command=\"%s\",phase=\"compile\"} 0\n",
+             (int)pid, command_label(program("rt_prog"), "hold"), (int)pid, command_label(program("rt_prog"), "hold"));
     cr_expect(strstr(text, phase) != NULL, "missing %s in:\n%.2000s", phase, text);
     cr_expect(strstr(text, "# TYPE cushim_device_total_peak_bytes gauge\n") != NULL);
 }

@@ -128,8 +128,8 @@ Test(watch, stat_interval_output_is_replaced_and_a_signal_stops_it_cleanly)
     closedir(d);
     cr_expect_eq(files, 1);
     char *text = slurp(file);
-    snprintf(labels, sizeof labels, "pid=\"%d\",command=\"%s hold\",device=\"0\","
-             "uuid=\"GPU-00010203-0405-0607-0809-0a0b0c0d0e0f\"", (int)pid, program("rt_prog"));
+    snprintf(labels, sizeof labels, "pid=\"%d\",command=\"%s\",device=\"0\","
+             "uuid=\"GPU-00010203-0405-0607-0809-0a0b0c0d0e0f\"", (int)pid, command_label(program("rt_prog"), "hold"));
     expect_prom(text, labels, "cushim_device_total_bytes", NULL, MiB + 4096);
     free(text);
     touch(hold);
