@@ -275,7 +275,8 @@ Test(top, top_draws_a_utf8_command_line_as_it_is)
     wait_ready(ready, 1, &rp);
     snprintf(cmd, sizeof cmd, "%s top --interval 0.1 --iterations 1", cushim_bin());
     snprintf(seg, sizeof seg, "CUSHIM_SEGMENT_DIR=%s", segdir);
-    const char *env[] = {seg, "TERM=xterm", "LANG=C.UTF-8", "LC_ALL", "COLUMNS=240", "LINES=12", NULL};
+    /* Wide enough for the whole path: the test directory's, under a TMPDIR of up to 180 bytes. */
+    const char *env[] = {seg, "TERM=xterm", "LANG=C.UTF-8", "LC_ALL", "COLUMNS=400", "LINES=12", NULL};
     const char *sc[] = {"script", "-qec", cmd, "/dev/null", NULL};
     struct run_result r;
     run_cmd(&r, sc, env);
