@@ -100,6 +100,17 @@ int shim_open_output(const char *path, int append, const char **why)
         return -1;
     }
     fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+    if (fd <= 2) {
+        /* The program started with that standard descriptor closed, and open() gave it to the
+         * shim: moved to 3 or above, so that the program reopening it (a daemon's /dev/null)
+         * neither closes the shim's output nor has its own reads or writes land in it (an
+         * environment trial: with stdin closed the log took descriptor 0). */
+        int high = fcntl(fd, F_DUPFD_CLOEXEC, 3);
+        if (high >= 0) {
+            close(fd);
+            fd = high;
+        }
+    }
     return fd;
 }
 

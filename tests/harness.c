@@ -399,6 +399,6 @@ const char *command_label(const char *path, const char *args)
 {
     static char full[2048], label[65];
     snprintf(full, sizeof full, "%s %s", path, args);
-    snprintf(label, sizeof label, "%s", full);
+    snprintf(label, sizeof label, "%.64s", full);
     return label;
 }

@@ -149,6 +149,46 @@ Test(logs, the_log_never_writes_into_a_file_the_program_opened_in_its_place)
     run_free(&r);
 }
 
+/* A program started with stdin closed: the shim's log does not take descriptor 0 (a daemon that
+ * reopens its standard descriptors would close it, or read from it; an environment trial). */
+Test(logs, the_log_never_takes_a_closed_standard_descriptor)
+{
+    const char *dir = fresh_dir("closed-stdin"), *ready = fresh_dir("ready-closed-stdin");
+    char lf[1000], rd[1000], hf[1000], hold[900], cmd[1200], log[900];
+    snprintf(log, sizeof log, "%s/log", dir);
+    snprintf(lf, sizeof lf, "CUSHIM_LOG_FILE=%s", log);
+    snprintf(rd, sizeof rd, "READY_DIR=%s", ready);
+    snprintf(hold, sizeof hold, "%s/go", dir);
+    snprintf(hf, sizeof hf, "HOLD_FILE=%s", hold);
+    snprintf(cmd, sizeof cmd, "exec %s hold <&-", program("rt_prog"));
+    const char *extra[] = {preload_env(), lf, rd, hf, "CUSHIM_LOG=info", NULL};
+    const char *argv[] = {"/bin/sh", "-c", cmd, NULL};
+    pid_t sh = spawn_bg(argv, sim_env(extra));
+    pid_t pid;
+    wait_ready(ready, 1, &pid);
+    char fd0[64], fds[64], target[1000];
+    snprintf(fd0, sizeof fd0, "/proc/%d/fd/0", (int)pid);
+    cr_expect(readlink(fd0, target, sizeof target) < 0, "descriptor 0 stays closed");
+    snprintf(fds, sizeof fds, "/proc/%d/fd", (int)pid);
+    DIR *d = opendir(fds);
+    cr_assert(d);
+    int log_fd = -1;
+    for (struct dirent *de; (de = readdir(d)) != NULL;) {
+        char link[400];
+        snprintf(link, sizeof link, "%s/%s", fds, de->d_name);
+        ssize_t n = readlink(link, target, sizeof target - 1);
+        if (n > 0 && (target[n] = '\0', strcmp(target, log) == 0))
+            log_fd = atoi(de->d_name);
+    }
+    closedir(d);
+    cr_expect_geq(log_fd, 3, "the log is open above the standard descriptors: %d", log_fd);
+    touch(hold);
+    cr_expect_eq(wait_bg(sh), 0);
+    char *text = slurp(log);
+    cr_expect(text && strstr(text, "] info: started: segment ") != NULL, "%s", text);
+    free(text);
+}
+
 Test(logs, the_log_copy_of_stderr_is_not_inherited)
 {
     /* CUSHIM_LOG_FILE=/dev/stderr: the shim's copy of fd 2 is close-on-exec, so a program it

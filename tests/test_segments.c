@@ -619,7 +619,7 @@ Test(segments, gc_removes_run_directories_of_runs_that_are_gone)
     snprintf(notes, sizeof notes, "%s/notes.txt", notes_dir);
     touch(notes);
 
-    char seg[700], tmpenv[700];
+    char seg[700], tmpenv[760];
     snprintf(seg, sizeof seg, "CUSHIM_SEGMENT_DIR=%s", segdir);
     snprintf(tmpenv, sizeof tmpenv, "TMPDIR=%s", tmp);
     const char *env[] = {seg, tmpenv, NULL};
@@ -662,7 +662,7 @@ Test(segments, gc_removes_run_directories_of_runs_that_are_gone)
     cr_assert(f);
     fclose(f);
     backdate(stale, 3600);
-    char missing[700], shown[800];
+    char missing[720], shown[800];
     snprintf(missing, sizeof missing, "%s/missing", tmp);
     snprintf(tmpenv, sizeof tmpenv, "TMPDIR=%s", missing);
     run_cmd(&r, argv, env);

@@ -339,7 +339,7 @@ Test(top, top_waits_its_interval_when_stdin_is_at_its_end)
 Test(top, ctrl_c_ends_the_screen_with_exit_0)
 {
     const char *segdir = fresh_dir("seg-top-ctrl-c");
-    char typescript[700], rc[700], cmd[3000];
+    char typescript[700], rc[700], cmd[6000];
     snprintf(typescript, sizeof typescript, "%s/top-ctrl-c.typescript", test_dir());
     snprintf(rc, sizeof rc, "%s/top-ctrl-c.rc", test_dir());
     unlink(typescript);
