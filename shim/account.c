@@ -135,6 +135,16 @@ void account_device_stat_set(int device, enum cushim_device_stat stat, uint64_t 
     cushim_seq_write_end(&r->seq_end);
 }
 
+void account_device_stat_raise(int device, enum cushim_device_stat stat, uint64_t value)
+{
+    struct cushim_device_record *r = account_record(device);
+    if (unlikely(!r))
+        return;
+    cushim_seq_write_begin(&r->seq_begin);
+    raise_peak_slow(&r->dev[stat], atomic_load_explicit(&r->dev[stat], memory_order_relaxed), value);
+    cushim_seq_write_end(&r->seq_end);
+}
+
 void raise_peak_slow(_Atomic uint64_t *peak, uint64_t p, uint64_t v)
 {
     while (p < v && !atomic_compare_exchange_weak_explicit(peak, &p, v, memory_order_relaxed,

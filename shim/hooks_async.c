@@ -432,6 +432,8 @@ SHIM_EXPORT CUresult CUDAAPI cuMemSetMemPool(CUmemLocation *location, CUmemAlloc
 }
 #endif
 
+static void pool_changed(CUmemoryPool pool, bool high_reset); /* below */
+
 /* table_for_each callback: a live allocation in the budget from the destroyed pool arg[0] leaves
  * the pools' figures (its bytes summed in arg[1]; under the shard lock, arithmetic only). */
 static bool pool_gone(struct shim_entry *e, void *arg)
@@ -455,6 +457,12 @@ SHIM_EXPORT CUresult CUDAAPI cuMemPoolDestroy(CUmemoryPool pool)
 {
     REAL_OR_FAIL(cuMemPoolDestroy);
     struct shim_entry e;
+    /* Its device's pools read while it is one of them: its high-water marks stay in the _HIGH
+     * sums (pools.h), which no later reading has. */
+    if (pool && table_get(&shim.pools, (uint64_t)(uintptr_t)pool, &e) && shim_enter()) {
+        pool_changed(pool, false);
+        shim_leave();
+    }
     bool known = pool && table_take(&shim.pools, (uint64_t)(uintptr_t)pool, &e);
     if (known)
         async_pool_quiesce();
@@ -484,12 +492,14 @@ SHIM_EXPORT CUresult CUDAAPI cuMemPoolDestroy(CUmemoryPool pool)
  * its device are read again, so the live view
  * shows PyTorch's empty_cache (cudaMemPoolTrimTo) at once rather than at the next sample. A pool
  * the shim does not know: every device's. Not while a capture is live (no query may disturb it). */
-static void pool_changed(CUmemoryPool pool)
+static void pool_changed(CUmemoryPool pool, bool high_reset)
 {
-    if (capture_any_live())
-        return;
     int device = -1;
     if (pool_kind(pool, &device) != CUSHIM_KIND_ASYNC) /* a host or managed pool: not in the sums */
+        return;
+    if (high_reset) /* the next reading sets the high sums as read, now or after the capture */
+        async_pool_high_restart(device);
+    if (capture_any_live())
         return;
     if (device >= 0)
         async_pool_sample(device);
@@ -502,7 +512,7 @@ SHIM_EXPORT CUresult CUDAAPI cuMemPoolTrimTo(CUmemoryPool pool, size_t minBytesT
     REAL_OR_FAIL(cuMemPoolTrimTo);
     CUresult r = real_(pool, minBytesToKeep);
     if (r == CUDA_SUCCESS && shim_enter()) {
-        pool_changed(pool);
+        pool_changed(pool, false);
         shim_leave();
     }
     return r;
@@ -515,7 +525,7 @@ SHIM_EXPORT CUresult CUDAAPI cuMemPoolSetAttribute(CUmemoryPool pool, CUmemPool_
     if (r == CUDA_SUCCESS &&
         (attr == CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH || attr == CU_MEMPOOL_ATTR_USED_MEM_HIGH) &&
         shim_enter()) {
-        pool_changed(pool);
+        pool_changed(pool, true);
         shim_leave();
     }
     return r;

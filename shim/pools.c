@@ -62,6 +62,16 @@ static bool collect(struct shim_entry *e, void *arg)
     return false;
 }
 
+/* Devices whose next reading sets the _HIGH sums as read (async_pool_high_restart). */
+static _Atomic bool high_restart[CUSHIM_MAX_DEVICES];
+
+void async_pool_high_restart(int device)
+{
+    for (unsigned d = 0; d < CUSHIM_MAX_DEVICES; d++)
+        if (device < 0 || (unsigned)device == d)
+            atomic_store(&high_restart[d], true);
+}
+
 void async_pool_sample(int device)
 {
     static const struct {
@@ -115,8 +125,14 @@ void async_pool_sample(int device)
                  "figures are left as last read", device);
         return;
     }
-    for (unsigned a = 0; a < sizeof attrs / sizeof attrs[0]; a++)
-        account_device_stat_set(device, attrs[a].stat, sum[a]);
+    bool restart = atomic_exchange(&high_restart[device], false);
+    for (unsigned a = 0; a < sizeof attrs / sizeof attrs[0]; a++) {
+        bool high = attrs[a].attr == CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH || attrs[a].attr == CU_MEMPOOL_ATTR_USED_MEM_HIGH;
+        if (high && !restart)
+            account_device_stat_raise(device, attrs[a].stat, sum[a]);
+        else
+            account_device_stat_set(device, attrs[a].stat, sum[a]);
+    }
     if (budget_any) /* what they reserve (sum[0]) less the budget's stream-ordered bytes */
         budget_pool_read(device, sum[0], changes, async);
     account_device_stat_set(device, CUSHIM_DEV_async_pool_sampled_ns, shim_clock_ns(CLOCK_REALTIME));

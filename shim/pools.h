@@ -15,8 +15,14 @@
 
 /* Sums CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT/HIGH and USED_MEM_CURRENT/HIGH (cuda.h
  * CUmemPool_attribute, bytes) over the device pools of `device` that the shim knows (created or
- * handed out, hooks_async.c) and the device's default pool, into the async_pool stats. */
+ * handed out, hooks_async.c) and the device's default pool, into the async_pool stats. The _HIGH
+ * sums are kept as high-water marks, never lowered by a reading (a pool destroyed since, whose
+ * figures no reading has any more, stays in them: a fresh-user trial, XLA's allocator destroying
+ * its pool), except by the first reading after async_pool_high_restart. */
 void async_pool_sample(int device);
+/* The program reset a pool's high-water mark (cuMemPoolSetAttribute of RESERVED_MEM_HIGH or
+ * USED_MEM_HIGH): the next reading of `device` (-1: of every device) sets the _HIGH sums as read. */
+void async_pool_high_restart(int device);
 /* At exit: every device the process used. */
 void async_pool_sample_all(void);
 

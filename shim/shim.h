@@ -238,6 +238,8 @@ static inline void phase_poll(void)
  * Thread-safe; no peak is raised. */
 void account_device_stat_add(int device, enum cushim_device_stat stat, int64_t delta);
 void account_device_stat_set(int device, enum cushim_device_stat stat, uint64_t value);
+/* The same, raised to value if below it (never lowered), for a figure kept as a high-water mark. */
+void account_device_stat_raise(int device, enum cushim_device_stat stat, uint64_t value);
 
 /* ---- contexts (context.c; the hot lookup is track.h's shim_current_device) ---- */
 /* Device of an arbitrary context (cached), -1 if unknown. */

@@ -141,6 +141,23 @@ RT_TEST(async_and_pools)
     run_free(&r);
 }
 
+RT_TEST(a_destroyed_pools_high_water_marks_stay)
+{
+    /* XLA's allocator destroys its pool at shutdown: the exit reading, which has no figure of it
+     * any more, took its high-water marks out (a fresh-user trial: 0 at exit). */
+    struct run_result r;
+    json_t *j = scenario(&r, p->static_rt, "pool_destroyed", NULL);
+    cr_expect_eq(kv_u64(r.out, "sim.destroyed.reserved_high"), 8 * MiB, "%s", r.out);
+    cr_expect_eq(kv_u64(r.out, "sim.destroyed.used_high"), 8 * MiB);
+    cr_expect_eq(jpath_u64(j, "devices.0.async_pool.reserved_high_bytes"), 8 * MiB);
+    cr_expect_eq(jpath_u64(j, "devices.0.async_pool.used_high_bytes"), 8 * MiB);
+    cr_expect_eq(jpath_u64(j, "devices.0.async_pool.reserved_current_bytes"), 0);
+    cr_expect_eq(jpath_u64(j, "devices.0.async_pool.used_current_bytes"), 0);
+    expect_kind(j, 0, "async", 0, 8 * MiB, 2, 2, 0);
+    json_decref(j);
+    run_free(&r);
+}
+
 RT_TEST(pool_locations)
 {
     struct run_result r;

@@ -489,6 +489,32 @@ static int scenario_pool_trim(void)
     return 0;
 }
 
+/* A created pool that reserved 8 MiB after its last reading, then destroyed (XLA's allocator at
+ * shutdown): its high-water marks stay in the async_pool figures. Prints the pool's own before the
+ * destroy (sim.destroyed.*; the program's reads are not the shim's samples). */
+static int scenario_pool_destroyed(void)
+{
+    cudaStream_t s;
+    cudaMemPool_t pool;
+    struct cudaMemPoolProps props = device_pool_props(0);
+    uint64_t keep = UINT64_MAX, reserved_high = 0, used_high = 0;
+    void *a;
+    CHECK(cudaStreamCreate(&s));
+    CHECK(cudaMemPoolCreate(&pool, &props));
+    CHECK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep));
+    CHECK(cudaMallocFromPoolAsync(&a, MiB, pool, s)); /* a thread's first: read after it */
+    CHECK(cudaFreeAsync(a, s));
+    CHECK(cudaMallocFromPoolAsync(&a, 8 * MiB, pool, s)); /* not read: within 100 ms */
+    CHECK(cudaFreeAsync(a, s));
+    CHECK(cudaStreamSynchronize(s));
+    CHECK(cudaMemPoolGetAttribute(pool, cudaMemPoolAttrReservedMemHigh, &reserved_high));
+    CHECK(cudaMemPoolGetAttribute(pool, cudaMemPoolAttrUsedMemHigh, &used_high));
+    printf("sim.destroyed.reserved_high=%llu\nsim.destroyed.used_high=%llu\n", (unsigned long long)reserved_high,
+           (unsigned long long)used_high);
+    CHECK(cudaMemPoolDestroy(pool));
+    return 0;
+}
+
 /* Prints TAG.held=<device 0's limit_held_bytes through cushim.h> (what the budget holds; under
  * the limit cudaMemGetInfo's free just printed is the limit less it). */
 static void print_held(const char *tag)
@@ -2105,6 +2131,7 @@ static const struct scenario scenarios[] = {
     {"teardown_then_reset", scenario_teardown_then_reset, 1}, {"destroyed_current", scenario_destroyed_current, 1},
     {"release_cycles", scenario_release_cycles, 1},
     {"pool_locations", scenario_pool_locations, 2},
+    {"pool_destroyed", scenario_pool_destroyed, 1},
     {"unknown_free", scenario_unknown_free, 1}, {"no_async", scenario_no_async, 1},
     {"budget_pool_idle", scenario_budget_pool_idle, 1}, {"budget_many_pools", scenario_budget_many_pools, 1},
     {"budget_pool_over", scenario_budget_pool_over, 1}, {"vmm_unmap_race", scenario_vmm_unmap_race, 1}, {"vmm_host_no_context", scenario_vmm_host_no_context, 1}, {"budget_pitch", scenario_budget_pitch, 1},
