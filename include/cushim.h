@@ -68,7 +68,11 @@ struct cushim_device_stats {
      * (cuMemPoolGetAttribute, summed over the device's pools; read at cudaMemGetInfo, from
      * cudaMallocAsync at most every 100 ms, after cudaMemPoolTrimTo or a high-water-mark reset,
      * and at exit: docs/SUMMARY-JSON.md "async_pool"). The reserve is device memory the pools
-     * hold, freed memory kept for reuse included. */
+     * hold, freed memory kept for reuse included. The _high fields are the highest the sum of the
+     * pools' own marks has been read at (never lowered by a reading, so a pool destroyed since is
+     * in them: its device's pools are read just before cuMemPoolDestroy, unless a capture is live);
+     * the program's reset of a pool's mark (cudaMemPoolSetAttribute) makes the next reading set
+     * them as found. */
     uint64_t async_pool_used_current_bytes;
     uint64_t async_pool_used_high_bytes;
     uint64_t async_pool_reserved_current_bytes;
@@ -130,9 +134,9 @@ uint64_t cushim_device_peak_bytes(int ordinal);
 /* Sets every peak of device `ordinal` (every device when ordinal < 0) to its current value, like
  * torch.cuda.reset_peak_memory_stats: each kind's, the device total's and the peaks of the phase
  * the process is in (the other phase's keep their record).
- * Returns the number of devices reset. The async_pool_* and graph_pool_* high-water marks are the
- * driver's own (cuMemPoolGetAttribute, cuDeviceGetGraphMemAttribute) and are not reset: the
- * driver resets them only for everyone, the program's own readings included. */
+ * Returns the number of devices reset. The async_pool_* and graph_pool_* high-water marks come
+ * from the driver's own (cuMemPoolGetAttribute, cuDeviceGetGraphMemAttribute) and are not reset:
+ * the driver resets them only for everyone, the program's own readings included. */
 int cushim_reset_peak(int ordinal);
 
 /* Phases (offload policy, CUSHIM_OFFLOAD=compile): allocations made in the compile phase may be

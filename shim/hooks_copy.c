@@ -231,12 +231,14 @@ static int pitched_span(uint64_t base, uint64_t x, uint64_t y, uint64_t z, uint6
 #define SIDE_ADDR(d, side)                                                                    \
     ((d).side##MemoryType == CU_MEMORYTYPE_HOST ? (CUdeviceptr)(uintptr_t)(d).side##Host : (d).side##Device)
 /* Probes for the pitched copies' refusal: the unified copy of nothing between the same sides on
- * the same stream (as the 1D copies'); a peer copy's contexts, as its driver checks them. */
+ * the same stream (as the 1D copies'); a peer copy's contexts, as its driver checks them, then
+ * for an asynchronous one its stream. */
 #define PROBE_SYNC(u) (REAL(u) ? REAL(u)(SIDE_ADDR(d, dst), SIDE_ADDR(d, src), 0) : CUDA_SUCCESS)
 #define PROBE_ASYNC(u, pt)                                                                    \
     (REAL(u) && !capture_stream_is_capturing(hStream, pt)                                     \
          ? REAL(u)(SIDE_ADDR(d, dst), SIDE_ADDR(d, src), 0, hStream) : CUDA_SUCCESS)
 #define PROBE_PEER peer_contexts(d.dstContext, d.srcContext)
+#define PROBE_PEER_ASYNC(u, pt) (PROBE_PEER != CUDA_SUCCESS ? PROBE_PEER : PROBE_ASYNC(u, pt))
 
 #define COPY_PITCHED(sym, desc_t, span, params, args, probe)                                   \
     SHIM_EXPORT CUresult CUDAAPI sym params                                                    \
@@ -269,8 +271,8 @@ COPY_PITCHED(cuMemcpy3DAsync_v2_ptsz, CUDA_MEMCPY3D, SPAN_3D, (const CUDA_MEMCPY
 /* CUDA_MEMCPY3D_PEER: the same sides plus srcContext/dstContext, passed unchanged. */
 COPY_PITCHED(cuMemcpy3DPeer, CUDA_MEMCPY3D_PEER, SPAN_3D, (const CUDA_MEMCPY3D_PEER *pCopy), (pCopy), PROBE_PEER)
 COPY_PITCHED(cuMemcpy3DPeer_ptds, CUDA_MEMCPY3D_PEER, SPAN_3D, (const CUDA_MEMCPY3D_PEER *pCopy), (pCopy), PROBE_PEER)
-COPY_PITCHED(cuMemcpy3DPeerAsync, CUDA_MEMCPY3D_PEER, SPAN_3D, (const CUDA_MEMCPY3D_PEER *pCopy, CUstream hStream), (pCopy, hStream), PROBE_PEER)
-COPY_PITCHED(cuMemcpy3DPeerAsync_ptsz, CUDA_MEMCPY3D_PEER, SPAN_3D, (const CUDA_MEMCPY3D_PEER *pCopy, CUstream hStream), (pCopy, hStream), PROBE_PEER)
+COPY_PITCHED(cuMemcpy3DPeerAsync, CUDA_MEMCPY3D_PEER, SPAN_3D, (const CUDA_MEMCPY3D_PEER *pCopy, CUstream hStream), (pCopy, hStream), PROBE_PEER_ASYNC(cuMemcpyAsync, false))
+COPY_PITCHED(cuMemcpy3DPeerAsync_ptsz, CUDA_MEMCPY3D_PEER, SPAN_3D, (const CUDA_MEMCPY3D_PEER *pCopy, CUstream hStream), (pCopy, hStream), PROBE_PEER_ASYNC(cuMemcpyAsync_ptsz, true))
 
 SHIM_EXPORT CUresult CUDAAPI cuMemGetAddressRange_v2(CUdeviceptr *pbase, size_t *psize,
                                                      CUdeviceptr dptr)

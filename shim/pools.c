@@ -62,14 +62,21 @@ static bool collect(struct shim_entry *e, void *arg)
     return false;
 }
 
-/* Devices whose next reading sets the _HIGH sums as read (async_pool_high_restart). */
-static _Atomic bool high_restart[CUSHIM_MAX_DEVICES];
+/* Per device: resets of a pool's high-water mark so far (async_pool_high_restart), the count the
+ * _HIGH sums were last set at, and a lock over deciding and writing them (no driver call inside).
+ * A reading begun before a reset may hold the old marks: it leaves the _HIGH sums alone, and the
+ * first reading begun after it sets them (a review: a flag taken by such a stale reading kept
+ * the old mark for good). */
+static struct {
+    _Atomic uint64_t resets, applied;
+    atomic_flag writing;
+} highs[CUSHIM_MAX_DEVICES];
 
 void async_pool_high_restart(int device)
 {
     for (unsigned d = 0; d < CUSHIM_MAX_DEVICES; d++)
         if (device < 0 || (unsigned)device == d)
-            atomic_store(&high_restart[d], true);
+            atomic_fetch_add(&highs[d].resets, 1);
 }
 
 void async_pool_sample(int device)
@@ -89,6 +96,7 @@ void async_pool_sample(int device)
         return;
     /* Taken before the driver is asked: a change during the reading makes the budget read again. */
     uint64_t changes = atomic_load_explicit(&budget_pool_changes[device], memory_order_seq_cst);
+    uint64_t resets = atomic_load_explicit(&highs[device].resets, memory_order_seq_cst);
     uint64_t async = atomic_load_explicit(&budget_async[device], memory_order_seq_cst);
     CUmemoryPool def = NULL;
     if (!get_default || get_default(&def, device) != CUDA_SUCCESS)
@@ -125,14 +133,23 @@ void async_pool_sample(int device)
                  "figures are left as last read", device);
         return;
     }
-    bool restart = atomic_exchange(&high_restart[device], false);
+    while (atomic_flag_test_and_set_explicit(&highs[device].writing, memory_order_acquire))
+        ;
+    /* A reset since this reading began: its marks may predate it, the high sums are left. */
+    bool stale = atomic_load_explicit(&highs[device].resets, memory_order_seq_cst) != resets;
+    bool restart = !stale && atomic_load_explicit(&highs[device].applied, memory_order_relaxed) != resets;
+    if (restart)
+        atomic_store_explicit(&highs[device].applied, resets, memory_order_relaxed);
     for (unsigned a = 0; a < sizeof attrs / sizeof attrs[0]; a++) {
         bool high = attrs[a].attr == CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH || attrs[a].attr == CU_MEMPOOL_ATTR_USED_MEM_HIGH;
+        if (high && stale)
+            continue;
         if (high && !restart)
             account_device_stat_raise(device, attrs[a].stat, sum[a]);
         else
             account_device_stat_set(device, attrs[a].stat, sum[a]);
     }
+    atomic_flag_clear_explicit(&highs[device].writing, memory_order_release);
     if (budget_any) /* what they reserve (sum[0]) less the budget's stream-ordered bytes */
         budget_pool_read(device, sum[0], changes, async);
     account_device_stat_set(device, CUSHIM_DEV_async_pool_sampled_ns, shim_clock_ns(CLOCK_REALTIME));
@@ -164,8 +181,10 @@ void async_pool_after_fork_child(void)
     atomic_store(&sampling[1], 0);
     atomic_store(&epoch, 0);
     pthread_mutex_init(&quiesce_lock, NULL); /* a parent's waiter may have held it */
-    for (unsigned i = 0; i < CUSHIM_MAX_DEVICES; i++)
+    for (unsigned i = 0; i < CUSHIM_MAX_DEVICES; i++) {
         atomic_store(&last_read_ns[i], 0);
+        atomic_flag_clear(&highs[i].writing); /* a parent's thread may have been writing */
+    }
 }
 
 void async_pool_quiesce(void)

@@ -158,6 +158,19 @@ RT_TEST(a_destroyed_pools_high_water_marks_stay)
     run_free(&r);
 }
 
+RT_TEST(a_high_water_mark_reset_racing_a_reading_is_kept)
+{
+    /* A reading begun before the program's reset of RESERVED_MEM_HIGH and written after it kept
+     * the old 8 MiB mark for good (a review). */
+    struct run_result r;
+    json_t *j = scenario(&r, p->static_rt, "high_reset_race", NULL);
+    cr_expect_eq(r.status, 0, "%s", r.err);
+    cr_expect_eq(kv_u64(r.out, "race.rounds"), 1000, "%s", r.out);
+    cr_expect_eq(kv_u64(r.out, "race.stuck"), 0, "rounds whose mark stayed the old one");
+    json_decref(j);
+    run_free(&r);
+}
+
 RT_TEST(pool_locations)
 {
     struct run_result r;

@@ -1376,6 +1376,8 @@ Test(offload, rerouted_copies_refuse_what_the_explicit_ones_refuse)
     cr_expect_eq(kv_u64(r.out, "rc_3d_past"), 1);
     cr_expect_eq(kv_u64(r.out, "rc_htod_async_past_destroyed_stream"), 400 /* CUDA_ERROR_INVALID_HANDLE */);
     cr_expect_eq(kv_u64(r.out, "rc_2d_async_past_destroyed_stream"), 400);
+    cr_expect_eq(kv_u64(r.out, "rc_3d_peer_async_past_destroyed_stream"), 400);
+    cr_expect_eq(kv_u64(r.out, "rc_3d_peer_async_past"), 1 /* CUDA_ERROR_INVALID_VALUE */);
     cr_expect_eq(kv_u64(r.out, "rc_htod_past_in_capture"), 900 /* CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED */);
     cr_expect_eq(kv_u64(r.out, "rc_end_capture"), 901 /* CUDA_ERROR_STREAM_CAPTURE_INVALIDATED */);
     json_decref(j);

@@ -988,6 +988,13 @@ static int scenario_reroute_checks(void)
     CHECK(cudaStreamDestroy(gone));
     printf("rc_htod_async_past_destroyed_stream=%d\n", (int)htod_async(off, host, sizeof host, (CUstream)gone));
     printf("rc_2d_async_past_destroyed_stream=%d\n", (int)copy2d_async(&c2, (CUstream)gone));
+    PFN_cuMemcpy3DPeerAsync_v4000 peer3d_async = entry("cuMemcpy3DPeerAsync", 4000);
+    CUDA_MEMCPY3D_PEER p3 = {.srcMemoryType = CU_MEMORYTYPE_DEVICE, .srcDevice = off, .srcContext = ctx,
+                             .srcPitch = MiB, .srcHeight = 1, .dstMemoryType = CU_MEMORYTYPE_HOST, .dstHost = host,
+                             .dstContext = ctx, .dstPitch = MiB, .dstHeight = 1, .WidthInBytes = MiB, .Height = 1,
+                             .Depth = 3};
+    printf("rc_3d_peer_async_past_destroyed_stream=%d\n", (int)peer3d_async(&p3, (CUstream)gone));
+    printf("rc_3d_peer_async_past=%d\n", (int)peer3d_async(&p3, NULL));
     CHECK(cudaStreamCreate(&s));
     if (begin((CUstream)s, CU_STREAM_CAPTURE_MODE_GLOBAL))
         return 23;

@@ -489,6 +489,66 @@ static int scenario_pool_trim(void)
     return 0;
 }
 
+/* A reset of a pool's high-water mark racing readings of the pools on another thread (its
+ * cudaMemGetInfo): a reading begun before the reset must not leave the old mark in the figures.
+ * Each round: 8 MiB from the pool and back, trimmed, RESERVED_MEM_HIGH reset; the other thread
+ * held still; a reading of this thread's own; the shim's mark against the pool's. Prints
+ * race.stuck (rounds they differed) of race.rounds (a review: 15 to 20 in 100 at first). */
+static _Atomic int race_state, race_in; /* state: 0 read, 1 stop, 2 hold still */
+
+static void *race_reader(void *arg)
+{
+    (void)arg;
+    while (atomic_load(&race_state) != 1) {
+        size_t f, t;
+        atomic_store(&race_in, 1);
+        cudaMemGetInfo(&f, &t);
+        atomic_store(&race_in, 0);
+        while (atomic_load(&race_state) == 2)
+            ;
+    }
+    return NULL;
+}
+
+static int scenario_high_reset_race(void)
+{
+    cudaStream_t s;
+    cudaMemPool_t pool;
+    struct cudaMemPoolProps props = device_pool_props(0);
+    uint64_t keep = UINT64_MAX, zero = 0;
+    void *a;
+    pthread_t t;
+    CHECK(cudaStreamCreate(&s));
+    CHECK(cudaMemPoolCreate(&pool, &props));
+    CHECK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep));
+    if (pthread_create(&t, NULL, race_reader, NULL) != 0)
+        return 2;
+    int stuck = 0, rounds = 1000;
+    for (int i = 0; i < rounds; i++) {
+        CHECK(cudaMallocFromPoolAsync(&a, 8 * MiB, pool, s));
+        CHECK(cudaFreeAsync(a, s));
+        CHECK(cudaStreamSynchronize(s));
+        CHECK(cudaMemPoolTrimTo(pool, 0));
+        CHECK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReservedMemHigh, &zero));
+        atomic_store(&race_state, 2);
+        while (atomic_load(&race_in))
+            ;
+        size_t f, tot;
+        uint64_t mark = 0;
+        struct cushim_device_stats st;
+        CHECK(cudaMemGetInfo(&f, &tot));
+        CHECK(cudaMemPoolGetAttribute(pool, cudaMemPoolAttrReservedMemHigh, &mark));
+        if (cushim_stats(0, &st, 0) != 0)
+            return 3;
+        stuck += st.async_pool_reserved_high_bytes != mark;
+        atomic_store(&race_state, 0);
+    }
+    atomic_store(&race_state, 1);
+    pthread_join(t, NULL);
+    printf("race.stuck=%d\nrace.rounds=%d\n", stuck, rounds);
+    return 0;
+}
+
 /* A created pool that reserved 8 MiB after its last reading, then destroyed (XLA's allocator at
  * shutdown): its high-water marks stay in the async_pool figures. Prints the pool's own before the
  * destroy (sim.destroyed.*; the program's reads are not the shim's samples). */
@@ -2131,7 +2191,7 @@ static const struct scenario scenarios[] = {
     {"teardown_then_reset", scenario_teardown_then_reset, 1}, {"destroyed_current", scenario_destroyed_current, 1},
     {"release_cycles", scenario_release_cycles, 1},
     {"pool_locations", scenario_pool_locations, 2},
-    {"pool_destroyed", scenario_pool_destroyed, 1},
+    {"pool_destroyed", scenario_pool_destroyed, 1}, {"high_reset_race", scenario_high_reset_race, 1},
     {"unknown_free", scenario_unknown_free, 1}, {"no_async", scenario_no_async, 1},
     {"budget_pool_idle", scenario_budget_pool_idle, 1}, {"budget_many_pools", scenario_budget_many_pools, 1},
     {"budget_pool_over", scenario_budget_pool_over, 1}, {"vmm_unmap_race", scenario_vmm_unmap_race, 1}, {"vmm_host_no_context", scenario_vmm_host_no_context, 1}, {"budget_pitch", scenario_budget_pitch, 1},
