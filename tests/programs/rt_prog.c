@@ -456,16 +456,24 @@ static int scenario_vmm_host_no_context(void)
 /* A pool that keeps freed memory (release threshold UINT64_MAX): 4 MiB allocated and freed, then
  * cudaMemPoolTrimTo(0) (PyTorch's empty_cache on its cudaMallocAsync backend) and a reset of the
  * reserve's high-water mark; what cushim.h says after each. */
+/* A stream and a pool of device 0 that keeps what is freed to it (release threshold UINT64_MAX). */
+static cudaMemPool_t keeping_pool(cudaStream_t *s)
+{
+    struct cudaMemPoolProps props = device_pool_props(0);
+    uint64_t keep = UINT64_MAX;
+    cudaMemPool_t pool;
+    CHECK(cudaStreamCreate(s));
+    CHECK(cudaMemPoolCreate(&pool, &props));
+    CHECK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep));
+    return pool;
+}
+
 static int scenario_pool_trim(void)
 {
     cudaStream_t s;
-    cudaMemPool_t pool;
-    struct cudaMemPoolProps props = device_pool_props(0);
-    uint64_t keep = UINT64_MAX, zero = 0;
+    uint64_t zero = 0;
     void *a;
-    CHECK(cudaStreamCreate(&s));
-    CHECK(cudaMemPoolCreate(&pool, &props));
-    CHECK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep));
+    cudaMemPool_t pool = keeping_pool(&s);
     CHECK(cudaMallocFromPoolAsync(&a, 4 * MiB, pool, s));
     CHECK(cudaFreeAsync(a, s));
     CHECK(cudaStreamSynchronize(s));
@@ -513,14 +521,10 @@ static void *race_reader(void *arg)
 static int scenario_high_reset_race(void)
 {
     cudaStream_t s;
-    cudaMemPool_t pool;
-    struct cudaMemPoolProps props = device_pool_props(0);
-    uint64_t keep = UINT64_MAX, zero = 0;
+    uint64_t zero = 0;
     void *a;
     pthread_t t;
-    CHECK(cudaStreamCreate(&s));
-    CHECK(cudaMemPoolCreate(&pool, &props));
-    CHECK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep));
+    cudaMemPool_t pool = keeping_pool(&s);
     if (pthread_create(&t, NULL, race_reader, NULL) != 0)
         return 2;
     int stuck = 0, rounds = 1000;
@@ -555,13 +559,9 @@ static int scenario_high_reset_race(void)
 static int scenario_pool_destroyed(void)
 {
     cudaStream_t s;
-    cudaMemPool_t pool;
-    struct cudaMemPoolProps props = device_pool_props(0);
-    uint64_t keep = UINT64_MAX, reserved_high = 0, used_high = 0;
+    uint64_t reserved_high = 0, used_high = 0;
     void *a;
-    CHECK(cudaStreamCreate(&s));
-    CHECK(cudaMemPoolCreate(&pool, &props));
-    CHECK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep));
+    cudaMemPool_t pool = keeping_pool(&s);
     CHECK(cudaMallocFromPoolAsync(&a, MiB, pool, s)); /* a thread's first: read after it */
     CHECK(cudaFreeAsync(a, s));
     CHECK(cudaMallocFromPoolAsync(&a, 8 * MiB, pool, s)); /* not read: within 100 ms */
