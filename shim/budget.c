@@ -184,9 +184,12 @@ bool budget_reserve_limited(int device, uint64_t bytes, uint64_t own_idle, uint6
             /* `bytes - served <= limit - held`, never a sum that could wrap (a request near
              * SIZE_MAX, which the driver then refuses). A request that grows nothing (its pool's
              * idle reserve serves it, or 0 bytes, which the driver refuses with its own code)
-             * fits even when held is past the limit: a pool grows by whole chunks, which can
-             * take held past it (a fresh-user trial: every later request was refused). */
-            fits = bytes == served || (held <= limit && bytes - served <= limit - held);
+             * fits even when held is past the limit, as long as the bytes in use stay within it:
+             * a pool grows by whole chunks, which can take held past it (a fresh-user trial:
+             * every later request was refused), but the device total never goes past the
+             * limit (a stress trial: served requests took it 20 MiB past a 256 MiB budget). */
+            fits = (bytes == served && used <= limit && bytes <= limit - used) ||
+                   (held <= limit && bytes - served <= limit - held);
         } while (fits && !atomic_compare_exchange_weak_explicit(&budget_used[device], &used, used + bytes,
                                                                 memory_order_relaxed, memory_order_relaxed));
         if (fits) {

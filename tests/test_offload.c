@@ -273,6 +273,22 @@ Test(offload, a_pool_over_the_limit_still_serves_from_its_reserve)
     run_free(&r);
 }
 
+/* A request the pool's idle reserve could serve is still refused when it would take the device's
+ * bytes in use past the limit (held was past it from the pool's chunk growth). */
+Test(offload, a_request_the_reserve_serves_stays_within_the_limit)
+{
+    struct run_result r;
+    json_t *j = rt_under_limit(&r, "3MiB", "budget_served_over");
+    cr_expect_eq(kv_u64(r.out, "served.rc2"), 0, "%s", r.out);
+    cr_expect_eq(kv_u64(r.out, "served.rc3"), 2, "cudaErrorMemoryAllocation: %s", r.out);
+    cr_expect_eq(kv_u64(r.out, "served.current"), 3 * MiB);
+    cr_assert(j);
+    cr_expect_eq(jpath_u64(j, "devices.0.device_total.peak_bytes"), 3 * MiB);
+    cr_expect_eq(jpath_u64(j, "devices.0.device_total.limit_refused_count"), 1);
+    json_decref(j);
+    run_free(&r);
+}
+
 /* A pitched allocation the budget refuses after the driver made it: out of memory, the outputs
  * as they were (a review: the caller got back the pointer the shim had freed), nothing counted
  * but the failure. */

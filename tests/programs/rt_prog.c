@@ -695,6 +695,33 @@ static int scenario_budget_pool_over(void)
     return 0;
 }
 
+/* Under CUSHIM_DEVICE_LIMIT=3MiB, 1 MiB stream-ordered requests from the default pool (2 MiB
+ * chunks): the third grows the pool to 4 MiB, past the limit; the fourth, which the pool's idle
+ * reserve could serve, would take the device's bytes in use past the limit too: refused (a stress
+ * trial: served requests passed whatever was in use, device_total went 20 MiB over a 256 MiB
+ * budget). Prints each code and the device total in use. */
+static int scenario_budget_served_over(void)
+{
+    cudaStream_t s;
+    void *p[4] = {NULL, NULL, NULL, NULL};
+    CHECK(cudaStreamCreate(&s));
+    size_t free_b, total_b;
+    for (int i = 0; i < 4; i++) {
+        if (i == 3) /* the pools read: their idle reserve known to the budget */
+            CHECK(cudaMemGetInfo(&free_b, &total_b));
+        printf("served.rc%d=%d\n", i, (int)cudaMallocAsync(&p[i], MiB, s));
+    }
+    struct cushim_device_stats st;
+    if (cushim_stats(0, &st, 0) != 0)
+        return 2;
+    printf("served.current=%llu\n", (unsigned long long)st.device_total_current_bytes);
+    for (int i = 0; i < 4; i++)
+        if (p[i])
+            CHECK(cudaFreeAsync(p[i], s));
+    CHECK(cudaStreamSynchronize(s));
+    return 0;
+}
+
 /* Under CUSHIM_DEVICE_LIMIT=4MiB: a pitched allocation of 8 MiB is refused after the driver made
  * it (the pitch is the driver's choice), and the outputs keep what they held, as the driver's own
  * out-of-memory failure leaves them (a review: they held the pointer the shim had freed). Then
@@ -2194,7 +2221,7 @@ static const struct scenario scenarios[] = {
     {"pool_destroyed", scenario_pool_destroyed, 1}, {"high_reset_race", scenario_high_reset_race, 1},
     {"unknown_free", scenario_unknown_free, 1}, {"no_async", scenario_no_async, 1},
     {"budget_pool_idle", scenario_budget_pool_idle, 1}, {"budget_many_pools", scenario_budget_many_pools, 1},
-    {"budget_pool_over", scenario_budget_pool_over, 1}, {"vmm_unmap_race", scenario_vmm_unmap_race, 1}, {"vmm_host_no_context", scenario_vmm_host_no_context, 1}, {"budget_pitch", scenario_budget_pitch, 1},
+    {"budget_pool_over", scenario_budget_pool_over, 1}, {"budget_served_over", scenario_budget_served_over, 1}, {"vmm_unmap_race", scenario_vmm_unmap_race, 1}, {"vmm_host_no_context", scenario_vmm_host_no_context, 1}, {"budget_pitch", scenario_budget_pitch, 1},
     {"budget_threads", scenario_budget_threads, 1},
     {"entry_points", scenario_entry_points, 1}, {"threads", scenario_threads, 1},
     {"async_stream_only", scenario_async_stream_only, 1},
