@@ -19,7 +19,7 @@ static CUresult alloc_async(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool poo
         return CUDA_ERROR_INVALID_VALUE;
     CUresult rc = sim_stream_resolve(h, per_thread_api, &s);
     if (rc == CUDA_SUCCESS)
-        rc = pool ? sim_pool_check(pool) : sim_pool_current(s->ctx->dev, &pool);
+        rc = sim_pool_hold(&pool, s->ctx->dev); /* released only after sim_pool_unhold */
     if (rc != CUDA_SUCCESS)
         return rc;
     struct sim_node_spec spec = {.type = CU_GRAPH_NODE_TYPE_MEM_ALLOC, .u.alloc.bytesize = bytesize};
@@ -28,22 +28,24 @@ static CUresult alloc_async(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool poo
     if (sim_capture_add(s, &spec, &rc)) {
         if (rc == CUDA_SUCCESS)
             *dptr = spec.u.alloc.dptr;
+        sim_pool_unhold(pool);
         return rc;
     }
     rc = sim_pool_take(pool, bytesize);
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    struct sim_range r = {.size = bytesize, .kind = SIM_MEM_ASYNC, .ctx = s->ctx,
-                          .dev = sim_pool_device(pool, s->ctx->dev),
-                          .counted = sim_pool_is_host(pool) ? SIMCUDA_PINNED_HOST : SIMCUDA_ASYNC, .pool = pool};
-    rc = sim_mem_new(&r);
-    if (rc != CUDA_SUCCESS) {
-        sim_pool_give(pool, bytesize);
-        return rc;
+    if (rc == CUDA_SUCCESS) {
+        struct sim_range r = {.size = bytesize, .kind = SIM_MEM_ASYNC, .ctx = s->ctx,
+                              .dev = sim_pool_device(pool, s->ctx->dev),
+                              .counted = sim_pool_is_host(pool) ? SIMCUDA_PINNED_HOST : SIMCUDA_ASYNC, .pool = pool};
+        rc = sim_mem_new(&r);
+        if (rc != CUDA_SUCCESS)
+            sim_pool_give(pool, bytesize);
+        else
+            *dptr = r.base;
     }
-    *dptr = r.base;
-    sim_stream_enqueue(s);
-    return CUDA_SUCCESS;
+    sim_pool_unhold(pool);
+    if (rc == CUDA_SUCCESS)
+        sim_stream_enqueue(s);
+    return rc;
 }
 
 /* cuda.h, cuMemAllocAsync: "The allocation comes from the memory pool current to the stream's

@@ -76,7 +76,32 @@ static CUresult default_pool(int dev, CUmemoryPool *out)
 
 CUresult sim_pool_check(CUmemoryPool pool)
 {
-    return pool && pool->magic == POOL_MAGIC && !pool->destroyed ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+    for (CUmemoryPool p = pools; pool && p; p = p->next)
+        if (p == pool)
+            return pool->magic == POOL_MAGIC && !pool->destroyed ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+    return CUDA_ERROR_INVALID_VALUE;
+}
+
+static void release_if_done(CUmemoryPool p); /* below */
+
+CUresult sim_pool_hold(CUmemoryPool *pool, int dev)
+{
+    pthread_mutex_lock(&lock);
+    CUresult rc = *pool                 ? sim_pool_check(*pool)
+                  : current[dev] != NULL ? (*pool = current[dev], CUDA_SUCCESS)
+                                         : default_pool(dev, pool);
+    if (rc == CUDA_SUCCESS)
+        (*pool)->outstanding++;
+    pthread_mutex_unlock(&lock);
+    return rc;
+}
+
+void sim_pool_unhold(CUmemoryPool p)
+{
+    pthread_mutex_lock(&lock);
+    p->outstanding--;
+    release_if_done(p);
+    pthread_mutex_unlock(&lock);
 }
 
 CUresult sim_pool_current(int dev, CUmemoryPool *out)

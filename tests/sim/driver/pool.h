@@ -6,9 +6,16 @@
 
 #define SIM_POOL_CHUNK (2ull << 20) /* pools reserve memory in 2 MiB chunks */
 
+/* Whether `pool` is a live pool (CUDA_SUCCESS) or not (CUDA_ERROR_INVALID_VALUE): one destroyed,
+ * or released since, is looked up, never read. Caller holds pool.c's lock. */
 CUresult sim_pool_check(CUmemoryPool pool);
 /* The device's current pool (cuDeviceGetMemPool), its default pool until cuDeviceSetMemPool. */
 CUresult sim_pool_current(int dev, CUmemoryPool *out);
+/* *pool checked (sim_pool_check), or with *pool NULL the current pool of `dev` put there, and held:
+ * not released by a concurrent destroy until sim_pool_unhold (a stress trial: a pool destroyed
+ * and released between the lookup and the allocation was used after its release). */
+CUresult sim_pool_hold(CUmemoryPool *pool, int dev);
+void sim_pool_unhold(CUmemoryPool pool);
 /* Takes `bytes` (rounded to SIMCUDA_GRANULARITY) from the pool, growing its reserve by whole
  * chunks; a device pool's growth must fit in the device (CUDA_ERROR_OUT_OF_MEMORY). */
 CUresult sim_pool_take(CUmemoryPool pool, size_t bytes);
