@@ -11,12 +11,19 @@
 #include "shim/shim.h"
 #include "shim/track.h"
 
+/* shim.pools' aux for a pool destroyed (cuMemPoolDestroy): kept as a tombstone, so that its handle
+ * handed out to another thread as the destroy ran (cuDeviceGetMemPool of the device's current
+ * pool) is not put back (a stress trial: it stayed in the table, and every later reading of the
+ * device's pools failed on it, their figures frozen). A pool made with that handle replaces it;
+ * readings (pools.c) skip it, as any entry of another kind. One entry per pool destroyed. */
+#define POOL_DESTROYED UINT64_MAX
+
 /* Kind and device of allocations from `pool`; the defaults for pools the shim did not see made
- * (device default pools). */
+ * (device default pools), or saw destroyed. */
 static inline enum cushim_kind pool_kind(CUmemoryPool pool, int *device)
 {
     struct shim_entry e;
-    if (pool && table_get(&shim.pools, (uint64_t)(uintptr_t)pool, &e)) {
+    if (pool && table_get(&shim.pools, (uint64_t)(uintptr_t)pool, &e) && e.aux != POOL_DESTROYED) {
         if (e.device >= 0)
             *device = e.device;
         return (enum cushim_kind)e.aux;
@@ -306,7 +313,16 @@ FREE_ASYNC(cuMemFreeAsync_ptsz, true)
  * device 1, cuMemAllocFromPoolAsync: "The specified memory pool may be from a device different
  * than that of the specified hStream"). Pools the shim never saw count as `async` on the
  * current context's device (pool_kind). */
-static void pool_remember(CUmemoryPool pool, const CUmemLocation *location, int alloc_type)
+static void keep_entry(struct shim_entry *e, void *arg)
+{
+    (void)e;
+    (void)arg;
+}
+
+/* `made`: cuMemPoolCreate's new pool, which replaces whatever the table held under its handle;
+ * else a pool handed out (a default or current pool), added only if the table has no entry for it:
+ * neither a live pool's nor a destroyed one's (POOL_DESTROYED). */
+static void pool_remember(CUmemoryPool pool, const CUmemLocation *location, int alloc_type, bool made)
 {
     /* cuda.h CUmemLocationType: a pool on a device holds device memory; host and host-NUMA
      * locations hold page-locked host memory. */
@@ -332,7 +348,10 @@ static void pool_remember(CUmemoryPool pool, const CUmemLocation *location, int 
     if (alloc_type == 0x2)
         kind = CUSHIM_KIND_MANAGED;
     struct shim_entry e = {.key = (uint64_t)(uintptr_t)pool, .aux = kind, .device = device};
-    table_put(&shim.pools, &e, NULL);
+    if (made)
+        table_put(&shim.pools, &e, NULL);
+    else
+        table_upsert(&shim.pools, &e, keep_entry, NULL);
 }
 
 SHIM_EXPORT CUresult CUDAAPI cuMemPoolCreate(CUmemoryPool *pool, const CUmemPoolProps *poolProps)
@@ -341,7 +360,7 @@ SHIM_EXPORT CUresult CUDAAPI cuMemPoolCreate(CUmemoryPool *pool, const CUmemPool
     CUresult r = real_(pool, poolProps);
     if (r != CUDA_SUCCESS || !poolProps || !shim_enter())
         return r;
-    pool_remember(*pool, &poolProps->location, (int)poolProps->allocType);
+    pool_remember(*pool, &poolProps->location, (int)poolProps->allocType, true);
     /* A reading of the pools paged through the table while it changed may have left one out. */
     if (poolProps->location.type == CU_MEM_LOCATION_TYPE_DEVICE && unlikely(budget_any))
         budget_pool_changed(poolProps->location.id, 0);
@@ -353,7 +372,7 @@ SHIM_EXPORT CUresult CUDAAPI cuMemPoolCreate(CUmemoryPool *pool, const CUmemPool
 static CUresult pool_got(CUresult r, const CUmemoryPool *pool, const CUmemLocation *location, int type)
 {
     if (r == CUDA_SUCCESS && pool && *pool && location && shim_enter()) {
-        pool_remember(*pool, location, type);
+        pool_remember(*pool, location, type, false);
         shim_leave();
     }
     return r;
@@ -447,6 +466,15 @@ static bool pool_gone(struct shim_entry *e, void *arg)
     return true;
 }
 
+/* table_update callback: the pool's entry, copied to arg, becomes its tombstone. */
+static bool bury(struct shim_entry *e, void *arg)
+{
+    *(struct shim_entry *)arg = *e;
+    e->aux = POOL_DESTROYED;
+    e->device = -1;
+    return true;
+}
+
 /* The pool leaves the table before the real destroy, and no sampler (pools.c) may still hold
  * its handle then; a failed destroy puts it back. cuda.h cuMemPoolDestroy: a pool destroyed with
  * allocations not freed yet is released "once there are no more outstanding allocations": under
@@ -459,11 +487,14 @@ SHIM_EXPORT CUresult CUDAAPI cuMemPoolDestroy(CUmemoryPool pool)
     struct shim_entry e;
     /* Its device's pools read while it is one of them: its high-water marks stay in the _HIGH
      * sums (pools.h), which no later reading has. */
-    if (pool && table_get(&shim.pools, (uint64_t)(uintptr_t)pool, &e) && shim_enter()) {
+    if (pool && table_get(&shim.pools, (uint64_t)(uintptr_t)pool, &e) && e.aux != POOL_DESTROYED &&
+        shim_enter()) {
         pool_changed(pool, false);
         shim_leave();
     }
-    bool known = pool && table_take(&shim.pools, (uint64_t)(uintptr_t)pool, &e);
+    /* Its entry becomes a tombstone (POOL_DESTROYED), put back as it was if the destroy fails. */
+    bool known = pool && table_update(&shim.pools, (uint64_t)(uintptr_t)pool, bury, &e, NULL) &&
+                 e.aux != POOL_DESTROYED;
     if (known)
         async_pool_quiesce();
     CUresult r = real_(pool);

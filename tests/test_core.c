@@ -171,6 +171,17 @@ RT_TEST(a_high_water_mark_reset_racing_a_reading_is_kept)
     run_free(&r);
 }
 
+RT_TEST(a_pool_handed_out_as_it_is_destroyed_is_not_kept)
+{
+    struct run_result r;
+    json_t *j = scenario(&r, p->static_rt, "pool_got_destroyed", NULL);
+    cr_expect_eq(r.status, 0, "%s", r.err);
+    cr_expect_eq(kv_u64(r.out, "got.read_now"), 1, "the pools read at the last cudaMemGetInfo: %s", r.out);
+    cr_expect(strstr(r.err, "cuMemPoolGetAttribute failed") == NULL, "%s", r.err);
+    json_decref(j);
+    run_free(&r);
+}
+
 RT_TEST(pool_locations)
 {
     struct run_result r;

@@ -553,6 +553,69 @@ static int scenario_high_reset_race(void)
     return 0;
 }
 
+/* Pools made current and destroyed on two threads while two others ask for the current pool
+ * (cuDeviceGetMemPool): a pool handed out as its destroy ran must not stay among the pools the
+ * shim reads (a stress trial: every later reading failed on it, its figures frozen, with a warning).
+ * Then a reading of this thread's own; prints whether it was made (got.read_now). */
+static _Atomic int getters_stop;
+
+static void *pool_destroyer(void *arg)
+{
+    (void)arg;
+    cudaStream_t s;
+    struct cudaMemPoolProps props = device_pool_props(0);
+    CHECK(cudaSetDevice(0));
+    CHECK(cudaStreamCreate(&s));
+    for (int i = 0; i < 500; i++) {
+        cudaMemPool_t pool;
+        void *x;
+        CHECK(cudaMemPoolCreate(&pool, &props));
+        CHECK(cudaDeviceSetMemPool(0, pool));
+        CHECK(cudaMallocAsync(&x, MiB, s));
+        CHECK(cudaFreeAsync(x, s));
+        CHECK(cudaStreamSynchronize(s));
+        CHECK(cudaMemPoolDestroy(pool));
+    }
+    return NULL;
+}
+
+static void *pool_getter(void *arg)
+{
+    (void)arg;
+    PFN_cuDeviceGetMemPool_v11020 get = entry("cuDeviceGetMemPool", 11020);
+    CHECK(cudaSetDevice(0));
+    while (!atomic_load(&getters_stop)) {
+        CUmemoryPool p;
+        if (get(&p, 0) != CUDA_SUCCESS)
+            abort();
+    }
+    return NULL;
+}
+
+static int scenario_pool_got_destroyed(void)
+{
+    pthread_t d[2], g[2];
+    CHECK(cudaFree(NULL));
+    for (int i = 0; i < 2; i++)
+        if (pthread_create(&d[i], NULL, pool_destroyer, NULL) || pthread_create(&g[i], NULL, pool_getter, NULL))
+            return 2;
+    for (int i = 0; i < 2; i++)
+        pthread_join(d[i], NULL);
+    atomic_store(&getters_stop, 1);
+    for (int i = 0; i < 2; i++)
+        pthread_join(g[i], NULL);
+    size_t f, t;
+    struct timespec before;
+    struct cushim_device_stats st;
+    clock_gettime(CLOCK_REALTIME, &before);
+    CHECK(cudaMemGetInfo(&f, &t));
+    if (cushim_stats(0, &st, 0) != 0)
+        return 3;
+    uint64_t ns = (uint64_t)before.tv_sec * 1000000000ull + (uint64_t)before.tv_nsec;
+    printf("got.read_now=%d\n", st.async_pool_sampled_ns >= ns);
+    return 0;
+}
+
 /* A created pool that reserved 8 MiB after its last reading, then destroyed (XLA's allocator at
  * shutdown): its high-water marks stay in the async_pool figures. Prints the pool's own before the
  * destroy (sim.destroyed.*; the program's reads are not the shim's samples). */
@@ -2219,6 +2282,7 @@ static const struct scenario scenarios[] = {
     {"release_cycles", scenario_release_cycles, 1},
     {"pool_locations", scenario_pool_locations, 2},
     {"pool_destroyed", scenario_pool_destroyed, 1}, {"high_reset_race", scenario_high_reset_race, 1},
+    {"pool_got_destroyed", scenario_pool_got_destroyed, 1},
     {"unknown_free", scenario_unknown_free, 1}, {"no_async", scenario_no_async, 1},
     {"budget_pool_idle", scenario_budget_pool_idle, 1}, {"budget_many_pools", scenario_budget_many_pools, 1},
     {"budget_pool_over", scenario_budget_pool_over, 1}, {"budget_served_over", scenario_budget_served_over, 1}, {"vmm_unmap_race", scenario_vmm_unmap_race, 1}, {"vmm_host_no_context", scenario_vmm_host_no_context, 1}, {"budget_pitch", scenario_budget_pitch, 1},
