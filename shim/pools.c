@@ -84,11 +84,12 @@ void async_pool_sample(int device)
     static const struct {
         CUmemPool_attribute attr;
         enum cushim_device_stat stat;
+        bool high; /* a high-water mark: kept as one (pools.h) */
     } attrs[] = {
-        {CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, CUSHIM_DEV_async_pool_reserved_current},
-        {CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH, CUSHIM_DEV_async_pool_reserved_high},
-        {CU_MEMPOOL_ATTR_USED_MEM_CURRENT, CUSHIM_DEV_async_pool_used_current},
-        {CU_MEMPOOL_ATTR_USED_MEM_HIGH, CUSHIM_DEV_async_pool_used_high},
+        {CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, CUSHIM_DEV_async_pool_reserved_current, false},
+        {CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH, CUSHIM_DEV_async_pool_reserved_high, true},
+        {CU_MEMPOOL_ATTR_USED_MEM_CURRENT, CUSHIM_DEV_async_pool_used_current, false},
+        {CU_MEMPOOL_ATTR_USED_MEM_HIGH, CUSHIM_DEV_async_pool_used_high, true},
     };
     __typeof__(&cuMemPoolGetAttribute) get = REAL(cuMemPoolGetAttribute);
     __typeof__(&cuDeviceGetDefaultMemPool) get_default = REAL(cuDeviceGetDefaultMemPool);
@@ -141,10 +142,9 @@ void async_pool_sample(int device)
     if (restart)
         atomic_store_explicit(&highs[device].applied, resets, memory_order_relaxed);
     for (unsigned a = 0; a < sizeof attrs / sizeof attrs[0]; a++) {
-        bool high = attrs[a].attr == CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH || attrs[a].attr == CU_MEMPOOL_ATTR_USED_MEM_HIGH;
-        if (high && stale)
+        if (attrs[a].high && stale)
             continue;
-        if (high && !restart)
+        if (attrs[a].high && !restart)
             account_device_stat_raise(device, attrs[a].stat, sum[a]);
         else
             account_device_stat_set(device, attrs[a].stat, sum[a]);

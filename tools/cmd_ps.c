@@ -101,7 +101,7 @@ static int row(struct seg_entry *e, void *argp)
         if (a->json)
             json_row(a->json, e, named ? user : NULL, "invalid");
         else
-            printf("%7d %-10s %-7s %s: %s\n", (int)e->pid, shown_user, "invalid", e->path, e->err);
+            printf("%7d %-*s %-7s %s: %s\n", (int)e->pid, USER_COLUMN, shown_user, "invalid", e->path, e->err);
         a->invalid++;
         return 0;
     }
@@ -121,7 +121,8 @@ static int row(struct seg_entry *e, void *argp)
      * trial: a card sized from ps after a server's reset would be too small). */
     int lowered = proc_peak_lowered(&e->snap);
     a->reset += lowered;
-    printf("%s%7s %-10s %-7s %-8s %12s %12s %-11s %s%s\n", on, cushim_pid_label(&e->snap, pid, sizeof pid), shown_user,
+    printf("%s%7s %-*s %-7s %-8s %12s %12s %-11s %s%s\n", on, cushim_pid_label(&e->snap, pid, sizeof pid), USER_COLUMN,
+           shown_user,
            state, devs, cushim_format_bytes(c, cur, sizeof cur), peak_label(p, lowered, peak, sizeof peak),
            cushim_phase_label(&e->snap, phase, sizeof phase),
            cushim_text_printable(e->snap.command, cmd, sizeof cmd), off);
@@ -165,7 +166,7 @@ int cmd_ps(int argc, char **argv)
         jsonw_init(&w, stdout);
         jsonw_array_begin(&w, NULL);
     } else {
-        printf("%7s %-10s %-7s %-8s %12s %12s %-11s %s\n", "PID", "USER", "STATE", "DEVICES",
+        printf("%7s %-*s %-7s %-8s %12s %12s %-11s %s\n", "PID", USER_COLUMN, "USER", "STATE", "DEVICES",
                "DEVICE-TOTAL", "TOTAL-PEAK", "PHASE", "COMMAND");
     }
     seg_scan(NULL, 0, row, &a);

@@ -227,7 +227,7 @@ static void frame(struct sink *k, const struct proc_list *l)
         char pid[16], limit[48] = "", user[48] = "";
         if (users) {
             char cut[USER_COLUMN + 8];
-            snprintf(user, sizeof user, "%-10s ", user_column(p->file_uid, cut, sizeof cut));
+            snprintf(user, sizeof user, "%-*s ", USER_COLUMN, user_column(p->file_uid, cut, sizeof cut));
         }
         if (limits)
             limit_label(p, limit, sizeof limit);
