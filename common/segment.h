@@ -144,4 +144,21 @@ struct cushim_segment {
  * parses the name. */
 #define CUSHIM_SEGMENT_PREFIX "cushim-"
 
+/* Whether the segment at mem starts with the magic, read as its writer stores it (fill_header in
+ * shim/segment_file.c: last, one 8-byte store with release) with acquire, so that the header read
+ * after a yes is the complete one on a weakly ordered CPU (aarch64) as well. A buffer not 8-byte
+ * aligned (a copy, never a live segment) is compared byte by byte. */
+static inline int cushim_segment_magic_ok(const void *mem)
+{
+    uint64_t want, got;
+    __builtin_memcpy(&want, CUSHIM_SEGMENT_MAGIC, sizeof want);
+    if (((uintptr_t)mem & 7u) == 0) {
+        got = __atomic_load_n((const uint64_t *)mem, __ATOMIC_ACQUIRE);
+    } else {
+        __builtin_memcpy(&got, mem, sizeof got);
+        atomic_thread_fence(memory_order_acquire);
+    }
+    return got == want;
+}
+
 #endif

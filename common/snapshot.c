@@ -203,17 +203,25 @@ static int copy_graphs(const struct cushim_segment *s, uint32_t count, struct cu
                 FAIL("graph record %u is corrupt", i);
             if (state < 2)
                 break;
-            o->id = g->id;
-            o->device = g->device;
+            /* The fields as the relaxed atomics their writer stores (graph.c graph_instantiated:
+             * claim, release fence, fields, id with release, state). id first, with acquire: the
+             * fields read after it are at least its graph's. */
+            o->id = __atomic_load_n(&g->id, __ATOMIC_ACQUIRE);
+            o->device = __atomic_load_n(&g->device, __ATOMIC_RELAXED);
             o->alive = state == 2;
-            o->instantiated_ns = g->instantiated_ns;
-            o->destroyed_ns = state == 2 ? 0 : g->destroyed_ns;
+            o->instantiated_ns = __atomic_load_n(&g->instantiated_ns, __ATOMIC_RELAXED);
+            o->destroyed_ns = state == 2 ? 0 : __atomic_load_n(&g->destroyed_ns, __ATOMIC_RELAXED);
             o->launches = atomic_load_explicit(&g->launches, memory_order_relaxed);
-            o->alloc_node_bytes = g->alloc_node_bytes;
-            o->capture_bytes = g->capture_bytes;
+            o->alloc_node_bytes = __atomic_load_n(&g->alloc_node_bytes, __ATOMIC_RELAXED);
+            o->capture_bytes = __atomic_load_n(&g->capture_bytes, __ATOMIC_RELAXED);
+            /* A field of a new graph's claim read above makes the claim visible here (the writer's
+             * release fence, this acquire fence); the state read again with acquire, then the id:
+             * a graph that took the slot and was destroyed meanwhile (state 3 again) shows its
+             * own id. */
             atomic_thread_fence(memory_order_acquire);
-            uint32_t after = atomic_load_explicit(&g->state, memory_order_relaxed);
-            copied = g->id == o->id && (after == state || (state == 2 && after == 3));
+            uint32_t after = atomic_load_explicit(&g->state, memory_order_acquire);
+            copied = __atomic_load_n(&g->id, __ATOMIC_RELAXED) == o->id &&
+                     (after == state || (state == 2 && after == 3));
         }
         out->graph_count += copied;
     }
@@ -235,7 +243,7 @@ int cushim_snapshot_read(const void *mem, size_t len, struct cushim_snapshot *ou
     if (!mem || len < sizeof s->h.magic)
         FAIL("truncated: %zu of %zu bytes", len, sizeof *s);
     const struct cushim_segment_header *h = &s->h;
-    if (memcmp(h->magic, CUSHIM_SEGMENT_MAGIC, sizeof h->magic) != 0)
+    if (!cushim_segment_magic_ok(h->magic))
         FAIL("bad magic: not a cushim segment");
     if (len < sizeof *h)
         FAIL("truncated: %zu of %zu bytes", len, sizeof *s);

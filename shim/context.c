@@ -96,7 +96,9 @@ static void sole_decide(int device, struct cushim_device_record *rec)
 int shim_current_device_slow(CUcontext ctx)
 {
     uint64_t c = (uint64_t)(uintptr_t)ctx;
-    uint32_t gen = atomic_load_explicit(&shim_ctx_generation, memory_order_relaxed);
+    /* Acquire: read before the shared cache (a relaxed load may be satisfied after it on a weakly
+     * ordered CPU, pairing a slot forgotten meanwhile with the generation that forgot it). */
+    uint32_t gen = atomic_load_explicit(&shim_ctx_generation, memory_order_acquire);
     shim_tls_ctx.ctx = 0; /* filled again below only when complete */
     int d = cache_lookup(c);
     if (d < 0) {
@@ -149,7 +151,8 @@ void shim_context_forget(CUcontext ctx)
                                                     memory_order_release, memory_order_relaxed))
             break;
     }
-    atomic_fetch_add_explicit(&shim_ctx_generation, 1, memory_order_relaxed);
+    /* Release: a thread that reads the new generation sees the slot forgotten. */
+    atomic_fetch_add_explicit(&shim_ctx_generation, 1, memory_order_release);
 }
 
 CUcontext shim_primary_context(int device)

@@ -181,7 +181,8 @@ static int claim_slot(struct cushim_segment *seg)
         int oldest = -1;
         for (unsigned i = 0; i < CUSHIM_MAX_GRAPHS; i++)
             if (atomic_load(&seg->graphs[i].state) == 3 &&
-                (oldest < 0 || seg->graphs[i].destroyed_ns < seg->graphs[oldest].destroyed_ns))
+                (oldest < 0 || __atomic_load_n(&seg->graphs[i].destroyed_ns, __ATOMIC_RELAXED) <
+                                   __atomic_load_n(&seg->graphs[oldest].destroyed_ns, __ATOMIC_RELAXED)))
                 oldest = (int)i;
         uint32_t expected = 3;
         if (oldest < 0)
@@ -273,14 +274,21 @@ void graph_instantiated(CUgraphExec exec, CUgraph graph, int device, CUcontext c
     int slot = claim_slot(seg);
     if (slot >= 0) {
         struct cushim_graph_record *g = &seg->graphs[slot];
-        g->device = device;
-        g->id = id;
-        g->exec = key;
-        g->instantiated_ns = shim_clock_ns(CLOCK_REALTIME);
-        g->destroyed_ns = 0;
+        /* The claim (state 1) is ordered before the fields' stores, as a seqlock writer's bump: a
+         * reader copying the record's previous graph (state 3) that sees any of them sees state
+         * move when it looks again (snapshot.c copy_graphs). The seq_cst compare-and-swap of
+         * claim_slot does not order later stores on a weakly ordered CPU (aarch64). The fields
+         * are written as relaxed atomics: other processes read them while they change. The id
+         * goes last, with release: a reader that reads the new id reads the new fields. */
+        atomic_thread_fence(memory_order_release);
+        __atomic_store_n(&g->device, device, __ATOMIC_RELAXED);
+        __atomic_store_n(&g->exec, key, __ATOMIC_RELAXED);
+        __atomic_store_n(&g->instantiated_ns, shim_clock_ns(CLOCK_REALTIME), __ATOMIC_RELAXED);
+        __atomic_store_n(&g->destroyed_ns, 0, __ATOMIC_RELAXED);
         atomic_store_explicit(&g->launches, 0, memory_order_relaxed);
-        g->alloc_node_bytes = nb.total;
-        g->capture_bytes = capture;
+        __atomic_store_n(&g->alloc_node_bytes, nb.total, __ATOMIC_RELAXED);
+        __atomic_store_n(&g->capture_bytes, capture, __ATOMIC_RELAXED);
+        __atomic_store_n(&g->id, id, __ATOMIC_RELEASE);
         if (nb.total && !atomic_exchange(&first_pending[slot], true))
             atomic_fetch_add(&first_pending_count, 1);
         atomic_store_explicit(&g->state, 2, memory_order_release);
@@ -351,7 +359,7 @@ static void exec_gone(const struct shim_entry *e, void *arg)
     int slot = (int)(int64_t)e->aux;
     if (slot >= 0 && (unsigned)slot < CUSHIM_MAX_GRAPHS) {
         struct cushim_graph_record *g = &shim.seg->graphs[slot];
-        g->destroyed_ns = shim_clock_ns(CLOCK_REALTIME);
+        __atomic_store_n(&g->destroyed_ns, shim_clock_ns(CLOCK_REALTIME), __ATOMIC_RELAXED);
         if (atomic_exchange(&first_pending[slot], false)) /* never launched */
             atomic_fetch_sub(&first_pending_count, 1);
         atomic_store_explicit(&g->state, 3, memory_order_release);

@@ -65,9 +65,11 @@ static void fill_header(struct cushim_segment *s, unsigned flags, uint64_t run_i
     atomic_store_explicit(&h->phase, (uint32_t)c->phase, memory_order_relaxed);
     cushim_self_cmdline(h->command, sizeof h->command);
     snprintf(h->version, sizeof h->version, "%s", CUSHIM_VERSION);
-    /* The magic goes last: a reader that sees it sees a complete header. */
-    atomic_thread_fence(memory_order_release);
-    memcpy(h->magic, CUSHIM_SEGMENT_MAGIC, sizeof h->magic);
+    /* The magic goes last, as one 8-byte store with release: a reader that loads it with acquire
+     * (segment.h cushim_segment_magic_ok) sees a complete header, on a weakly ordered CPU too. */
+    uint64_t magic;
+    memcpy(&magic, CUSHIM_SEGMENT_MAGIC, sizeof magic);
+    __atomic_store_n((uint64_t *)(void *)h->magic, magic, __ATOMIC_RELEASE);
 }
 
 /* Whether the segment at path was written in this process's pid namespace (or by a writer that
