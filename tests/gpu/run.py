@@ -137,7 +137,10 @@ class Suite:
                     label, p.returncode, p.stdout[-600:], p.stderr[-600:]))
             # Its work done and printed, the exit failed (a crash in an exit handler): the figures
             # are judged, and the check fails for the exit (run.py main).
-            self.exit_failures.append("%s exited %d after its work" % (label, p.returncode))
+            # -14 (SIGALRM): its exit hung and its own alarm ended it (gpu_checks.cu main, 10 s;
+            # torch_checks.py main, 20 s).
+            self.exit_failures.append("%s exited %d after its work%s" % (
+                label, p.returncode, " (SIGALRM: its exit hung, ended by its own alarm)" if p.returncode == -14 else ""))
         return p.stdout
 
     INT = re.compile(r"-?[0-9]+")
