@@ -1048,14 +1048,27 @@ struct cushim_segment *seg_map_rw(pid_t pid, char *who, size_t who_len)
 int seg_write_guarded(struct cushim_segment *s, void (*fn)(struct cushim_segment *, void *), void *arg)
 {
     catch_sigbus();
+    /* A write brackets a record with its seqlock's counters (common/peaks.c): the CLI ended
+     * between them (Ctrl-C, SIGTERM, a stop by Ctrl-Z) would leave the record torn for every
+     * reader, for good (or while stopped). Every signal that can be held is held for the write;
+     * the faults stay deliverable (SIGBUS is caught above: a blocked fault would kill). The mask
+     * saved by sigsetjmp is restored by siglongjmp. SIGKILL cannot be held. */
+    sigset_t hold, was;
+    sigfillset(&hold);
+    sigdelset(&hold, SIGBUS);
+    sigdelset(&hold, SIGSEGV);
+    sigdelset(&hold, SIGILL);
+    sigdelset(&hold, SIGFPE);
     sigjmp_buf jb;
     if (sigsetjmp(jb, 1) != 0) {
         bus_jump = NULL;
         return -1;
     }
+    sigprocmask(SIG_BLOCK, &hold, &was);
     bus_jump = &jb;
     fn(s, arg);
     bus_jump = NULL;
+    sigprocmask(SIG_SETMASK, &was, NULL);
     return 0;
 }
 
