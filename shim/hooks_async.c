@@ -466,6 +466,36 @@ static bool pool_gone(struct shim_entry *e, void *arg)
     return true;
 }
 
+/* table_update callback: a tombstone leaves the table (a pool made since under its handle stays). */
+static bool unbury(struct shim_entry *e, void *arg)
+{
+    (void)arg;
+    return e->aux != POOL_DESTROYED;
+}
+
+/* The handles of the last TOMBSTONES pools destroyed. A tombstone only has to outlive the calls
+ * that were handing its pool out as it was destroyed (microseconds), not the process: a program
+ * that makes and destroys pools forever, the driver handing out new handle values, grew the table
+ * by one entry per pool destroyed, and every reading of the pools (each destroy, cudaMemGetInfo,
+ * the 100 ms samples) walked them all (a soak trial: 1e5 pools, +33 MiB and 40x slower per cycle).
+ * So the oldest tombstone goes when a new one comes. */
+#define TOMBSTONES 1024
+static uint64_t tombstones[TOMBSTONES];
+static unsigned tombstone_next;
+static atomic_flag tombstone_lock = ATOMIC_FLAG_INIT;
+
+static void tombstone_add(uint64_t key)
+{
+    while (atomic_flag_test_and_set_explicit(&tombstone_lock, memory_order_acquire))
+        ;
+    uint64_t old = tombstones[tombstone_next];
+    tombstones[tombstone_next] = key;
+    tombstone_next = (tombstone_next + 1) % TOMBSTONES;
+    atomic_flag_clear_explicit(&tombstone_lock, memory_order_release);
+    if (old && old != key)
+        table_update(&shim.pools, old, unbury, NULL, NULL);
+}
+
 /* table_update callback: the pool's entry, copied to arg, becomes its tombstone. */
 static bool bury(struct shim_entry *e, void *arg)
 {
@@ -504,6 +534,7 @@ SHIM_EXPORT CUresult CUDAAPI cuMemPoolDestroy(CUmemoryPool pool)
         table_put(&shim.pools, &e, NULL);
         return r;
     }
+    tombstone_add((uint64_t)(uintptr_t)pool);
     if ((unsigned)e.device < CUSHIM_MAX_DEVICES) {
         uint64_t was = (uint64_t)(uintptr_t)pool;
         atomic_compare_exchange_strong(&current_pool[e.device], &was, 0);
