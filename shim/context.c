@@ -27,11 +27,20 @@ static int cache_lookup(uint64_t c)
     return -1;
 }
 
+/* Into the first empty slot, or the first of a context forgotten (UINT64_MAX): a program that
+ * creates and destroys contexts forever (a soak trial: 256 cuCtxDestroy) otherwise filled every
+ * slot with forgotten ones, and from then on each lookup of a newer context scanned them all and
+ * asked the driver (cuCtxPushCurrent, cuCtxGetDevice, cuCtxPopCurrent for every stream-ordered
+ * allocation on another context's stream). A forgotten slot's device is 0 (shim_context_forget
+ * clears it first), so a lookup racing the reuse misses rather than reading the old device. */
 static void cache_insert(uint64_t c, int device)
 {
     for (unsigned i = 0; i < CTX_CACHE; i++) {
-        uint64_t expected = 0;
-        if (atomic_compare_exchange_strong_explicit(&ctx_cache[i].ctx, &expected, c,
+        uint64_t expected = atomic_load_explicit(&ctx_cache[i].ctx, memory_order_acquire);
+        if (expected != 0 && expected != UINT64_MAX && expected != c)
+            continue;
+        if (expected == c ||
+            atomic_compare_exchange_strong_explicit(&ctx_cache[i].ctx, &expected, c,
                                                     memory_order_acq_rel, memory_order_acquire) ||
             expected == c) {
             atomic_store_explicit(&ctx_cache[i].device1, device + 1, memory_order_release);
@@ -146,10 +155,17 @@ void shim_context_forget(CUcontext ctx)
     uint64_t c = (uint64_t)(uintptr_t)ctx;
     /* Keep the slot (lookups stop at the first empty one) but make it match nothing. */
     for (unsigned i = 0; i < CTX_CACHE; i++) {
-        uint64_t expected = c;
-        if (atomic_compare_exchange_strong_explicit(&ctx_cache[i].ctx, &expected, UINT64_MAX,
-                                                    memory_order_release, memory_order_relaxed))
+        uint64_t v = atomic_load_explicit(&ctx_cache[i].ctx, memory_order_acquire);
+        if (v == 0)
             break;
+        if (v != c)
+            continue;
+        /* Device first: the slot may be reused once it reads forgotten (cache_insert). */
+        atomic_store_explicit(&ctx_cache[i].device1, 0, memory_order_release);
+        uint64_t expected = c;
+        /* Every slot of it: two threads inserting it as a slot was freed may have put it twice. */
+        atomic_compare_exchange_strong_explicit(&ctx_cache[i].ctx, &expected, UINT64_MAX,
+                                                memory_order_release, memory_order_relaxed);
     }
     /* Release: a thread that reads the new generation sees the slot forgotten. */
     atomic_fetch_add_explicit(&shim_ctx_generation, 1, memory_order_release);

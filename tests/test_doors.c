@@ -37,6 +37,25 @@ Test(doors, calls_before_cuInit_return_the_driver_result)
     run_free(&r);
 }
 
+/* After 256 contexts destroyed the shared context cache had no free slot: each stream-ordered
+ * allocation on a newer context's stream, from a thread where another context is current, asked
+ * the driver (push, cuCtxGetDevice, pop). Forgotten slots are reused now. */
+Test(doors, contexts_made_and_destroyed_forever_keep_the_context_cache_working)
+{
+    struct run_result r;
+    const char *argv[] = {program("drv_prog"), "ctx_churn", NULL};
+    const char *extra[] = {"SIMCUDA_DEVICE_COUNT=2", NULL};
+    json_t *j = run_under_cushim(&r, argv, sim_env(extra));
+    cr_assert_eq(r.status, 0, "%s%s", r.out, r.err);
+    cr_expect_leq(kv_u64(r.out, "churn_pushes"), 2, "%s", r.out);
+    cr_expect_eq(jpath_u64(j, "devices.0.async.alloc_count"), 1000);
+    cr_expect_eq(jpath_u64(j, "devices.0.async.current_bytes"), 0);
+    cr_expect_eq(jpath_u64(j, "devices.0.device.alloc_count"), 300);
+    cr_expect_eq(jpath_u64(j, "devices.0.device.current_bytes"), 0);
+    json_decref(j);
+    run_free(&r);
+}
+
 /* A driver-API program whose first lookup of cuCtxGetDevice is at 13000 gets cuCtxGetDevice_v2
  * (CUdevice *, CUcontext): before, door 3 put it in the slot of the cuCtxGetDevice the shim calls
  * with one argument (a garbage context: the allocation on device 1 was counted wrong or not at

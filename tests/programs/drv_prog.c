@@ -129,8 +129,35 @@ static int instantiate_lookup(int v2_first)
     return 0;
 }
 
+/* ctx_churn (2 devices): 300 contexts made, given an allocation and destroyed, then a new
+ * context with a stream, on which the primary context's thread allocates 1000 times. Prints the
+ * cuCtxPushCurrent_v2 calls of those allocations: the shim's shared context cache, full of
+ * forgotten contexts after 256 destroys, had no room for the new one, and every allocation on its
+ * stream asked the driver its device (push, cuCtxGetDevice, pop; a soak trial). */
+static int ctx_churn(void)
+{
+    CUcontext prim, c, x;
+    CUdeviceptr p;
+    CUstream s;
+    if (cuInit(0) || cuDevicePrimaryCtxRetain(&prim, 0))
+        return 10;
+    for (int i = 0; i < 300; i++)
+        if (cuCtxCreate(&x, NULL, 0, 0) || cuMemAlloc(&p, 4096) || cuMemFree(p) || cuCtxDestroy(x))
+            return 11;
+    if (cuCtxCreate(&c, NULL, 0, 0) || cuStreamCreate(&s, CU_STREAM_NON_BLOCKING) || cuCtxSetCurrent(prim))
+        return 12;
+    uint64_t before = simcuda_call_count("cuCtxPushCurrent_v2");
+    for (int i = 0; i < 1000; i++)
+        if (cuMemAllocAsync(&p, 4096, s) || cuMemFreeAsync(p, s))
+            return 13;
+    printf("churn_pushes=%llu\n", (unsigned long long)(simcuda_call_count("cuCtxPushCurrent_v2") - before));
+    return cuStreamSynchronize(s) || cuStreamDestroy(s) || cuCtxDestroy(c) ? 14 : 0;
+}
+
 int main(int argc, char **argv)
 {
+    if (argc == 2 && strcmp(argv[1], "ctx_churn") == 0)
+        return ctx_churn();
     CUdeviceptr p = 0;
     if (argc == 2 && strcmp(argv[1], "detach") == 0)
         return detach();
