@@ -478,8 +478,10 @@ static bool unbury(struct shim_entry *e, void *arg)
  * that makes and destroys pools forever, the driver handing out new handle values, grew the table
  * by one entry per pool destroyed, and every reading of the pools (each destroy, cudaMemGetInfo,
  * the 100 ms samples) walked them all (a soak trial: 1e5 pools, +33 MiB and 40x slower per cycle).
- * So the oldest tombstone goes when a new one comes. */
-#define TOMBSTONES 1024
+ * So the oldest tombstone goes when a new one comes. 256: a reading of the pools walks them (at
+ * 1024, 35% of a pool's make-use-destroy cycle), and a call handing a pool out would have to stay
+ * between its driver call and its table update while 256 other pools were destroyed. */
+#define TOMBSTONES 256
 static uint64_t tombstones[TOMBSTONES];
 static unsigned tombstone_next;
 static atomic_flag tombstone_lock = ATOMIC_FLAG_INIT;
