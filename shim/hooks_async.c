@@ -313,16 +313,24 @@ FREE_ASYNC(cuMemFreeAsync_ptsz, true)
  * device 1, cuMemAllocFromPoolAsync: "The specified memory pool may be from a device different
  * than that of the specified hStream"). Pools the shim never saw count as `async` on the
  * current context's device (pool_kind). */
-static void keep_entry(struct shim_entry *e, void *arg)
+/* Pools destroyed so far (bumped before a destroy's entry becomes a tombstone). A call handing a
+ * pool out reads it before its driver call: a pool destroyed since may be the one it got, whose
+ * tombstone may be gone already (only the last TOMBSTONES stay: a thread preempted between its
+ * driver call and its table update can see hundreds of pools destroyed meanwhile; the race test
+ * lost one in 1000 rounds so), and such a call leaves the table as it is. */
+static _Atomic uint64_t pools_destroyed;
+
+static bool destroyed_since(void *arg)
 {
-    (void)e;
-    (void)arg;
+    return atomic_load(&pools_destroyed) != *(const uint64_t *)arg;
 }
 
 /* `made`: cuMemPoolCreate's new pool, which replaces whatever the table held under its handle;
- * else a pool handed out (a default or current pool), added only if the table has no entry for it:
- * neither a live pool's nor a destroyed one's (POOL_DESTROYED). */
-static void pool_remember(CUmemoryPool pool, const CUmemLocation *location, int alloc_type, bool made)
+ * else a pool handed out (a default or current pool) by a call begun when `destroyed` pools had
+ * been destroyed, added only if the table has no entry for it, neither a live pool's nor a
+ * destroyed one's (POOL_DESTROYED), and no pool was destroyed since (pools_destroyed). */
+static void pool_remember(CUmemoryPool pool, const CUmemLocation *location, int alloc_type, bool made,
+                          uint64_t destroyed)
 {
     /* cuda.h CUmemLocationType: a pool on a device holds device memory; host and host-NUMA
      * locations hold page-locked host memory. */
@@ -351,7 +359,7 @@ static void pool_remember(CUmemoryPool pool, const CUmemLocation *location, int 
     if (made)
         table_put(&shim.pools, &e, NULL);
     else
-        table_upsert(&shim.pools, &e, keep_entry, NULL);
+        table_add_unless(&shim.pools, &e, destroyed_since, &destroyed);
 }
 
 SHIM_EXPORT CUresult CUDAAPI cuMemPoolCreate(CUmemoryPool *pool, const CUmemPoolProps *poolProps)
@@ -360,7 +368,7 @@ SHIM_EXPORT CUresult CUDAAPI cuMemPoolCreate(CUmemoryPool *pool, const CUmemPool
     CUresult r = real_(pool, poolProps);
     if (r != CUDA_SUCCESS || !poolProps || !shim_enter())
         return r;
-    pool_remember(*pool, &poolProps->location, (int)poolProps->allocType, true);
+    pool_remember(*pool, &poolProps->location, (int)poolProps->allocType, true, 0);
     /* A reading of the pools paged through the table while it changed may have left one out. */
     if (poolProps->location.type == CU_MEM_LOCATION_TYPE_DEVICE && unlikely(budget_any))
         budget_pool_changed(poolProps->location.id, 0);
@@ -368,11 +376,13 @@ SHIM_EXPORT CUresult CUDAAPI cuMemPoolCreate(CUmemoryPool *pool, const CUmemPool
     return r;
 }
 
-/* A pool handed out by the driver: remembered as pool_remember says. */
-static CUresult pool_got(CUresult r, const CUmemoryPool *pool, const CUmemLocation *location, int type)
+/* A pool handed out by the driver, by a call begun when `destroyed` pools had been destroyed:
+ * remembered as pool_remember says. */
+static CUresult pool_got(CUresult r, const CUmemoryPool *pool, const CUmemLocation *location, int type,
+                         uint64_t destroyed)
 {
     if (r == CUDA_SUCCESS && pool && *pool && location && shim_enter()) {
-        pool_remember(*pool, location, type, false);
+        pool_remember(*pool, location, type, false, destroyed);
         shim_leave();
     }
     return r;
@@ -385,14 +395,16 @@ SHIM_EXPORT CUresult CUDAAPI cuDeviceGetDefaultMemPool(CUmemoryPool *pool_out, C
 {
     REAL_OR_FAIL(cuDeviceGetDefaultMemPool);
     CUmemLocation l = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = dev};
-    return pool_got(real_(pool_out, dev), pool_out, &l, CU_MEM_ALLOCATION_TYPE_PINNED);
+    uint64_t destroyed = atomic_load(&pools_destroyed);
+    return pool_got(real_(pool_out, dev), pool_out, &l, CU_MEM_ALLOCATION_TYPE_PINNED, destroyed);
 }
 
 SHIM_EXPORT CUresult CUDAAPI cuDeviceGetMemPool(CUmemoryPool *pool, CUdevice dev)
 {
     REAL_OR_FAIL(cuDeviceGetMemPool);
     CUmemLocation l = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = dev};
-    return pool_got(real_(pool, dev), pool, &l, CU_MEM_ALLOCATION_TYPE_PINNED);
+    uint64_t destroyed = atomic_load(&pools_destroyed);
+    return pool_got(real_(pool, dev), pool, &l, CU_MEM_ALLOCATION_TYPE_PINNED, destroyed);
 }
 
 /* A device's current pool set: remembered (current_pool); the device's default pool set back is
@@ -428,14 +440,16 @@ SHIM_EXPORT CUresult CUDAAPI cuMemGetDefaultMemPool(CUmemoryPool *pool_out, CUme
                                                     CUmemAllocationType type)
 {
     REAL_OR_FAIL(cuMemGetDefaultMemPool);
-    return pool_got(real_(pool_out, location, type), pool_out, location, (int)type);
+    uint64_t destroyed = atomic_load(&pools_destroyed);
+    return pool_got(real_(pool_out, location, type), pool_out, location, (int)type, destroyed);
 }
 
 SHIM_EXPORT CUresult CUDAAPI cuMemGetMemPool(CUmemoryPool *pool, CUmemLocation *location,
                                              CUmemAllocationType type)
 {
     REAL_OR_FAIL(cuMemGetMemPool);
-    return pool_got(real_(pool, location, type), pool, location, (int)type);
+    uint64_t destroyed = atomic_load(&pools_destroyed);
+    return pool_got(real_(pool, location, type), pool, location, (int)type, destroyed);
 }
 
 /* cuda.h cuMemSetMemPool: for a device location and pinned allocations "the equivalent of
@@ -479,8 +493,9 @@ static bool unbury(struct shim_entry *e, void *arg)
  * by one entry per pool destroyed, and every reading of the pools (each destroy, cudaMemGetInfo,
  * the 100 ms samples) walked them all (a soak trial: 1e5 pools, +33 MiB and 40x slower per cycle).
  * So the oldest tombstone goes when a new one comes. 256: a reading of the pools walks them (at
- * 1024, 35% of a pool's make-use-destroy cycle), and a call handing a pool out would have to stay
- * between its driver call and its table update while 256 other pools were destroyed. */
+ * 1024, 35% of a pool's make-use-destroy cycle); a call handing a pool out that stays between its
+ * driver call and its table update while they all go finds pools_destroyed moved and adds
+ * nothing. */
 #define TOMBSTONES 256
 static uint64_t tombstones[TOMBSTONES];
 static unsigned tombstone_next;
@@ -490,11 +505,17 @@ static void tombstone_add(uint64_t key)
 {
     while (atomic_flag_test_and_set_explicit(&tombstone_lock, memory_order_acquire))
         ;
+    /* A handle once in the ring: its earlier place goes, or that place leaving would take out
+     * the tombstone of this, its latest destroy (the simulator, as a driver may, hands a
+     * destroyed pool's handle to the next pool: the race test lost one in 1000 rounds). */
+    for (unsigned i = 0; i < TOMBSTONES; i++)
+        if (tombstones[i] == key)
+            tombstones[i] = 0;
     uint64_t old = tombstones[tombstone_next];
     tombstones[tombstone_next] = key;
     tombstone_next = (tombstone_next + 1) % TOMBSTONES;
     atomic_flag_clear_explicit(&tombstone_lock, memory_order_release);
-    if (old && old != key)
+    if (old)
         table_update(&shim.pools, old, unbury, NULL, NULL);
 }
 
@@ -525,6 +546,8 @@ SHIM_EXPORT CUresult CUDAAPI cuMemPoolDestroy(CUmemoryPool pool)
         shim_leave();
     }
     /* Its entry becomes a tombstone (POOL_DESTROYED), put back as it was if the destroy fails. */
+    if (pool)
+        atomic_fetch_add(&pools_destroyed, 1);
     bool known = pool && table_update(&shim.pools, (uint64_t)(uintptr_t)pool, bury, &e, NULL) &&
                  e.aux != POOL_DESTROYED;
     if (known)

@@ -170,6 +170,26 @@ int table_upsert(struct shim_table *t, const struct shim_entry *e,
     return rc;
 }
 
+int table_add_unless(struct shim_table *t, const struct shim_entry *e, bool (*veto)(void *), void *arg)
+{
+    uint64_t h = table_mix(e->key);
+    struct shim_shard *s = table_shard(t, h);
+    int rc = 0;
+    table_lock(s);
+    if (s->cap && s->slots[table_probe(s, e->key, h)].key == e->key)
+        rc = 1;
+    else if (veto(arg))
+        rc = 2;
+    else if (s->count >= s->limit && table_grow(s) != 0)
+        rc = -1;
+    else {
+        s->slots[table_probe(s, e->key, h)] = *e;
+        s->count++;
+    }
+    table_unlock(s);
+    return rc;
+}
+
 unsigned table_drain_if(struct shim_table *t, bool (*pred)(const struct shim_entry *, void *),
                         void (*done)(const struct shim_entry *, void *), void *arg)
 {
