@@ -11,6 +11,19 @@
 /* SHIM_EARLY: code that may run before a sanitizer's runtime is ready (dlsym, which AddressSanitizer
  * calls while it initializes, before its shadow memory exists): left uninstrumented, so that the
  * shim can be built and tested with -Db_sanitize=address. */
+#if defined(__SANITIZE_THREAD__)
+#define SHIM_EARLY_THREAD 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define SHIM_EARLY_THREAD 1
+#endif
+#endif
+#if defined(SHIM_EARLY_THREAD) && defined(__clang__)
+#define SHIM_EARLY __attribute__((no_sanitize_address, disable_sanitizer_instrumentation))
+#elif defined(SHIM_EARLY_THREAD)
+#define SHIM_EARLY __attribute__((no_sanitize_address, no_sanitize_thread))
+#else
 #define SHIM_EARLY __attribute__((no_sanitize_address))
+#endif
 
 #endif
