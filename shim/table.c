@@ -100,7 +100,7 @@ void table_remove_at(struct shim_shard *s, uint32_t i)
         }
     }
     s->slots[i].key = 0;
-    s->count--;
+    table_count_add(s, -1);
 }
 
 bool table_get(struct shim_table *t, uint64_t key, struct shim_entry *out)
@@ -164,7 +164,7 @@ int table_upsert(struct shim_table *t, const struct shim_entry *e,
         rc = -1;
     } else {
         s->slots[table_probe(s, e->key, h)] = *e;
-        s->count++;
+        table_count_add(s, 1);
     }
     table_unlock(s);
     return rc;
@@ -250,7 +250,7 @@ uint64_t table_count(struct shim_table *t)
 {
     uint64_t n = 0;
     for (unsigned k = 0; k < SHIM_TABLE_SHARDS; k++)
-        n += t->shard[k].count;
+        n += __atomic_load_n(&t->shard[k].count, __ATOMIC_RELAXED);
     return n;
 }
 

@@ -152,6 +152,13 @@ static inline __attribute__((always_inline)) void table_unlock(struct shim_shard
     atomic_flag_clear_explicit(&s->lock, memory_order_release);
 }
 
+/* A shard's count changes under its lock, but table_count reads it without: so every store is
+ * a relaxed atomic one (a plain store on x86-64 and AArch64) and that read a relaxed load. */
+static inline __attribute__((always_inline)) void table_count_add(struct shim_shard *s, int32_t d)
+{
+    __atomic_store_n(&s->count, s->count + (uint32_t)d, __ATOMIC_RELAXED);
+}
+
 /* Slot of key in s (cap > 0), or the empty slot where it would go. */
 static inline __attribute__((always_inline)) uint32_t table_probe(const struct shim_shard *s,
                                                                   uint64_t key, uint64_t h)
@@ -187,7 +194,7 @@ static inline __attribute__((always_inline)) int table_store(struct shim_shard *
             *old = *slot;
         rc = 1;
     } else {
-        s->count++;
+        table_count_add(s, 1);
     }
     /* Field by field: a caller's constant fields become stores of constants. */
     slot->key = e->key;
@@ -253,7 +260,7 @@ static inline __attribute__((always_inline)) bool table_put_new(struct shim_tabl
         table_unlock(s);
         return false;
     }
-    s->count++;
+    table_count_add(s, 1);
     slot->key = key;
     slot->size = size;
     slot->ctx = ctx;
@@ -287,7 +294,7 @@ static inline bool table_take(struct shim_table *t, uint64_t key, struct shim_en
     /* Usually the next slot is empty: nothing to shift back. */
     if (__builtin_expect(s->slots[(i + 1) & (s->cap - 1)].key == 0, 1)) {
         s->slots[i].key = 0;
-        s->count--;
+        table_count_add(s, -1);
         table_unlock(s);
     } else {
         table_remove_at_unlock(s, i);
