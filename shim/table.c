@@ -184,7 +184,7 @@ int table_add_unless(struct shim_table *t, const struct shim_entry *e, bool (*ve
         rc = -1;
     else {
         s->slots[table_probe(s, e->key, h)] = *e;
-        s->count++;
+        table_count_add(s, 1);
     }
     table_unlock(s);
     return rc;
