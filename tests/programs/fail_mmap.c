@@ -4,7 +4,9 @@
  * mmap() is passed on. The shim takes the memory for its tables from such mappings (shim/arena.c), never
  * from malloc, so this is how its tables run out of memory while the program's do not. At exit
  * it prints `failmmap.refused=N` (mappings refused) on stdout. */
+#ifndef _GNU_SOURCE /* meson.build passes -D_GNU_SOURCE to the whole project */
 #define _GNU_SOURCE
+#endif
 #include <dlfcn.h>
 #include <errno.h>
 #include <stdatomic.h>
