@@ -35,7 +35,8 @@ static int run_threads(void *(*fn)(void *))
 
 static _Atomic int stop;
 
-/* cudaMalloc/cudaFree pairs, a few kept alive at once. */
+/* cudaMalloc/cudaFree pairs, a few kept alive at once. Under a budget (CUSHIM_DEVICE_LIMIT) a
+ * refusal, cudaErrorMemoryAllocation, is an answer, not a failure. */
 static void *malloc_free(void *arg)
 {
     unsigned seed = (unsigned)(uintptr_t)arg;
@@ -46,8 +47,14 @@ static void *malloc_free(void *arg)
             if (cudaFree(keep[k]) != cudaSuccess)
                 return (void *)1;
             keep[k] = NULL;
-        } else if (cudaMalloc(&keep[k], 1 + rand_r(&seed) % MiB) != cudaSuccess)
-            return (void *)2;
+        } else {
+            cudaError_t e = cudaMalloc(&keep[k], 1 + rand_r(&seed) % MiB);
+            if (e == cudaErrorMemoryAllocation && getenv("CUSHIM_DEVICE_LIMIT")) {
+                keep[k] = NULL;
+                (void)cudaGetLastError();
+            } else if (e != cudaSuccess)
+                return (void *)2;
+        }
     }
     for (int k = 0; k < 4; k++)
         if (keep[k])
@@ -347,10 +354,12 @@ static int scenario_fork(void)
         pid_t p = fork();
         if (p == 0) {
             /* No CUDA in the child (the simulated driver's locks may be held by a thread
-             * that is not there); the shim's own API and its state after the fork. */
+             * that is not there); the shim's own API and its state after the fork: the child
+             * forgot its parent's segment and has no device activity of its own (cushim.h:
+             * -1, and no device reset), whatever the parent's threads were doing. */
             struct cushim_device_stats st;
             int (*reset)(int) = (int (*)(int))cushim_fn("cushim_reset_peak");
-            int rc = cushim_stats(0, &st, 0) == 0 && (!reset || reset(0) == 0) ? 0 : 1;
+            int rc = cushim_stats(0, &st, 0) == -1 && (!reset || reset(0) == 0) ? 0 : 1;
             _exit(rc);
         }
         int st;
