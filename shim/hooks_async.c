@@ -15,7 +15,8 @@
  * handed out to another thread as the destroy ran (cuDeviceGetMemPool of the device's current
  * pool) is not put back (a stress trial: it stayed in the table, and every later reading of the
  * device's pools failed on it, their figures frozen). A pool made with that handle replaces it;
- * readings (pools.c) skip it, as any entry of another kind. One entry per pool destroyed. */
+ * readings (pools.c) skip it, as any entry of another kind. The last TOMBSTONES pools destroyed
+ * keep theirs (tombstone_add; pools_destroyed covers a call that outlives them). */
 #define POOL_DESTROYED UINT64_MAX
 
 /* Kind and device of allocations from `pool`; the defaults for pools the shim did not see made
@@ -308,27 +309,32 @@ ALLOC_FROM_POOL(cuMemAllocFromPoolAsync_ptsz, true)
 FREE_ASYNC(cuMemFreeAsync, false)
 FREE_ASYNC(cuMemFreeAsync_ptsz, true)
 
-/* Remembers what allocations from `pool` count as: the kind by its location and allocation type,
- * and the device for a device pool (so a pool of device 1 used on a stream of device 0 counts on
- * device 1, cuMemAllocFromPoolAsync: "The specified memory pool may be from a device different
- * than that of the specified hStream"). Pools the shim never saw count as `async` on the
- * current context's device (pool_kind). */
+#define TOMBSTONES 256 /* destroyed pools kept as tombstones: tombstone_add */
+
 /* Pools destroyed so far (bumped before a destroy's entry becomes a tombstone). A call handing a
- * pool out reads it before its driver call: a pool destroyed since may be the one it got, whose
- * tombstone may be gone already (only the last TOMBSTONES stay: a thread preempted between its
- * driver call and its table update can see hundreds of pools destroyed meanwhile; the race test
- * lost one in 1000 rounds so), and such a call leaves the table as it is. */
+ * pool out reads it before its driver call. A pool destroyed during that call may be the one it
+ * got: its tombstone, while there, keeps the call from putting it back; only the last TOMBSTONES
+ * stay, and a thread preempted between its driver call and its table update can see hundreds of
+ * pools destroyed meanwhile (the race test lost one in 1000 rounds so). So a call during which
+ * TOMBSTONES / 2 or more pools were destroyed adds nothing: its pool's tombstone may be gone
+ * (that takes TOMBSTONES later destroys, fewer than TOMBSTONES / 2 of them under way when the
+ * call began). One with fewer adds its pool: a destroyed one would still have its tombstone. */
 static _Atomic uint64_t pools_destroyed;
 
 static bool destroyed_since(void *arg)
 {
-    return atomic_load(&pools_destroyed) != *(const uint64_t *)arg;
+    return atomic_load(&pools_destroyed) - *(const uint64_t *)arg >= TOMBSTONES / 2;
 }
 
-/* `made`: cuMemPoolCreate's new pool, which replaces whatever the table held under its handle;
+/* Remembers what allocations from `pool` count as: the kind by its location and allocation type,
+ * and the device for a device pool (so a pool of device 1 used on a stream of device 0 counts on
+ * device 1, cuMemAllocFromPoolAsync: "The specified memory pool may be from a device different
+ * than that of the specified hStream"). Pools the shim never saw count as `async` on the
+ * current context's device (pool_kind).
+ * `made`: cuMemPoolCreate's new pool, which replaces whatever the table held under its handle;
  * else a pool handed out (a default or current pool) by a call begun when `destroyed` pools had
  * been destroyed, added only if the table has no entry for it, neither a live pool's nor a
- * destroyed one's (POOL_DESTROYED), and no pool was destroyed since (pools_destroyed). */
+ * destroyed one's (POOL_DESTROYED), and destroyed_since allows it. */
 static void pool_remember(CUmemoryPool pool, const CUmemLocation *location, int alloc_type, bool made,
                           uint64_t destroyed)
 {
@@ -494,9 +500,7 @@ static bool unbury(struct shim_entry *e, void *arg)
  * the 100 ms samples) walked them all (a soak trial: 1e5 pools, +33 MiB and 40x slower per cycle).
  * So the oldest tombstone goes when a new one comes. 256: a reading of the pools walks them (at
  * 1024, 35% of a pool's make-use-destroy cycle); a call handing a pool out that stays between its
- * driver call and its table update while they all go finds pools_destroyed moved and adds
- * nothing. */
-#define TOMBSTONES 256
+ * driver call and its table update while they go adds nothing (destroyed_since). */
 static uint64_t tombstones[TOMBSTONES];
 static unsigned tombstone_next;
 static atomic_flag tombstone_lock = ATOMIC_FLAG_INIT;
