@@ -15,12 +15,32 @@ static struct ctx_slot ctx_cache[CTX_CACHE];
 /* Bumped when a context is forgotten, so per-thread caches revalidate. */
 _Atomic uint32_t shim_ctx_generation;
 
+/* Writers (cache_insert, shim_context_forget) take this lock: both are cold (after a driver
+ * query; at a context's destroy) and never hold it across a driver call. Lookups take no lock. */
+static atomic_flag ctx_cache_lock = ATOMIC_FLAG_INIT;
+
+static void ctx_cache_lock_take(void)
+{
+    while (atomic_flag_test_and_set_explicit(&ctx_cache_lock, memory_order_acquire))
+        ;
+}
+
+static void ctx_cache_lock_drop(void)
+{
+    atomic_flag_clear_explicit(&ctx_cache_lock, memory_order_release);
+}
+
+/* A slot's device is read between two reads of its context: a slot forgotten and reused for
+ * another context as it is read (cache_insert stores the new device, with release, after the
+ * forget's store of UINT64_MAX) shows a context changed on the second read, and misses. */
 static int cache_lookup(uint64_t c)
 {
     for (unsigned i = 0; i < CTX_CACHE; i++) {
         uint64_t v = atomic_load_explicit(&ctx_cache[i].ctx, memory_order_acquire);
-        if (v == c)
-            return atomic_load_explicit(&ctx_cache[i].device1, memory_order_acquire) - 1;
+        if (v == c) {
+            int d = atomic_load_explicit(&ctx_cache[i].device1, memory_order_acquire) - 1;
+            return atomic_load_explicit(&ctx_cache[i].ctx, memory_order_relaxed) == c ? d : -1;
+        }
         if (v == 0)
             break;
     }
@@ -31,22 +51,31 @@ static int cache_lookup(uint64_t c)
  * creates and destroys contexts forever (a soak trial: 256 cuCtxDestroy) otherwise filled every
  * slot with forgotten ones, and from then on each lookup of a newer context scanned them all and
  * asked the driver (cuCtxPushCurrent, cuCtxGetDevice, cuCtxPopCurrent for every stream-ordered
- * allocation on another context's stream). A forgotten slot's device is 0 (shim_context_forget
- * clears it first), so a lookup racing the reuse misses rather than reading the old device. */
+ * allocation on another context's stream). Under ctx_cache_lock, device before context: a lookup
+ * that reads the new context reads its device (a review: claimed by compare-and-swap and the
+ * device stored after, a store late by a preemption, or an insert of the same context racing its
+ * forget, landed on the slot once reused for another context, which read the old one's device). */
 static void cache_insert(uint64_t c, int device)
 {
-    for (unsigned i = 0; i < CTX_CACHE; i++) {
-        uint64_t expected = atomic_load_explicit(&ctx_cache[i].ctx, memory_order_acquire);
-        if (expected != 0 && expected != UINT64_MAX && expected != c)
-            continue;
-        if (expected == c ||
-            atomic_compare_exchange_strong_explicit(&ctx_cache[i].ctx, &expected, c,
-                                                    memory_order_acq_rel, memory_order_acquire) ||
-            expected == c) {
-            atomic_store_explicit(&ctx_cache[i].device1, device + 1, memory_order_release);
-            return;
+    ctx_cache_lock_take();
+    int free_slot = -1;
+    unsigned i = 0;
+    for (; i < CTX_CACHE; i++) {
+        uint64_t v = atomic_load_explicit(&ctx_cache[i].ctx, memory_order_relaxed);
+        if (v == c || v == 0)
+            break;
+        if (v == UINT64_MAX && free_slot < 0)
+            free_slot = (int)i;
+    }
+    if (i == CTX_CACHE || atomic_load_explicit(&ctx_cache[i].ctx, memory_order_relaxed) != c) {
+        if (free_slot < 0 && i < CTX_CACHE)
+            free_slot = (int)i;
+        if (free_slot >= 0) {
+            atomic_store_explicit(&ctx_cache[free_slot].device1, device + 1, memory_order_release);
+            atomic_store_explicit(&ctx_cache[free_slot].ctx, c, memory_order_release);
         }
     }
+    ctx_cache_lock_drop();
 }
 
 static void sole_decide(int device, struct cushim_device_record *rec);
@@ -153,20 +182,19 @@ int shim_pointer_device(CUdeviceptr p, int fallback)
 void shim_context_forget(CUcontext ctx)
 {
     uint64_t c = (uint64_t)(uintptr_t)ctx;
-    /* Keep the slot (lookups stop at the first empty one) but make it match nothing. */
+    /* Keep the slot (lookups stop at the first empty one) but make it match nothing; its device
+     * stays until a reuse stores the new one first (cache_insert). */
+    ctx_cache_lock_take();
     for (unsigned i = 0; i < CTX_CACHE; i++) {
-        uint64_t v = atomic_load_explicit(&ctx_cache[i].ctx, memory_order_acquire);
+        uint64_t v = atomic_load_explicit(&ctx_cache[i].ctx, memory_order_relaxed);
         if (v == 0)
             break;
-        if (v != c)
-            continue;
-        /* Device first: the slot may be reused once it reads forgotten (cache_insert). */
-        atomic_store_explicit(&ctx_cache[i].device1, 0, memory_order_release);
-        uint64_t expected = c;
-        /* Every slot of it: two threads inserting it as a slot was freed may have put it twice. */
-        atomic_compare_exchange_strong_explicit(&ctx_cache[i].ctx, &expected, UINT64_MAX,
-                                                memory_order_release, memory_order_relaxed);
+        if (v == c) {
+            atomic_store_explicit(&ctx_cache[i].ctx, UINT64_MAX, memory_order_release);
+            break; /* once in the cache (cache_insert, under the lock) */
+        }
     }
+    ctx_cache_lock_drop();
     /* Release: a thread that reads the new generation sees the slot forgotten. */
     atomic_fetch_add_explicit(&shim_ctx_generation, 1, memory_order_release);
 }
@@ -199,6 +227,7 @@ static _Atomic uint64_t next_token;
 
 void shim_context_after_fork_child(void)
 {
+    ctx_cache_lock_drop(); /* held by a parent's thread at the fork: no thread of its is here */
     atomic_store(&shim_sole_record, NULL); /* it points into the parent's segment */
     atomic_store(&sole_known, 0);
     atomic_store(&resolved_at, UINT64_MAX);
