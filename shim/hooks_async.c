@@ -334,7 +334,8 @@ static bool destroyed_since(void *arg)
  * `made`: cuMemPoolCreate's new pool, which replaces whatever the table held under its handle;
  * else a pool handed out (a default or current pool) by a call begun when `destroyed` pools had
  * been destroyed, added only if the table has no entry for it, neither a live pool's nor a
- * destroyed one's (POOL_DESTROYED), and destroyed_since allows it. */
+ * destroyed one's (POOL_DESTROYED), and destroyed_since allows it (`destroyed` is not read for a
+ * pool made). */
 static void pool_remember(CUmemoryPool pool, const CUmemLocation *location, int alloc_type, bool made,
                           uint64_t destroyed)
 {
@@ -518,9 +519,22 @@ static void tombstone_add(uint64_t key)
     uint64_t old = tombstones[tombstone_next];
     tombstones[tombstone_next] = key;
     tombstone_next = (tombstone_next + 1) % TOMBSTONES;
-    atomic_flag_clear_explicit(&tombstone_lock, memory_order_release);
+    /* Under the ring's lock (then the shard's; nothing takes them the other way): a handle whose
+     * place left the ring, made again and destroyed again meanwhile, is back in the ring with a
+     * new tombstone, which a removal after the unlock would take out (a review). */
     if (old)
         table_update(&shim.pools, old, unbury, NULL, NULL);
+    atomic_flag_clear_explicit(&tombstone_lock, memory_order_release);
+}
+
+void pool_tombstones_after_fork_child(void)
+{
+    /* Held by a parent's thread at the fork: no thread of its is here. The table is emptied
+     * (init.c), so the ring's handles are the parent's. */
+    atomic_flag_clear_explicit(&tombstone_lock, memory_order_release);
+    for (unsigned i = 0; i < TOMBSTONES; i++)
+        tombstones[i] = 0;
+    tombstone_next = 0;
 }
 
 /* table_update callback: the pool's entry, copied to arg, becomes its tombstone. */

@@ -99,6 +99,7 @@ static void after_fork_child(void)
     offload_after_fork_child();
     budget_after_fork_child();
     async_pool_after_fork_child();
+    pool_tombstones_after_fork_child();
     shim_context_after_fork_child();
     /* Per-thread context caches point into the parent's segment: invalidate them. */
     atomic_fetch_add_explicit(&shim_ctx_generation, 1, memory_order_relaxed);

@@ -35,6 +35,11 @@ uint64_t async_pool_idle_of(CUmemoryPool *pool, int device); /* *pool: NULL is s
 /* In a child after fork(): no sampler of the parent's threads is running here. */
 void async_pool_after_fork_child(void);
 
+/* In a child after fork(): forgets the destroyed pools' tombstones (hooks_async.c, the last 256
+ * pools destroyed kept in shim.pools, which the child empties) and their lock, which a parent's
+ * thread may have held at the fork. */
+void pool_tombstones_after_fork_child(void);
+
 /* cuMemPoolDestroy: after its pool was taken out of the table, waits until no sampler can still
  * be querying it (samplers copy handles out of the table, or ask for the current pool, then ask
  * the driver without a lock), so the driver never sees a destroyed handle from the shim. Waits

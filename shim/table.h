@@ -83,9 +83,11 @@ bool table_update(struct shim_table *t, uint64_t key, bool (*fn)(struct shim_ent
 int table_upsert(struct shim_table *t, const struct shim_entry *e,
                  void (*fn)(struct shim_entry *, void *), void *arg);
 
-/* Under one lock: inserts *e unless the table has an entry for e->key (left as it is) or
- * veto(arg) says no. Returns 1 when an entry was there, 0 when e was inserted, 2 when vetoed, -1
- * when out of memory. veto runs under the shard lock: it must only read atomics. */
+/* Under one lock: inserts a copy of *e unless the table has an entry for e->key (left as it is)
+ * or veto(arg) says no. Returns 1 when an entry was there, 0 when e was inserted, 2 when vetoed,
+ * -1 when out of memory. Thread-safe; veto runs under the shard lock, after the lookup, and
+ * must only read atomics (a writer that changes what veto reads before it takes the same shard
+ * lock is seen). */
 int table_add_unless(struct shim_table *t, const struct shim_entry *e, bool (*veto)(void *), void *arg);
 
 /* Removes every entry for which pred returns true, calling done(entry) for each after its

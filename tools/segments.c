@@ -1059,6 +1059,9 @@ int seg_write_guarded(struct cushim_segment *s, void (*fn)(struct cushim_segment
     sigdelset(&hold, SIGSEGV);
     sigdelset(&hold, SIGILL);
     sigdelset(&hold, SIGFPE);
+    sigdelset(&hold, SIGTRAP);
+    sigdelset(&hold, SIGSYS);
+    sigdelset(&hold, SIGABRT);
     sigjmp_buf jb;
     if (sigsetjmp(jb, 1) != 0) {
         bus_jump = NULL;
