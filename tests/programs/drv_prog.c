@@ -129,8 +129,10 @@ static int instantiate_lookup(int v2_first)
     return 0;
 }
 
-/* ctx_churn (2 devices): 300 contexts made, given an allocation and destroyed, then a new
- * context with a stream, on which the primary context's thread allocates 1000 times. Prints the
+/* ctx_churn (2 devices): 300 contexts made, on devices 0 and 1 in turn, given an allocation and
+ * destroyed, then a new context of device 1 with a stream, on which the primary context's thread
+ * (device 0) allocates 1000 times: counted on device 1, whose context took the slot of a
+ * destroyed context of device 0 in the shim's cache. Prints the
  * cuCtxPushCurrent_v2 calls of those allocations: the shim's shared context cache, full of
  * forgotten contexts after 256 destroys, had no room for the new one, and every allocation on its
  * stream asked the driver its device (push, cuCtxGetDevice, pop; a soak trial). */
@@ -142,9 +144,9 @@ static int ctx_churn(void)
     if (cuInit(0) || cuDevicePrimaryCtxRetain(&prim, 0))
         return 10;
     for (int i = 0; i < 300; i++)
-        if (cuCtxCreate(&x, NULL, 0, 0) || cuMemAlloc(&p, 4096) || cuMemFree(p) || cuCtxDestroy(x))
+        if (cuCtxCreate(&x, NULL, 0, i & 1) || cuMemAlloc(&p, 4096) || cuMemFree(p) || cuCtxDestroy(x))
             return 11;
-    if (cuCtxCreate(&c, NULL, 0, 0) || cuStreamCreate(&s, CU_STREAM_NON_BLOCKING) || cuCtxSetCurrent(prim))
+    if (cuCtxCreate(&c, NULL, 0, 1) || cuStreamCreate(&s, CU_STREAM_NON_BLOCKING) || cuCtxSetCurrent(prim))
         return 12;
     uint64_t before = simcuda_call_count("cuCtxPushCurrent_v2");
     for (int i = 0; i < 1000; i++)
