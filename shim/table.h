@@ -108,7 +108,8 @@ unsigned table_collect_from(struct shim_table *t, unsigned shard, uint32_t *slot
                             bool (*fn)(struct shim_entry *, void *), void *arg, uint64_t *keys,
                             unsigned max, uint32_t *cap);
 
-/* Entries in the table (sum over shards, not a consistent snapshot under concurrency). */
+/* Entries in the table (sum over shards, each read under its lock: not a consistent snapshot
+ * under concurrency). Cold: 64 lock round trips; the fast paths keep plain counts. */
 uint64_t table_count(struct shim_table *t);
 
 /* In a child after fork(): empty the table without freeing (a parent's lock may be held). */
@@ -154,13 +155,6 @@ static inline __attribute__((always_inline)) void table_unlock(struct shim_shard
     atomic_flag_clear_explicit(&s->lock, memory_order_release);
 }
 
-/* A shard's count changes under its lock, but table_count reads it without: so every store is
- * a relaxed atomic one (a plain store on x86-64 and AArch64) and that read a relaxed load. */
-static inline __attribute__((always_inline)) void table_count_add(struct shim_shard *s, int32_t d)
-{
-    __atomic_store_n(&s->count, s->count + (uint32_t)d, __ATOMIC_RELAXED);
-}
-
 /* Slot of key in s (cap > 0), or the empty slot where it would go. */
 static inline __attribute__((always_inline)) uint32_t table_probe(const struct shim_shard *s,
                                                                   uint64_t key, uint64_t h)
@@ -196,7 +190,7 @@ static inline __attribute__((always_inline)) int table_store(struct shim_shard *
             *old = *slot;
         rc = 1;
     } else {
-        table_count_add(s, 1);
+        s->count++;
     }
     /* Field by field: a caller's constant fields become stores of constants. */
     slot->key = e->key;
@@ -262,7 +256,7 @@ static inline __attribute__((always_inline)) bool table_put_new(struct shim_tabl
         table_unlock(s);
         return false;
     }
-    table_count_add(s, 1);
+    s->count++;
     slot->key = key;
     slot->size = size;
     slot->ctx = ctx;
@@ -296,7 +290,7 @@ static inline bool table_take(struct shim_table *t, uint64_t key, struct shim_en
     /* Usually the next slot is empty: nothing to shift back. */
     if (__builtin_expect(s->slots[(i + 1) & (s->cap - 1)].key == 0, 1)) {
         s->slots[i].key = 0;
-        table_count_add(s, -1);
+        s->count--;
         table_unlock(s);
     } else {
         table_remove_at_unlock(s, i);
