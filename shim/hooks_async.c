@@ -495,7 +495,8 @@ static bool unbury(struct shim_entry *e, void *arg)
 }
 
 /* The handles of the last TOMBSTONES pools destroyed. A tombstone only has to outlive the calls
- * that were handing its pool out as it was destroyed (microseconds), not the process: a program
+ * that were handing its pool out as it was destroyed (microseconds, or a preemption: then
+ * destroyed_since), not the process: a program
  * that makes and destroys pools forever, the driver handing out new handle values, grew the table
  * by one entry per pool destroyed, and every reading of the pools (each destroy, cudaMemGetInfo,
  * the 100 ms samples) walked them all (a soak trial: 1e5 pools, +33 MiB and 40x slower per cycle).
@@ -511,8 +512,8 @@ static void tombstone_add(uint64_t key)
     while (atomic_flag_test_and_set_explicit(&tombstone_lock, memory_order_acquire))
         ;
     /* A handle once in the ring: its earlier place goes, or that place leaving would take out
-     * the tombstone of this, its latest destroy (the simulator, as a driver may, hands a
-     * destroyed pool's handle to the next pool: the race test lost one in 1000 rounds). */
+     * the tombstone of this, its latest destroy, early (the simulator, as a driver may, hands a
+     * destroyed pool's handle to the next pool). */
     for (unsigned i = 0; i < TOMBSTONES; i++)
         if (tombstones[i] == key)
             tombstones[i] = 0;
