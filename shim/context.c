@@ -19,17 +19,6 @@ _Atomic uint32_t shim_ctx_generation;
  * query; at a context's destroy) and never hold it across a driver call. Lookups take no lock. */
 static atomic_flag ctx_cache_lock = ATOMIC_FLAG_INIT;
 
-static void ctx_cache_lock_take(void)
-{
-    while (atomic_flag_test_and_set_explicit(&ctx_cache_lock, memory_order_acquire))
-        ;
-}
-
-static void ctx_cache_lock_drop(void)
-{
-    atomic_flag_clear_explicit(&ctx_cache_lock, memory_order_release);
-}
-
 /* A slot's device is read between two reads of its context: a slot forgotten and reused for
  * another context as it is read (cache_insert stores the new device, with release, after the
  * forget's store of UINT64_MAX) shows a context changed on the second read, and misses. */
@@ -57,17 +46,18 @@ static int cache_lookup(uint64_t c)
  * forget, landed on the slot once reused for another context, which read the old one's device). */
 static void cache_insert(uint64_t c, int device)
 {
-    ctx_cache_lock_take();
+    shim_spin_take(&ctx_cache_lock);
     int free_slot = -1;
+    uint64_t v = 0;
     unsigned i = 0;
     for (; i < CTX_CACHE; i++) {
-        uint64_t v = atomic_load_explicit(&ctx_cache[i].ctx, memory_order_relaxed);
+        v = atomic_load_explicit(&ctx_cache[i].ctx, memory_order_relaxed);
         if (v == c || v == 0)
             break;
         if (v == UINT64_MAX && free_slot < 0)
             free_slot = (int)i;
     }
-    if (i == CTX_CACHE || atomic_load_explicit(&ctx_cache[i].ctx, memory_order_relaxed) != c) {
+    if (i == CTX_CACHE || v != c) {
         if (free_slot < 0 && i < CTX_CACHE)
             free_slot = (int)i;
         if (free_slot >= 0) {
@@ -75,7 +65,7 @@ static void cache_insert(uint64_t c, int device)
             atomic_store_explicit(&ctx_cache[free_slot].ctx, c, memory_order_release);
         }
     }
-    ctx_cache_lock_drop();
+    shim_spin_drop(&ctx_cache_lock);
 }
 
 static void sole_decide(int device, struct cushim_device_record *rec);
@@ -184,7 +174,7 @@ void shim_context_forget(CUcontext ctx)
     uint64_t c = (uint64_t)(uintptr_t)ctx;
     /* Keep the slot (lookups stop at the first empty one) but make it match nothing; its device
      * stays until a reuse stores the new one first (cache_insert). */
-    ctx_cache_lock_take();
+    shim_spin_take(&ctx_cache_lock);
     for (unsigned i = 0; i < CTX_CACHE; i++) {
         uint64_t v = atomic_load_explicit(&ctx_cache[i].ctx, memory_order_relaxed);
         if (v == 0)
@@ -194,7 +184,7 @@ void shim_context_forget(CUcontext ctx)
             break; /* once in the cache (cache_insert, under the lock) */
         }
     }
-    ctx_cache_lock_drop();
+    shim_spin_drop(&ctx_cache_lock);
     /* Release: a thread that reads the new generation sees the slot forgotten. */
     atomic_fetch_add_explicit(&shim_ctx_generation, 1, memory_order_release);
 }
@@ -227,7 +217,7 @@ static _Atomic uint64_t next_token;
 
 void shim_context_after_fork_child(void)
 {
-    ctx_cache_lock_drop(); /* held by a parent's thread at the fork: no thread of its is here */
+    shim_spin_drop(&ctx_cache_lock); /* held by a parent's thread at the fork: no thread of its is here */
     atomic_store(&shim_sole_record, NULL); /* it points into the parent's segment */
     atomic_store(&sole_known, 0);
     atomic_store(&resolved_at, UINT64_MAX);

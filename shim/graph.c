@@ -337,15 +337,14 @@ void graph_instantiated(CUgraphExec exec, CUgraph graph, int device, CUcontext c
         return;
     }
     unsigned li = launch_index(e.key);
-    while (atomic_flag_test_and_set_explicit(&launch_cache_writing, memory_order_acquire))
-        ;
+    shim_spin_take(&launch_cache_writing);
     atomic_store_explicit(&launch_cache[li].exec, 0, memory_order_release);
     atomic_store_explicit(&launch_cache[li].info,
                           (uint64_t)(uint32_t)(slot + 1) | (uint64_t)(uint16_t)(device + 1) << 32 |
                               (uint64_t)(uint16_t)(pool + 1) << 48,
                           memory_order_release);
     atomic_store_explicit(&launch_cache[li].exec, e.key, memory_order_release);
-    atomic_flag_clear_explicit(&launch_cache_writing, memory_order_release);
+    shim_spin_drop(&launch_cache_writing);
     account_device_stat_add(device, CUSHIM_DEV_graphs_instantiated, 1);
     account_device_stat_add(device, CUSHIM_DEV_graph_execs_alive, 1);
 }

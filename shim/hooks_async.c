@@ -509,8 +509,7 @@ static atomic_flag tombstone_lock = ATOMIC_FLAG_INIT;
 
 static void tombstone_add(uint64_t key)
 {
-    while (atomic_flag_test_and_set_explicit(&tombstone_lock, memory_order_acquire))
-        ;
+    shim_spin_take(&tombstone_lock);
     /* A handle once in the ring: its earlier place goes, or that place leaving would take out
      * the tombstone of this, its latest destroy, early (the simulator, as a driver may, hands a
      * destroyed pool's handle to the next pool). */
@@ -525,14 +524,14 @@ static void tombstone_add(uint64_t key)
      * new tombstone, which a removal after the unlock would take out (a review). */
     if (old)
         table_update(&shim.pools, old, unbury, NULL, NULL);
-    atomic_flag_clear_explicit(&tombstone_lock, memory_order_release);
+    shim_spin_drop(&tombstone_lock);
 }
 
 void pool_tombstones_after_fork_child(void)
 {
     /* Held by a parent's thread at the fork: no thread of its is here. The table is emptied
      * (init.c), so the ring's handles are the parent's. */
-    atomic_flag_clear_explicit(&tombstone_lock, memory_order_release);
+    shim_spin_drop(&tombstone_lock);
     for (unsigned i = 0; i < TOMBSTONES; i++)
         tombstones[i] = 0;
     tombstone_next = 0;

@@ -134,8 +134,7 @@ void async_pool_sample(int device)
                  "figures are left as last read", device);
         return;
     }
-    while (atomic_flag_test_and_set_explicit(&highs[device].writing, memory_order_acquire))
-        ;
+    shim_spin_take(&highs[device].writing);
     /* A reset since this reading began: its marks may predate it, the high sums are left. */
     bool stale = atomic_load_explicit(&highs[device].resets, memory_order_seq_cst) != resets;
     bool restart = !stale && atomic_load_explicit(&highs[device].applied, memory_order_relaxed) != resets;
@@ -149,7 +148,7 @@ void async_pool_sample(int device)
         else
             account_device_stat_set(device, attrs[a].stat, sum[a]);
     }
-    atomic_flag_clear_explicit(&highs[device].writing, memory_order_release);
+    shim_spin_drop(&highs[device].writing);
     if (budget_any) /* what they reserve (sum[0]) less the budget's stream-ordered bytes */
         budget_pool_read(device, sum[0], changes, async);
     account_device_stat_set(device, CUSHIM_DEV_async_pool_sampled_ns, shim_clock_ns(CLOCK_REALTIME));

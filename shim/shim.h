@@ -29,6 +29,20 @@ static inline uint64_t shim_clock_ns(clockid_t clock)
     clock_gettime(clock, &ts);
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
+/* A short spin lock for cold writers (a few stores under it, never a driver call, no I/O):
+ * takes `lock` (acquire), spinning while another thread holds it; shim_spin_drop releases it.
+ * Thread-safe; not reentrant. A forked child whose parent held one clears it (atomic_flag_clear). */
+static inline void shim_spin_take(atomic_flag *lock)
+{
+    while (atomic_flag_test_and_set_explicit(lock, memory_order_acquire))
+        ;
+}
+
+static inline void shim_spin_drop(atomic_flag *lock)
+{
+    atomic_flag_clear_explicit(lock, memory_order_release);
+}
+
 #define SHIM_TLS __attribute__((tls_model("initial-exec"))) _Thread_local
 #define likely(x) __builtin_expect(!!(x), 1)
 #define unlikely(x) __builtin_expect(!!(x), 0)
