@@ -273,8 +273,6 @@ int cushim_snapshot_read(const void *mem, size_t len, struct cushim_snapshot *ou
                                            memory_order_acquire);
     if (gcount > CUSHIM_MAX_GRAPHS)
         FAIL("graph count %u past the end (at most %u)", gcount, CUSHIM_MAX_GRAPHS);
-    if (!terminated(h->command, sizeof h->command) || !terminated(h->version, sizeof h->version))
-        FAIL("unterminated string in header");
 
     /* Only the header part: device entries are written as they are copied (a full clear would be
      * 45 KB per snapshot). */
@@ -295,6 +293,9 @@ int cushim_snapshot_read(const void *mem, size_t len, struct cushim_snapshot *ou
     out->flags = h->flags;
     memcpy(out->command, h->command, sizeof out->command);
     memcpy(out->version, h->version, sizeof out->version);
+    /* Checked in the copy: the segment's writer may take a NUL away once it has been seen. */
+    if (!terminated(out->command, sizeof out->command) || !terminated(out->version, sizeof out->version))
+        FAIL("unterminated string in header");
     if (out->phase >= CUSHIM_PHASE_COUNT)
         FAIL("phase %u out of range", out->phase);
     out->phase_requested = atomic_load_explicit(&((struct cushim_segment *)s)->control.phase_request,

@@ -2,6 +2,9 @@
  * segments are rejected with one line, in-process (every length from 0 to full) and by the CLI. */
 #include <criterion/criterion.h>
 #include <fcntl.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
 #include <time.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -164,6 +167,54 @@ Test(reader, crafted_headers_are_rejected_with_a_reason)
         cr_expect_str_eq(err, cases[i].expect, "%s", cases[i].what);
     }
     free(c);
+    free(s);
+}
+
+/* A string's last byte, flipped between NUL and not while the reader works: what its writer
+ * (a foreign segment's owner) can do to a live segment at any moment. */
+struct flipper {
+    char *at;
+    atomic_int started, stop;
+};
+
+static void *flip(void *arg)
+{
+    struct flipper *f = arg;
+    atomic_store(&f->started, 1);
+    for (unsigned i = 0; !atomic_load_explicit(&f->stop, memory_order_relaxed); i++)
+        __atomic_store_n(f->at, (char)(i & 1 ? 'x' : '\0'), __ATOMIC_RELAXED);
+    return NULL;
+}
+
+/* The header's strings are checked for their NUL in the copy the snapshot keeps, not in the
+ * segment: a writer that took the NUL away between the check and the copy left the snapshot's
+ * command (or version) unterminated, read past its end by every %s that shows it (found by a
+ * static-analysis review of the reader). */
+Test(reader, strings_changed_while_read_stay_terminated, .timeout = 120)
+{
+    struct cushim_segment *s = real_segment();
+    memset(s->h.command, 'c', sizeof s->h.command - 1);
+    struct flipper f = {&s->h.command[sizeof s->h.command - 1], 0, 0};
+    pthread_t t;
+    cr_assert_eq(pthread_create(&t, NULL, flip, &f), 0);
+    while (!atomic_load(&f.started))
+        sched_yield();
+    static struct cushim_snapshot snap;
+    char err[200];
+    int read = 0, unterminated = 0;
+    /* Reads until 200000 were accepted (a flipper descheduled on a busy machine holds either value
+     * for a while), or 20 s. */
+    for (time_t end = time(NULL) + 20; read < 200000 && !unterminated && time(NULL) < end;) {
+        if (cushim_snapshot_read(s, sizeof *s, &snap, 10, 0, err, sizeof err) != 0)
+            continue;
+        read++;
+        unterminated = !memchr(snap.command, '\0', sizeof snap.command) ||
+                       !memchr(snap.version, '\0', sizeof snap.version);
+    }
+    atomic_store(&f.stop, 1);
+    pthread_join(t, NULL);
+    cr_expect(read > 0, "no read accepted the segment: %s", err);
+    cr_expect(!unterminated, "a snapshot taken (read %d) holds an unterminated string", read);
     free(s);
 }
 
