@@ -5,6 +5,7 @@
 #define CUSHIM_LOG_H
 
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 
@@ -82,7 +83,7 @@ void shim_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 
 #define LOG_ONCE(level, ...)                                                                       \
     do {                                                                                           \
         static _Atomic int logged_;                                                                \
-        if (!__atomic_exchange_n(&logged_, 1, __ATOMIC_RELAXED))                                   \
+        if (!atomic_exchange_explicit(&logged_, 1, memory_order_relaxed))                          \
             shim_log(level, __VA_ARGS__);                                                          \
     } while (0)
 
