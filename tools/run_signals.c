@@ -1,5 +1,6 @@
 #include "tools/run_signals.h"
 
+#include <errno.h>
 #include <string.h>
 
 static const int forwarded[] = {RUN_FORWARDED_SIGNALS};
@@ -18,9 +19,11 @@ static volatile sig_atomic_t child_pid;
 static void forward(int sig, siginfo_t *info, void *ctx)
 {
     (void)ctx;
+    int saved = errno; /* kill's EPERM (a setuid program) must not reach the code it interrupted */
     if (child_pid > 0 && info && (info->si_code == SI_USER || info->si_code == SI_QUEUE) &&
         info->si_pid != child_pid)
         kill(child_pid, sig);
+    errno = saved;
 }
 
 void run_signals_prepare(struct run_signals *s)
