@@ -315,6 +315,8 @@ int cushim_snapshot_read(const void *mem, size_t len, struct cushim_snapshot *ou
         memset(d, 0, sizeof *d);
         if (record_copy_budget((struct cushim_device_record *)r, record_copy_once, d, spin_limit, &patience_left) != 0)
             out->torn++; /* taken as it is: its writer may never come back */
+        if (d->ordinal != (int32_t)i) /* the copy's, as for the strings */
+            FAIL("device record %u is corrupt", i);
         out->device_count++;
     }
     /* When the counters were read: after the device records, whose copy may wait for writers. */

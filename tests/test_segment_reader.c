@@ -218,6 +218,39 @@ Test(reader, strings_changed_while_read_stay_terminated, .timeout = 120)
     free(s);
 }
 
+static atomic_int ordinal_flipper_stop;
+
+static void *flip_ordinal(void *arg)
+{
+    struct cushim_segment *s = arg;
+    for (unsigned i = 0; !atomic_load_explicit(&ordinal_flipper_stop, memory_order_relaxed); i++)
+        __atomic_store_n(&s->devices[0].ordinal, i & 1 ? INT32_MAX : 0, __ATOMIC_RELAXED);
+    return NULL;
+}
+
+/* So is a device record's ordinal, checked against its slot in the copy: one changed after the
+ * check reached the snapshot (INT32_MAX: cushim_device_list's ordinal + 1 overflows). */
+Test(reader, an_ordinal_changed_while_read_is_the_slots, .timeout = 120)
+{
+    struct cushim_segment *s = real_segment();
+    pthread_t t;
+    cr_assert_eq(pthread_create(&t, NULL, flip_ordinal, s), 0);
+    static struct cushim_snapshot snap;
+    char err[200];
+    int read = 0, wrong = 0;
+    for (time_t end = time(NULL) + 20; read < 200000 && !wrong && time(NULL) < end;) {
+        if (cushim_snapshot_read(s, sizeof *s, &snap, 10, 0, err, sizeof err) != 0)
+            continue;
+        read++;
+        wrong = snap.device_count != 1 || snap.devices[0].ordinal != 0;
+    }
+    atomic_store(&ordinal_flipper_stop, 1);
+    pthread_join(t, NULL);
+    cr_expect(read > 0, "no read accepted the segment: %s", err);
+    cr_expect(!wrong, "a snapshot taken (read %d) has device ordinal %d", read, (int)snap.devices[0].ordinal);
+    free(s);
+}
+
 /* The CLI reports each bad file in one line and goes on; it never crashes. */
 Test(reader, cli_reports_each_bad_segment_in_one_line)
 {
