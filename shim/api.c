@@ -153,7 +153,7 @@ SHIM_EXPORT int cushim_reset_peak(int ordinal)
     if (!seg)
         return 0;
     uint32_t count = atomic_load_explicit(&seg->h.device_count, memory_order_acquire);
-    for (uint32_t i = 0; i < count; i++) {
+    for (uint32_t i = 0; i < count && i < CUSHIM_MAX_DEVICES; i++) {
         if ((ordinal >= 0 && (int)i != ordinal) ||
             atomic_load_explicit(&seg->devices[i].state, memory_order_acquire) == 0)
             continue;

@@ -235,7 +235,7 @@ void shim_exit_finish(bool driver_alive)
         graph_pool_sample_all();
         async_pool_sample_all();
         uint32_t n = atomic_load(&seg->h.device_count);
-        for (uint32_t d = 0; d < n; d++)
+        for (uint32_t d = 0; d < n && d < CUSHIM_MAX_DEVICES; d++)
             if (atomic_load(&seg->devices[d].state) != 0)
                 sample_device((int)d);
     }

@@ -587,7 +587,7 @@ void graph_pool_sample_all(void)
 {
     struct cushim_segment *seg = shim.seg;
     uint32_t n = seg ? atomic_load(&seg->h.device_count) : 0;
-    for (uint32_t d = 0; d < n; d++)
+    for (uint32_t d = 0; d < n && d < CUSHIM_MAX_DEVICES; d++)
         if (atomic_load(&seg->devices[d].state) != 0)
             graph_pool_sample((int)d, true);
 }

@@ -5,7 +5,9 @@
  * test_top.c, shared segment directories in test_containers.c. */
 #include <criterion/criterion.h>
 #include <dirent.h>
+#include <errno.h>
 #include <fcntl.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -607,6 +609,28 @@ Test(live, a_phase_request_never_taken_is_said_so_at_exit)
     cr_expect(text && strstr(text, "phase run>compile (requested; no allocation came after it to take it)\n"),
               "%s", text ? text : "(no report)");
     free(text);
+    unlink(hold);
+}
+
+/* The segment is a file other processes of the user can write: a device count past the records
+ * (here the largest) is not the shim's to follow. Before, the loops at exit over every device
+ * (exit.c, graph.c, pools.c; api.c's cushim_reset_peak too) went by it past the segment's end and
+ * the program died of SIGSEGV at exit (found triaging static-analysis findings: budget.c alone
+ * bounded it). */
+Test(live, a_device_count_overwritten_in_the_segment_does_not_break_the_program)
+{
+    const char *segdir;
+    char hold[700];
+    pid_t pid = start_held("hold", "dev-count", &segdir, hold, sizeof hold);
+    int fd = open(seg_path(segdir, pid), O_RDWR | O_CLOEXEC);
+    cr_assert(fd >= 0, "%s: %s", seg_path(segdir, pid), strerror(errno));
+    uint32_t count = UINT32_MAX;
+    cr_assert_eq(pwrite(fd, &count, sizeof count, offsetof(struct cushim_segment, h.device_count)),
+                 (ssize_t)sizeof count);
+    close(fd);
+    touch(hold);
+    int status = wait_bg(pid);
+    cr_expect_eq(status, 0, "the program ended with %d, not as it would without the shim", status);
     unlink(hold);
 }
 
