@@ -154,10 +154,12 @@ static void metrics_answer(void)
     } else if (f) {
         prometheus_write(f, &l, command_label);
     }
-    if (f)
-        fclose(f);
+    /* A body the stream could not hold entirely (out of memory) is not served as a whole one. */
+    bool whole = f && !ferror(f);
+    if (f && fclose(f) != 0)
+        whole = false;
     proc_list_free(&l);
-    struct shared_body *shared = f && body ? malloc(offsetof(struct shared_body, data) + len + 1) : NULL;
+    struct shared_body *shared = whole && body ? malloc(offsetof(struct shared_body, data) + len + 1) : NULL;
     if (shared) {
         shared->refs = 1; /* the cache's */
         memcpy(shared->data, body, len + 1);
