@@ -8,7 +8,7 @@
  * copy it under the per-device sequence lock (seqlock.h); the owner's CLI may also write the peaks
  * (compare-and-swap, `cushim reset-peak`) and the control area (`cushim phase`).
  *
- * Everything after `magic` is untrusted to a reader: segment_read.c validates it. All integers are
+ * Everything after `magic` is untrusted to a reader: cushim_snapshot_read (snapshot.c) validates it. All integers are
  * native-endian (a segment is only read on the machine that wrote it). Fields are fixed-size and
  * naturally aligned; the layout is generated from stats.h, and any change bumps
  * CUSHIM_LAYOUT_VERSION.

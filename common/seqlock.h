@@ -4,7 +4,7 @@
  * A reader loads seq_end, copies, then loads seq_begin: if they are equal, no writer was inside
  * the bracket at the first load and none entered before the last, so the copy is consistent
  * (begin >= end at every instant, both only grow). Writers may starve a reader; readers retry
- * a bounded number of times (segment_read.c).
+ * a bounded number of times (snapshot.c).
  *
  * Thread-safety: any number of writer threads (and the owner's CLI, for peak resets) and
  * readers in any process mapping the segment.

@@ -33,7 +33,7 @@ bool segment_is_suffixed(const char *entry, const char *name);
  * remove (the process changed user since it made it) is said in one log line and left. */
 void segment_unlink(const char *path);
 
-/* Writes a copy of s to <dir>/<pid>.seg atomically (temporary file, then rename), for
+/* Writes a copy of s to <dir>/<pid>-<created_ns in hex>.seg atomically (temporary file, then rename), for
  * `cushim run`'s summary; each device record copied under its seqlock, for up to patience_ns
  * while other threads still count (CUSHIM_COPY_PATIENCE_NS; 0 when none can). Not reentrant:
  * called at a process's end. `dir` must be what `cushim run` made: a directory named cushim-run.*,
