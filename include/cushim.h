@@ -43,27 +43,32 @@ enum cushim_public_kind {
     CUSHIM_MEM_KIND_COUNT
 };
 
+/* One kind's counters (the summary JSON's per-kind object, docs/SUMMARY-JSON.md "kinds"):
+ * bytes are requested bytes, counts are calls. */
 struct cushim_kind_stats {
     uint64_t current_bytes;      /* in use now */
     uint64_t peak_bytes;         /* high-water mark since the last reset */
-    uint64_t alloc_count;
-    uint64_t free_count;
+    uint64_t alloc_count;        /* successful allocations */
+    uint64_t free_count;         /* frees: explicit, or by the teardown of the allocation's context */
     uint64_t failed_count;       /* allocations refused: by the driver, or over CUSHIM_DEVICE_LIMIT */
     uint64_t spill_count;        /* offloaded only: moved to host by an out-of-memory failure */
 };
 
+/* One device's counters in this process, filled by cushim_get_device_stats (the caller owns it;
+ * no pointers inside). Versioned: a field exists when version and size say so (each group below
+ * says its version); later versions only append. */
 struct cushim_device_stats {
     uint32_t size;               /* in: sizeof(struct cushim_device_stats) as the caller knows it */
     uint32_t version;            /* out: CUSHIM_STATS_VERSION */
     int32_t ordinal;             /* out: CUDA device ordinal */
     int32_t uuid_valid;          /* out: 1 when uuid holds cuDeviceGetUuid's bytes */
-    uint8_t uuid[16];
-    uint64_t total_bytes;        /* cuDeviceTotalMem */
+    uint8_t uuid[16];            /* out: cuDeviceGetUuid_v2's bytes (nvidia-smi's GPU-...) */
+    uint64_t total_bytes;        /* cuDeviceTotalMem_v2: the card's memory, bytes */
     uint64_t untracked_bytes;    /* (total - free) - tracked device bytes - graph pool reserve, at the
                                     last sample (untracked_sampled_ns) */
-    struct cushim_kind_stats kind[CUSHIM_MEM_KIND_COUNT];
-    uint64_t device_total_current_bytes;
-    uint64_t device_total_peak_bytes;
+    struct cushim_kind_stats kind[CUSHIM_MEM_KIND_COUNT]; /* indexed by enum cushim_public_kind */
+    uint64_t device_total_current_bytes; /* device + async + vmm + array in use, bytes */
+    uint64_t device_total_peak_bytes;    /* peak of that sum since the last peak reset, bytes */
     /* Version 2. The device's stream-ordered pools as the driver last reported them
      * (cuMemPoolGetAttribute, summed over the device's pools; read at cudaMemGetInfo, from
      * cudaMallocAsync at most every 100 ms, after cudaMemPoolTrimTo or a high-water-mark reset,
