@@ -161,7 +161,7 @@ void prometheus_write(FILE *f, const struct proc_list *l, enum prom_command comm
             process_labels(f, &l->procs[i]);
             fprintf(f, ",phase=\"%s\"} %d\n", cushim_phase_name(ph), l->procs[i].phase == ph);
         }
-    header(f, "device_memory_total_bytes", "gauge", "device memory of the GPU (cuDeviceTotalMem)");
+    header(f, "device_memory_total_bytes", "gauge", "the device's memory (cuDeviceTotalMem)");
     for (int i = 0; i < l->count; i++)
         for (uint32_t k = 0; k < l->procs[i].device_count; k++) {
             const struct cushim_device_snapshot *d = &l->procs[i].devices[k];
