@@ -11,6 +11,8 @@
 
 #include "test_sim.h"
 
+#include <criterion/redirect.h>
+
 const char *const no_overhead[] = {"SIMCUDA_CTX_OVERHEAD=0", NULL};
 
 /* The simulated driver follows CUDA_VISIBLE_DEVICES as the real one does: an inherited one (a GPU
@@ -129,6 +131,37 @@ Test(init, devices_come_from_the_environment)
     OK(cuDeviceGetAttribute(&value, CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK, 0));
     cr_assert_eq(value, 0);
     cr_assert_eq(cuDeviceGet(&dev, 2), CUDA_ERROR_INVALID_DEVICE);
+}
+
+/* A bad SIMCUDA_ value is one line naming the variable, the value, what was expected and the
+ * default used (README.md, "Environment"; the project's rule for bad input): "(bad value)" alone
+ * left a reader guessing what the variable takes. */
+Test(init, a_bad_value_says_what_was_expected_and_the_default, .init = cr_redirect_stderr)
+{
+    putenv("SIMCUDA_DEVICE_COUNT=20");
+    putenv("SIMCUDA_GRANULARITY=abc");
+    putenv("SIMCUDA_LAZY_EVENTS=2");
+    putenv("SIMCUDA_BEGIN_CAPTURE_MS=20000");
+    putenv("SIMCUDA_DEVICE_MEMORY=1.5G");
+    OK(cuInit(0));
+    fflush(stderr);
+    FILE *err = cr_get_redirected_stderr();
+    char text[4096];
+    size_t n = fread(text, 1, sizeof text - 1, err);
+    text[n] = '\0';
+    cr_expect(strstr(text, "simcuda: SIMCUDA_DEVICE_COUNT=\"20\" is not a whole number 0..16; using the default 1\n"),
+              "%s", text);
+    cr_expect(strstr(text, "SIMCUDA_GRANULARITY=\"abc\" is not a size above 0"), "%s", text);
+    cr_expect(strstr(text, "; using the default 512\n"), "%s", text);
+    cr_expect(strstr(text, "SIMCUDA_LAZY_EVENTS=\"2\" is not 0 or 1; using the default 0\n"), "%s", text);
+    cr_expect(strstr(text, "SIMCUDA_BEGIN_CAPTURE_MS=\"20000\" is not a whole number of milliseconds 0..10000; "
+                           "using the default 0\n"), "%s", text);
+    cr_expect(strstr(text, "SIMCUDA_DEVICE_MEMORY=\"1.5G\" is not a size"), "%s", text);
+    cr_expect(strstr(text, "; using the default 16GiB\n"), "%s", text);
+    int lines = 0;
+    for (const char *p = text; *p; p++)
+        lines += *p == '\n';
+    cr_expect_eq(lines, 5, "one line per bad value: %s", text);
 }
 
 /* CUDA_VISIBLE_DEVICES (CUDA C++ Programming Guide, "CUDA Environment Variables"): indices or

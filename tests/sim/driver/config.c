@@ -1,5 +1,5 @@
 /* SIMCUDA_* environment variables (README.md, "Environment"). A bad value prints one line on
- * stderr and keeps the default. */
+ * stderr (the variable, the value, what it takes and the default) and keeps the default. */
 #include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,10 +13,13 @@
 
 struct sim_config sim_cfg;
 
-static void bad(const char *var, const char *value)
+/* One line: the variable, its value, what it takes and the default used instead. */
+static void bad(const char *var, const char *value, const char *expected, const char *def)
 {
-    fprintf(stderr, "simcuda: ignoring %s=\"%s\" (bad value), using the default\n", var, value);
+    fprintf(stderr, "simcuda: %s=\"%s\" is not %s; using the default %s\n", var, value, expected, def);
 }
+
+#define SIZE_WORDS "(a whole number of bytes, or with a binary unit: 512M, 64MiB, 1g)"
 
 /* "512M", "64MiB", "1g", "4096": binary units, case-insensitive. */
 static bool parse_size(const char *s, uint64_t *out)
@@ -40,12 +43,12 @@ static bool parse_size(const char *s, uint64_t *out)
     return false;
 }
 
-static void size_var(const char *var, uint64_t *out, uint64_t def, bool zero_ok)
+static void size_var(const char *var, uint64_t *out, uint64_t def, const char *def_text, bool zero_ok)
 {
     const char *v = getenv(var);
     *out = def;
     if (v && (!parse_size(v, out) || (*out == 0 && !zero_ok))) {
-        bad(var, v);
+        bad(var, v, zero_ok ? "a size " SIZE_WORDS : "a size above 0 " SIZE_WORDS, def_text);
         *out = def;
     }
 }
@@ -61,7 +64,7 @@ static void memory_var(void)
     if (!strchr(v, ':')) {
         uint64_t all;
         if (!parse_size(v, &all)) {
-            bad("SIMCUDA_DEVICE_MEMORY", v);
+            bad("SIMCUDA_DEVICE_MEMORY", v, "a size " SIZE_WORDS " nor ORDINAL:SIZE,... with ordinals 0..15", "16GiB");
             return;
         }
         for (int d = 0; d < SIM_MAX_DEVICES; d++)
@@ -74,7 +77,9 @@ static void memory_var(void)
         long d = strtol(item, &end, 10);
         uint64_t size;
         if (!colon || end != colon || d < 0 || d >= SIM_MAX_DEVICES || !parse_size(colon + 1, &size)) {
-            bad("SIMCUDA_DEVICE_MEMORY", v);
+            bad("SIMCUDA_DEVICE_MEMORY", v, "a size " SIZE_WORDS " nor ORDINAL:SIZE,... with ordinals 0..15", "16GiB");
+            for (int k = 0; k < SIM_MAX_DEVICES; k++) /* the default, for the entries before it too */
+                sim_cfg.capacity[k] = 16 * GIB;
             break;
         }
         sim_cfg.capacity[d] = size;
@@ -156,30 +161,30 @@ void sim_config_load(void)
         if (*v && !*end && n >= 0 && n <= SIM_MAX_DEVICES)
             sim_cfg.device_count = (int)n;
         else
-            bad("SIMCUDA_DEVICE_COUNT", v);
+            bad("SIMCUDA_DEVICE_COUNT", v, "a whole number 0..16", "1");
     }
     memory_var();
     visible_devices(sim_cfg.device_count);
     v = getenv("SIMCUDA_DEVICE_NAME");
     snprintf(sim_cfg.name, sizeof sim_cfg.name, "%s", v && *v ? v : "cushim simulated device");
-    size_var("SIMCUDA_CTX_OVERHEAD", &sim_cfg.ctx_overhead, 300 * MIB, true);
-    size_var("SIMCUDA_GRANULARITY", &sim_cfg.granularity, 512, false);
-    size_var("SIMCUDA_VMM_GRANULARITY", &sim_cfg.vmm_granularity, 2 * MIB, false);
+    size_var("SIMCUDA_CTX_OVERHEAD", &sim_cfg.ctx_overhead, 300 * MIB, "300MiB", true);
+    size_var("SIMCUDA_GRANULARITY", &sim_cfg.granularity, 512, "512", false);
+    size_var("SIMCUDA_VMM_GRANULARITY", &sim_cfg.vmm_granularity, 2 * MIB, "2MiB", false);
     v = getenv("SIMCUDA_LAZY_EVENTS");
     sim_cfg.lazy_events = v && strcmp(v, "1") == 0;
     if (v && strcmp(v, "0") != 0 && strcmp(v, "1") != 0)
-        bad("SIMCUDA_LAZY_EVENTS", v);
+        bad("SIMCUDA_LAZY_EVENTS", v, "0 or 1", "0");
     v = getenv("SIMCUDA_IMPORT_SAME_HANDLE");
     sim_cfg.import_same_handle = v && strcmp(v, "1") == 0;
     if (v && strcmp(v, "0") != 0 && strcmp(v, "1") != 0)
-        bad("SIMCUDA_IMPORT_SAME_HANDLE", v);
+        bad("SIMCUDA_IMPORT_SAME_HANDLE", v, "0 or 1", "0");
     v = getenv("SIMCUDA_BEGIN_CAPTURE_MS");
     if (v) {
         long n = strtol(v, &end, 10);
         if (*v && !*end && n >= 0 && n <= 10000)
             sim_cfg.begin_capture_ms = (uint64_t)n;
         else
-            bad("SIMCUDA_BEGIN_CAPTURE_MS", v);
+            bad("SIMCUDA_BEGIN_CAPTURE_MS", v, "a whole number of milliseconds 0..10000", "0");
     }
     sim_cfg.log_lookups = getenv("SIMCUDA_LOG_LOOKUPS");
     sim_cfg.hide = getenv("SIMCUDA_HIDE");
