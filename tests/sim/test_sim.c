@@ -164,6 +164,19 @@ Test(init, a_bad_value_says_what_was_expected_and_the_default, .init = cr_redire
     cr_expect_eq(lines, 5, "one line per bad value: %s", text);
 }
 
+Test(init, a_bad_inject_rule_says_what_a_rule_is, .init = cr_redirect_stderr)
+{
+    putenv("SIMCUDA_INJECT=foo,cuMemAlloc_v2:0:1");
+    OK(cuInit(0));
+    fflush(stderr);
+    char text[2048];
+    size_t n = fread(text, 1, sizeof text - 1, cr_get_redirected_stderr());
+    text[n] = '\0';
+    cr_expect(strstr(text, "simcuda: SIMCUDA_INJECT rule \"foo\" is not SYMBOL:N:CODE; ignored\n"), "%s", text);
+    cr_expect(strstr(text, "simcuda: SIMCUDA_INJECT rule \"cuMemAlloc_v2:0:1\" is not SYMBOL:N:CODE (an exported "
+                           "symbol, N 1 or more or *"), "%s", text);
+}
+
 /* CUDA_VISIBLE_DEVICES (CUDA C++ Programming Guide, "CUDA Environment Variables"): indices or
  * UUID prefixes, numbered in the list's order; the list ends at an entry that names no device. */
 Test(init, cuda_visible_devices_picks_and_orders_the_devices)

@@ -51,7 +51,11 @@ static void inject_load(const char *spec)
         char *n = strchr(rule, ':'), *code = n ? strchr(n + 1, ':') : NULL, *end;
         struct inject_rule r = {0};
         if (!code || nrules == SIM_MAX_RULES) {
-            fprintf(stderr, "simcuda: ignoring SIMCUDA_INJECT rule \"%s\"\n", rule);
+            if (!code)
+                fprintf(stderr, "simcuda: SIMCUDA_INJECT rule \"%s\" is not SYMBOL:N:CODE; ignored\n", rule);
+            else
+                fprintf(stderr, "simcuda: SIMCUDA_INJECT rule \"%s\" is past the %d rules kept; ignored\n", rule,
+                        SIM_MAX_RULES);
             continue;
         }
         *n++ = '\0';
@@ -74,7 +78,9 @@ static void inject_load(const char *spec)
         if (ok)
             rules[nrules++] = r;
         else
-            fprintf(stderr, "simcuda: ignoring SIMCUDA_INJECT rule \"%s:%s:%s\"\n", rule, n, code);
+            fprintf(stderr, "simcuda: SIMCUDA_INJECT rule \"%s:%s:%s\" is not SYMBOL:N:CODE (an exported symbol, N "
+                            "1 or more or *, CODE a CUresult number or name, or raise=SIGNUM 1..64); ignored\n",
+                    rule, n, code);
     }
     free(copy);
 }
