@@ -6,8 +6,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* Parses a byte size: an integer with an optional suffix, case-insensitive: B, K/KB/KiB,
- * M/MB/MiB, G/GB/GiB, T/TB/TiB (all binary: K = 1024), e.g. "512M", "64MiB", "1g", "4096".
+/* Parses a byte size: an integer with an optional suffix, case-insensitive: B, K/KB/KiB/Ki,
+ * M/MB/MiB/Mi, G/GB/GiB/Gi, T/TB/TiB/Ti (all binary: K = 1024; Ki is Kubernetes' spelling), e.g.
+ * "512M", "64MiB", "1g", "1Gi", "4096".
  * Surrounding blanks are not accepted. Returns 0 and sets *out, -1 for what is not a size (empty,
  * junk), -2 for a size of 2^64 bytes or more. */
 int cushim_parse_size(const char *s, uint64_t *out);
