@@ -16,10 +16,10 @@
     X(ASYNC, async, 1, "stream-ordered allocations from device memory pools (cudaMallocAsync)") \
     X(VMM, vmm, 1, "physical memory of cuMemCreate on a device (virtual memory management)")    \
     X(ARRAY, array, 1, "CUDA arrays and mipmapped arrays")                                      \
-    X(MANAGED, managed, 0, "cuMemAllocManaged (unified memory)")                                \
-    X(PINNED_HOST, pinned_host, 0, "pinned (page-locked) host memory (cuMemHostAlloc, cudaMallocHost)")\
+    X(MANAGED, managed, 0, "cuMemAllocManaged (unified memory), managed pools")                 \
+    X(PINNED_HOST, pinned_host, 0, "pinned (page-locked) host memory (cuMemHostAlloc, cudaMallocHost, host pools, host-located cuMemCreate)")\
     X(REGISTERED_HOST, registered_host, 0, "host memory pinned by cuMemHostRegister")              \
-    X(IMPORTED, imported, 0, "another process's memory (CUDA IPC, shareable handles)")          \
+    X(IMPORTED, imported, 0, "imported memory (CUDA IPC, shareable handles, pool imports): another process's, or an import of its own export")          \
     X(OFFLOADED, offloaded, 0, "device requests served from pinned device-mapped host memory")  \
     X(CAPTURE, capture, 0, "bytes allocated while a stream of the process was capturing (also in their own kind)")
 
