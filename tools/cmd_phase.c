@@ -59,7 +59,8 @@ int cmd_phase(int argc, char **argv)
             options = 0;
         } else if (options && (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0)) {
             printf("usage: cushim phase PID compile|run\n\nSwitches process PID to the compile or "
-                   "run phase (offload policy); it takes\neffect at the process's next allocation.\n");
+                   "run phase (offload policy); it takes\neffect at the process's next allocation. Exit 0 when done, 1 when PID is no "
+                   "live\nprocess under cushim, 2 on a usage error.\n");
             return 0;
         } else if (options && a[0] == '-' && a[1] && !(a[1] >= '0' && a[1] <= '9')) {
             if (*phase_hint(a, hint, sizeof hint)) /* --run, --phase=run: the phase meant */

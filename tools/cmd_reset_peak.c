@@ -41,7 +41,9 @@ int cmd_reset_peak(int argc, char **argv)
         if (options && (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0)) {
             printf("usage: cushim reset-peak PID [--device N]\n\nSets the peaks of process PID "
                    "(of device N only, with --device) to their\ncurrent values, like "
-                   "torch.cuda.reset_peak_memory_stats.\n");
+                   "torch.cuda.reset_peak_memory_stats.\nExit 0 when done, 1 when PID is no live "
+                   "process under cushim (or, with\n--device, has not used device N), 2 on a usage "
+                   "error.\n");
             return 0;
         }
         const char *v;
