@@ -5,7 +5,7 @@
  * name unless glibc would answer it with the shim's own export. A wrapped name's answer is NULL
  * exactly when it would be NULL without the shim; a non-NULL one is the wrapper when the shim
  * calls that function (shim_real_offer), else the function itself. The file also holds the
- * dlclose door.
+ * dlclose and dlopen doors.
  * This file is compiled with -O2 -foptimize-sibling-calls whatever the build type (meson.build);
  * tests/test_doors.c checks the RTLD_NEXT behaviour. The work that is not a tail call lives in
  * functions of its own (noinline), so the exported dlsym has no local whose address escapes (GCC
@@ -258,6 +258,54 @@ __asm__(".symver cushim_dlclose_current, dlclose@@GLIBC_2.34");
 __asm__(".symver cushim_dlclose_base, dlclose@GLIBC_2.17");
 #else
 __asm__(".symver cushim_dlclose_base, dlclose@GLIBC_2.2.5");
+#endif
+
+/* The dlopen door (DESIGN.md, known holes): an object loaded with RTLD_DEEPBIND binds its own
+ * references to the libraries it depends on before the global scope, so the CUDA runtime loaded
+ * that way finds glibc's dlsym instead of the door, gets the driver's own cuGetProcAddress, and
+ * nothing it allocates is counted (the run says it saw no CUDA activity). The flag is cleared for
+ * the runtime and the driver themselves (libcudart.so*, libcuda.so*, by file name), whose
+ * references are glibc's functions and CUDA's own: nothing else in them binds differently. A
+ * library of the program's that is loaded RTLD_DEEPBIND and links the runtime keeps its flag (its
+ * own symbols are what the flag is for): README, Limits. Forwarded with a tail call: glibc's
+ * dlopen searches the caller's RUNPATH. */
+static SHIM_EARLY __attribute__((noinline)) int dlopen_mode(const char *file, int mode)
+{
+    if (!(mode & RTLD_DEEPBIND) || !file || shim.cfg.disable || shim_aside)
+        return mode;
+    const char *base = strrchr(file, '/');
+    base = base ? base + 1 : file;
+    if (strncmp(base, "libcudart.so", 12) == 0 || strncmp(base, "libcuda.so", 10) == 0)
+        return mode & ~RTLD_DEEPBIND;
+    return mode;
+}
+
+static inline __attribute__((always_inline)) SHIM_EARLY void *dlopen_body(const char *file, int mode)
+{
+    shim_dlopen_fn real = shim_real_dlopen();
+    if (!real)
+        return NULL;
+    return real(file, dlopen_mode(file, mode)); /* tail call: the caller stays the caller */
+}
+
+void *cushim_dlopen_current(const char *file, int mode);
+void *cushim_dlopen_base(const char *file, int mode);
+
+SHIM_EXPORT SHIM_EARLY void *cushim_dlopen_current(const char *file, int mode)
+{
+    return dlopen_body(file, mode);
+}
+
+SHIM_EXPORT SHIM_EARLY void *cushim_dlopen_base(const char *file, int mode)
+{
+    return dlopen_body(file, mode);
+}
+
+__asm__(".symver cushim_dlopen_current, dlopen@@GLIBC_2.34");
+#if defined(__aarch64__)
+__asm__(".symver cushim_dlopen_base, dlopen@GLIBC_2.17");
+#else
+__asm__(".symver cushim_dlopen_base, dlopen@GLIBC_2.2.5");
 #endif
 
 /* dlsym is exported with glibc's versions (dlsym@@GLIBC_2.34 and the architecture's base version,

@@ -199,6 +199,22 @@ SHIM_EARLY shim_dlclose_fn shim_real_dlclose(void)
     return f;
 }
 
+static _Atomic(shim_dlopen_fn) next_dlopen;
+
+SHIM_EARLY shim_dlopen_fn shim_real_dlopen(void)
+{
+    shim_dlopen_fn f = atomic_load_explicit(&next_dlopen, memory_order_acquire);
+    if (likely(f != NULL))
+        return f;
+    /* The next dlopen after the shim (the shim exports one: door_dlsym.c). */
+    shim_dlsym_fn sym = shim_real_dlsym();
+    f = sym ? (shim_dlopen_fn)sym(RTLD_NEXT, "dlopen") : NULL;
+    if (!f)
+        f = (shim_dlopen_fn)dlvsym(RTLD_NEXT, "dlopen", "GLIBC_2.34");
+    atomic_store_explicit(&next_dlopen, f, memory_order_release);
+    return f;
+}
+
 SHIM_EARLY void shim_close_own(void *h)
 {
     shim_dlclose_fn f = shim_real_dlclose();

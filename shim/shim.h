@@ -134,6 +134,9 @@ shim_dlsym_fn shim_real_dlsym(void);
 /* The next dlclose after the shim's own (door_dlsym.c): another interposer's, else libc's. */
 typedef int (*shim_dlclose_fn)(void *);
 shim_dlclose_fn shim_real_dlclose(void);
+/* The next dlopen after the shim's own (door_dlsym.c): another interposer's, else libc's. */
+typedef void *(*shim_dlopen_fn)(const char *, int);
+shim_dlopen_fn shim_real_dlopen(void);
 
 /* ---- doors (door_dlsym.c, door_procaddr.c) ---- */
 /* Row of the wrapped export named `symbol`, or -1. */

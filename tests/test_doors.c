@@ -517,6 +517,31 @@ Test(doors, an_unload_the_door_does_not_see_leaves_the_exit_report_whole)
     }
 }
 
+/* The runtime loaded with RTLD_DEEPBIND by a program that loads its CUDA libraries itself: its
+ * dlsym bound to glibc's, it got the driver's own cuGetProcAddress and nothing was counted (the
+ * run said it saw no CUDA memory activity). Found by a trial of frameworks' loading patterns. Now
+ * the dlopen door clears the flag for the runtime and the driver: the 1 MiB is counted, and the
+ * program's output is the same as without the shim. */
+Test(doors, a_runtime_loaded_with_deepbind_is_counted)
+{
+    char runtime[4096];
+    snprintf(runtime, sizeof runtime, "%s/libcudart.so.13", sim_libdir());
+    const char *argv[] = {program("door_prog"), "deep_runtime", runtime, NULL};
+    const char *expected = "rc_alloc=0\nrc_free=0\n";
+    char plain[2048];
+    door_prog_plain(plain, sizeof plain, argv);
+    cr_expect_str_eq(plain, expected);
+    struct run_result r;
+    json_t *j = run_under_cushim(&r, argv, sim_env(NULL));
+    cr_assert_eq(r.status, 0, "%s%s", r.out, r.err);
+    cr_expect_str_eq(r.out, expected, "%s", r.err);
+    cr_expect_eq(jpath_u64(j, "devices.0.device.alloc_count"), 1, "%s", r.err);
+    cr_expect_eq(jpath_u64(j, "devices.0.device.free_count"), 1);
+    cr_expect_eq(jpath_u64(j, "devices.0.device.peak_bytes"), 1 << 20);
+    json_decref(j);
+    run_free(&r);
+}
+
 /* libcuda loaded RTLD_LOCAL (as the runtime loads it): RTLD_DEFAULT, RTLD_NEXT and the program's
  * own handle do not find its functions, and the error is there to read; its handle does. Before,
  * RTLD_DEFAULT and the program's handle found the wrapped ones (the check asked for libcuda.so.1

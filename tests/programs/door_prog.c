@@ -16,7 +16,10 @@
  *     loads DRIVER, allocates 1 MiB (kept), then unloads DRIVER where the shim's dlclose door is
  *     not called by name: through LIB (libdeepclose.so) loaded with RTLD_DEEPBIND, whose dlclose
  *     binds to glibc's, or through dlvsym(RTLD_DEFAULT, "dlclose", "GLIBC_2.34"); then exits (the
- *     shim's exit report asks the driver). */
+ *     shim's exit report asks the driver).
+ *   door_prog deep_runtime RUNTIME
+ *     loads the runtime RUNTIME (libcudart.so.13) by path with RTLD_DEEPBIND, as a framework
+ *     that loads its CUDA libraries itself may, and through it allocates 1 MiB and frees it. */
 #include <cuda.h>
 #include <dlfcn.h>
 #include <stdbool.h>
@@ -183,6 +186,22 @@ static int unload_unseen(const char *driver, const char *how, const char *lib)
     return 0;
 }
 
+static int deep_runtime(const char *runtime)
+{
+    void *h = dlopen(runtime, RTLD_NOW | RTLD_LOCAL | RTLD_DEEPBIND);
+    int (*alloc)(void **, size_t) = h ? (int (*)(void **, size_t))dlsym(h, "cudaMalloc") : NULL;
+    int (*release)(void *) = h ? (int (*)(void *))dlsym(h, "cudaFree") : NULL;
+    if (!alloc || !release) {
+        printf("dlopen=%s\n", h ? "missing" : dlerror());
+        return 1;
+    }
+    void *p = NULL;
+    printf("rc_alloc=%d\n", alloc(&p, 1 << 20));
+    printf("rc_free=%d\n", release(p));
+    fflush(stdout);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     setvbuf(stdout, NULL, _IOLBF, 0);
@@ -192,7 +211,9 @@ int main(int argc, char **argv)
         return reload(argv[2], argc == 4 && strcmp(argv[3], "close") == 0);
     if ((argc == 4 || argc == 5) && strcmp(argv[1], "unload_unseen") == 0)
         return unload_unseen(argv[2], argv[3], argc == 5 ? argv[4] : NULL);
+    if (argc == 3 && strcmp(argv[1], "deep_runtime") == 0)
+        return deep_runtime(argv[2]);
     fprintf(stderr, "usage: %s stub_first STUB DRIVER [close|again] | reload DRIVER [close] | "
-            "unload_unseen DRIVER deep LIB | vsym\n", argv[0]);
+            "unload_unseen DRIVER deep LIB | vsym | deep_runtime RUNTIME\n", argv[0]);
     return 2;
 }
