@@ -10,9 +10,12 @@
  * tests/test_doors.c checks the RTLD_NEXT behaviour. The work that is not a tail call lives in
  * functions of its own (noinline), so the exported dlsym has no local whose address escapes (GCC
  * makes no tail call from a function that has one). */
+#include <fcntl.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <dlfcn.h>
 #include <link.h>
@@ -260,23 +263,128 @@ __asm__(".symver cushim_dlclose_base, dlclose@GLIBC_2.17");
 __asm__(".symver cushim_dlclose_base, dlclose@GLIBC_2.2.5");
 #endif
 
+static bool is_cuda_lib(const char *base)
+{
+    return strncmp(base, "libcudart.so", 12) == 0 || strncmp(base, "libcuda.so", 10) == 0;
+}
+
+/* Loads `name` from the first directory of `dirs` (':'-separated, $ORIGIN the directory of
+ * `file`) that has it; false if none does. */
+static bool load_from(const char *file, const char *name, const char *dirs)
+{
+    const char *slash = strrchr(file, '/');
+    int origin = (int)(slash - file);
+    char path[4096];
+    for (const char *d = dirs; d && *d;) {
+        size_t n = strcspn(d, ":;");
+        if (n > 7 && strncmp(d, "$ORIGIN", 7) == 0)
+            snprintf(path, sizeof path, "%.*s%.*s/%s", origin, file, (int)n - 7, d + 7, name);
+        else if (n > 9 && strncmp(d, "${ORIGIN}", 9) == 0)
+            snprintf(path, sizeof path, "%.*s%.*s/%s", origin, file, (int)n - 9, d + 9, name);
+        else
+            snprintf(path, sizeof path, "%.*s/%s", (int)n, d, name);
+        if (n && access(path, R_OK) == 0 && dlopen(path, RTLD_LAZY | RTLD_LOCAL))
+            return true;
+        d += n + (d[n] != '\0');
+    }
+    return false;
+}
+
+/* Loads `name`, a dependency of the object at `file`, where glibc would find it for the object
+ * (ld.so(8)): its DT_RPATH `dirs` first (runpath false), or LD_LIBRARY_PATH and then its
+ * DT_RUNPATH `dirs` (runpath true), else by name (LD_LIBRARY_PATH, the cache, the default
+ * directories). A runtime already loaded under that name is the one glibc gives the object (it
+ * matches dependencies by soname): nothing to do. */
+static void load_need(const char *file, const char *name, const char *dirs, bool runpath)
+{
+    void *h = dlopen(name, RTLD_LAZY | RTLD_NOLOAD);
+    if (h) {
+        shim_close_own(h);
+        return;
+    }
+    if (runpath && load_from(file, name, getenv("LD_LIBRARY_PATH")))
+        return;
+    if (!load_from(file, name, dirs))
+        dlopen(name, RTLD_LAZY | RTLD_LOCAL);
+}
+
+/* The NUL-terminated string at `off` of the file, or "" (at most len - 1 bytes). */
+static const char *read_str(int fd, off_t off, char *buf, size_t len)
+{
+    ssize_t n = pread(fd, buf, len - 1, off);
+    buf[n > 0 ? n : 0] = '\0';
+    return buf;
+}
+
+/* The object at path `file` is about to be loaded with RTLD_DEEPBIND: the runtime or the driver it
+ * needs itself (DT_NEEDED), if not loaded yet, is loaded first without the flag, so that its
+ * references (dlsym, which finds cuGetProcAddress) bind to the global scope, the door first; the
+ * object then finds it loaded and its own references keep the flag. The shim's handle stays open
+ * (the runtime outlives a dlclose of the object). Dependencies of its dependencies are not read
+ * (README, Limits). */
+static void load_cuda_needs(const char *file)
+{
+    int fd = open(file, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return;
+    ElfW(Ehdr) eh;
+    ElfW(Phdr) ph[64];
+    ElfW(Dyn) dyn[512];
+    ssize_t dn = 0;
+    if (pread(fd, &eh, sizeof eh, 0) != (ssize_t)sizeof eh || memcmp(eh.e_ident, ELFMAG, SELFMAG) != 0 ||
+        eh.e_phentsize != sizeof ph[0] || eh.e_phnum > 64 ||
+        pread(fd, ph, eh.e_phnum * sizeof ph[0], (off_t)eh.e_phoff) !=
+            (ssize_t)(eh.e_phnum * sizeof ph[0]))
+        goto out;
+    for (unsigned i = 0; i < eh.e_phnum; i++)
+        if (ph[i].p_type == PT_DYNAMIC)
+            dn = pread(fd, dyn, ph[i].p_filesz < sizeof dyn ? ph[i].p_filesz : sizeof dyn,
+                       (off_t)ph[i].p_offset) / (ssize_t)sizeof dyn[0];
+    ElfW(Addr) strtab = 0;
+    ssize_t runpath = -1, rpath = -1;
+    for (ssize_t k = 0; k < dn && dyn[k].d_tag != DT_NULL; k++) {
+        if (dyn[k].d_tag == DT_STRTAB)
+            strtab = dyn[k].d_un.d_ptr;
+        else if (dyn[k].d_tag == DT_RUNPATH)
+            runpath = (ssize_t)dyn[k].d_un.d_val;
+        else if (dyn[k].d_tag == DT_RPATH)
+            rpath = (ssize_t)dyn[k].d_un.d_val;
+    }
+    off_t stroff = -1; /* the string table's place in the file, from the segment that holds it */
+    for (unsigned i = 0; i < eh.e_phnum; i++)
+        if (ph[i].p_type == PT_LOAD && strtab >= ph[i].p_vaddr && strtab - ph[i].p_vaddr < ph[i].p_filesz)
+            stroff = (off_t)(strtab - ph[i].p_vaddr + ph[i].p_offset);
+    if (stroff < 0)
+        goto out;
+    char dirs[4096] = "", name[256];
+    if (runpath >= 0 || rpath >= 0)
+        read_str(fd, stroff + (runpath >= 0 ? runpath : rpath), dirs, sizeof dirs);
+    for (ssize_t k = 0; k < dn && dyn[k].d_tag != DT_NULL; k++)
+        if (dyn[k].d_tag == DT_NEEDED &&
+            is_cuda_lib(read_str(fd, stroff + (off_t)dyn[k].d_un.d_val, name, sizeof name)))
+            load_need(file, name, dirs, runpath >= 0);
+out:
+    close(fd);
+}
+
 /* The dlopen door (DESIGN.md, known holes): an object loaded with RTLD_DEEPBIND binds its own
  * references to the libraries it depends on before the global scope, so the CUDA runtime loaded
  * that way finds glibc's dlsym instead of the door, gets the driver's own cuGetProcAddress, and
  * nothing it allocates is counted (the run says it saw no CUDA activity). The flag is cleared for
  * the runtime and the driver themselves (libcudart.so*, libcuda.so*, by file name), whose
- * references are glibc's functions and CUDA's own: nothing else in them binds differently. A
- * library of the program's that is loaded RTLD_DEEPBIND and links the runtime keeps its flag (its
- * own symbols are what the flag is for): README, Limits. Forwarded with a tail call: glibc's
+ * references are glibc's functions and CUDA's own: nothing else in them binds differently. Another
+ * object given by path keeps its flag (its own symbols are what the flag is for), and the runtime
+ * or driver it needs is loaded before it (load_cuda_needs). Forwarded with a tail call: glibc's
  * dlopen searches the caller's RUNPATH. */
 static SHIM_EARLY __attribute__((noinline)) int dlopen_mode(const char *file, int mode)
 {
     if (!(mode & RTLD_DEEPBIND) || !file || shim.cfg.disable || shim_aside)
         return mode;
     const char *base = strrchr(file, '/');
-    base = base ? base + 1 : file;
-    if (strncmp(base, "libcudart.so", 12) == 0 || strncmp(base, "libcuda.so", 10) == 0)
+    if (is_cuda_lib(base ? base + 1 : file))
         return mode & ~RTLD_DEEPBIND;
+    if (base && !(mode & RTLD_NOLOAD))
+        load_cuda_needs(file);
     return mode;
 }
 

@@ -517,16 +517,11 @@ Test(doors, an_unload_the_door_does_not_see_leaves_the_exit_report_whole)
     }
 }
 
-/* The runtime loaded with RTLD_DEEPBIND by a program that loads its CUDA libraries itself: its
- * dlsym bound to glibc's, it got the driver's own cuGetProcAddress and nothing was counted (the
- * run said it saw no CUDA memory activity). Found by a trial of frameworks' loading patterns. Now
- * the dlopen door clears the flag for the runtime and the driver: the 1 MiB is counted, and the
- * program's output is the same as without the shim. */
-Test(doors, a_runtime_loaded_with_deepbind_is_counted)
+/* door_prog deep_runtime / deep_user with `lib`: the 1 MiB counted, the output the same as
+ * without the shim. */
+static void deep_loaded(const char *scenario, const char *lib)
 {
-    char runtime[4096];
-    snprintf(runtime, sizeof runtime, "%s/libcudart.so.13", sim_libdir());
-    const char *argv[] = {program("door_prog"), "deep_runtime", runtime, NULL};
+    const char *argv[] = {program("door_prog"), scenario, lib, NULL};
     const char *expected = "rc_alloc=0\nrc_free=0\n";
     char plain[2048];
     door_prog_plain(plain, sizeof plain, argv);
@@ -540,6 +535,25 @@ Test(doors, a_runtime_loaded_with_deepbind_is_counted)
     cr_expect_eq(jpath_u64(j, "devices.0.device.peak_bytes"), 1 << 20);
     json_decref(j);
     run_free(&r);
+}
+
+/* The runtime loaded with RTLD_DEEPBIND by a program that loads its CUDA libraries itself: its
+ * dlsym bound to glibc's, it got the driver's own cuGetProcAddress and nothing was counted (the
+ * run said it saw no CUDA memory activity). Found by a trial of frameworks' loading patterns. Now
+ * the dlopen door clears the flag for the runtime and the driver. */
+Test(doors, a_runtime_loaded_with_deepbind_is_counted)
+{
+    char runtime[4096];
+    snprintf(runtime, sizeof runtime, "%s/libcudart.so.13", sim_libdir());
+    deep_loaded("deep_runtime", runtime);
+}
+
+/* A plugin linked to the runtime loaded with RTLD_DEEPBIND: the runtime came in with it, bound
+ * the same way, and nothing was counted. Now the door loads the runtime the plugin needs first,
+ * without the flag. */
+Test(doors, a_deepbind_plugin_linked_to_the_runtime_is_counted)
+{
+    deep_loaded("deep_user", program("libdeepcudauser.so"));
 }
 
 /* libcuda loaded RTLD_LOCAL (as the runtime loads it): RTLD_DEFAULT, RTLD_NEXT and the program's

@@ -19,7 +19,10 @@
  *     shim's exit report asks the driver).
  *   door_prog deep_runtime RUNTIME
  *     loads the runtime RUNTIME (libcudart.so.13) by path with RTLD_DEEPBIND, as a framework
- *     that loads its CUDA libraries itself may, and through it allocates 1 MiB and frees it. */
+ *     that loads its CUDA libraries itself may, and through it allocates 1 MiB and frees it.
+ *   door_prog deep_user LIB
+ *     loads LIB (libdeepcudauser.so, linked to the runtime) by path with RTLD_DEEPBIND, as a
+ *     plugin loader may, and through it allocates 1 MiB and frees it. */
 #include <cuda.h>
 #include <dlfcn.h>
 #include <stdbool.h>
@@ -186,11 +189,12 @@ static int unload_unseen(const char *driver, const char *how, const char *lib)
     return 0;
 }
 
-static int deep_runtime(const char *runtime)
+static int deep_runtime(const char *lib, bool user)
 {
-    void *h = dlopen(runtime, RTLD_NOW | RTLD_LOCAL | RTLD_DEEPBIND);
-    int (*alloc)(void **, size_t) = h ? (int (*)(void **, size_t))dlsym(h, "cudaMalloc") : NULL;
-    int (*release)(void *) = h ? (int (*)(void *))dlsym(h, "cudaFree") : NULL;
+    void *h = dlopen(lib, RTLD_NOW | RTLD_LOCAL | RTLD_DEEPBIND);
+    int (*alloc)(void **, size_t) =
+        h ? (int (*)(void **, size_t))dlsym(h, user ? "deep_user_alloc" : "cudaMalloc") : NULL;
+    int (*release)(void *) = h ? (int (*)(void *))dlsym(h, user ? "deep_user_free" : "cudaFree") : NULL;
     if (!alloc || !release) {
         printf("dlopen=%s\n", h ? "missing" : dlerror());
         return 1;
@@ -211,9 +215,9 @@ int main(int argc, char **argv)
         return reload(argv[2], argc == 4 && strcmp(argv[3], "close") == 0);
     if ((argc == 4 || argc == 5) && strcmp(argv[1], "unload_unseen") == 0)
         return unload_unseen(argv[2], argv[3], argc == 5 ? argv[4] : NULL);
-    if (argc == 3 && strcmp(argv[1], "deep_runtime") == 0)
-        return deep_runtime(argv[2]);
+    if (argc == 3 && (strcmp(argv[1], "deep_runtime") == 0 || strcmp(argv[1], "deep_user") == 0))
+        return deep_runtime(argv[2], strcmp(argv[1], "deep_user") == 0);
     fprintf(stderr, "usage: %s stub_first STUB DRIVER [close|again] | reload DRIVER [close] | "
-            "unload_unseen DRIVER deep LIB | vsym | deep_runtime RUNTIME\n", argv[0]);
+            "unload_unseen DRIVER deep LIB | vsym | deep_runtime RUNTIME | deep_user LIB\n", argv[0]);
     return 2;
 }
