@@ -59,12 +59,13 @@ static inline __attribute__((always_inline)) bool account_phase_compile(void)
     return atomic_load_explicit(&shim.seg->h.phase, memory_order_seq_cst) == CUSHIM_PHASE_COMPILE;
 }
 
-/* The same as an index, 0 (run) or 1 (compile), for the phase peaks that follow run_peak. */
+/* The same as an index, 0 (run) or 1 (compile), for the phase peaks that follow run_peak: a value
+ * that is no phase (another process wrote it) is run, as everywhere (shim.h phase_of). */
 _Static_assert(CUSHIM_PHASE_RUN == 0 && CUSHIM_PHASE_COMPILE == 1 &&
                CUSHIM_DEV_compile_peak == CUSHIM_DEV_run_peak + 1, "phase peaks indexed by phase");
 static inline __attribute__((always_inline)) unsigned account_phase_index(void)
 {
-    return atomic_load_explicit(&shim.seg->h.phase, memory_order_seq_cst) & 1u;
+    return atomic_load_explicit(&shim.seg->h.phase, memory_order_seq_cst) == CUSHIM_PHASE_COMPILE;
 }
 
 /* Device memory kinds count in the device total (stats.h in_device_total). */

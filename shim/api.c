@@ -180,7 +180,7 @@ SHIM_EXPORT int cushim_get_phase(void)
     FORWARD(cushim_get_phase, int, (void), ());
     struct cushim_segment *seg = started_segment();
     if (seg)
-        return (int)atomic_load(&seg->h.phase);
+        return phase_of(atomic_load(&seg->h.phase));
     /* Not started: the phase it will start in. */
     return atomic_load(&shim.run) == SHIM_OFF ? -1 : shim.cfg.phase;
 }

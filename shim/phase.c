@@ -78,7 +78,7 @@ __attribute__((constructor)) static void change_fork_handlers(void)
 
 static int set_locked(struct cushim_segment *seg, int phase)
 {
-    int old = (int)atomic_exchange(&seg->h.phase, (uint32_t)phase);
+    int old = phase_of((uint32_t)atomic_exchange(&seg->h.phase, (uint32_t)phase));
     if (old != phase)
         start_phase_peaks(seg, phase);
     if (old == CUSHIM_PHASE_COMPILE && phase == CUSHIM_PHASE_RUN) {

@@ -229,6 +229,14 @@ static inline void shim_leave(void)
  * held across a driver call; a forked child starts with an empty stack. */
 int phase_set(int phase);
 int phase_set_own(int phase);
+/* The phase the segment's header says, as the shim acts on it: another process of the user may
+ * have written anything there (the file is theirs to write), and a value that is no phase is the
+ * run phase, as offload.c and account.h take it (only CUSHIM_PHASE_COMPILE compiles). What the
+ * program is handed (cushim.h: CUSHIM_RUN or CUSHIM_COMPILE) goes through it. */
+static inline int phase_of(uint32_t value)
+{
+    return value < CUSHIM_PHASE_COUNT ? (int)value : CUSHIM_PHASE_RUN;
+}
 int phase_push_own(int phase);
 int phase_pop_own(void);
 bool phase_pushed(void);

@@ -634,6 +634,29 @@ Test(live, a_device_count_overwritten_in_the_segment_does_not_break_the_program)
     unlink(hold);
 }
 
+/* The same for the phase: a value in the header's phase that is no phase (here UINT32_MAX, -1 as
+ * an int: "cushim is disabled") was handed back to the program by cushim_get_phase, and by
+ * cushim_set_phase / cushim_pop_phase as the phase before (found by an attack trial writing
+ * garbage into a live segment): cushim.h promises CUSHIM_RUN or CUSHIM_COMPILE, and a program may
+ * index by it. The shim acts on such a value as the run phase (offload.c, account.h), and says so. */
+Test(live, a_phase_overwritten_in_the_segment_is_never_handed_to_the_program)
+{
+    const char *segdir;
+    char hold[700];
+    pid_t pid = start_held("hold_phase_calls", "phase-garbage", &segdir, hold, sizeof hold);
+    int fd = open(seg_path(segdir, pid), O_RDWR | O_CLOEXEC);
+    cr_assert(fd >= 0, "%s: %s", seg_path(segdir, pid), strerror(errno));
+    uint32_t phase = UINT32_MAX;
+    cr_assert_eq(pwrite(fd, &phase, sizeof phase, offsetof(struct cushim_segment, h.phase)),
+                 (ssize_t)sizeof phase);
+    close(fd);
+    touch(hold);
+    int status = wait_bg(pid);
+    cr_expect_eq(status, 0, "the program ended with %d: a phase call returned no phase (30 get, 32 pop, "
+                 "33 set)", status);
+    unlink(hold);
+}
+
 /* `stat PID`, `reset-peak PID` and `phase PID run` give 1 and exactly `want` on stderr. */
 /* Whether `ancestor` is one of this process's ancestors (the chain of parents, as /proc says). */
 static int ancestor_of_self(pid_t ancestor)

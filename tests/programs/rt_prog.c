@@ -1972,6 +1972,36 @@ static int scenario_hold_api(void)
     return 0;
 }
 
+/* hold, then cushim.h's phase calls (the segment's phase may have been overwritten meanwhile by
+ * another process of the user): get, set, push and pop must each return a phase, CUSHIM_RUN or
+ * CUSHIM_COMPILE, as cushim.h promises. Exits 30 + the call that did not. */
+static int scenario_hold_phase_calls(void)
+{
+    int (*get_phase)(void) = (int (*)(void))cushim_fn("cushim_get_phase");
+    int (*set_phase)(int) = (int (*)(int))cushim_fn("cushim_set_phase");
+    int (*push_phase)(int) = (int (*)(int))cushim_fn("cushim_push_phase");
+    int (*pop_phase)(void) = (int (*)(void))cushim_fn("cushim_pop_phase");
+    void *a;
+    if (!get_phase || !set_phase || !push_phase || !pop_phase)
+        return 20;
+    CHECK(cudaMalloc(&a, 4096));
+    ready();
+    hold();
+    int got = get_phase();
+    if (got != CUSHIM_RUN && got != CUSHIM_COMPILE)
+        return 30;
+    if (push_phase(CUSHIM_COMPILE) != 0)
+        return 31;
+    int popped = pop_phase();
+    if (popped != CUSHIM_RUN && popped != CUSHIM_COMPILE)
+        return 32;
+    int was = set_phase(CUSHIM_RUN);
+    if (was != CUSHIM_RUN && was != CUSHIM_COMPILE)
+        return 33;
+    CHECK(cudaFree(a));
+    return 0;
+}
+
 /* cushim.h's phase calls made wrongly before any CUDA call (a phase out of range, a pop with
  * nothing pushed): each returns -1; prints what they returned. */
 static int scenario_api_misuse(void)
@@ -2304,6 +2334,7 @@ static const struct scenario scenarios[] = {
     {"hold_pinned", scenario_hold_pinned, 1},
     {"fork_child_cuda", scenario_fork_child_cuda, 1}, {"daemon_fds", scenario_daemon_fds, 1},
     {"hold_api", scenario_hold_api, 1},     {"api_misuse", scenario_api_misuse, 1},
+    {"hold_phase_calls", scenario_hold_phase_calls, 1},
     {"hold_async", scenario_hold_async, 1}, {"hold_new_timens", scenario_hold_new_timens, 1}, {"hold_graph_reset", scenario_hold_graph_reset, 1},
     {"exit_while_busy", scenario_exit_while_busy, 1}, {"ids_differ", scenario_ids_differ, 1},
     {"drop_after", scenario_drop_after, 1}, {"async_plain", scenario_async_plain, 1},
