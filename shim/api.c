@@ -101,7 +101,7 @@ SHIM_EXPORT int cushim_get_device_stats(int ordinal, struct cushim_device_stats 
     memset(&full, 0, sizeof full);
     full.size = out->size;
     full.version = CUSHIM_STATS_VERSION;
-    full.ordinal = d.ordinal;
+    full.ordinal = ordinal; /* the record's slot: its own ordinal field is the user's to overwrite */
     full.uuid_valid = d.identified;
     memcpy(full.uuid, d.uuid, sizeof full.uuid);
     full.total_bytes = d.total_bytes;

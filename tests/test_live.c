@@ -657,6 +657,26 @@ Test(live, a_phase_overwritten_in_the_segment_is_never_handed_to_the_program)
     unlink(hold);
 }
 
+/* And for a device record's ordinal: cushim_get_device_stats gave the program the ordinal the
+ * record holds (here -5), not the one it asked for (found by the same attack trial); cushim.h
+ * says it is the device's ordinal, and a program may index by it. */
+Test(live, a_record_ordinal_overwritten_in_the_segment_is_never_handed_to_the_program)
+{
+    const char *segdir;
+    char hold[700];
+    pid_t pid = start_held("hold_stats_call", "ordinal-garbage", &segdir, hold, sizeof hold);
+    int fd = open(seg_path(segdir, pid), O_RDWR | O_CLOEXEC);
+    cr_assert(fd >= 0, "%s: %s", seg_path(segdir, pid), strerror(errno));
+    int32_t ordinal = -5;
+    cr_assert_eq(pwrite(fd, &ordinal, sizeof ordinal, offsetof(struct cushim_segment, devices[0].ordinal)),
+                 (ssize_t)sizeof ordinal);
+    close(fd);
+    touch(hold);
+    int status = wait_bg(pid);
+    cr_expect_eq(status, 0, "the program ended with %d (31: the stats named another ordinal)", status);
+    unlink(hold);
+}
+
 /* `stat PID`, `reset-peak PID` and `phase PID run` give 1 and exactly `want` on stderr. */
 /* Whether `ancestor` is one of this process's ancestors (the chain of parents, as /proc says). */
 static int ancestor_of_self(pid_t ancestor)

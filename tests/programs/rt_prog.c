@@ -2002,6 +2002,24 @@ static int scenario_hold_phase_calls(void)
     return 0;
 }
 
+/* hold, then device 0's counters through cushim_get_device_stats (its record may have been
+ * overwritten meanwhile by another process of the user): they must say device 0. Exits 30 when
+ * the call fails, 31 when it names another ordinal. */
+static int scenario_hold_stats_call(void)
+{
+    struct cushim_device_stats st;
+    void *a;
+    CHECK(cudaMalloc(&a, 4096));
+    ready();
+    hold();
+    if (cushim_stats(0, &st, 0) != 0)
+        return 30;
+    if (st.ordinal != 0)
+        return 31;
+    CHECK(cudaFree(a));
+    return 0;
+}
+
 /* cushim.h's phase calls made wrongly before any CUDA call (a phase out of range, a pop with
  * nothing pushed): each returns -1; prints what they returned. */
 static int scenario_api_misuse(void)
@@ -2334,7 +2352,7 @@ static const struct scenario scenarios[] = {
     {"hold_pinned", scenario_hold_pinned, 1},
     {"fork_child_cuda", scenario_fork_child_cuda, 1}, {"daemon_fds", scenario_daemon_fds, 1},
     {"hold_api", scenario_hold_api, 1},     {"api_misuse", scenario_api_misuse, 1},
-    {"hold_phase_calls", scenario_hold_phase_calls, 1},
+    {"hold_phase_calls", scenario_hold_phase_calls, 1}, {"hold_stats_call", scenario_hold_stats_call, 1},
     {"hold_async", scenario_hold_async, 1}, {"hold_new_timens", scenario_hold_new_timens, 1}, {"hold_graph_reset", scenario_hold_graph_reset, 1},
     {"exit_while_busy", scenario_exit_while_busy, 1}, {"ids_differ", scenario_ids_differ, 1},
     {"drop_after", scenario_drop_after, 1}, {"async_plain", scenario_async_plain, 1},
