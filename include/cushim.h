@@ -127,7 +127,9 @@ struct cushim_device_stats {
  * process (or cushim is disabled); -2 when out is NULL or out->size is too small for the header
  * (below offsetof(struct cushim_device_stats, total_bytes), 32 bytes);
  * -3 when the counters kept changing for 200 ms without a pause to copy them in (threads
- * updating them without a break, e.g. resetting peaks in a loop): try again. */
+ * updating them without a break, e.g. resetting peaks in a loop): try again. After such a -3, a
+ * device whose counters are still held as busy (left so by a process killed while it reset them)
+ * answers -3 at once, without the wait, until they can be copied again. */
 int cushim_get_device_stats(int ordinal, struct cushim_device_stats *out);
 
 /* Device-total current and peak bytes of `ordinal` (0 when unknown, or when the counters were

@@ -77,15 +77,39 @@ static struct cushim_segment *started_segment(void)
     return r == SHIM_ACTIVE || r == SHIM_QUIET ? shim.seg : NULL;
 }
 
+/* How far open (seq_begin - seq_end) each record's bracket stayed through a whole patience, 0
+ * when it did not: one left open for good by another process (a `cushim reset-peak` killed inside
+ * it, or a write into the file, which the user's processes may make) never settles, and every read
+ * would wait the patience again. */
+static _Atomic uint64_t stuck_open[CUSHIM_MAX_DEVICES];
+
+static uint64_t record_open(struct cushim_device_record *r)
+{
+    return atomic_load_explicit(&r->seq_begin, memory_order_relaxed) -
+           atomic_load_explicit(&r->seq_end, memory_order_relaxed);
+}
+
 /* Copies one of our own records under its seqlock (the same copy the CLI makes): 0, -1 no such
- * device, -3 busy (cushim.h). */
+ * device, -3 busy (cushim.h). A record still as open as one that never settled is tried without
+ * the wait. */
 static int read_device(int ordinal, struct cushim_device_snapshot *out)
 {
     struct cushim_segment *seg = started_segment();
     if (!seg || ordinal < 0 || ordinal >= (int)CUSHIM_MAX_DEVICES ||
         atomic_load_explicit(&seg->devices[ordinal].state, memory_order_acquire) == 0)
         return -1;
-    return cushim_record_copy(&seg->devices[ordinal], out, 1000, CUSHIM_COPY_PATIENCE_NS) == 0 ? 0 : -3;
+    struct cushim_device_record *r = &seg->devices[ordinal];
+    uint64_t stuck = atomic_load_explicit(&stuck_open[ordinal], memory_order_relaxed);
+    bool hopeless = stuck && record_open(r) >= stuck;
+    if (cushim_record_copy(r, out, 1000, hopeless ? 0 : CUSHIM_COPY_PATIENCE_NS) == 0) {
+        atomic_store_explicit(&stuck_open[ordinal], 0, memory_order_relaxed);
+        return 0;
+    }
+    if (!hopeless) {
+        uint64_t open = record_open(r);
+        atomic_store_explicit(&stuck_open[ordinal], open ? open : 1, memory_order_relaxed);
+    }
+    return -3;
 }
 
 SHIM_EXPORT int cushim_get_device_stats(int ordinal, struct cushim_device_stats *out)

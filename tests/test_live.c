@@ -677,6 +677,31 @@ Test(live, a_record_ordinal_overwritten_in_the_segment_is_never_handed_to_the_pr
     unlink(hold);
 }
 
+/* A record's bracket left open for good (its seq_begin one ahead of seq_end: a `cushim
+ * reset-peak` killed inside it, or a write into the file) never settles: each cushim.h read of it
+ * waited the whole 200 ms patience again, so a program reading its counters once per step was
+ * slowed by 200 ms a step for the rest of its life (found by an attack trial leaving seqlocks
+ * torn in a live segment). The first read waits; the next ones, while the record is still as
+ * open, do not. */
+Test(live, a_record_left_torn_in_the_segment_does_not_slow_every_read)
+{
+    const char *segdir;
+    char hold[700];
+    pid_t pid = start_held("hold_timed_reads", "torn-reads", &segdir, hold, sizeof hold);
+    int fd = open(seg_path(segdir, pid), O_RDWR | O_CLOEXEC);
+    cr_assert(fd >= 0, "%s: %s", seg_path(segdir, pid), strerror(errno));
+    uint64_t begin;
+    off_t at = (off_t)offsetof(struct cushim_segment, devices[0].seq_begin);
+    cr_assert_eq(pread(fd, &begin, sizeof begin, at), (ssize_t)sizeof begin);
+    begin++;
+    cr_assert_eq(pwrite(fd, &begin, sizeof begin, at), (ssize_t)sizeof begin);
+    close(fd);
+    touch(hold);
+    int status = wait_bg(pid);
+    cr_expect_eq(status, 0, "the program ended with %d (30: 20 reads took over 2 s)", status);
+    unlink(hold);
+}
+
 /* `stat PID`, `reset-peak PID` and `phase PID run` give 1 and exactly `want` on stderr. */
 /* Whether `ancestor` is one of this process's ancestors (the chain of parents, as /proc says). */
 static int ancestor_of_self(pid_t ancestor)

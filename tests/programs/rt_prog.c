@@ -2020,6 +2020,27 @@ static int scenario_hold_stats_call(void)
     return 0;
 }
 
+/* hold, then 20 reads of device 0's current bytes through cushim.h, timed (a record's bracket
+ * may have been left open meanwhile by another process of the user, for good). Exits 30 when they
+ * took more than 2 s in all (each waits at most 200 ms for a record that never settles). */
+static int scenario_hold_timed_reads(void)
+{
+    uint64_t (*current)(int) = (uint64_t(*)(int))cushim_fn("cushim_device_current_bytes");
+    struct timespec t0, t1;
+    void *a;
+    if (!current)
+        return 20;
+    CHECK(cudaMalloc(&a, 4096));
+    ready();
+    hold();
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (int i = 0; i < 20; i++)
+        current(0);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    CHECK(cudaFree(a));
+    return t1.tv_sec - t0.tv_sec + (t1.tv_nsec - t0.tv_nsec) / 1e9 > 2 ? 30 : 0;
+}
+
 /* cushim.h's phase calls made wrongly before any CUDA call (a phase out of range, a pop with
  * nothing pushed): each returns -1; prints what they returned. */
 static int scenario_api_misuse(void)
@@ -2353,6 +2374,7 @@ static const struct scenario scenarios[] = {
     {"fork_child_cuda", scenario_fork_child_cuda, 1}, {"daemon_fds", scenario_daemon_fds, 1},
     {"hold_api", scenario_hold_api, 1},     {"api_misuse", scenario_api_misuse, 1},
     {"hold_phase_calls", scenario_hold_phase_calls, 1}, {"hold_stats_call", scenario_hold_stats_call, 1},
+    {"hold_timed_reads", scenario_hold_timed_reads, 1},
     {"hold_async", scenario_hold_async, 1}, {"hold_new_timens", scenario_hold_new_timens, 1}, {"hold_graph_reset", scenario_hold_graph_reset, 1},
     {"exit_while_busy", scenario_exit_while_busy, 1}, {"ids_differ", scenario_ids_differ, 1},
     {"drop_after", scenario_drop_after, 1}, {"async_plain", scenario_async_plain, 1},
