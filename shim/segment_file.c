@@ -21,10 +21,17 @@
 #define CUSHIM_VERSION "unknown"
 #endif
 
+/* The segment's file as made (st_dev, st_ino; both 0: none), kept here rather than read back
+ * from the header, which the user's other processes may write: segment_unlink removes only it. */
+static dev_t own_dev;
+static ino_t own_ino;
+
 static void fill_header(struct cushim_segment *s, unsigned flags, uint64_t run_id,
                         const struct cushim_config *c, const struct stat *file)
 {
     struct cushim_segment_header *h = &s->h;
+    own_dev = file ? file->st_dev : 0;
+    own_ino = file ? file->st_ino : 0;
     if (file) { /* the file it is: a copy put in its place is told apart by its readers */
         h->file_ino = (uint64_t)file->st_ino;
         h->file_dev = (uint64_t)file->st_dev;
@@ -356,7 +363,16 @@ private_memory:
 
 void segment_unlink(const char *path)
 {
-    if (!path || !path[0] || unlink(path) == 0 || errno == ENOENT)
+    struct stat st;
+    if (!path || !path[0])
+        return;
+    /* Another file at the name (ours was removed, and another pid namespace's process with our
+     * pid made its segment there, or anyone put one) is not ours to remove. */
+    if ((own_ino || own_dev) && lstat(path, &st) == 0 && (st.st_dev != own_dev || st.st_ino != own_ino)) {
+        LOG_INFO("the segment %s was replaced by another file: that file is left", path);
+        return;
+    }
+    if (unlink(path) == 0 || errno == ENOENT)
         return;
     /* A process that made its segment as one user and ends as another (it dropped privileges:
      * a sticky /dev/shm lets only the file's owner remove it): left, finished, for `cushim gc`. */

@@ -702,6 +702,28 @@ Test(live, a_record_left_torn_in_the_segment_does_not_slow_every_read)
     unlink(hold);
 }
 
+/* The segment's name is in a directory the user's processes share: a file put at it after the
+ * segment was removed (another pid namespace's process with the same pid, sharing the directory,
+ * makes its own segment there) is not the shim's. Before, the exit removed whatever was at the
+ * name (found by an attack trial replacing a live segment's file). */
+Test(live, a_file_put_in_place_of_the_segment_is_not_removed_at_exit)
+{
+    const char *segdir;
+    char hold[700], path[700];
+    pid_t pid = start_held("hold", "seg-replaced", &segdir, hold, sizeof hold);
+    snprintf(path, sizeof path, "%s", seg_path(segdir, pid));
+    cr_assert_eq(unlink(path), 0, "%s: %s", path, strerror(errno));
+    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    cr_assert(fd >= 0, "%s: %s", path, strerror(errno));
+    cr_assert_eq(write(fd, "another's", 9), 9);
+    close(fd);
+    touch(hold);
+    cr_expect_eq(wait_bg(pid), 0);
+    cr_expect_eq(access(path, F_OK), 0, "the file put at the segment's name was removed at exit");
+    unlink(path);
+    unlink(hold);
+}
+
 /* `stat PID`, `reset-peak PID` and `phase PID run` give 1 and exactly `want` on stderr. */
 /* Whether `ancestor` is one of this process's ancestors (the chain of parents, as /proc says). */
 static int ancestor_of_self(pid_t ancestor)
