@@ -556,6 +556,27 @@ Test(doors, a_deepbind_plugin_linked_to_the_runtime_is_counted)
     deep_loaded("deep_user", program("libdeepcudauser.so"));
 }
 
+/* A library loaded by bare name that only the calling program's RUNPATH finds (as the runtime
+ * finds libcuda.so.1, or a framework its plugins): glibc's dlopen searches its caller's RUNPATH,
+ * so the dlopen door forwards with a tail call; had it made the call itself, the shim would be the
+ * caller, with no RUNPATH, and the library would not be found: the program broken. With
+ * RTLD_DEEPBIND too (the door reads the mode first). */
+Test(doors, a_bare_name_found_through_the_callers_runpath_still_loads)
+{
+    for (int deep = 0; deep < 2; deep++) {
+        const char *argv[] = {program("door_prog"), "bare", "libdeepclose.so", deep ? "deep" : NULL, NULL};
+        char plain[2048];
+        door_prog_plain(plain, sizeof plain, argv);
+        cr_expect_str_eq(plain, "loaded\n", "deep=%d", deep);
+        struct run_result r;
+        json_t *j = run_under_cushim(&r, argv, sim_env(NULL));
+        cr_assert_eq(r.status, 0, "%s%s", r.out, r.err);
+        cr_expect_str_eq(r.out, "loaded\n", "deep=%d: %s", deep, r.err);
+        json_decref(j);
+        run_free(&r);
+    }
+}
+
 /* libcuda loaded RTLD_LOCAL (as the runtime loads it): RTLD_DEFAULT, RTLD_NEXT and the program's
  * own handle do not find its functions, and the error is there to read; its handle does. Before,
  * RTLD_DEFAULT and the program's handle found the wrapped ones (the check asked for libcuda.so.1

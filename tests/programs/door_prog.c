@@ -22,7 +22,11 @@
  *     that loads its CUDA libraries itself may, and through it allocates 1 MiB and frees it.
  *   door_prog deep_user LIB
  *     loads LIB (libdeepcudauser.so, linked to the runtime) by path with RTLD_DEEPBIND, as a
- *     plugin loader may, and through it allocates 1 MiB and frees it. */
+ *     plugin loader may, and through it allocates 1 MiB and frees it.
+ *   door_prog bare NAME [deep]
+ *     loads NAME by bare name (with RTLD_DEEPBIND after "deep"), which only door_prog's own
+ *     RUNPATH ($ORIGIN) finds: glibc's dlopen searches its caller's, so the shim's dlopen door
+ *     must leave door_prog the caller. Prints "loaded" or "not found". */
 #include <cuda.h>
 #include <dlfcn.h>
 #include <stdbool.h>
@@ -206,6 +210,15 @@ static int deep_runtime(const char *lib, bool user)
     return 0;
 }
 
+static int bare(const char *name, bool deep)
+{
+    void *h = dlopen(name, RTLD_NOW | RTLD_LOCAL | (deep ? RTLD_DEEPBIND : 0));
+    printf("%s\n", h ? "loaded" : "not found");
+    if (!h)
+        fprintf(stderr, "%s\n", dlerror());
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     setvbuf(stdout, NULL, _IOLBF, 0);
@@ -217,7 +230,9 @@ int main(int argc, char **argv)
         return unload_unseen(argv[2], argv[3], argc == 5 ? argv[4] : NULL);
     if (argc == 3 && (strcmp(argv[1], "deep_runtime") == 0 || strcmp(argv[1], "deep_user") == 0))
         return deep_runtime(argv[2], strcmp(argv[1], "deep_user") == 0);
+    if ((argc == 3 || (argc == 4 && strcmp(argv[3], "deep") == 0)) && strcmp(argv[1], "bare") == 0)
+        return bare(argv[2], argc == 4);
     fprintf(stderr, "usage: %s stub_first STUB DRIVER [close|again] | reload DRIVER [close] | "
-            "unload_unseen DRIVER deep LIB | vsym | deep_runtime RUNTIME | deep_user LIB\n", argv[0]);
+            "unload_unseen DRIVER deep LIB | vsym | deep_runtime RUNTIME | deep_user LIB | bare NAME [deep]\n", argv[0]);
     return 2;
 }
