@@ -277,9 +277,10 @@ static bool load_from(const char *file, const char *name, const char *dirs)
     char path[4096];
     for (const char *d = dirs; d && *d;) {
         size_t n = strcspn(d, ":;");
-        if (n > 7 && strncmp(d, "$ORIGIN", 7) == 0)
+        /* "$ORIGIN" alone, or followed by '/' (ld.so(8)); the rest is a directory's name. */
+        if (n >= 7 && strncmp(d, "$ORIGIN", 7) == 0 && (n == 7 || d[7] == '/'))
             snprintf(path, sizeof path, "%.*s%.*s/%s", origin, file, (int)n - 7, d + 7, name);
-        else if (n > 9 && strncmp(d, "${ORIGIN}", 9) == 0)
+        else if (n >= 9 && strncmp(d, "${ORIGIN}", 9) == 0 && (n == 9 || d[9] == '/'))
             snprintf(path, sizeof path, "%.*s%.*s/%s", origin, file, (int)n - 9, d + 9, name);
         else
             snprintf(path, sizeof path, "%.*s/%s", (int)n, d, name);

@@ -1,8 +1,10 @@
 /* The three doors and dlsym's transparency (DESIGN.md "Where interception happens"). */
+#include <fcntl.h>
 #include <criterion/criterion.h>
 #include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "harness.h"
 
@@ -623,4 +625,51 @@ Test(doors, probes_of_a_global_driver_answer_counted_functions)
     cr_expect_eq(jpath_u64(j, "devices.0.device.peak_bytes"), (1 << 20) + 4096);
     json_decref(j);
     run_free(&r);
+}
+
+/* Copies file `from` to `to` (mode 0755); fails the test when it cannot. */
+static void copy_file(const char *from, const char *to)
+{
+    int in = open(from, O_RDONLY | O_CLOEXEC), out = open(to, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0755);
+    cr_assert(in >= 0 && out >= 0, "copy %s to %s", from, to);
+    char buf[65536];
+    ssize_t n;
+    while ((n = read(in, buf, sizeof buf)) > 0)
+        cr_assert_eq(write(out, buf, (size_t)n), n);
+    cr_assert_eq(n, 0);
+    close(in);
+    close(out);
+}
+
+/* door_prog deep_where on libdeeporigin.so copied into a directory of its own with a copy of the
+ * runtime beside it, `dirs` as in door_prog: the runtime the library gets is the one it gets
+ * without the shim (`expected`). */
+static void deep_where(const char *name, const char *dirs, const char *expected)
+{
+    const char *dir = fresh_dir(name);
+    char lib[4096], runtime[4096], from[4096];
+    snprintf(lib, sizeof lib, "%s/libdeeporigin.so", dir);
+    snprintf(runtime, sizeof runtime, "%s/libcudart.so.13", dir);
+    snprintf(from, sizeof from, "%s/libcudart.so.13", sim_libdir());
+    copy_file(program("libdeeporigin.so"), lib);
+    copy_file(from, runtime);
+    const char *argv[] = {program("door_prog"), "deep_where", lib, dirs, NULL};
+    char plain[2048];
+    door_prog_plain(plain, sizeof plain, argv);
+    cr_expect_str_eq(plain, expected, "%s", plain);
+    struct run_result r;
+    json_t *j = run_under_cushim(&r, argv, sim_env(NULL));
+    cr_assert_eq(r.status, 0, "%s%s", r.out, r.err);
+    cr_expect_str_eq(r.out, expected, "%s", r.out);
+    json_decref(j);
+    run_free(&r);
+}
+
+/* A plugin loaded with RTLD_DEEPBIND whose DT_RPATH is "$ORIGIN" (the usual -rpath,$ORIGIN), its
+ * runtime beside it: glibc gives it that runtime (RPATH before LD_LIBRARY_PATH). The door took
+ * "$ORIGIN" alone for a directory named so, found nothing there and loaded the runtime by name
+ * first, from LD_LIBRARY_PATH: the plugin ran on another runtime than without the shim. */
+Test(doors, a_deepbind_plugin_gets_the_runtime_its_origin_rpath_names)
+{
+    deep_where("origin", NULL, "runtime=beside\nrc_alloc=0\nrc_free=0\n");
 }

@@ -26,11 +26,17 @@
  *   door_prog bare NAME [deep]
  *     loads NAME by bare name (with RTLD_DEEPBIND after "deep"), which only door_prog's own
  *     RUNPATH ($ORIGIN) finds: glibc's dlopen searches its caller's, so the shim's dlopen door
- *     must leave door_prog the caller. Prints "loaded" or "not found". */
+ *     must leave door_prog the caller. Prints "loaded" or "not found".
+ *   door_prog deep_where LIB [DIRS]
+ *     (after setting LD_LIBRARY_PATH to DIRS, which ld.so does not see any more) loads LIB, linked
+ *     to the runtime, by path with RTLD_DEEPBIND and prints which runtime it got:
+ *     "runtime=beside" when the one in LIB's own directory, else "runtime=elsewhere"; then goes on
+ *     as deep_user. */
 #include <cuda.h>
 #include <dlfcn.h>
 #include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 
@@ -210,6 +216,23 @@ static int deep_runtime(const char *lib, bool user)
     return 0;
 }
 
+static int deep_where(const char *lib, const char *dirs)
+{
+    if (dirs)
+        setenv("LD_LIBRARY_PATH", dirs, 1);
+    void *h = dlopen(lib, RTLD_NOW | RTLD_LOCAL | RTLD_DEEPBIND);
+    void *f = h ? dlsym(h, "cudaMalloc") : NULL;
+    Dl_info info;
+    if (!f || !dladdr(f, &info) || !info.dli_fname) {
+        printf("dlopen=%s\n", h ? "missing" : dlerror());
+        return 1;
+    }
+    const char *ls = strrchr(lib, '/'), *rs = strrchr(info.dli_fname, '/');
+    bool beside = ls && rs && ls - lib == rs - info.dli_fname && strncmp(lib, info.dli_fname, (size_t)(ls - lib)) == 0;
+    printf("runtime=%s\n", beside ? "beside" : "elsewhere");
+    return deep_runtime(lib, true);
+}
+
 static int bare(const char *name, bool deep)
 {
     void *h = dlopen(name, RTLD_NOW | RTLD_LOCAL | (deep ? RTLD_DEEPBIND : 0));
@@ -230,9 +253,11 @@ int main(int argc, char **argv)
         return unload_unseen(argv[2], argv[3], argc == 5 ? argv[4] : NULL);
     if (argc == 3 && (strcmp(argv[1], "deep_runtime") == 0 || strcmp(argv[1], "deep_user") == 0))
         return deep_runtime(argv[2], strcmp(argv[1], "deep_user") == 0);
+    if ((argc == 3 || argc == 4) && strcmp(argv[1], "deep_where") == 0)
+        return deep_where(argv[2], argc == 4 ? argv[3] : NULL);
     if ((argc == 3 || (argc == 4 && strcmp(argv[3], "deep") == 0)) && strcmp(argv[1], "bare") == 0)
         return bare(argv[2], argc == 4);
     fprintf(stderr, "usage: %s stub_first STUB DRIVER [close|again] | reload DRIVER [close] | "
-            "unload_unseen DRIVER deep LIB | vsym | deep_runtime RUNTIME | deep_user LIB | bare NAME [deep]\n", argv[0]);
+            "unload_unseen DRIVER deep LIB | vsym | deep_runtime RUNTIME | deep_user LIB | deep_where LIB [DIRS] | bare NAME [deep]\n", argv[0]);
     return 2;
 }
