@@ -291,6 +291,24 @@ static bool load_from(const char *file, const char *name, const char *dirs)
     return false;
 }
 
+/* LD_LIBRARY_PATH as ld.so searches it: the value the process started with (ld.so reads it once;
+ * a program's setenv does not change its search). Kept by a constructor; before it ran, the
+ * environment is still the one the process started with (unless an earlier constructor changed
+ * it). The string is the initial environment's, which setenv never frees. */
+static const char *start_library_path;
+static bool start_library_path_kept;
+
+__attribute__((constructor(101))) static void keep_start_library_path(void)
+{
+    start_library_path = getenv("LD_LIBRARY_PATH");
+    start_library_path_kept = true;
+}
+
+static const char *library_path(void)
+{
+    return start_library_path_kept ? start_library_path : getenv("LD_LIBRARY_PATH");
+}
+
 /* Loads `name`, a dependency of the object at `file`, where glibc would find it for the object
  * (ld.so(8)): its DT_RPATH `dirs` first (runpath false), or LD_LIBRARY_PATH and then its
  * DT_RUNPATH `dirs` (runpath true), else by name (LD_LIBRARY_PATH, the cache, the default
@@ -303,7 +321,7 @@ static void load_need(const char *file, const char *name, const char *dirs, bool
         shim_close_own(h);
         return;
     }
-    if (runpath && load_from(file, name, getenv("LD_LIBRARY_PATH")))
+    if (runpath && load_from(file, name, library_path()))
         return;
     if (!load_from(file, name, dirs))
         dlopen(name, RTLD_LAZY | RTLD_LOCAL);

@@ -641,19 +641,19 @@ static void copy_file(const char *from, const char *to)
     close(out);
 }
 
-/* door_prog deep_where on libdeeporigin.so copied into a directory of its own with a copy of the
- * runtime beside it, `dirs` as in door_prog: the runtime the library gets is the one it gets
- * without the shim (`expected`). */
-static void deep_where(const char *name, const char *dirs, const char *expected)
+/* door_prog deep_where on `libname` copied into a directory of its own with a copy of the runtime
+ * beside it (with that directory for DIRS when `set_dirs`): the runtime the library gets is the
+ * one it gets without the shim (`expected`). */
+static void deep_where(const char *libname, bool set_dirs, const char *expected)
 {
-    const char *dir = fresh_dir(name);
+    const char *dir = fresh_dir(set_dirs ? "where_dirs" : "where");
     char lib[4096], runtime[4096], from[4096];
-    snprintf(lib, sizeof lib, "%s/libdeeporigin.so", dir);
+    snprintf(lib, sizeof lib, "%s/%s", dir, libname);
     snprintf(runtime, sizeof runtime, "%s/libcudart.so.13", dir);
     snprintf(from, sizeof from, "%s/libcudart.so.13", sim_libdir());
-    copy_file(program("libdeeporigin.so"), lib);
+    copy_file(program(libname), lib);
     copy_file(from, runtime);
-    const char *argv[] = {program("door_prog"), "deep_where", lib, dirs, NULL};
+    const char *argv[] = {program("door_prog"), "deep_where", lib, set_dirs ? dir : NULL, NULL};
     char plain[2048];
     door_prog_plain(plain, sizeof plain, argv);
     cr_expect_str_eq(plain, expected, "%s", plain);
@@ -671,5 +671,15 @@ static void deep_where(const char *name, const char *dirs, const char *expected)
  * first, from LD_LIBRARY_PATH: the plugin ran on another runtime than without the shim. */
 Test(doors, a_deepbind_plugin_gets_the_runtime_its_origin_rpath_names)
 {
-    deep_where("origin", NULL, "runtime=beside\nrc_alloc=0\nrc_free=0\n");
+    deep_where("libdeeporigin.so", false, "runtime=beside\nrc_alloc=0\nrc_free=0\n");
+}
+
+/* A plugin with a DT_RUNPATH loaded with RTLD_DEEPBIND after the program changed LD_LIBRARY_PATH
+ * (as Python code that sets os.environ may): ld.so searches the LD_LIBRARY_PATH the program
+ * started with, so the plugin gets the runtime found there, not the one in the new directories.
+ * The door read the variable as it is now and loaded the runtime from the new directories
+ * first. */
+Test(doors, a_deepbind_plugin_gets_the_runtime_of_the_starting_library_path)
+{
+    deep_where("libdeepcudauser.so", true, "runtime=elsewhere\nrc_alloc=0\nrc_free=0\n");
 }
