@@ -310,10 +310,13 @@ static const char *library_path(void)
 }
 
 /* Loads `name`, a dependency of the object at `file`, where glibc would find it for the object
- * (ld.so(8)): its DT_RPATH `dirs` first (runpath false), or LD_LIBRARY_PATH and then its
- * DT_RUNPATH `dirs` (runpath true), else by name (LD_LIBRARY_PATH, the cache, the default
- * directories). A runtime already loaded under that name is the one glibc gives the object (it
- * matches dependencies by soname): nothing to do. */
+ * (ld.so(8)) when that is in the places searched first: its DT_RPATH `dirs` (runpath false), or
+ * LD_LIBRARY_PATH and then its DT_RUNPATH `dirs` (runpath true). Nothing further: what ld.so
+ * searches next depends on who loads the object (the RPATHs of the caller and its loaders; the
+ * program's RPATH unless the object has a RUNPATH), which a load by name from the shim does not
+ * reproduce; it gave the object another runtime than without the shim. A runtime already loaded
+ * under that name is the one glibc gives the object (it matches dependencies by soname): nothing
+ * to do. */
 static void load_need(const char *file, const char *name, const char *dirs, bool runpath)
 {
     void *h = dlopen(name, RTLD_LAZY | RTLD_NOLOAD);
@@ -323,8 +326,7 @@ static void load_need(const char *file, const char *name, const char *dirs, bool
     }
     if (runpath && load_from(file, name, library_path()))
         return;
-    if (!load_from(file, name, dirs))
-        dlopen(name, RTLD_LAZY | RTLD_LOCAL);
+    load_from(file, name, dirs);
 }
 
 /* The NUL-terminated string at `off` of the file, or "" (at most len - 1 bytes). */

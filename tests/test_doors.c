@@ -683,3 +683,35 @@ Test(doors, a_deepbind_plugin_gets_the_runtime_of_the_starting_library_path)
 {
     deep_where("libdeepcudauser.so", true, "runtime=elsewhere\nrc_alloc=0\nrc_free=0\n");
 }
+
+/* A plugin with a DT_RUNPATH that does not hold the runtime, loaded with RTLD_DEEPBIND by a
+ * program with a DT_RPATH that does: ld.so does not search the program's RPATH for a library
+ * with a RUNPATH, so the plugin gets the runtime from the cache or the default directories (or
+ * fails to load where there is none). The door loaded the runtime by name first, itself the
+ * caller, with no RUNPATH, so from the program's RPATH: another runtime than without the shim.
+ * The door now loads the runtime only from the directories it can search as ld.so does. */
+Test(doors, a_deepbind_plugin_gets_no_runtime_from_the_programs_rpath)
+{
+    const char *dir = fresh_dir("prog_rpath");
+    char prog[4096], lib[4096], runtime[4096], from[4096], ld[4096];
+    snprintf(prog, sizeof prog, "%s/door_prog_rpath", dir);
+    snprintf(lib, sizeof lib, "%s/libdeepcudauser.so", dir);
+    snprintf(runtime, sizeof runtime, "%s/libcudart.so.13", dir);
+    snprintf(from, sizeof from, "%s/libcudart.so.13", sim_libdir());
+    copy_file(program("door_prog_rpath"), prog);
+    copy_file(program("libdeepcudauser.so"), lib);
+    copy_file(from, runtime);
+    /* The simulated driver only: no runtime on LD_LIBRARY_PATH. */
+    snprintf(ld, sizeof ld, "LD_LIBRARY_PATH=%s/stub", sim_libdir());
+    const char *extra[] = {ld, NULL};
+    const char *argv[] = {prog, "deep_where", lib, NULL};
+    struct run_result plain, r;
+    run_cmd(&plain, argv, sim_env(extra));
+    cr_expect(strstr(plain.out, "runtime=beside") == NULL, "%s", plain.out);
+    json_t *j = run_under_cushim(&r, argv, sim_env(extra));
+    cr_expect_str_eq(r.out, plain.out, "%s", r.out);
+    if (j)
+        json_decref(j);
+    run_free(&r);
+    run_free(&plain);
+}
