@@ -643,7 +643,7 @@ static void copy_file(const char *from, const char *to)
 
 /* door_prog deep_where on `libname` copied into a directory of its own with a copy of the runtime
  * beside it (with that directory for DIRS when `set_dirs`): the runtime the library gets is the
- * one it gets without the shim (`expected`). */
+ * one it gets without the shim (`expected`), and its 1 MiB is counted. */
 static void deep_where(const char *libname, bool set_dirs, const char *expected)
 {
     const char *dir = fresh_dir(set_dirs ? "where_dirs" : "where");
@@ -661,6 +661,8 @@ static void deep_where(const char *libname, bool set_dirs, const char *expected)
     json_t *j = run_under_cushim(&r, argv, sim_env(NULL));
     cr_assert_eq(r.status, 0, "%s%s", r.out, r.err);
     cr_expect_str_eq(r.out, expected, "%s", r.out);
+    cr_assert(j && jpath(j, "devices.0"), "the 1 MiB counted: %s", r.err);
+    cr_expect_eq(jpath_u64(j, "devices.0.device.alloc_count"), 1);
     json_decref(j);
     run_free(&r);
 }
