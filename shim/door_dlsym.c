@@ -268,27 +268,37 @@ static bool is_cuda_lib(const char *base)
     return strncmp(base, "libcudart.so", 12) == 0 || strncmp(base, "libcuda.so", 10) == 0;
 }
 
-/* Loads `name` from the first directory of `dirs` (':'-separated, $ORIGIN the directory of
- * `file`) that has it; false if none does. */
-static bool load_from(const char *file, const char *name, const char *dirs)
+/* Loads `name` from the first directory of `dirs` (separated by a character of `sep`; $ORIGIN the
+ * directory of `file`; an empty entry the working directory, as ld.so takes them) that has it:
+ * 1; 0 if none does; -1 at an entry ld.so may read otherwise than this can ($LIB, $PLATFORM, a
+ * path too long): the object may get its runtime there, so no other may be loaded before it. */
+static int load_from(const char *file, const char *name, const char *dirs, const char *sep)
 {
+    if (!dirs || !*dirs)
+        return 0;
     const char *slash = strrchr(file, '/');
     int origin = (int)(slash - file);
     char path[4096];
-    for (const char *d = dirs; d && *d;) {
-        size_t n = strcspn(d, ":;");
+    for (const char *d = dirs;; d++) {
+        size_t n = strcspn(d, sep), skip = 0;
         /* "$ORIGIN" alone, or followed by '/' (ld.so(8)); the rest is a directory's name. */
         if (n >= 7 && strncmp(d, "$ORIGIN", 7) == 0 && (n == 7 || d[7] == '/'))
-            snprintf(path, sizeof path, "%.*s%.*s/%s", origin, file, (int)n - 7, d + 7, name);
+            skip = 7;
         else if (n >= 9 && strncmp(d, "${ORIGIN}", 9) == 0 && (n == 9 || d[9] == '/'))
-            snprintf(path, sizeof path, "%.*s%.*s/%s", origin, file, (int)n - 9, d + 9, name);
-        else
-            snprintf(path, sizeof path, "%.*s/%s", (int)n, d, name);
-        if (n && access(path, R_OK) == 0 && dlopen(path, RTLD_LAZY | RTLD_LOCAL))
-            return true;
-        d += n + (d[n] != '\0');
+            skip = 9;
+        if (memchr(d + skip, '$', n - skip))
+            return -1;
+        int w = n == 0 ? snprintf(path, sizeof path, "./%s", name)
+                : skip ? snprintf(path, sizeof path, "%.*s%.*s/%s", origin, file, (int)(n - skip), d + skip, name)
+                       : snprintf(path, sizeof path, "%.*s/%s", (int)n, d, name);
+        if (w < 0 || (size_t)w >= sizeof path)
+            return -1;
+        if (access(path, R_OK) == 0 && dlopen(path, RTLD_LAZY | RTLD_LOCAL))
+            return 1;
+        d += n;
+        if (!*d)
+            return 0;
     }
-    return false;
 }
 
 /* LD_LIBRARY_PATH as ld.so searches it: the value the process started with (ld.so reads it once;
@@ -324,9 +334,10 @@ static void load_need(const char *file, const char *name, const char *dirs, bool
         shim_close_own(h);
         return;
     }
-    if (runpath && load_from(file, name, library_path()))
+    /* ld.so splits LD_LIBRARY_PATH at ':' and ';', RPATH and RUNPATH at ':' only. */
+    if (runpath && load_from(file, name, library_path(), ":;") != 0)
         return;
-    load_from(file, name, dirs);
+    load_from(file, name, dirs, ":");
 }
 
 /* The NUL-terminated string at `off` of the file, or "" (at most len - 1 bytes). */
@@ -380,6 +391,8 @@ static void load_cuda_needs(const char *file)
     char dirs[4096] = "", name[256];
     if (runpath >= 0 || rpath >= 0)
         read_str(fd, stroff + (runpath >= 0 ? runpath : rpath), dirs, sizeof dirs);
+    if (strlen(dirs) == sizeof dirs - 1)
+        goto out; /* perhaps cut short: its last directory would not be the one ld.so reads */
     for (ssize_t k = 0; k < dn && dyn[k].d_tag != DT_NULL; k++)
         if (dyn[k].d_tag == DT_NEEDED &&
             is_cuda_lib(read_str(fd, stroff + (off_t)dyn[k].d_un.d_val, name, sizeof name)))

@@ -179,7 +179,7 @@ Test(doors, rtld_default_from_a_local_library_finds_its_driver)
         snprintf(pre, sizeof pre, "LD_PRELOAD=%s", shimmed ? shim_lib() : "");
         snprintf(ld, sizeof ld, "LD_LIBRARY_PATH=%s", sim_libdir());
         const char *env[] = {pre, ld, "CUDA_VISIBLE_DEVICES", NULL}; /* unset: sim_env's rule */
-        struct run_result r;
+    struct run_result r;
         run_cmd(&r, argv, env);
         cr_assert_eq(r.status, 0, "%s%s", r.out, r.err);
         cr_expect_str_eq(r.out, "global_cuInit=NULL\nlocal_default_cuInit=found\n"
@@ -341,7 +341,7 @@ Test(doors, cuCtxDetach_asks_the_driver_only_when_counting)
     const char *argv[] = {program("drv_prog"), "detach", NULL};
     for (int disabled = 0; disabled < 2; disabled++) {
         const char *extra[] = {preload_env(), "CUSHIM_REPORT=stderr", disabled ? "CUSHIM_DISABLE=1" : NULL, NULL};
-        struct run_result r;
+    struct run_result r;
         run_cmd(&r, argv, sim_env(extra));
         cr_assert_eq(r.status, 0, "%s%s", r.out, r.err);
         cr_expect_str_eq(r.out, disabled ? "rc_detach=0\napi_version_asks=0\n" : "rc_detach=0\napi_version_asks=1\n");
@@ -481,7 +481,7 @@ Test(doors, libcuda_unloaded_and_loaded_again_elsewhere)
         char plain[2048];
         door_prog_plain(plain, sizeof plain, argv);
         cr_expect_str_eq(plain, expected);
-        struct run_result r;
+    struct run_result r;
         json_t *j = run_under_cushim(&r, argv, sim_env(NULL));
         cr_assert_eq(r.status, 0, "close %d: %s%s", close_at_end, r.out, r.err);
         cr_expect_str_eq(r.out, expected, "%s", r.err);
@@ -508,7 +508,7 @@ Test(doors, an_unload_the_door_does_not_see_leaves_the_exit_report_whole)
         char plain[2048];
         door_prog_plain(plain, sizeof plain, argv);
         cr_expect_str_eq(plain, expected);
-        struct run_result r;
+    struct run_result r;
         json_t *j = run_under_cushim(&r, argv, sim_env(NULL));
         cr_assert_eq(r.status, 0, "vsym %d: %s%s", vsym, r.out, r.err);
         cr_expect_str_eq(r.out, expected, "%s", r.err);
@@ -570,7 +570,7 @@ Test(doors, a_bare_name_found_through_the_callers_runpath_still_loads)
         char plain[2048];
         door_prog_plain(plain, sizeof plain, argv);
         cr_expect_str_eq(plain, "loaded\n", "deep=%d", deep);
-        struct run_result r;
+    struct run_result r;
         json_t *j = run_under_cushim(&r, argv, sim_env(NULL));
         cr_assert_eq(r.status, 0, "%s%s", r.out, r.err);
         cr_expect_str_eq(r.out, "loaded\n", "deep=%d: %s", deep, r.err);
@@ -600,7 +600,7 @@ Test(doors, probes_of_a_locally_loaded_driver_find_what_dlsym_finds)
              "libresolv.so.2 libpthread.so.0 libnss_files.so.2 %s %s", program("libdeepclose.so"), shim_lib());
     for (int shimmed = 0; shimmed < 3; shimmed++) {
         const char *extra[] = {shimmed == 2 ? many : shimmed ? preload_env() : "LD_PRELOAD", NULL};
-        struct run_result r;
+    struct run_result r;
         run_cmd(&r, argv, sim_env(extra));
         cr_assert_eq(r.status, 0, "%s%s", r.out, r.err);
         cr_expect_str_eq(r.out, expected, "shim %d", shimmed);
@@ -644,9 +644,9 @@ static void copy_file(const char *from, const char *to)
 /* door_prog deep_where on `libname` copied into a directory of its own with a copy of the runtime
  * beside it (with that directory for DIRS when `set_dirs`): the runtime the library gets is the
  * one it gets without the shim (`expected`), and its 1 MiB is counted. */
-static void deep_where(const char *libname, bool set_dirs, const char *expected)
+static void deep_where(const char *libname, bool set_dirs, const char *const *env, const char *expected)
 {
-    const char *dir = fresh_dir(set_dirs ? "where_dirs" : "where");
+    const char *dir = fresh_dir(set_dirs ? "where_dirs" : env ? "where_env" : "where");
     char lib[4096], runtime[4096], from[4096];
     snprintf(lib, sizeof lib, "%s/%s", dir, libname);
     snprintf(runtime, sizeof runtime, "%s/libcudart.so.13", dir);
@@ -654,11 +654,12 @@ static void deep_where(const char *libname, bool set_dirs, const char *expected)
     copy_file(program(libname), lib);
     copy_file(from, runtime);
     const char *argv[] = {program("door_prog"), "deep_where", lib, set_dirs ? dir : NULL, NULL};
-    char plain[2048];
-    door_prog_plain(plain, sizeof plain, argv);
-    cr_expect_str_eq(plain, expected, "%s", plain);
     struct run_result r;
-    json_t *j = run_under_cushim(&r, argv, sim_env(NULL));
+    run_cmd(&r, argv, sim_env(env));
+    cr_assert_eq(r.status, 0, "%s%s", r.out, r.err);
+    cr_expect_str_eq(r.out, expected, "%s", r.out);
+    run_free(&r);
+    json_t *j = run_under_cushim(&r, argv, sim_env(env));
     cr_assert_eq(r.status, 0, "%s%s", r.out, r.err);
     cr_expect_str_eq(r.out, expected, "%s", r.out);
     cr_assert(j && jpath(j, "devices.0"), "the 1 MiB counted: %s", r.err);
@@ -673,7 +674,7 @@ static void deep_where(const char *libname, bool set_dirs, const char *expected)
  * first, from LD_LIBRARY_PATH: the plugin ran on another runtime than without the shim. */
 Test(doors, a_deepbind_plugin_gets_the_runtime_its_origin_rpath_names)
 {
-    deep_where("libdeeporigin.so", false, "runtime=beside\nrc_alloc=0\nrc_free=0\n");
+    deep_where("libdeeporigin.so", false, NULL, "runtime=beside\nrc_alloc=0\nrc_free=0\n");
 }
 
 /* A plugin with a DT_RUNPATH loaded with RTLD_DEEPBIND after the program changed LD_LIBRARY_PATH
@@ -683,7 +684,7 @@ Test(doors, a_deepbind_plugin_gets_the_runtime_its_origin_rpath_names)
  * first. */
 Test(doors, a_deepbind_plugin_gets_the_runtime_of_the_starting_library_path)
 {
-    deep_where("libdeepcudauser.so", true, "runtime=elsewhere\nrc_alloc=0\nrc_free=0\n");
+    deep_where("libdeepcudauser.so", true, NULL, "runtime=elsewhere\nrc_alloc=0\nrc_free=0\n");
 }
 
 /* A plugin with a DT_RUNPATH that does not hold the runtime, loaded with RTLD_DEEPBIND by a
@@ -716,4 +717,16 @@ Test(doors, a_deepbind_plugin_gets_no_runtime_from_the_programs_rpath)
         json_decref(j);
     run_free(&r);
     run_free(&plain);
+}
+
+/* LD_LIBRARY_PATH with an empty entry (":DIR", as `export LD_LIBRARY_PATH=$LD_LIBRARY_PATH:DIR`
+ * makes where it was unset): ld.so takes it for the working directory, and finds a plugin's
+ * runtime there first. The door skipped the entry and loaded the runtime of the next one
+ * first: another runtime than without the shim. */
+Test(doors, a_deepbind_plugin_gets_the_runtime_an_empty_library_path_entry_names)
+{
+    char ld[4096];
+    snprintf(ld, sizeof ld, "LD_LIBRARY_PATH=:%s", sim_libdir());
+    const char *env[] = {ld, NULL};
+    deep_where("libdeepcudauser.so", false, env, "runtime=beside\nrc_alloc=0\nrc_free=0\n");
 }

@@ -28,7 +28,8 @@
  *     RUNPATH ($ORIGIN) finds: glibc's dlopen searches its caller's, so the shim's dlopen door
  *     must leave door_prog the caller. Prints "loaded" or "not found".
  *   door_prog deep_where LIB [DIRS]
- *     (after setting LD_LIBRARY_PATH to DIRS, which ld.so does not see any more) loads LIB, linked
+ *     (after setting LD_LIBRARY_PATH to DIRS, which ld.so does not see any more, and moving to
+ *     LIB's directory, which an empty entry of a search path names) loads LIB (absolute), linked
  *     to the runtime, by path with RTLD_DEEPBIND and prints which runtime it got:
  *     "runtime=beside" when the one in LIB's own directory, else "runtime=elsewhere"; then goes on
  *     as deep_user. */
@@ -38,6 +39,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <sys/mman.h>
 
 typedef CUresult (*init_fn)(unsigned);
@@ -220,6 +222,11 @@ static int deep_where(const char *lib, const char *dirs)
 {
     if (dirs)
         setenv("LD_LIBRARY_PATH", dirs, 1);
+    char dir[4096];
+    const char *slash = strrchr(lib, '/');
+    snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - lib) : 1, slash ? lib : ".");
+    if (chdir(dir) != 0)
+        return 1;
     void *h = dlopen(lib, RTLD_NOW | RTLD_LOCAL | RTLD_DEEPBIND);
     void *f = h ? dlsym(h, "cudaMalloc") : NULL;
     Dl_info info;
@@ -227,8 +234,13 @@ static int deep_where(const char *lib, const char *dirs)
         printf("dlopen=%s\n", h ? "missing" : dlerror());
         return 1;
     }
-    const char *ls = strrchr(lib, '/'), *rs = strrchr(info.dli_fname, '/');
-    bool beside = ls && rs && ls - lib == rs - info.dli_fname && strncmp(lib, info.dli_fname, (size_t)(ls - lib)) == 0;
+    /* The runtime's name as loaded may be relative (an empty search path entry): to the working
+     * directory, LIB's. */
+    char lp[4096], rp[4096];
+    if (!realpath(lib, lp) || !realpath(info.dli_fname, rp))
+        return 1;
+    const char *ls = strrchr(lp, '/'), *rs = strrchr(rp, '/');
+    bool beside = ls && rs && ls - lp == rs - rp && strncmp(lp, rp, (size_t)(ls - lp)) == 0;
     printf("runtime=%s\n", beside ? "beside" : "elsewhere");
     return deep_runtime(lib, true);
 }
