@@ -10,12 +10,9 @@
  * tests/test_doors.c checks the RTLD_NEXT behaviour. The work that is not a tail call lives in
  * functions of its own (noinline), so the exported dlsym has no local whose address escapes (GCC
  * makes no tail call from a function that has one). */
-#include <fcntl.h>
 #include <pthread.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include <dlfcn.h>
 #include <link.h>
@@ -268,158 +265,24 @@ static bool is_cuda_lib(const char *base)
     return strncmp(base, "libcudart.so", 12) == 0 || strncmp(base, "libcuda.so", 10) == 0;
 }
 
-/* Loads `name` from the first directory of `dirs` (separated by a character of `sep`; $ORIGIN the
- * directory of `file`; an empty entry the working directory, as ld.so takes them) that has it:
- * 1; 0 if none does; -1 at an entry ld.so may read otherwise than this can ($LIB, $PLATFORM, a
- * path too long): the object may get its runtime there, so no other may be loaded before it. */
-static int load_from(const char *file, const char *name, const char *dirs, const char *sep)
-{
-    if (!dirs || !*dirs)
-        return 0;
-    const char *slash = strrchr(file, '/');
-    int origin = (int)(slash - file);
-    char path[4096];
-    for (const char *d = dirs;; d++) {
-        size_t n = strcspn(d, sep), skip = 0;
-        /* "$ORIGIN" alone, or followed by '/' (ld.so(8)); the rest is a directory's name. */
-        if (n >= 7 && strncmp(d, "$ORIGIN", 7) == 0 && (n == 7 || d[7] == '/'))
-            skip = 7;
-        else if (n >= 9 && strncmp(d, "${ORIGIN}", 9) == 0 && (n == 9 || d[9] == '/'))
-            skip = 9;
-        if (memchr(d + skip, '$', n - skip))
-            return -1;
-        int w = n == 0 ? snprintf(path, sizeof path, "./%s", name)
-                : skip ? snprintf(path, sizeof path, "%.*s%.*s/%s", origin, file, (int)(n - skip), d + skip, name)
-                       : snprintf(path, sizeof path, "%.*s/%s", (int)n, d, name);
-        if (w < 0 || (size_t)w >= sizeof path)
-            return -1;
-        if (access(path, R_OK) == 0 && dlopen(path, RTLD_LAZY | RTLD_LOCAL))
-            return 1;
-        d += n;
-        if (!*d)
-            return 0;
-    }
-}
-
-/* LD_LIBRARY_PATH as ld.so searches it: the value the process started with (ld.so reads it once;
- * a program's setenv does not change its search). Kept by a constructor; before it ran, the
- * environment is still the one the process started with (unless an earlier constructor changed
- * it). The string is the initial environment's, which setenv never frees. */
-static const char *start_library_path;
-static bool start_library_path_kept;
-
-__attribute__((constructor(101))) static void keep_start_library_path(void)
-{
-    start_library_path = getenv("LD_LIBRARY_PATH");
-    start_library_path_kept = true;
-}
-
-static const char *library_path(void)
-{
-    return start_library_path_kept ? start_library_path : getenv("LD_LIBRARY_PATH");
-}
-
-/* Loads `name`, a dependency of the object at `file`, where glibc would find it for the object
- * (ld.so(8)) when that is in the places searched first: its DT_RPATH `dirs` (runpath false), or
- * LD_LIBRARY_PATH and then its DT_RUNPATH `dirs` (runpath true). Nothing further: what ld.so
- * searches next depends on who loads the object (the RPATHs of the caller and its loaders; the
- * program's RPATH unless the object has a RUNPATH), which a load by name from the shim does not
- * reproduce; it gave the object another runtime than without the shim. A runtime already loaded
- * under that name is the one glibc gives the object (it matches dependencies by soname): nothing
- * to do. */
-static void load_need(const char *file, const char *name, const char *dirs, bool runpath)
-{
-    void *h = dlopen(name, RTLD_LAZY | RTLD_NOLOAD);
-    if (h) {
-        shim_close_own(h);
-        return;
-    }
-    /* ld.so splits LD_LIBRARY_PATH at ':' and ';', RPATH and RUNPATH at ':' only. */
-    if (runpath && load_from(file, name, library_path(), ":;") != 0)
-        return;
-    load_from(file, name, dirs, ":");
-}
-
-/* The NUL-terminated string at `off` of the file, or "" (at most len - 1 bytes). */
-static const char *read_str(int fd, off_t off, char *buf, size_t len)
-{
-    ssize_t n = pread(fd, buf, len - 1, off);
-    buf[n > 0 ? n : 0] = '\0';
-    return buf;
-}
-
-/* The object at path `file` is about to be loaded with RTLD_DEEPBIND: the runtime or the driver it
- * needs itself (DT_NEEDED), if not loaded yet, is loaded first without the flag, so that its
- * references (dlsym, which finds cuGetProcAddress) bind to the global scope, the door first; the
- * object then finds it loaded and its own references keep the flag. The shim's handle stays open
- * (the runtime outlives a dlclose of the object). Dependencies of its dependencies are not read
- * (README, Limits). */
-static void load_cuda_needs(const char *file)
-{
-    int fd = open(file, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return;
-    ElfW(Ehdr) eh;
-    ElfW(Phdr) ph[64];
-    ElfW(Dyn) dyn[512];
-    ssize_t dn = 0;
-    if (pread(fd, &eh, sizeof eh, 0) != (ssize_t)sizeof eh || memcmp(eh.e_ident, ELFMAG, SELFMAG) != 0 ||
-        eh.e_phentsize != sizeof ph[0] || eh.e_phnum > 64 ||
-        pread(fd, ph, eh.e_phnum * sizeof ph[0], (off_t)eh.e_phoff) !=
-            (ssize_t)(eh.e_phnum * sizeof ph[0]))
-        goto out;
-    for (unsigned i = 0; i < eh.e_phnum; i++)
-        if (ph[i].p_type == PT_DYNAMIC)
-            dn = pread(fd, dyn, ph[i].p_filesz < sizeof dyn ? ph[i].p_filesz : sizeof dyn,
-                       (off_t)ph[i].p_offset) / (ssize_t)sizeof dyn[0];
-    ElfW(Addr) strtab = 0;
-    ssize_t runpath = -1, rpath = -1;
-    for (ssize_t k = 0; k < dn && dyn[k].d_tag != DT_NULL; k++) {
-        if (dyn[k].d_tag == DT_STRTAB)
-            strtab = dyn[k].d_un.d_ptr;
-        else if (dyn[k].d_tag == DT_RUNPATH)
-            runpath = (ssize_t)dyn[k].d_un.d_val;
-        else if (dyn[k].d_tag == DT_RPATH)
-            rpath = (ssize_t)dyn[k].d_un.d_val;
-    }
-    off_t stroff = -1; /* the string table's place in the file, from the segment that holds it */
-    for (unsigned i = 0; i < eh.e_phnum; i++)
-        if (ph[i].p_type == PT_LOAD && strtab >= ph[i].p_vaddr && strtab - ph[i].p_vaddr < ph[i].p_filesz)
-            stroff = (off_t)(strtab - ph[i].p_vaddr + ph[i].p_offset);
-    if (stroff < 0)
-        goto out;
-    char dirs[4096] = "", name[256];
-    if (runpath >= 0 || rpath >= 0)
-        read_str(fd, stroff + (runpath >= 0 ? runpath : rpath), dirs, sizeof dirs);
-    if (strlen(dirs) == sizeof dirs - 1)
-        goto out; /* perhaps cut short: its last directory would not be the one ld.so reads */
-    for (ssize_t k = 0; k < dn && dyn[k].d_tag != DT_NULL; k++)
-        if (dyn[k].d_tag == DT_NEEDED &&
-            is_cuda_lib(read_str(fd, stroff + (off_t)dyn[k].d_un.d_val, name, sizeof name)))
-            load_need(file, name, dirs, runpath >= 0);
-out:
-    close(fd);
-}
-
 /* The dlopen door (DESIGN.md, known holes): an object loaded with RTLD_DEEPBIND binds its own
  * references to the libraries it depends on before the global scope, so the CUDA runtime loaded
  * that way finds glibc's dlsym instead of the door, gets the driver's own cuGetProcAddress, and
  * nothing it allocates is counted (the run says it saw no CUDA activity). The flag is cleared for
  * the runtime and the driver themselves (libcudart.so*, libcuda.so*, by file name), whose
- * references are glibc's functions and CUDA's own: nothing else in them binds differently. Another
- * object given by path keeps its flag (its own symbols are what the flag is for), and the runtime
- * or driver it needs is loaded before it (load_cuda_needs). Forwarded with a tail call: glibc's
- * dlopen searches the caller's RUNPATH. */
+ * references are glibc's functions and CUDA's own: nothing else in them binds differently. Any
+ * other object keeps its flag, and the runtime it brings in with it is not counted (README,
+ * Limits): loading it first from where ld.so would find it for that object cannot be done
+ * faithfully from here (the caller's RPATHs, ld.so --library-path, hwcaps directories), and a
+ * runtime so loaded outlives a failed or closed load of the object, so a later library of the same
+ * soname would get it. Forwarded with a tail call: glibc's dlopen searches the caller's
+ * RUNPATH. */
 static SHIM_EARLY __attribute__((noinline)) int dlopen_mode(const char *file, int mode)
 {
     if (!(mode & RTLD_DEEPBIND) || !file || shim.cfg.disable || shim_aside)
         return mode;
     const char *base = strrchr(file, '/');
-    if (is_cuda_lib(base ? base + 1 : file))
-        return mode & ~RTLD_DEEPBIND;
-    if (base && !(mode & RTLD_NOLOAD))
-        load_cuda_needs(file);
-    return mode;
+    return is_cuda_lib(base ? base + 1 : file) ? mode & ~RTLD_DEEPBIND : mode;
 }
 
 static inline __attribute__((always_inline)) SHIM_EARLY void *dlopen_body(const char *file, int mode)
