@@ -561,8 +561,12 @@ static int scenario_high_reset_race(void)
 /* Pools made current and destroyed on two threads while two others ask for the current pool
  * (cuDeviceGetMemPool): a pool handed out as its destroy ran must not stay among the pools the
  * shim reads (a stress trial: every later reading failed on it, its figures frozen, with a warning).
- * Then a reading of this thread's own; prints whether it was made (got.read_now). */
+ * Then a reading of this thread's own; prints whether it was made (got.read_now), and whether the
+ * getters were handed a made pool at all (got.made: the race overlapped). ROUNDS pools per
+ * destroying thread (default 500). */
 static _Atomic int getters_stop;
+static _Atomic long getters_made; /* handles got that were a made pool's, not the default's */
+static cudaMemPool_t default_pool;
 
 static void *pool_destroyer(void *arg)
 {
@@ -571,7 +575,9 @@ static void *pool_destroyer(void *arg)
     struct cudaMemPoolProps props = device_pool_props(0);
     CHECK(cudaSetDevice(0));
     CHECK(cudaStreamCreate(&s));
-    for (int i = 0; i < 500; i++) {
+    const char *rounds_s = getenv("ROUNDS");
+    long rounds = rounds_s ? atol(rounds_s) : 500;
+    for (long i = 0; i < rounds; i++) {
         cudaMemPool_t pool;
         void *x;
         CHECK(cudaMemPoolCreate(&pool, &props));
@@ -593,6 +599,8 @@ static void *pool_getter(void *arg)
         CUmemoryPool p;
         if (get(&p, 0) != CUDA_SUCCESS)
             abort();
+        if (p != (CUmemoryPool)default_pool)
+            atomic_fetch_add(&getters_made, 1);
     }
     return NULL;
 }
@@ -601,6 +609,7 @@ static int scenario_pool_got_destroyed(void)
 {
     pthread_t d[2], g[2];
     CHECK(cudaFree(NULL));
+    CHECK(cudaDeviceGetDefaultMemPool(&default_pool, 0));
     for (int i = 0; i < 2; i++)
         if (pthread_create(&d[i], NULL, pool_destroyer, NULL) || pthread_create(&g[i], NULL, pool_getter, NULL))
             return 2;
@@ -617,7 +626,7 @@ static int scenario_pool_got_destroyed(void)
     if (cushim_stats(0, &st, 0) != 0)
         return 3;
     uint64_t ns = (uint64_t)before.tv_sec * 1000000000ull + (uint64_t)before.tv_nsec;
-    printf("got.read_now=%d\n", st.async_pool_sampled_ns >= ns);
+    printf("got.read_now=%d\ngot.made=%d\n", st.async_pool_sampled_ns >= ns, atomic_load(&getters_made) > 0);
     return 0;
 }
 
