@@ -506,7 +506,9 @@ static int scenario_pool_trim(void)
  * cudaMemGetInfo): a reading begun before the reset must not leave the old mark in the figures.
  * Each round: 8 MiB from the pool and back, trimmed, RESERVED_MEM_HIGH reset; the other thread
  * held still; a reading of this thread's own; the shim's mark against the pool's. Prints
- * race.stuck (rounds they differed) of race.rounds (a review: 15 to 20 in 100 at first). */
+ * race.stuck (rounds they differed) of race.rounds (ROUNDS, default 1000; a review: 15 to 20 in
+ * 100 at first), and race.overlapped (rounds whose reset returned with the other thread in a
+ * reading: the race happened). */
 static _Atomic int race_state, race_in; /* state: 0 read, 1 stop, 2 hold still */
 
 static void *race_reader(void *arg)
@@ -532,13 +534,15 @@ static int scenario_high_reset_race(void)
     cudaMemPool_t pool = keeping_pool(&s);
     if (pthread_create(&t, NULL, race_reader, NULL) != 0)
         return 2;
-    int stuck = 0, rounds = 1000;
+    const char *rounds_s = getenv("ROUNDS");
+    int stuck = 0, overlapped = 0, rounds = rounds_s ? atoi(rounds_s) : 1000;
     for (int i = 0; i < rounds; i++) {
         CHECK(cudaMallocFromPoolAsync(&a, 8 * MiB, pool, s));
         CHECK(cudaFreeAsync(a, s));
         CHECK(cudaStreamSynchronize(s));
         CHECK(cudaMemPoolTrimTo(pool, 0));
         CHECK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReservedMemHigh, &zero));
+        overlapped += atomic_load(&race_in); /* the reader in a reading as the reset returned */
         atomic_store(&race_state, 2);
         while (atomic_load(&race_in))
             ;
@@ -554,7 +558,7 @@ static int scenario_high_reset_race(void)
     }
     atomic_store(&race_state, 1);
     pthread_join(t, NULL);
-    printf("race.stuck=%d\nrace.rounds=%d\n", stuck, rounds);
+    printf("race.stuck=%d\nrace.rounds=%d\nrace.overlapped=%d\n", stuck, rounds, overlapped);
     return 0;
 }
 
