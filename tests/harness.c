@@ -115,6 +115,22 @@ static char **make_env(const char *const *env)
 }
 
 /* Starts argv with stdout to out_path and stderr to err_path (NULL: the same file). */
+int on_path(const char *name)
+{
+    const char *path = getenv("PATH");
+    char dir[4096], file[4200];
+    while (path && *path) {
+        size_t len = strcspn(path, ":");
+        snprintf(dir, sizeof dir, "%.*s", (int)(len ? len : 1), len ? path : ".");
+        snprintf(file, sizeof file, "%s/%s", dir, name);
+        struct stat st;
+        if (stat(file, &st) == 0 && S_ISREG(st.st_mode) && access(file, X_OK) == 0)
+            return 1;
+        path += len + (path[len] == ':');
+    }
+    return 0;
+}
+
 static pid_t spawn_to(const char *const *argv, const char *const *env, const char *out_path,
                       const char *err_path)
 {

@@ -17,6 +17,10 @@ struct run_result {
 /* Runs argv (NULL-terminated) with the current environment plus `env` ("NAME=VALUE" to set,
  * "NAME" to unset; NULL-terminated, may be NULL). Waits for it. */
 void run_cmd(struct run_result *r, const char *const *argv, const char *const *env);
+/* Whether `name` (no slash) is an executable file in a directory of PATH: a probe for an optional
+ * program checks it first, as run_cmd fails the test when it cannot start one (the test is then
+ * to say "not run: ...", not fail). */
+int on_path(const char *name);
 /* The whole file at path, NUL-terminated (malloc'd; the caller frees it); fails the test when it
  * cannot be read. */
 char *slurp(const char *path);

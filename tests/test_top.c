@@ -401,24 +401,32 @@ Test(top, top_frees_its_spelt_out_options)
 {
     struct run_result r;
     const char *probe[] = {"valgrind", "--version", NULL};
-    run_cmd(&r, probe, NULL);
-    int have = r.status == 0;
-    run_free(&r);
-    if (!have)
+    int have = on_path("valgrind");
+    if (have) {
+        run_cmd(&r, probe, NULL);
+        have = r.status == 0;
+        run_free(&r);
+    }
+    if (!have) {
+        printf("not run: no valgrind here\n");
         cr_skip_test("not run: no valgrind here");
+    }
     const char *segdir;
     char hold[700], seg[700];
     start_held("hold", "t-top-leak", &segdir, hold, sizeof hold);
     snprintf(seg, sizeof seg, "CUSHIM_SEGMENT_DIR=%s", segdir);
     const char *env[] = {seg, NULL};
     const char *spellings[][4] = {{"-bn1", NULL}, {"-b", "-n", "1", NULL}, {"-bx", NULL}, {"--help", NULL}};
+    /* As top ends without valgrind: a frame each, -bx a usage error (2), the help. */
+    const int want[] = {0, 0, 2, 0};
     for (size_t i = 0; i < sizeof spellings / sizeof spellings[0]; i++) {
         const char *argv[10] = {"valgrind", "-q", "--leak-check=full", "--errors-for-leak-kinds=definite",
                                 "--error-exitcode=99", cushim_bin(), "top"};
         for (int k = 0; spellings[i][k]; k++)
             argv[7 + k] = spellings[i][k];
         run_cmd(&r, argv, env);
-        cr_expect_neq(r.status, 99, "top %s: valgrind found a leak: %s", spellings[i][0], r.err);
+        cr_expect_eq(r.status, want[i], "top %s: exit %d (99: valgrind found a leak): %s", spellings[i][0], r.status,
+                     r.err);
         cr_expect(strstr(r.err, "definitely lost") == NULL, "top %s: %s", spellings[i][0], r.err);
         run_free(&r);
     }
