@@ -299,12 +299,16 @@ Test(offload, a_refused_pitched_allocation_leaves_its_outputs)
     cr_expect_eq(kv_u64(r.out, "pitch.rc"), 2, "cudaErrorMemoryAllocation:\n%s", r.out);
     cr_expect_eq(kv_u64(r.out, "pitch.ptr"), 0x1234);
     cr_expect_eq(kv_u64(r.out, "pitch.pitch"), 77);
+    /* The driver's call itself: the simulated runtime never writes the pointer of a failure. */
+    cr_expect_eq(kv_u64(r.out, "drv.rc"), 2 /* CUDA_ERROR_OUT_OF_MEMORY */, "%s", r.out);
+    cr_expect_eq(kv_u64(r.out, "drv.ptr"), 0x5678);
+    cr_expect_eq(kv_u64(r.out, "drv.pitch"), 99);
     cr_expect_eq(kv_u64(r.out, "fits.pitch"), 1024);
     cr_assert(j);
-    cr_expect_eq(jpath_u64(j, "devices.0.device.failed_count"), 1);
+    cr_expect_eq(jpath_u64(j, "devices.0.device.failed_count"), 2);
     cr_expect_eq(jpath_u64(j, "devices.0.device.alloc_count"), 1);
     cr_expect_eq(jpath_u64(j, "devices.0.device_total.peak_bytes"), 2 * MiB);
-    cr_expect_eq(jpath_u64(j, "devices.0.device_total.limit_refused_count"), 1);
+    cr_expect_eq(jpath_u64(j, "devices.0.device_total.limit_refused_count"), 2);
     json_decref(j);
     run_free(&r);
 }

@@ -852,13 +852,20 @@ static int scenario_budget_served_over(void)
 /* Under CUSHIM_DEVICE_LIMIT=4MiB: a pitched allocation of 8 MiB is refused after the driver made
  * it (the pitch is the driver's choice), and the outputs keep what they held, as the driver's own
  * out-of-memory failure leaves them (a review: they held the pointer the shim had freed). Then
- * one of 2 MiB passes. Prints the code and the outputs. */
+ * one of 2 MiB passes. Prints the code and the outputs, of cudaMallocPitch (pitch.*; the
+ * simulated runtime writes the pointer only on success, the pitch always) and of the driver's
+ * cuMemAllocPitch itself (drv.*: the pointer as the shim leaves it). */
 static int scenario_budget_pitch(void)
 {
     void *p = (void *)0x1234;
     size_t pitch = 77;
     printf("pitch.rc=%d\n", (int)cudaMallocPitch(&p, &pitch, 1024, 8192));
     printf("pitch.ptr=%zu\npitch.pitch=%zu\n", (size_t)(uintptr_t)p, pitch);
+    PFN_cuMemAllocPitch_v3020 alloc_pitch = entry("cuMemAllocPitch", 3020);
+    CUdeviceptr d = 0x5678;
+    size_t dpitch = 99;
+    printf("drv.rc=%d\n", (int)alloc_pitch(&d, &dpitch, 1024, 8192, 4));
+    printf("drv.ptr=%llu\ndrv.pitch=%zu\n", (unsigned long long)d, dpitch);
     CHECK(cudaMallocPitch(&p, &pitch, 1024, 2048));
     printf("fits.pitch=%zu\n", pitch);
     CHECK(cudaFree(p));
