@@ -655,11 +655,19 @@ Test(offload, a_phase_request_racing_the_programs_own_change_never_wins, .timeou
     struct run_result r;
     const char *extra[] = {"ROUNDS=2000000", "ROUNDS_SECONDS=60", NULL};
     json_t *j = offload_run(&r, "phase_race", extra);
-    cr_expect_gt(kv_u64(r.out, "rounds"), 0, "%s", r.out);
-    cr_expect_eq(kv_u64(r.out, "overtaken"), 0, "rounds in which a request made before the "
-                 "program's own cushim_set_phase(run) was applied after it");
+    uint64_t rounds = kv_u64(r.out, "rounds");
+    cr_assert_eq(kv_u64(r.out, "overtaken"), 0, "rounds in which a request made before the "
+                 "program's own cushim_set_phase(run) was applied after it (of %llu)", (unsigned long long)rounds);
     json_decref(j);
     run_free(&r);
+    /* With the request taken outside the lock again, 2 million rounds lost 774 to 2201 here (about
+     * one in 2000): under 100000 rounds in the 60 s the race may go unseen, and a pass says
+     * nothing (was: any number of rounds above 0 passed). */
+    if (rounds < 100000) {
+        printf("not run: only %llu rounds in 60 s (a loaded machine); 100000 needed to see the race\n",
+               (unsigned long long)rounds);
+        cr_skip_test("not run: only %llu rounds in 60 s", (unsigned long long)rounds);
+    }
 }
 
 Test(offload, a_phase_request_applies_at_an_allocation_of_any_kind)
