@@ -4,6 +4,7 @@
 #include "live.h"
 
 #include <criterion/criterion.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -106,6 +107,26 @@ void wait_zombie(pid_t pid, const char *what)
             usleep(10000);
     }
     cr_assert(strstr(st_buf, ") Z ") != NULL, "%s: %s", what, st_buf);
+}
+
+void wait_dead(pid_t pid, const char *what)
+{
+    char procstat[64], st_buf[256] = "";
+    snprintf(procstat, sizeof procstat, "/proc/%d/stat", (int)pid);
+    int dead = 0;
+    for (int i = 0; i < 3000 && !dead; i++) {
+        st_buf[0] = '\0';
+        FILE *f = fopen(procstat, "r");
+        if (f) {
+            if (!fgets(st_buf, sizeof st_buf, f))
+                st_buf[0] = '\0';
+            fclose(f);
+        }
+        dead = kill(pid, 0) != 0 || strstr(st_buf, ") Z ") != NULL;
+        if (!dead)
+            usleep(10000);
+    }
+    cr_assert(dead, "%s: pid %d still running after 30 s: %s", what, (int)pid, st_buf);
 }
 
 long row_at(const char *out, pid_t pid)

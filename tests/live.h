@@ -44,6 +44,9 @@ const char *seg_path(const char *segdir, pid_t pid);
 /* Waits (up to 30 s) until pid's main thread is a zombie (/proc/<pid>/stat state Z); fails the
  * test otherwise, naming `what`. */
 void wait_zombie(pid_t pid, const char *what);
+/* Waits (up to 30 s) until pid is gone or a zombie: a process killed is dead before what follows
+ * looks at it; fails the test otherwise. */
+void wait_dead(pid_t pid, const char *what);
 
 /* One sample of a Prometheus exposition `out`, exact: "FAMILY{LABELS[,kind="KIND"]} VALUE\n"
  * (kind NULL: no kind label); a Criterion expectation. */

@@ -2,6 +2,7 @@
  * namespace is live, and containers (pid namespaces) whose processes have the same pids are told
  * apart by `cushim ps/stat/reset-peak/gc` and the exposition. */
 #include <criterion/criterion.h>
+#include <errno.h>
 #include <signal.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -497,9 +498,11 @@ Test(containers, the_hosts_gc_leaves_a_container_runs_killed_process_to_it)
     cr_assert_gt(host, 1, "%s", r.out);
     json_decref(j);
     run_free(&r);
-    kill(host, SIGKILL);
-    for (int i = 0; i < 300 && kill(host, 0) == 0; i++)
-        usleep(10000);
+    cr_assert_eq(kill(host, SIGKILL), 0, "pid %d: %s", (int)host, strerror(errno));
+    /* Dead before gc looks (gone, or a zombie of the container's shell): before, 3 s of waiting
+     * ran out unasserted, and gc leaves a live process's segment all the same: the test would
+     * have passed without a killed process. */
+    wait_dead(host, "the container's process killed");
     const char *gc[] = {cushim_bin(), "gc", NULL};
     run_cmd(&r, gc, env);
     cr_expect_eq(r.status, 0, "%s", r.err);
