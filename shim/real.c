@@ -183,36 +183,31 @@ SHIM_EARLY shim_dlsym_fn shim_real_dlsym(void)
     return f;
 }
 
-static _Atomic(shim_dlclose_fn) next_dlclose;
-
-SHIM_EARLY shim_dlclose_fn shim_real_dlclose(void)
+/* The next `name` (dlclose, dlopen) after the shim, which exports one (door_dlsym.c): another
+ * interposer's, else libc's; looked up once, then kept in `cache`. */
+static SHIM_EARLY void *next_after_shim(_Atomic(void *) *cache, const char *name)
 {
-    shim_dlclose_fn f = atomic_load_explicit(&next_dlclose, memory_order_acquire);
+    void *f = atomic_load_explicit(cache, memory_order_acquire);
     if (likely(f != NULL))
         return f;
-    /* The next dlclose after the shim (the shim exports one: door_dlsym.c). */
     shim_dlsym_fn sym = shim_real_dlsym();
-    f = sym ? (shim_dlclose_fn)sym(RTLD_NEXT, "dlclose") : NULL;
+    f = sym ? sym(RTLD_NEXT, name) : NULL;
     if (!f)
-        f = (shim_dlclose_fn)dlvsym(RTLD_NEXT, "dlclose", "GLIBC_2.34");
-    atomic_store_explicit(&next_dlclose, f, memory_order_release);
+        f = dlvsym(RTLD_NEXT, name, "GLIBC_2.34");
+    atomic_store_explicit(cache, f, memory_order_release);
     return f;
 }
 
-static _Atomic(shim_dlopen_fn) next_dlopen;
+static _Atomic(void *) next_dlclose, next_dlopen;
+
+SHIM_EARLY shim_dlclose_fn shim_real_dlclose(void)
+{
+    return (shim_dlclose_fn)next_after_shim(&next_dlclose, "dlclose");
+}
 
 SHIM_EARLY shim_dlopen_fn shim_real_dlopen(void)
 {
-    shim_dlopen_fn f = atomic_load_explicit(&next_dlopen, memory_order_acquire);
-    if (likely(f != NULL))
-        return f;
-    /* The next dlopen after the shim (the shim exports one: door_dlsym.c). */
-    shim_dlsym_fn sym = shim_real_dlsym();
-    f = sym ? (shim_dlopen_fn)sym(RTLD_NEXT, "dlopen") : NULL;
-    if (!f)
-        f = (shim_dlopen_fn)dlvsym(RTLD_NEXT, "dlopen", "GLIBC_2.34");
-    atomic_store_explicit(&next_dlopen, f, memory_order_release);
-    return f;
+    return (shim_dlopen_fn)next_after_shim(&next_dlopen, "dlopen");
 }
 
 SHIM_EARLY void shim_close_own(void *h)

@@ -510,7 +510,7 @@ Test(doors, an_unload_the_door_does_not_see_leaves_the_exit_report_whole)
         char plain[2048];
         door_prog_plain(plain, sizeof plain, argv);
         cr_expect_str_eq(plain, expected);
-    struct run_result r;
+        struct run_result r;
         json_t *j = run_under_cushim(&r, argv, sim_env(NULL));
         cr_assert_eq(r.status, 0, "vsym %d: %s%s", vsym, r.out, r.err);
         cr_expect_str_eq(r.out, expected, "%s", r.err);

@@ -612,6 +612,24 @@ Test(live, a_phase_request_never_taken_is_said_so_at_exit)
     unlink(hold);
 }
 
+/* Starts rt_prog `scenario` held, writes `size` bytes of `value` at offset `at` of its segment
+ * (a file other processes of the user can write), lets it go on, and returns its exit status. */
+static int overwritten_then_released(const char *scenario, const char *tag, size_t at, const void *value,
+                                     size_t size)
+{
+    const char *segdir;
+    char hold[700];
+    pid_t pid = start_held(scenario, tag, &segdir, hold, sizeof hold);
+    int fd = open(seg_path(segdir, pid), O_RDWR | O_CLOEXEC);
+    cr_assert(fd >= 0, "%s: %s", seg_path(segdir, pid), strerror(errno));
+    cr_assert_eq(pwrite(fd, value, size, (off_t)at), (ssize_t)size);
+    close(fd);
+    touch(hold);
+    int status = wait_bg(pid);
+    unlink(hold);
+    return status;
+}
+
 /* The segment is a file other processes of the user can write: a device count past the records
  * (here the largest) is not the shim's to follow. Before, the loops at exit over every device
  * (exit.c, graph.c, pools.c; api.c's cushim_reset_peak too) went by it past the segment's end and
@@ -619,19 +637,10 @@ Test(live, a_phase_request_never_taken_is_said_so_at_exit)
  * bounded it). */
 Test(live, a_device_count_overwritten_in_the_segment_does_not_break_the_program)
 {
-    const char *segdir;
-    char hold[700];
-    pid_t pid = start_held("hold", "dev-count", &segdir, hold, sizeof hold);
-    int fd = open(seg_path(segdir, pid), O_RDWR | O_CLOEXEC);
-    cr_assert(fd >= 0, "%s: %s", seg_path(segdir, pid), strerror(errno));
     uint32_t count = UINT32_MAX;
-    cr_assert_eq(pwrite(fd, &count, sizeof count, offsetof(struct cushim_segment, h.device_count)),
-                 (ssize_t)sizeof count);
-    close(fd);
-    touch(hold);
-    int status = wait_bg(pid);
+    int status = overwritten_then_released("hold", "dev-count", offsetof(struct cushim_segment, h.device_count),
+                                           &count, sizeof count);
     cr_expect_eq(status, 0, "the program ended with %d, not as it would without the shim", status);
-    unlink(hold);
 }
 
 /* The same for the phase: a value in the header's phase that is no phase (here UINT32_MAX, -1 as
@@ -641,20 +650,11 @@ Test(live, a_device_count_overwritten_in_the_segment_does_not_break_the_program)
  * index by it. The shim acts on such a value as the run phase (offload.c, account.h), and says so. */
 Test(live, a_phase_overwritten_in_the_segment_is_never_handed_to_the_program)
 {
-    const char *segdir;
-    char hold[700];
-    pid_t pid = start_held("hold_phase_calls", "phase-garbage", &segdir, hold, sizeof hold);
-    int fd = open(seg_path(segdir, pid), O_RDWR | O_CLOEXEC);
-    cr_assert(fd >= 0, "%s: %s", seg_path(segdir, pid), strerror(errno));
     uint32_t phase = UINT32_MAX;
-    cr_assert_eq(pwrite(fd, &phase, sizeof phase, offsetof(struct cushim_segment, h.phase)),
-                 (ssize_t)sizeof phase);
-    close(fd);
-    touch(hold);
-    int status = wait_bg(pid);
+    int status = overwritten_then_released("hold_phase_calls", "phase-garbage", offsetof(struct cushim_segment, h.phase),
+                                           &phase, sizeof phase);
     cr_expect_eq(status, 0, "the program ended with %d: a phase call returned no phase (30 get, 32 pop, "
                  "33 set)", status);
-    unlink(hold);
 }
 
 /* And for a device record's ordinal: cushim_get_device_stats gave the program the ordinal the
@@ -662,19 +662,10 @@ Test(live, a_phase_overwritten_in_the_segment_is_never_handed_to_the_program)
  * says it is the device's ordinal, and a program may index by it. */
 Test(live, a_record_ordinal_overwritten_in_the_segment_is_never_handed_to_the_program)
 {
-    const char *segdir;
-    char hold[700];
-    pid_t pid = start_held("hold_stats_call", "ordinal-garbage", &segdir, hold, sizeof hold);
-    int fd = open(seg_path(segdir, pid), O_RDWR | O_CLOEXEC);
-    cr_assert(fd >= 0, "%s: %s", seg_path(segdir, pid), strerror(errno));
     int32_t ordinal = -5;
-    cr_assert_eq(pwrite(fd, &ordinal, sizeof ordinal, offsetof(struct cushim_segment, devices[0].ordinal)),
-                 (ssize_t)sizeof ordinal);
-    close(fd);
-    touch(hold);
-    int status = wait_bg(pid);
+    int status = overwritten_then_released("hold_stats_call", "ordinal-garbage",
+                                           offsetof(struct cushim_segment, devices[0].ordinal), &ordinal, sizeof ordinal);
     cr_expect_eq(status, 0, "the program ended with %d (31: the stats named another ordinal)", status);
-    unlink(hold);
 }
 
 /* A record's bracket left open for good (its seq_begin one ahead of seq_end: a `cushim
