@@ -772,3 +772,46 @@ Test(reports, an_output_named_by_a_standard_stream_is_appended_to_not_replaced)
     free(text);
     run_free(&r);
 }
+
+/* A binary file that execve refuses (ENOEXEC: an ELF for another machine, a truncated one) is
+ * not run as a shell script: exit 126, "Exec format error", as bash and dash say. (Found by an
+ * odd-programs attack trial: execvp's fallback ran such a file with /bin/sh, which ran a command
+ * line found among its bytes and exited 0, 2 or 127.) A text file without #! still runs with
+ * /bin/sh, as a shell runs one. */
+Test(reports, a_binary_that_cannot_be_executed_is_not_run_as_a_script)
+{
+    struct run_result r;
+    char elf[700], mark[700], text[1200], expect[1600], path_env[800];
+    snprintf(mark, sizeof mark, "%s/ran-as-script", test_dir());
+    unlink(mark);
+    /* An ELF header (64-bit, little-endian) with a bad machine, NUL bytes, then a command line. */
+    char image[256] = "\x7f" "ELF\x02\x01\x01";
+    int n = snprintf(image + 64, sizeof image - 64, "\ntouch '%s'\n", mark);
+    cr_assert(n > 0 && n < (int)sizeof image - 64);
+    put_program(elf, sizeof elf, "foreign-elf", image, 64 + (size_t)n);
+    const char *a1[] = {cushim_bin(), "run", "--", elf, NULL};
+    run_cmd(&r, a1, sim_env(NULL));
+    cr_expect_eq(r.status, 126, "%s", r.err);
+    snprintf(expect, sizeof expect, "cushim: cannot run \"%s\": Exec format error\n", elf);
+    cr_expect_str_eq(r.err, expect);
+    cr_expect_neq(access(mark, F_OK), 0, "the binary was run as a shell script");
+    run_free(&r);
+    /* Found along PATH the same. */
+    snprintf(path_env, sizeof path_env, "PATH=/nonexistent:%s:/usr/bin:/bin", test_dir());
+    const char *extra[] = {path_env, NULL};
+    const char *a2[] = {cushim_bin(), "run", "--", "foreign-elf", NULL};
+    run_cmd(&r, a2, sim_env(extra));
+    cr_expect_eq(r.status, 126, "%s", r.err);
+    cr_expect_str_eq(r.err, "cushim: cannot run \"foreign-elf\": Exec format error\n");
+    cr_expect_neq(access(mark, F_OK), 0, "the binary was run as a shell script");
+    run_free(&r);
+    /* A text file without #!: /bin/sh runs it, as before. */
+    snprintf(text, sizeof text, "touch '%s'\nexit 5\n", mark);
+    put_program(elf, sizeof elf, "no-shebang.sh", text, strlen(text));
+    const char *a3[] = {cushim_bin(), "run", "--quiet", "--", elf, NULL};
+    run_cmd(&r, a3, sim_env(NULL));
+    cr_expect_eq(r.status, 5, "%s", r.err);
+    cr_expect_eq(access(mark, F_OK), 0, "a text file without #! runs with /bin/sh");
+    run_free(&r);
+    unlink(mark);
+}

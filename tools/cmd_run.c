@@ -422,7 +422,13 @@ int cmd_run(int argc, char **argv)
         char me[32];
         snprintf(me, sizeof me, "%d", (int)getpid());
         setenv("CUSHIM_RUN_TOP", me, 1);
-        execvp(prog[0], prog);
+        /* A binary file is not left to execvp, whose ENOEXEC fallback would run it with
+         * /bin/sh (run_exec.h). */
+        char binary[PATH_MAX];
+        if (run_exec_binary(prog[0], binary))
+            execv(binary, prog);
+        else
+            execvp(prog[0], prog);
         int e = errno;
         /* Still cushim run: a stderr nobody reads must not kill it before it says why. */
         sigaction(SIGPIPE, &ignore, NULL);

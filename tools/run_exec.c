@@ -120,3 +120,21 @@ int run_exec_not_on_path(const char *prog, char *why, size_t n)
         snprintf(why, n, "not found on PATH");
     return 1;
 }
+
+int run_exec_binary(const char *prog, char *out)
+{
+    unsigned char head[80];
+    if (!resolve(prog, out))
+        return 0;
+    int fd = open(out, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    ssize_t got = read(fd, head, sizeof head);
+    close(fd);
+    if (got >= SELFMAG && memcmp(head, ELFMAG, SELFMAG) == 0)
+        return 1;
+    for (ssize_t i = 0; i < got && head[i] != '\n'; i++)
+        if (head[i] == '\0')
+            return 1;
+    return 0;
+}

@@ -23,4 +23,11 @@ int run_exec_missing_interpreter(const char *prog, char *why, size_t n);
  * or 0 (why untouched) for a name with a '/'. */
 int run_exec_not_on_path(const char *prog, char *why, size_t n);
 
+/* For `prog` as execvp takes it: 1 when the file execvp would run is a binary one (an ELF header,
+ * or a NUL byte in its first line within its first 80 bytes, as bash tells a binary file), its
+ * path then in out (PATH_MAX bytes); else 0. Such a file is run with execv, not execvp: execvp
+ * runs a file that execve refuses with ENOEXEC (an ELF for another machine) with /bin/sh, which
+ * would run whatever command lines its bytes hold, where a shell says "Exec format error". */
+int run_exec_binary(const char *prog, char *out);
+
 #endif
