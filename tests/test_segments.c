@@ -238,6 +238,32 @@ Test(segments, gc_removes_a_dead_pids_oversized_file_and_link)
     cr_expect_eq(st.st_size, 5);
 }
 
+/* A segment directory whose name holds control characters (an escape sequence, a newline): ps's
+ * invalid rows and gc's "removed" lines show its path escaped, as every message does, so that
+ * neither drives the terminal nor breaks a row in two. (Found by an odd-programs attack trial:
+ * both printed the path raw, while stat's "skipping" lines escaped it.) */
+Test(segments, an_odd_segment_directory_is_shown_escaped_in_ps_and_gc)
+{
+    need_initial_pidns();
+    const char *segdir = fresh_dir("seg\x1b[2J\n\"x");
+    char path[700], row[1200], esc[700];
+    snprintf(path, sizeof path, "%s/cushim-%u-2147483603", segdir, (unsigned)getuid());
+    snprintf(esc, sizeof esc, "%s/seg\\x1b[2J\\n\"x/cushim-%u-2147483603", test_dir(), (unsigned)getuid());
+    touch(path);
+    backdate(path, 3600);
+    struct run_result r;
+    cr_expect_eq(cli(segdir, &r, "ps", NULL, NULL), 1);
+    cr_expect(strchr(r.out, '\x1b') == NULL, "a raw escape sequence: %s", r.out);
+    snprintf(row, sizeof row, "invalid %s: truncated: 0 of", esc);
+    cr_expect(strstr(r.out, row) != NULL, "%s", r.out);
+    run_free(&r);
+    cr_expect_eq(cli(segdir, &r, "gc", NULL, NULL), 0, "%s", r.err);
+    snprintf(row, sizeof row, "removed %s (pid 2147483603 dead, invalid segment)\n", esc);
+    cr_expect_str_eq(r.out, row);
+    run_free(&r);
+    cr_expect_neq(access(path, F_OK), 0, "gone");
+}
+
 Test(segments, a_socket_or_fifo_named_like_a_segment_is_not_a_regular_file)
 {
     /* Neither is opened for reading as a segment; both are said to be what they are. */

@@ -13,6 +13,7 @@
 #include "common/path.h"
 #include "common/config.h"
 #include "common/procinfo.h"
+#include "common/text.h"
 #include "tools/cli.h"
 
 struct gc_arg {
@@ -36,13 +37,17 @@ static int sweep(struct seg_entry *e, void *argp)
     if (!e->ok && (lstat(e->path, &now) != 0 || now.st_ino != e->ino || now.st_dev != e->dev))
         return 0;
     if (unlink(e->path) == 0) {
+        /* Escaped, as in every message: a segment directory's name may hold an escape sequence
+         * or a newline. */
+        char shown[sizeof e->path * 4];
+        cushim_text_escaped(e->path, shown, sizeof shown);
         if (e->ok && seg_other_namespace(&e->snap))
-            printf("removed %s (pid %d of pid namespace %llu, dead)\n", e->path, (int)e->pid,
+            printf("removed %s (pid %d of pid namespace %llu, dead)\n", shown, (int)e->pid,
                    (unsigned long long)e->snap.pidns_inode);
         else if (rm == SEG_RM_NOT_OURS)
-            printf("removed %s (not a segment: its owner is not the uid its name gives)\n", e->path);
+            printf("removed %s (not a segment: its owner is not the uid its name gives)\n", shown);
         else
-            printf("removed %s (pid %d %s)\n", e->path, (int)e->pid,
+            printf("removed %s (pid %d %s)\n", shown, (int)e->pid,
                    e->ok ? (cushim_proc_alive(e->pid) ? "reused" : "dead") : "dead, invalid segment");
         a->removed++;
     } else if (errno != ENOENT) { /* ENOENT: another gc removed it meanwhile */
@@ -119,11 +124,13 @@ static int sweep_run_dirs(struct gc_arg *a)
         char path[4400];
         snprintf(path, sizeof path, "%s/%s", top, de->d_name);
         if (cli_remove_run_dir(path) == 0) {
+            char shown[sizeof path * 4]; /* escaped: TMPDIR's name may hold control characters */
+            cushim_text_escaped(path, shown, sizeof shown);
             if (ns)
-                printf("removed %s/%s (run directory of cushim pid %d of pid namespace %llu, gone)\n", top,
-                       de->d_name, (int)pid, (unsigned long long)ns);
+                printf("removed %s (run directory of cushim pid %d of pid namespace %llu, gone)\n", shown,
+                       (int)pid, (unsigned long long)ns);
             else
-                printf("removed %s/%s (run directory of cushim pid %d, gone)\n", top, de->d_name, (int)pid);
+                printf("removed %s (run directory of cushim pid %d, gone)\n", shown, (int)pid);
             a->removed++;
         } else if (errno == ENOENT || errno == ENOTDIR) {
             /* removed meanwhile (a run that had just ended cleaning up after itself), or holding

@@ -101,7 +101,13 @@ static int row(struct seg_entry *e, void *argp)
         if (a->json)
             json_row(a->json, e, named ? user : NULL, "invalid");
         else
-            printf("%7d %-*s %-7s %s: %s\n", (int)e->pid, USER_COLUMN, shown_user, "invalid", e->path, e->err);
+        {
+            /* Escaped, as in every message: a segment directory's name may hold an escape
+             * sequence or a newline. */
+            char path[sizeof e->path * 4], err[sizeof e->err * 4];
+            printf("%7d %-*s %-7s %s: %s\n", (int)e->pid, USER_COLUMN, shown_user, "invalid",
+                   cushim_text_escaped(e->path, path, sizeof path), cushim_text_escaped(e->err, err, sizeof err));
+        }
         a->invalid++;
         return 0;
     }
