@@ -64,15 +64,25 @@ static int resolve(const char *prog, char *out)
 ELF_INTERP(elf64_interp, Elf64_Ehdr, Elf64_Phdr, ELFCLASS64)
 ELF_INTERP(elf32_interp, Elf32_Ehdr, Elf32_Phdr, ELFCLASS32)
 
+/* The file execvp would run for `prog` (its path into path, PATH_MAX bytes), opened, its first
+ * bytes read into head (at most n): the descriptor, which the caller closes, or -1. */
+static int open_resolved(const char *prog, char *path, void *head, size_t n, ssize_t *got)
+{
+    if (!resolve(prog, path))
+        return -1;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd >= 0)
+        *got = read(fd, head, n);
+    return fd;
+}
+
 int run_exec_missing_interpreter(const char *prog, char *why, size_t n)
 {
     char path[PATH_MAX], head[256], interp[PATH_MAX] = "";
-    if (!resolve(prog, path))
-        return 0;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    ssize_t got;
+    int fd = open_resolved(prog, path, head, sizeof head - 1, &got);
     if (fd < 0)
         return 0;
-    ssize_t got = read(fd, head, sizeof head - 1);
     int script = got >= 2 && head[0] == '#' && head[1] == '!';
     if (script) {
         /* execve(2): "#!interpreter [optional-arg]", the interpreter a path up to a blank. */
@@ -124,12 +134,10 @@ int run_exec_not_on_path(const char *prog, char *why, size_t n)
 int run_exec_binary(const char *prog, char *out)
 {
     unsigned char head[80];
-    if (!resolve(prog, out))
-        return 0;
-    int fd = open(out, O_RDONLY | O_CLOEXEC);
+    ssize_t got;
+    int fd = open_resolved(prog, out, head, sizeof head, &got);
     if (fd < 0)
         return 0;
-    ssize_t got = read(fd, head, sizeof head);
     close(fd);
     if (got >= SELFMAG && memcmp(head, ELFMAG, SELFMAG) == 0)
         return 1;
