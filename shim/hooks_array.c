@@ -108,8 +108,21 @@ static unsigned mip_levels(const CUDA_ARRAY3D_DESCRIPTOR *d, unsigned levels)
     return levels < 1 ? 1 : levels > most ? most : levels;
 }
 
+/* a x b x c x e, or ARRAY_BYTES_HUGE where that passes it: extents no driver grants (a
+ * numeric-extremes trial: a product that wrapped was counted as a few bytes, or as UINT64_MAX, the
+ * unknown size). */
+#define ARRAY_BYTES_HUGE (UINT64_MAX - 1)
+static uint64_t product4(uint64_t a, uint64_t b, uint64_t c, uint64_t e)
+{
+    uint64_t p;
+    if (__builtin_mul_overflow(a, b, &p) || __builtin_mul_overflow(p, c, &p) || __builtin_mul_overflow(p, e, &p) ||
+        p > ARRAY_BYTES_HUGE)
+        return ARRAY_BYTES_HUGE;
+    return p;
+}
+
 /* Texel bytes of a 3D descriptor with `levels` mip levels; 0 for a sparse or deferred-mapping
- * array, ARRAY_BYTES_UNKNOWN if the format's texel size is not known. */
+ * array, ARRAY_BYTES_UNKNOWN if the format's texel size is not known; at most ARRAY_BYTES_HUGE. */
 static uint64_t array_bytes(const CUDA_ARRAY3D_DESCRIPTOR *d, unsigned levels)
 {
     if (d->Flags & (CUDA_ARRAY3D_SPARSE | CUDA_ARRAY3D_DEFERRED_MAPPING))
@@ -124,10 +137,10 @@ static uint64_t array_bytes(const CUDA_ARRAY3D_DESCRIPTOR *d, unsigned levels)
         uint64_t depth = (d->Flags & (CUDA_ARRAY3D_LAYERED | CUDA_ARRAY3D_CUBEMAP)) ? (d->Depth ? d->Depth : 1)
                                                                                    : dim(d->Depth, l);
         uint64_t w = dim(d->Width, l), h = d->Height ? dim(d->Height, l) : 1;
-        if (block) /* a partial block at an edge is a whole one */
-            total += ((w + 3) / 4) * ((h + 3) / 4) * depth * block;
-        else
-            total += w * h * depth * e;
+        uint64_t level = block ? /* a partial block at an edge is a whole one */
+                             product4(w / 4 + (w % 4 != 0), h / 4 + (h % 4 != 0), depth, block)
+                               : product4(w, h, depth, e);
+        total = total + level < total || total + level > ARRAY_BYTES_HUGE ? ARRAY_BYTES_HUGE : total + level;
     }
     return total;
 }

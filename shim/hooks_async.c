@@ -21,15 +21,25 @@
 
 /* Kind and device of allocations from `pool`; the defaults for pools the shim did not see made
  * (device default pools), or saw destroyed. */
-static inline enum cushim_kind pool_kind(CUmemoryPool pool, int *device)
+static inline enum cushim_kind pool_kind_of(CUmemoryPool pool, int *device, bool *destroyed)
 {
     struct shim_entry e;
-    if (pool && table_get(&shim.pools, (uint64_t)(uintptr_t)pool, &e) && e.aux != POOL_DESTROYED) {
+    if (pool && table_get(&shim.pools, (uint64_t)(uintptr_t)pool, &e)) {
+        if (e.aux == POOL_DESTROYED) {
+            *destroyed = true;
+            return CUSHIM_KIND_ASYNC;
+        }
         if (e.device >= 0)
             *device = e.device;
         return (enum cushim_kind)e.aux;
     }
     return CUSHIM_KIND_ASYNC;
+}
+
+static inline enum cushim_kind pool_kind(CUmemoryPool pool, int *device)
+{
+    bool destroyed;
+    return pool_kind_of(pool, device, &destroyed);
 }
 
 /* ASYNC_NO_CONTEXT: a stream-ordered allocation is tracked with no context, so that
@@ -46,6 +56,7 @@ struct async_req {
     enum cushim_kind kind;
     CUmemoryPool pool; /* the pool named, or NULL: the stream's device's current pool */
     bool capturing;  /* a graph node: its memory is the graph pool's, not counted here */
+    bool destroyed;  /* the pool named was destroyed (its tombstone): the driver's to refuse */
     bool reserved;   /* budget reserved (device pools only) */
     uint64_t served; /* bytes of its pool's idle reserve claimed for it (budget.h) */
     bool spillable;  /* cuMemAllocAsync (the stream's current pool): CUSHIM_SPILL may serve it; a
@@ -77,8 +88,9 @@ static inline __attribute__((always_inline)) void async_begin(struct async_req *
      * the allocation went uncounted). */
     q->kind = CUSHIM_KIND_ASYNC;
     q->device = -1;
+    q->destroyed = false;
     if (pool)
-        q->kind = pool_kind(pool, &q->device);
+        q->kind = pool_kind_of(pool, &q->device, &q->destroyed);
     if (q->device >= 0)
         (void)shim_current_device(&q->ctx);
     else
@@ -100,7 +112,9 @@ static inline __attribute__((always_inline)) void async_begin(struct async_req *
  * and never uses the budget. */
 static inline __attribute__((always_inline)) bool async_reserve(struct async_req *q, size_t bytes)
 {
-    if (q->capturing || q->kind != CUSHIM_KIND_ASYNC)
+    /* A pool destroyed: the driver's CUDA_ERROR_INVALID_VALUE, not a budget's out of memory (a
+     * numeric-extremes trial); nothing reserved, so one it served after all is counted unreserved. */
+    if (q->capturing || q->destroyed || q->kind != CUSHIM_KIND_ASYNC)
         return true;
     /* Under a limit, with idle reserve on the device: how much of it is this pool's own (another
      * pool's keeps serving that pool only). Not asked while a capture is live. */

@@ -146,7 +146,9 @@ SHIM_EXPORT CUresult CUDAAPI cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitc
          * driver's choice, so the budget is checked after the call. The shim's own free of a
          * refused one is a call a capture begun meanwhile on another thread may prohibit: then
          * the allocation is the program's, counted past the budget (budget_reserve_always). */
-        uint64_t bytes = (uint64_t)*pPitch * Height;
+        uint64_t bytes;
+        if (__builtin_mul_overflow((uint64_t)*pPitch, (uint64_t)Height, &bytes))
+            bytes = UINT64_MAX; /* no driver grants it; never a wrapped few bytes */
         __typeof__(&cuMemFree_v2) release = REAL(cuMemFree_v2);
         bool refused = !budget_reserve(device, bytes);
         if (refused && release && capture_unsafe_begin()) {

@@ -9,6 +9,7 @@
 #include "shim/account.h"
 #include "shim/arena.h"
 #include "shim/budget.h"
+#include "shim/capture.h"
 #include "shim/shim.h"
 #include "shim/track.h"
 
@@ -147,14 +148,26 @@ SHIM_EXPORT CUresult CUDAAPI cuMemCreate(CUmemGenericAllocationHandle *handle, s
         if (device < 0)
             device = 0;
     }
-    /* Physical device memory counts against the budget (CUSHIM_DEVICE_LIMIT). */
+    /* Physical device memory counts against the budget (CUSHIM_DEVICE_LIMIT), checked after the
+     * call, as for arrays and pitched memory: the driver's refusal of the arguments comes first (a
+     * size not a multiple of the granularity, an unknown device, a bad type or flags: its
+     * CUDA_ERROR_INVALID_VALUE or _INVALID_DEVICE, not a budget's out of memory; a numeric-extremes
+     * trial). A handle the budget refuses is released at once, unless a capture that prohibits
+     * the shim's own calls is live: then it is the program's, counted past the budget. */
     bool reserved = kind == CUSHIM_KIND_VMM && budget_any;
-    if (kind == CUSHIM_KIND_VMM && !budget_reserve(device, size)) {
-        account_fail(device, kind);
-        shim_leave();
-        return CUDA_ERROR_OUT_OF_MEMORY;
-    }
+    CUmemGenericAllocationHandle handle_was = *handle; /* given back with a refusal */
     CUresult r = real_(handle, size, prop, flags);
+    if (r == CUDA_SUCCESS && kind == CUSHIM_KIND_VMM && !budget_reserve(device, size)) {
+        __typeof__(&cuMemRelease) release = REAL(cuMemRelease);
+        if (release && capture_unsafe_begin()) {
+            release(*handle);
+            capture_unsafe_end();
+            *handle = handle_was;
+            r = CUDA_ERROR_OUT_OF_MEMORY;
+        } else {
+            budget_reserve_always(device, size);
+        }
+    }
     if (r == CUDA_SUCCESS) {
         unsigned eflags = reserved ? SHIM_F_RESERVED : 0;
         struct shim_entry e = {.key = *handle, .size = size, .device = device,

@@ -849,12 +849,19 @@ Test(offload, device_limit_applies_to_cuMemCreate)
     json_t *j = offload_run(&r, "vmm_budget", extra);
     cr_expect_eq(kv_u64(r.out, "rc_first"), 0);
     cr_expect_eq(kv_u64(r.out, "rc_over"), 2, "CUDA_ERROR_OUT_OF_MEMORY");
+    cr_expect_eq(kv_u64(r.out, "handle_after_over"), 12345, "the output as the program left it");
+    /* Requests the driver refuses for their arguments get its error, not the budget's, and are
+     * no refusal of the budget (a numeric-extremes trial). */
+    cr_expect_eq(kv_u64(r.out, "rc_over_unaligned"), 1, "CUDA_ERROR_INVALID_VALUE: not a multiple of the granularity");
+    cr_expect_eq(kv_u64(r.out, "rc_over_flags"), 1, "CUDA_ERROR_INVALID_VALUE: flags must be 0");
+    cr_expect_eq(kv_u64(r.out, "rc_over_no_device"), 101, "CUDA_ERROR_INVALID_DEVICE");
+    cr_expect_eq(jpath_u64(j, "devices.0.device_total.limit_refused_count"), 1);
     cr_expect_eq(kv_u64(r.out, "rc_release"), 0);
     cr_expect_eq(kv_u64(r.out, "rc_after_release"), 0, "the released handle returned its budget");
     cr_expect_eq(kv_u64(r.out, "free"), 512 * MiB);
     cr_expect_eq(kv_u64(r.out, "sim.vmm.0"), 512 * MiB);
     cr_expect_eq(jpath_u64(j, "devices.0.vmm.peak_bytes"), 768 * MiB);
-    cr_expect_eq(jpath_u64(j, "devices.0.vmm.failed_count"), 1);
+    cr_expect_eq(jpath_u64(j, "devices.0.vmm.failed_count"), 3, "the budget's refusal and the driver's two on device 0");
     json_decref(j);
     run_free(&r);
 }
@@ -915,6 +922,20 @@ Test(offload, a_stream_ordered_request_is_offloaded_before_the_budget_is_asked)
     cr_expect_eq(jpath_u64(j, "devices.0.offloaded.alloc_count"), 1);
     cr_expect_eq(jpath_u64(j, "devices.0.offloaded.spill_count"), 0);
     cr_expect_eq(jpath_u64(j, "devices.0.async.failed_count"), 0);
+    json_decref(j);
+    run_free(&r);
+}
+
+Test(offload, a_destroyed_pool_gets_the_drivers_error_not_the_budgets)
+{
+    struct run_result r;
+    const char *extra[] = {"CUSHIM_DEVICE_LIMIT=4MiB", NULL};
+    json_t *j = offload_run(&r, "destroyed_pool_budget", extra);
+    cr_expect_eq(kv_u64(r.out, "rc_destroyed_over"), 1, "cudaErrorInvalidValue, as without a budget");
+    cr_expect_eq(kv_u64(r.out, "rc_destroyed_within"), 1);
+    cr_expect_eq(jpath_u64(j, "devices.0.device_total.limit_refused_count"), 0);
+    cr_expect_eq(jpath_u64(j, "devices.0.async.failed_count"), 2);
+    cr_expect_eq(jpath_u64(j, "devices.0.device_total.peak_bytes"), 0);
     json_decref(j);
     run_free(&r);
 }

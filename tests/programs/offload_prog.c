@@ -530,7 +530,15 @@ static int scenario_vmm_budget(void)
     prop.location.id = 0;
     CUmemGenericAllocationHandle h1, h2;
     printf("rc_first=%d\n", (int)create(&h1, 768 * MiB, &prop, 0));
+    h2 = 12345;
     printf("rc_over=%d\n", (int)create(&h2, 512 * MiB, &prop, 0));
+    printf("handle_after_over=%llu\n", (unsigned long long)h2);
+    /* Over the budget and refused by the driver for its arguments: the driver's error. */
+    printf("rc_over_unaligned=%d\n", (int)create(&h2, 512 * MiB + 1, &prop, 0));
+    printf("rc_over_flags=%d\n", (int)create(&h2, 512 * MiB, &prop, 1));
+    prop.location.id = 63;
+    printf("rc_over_no_device=%d\n", (int)create(&h2, 512 * MiB, &prop, 0));
+    prop.location.id = 0;
     printf("rc_release=%d\n", (int)release(h1));
     printf("rc_after_release=%d\n", (int)create(&h2, 512 * MiB, &prop, 0));
     size_t f, t;
@@ -616,6 +624,23 @@ static int scenario_async_budget(void)
     void *d, *a;
     CHECK(cudaMalloc(&d, 2999999));
     printf("rc_async=%d\n", (int)cudaMallocAsync(&a, 3000000, NULL));
+    return 0;
+}
+
+/* A request over the budget from a pool the program destroyed: the driver's refusal of the pool
+ * (CUDA_ERROR_INVALID_VALUE), not the budget's out of memory. */
+static int scenario_destroyed_pool_budget(void)
+{
+    cudaMemPool_t pool;
+    struct cudaMemPoolProps props = {0};
+    props.allocType = cudaMemAllocationTypePinned;
+    props.location.type = cudaMemLocationTypeDevice;
+    props.location.id = 0;
+    void *a;
+    CHECK(cudaMemPoolCreate(&pool, &props));
+    CHECK(cudaMemPoolDestroy(pool));
+    printf("rc_destroyed_over=%d\n", (int)cudaMallocFromPoolAsync(&a, 8 * MiB, pool, NULL));
+    printf("rc_destroyed_within=%d\n", (int)cudaMallocFromPoolAsync(&a, MiB, pool, NULL));
     return 0;
 }
 
@@ -1430,6 +1455,7 @@ static const struct scenario scenarios[] = {
     {"free_async_cancel_state", scenario_free_async_cancel_state, 1},
     {"async_free_exit", scenario_async_free_exit, 1},
     {"fork_reader", scenario_fork_reader, 1},     {"async_budget", scenario_async_budget, 1},
+    {"destroyed_pool_budget", scenario_destroyed_pool_budget, 1},
     {"pitched", scenario_pitched, 1},             {"peer", scenario_peer, 1},
     {"current_pool", scenario_current_pool, 1}, {"teardown_race", scenario_teardown_race, 2}, {"reset_vs_offload", scenario_reset_vs_offload, 2},
     {"phase_idle", scenario_phase_idle, 1},       {"budget_edges", scenario_budget_edges, 1},
