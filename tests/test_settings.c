@@ -135,7 +135,7 @@ Test(settings, usage_errors_exit_2)
         {{"top", "-n", "0", NULL}, "cushim: -n \"0\" is not a whole number of times, 1 or more\n", 2},
         {{"top", "-n", "99999999999999999999", NULL}, "cushim: -n \"99999999999999999999\" is too many times (at "
                                                       "most 9223372036854775807)\n", 2},
-        {{"top", "-d", "0x1", NULL}, "cushim: -d \"0x1\" is not a number of seconds in 0.1..3600\n", 2},
+        {{"top", "-d", "0x1", NULL}, "cushim: -d \"0x1\" is not a number of seconds in 0.1..3600 (digits and a point, such as 0.5)\n", 2},
         {{"top", "--iterations", "+1", NULL}, "cushim: --iterations \"+1\" is not a whole number of times, 1 or "
                                               "more\n", 2},
         {{"phase", NULL}, "cushim: phase needs a PID and a phase (usage: cushim phase PID compile|run)\n", 2},

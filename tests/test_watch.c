@@ -177,7 +177,7 @@ Test(watch, stat_iterations_print_headed_text_snapshots)
     const char *zero[] = {cushim_bin(), "stat", "--interval", "0", NULL};
     run_cmd(&r, zero, env);
     cr_expect_eq(r.status, 2);
-    cr_expect_str_eq(r.err, "cushim: --interval \"0\" is not a number of seconds in 0.1..3600\n");
+    cr_expect_str_eq(r.err, "cushim: --interval \"0\" is not a number of seconds in 0.1..3600 (digits and a point, such as 0.5)\n");
     run_free(&r);
     const char *none[] = {cushim_bin(), "stat", "-n", "0", NULL};
     run_cmd(&r, none, env);

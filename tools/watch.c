@@ -17,7 +17,7 @@ int watch_parse_interval(const char *option, const char *v, double *seconds)
     /* Decimal digits and a point only: strtod also takes " 1", "+1", "0x1", "1e0", "inf". */
     double s = strtod(v, &end);
     if (!*v || *end || v[strspn(v, "0123456789.")] || !(s >= 0.1 && s <= 3600)) {
-        cli_error("%s \"%s\" is not a number of seconds in 0.1..3600", option, v);
+        cli_error("%s \"%s\" is not a number of seconds in 0.1..3600 (digits and a point, such as 0.5)", option, v);
         return -1;
     }
     *seconds = s;
