@@ -79,7 +79,8 @@ static void print_process(const struct cushim_snapshot *s, const char *title)
     FILE *out = m ? m : stderr;
     cushim_text_process(out, s, title);
     if (!s->exited && s->device_count)
-        fprintf(out, "%spid %d ended without its exit report (killed by a signal, or _exit): the "
+        fprintf(out, "%spid %d ended without its exit report (killed by a signal, _exit, or an exec of a program "
+                "without the shim): the "
                 "counters above are those of its last moment (from its live segment)\n", title, s->pid);
     if (m) {
         if (fclose(m) == 0 && text)
