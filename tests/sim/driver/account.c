@@ -16,9 +16,14 @@ bool sim_device_valid(CUdevice dev)
     return dev >= 0 && dev < sim_cfg.device_count;
 }
 
+/* Saturates at UINT64_MAX where the round-up would wrap (sizes within unit of 2^64): more than any
+ * capacity, so the capacity checks refuse it instead of charging a wrapped 0. */
 uint64_t sim_round_to(uint64_t bytes, uint64_t unit)
 {
-    return (bytes + unit - 1) / unit * unit;
+    uint64_t up;
+    if (__builtin_add_overflow(bytes, unit - 1, &up))
+        return UINT64_MAX;
+    return up / unit * unit;
 }
 
 uint64_t sim_round(uint64_t bytes)

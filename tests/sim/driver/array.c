@@ -92,7 +92,40 @@ static size_t at_least_1(size_t n)
     return n ? n : 1;
 }
 
-/* CUDA_ARRAY3D_DESCRIPTOR: NumChannels "may be 1, 2, or 4". */
+/* bytes += a x b x c x d, false where that overflows 64 bits. */
+static bool add_product(uint64_t *bytes, uint64_t a, uint64_t b, uint64_t c, uint64_t d)
+{
+    uint64_t p;
+    return !__builtin_mul_overflow(a, b, &p) && !__builtin_mul_overflow(p, c, &p) &&
+           !__builtin_mul_overflow(p, d, &p) && !__builtin_add_overflow(*bytes, p, bytes);
+}
+
+/* The texel (or block) bytes of `levels` levels into *bytes; false where they overflow 64 bits.
+ * cuda.h CUDA_ARRAY3D_DESCRIPTOR: with CUDA_ARRAY3D_LAYERED (or CUBEMAP) "Depth specifies the
+ * number of layers", which every mip level keeps. */
+static bool array_bytes(const CUDA_ARRAY3D_DESCRIPTOR *d, unsigned levels, bool layered, unsigned size,
+                        unsigned block, uint64_t *bytes)
+{
+    bool ok = true;
+    *bytes = 0;
+    for (unsigned l = 0; ok && l < levels; l++) {
+        uint64_t layers = layered ? at_least_1(d->Depth) : at_least_1(d->Depth >> l);
+        if (block)
+            ok = add_product(bytes, (at_least_1(d->Width >> l) + 3) / 4, (at_least_1(d->Height >> l) + 3) / 4,
+                             layers, block);
+        else
+            ok = add_product(bytes, at_least_1(d->Width >> l), at_least_1(d->Height >> l), layers,
+                             (uint64_t)d->NumChannels * size);
+    }
+    return ok;
+}
+
+/* CUDA_ARRAY3D_DESCRIPTOR: NumChannels "may be 1, 2, or 4". Extents whose bytes overflow 64 bits
+ * are past any device's maximum extents (cuda.h gives them as CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE*
+ * attributes, which the simulated device leaves 0, so they are not checked one by one):
+ * CUDA_ERROR_INVALID_VALUE. Bytes that fit but exceed the device's capacity:
+ * CUDA_ERROR_OUT_OF_MEMORY, refused before sim_account (its signed delta would turn a size past
+ * 2^63 negative). */
 static CUresult create(struct CUarray_st *a, const CUDA_ARRAY3D_DESCRIPTOR *d, unsigned levels, uint32_t magic)
 {
     unsigned size = channel_size(d->Format);
@@ -118,20 +151,13 @@ static CUresult create(struct CUarray_st *a, const CUDA_ARRAY3D_DESCRIPTOR *d, u
     if (rc != CUDA_SUCCESS)
         return rc;
     uint64_t bytes = 0;
-    /* cuda.h CUDA_ARRAY3D_DESCRIPTOR: with CUDA_ARRAY3D_LAYERED (or CUBEMAP) "Depth specifies the
-     * number of layers", which every mip level keeps. A sparse or deferred-mapping array has no
-     * memory until cuMemMapArrayAsync maps some into it (cuda.h CUDA_ARRAY3D_SPARSE,
-     * CUDA_ARRAY3D_DEFERRED_MAPPING): nothing is charged for it. */
-    if (!(d->Flags & (CUDA_ARRAY3D_SPARSE | CUDA_ARRAY3D_DEFERRED_MAPPING)))
-        for (unsigned l = 0; l < levels; l++) {
-            uint64_t layers = layered ? at_least_1(d->Depth) : at_least_1(d->Depth >> l);
-            if (block)
-                bytes += (uint64_t)((at_least_1(d->Width >> l) + 3) / 4) * ((at_least_1(d->Height >> l) + 3) / 4) *
-                         layers * block;
-            else
-                bytes += (uint64_t)at_least_1(d->Width >> l) * at_least_1(d->Height >> l) * layers *
-                         d->NumChannels * size;
-        }
+    /* A sparse or deferred-mapping array has no memory until cuMemMapArrayAsync maps some into it
+     * (cuda.h CUDA_ARRAY3D_SPARSE, CUDA_ARRAY3D_DEFERRED_MAPPING): nothing is charged for it. */
+    if (!(d->Flags & (CUDA_ARRAY3D_SPARSE | CUDA_ARRAY3D_DEFERRED_MAPPING)) &&
+        !array_bytes(d, levels, layered, size, block, &bytes))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (sim_round(bytes) > sim_cfg.capacity[ctx->dev])
+        return CUDA_ERROR_OUT_OF_MEMORY;
     rc = sim_account(ctx->dev, SIMCUDA_ARRAY, (int64_t)bytes, (int64_t)sim_round(bytes));
     if (rc != CUDA_SUCCESS)
         return rc;

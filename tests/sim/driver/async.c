@@ -31,14 +31,15 @@ static CUresult alloc_async(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool poo
         sim_pool_unhold(pool);
         return rc;
     }
-    rc = sim_pool_take(pool, bytesize);
+    struct sim_pool_undo undo;
+    rc = sim_pool_take(pool, bytesize, &undo);
     if (rc == CUDA_SUCCESS) {
         struct sim_range r = {.size = bytesize, .kind = SIM_MEM_ASYNC, .ctx = s->ctx,
                               .dev = sim_pool_device(pool, s->ctx->dev),
                               .counted = sim_pool_is_host(pool) ? SIMCUDA_PINNED_HOST : SIMCUDA_ASYNC, .pool = pool};
         rc = sim_mem_new(&r);
         if (rc != CUDA_SUCCESS)
-            sim_pool_give(pool, bytesize);
+            sim_pool_cancel(pool, &undo); /* a failed request changes no counter or high mark */
         else
             *dptr = r.base;
     }

@@ -18,10 +18,15 @@
 #include "mem.h"
 #include "stream.h"
 
+/* A side that is any address (cuMemcpy's, an "H" side) is not looked up, but a range whose end
+ * wraps past the end of the address space is no memory at all: CUDA_ERROR_INVALID_VALUE, as
+ * sim_mem_check answers for a "D" side. */
 static CUresult check(CUdeviceptr dst, CUdeviceptr src, size_t n, bool dev_dst, bool dev_src)
 {
     if (n == 0)
         return CUDA_SUCCESS;
+    if (!sim_range_fits(dst, n) || !sim_range_fits(src, n))
+        return CUDA_ERROR_INVALID_VALUE;
     CUresult rc = dev_dst ? sim_mem_check(dst, n, true) : CUDA_SUCCESS;
     return rc == CUDA_SUCCESS && dev_src ? sim_mem_check(src, n, true) : rc;
 }

@@ -33,6 +33,31 @@ struct extent {
     size_t width, rows, depth;
 };
 
+/* The byte offset of row `row` of slice `slice`, column `col`: (slice x height + row) x pitch +
+ * col; false where it overflows size_t. */
+static bool offset(const struct side *s, size_t slice, size_t row, size_t col, size_t *out)
+{
+    size_t rows;
+    return !__builtin_mul_overflow(slice, s->height, &rows) && !__builtin_add_overflow(rows, row, &rows) &&
+           !__builtin_mul_overflow(rows, s->pitch, out) && !__builtin_add_overflow(*out, col, out);
+}
+
+/* Offsets of the first byte the copy touches and one past the last; false where a position,
+ * extent or pitch makes them overflow, or the last would lie past the end of the address space. */
+static bool span(const struct side *s, const struct extent *e, size_t *first, size_t *end)
+{
+    size_t last_z, last_y, end_x;
+    return !__builtin_add_overflow(s->z, e->depth - 1, &last_z) && !__builtin_add_overflow(s->y, e->rows - 1, &last_y) &&
+           !__builtin_add_overflow(s->x, e->width, &end_x) && offset(s, s->z, s->y, s->x, first) &&
+           offset(s, last_z, last_y, end_x, end) && sim_range_fits(s->base, *end);
+}
+
+/* "srcPitch must be greater than or equal to WidthInBytes + srcXInBytes" (and srcHeight of Height +
+ * srcY): sums that overflow size_t fail those too. cuMemcpy2D "returns an error if any pitch is
+ * greater than the maximum allowed (CU_DEVICE_ATTRIBUTE_MAX_PITCH)"; the simulated device
+ * reports no maximum, so a pitch is refused where the rows it spans overflow, or wrap past the
+ * end of the address space, on a side of any memory type: CUDA_ERROR_INVALID_VALUE, as for a
+ * DEVICE side outside device memory. */
 static CUresult side_check(const struct side *s, const struct extent *e)
 {
     switch (s->type) {
@@ -47,14 +72,16 @@ static CUresult side_check(const struct side *s, const struct extent *e)
     }
     if (e->width == 0 || e->rows == 0 || e->depth == 0)
         return CUDA_SUCCESS;
-    if (s->pitch < e->width + s->x || (e->depth > 1 && s->height < e->rows + s->y))
+    size_t row_end, slice_end, first, end;
+    if (__builtin_add_overflow(e->width, s->x, &row_end) || s->pitch < row_end ||
+        (e->depth > 1 && (__builtin_add_overflow(e->rows, s->y, &slice_end) || s->height < slice_end)))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!span(s, e, &first, &end))
         return CUDA_ERROR_INVALID_VALUE;
     if (s->type != CU_MEMORYTYPE_DEVICE)
         return CUDA_SUCCESS;
     /* Device memory from the first byte to the last the copy touches. */
-    size_t first = (s->z * s->height + s->y) * s->pitch + s->x;
-    size_t last = ((s->z + e->depth - 1) * s->height + s->y + e->rows - 1) * s->pitch + s->x + e->width;
-    return sim_mem_check((CUdeviceptr)(s->base + first), last - first, true);
+    return sim_mem_check((CUdeviceptr)(s->base + first), end - first, true);
 }
 
 static void move_rows(const struct side *d, const struct side *s, const struct extent *e)

@@ -229,17 +229,19 @@ void sim_graph_destroy(CUgraph g)
 }
 
 /* CUDA_MEMSET_NODE_PARAMS: elementSize "Must be 1, 2, or 4"; the target must be memory the device
- * can reach. Checked before taking the lock. */
+ * can reach. A row's bytes or the span that overflow size_t are out of range
+ * (CUDA_ERROR_INVALID_VALUE, as a target outside memory). Checked before taking the lock. */
 CUresult sim_graph_check_spec(const struct sim_node_spec *spec)
 {
     if (spec->type != CU_GRAPH_NODE_TYPE_MEMSET)
         return CUDA_SUCCESS;
     const CUDA_MEMSET_NODE_PARAMS_v2 *p = &spec->u.memset;
     unsigned es = p->elementSize;
+    size_t row, span;
     if ((es != 1 && es != 2 && es != 4) || p->width == 0 || p->height == 0 ||
-        (p->height > 1 && p->pitch < p->width * es))
+        __builtin_mul_overflow(p->width, (size_t)es, &row) || (p->height > 1 && p->pitch < row) ||
+        __builtin_mul_overflow(p->height - 1, p->pitch, &span) || __builtin_add_overflow(span, row, &span))
         return CUDA_ERROR_INVALID_VALUE;
-    size_t span = (p->height - 1) * p->pitch + p->width * es;
     return sim_mem_check(p->dst, span, false);
 }
 

@@ -89,12 +89,17 @@ CUresult CUDAAPI cuMemHostGetFlags(unsigned int *pFlags, void *p)
 }
 
 /* A range overlapping any known allocation or registration fails with
- * CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED. */
+ * CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED. cuda.h: "Page-locks the memory range specified by p
+ * and bytesize": a range whose end p + bytesize wraps past the end of the address space is no
+ * memory range, CUDA_ERROR_INVALID_VALUE (a parameter "not within an acceptable range of values"),
+ * and so is a size past 2^63 (more than the user half of the address space holds; it would also
+ * overflow the signed accounting). */
 CUresult CUDAAPI cuMemHostRegister_v2(void *p, size_t bytesize, unsigned int Flags)
 {
     SIM_ENTER(cuMemHostRegister_v2);
     struct sim_range r;
-    if (!p || bytesize == 0 || (Flags & ~REGISTER_FLAGS))
+    if (!p || bytesize == 0 || (Flags & ~REGISTER_FLAGS) || !sim_range_fits((uintptr_t)p, bytesize) ||
+        bytesize > INT64_MAX)
         return CUDA_ERROR_INVALID_VALUE;
     CUresult rc = host_range(&r, SIM_MEM_REGISTERED, SIMCUDA_REGISTERED_HOST, bytesize, Flags);
     if (rc != CUDA_SUCCESS)

@@ -51,7 +51,16 @@ CUresult sim_mem_new(struct sim_range *r);
 /* Undoes sim_mem_new (or a registration) for a range already taken out of the registry. */
 void sim_mem_release(const struct sim_range *r);
 /* CUDA_SUCCESS when [p, p+n) lies in one allocation the device can reach: resident memory only,
- * or (resident_only false) also pinned, registered and host-located VMM memory. */
+ * or (resident_only false) also pinned, registered and host-located VMM memory. A range whose end
+ * wraps is CUDA_ERROR_INVALID_VALUE. */
 CUresult sim_mem_check(CUdeviceptr p, size_t n, bool resident_only);
+
+/* Whether [p, p+n) ends within the address space: p + n does not wrap (one ending at exactly
+ * 2^64 is refused too: no user memory reaches the top of the address space). */
+static inline bool sim_range_fits(uintptr_t p, size_t n)
+{
+    uintptr_t end;
+    return !__builtin_add_overflow(p, n, &end);
+}
 
 #endif

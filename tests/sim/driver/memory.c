@@ -13,6 +13,11 @@
 
 CUresult sim_mem_new(struct sim_range *r)
 {
+    /* cuda.h CUDA_ERROR_OUT_OF_MEMORY: "unable to allocate enough memory". Before sim_account, whose
+     * signed deltas would turn a charge or size past 2^63 negative: no device holds such a charge,
+     * and no process's address space (user addresses lie below 2^63) such a size. */
+    if (r->charge > sim_cfg.capacity[r->dev] || r->size > INT64_MAX)
+        return CUDA_ERROR_OUT_OF_MEMORY;
     CUresult rc = sim_account(r->dev, r->counted, (int64_t)r->size, (int64_t)r->charge);
     if (rc != CUDA_SUCCESS)
         return rc;
@@ -50,8 +55,12 @@ void sim_mem_release_ctx(CUcontext ctx)
     free(taken);
 }
 
+/* A range whose end p + n wraps past the end of the address space lies in no allocation:
+ * CUDA_ERROR_INVALID_VALUE, as for any range outside device memory. */
 CUresult sim_mem_check(CUdeviceptr p, size_t n, bool resident_only)
 {
+    if (!sim_range_fits(p, n))
+        return CUDA_ERROR_INVALID_VALUE;
     unsigned kinds = resident_only ? SIM_MEM_RESIDENT : SIM_MEM_ALL;
     if (sim_reg_find(p, n, kinds, NULL) || sim_vmm_reaches(p, n, resident_only) || sim_graph_mem_contains(p, n))
         return CUDA_SUCCESS;
@@ -86,17 +95,34 @@ CUresult CUDAAPI cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
     return alloc(dptr, bytesize, SIM_MEM_DEVICE, SIMCUDA_DEVICE, true);
 }
 
+/* The pitch: WidthInBytes rounded up to 512, and bytes = pitch x Height; false where either
+ * overflows size_t. */
+static bool pitched_size(size_t width, size_t height, size_t *pitch, size_t *bytes)
+{
+    size_t up;
+    if (__builtin_add_overflow(width, (size_t)511, &up))
+        return false;
+    *pitch = up / 512 * 512;
+    return !__builtin_mul_overflow(*pitch, height, bytes);
+}
+
 /* cuda.h, cuMemAllocPitch: "ElementSizeBytes may be 4, 8 or 16"; the pitch "is the width in bytes
- * of the allocation". The pitch here is WidthInBytes rounded up to 512; bytes = pitch x Height. */
+ * of the allocation". The pitch here is WidthInBytes rounded up to 512; bytes = pitch x Height.
+ * cuMemAllocPitch "Allocates at least WidthInBytes * Height bytes": where the pitch or that product
+ * does not fit in a size_t no size can be allocated, so the request itself is out of range,
+ * CUDA_ERROR_INVALID_VALUE ("one or more of the parameters passed to the API call is not within an
+ * acceptable range of values"); a size that fits but exceeds the device is CUDA_ERROR_OUT_OF_MEMORY
+ * ("unable to allocate enough memory"), as for cuMemAlloc. */
 CUresult CUDAAPI cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t WidthInBytes, size_t Height,
                                     unsigned int ElementSizeBytes)
 {
     SIM_ENTER(cuMemAllocPitch_v2);
+    size_t pitch, bytes;
     if (!dptr || !pPitch || WidthInBytes == 0 || Height == 0 ||
-        (ElementSizeBytes != 4 && ElementSizeBytes != 8 && ElementSizeBytes != 16))
+        (ElementSizeBytes != 4 && ElementSizeBytes != 8 && ElementSizeBytes != 16) ||
+        !pitched_size(WidthInBytes, Height, &pitch, &bytes))
         return CUDA_ERROR_INVALID_VALUE;
-    size_t pitch = sim_round_to(WidthInBytes, 512);
-    CUresult rc = alloc(dptr, pitch * Height, SIM_MEM_DEVICE, SIMCUDA_DEVICE, true);
+    CUresult rc = alloc(dptr, bytes, SIM_MEM_DEVICE, SIMCUDA_DEVICE, true);
     if (rc == CUDA_SUCCESS)
         *pPitch = pitch;
     return rc;

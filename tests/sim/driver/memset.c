@@ -29,11 +29,14 @@ void sim_node_run_memset(const CUDA_MEMSET_NODE_PARAMS_v2 *p)
     }
 }
 
+/* N elements of `size` bytes: a byte count that overflows size_t is out of range
+ * (CUDA_ERROR_INVALID_VALUE, as a range outside memory; sim_mem_check refuses an end that wraps). */
 static CUresult check(CUdeviceptr dst, unsigned size, size_t n)
 {
-    if (dst % size)
+    size_t bytes;
+    if (dst % size || __builtin_mul_overflow(n, (size_t)size, &bytes))
         return CUDA_ERROR_INVALID_VALUE;
-    return n ? sim_mem_check(dst, n * size, false) : CUDA_SUCCESS;
+    return n ? sim_mem_check(dst, bytes, false) : CUDA_SUCCESS;
 }
 
 static CUresult set(CUdeviceptr dst, unsigned value, unsigned size, size_t n, bool per_thread_api)

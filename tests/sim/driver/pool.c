@@ -172,20 +172,35 @@ static void release_if_done(CUmemoryPool p)
     free(p);
 }
 
-CUresult sim_pool_take(CUmemoryPool p, size_t bytes)
+/* Caller holds the lock. The reserve that holds `used` bytes (grown by whole chunks), or false
+ * where it cannot be had: past the pool's maxSize, past the device's capacity (a device pool), or
+ * past 2^63 (more than any address space holds; also keeps set_reserved's signed delta exact). */
+static bool reserve_for(CUmemoryPool p, uint64_t used, uint64_t *reserved)
 {
-    uint64_t need = sim_round(bytes);
+    *reserved = p->reserved;
+    if (used <= p->reserved)
+        return true;
+    uint64_t growth = sim_round_to(used - p->reserved, SIM_POOL_CHUNK);
+    return !__builtin_add_overflow(p->reserved, growth, reserved) && *reserved <= INT64_MAX &&
+           !(p->props.maxSize && *reserved > p->props.maxSize) && !(p->dev >= 0 && *reserved > sim_cfg.capacity[p->dev]);
+}
+
+/* cuda.h cuMemAllocAsync returns CUDA_ERROR_OUT_OF_MEMORY; a request whose rounded size or reserve
+ * overflows, or cannot fit, changes nothing: neither the counters nor the high marks. */
+CUresult sim_pool_take(CUmemoryPool p, size_t bytes, struct sim_pool_undo *undo)
+{
+    uint64_t need = sim_round(bytes), used, reserved;
     CUresult rc = CUDA_SUCCESS;
     /* cuda.h cuMemPoolImportFromShareableHandle: "Imported memory pools do not support creating
      * new allocations." */
     if (p->imported)
         return CUDA_ERROR_INVALID_VALUE;
     pthread_mutex_lock(&lock);
-    uint64_t used = p->used + need;
-    if (used > p->reserved) {
-        uint64_t reserved = p->reserved + sim_round_to(used - p->reserved, SIM_POOL_CHUNK);
-        rc = p->props.maxSize && reserved > p->props.maxSize ? CUDA_ERROR_OUT_OF_MEMORY : set_reserved(p, reserved);
-    }
+    *undo = (struct sim_pool_undo){need, p->reserved, p->reserved_high, p->used_high};
+    if (__builtin_add_overflow(p->used, need, &used) || !reserve_for(p, used, &reserved))
+        rc = CUDA_ERROR_OUT_OF_MEMORY;
+    else if (reserved != p->reserved)
+        rc = set_reserved(p, reserved);
     if (rc == CUDA_SUCCESS) {
         p->used = used;
         if (used > p->used_high)
@@ -194,6 +209,26 @@ CUresult sim_pool_take(CUmemoryPool p, size_t bytes)
     }
     pthread_mutex_unlock(&lock);
     return rc;
+}
+
+/* The reserve shrinks back (to what the remaining allocations need, at least the reserve before)
+ * and the high marks to what they were, unless the pool's current values are higher: a mark set
+ * by another allocation made and freed between the take and this cancel is lost, a simplification
+ * (the simulator's failures after a take are of sizes no host memory can back). */
+void sim_pool_cancel(CUmemoryPool p, const struct sim_pool_undo *undo)
+{
+    pthread_mutex_lock(&lock);
+    p->used -= undo->need;
+    p->outstanding--;
+    uint64_t target = sim_round_to(p->used, SIM_POOL_CHUNK);
+    if (target < undo->reserved)
+        target = undo->reserved;
+    if (target < p->reserved)
+        set_reserved(p, target);
+    p->reserved_high = undo->reserved_high > p->reserved ? undo->reserved_high : p->reserved;
+    p->used_high = undo->used_high > p->used ? undo->used_high : p->used;
+    release_if_done(p);
+    pthread_mutex_unlock(&lock);
 }
 
 void sim_pool_give(CUmemoryPool p, size_t bytes)

@@ -16,9 +16,17 @@ CUresult sim_pool_current(int dev, CUmemoryPool *out);
  * and released between the lookup and the allocation was used after its release). */
 CUresult sim_pool_hold(CUmemoryPool *pool, int dev);
 void sim_pool_unhold(CUmemoryPool pool);
+/* What sim_pool_cancel needs to undo a take: the rounded bytes, and the reserve and high marks
+ * before it. */
+struct sim_pool_undo {
+    uint64_t need, reserved, reserved_high, used_high;
+};
 /* Takes `bytes` (rounded to SIMCUDA_GRANULARITY) from the pool, growing its reserve by whole
- * chunks; a device pool's growth must fit in the device (CUDA_ERROR_OUT_OF_MEMORY). */
-CUresult sim_pool_take(CUmemoryPool pool, size_t bytes);
+ * chunks; a device pool's growth must fit in the device (CUDA_ERROR_OUT_OF_MEMORY, as is a size
+ * whose rounding or reserve overflows); on failure nothing changed. */
+CUresult sim_pool_take(CUmemoryPool pool, size_t bytes, struct sim_pool_undo *undo);
+/* Undoes a successful take whose allocation then failed: counters and high marks as before it. */
+void sim_pool_cancel(CUmemoryPool pool, const struct sim_pool_undo *undo);
 void sim_pool_give(CUmemoryPool pool, size_t bytes);
 /* The device an allocation from `pool` counts on: a device pool's own device, else `dev`. */
 int sim_pool_device(CUmemoryPool pool, int dev);

@@ -25,10 +25,13 @@ static size_t upper(uintptr_t addr)
     return lo;
 }
 
+/* Overflow-safe: compares offsets from the lower base, never an end that could wrap. */
 static bool overlaps(size_t i, uintptr_t base, size_t size, unsigned kinds)
 {
-    return i < count && (kinds & (1u << ranges[i].kind)) && ranges[i].base < base + size &&
-           base < ranges[i].base + ranges[i].size;
+    if (i >= count || !(kinds & (1u << ranges[i].kind)))
+        return false;
+    uintptr_t other = ranges[i].base;
+    return base <= other ? other - base < size : base - other < ranges[i].size;
 }
 
 static void remove_at(size_t i, struct sim_range *out)

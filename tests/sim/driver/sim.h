@@ -92,7 +92,7 @@ bool sim_error_by_name(const char *name, CUresult *code);
  * capacity fails with CUDA_ERROR_OUT_OF_MEMORY and changes nothing. */
 CUresult sim_account(int dev, simcuda_kind kind, int64_t bytes, int64_t charge);
 uint64_t sim_round(uint64_t bytes); /* up to SIMCUDA_GRANULARITY */
-uint64_t sim_round_to(uint64_t bytes, uint64_t unit);
+uint64_t sim_round_to(uint64_t bytes, uint64_t unit); /* UINT64_MAX where the round-up wraps */
 bool sim_device_valid(CUdevice dev);
 /* The device named by the memfd behind descriptor fd, made by the simulator as
  * "<prefix>-dev<N>" (N) or "<prefix>-host" (-1); -2 for anything else (vmm.c). Exported handles

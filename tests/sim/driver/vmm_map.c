@@ -70,7 +70,9 @@ bool sim_vmm_describe(uintptr_t p, struct sim_vmm_info *out)
 
 bool sim_vmm_reaches(uintptr_t p, size_t n, bool resident_only)
 {
-    uintptr_t end = p + (n ? n : 1);
+    uintptr_t end;
+    if (__builtin_add_overflow(p, n ? n : 1, &end))
+        return false; /* a wrapped end would end the walk below at once, with ok still true */
     bool ok = true;
     pthread_mutex_lock(&sim_vmm_lock);
     while (ok && p < end) {
