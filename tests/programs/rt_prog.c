@@ -8,6 +8,7 @@
 #include <link.h>
 #include <malloc.h>
 #include <sched.h>
+#include <setjmp.h>
 #include <signal.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -51,6 +52,55 @@ static int scenario_exit_in_call(void)
     CHECK(cudaMalloc(&a, MiB));
     CHECK(cudaMalloc(&b, 2 * MiB));
     return 1; /* not reached: the handler exits */
+}
+
+/* A handler that jumps out of a CUDA call (SIMCUDA_INJECT=cuMemAlloc_v2:2:raise=N,
+ * cuMemAlloc_v2:4:raise=N): the 2nd allocation is left with siglongjmp, the 4th with longjmp; the
+ * thread goes on allocating, from a deeper frame than the calls it left, and freeing. */
+static sigjmp_buf jump_target;
+static jmp_buf plain_target;
+static volatile sig_atomic_t plain_jump;
+static void jump_from_handler(int sig)
+{
+    (void)sig;
+    if (plain_jump)
+        longjmp(plain_target, 1);
+    siglongjmp(jump_target, 1);
+}
+
+static __attribute__((noinline)) void *allocate_deeper(size_t bytes, int depth)
+{
+    char pad[512]; /* a deeper frame */
+    pad[0] = (char)depth;
+    __asm__ volatile("" : : "r"(pad) : "memory");
+    if (depth > 0)
+        return allocate_deeper(bytes, depth - 1);
+    void *p = NULL;
+    CHECK(cudaMalloc(&p, bytes));
+    return p;
+}
+
+static int scenario_jump_out_of_call(void)
+{
+    void *a, *b;
+    struct sigaction sa = {.sa_handler = jump_from_handler};
+    sigaction(SIGUSR1, &sa, NULL);
+    CHECK(cudaMalloc(&a, MiB));
+    if (sigsetjmp(jump_target, 1) == 0) {
+        (void)cudaMalloc(&b, 2 * MiB);
+        return 1; /* not reached: the handler jumps */
+    }
+    void *c = allocate_deeper(3 * MiB, 8);
+    CHECK(cudaFree(a));
+    plain_jump = 1;
+    if (setjmp(plain_target) == 0) {
+        (void)cudaMalloc(&b, 5 * MiB);
+        return 1;
+    }
+    void *d = allocate_deeper(4 * MiB, 4);
+    CHECK(cudaFree(c));
+    printf("jumped=2 d=%d\n", d != NULL);
+    return 0;
 }
 
 static int scenario_pitch(void)
@@ -2225,6 +2275,27 @@ static int scenario_daemon_fds(void)
     return 0;
 }
 
+/* Started with stdout and stderr closed: after its first CUDA call the program opens a data file
+ * ($DATA_DIR/data), which takes descriptor 1, and another ($DATA_DIR/data2), descriptor 2; it
+ * writes one line to each and frees. Nothing of the shim's may land in them. */
+static int scenario_data_on_closed_outputs(void)
+{
+    const char *dir = getenv("DATA_DIR");
+    char path[900], path2[900];
+    snprintf(path, sizeof path, "%s/data", dir ? dir : ".");
+    snprintf(path2, sizeof path2, "%s/data2", dir ? dir : ".");
+    void *a;
+    CHECK(cudaMalloc(&a, 2 * MiB));
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    int fd2 = open(path2, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    if (fd != 1 || fd2 != 2)
+        return 40;
+    if (write(fd, "DATA\n", 5) != 5 || write(fd2, "DATA2\n", 6) != 6)
+        return 41;
+    CHECK(cudaFree(a));
+    return 0;
+}
+
 /* 16 threads allocating and freeing without a pause until $HOLD_FILE exists (more threads than
  * cores: some are preempted in the middle of an update), for readers of the live counters. */
 static _Atomic int busy_stop;
@@ -2431,7 +2502,7 @@ static const struct scenario scenarios[] = {
     {"budget_threads", scenario_budget_threads, 1},
     {"entry_points", scenario_entry_points, 1}, {"threads", scenario_threads, 1},
     {"async_stream_only", scenario_async_stream_only, 1},
-    {"exit_in_call", scenario_exit_in_call, 1}, {"budget_pool_destroyed", scenario_budget_pool_destroyed, 1},
+    {"exit_in_call", scenario_exit_in_call, 1}, {"data_on_closed_outputs", scenario_data_on_closed_outputs, 1}, {"jump_out_of_call", scenario_jump_out_of_call, 1}, {"budget_pool_destroyed", scenario_budget_pool_destroyed, 1},
 };
 
 int main(int argc, char **argv)
