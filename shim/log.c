@@ -177,8 +177,19 @@ static bool still_ours(int fd)
            (uint64_t)st.st_ino == atomic_load(&log_ino);
 }
 
+/* Standard outputs that were closed when the shim loaded (bit 1 << fd, fd 1 or 2). */
+static int std_closed;
+
+bool shim_std_closed(int fd)
+{
+    return (fd == 1 || fd == 2) && (std_closed >> fd & 1);
+}
+
 void shim_log_open(const struct cushim_config *c)
 {
+    for (int fd = 1; fd <= 2; fd++)
+        if (fcntl(fd, F_GETFD) < 0 && errno == EBADF)
+            std_closed |= 1 << fd;
     log_cfg = c;
     log_level = c->log;
     if (c->log_file[0]) {
@@ -267,13 +278,16 @@ static void log_write(const char *line, size_t len)
     struct shim_write_guard g;
     shim_write_guard_begin(&g);
     int fd = atomic_load(&log_fd);
+    bool no_stderr = shim_std_closed(2); /* its number may be a file of the program's now */
     if (fd != 2 && !still_ours(fd)) {
         /* The program closed the log file and its number is now a file of the program's: never
          * written into; the log goes to stderr from now on. */
         atomic_compare_exchange_strong(&log_fd, &fd, 2);
         fd = 2;
     }
-    if (write(fd, line, len) < 0) {
+    if (fd == 2 && no_stderr) {
+        /* nowhere to say it */
+    } else if (write(fd, line, len) < 0) {
         int err = errno;
         shim_write_guard_failed(&g, err);
         if (fd != 2 && atomic_compare_exchange_strong(&log_fd, &fd, 2)) {
@@ -281,7 +295,8 @@ static void log_write(const char *line, size_t len)
             char note[160];
             int k = snprintf(note, sizeof note, "cushim[%d] error: cannot write to CUSHIM_LOG_FILE: %s; "
                              "logging to stderr\n", (int)getpid(), strerror(err));
-            if (write(2, note, k > 0 && (size_t)k < sizeof note ? (size_t)k : 0) < 0 || write(2, line, len) < 0)
+            if (!no_stderr &&
+                (write(2, note, k > 0 && (size_t)k < sizeof note ? (size_t)k : 0) < 0 || write(2, line, len) < 0))
                 shim_write_guard_failed(&g, errno);
         }
     }

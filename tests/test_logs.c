@@ -189,6 +189,36 @@ Test(logs, the_log_never_takes_a_closed_standard_descriptor)
     free(text);
 }
 
+/* A program started with stdout and stderr closed opens data files, which take their numbers:
+ * CUSHIM_REPORT=stderr (or stdout) and log lines for stderr are dropped, never written into them
+ * (an exit-paths trial: the report was appended to the program's file). */
+Test(logs, a_report_for_a_closed_stderr_never_lands_in_a_file_of_the_program)
+{
+    const char *reports[] = {"CUSHIM_REPORT=stderr", "CUSHIM_REPORT=stdout"};
+    for (int k = 0; k < 2; k++) {
+        const char *dir = fresh_dir(k ? "closed-outputs-stdout" : "closed-outputs-stderr");
+        char dd[900], cmd[1200], path[1000];
+        snprintf(dd, sizeof dd, "DATA_DIR=%s", dir);
+        snprintf(cmd, sizeof cmd, "exec %s data_on_closed_outputs >&- 2>&-", program("rt_prog"));
+        const char *extra[] = {preload_env(), dd, reports[k], "CUSHIM_LOG=debug", NULL};
+        const char *argv[] = {"/bin/sh", "-c", cmd, NULL};
+        struct run_result r;
+        run_cmd(&r, argv, sim_env(extra));
+        cr_expect_eq(r.status, 0, "%s: %d", reports[k], r.status);
+        snprintf(path, sizeof path, "%s/data", dir);
+        char *text = slurp(path);
+        /* The program's own lines at exit follow (rt_prog prints the simulator's counters). */
+        cr_expect(text && strncmp(text, "DATA\nsim.device.0=0\n", 19) == 0 && !strstr(text, "cushim"), "%s: %s",
+                  reports[k], text);
+        free(text);
+        snprintf(path, sizeof path, "%s/data2", dir);
+        text = slurp(path);
+        cr_expect_str_eq(text, "DATA2\n", "%s", reports[k]);
+        free(text);
+        run_free(&r);
+    }
+}
+
 Test(logs, the_log_copy_of_stderr_is_not_inherited)
 {
     /* CUSHIM_LOG_FILE=/dev/stderr: the shim's copy of fd 2 is close-on-exec, so a program it
