@@ -153,15 +153,19 @@ SHIM_EXPORT CUresult CUDAAPI cuMemCreate(CUmemGenericAllocationHandle *handle, s
      * size not a multiple of the granularity, an unknown device, a bad type or flags: its
      * CUDA_ERROR_INVALID_VALUE or _INVALID_DEVICE, not a budget's out of memory; a numeric-extremes
      * trial). A handle the budget refuses is released at once, unless a capture that prohibits
-     * the shim's own calls is live: then it is the program's, counted past the budget. */
-    bool reserved = kind == CUSHIM_KIND_VMM && budget_any;
+     * the shim's own calls is live or the release fails: then it is the program's, counted past
+     * the budget. Nothing is in the budget before the call: nothing to give back when it fails. */
+    bool reserved = kind == CUSHIM_KIND_VMM && budget_any; /* once the call succeeded */
     CUmemGenericAllocationHandle handle_was = *handle; /* given back with a refusal */
     CUresult r = real_(handle, size, prop, flags);
     if (r == CUDA_SUCCESS && kind == CUSHIM_KIND_VMM && !budget_reserve(device, size)) {
         __typeof__(&cuMemRelease) release = REAL(cuMemRelease);
+        CUresult released = CUDA_ERROR_NOT_PERMITTED;
         if (release && capture_unsafe_begin()) {
-            release(*handle);
+            released = release(*handle);
             capture_unsafe_end();
+        }
+        if (released == CUDA_SUCCESS) {
             *handle = handle_was;
             r = CUDA_ERROR_OUT_OF_MEMORY;
         } else {
@@ -184,8 +188,6 @@ SHIM_EXPORT CUresult CUDAAPI cuMemCreate(CUmemGenericAllocationHandle *handle, s
         else if (reserved)
             budget_release(device, size);
     } else {
-        if (reserved)
-            budget_release(device, size);
         account_fail(device, kind);
     }
     shim_leave();

@@ -855,13 +855,14 @@ Test(offload, device_limit_applies_to_cuMemCreate)
     cr_expect_eq(kv_u64(r.out, "rc_over_unaligned"), 1, "CUDA_ERROR_INVALID_VALUE: not a multiple of the granularity");
     cr_expect_eq(kv_u64(r.out, "rc_over_flags"), 1, "CUDA_ERROR_INVALID_VALUE: flags must be 0");
     cr_expect_eq(kv_u64(r.out, "rc_over_no_device"), 101, "CUDA_ERROR_INVALID_DEVICE");
-    cr_expect_eq(jpath_u64(j, "devices.0.device_total.limit_refused_count"), 1);
+    cr_expect_eq(kv_u64(r.out, "rc_over_again"), 2, "still over the budget (a review: each failure gave back bytes never reserved)");
+    cr_expect_eq(jpath_u64(j, "devices.0.device_total.limit_refused_count"), 2);
     cr_expect_eq(kv_u64(r.out, "rc_release"), 0);
     cr_expect_eq(kv_u64(r.out, "rc_after_release"), 0, "the released handle returned its budget");
     cr_expect_eq(kv_u64(r.out, "free"), 512 * MiB);
     cr_expect_eq(kv_u64(r.out, "sim.vmm.0"), 512 * MiB);
     cr_expect_eq(jpath_u64(j, "devices.0.vmm.peak_bytes"), 768 * MiB);
-    cr_expect_eq(jpath_u64(j, "devices.0.vmm.failed_count"), 3, "the budget's refusal and the driver's two on device 0");
+    cr_expect_eq(jpath_u64(j, "devices.0.vmm.failed_count"), 4, "the budget's two refusals and the driver's two on device 0");
     json_decref(j);
     run_free(&r);
 }

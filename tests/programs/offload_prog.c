@@ -539,6 +539,8 @@ static int scenario_vmm_budget(void)
     prop.location.id = 63;
     printf("rc_over_no_device=%d\n", (int)create(&h2, 512 * MiB, &prop, 0));
     prop.location.id = 0;
+    /* None of those gave back budget they never took: still over it. */
+    printf("rc_over_again=%d\n", (int)create(&h2, 512 * MiB, &prop, 0));
     printf("rc_release=%d\n", (int)release(h1));
     printf("rc_after_release=%d\n", (int)create(&h2, 512 * MiB, &prop, 0));
     size_t f, t;
