@@ -81,7 +81,8 @@ static void write_report(const struct cushim_snapshot *snap, const char *report,
     int to_stdout = strcmp(report, "stdout") == 0;
     if (to_stderr || to_stdout) {
         if (shim_std_closed(to_stderr ? 2 : 1)) {
-            report_failed(report, "it was closed when the program started");
+            report_failed(report, to_stderr ? "stderr was closed when the program started"
+                                            : "stdout was closed when the program started");
             return;
         }
         f = to_stderr ? stderr : stdout;

@@ -154,6 +154,7 @@ __attribute__((constructor)) static void shim_load(void)
 
 static void shim_load_body(void)
 {
+    shim_std_note(); /* before any line is said */
     /* Bad values are reported once: under `cushim run`, by the launcher, unless this process's
      * CUSHIM_ values differ from those it checked (a child that set its own). CUSHIM_LOG=off
      * silences them. */

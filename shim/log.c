@@ -57,6 +57,15 @@ static int std_copy(int std, const char **why)
     return same;
 }
 
+/* Standard outputs that were closed when the shim loaded (bit 1 << fd, fd 1 or 2). */
+static int std_closed;
+#define STD_CLOSED_WHY(fd) ((fd) == 2 ? "stderr was closed when the program started" : "stdout was closed when the program started")
+
+bool shim_std_closed(int fd)
+{
+    return (fd == 1 || fd == 2) && (std_closed >> fd & 1);
+}
+
 int shim_open_output(const char *path, int append, const char **why)
 {
     struct stat l;
@@ -75,6 +84,12 @@ int shim_open_output(const char *path, int append, const char **why)
      * the program wrote, never over it. */
     struct stat target = {0};
     int std = stat(path, &target) == 0 ? cushim_std_stream(&target, -1) : 0;
+    if (std && shim_std_closed(std)) {
+        /* /dev/stderr, /proc/self/fd/2 when stderr was closed at load: that number is a file of
+         * the program's now, not its stderr (a review). */
+        *why = STD_CLOSED_WHY(std);
+        return -1;
+    }
     if (std)
         return std_copy(std, why);
     /* O_NOFOLLOW: a link put in place after the look above is not followed either. */
@@ -91,6 +106,10 @@ int shim_open_output(const char *path, int append, const char **why)
     if (!*why && (std = cushim_std_stream(&st, fd)) != 0) {
         /* It became the program's stdout or stderr since the look above. */
         close(fd);
+        if (shim_std_closed(std)) {
+            *why = STD_CLOSED_WHY(std);
+            return -1;
+        }
         return std_copy(std, why);
     }
     if (!*why && S_ISREG(st.st_mode) && !append && ftruncate(fd, 0) != 0)
@@ -177,19 +196,15 @@ static bool still_ours(int fd)
            (uint64_t)st.st_ino == atomic_load(&log_ino);
 }
 
-/* Standard outputs that were closed when the shim loaded (bit 1 << fd, fd 1 or 2). */
-static int std_closed;
-
-bool shim_std_closed(int fd)
-{
-    return (fd == 1 || fd == 2) && (std_closed >> fd & 1);
-}
-
-void shim_log_open(const struct cushim_config *c)
+void shim_std_note(void)
 {
     for (int fd = 1; fd <= 2; fd++)
         if (fcntl(fd, F_GETFD) < 0 && errno == EBADF)
             std_closed |= 1 << fd;
+}
+
+void shim_log_open(const struct cushim_config *c)
+{
     log_cfg = c;
     log_level = c->log;
     if (c->log_file[0]) {

@@ -54,13 +54,17 @@ void shim_write_guard_failed(struct shim_write_guard *g, int err);
 void shim_write_guard_end(struct shim_write_guard *g);
 
 /* Opens CUSHIM_LOG_FILE of c (kept: c must outlive the process's logging), %p expanded to the
- * pid; stderr if it is not set or cannot be opened (said in one line). First notes which of
- * stdout and stderr are closed (shim_std_closed). */
+ * pid; stderr if it is not set or cannot be opened (said in one line). */
 void shim_log_open(const struct cushim_config *c);
-/* Whether standard output `fd` (1 or 2) was closed when the shim loaded (shim_log_open): a file
- * the program opened since may have its number, and is never written as its stdout or stderr
- * (an exit-paths trial: CUSHIM_REPORT=stderr under `2>&-` appended the report to the program's
- * data file). Log lines meant for stderr are then dropped. False for any other fd. */
+/* Notes which of stdout and stderr are closed (shim_std_closed): first thing when the shim loads,
+ * before any line is said. Not thread-safe (the load runs once). */
+void shim_std_note(void);
+/* Whether standard output `fd` (1 or 2) was closed when the shim loaded (shim_std_note): a file
+ * the program opened since may have its number, and is never written as its stdout or stderr,
+ * by name (CUSHIM_REPORT=stderr) or as a path to it (/dev/stderr, /proc/self/fd/2; an exit-paths
+ * trial: the report was appended to the program's data file). Log lines meant for stderr are
+ * then dropped. A file the program opened on that number before the shim loaded (a library's
+ * constructor) is taken for the stream. False for any other fd. */
 bool shim_std_closed(int fd);
 /* In a forked child (pthread_atfork): a CUSHIM_LOG_FILE naming %p is opened again, for the
  * child's pid, before the child's first line (not at the fork: a child that only execs makes no

@@ -190,13 +190,17 @@ Test(logs, the_log_never_takes_a_closed_standard_descriptor)
 }
 
 /* A program started with stdout and stderr closed opens data files, which take their numbers:
- * CUSHIM_REPORT=stderr (or stdout) and log lines for stderr are dropped, never written into them
- * (an exit-paths trial: the report was appended to the program's file). */
+ * CUSHIM_REPORT=stderr (or stdout, or a path to either) and log lines for stderr are dropped,
+ * never written into them (an exit-paths trial: the report was appended to the program's file;
+ * a review: so it was through /dev/stderr). */
 Test(logs, a_report_for_a_closed_stderr_never_lands_in_a_file_of_the_program)
 {
-    const char *reports[] = {"CUSHIM_REPORT=stderr", "CUSHIM_REPORT=stdout"};
-    for (int k = 0; k < 2; k++) {
-        const char *dir = fresh_dir(k ? "closed-outputs-stdout" : "closed-outputs-stderr");
+    const char *reports[] = {"CUSHIM_REPORT=stderr", "CUSHIM_REPORT=stdout", "CUSHIM_REPORT=/dev/stderr",
+                             "CUSHIM_REPORT=/proc/self/fd/1"};
+    for (int k = 0; k < 4; k++) {
+        char name[64];
+        snprintf(name, sizeof name, "closed-outputs-%d", k);
+        const char *dir = fresh_dir(name);
         char dd[900], cmd[1200], path[1000];
         snprintf(dd, sizeof dd, "DATA_DIR=%s", dir);
         snprintf(cmd, sizeof cmd, "exec %s data_on_closed_outputs >&- 2>&-", program("rt_prog"));
