@@ -168,7 +168,8 @@ void budget_pool_served_done(int device, uint64_t pool, uint64_t served, bool fa
         budget_pool_changed(device, served);
 }
 
-bool budget_reserve_limited(int device, uint64_t bytes, uint64_t own_idle, uint64_t pool, uint64_t *served_out)
+bool budget_reserve_limited(int device, uint64_t bytes, uint64_t own_idle, uint64_t pool, uint64_t *served_out,
+                            bool say)
 {
     uint64_t limit = shim.cfg.device_limit[device];
     budget_graph_refresh(device);
@@ -215,9 +216,18 @@ bool budget_reserve_limited(int device, uint64_t bytes, uint64_t own_idle, uint6
             budget_pool_refresh(device, true); /* the request's own pool's reserve is capped by it too */
             continue;
         }
-        budget_refused(device, bytes, held, limit);
+        if (say)
+            budget_refused(device, bytes, held, limit);
         return false;
     }
+}
+
+void budget_say_refused(int device, uint64_t bytes)
+{
+    if (!budget_limited(device))
+        return;
+    budget_refused(device, bytes, budget_held(device, atomic_load_explicit(&budget_used[device], memory_order_relaxed)),
+                   shim.cfg.device_limit[device]);
 }
 
 void budget_context_gone(void)

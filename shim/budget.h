@@ -149,6 +149,9 @@ static inline uint64_t budget_held(int device, uint64_t used)
 /* A request the budget refuses, said (the program sees only CUDA_ERROR_OUT_OF_MEMORY, which a
  * real shortage gives too): the first at CUSHIM_LOG=info, each at debug. Off the success path. */
 void budget_refused(int device, uint64_t bytes, uint64_t held, uint64_t limit);
+/* budget_refused with what `device`'s budget holds now: for a refusal the caller kept quiet
+ * (budget_reserve_in's `say` false) until it knew the driver would not refuse the request first. */
+void budget_say_refused(int device, uint64_t bytes);
 
 /* Reserves `bytes` on `device` (budget.c): false when that would pass its limit (nothing
  * reserved). `own_idle`: for a stream-ordered request, the idle reserve of the very pool it draws
@@ -156,8 +159,10 @@ void budget_refused(int device, uint64_t bytes, uint64_t held, uint64_t limit);
  * reserve cannot serve must fit, and what it serves is taken off the device's idle reserve and
  * claimed until the request is done (*served, bytes; give it back with budget_pool_served_done
  * after the real call, whatever its result): two requests racing on one pool cannot both be
- * served by the same idle bytes. */
-bool budget_reserve_limited(int device, uint64_t bytes, uint64_t own_idle, uint64_t pool, uint64_t *served);
+ * served by the same idle bytes. `say`: a refusal is said and counted (budget_refused); when
+ * false the caller says it (budget_say_refused) or lets the driver refuse the request. */
+bool budget_reserve_limited(int device, uint64_t bytes, uint64_t own_idle, uint64_t pool, uint64_t *served,
+                            bool say);
 
 /* Whether what `device`'s budget holds now, a request's `bytes` already reserved in it, is within
  * its limit (always true without one); when not, the request is refused (said by budget_refused,
@@ -176,9 +181,9 @@ static inline bool budget_limited(int device)
 }
 
 /* Reserves `bytes` on `device`: false when that would pass its limit (nothing reserved). `pool`
- * (its handle) and *served as for budget_reserve_limited (0 when nothing was served). */
+ * (its handle), *served and `say` as for budget_reserve_limited (0 when nothing was served). */
 static inline bool budget_reserve_in(int device, uint64_t bytes, uint64_t own_idle, uint64_t pool,
-                                     uint64_t *served)
+                                     uint64_t *served, bool say)
 {
     *served = 0;
     if (likely(!budget_any) || (unsigned)device >= CUSHIM_MAX_DEVICES)
@@ -187,7 +192,7 @@ static inline bool budget_reserve_in(int device, uint64_t bytes, uint64_t own_id
         atomic_fetch_add_explicit(&budget_used[device], bytes, memory_order_relaxed); /* no mirror: no limit */
         return true;
     }
-    return budget_reserve_limited(device, bytes, own_idle, pool, served);
+    return budget_reserve_limited(device, bytes, own_idle, pool, served, say);
 }
 
 /* budget_reserve_in for a request no pool's idle reserve serves. Always true (nothing counted)
@@ -198,7 +203,7 @@ static inline bool budget_reserve_in(int device, uint64_t bytes, uint64_t own_id
 static inline bool budget_reserve(int device, uint64_t bytes)
 {
     uint64_t served;
-    return budget_reserve_in(device, bytes, 0, 0, &served);
+    return budget_reserve_in(device, bytes, 0, 0, &served, true);
 }
 
 /* Counts `bytes` on `device` without asking the limit: an allocation the program keeps though the

@@ -21,25 +21,15 @@
 
 /* Kind and device of allocations from `pool`; the defaults for pools the shim did not see made
  * (device default pools), or saw destroyed. */
-static inline enum cushim_kind pool_kind_of(CUmemoryPool pool, int *device, bool *destroyed)
+static inline enum cushim_kind pool_kind(CUmemoryPool pool, int *device)
 {
     struct shim_entry e;
-    if (pool && table_get(&shim.pools, (uint64_t)(uintptr_t)pool, &e)) {
-        if (e.aux == POOL_DESTROYED) {
-            *destroyed = true;
-            return CUSHIM_KIND_ASYNC;
-        }
+    if (pool && table_get(&shim.pools, (uint64_t)(uintptr_t)pool, &e) && e.aux != POOL_DESTROYED) {
         if (e.device >= 0)
             *device = e.device;
         return (enum cushim_kind)e.aux;
     }
     return CUSHIM_KIND_ASYNC;
-}
-
-static inline enum cushim_kind pool_kind(CUmemoryPool pool, int *device)
-{
-    bool destroyed;
-    return pool_kind_of(pool, device, &destroyed);
 }
 
 /* ASYNC_NO_CONTEXT: a stream-ordered allocation is tracked with no context, so that
@@ -56,7 +46,6 @@ struct async_req {
     enum cushim_kind kind;
     CUmemoryPool pool; /* the pool named, or NULL: the stream's device's current pool */
     bool capturing;  /* a graph node: its memory is the graph pool's, not counted here */
-    bool destroyed;  /* the pool named was destroyed (its tombstone): the driver's to refuse */
     bool reserved;   /* budget reserved (device pools only) */
     uint64_t served; /* bytes of its pool's idle reserve claimed for it (budget.h) */
     bool spillable;  /* cuMemAllocAsync (the stream's current pool): CUSHIM_SPILL may serve it; a
@@ -88,9 +77,8 @@ static inline __attribute__((always_inline)) void async_begin(struct async_req *
      * the allocation went uncounted). */
     q->kind = CUSHIM_KIND_ASYNC;
     q->device = -1;
-    q->destroyed = false;
     if (pool)
-        q->kind = pool_kind_of(pool, &q->device, &q->destroyed);
+        q->kind = pool_kind(pool, &q->device);
     if (q->device >= 0)
         (void)shim_current_device(&q->ctx);
     else
@@ -109,12 +97,10 @@ static inline __attribute__((always_inline)) void async_begin(struct async_req *
 
 /* The request's bytes against the device budget (device memory from a device pool, not while
  * capturing): false when over it. After the offload decision: offloaded memory is host memory
- * and never uses the budget. */
-static inline __attribute__((always_inline)) bool async_reserve(struct async_req *q, size_t bytes)
+ * and never uses the budget. `say`: a refusal is said and counted here (budget.h). */
+static inline __attribute__((always_inline)) bool async_reserve(struct async_req *q, size_t bytes, bool say)
 {
-    /* A pool destroyed: the driver's CUDA_ERROR_INVALID_VALUE, not a budget's out of memory (a
-     * numeric-extremes trial); nothing reserved, so one it served after all is counted unreserved. */
-    if (q->capturing || q->destroyed || q->kind != CUSHIM_KIND_ASYNC)
+    if (q->capturing || q->kind != CUSHIM_KIND_ASYNC)
         return true;
     /* Under a limit, with idle reserve on the device: how much of it is this pool's own (another
      * pool's keeps serving that pool only). Not asked while a capture is live. */
@@ -122,7 +108,7 @@ static inline __attribute__((always_inline)) bool async_reserve(struct async_req
     if (budget_limited(q->device) && atomic_load_explicit(&budget_pool_idle[q->device], memory_order_relaxed) &&
         !capture_any_live())
         own = async_pool_idle_of(&q->pool, q->device);
-    if (!budget_reserve_in(q->device, bytes, own, (uint64_t)(uintptr_t)q->pool, &q->served))
+    if (!budget_reserve_in(q->device, bytes, own, (uint64_t)(uintptr_t)q->pool, &q->served, say))
         return false;
     q->reserved = budget_any && (unsigned)q->device < CUSHIM_MAX_DEVICES; /* else nothing was reserved */
     return true;
@@ -213,7 +199,7 @@ static CUresult async_pool_gone_meanwhile(struct async_req *q, size_t bytes, CUr
             shim_leave();                                                                    \
             return CUDA_SUCCESS;                                                             \
         }                                                                                    \
-        if (!async_reserve(&q, bytesize))                                                    \
+        if (!async_reserve(&q, bytesize, true))                                              \
             return async_end(&q, CUDA_ERROR_OUT_OF_MEMORY, dptr, bytesize);                  \
         /* Served by the current pool's reserve (budget.h): made from that very pool, which   \
          * another thread may make no longer current meanwhile (cuDeviceSetMemPool). */       \
@@ -254,6 +240,29 @@ static CUresult async_pool_gone_meanwhile(struct async_req *q, size_t bytes, CUr
 ALLOC_ASYNC(cuMemAllocAsync, false)
 ALLOC_ASYNC(cuMemAllocAsync_ptsz, true)
 
+/* A request from a pool the program names, over the budget: the driver's refusal of the pool
+ * comes first (one destroyed, or no pool: CUDA_ERROR_INVALID_VALUE, not the budget's out of
+ * memory; a numeric-extremes trial). The pool is asked for an attribute (only here, and not while
+ * a capture is live): if it has none, the request goes to the driver as it is, counted past the
+ * budget should the driver serve it after all; else the refusal is said and out of memory it is. */
+static CUresult async_refused_from(struct async_req *q, CUmemoryPool pool, size_t bytes,
+                                   CUresult (*real)(CUdeviceptr *, size_t, CUmemoryPool, CUstream), CUdeviceptr *dptr,
+                                   CUstream stream)
+{
+    __typeof__(&cuMemPoolGetAttribute) get = REAL(cuMemPoolGetAttribute);
+    cuuint64_t threshold;
+    if (get && !capture_any_live() && get(pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &threshold) != CUDA_SUCCESS) {
+        CUresult r = real(dptr, bytes, pool, stream);
+        if (r == CUDA_SUCCESS && budget_any && (unsigned)q->device < CUSHIM_MAX_DEVICES) {
+            budget_reserve_always(q->device, bytes);
+            q->reserved = true;
+        }
+        return async_end(q, r, dptr, bytes);
+    }
+    budget_say_refused(q->device, bytes);
+    return async_end(q, CUDA_ERROR_OUT_OF_MEMORY, dptr, bytes);
+}
+
 #define ALLOC_FROM_POOL(sym, pt)                                                             \
     SHIM_EXPORT CUresult CUDAAPI sym(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool, \
                                      CUstream hStream)                                       \
@@ -263,8 +272,8 @@ ALLOC_ASYNC(cuMemAllocAsync_ptsz, true)
         if (!dptr || !shim_enter()) /* a NULL output is the driver's to refuse */            \
             return real_(dptr, bytesize, pool, hStream);                                     \
         async_begin(&q, pool, hStream, pt);                                                  \
-        if (!async_reserve(&q, bytesize))                                                    \
-            return async_end(&q, CUDA_ERROR_OUT_OF_MEMORY, dptr, bytesize);                  \
+        if (!async_reserve(&q, bytesize, false))                                             \
+            return async_refused_from(&q, pool, bytesize, real_, dptr, hStream);             \
         return async_end(&q, real_(dptr, bytesize, pool, hStream), dptr, bytesize);          \
     }
 ALLOC_FROM_POOL(cuMemAllocFromPoolAsync, false)

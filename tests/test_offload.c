@@ -934,8 +934,9 @@ Test(offload, a_destroyed_pool_gets_the_drivers_error_not_the_budgets)
     json_t *j = offload_run(&r, "destroyed_pool_budget", extra);
     cr_expect_eq(kv_u64(r.out, "rc_destroyed_over"), 1, "cudaErrorInvalidValue, as without a budget");
     cr_expect_eq(kv_u64(r.out, "rc_destroyed_within"), 1);
-    cr_expect_eq(jpath_u64(j, "devices.0.device_total.limit_refused_count"), 0);
-    cr_expect_eq(jpath_u64(j, "devices.0.async.failed_count"), 2);
+    cr_expect_eq(kv_u64(r.out, "rc_live_over"), 2, "cudaErrorMemoryAllocation: the budget's");
+    cr_expect_eq(jpath_u64(j, "devices.0.device_total.limit_refused_count"), 1, "the live pool's request only");
+    cr_expect_eq(jpath_u64(j, "devices.0.async.failed_count"), 3);
     cr_expect_eq(jpath_u64(j, "devices.0.device_total.peak_bytes"), 0);
     json_decref(j);
     run_free(&r);

@@ -643,6 +643,10 @@ static int scenario_destroyed_pool_budget(void)
     CHECK(cudaMemPoolDestroy(pool));
     printf("rc_destroyed_over=%d\n", (int)cudaMallocFromPoolAsync(&a, 8 * MiB, pool, NULL));
     printf("rc_destroyed_within=%d\n", (int)cudaMallocFromPoolAsync(&a, MiB, pool, NULL));
+    /* A live pool's request over the budget is the budget's to refuse. */
+    CHECK(cudaMemPoolCreate(&pool, &props));
+    printf("rc_live_over=%d\n", (int)cudaMallocFromPoolAsync(&a, 8 * MiB, pool, NULL));
+    CHECK(cudaMemPoolDestroy(pool));
     return 0;
 }
 
