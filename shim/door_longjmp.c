@@ -6,9 +6,12 @@
  * CUDA call (an exit-paths trial: a report of 3000 bytes for 10 MiB). Each door sets the calling
  * thread's depth to 0 and jumps with libc's function (called: GCC makes no tail call of a
  * noreturn function, and the door's frame is left with the others): a jump leaves every frame
- * below its target, the wrapper's among them. A jump made inside a wrapper's driver call that
- * stays inside it (a driver that recovers with longjmp internally, through its PLT) would let a
- * nested call of the rest of that call be counted: none is known.
+ * below its target, the wrapper's among them. A jump that stays inside a wrapper's driver call
+ * (a driver that recovers with longjmp internally, through its PLT; a signal handler's own
+ * sigsetjmp/siglongjmp probe of memory, run during a counted call) leaves the rest of that call
+ * unguarded: a nested CUDA call there would be counted as well, and a handler that then calls
+ * CUDA could wait on a table lock its own thread holds. Neither is known in practice; the door
+ * cannot tell where the jump lands (glibc mangles the saved stack pointer).
  * What such a jump leaves otherwise is the program's (POSIX: after a jump out of a function that
  * is not async-signal-safe, calling one is undefined): the driver's locks, and the shim's own
  * spin locks of its table sections, where a handler that jumps out of one leaves it held.

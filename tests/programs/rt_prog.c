@@ -55,17 +55,26 @@ static int scenario_exit_in_call(void)
 }
 
 /* A handler that jumps out of a CUDA call (SIMCUDA_INJECT=cuMemAlloc_v2:2:raise=N,
- * cuMemAlloc_v2:4:raise=N): the 2nd allocation is left with siglongjmp, the 4th with longjmp; the
- * thread goes on allocating, from a deeper frame than the calls it left, and freeing. */
+ * cuMemAlloc_v2:5:raise=N, ...:8:..., ...:11:...): the 2nd allocation is left with siglongjmp, the
+ * 5th with longjmp, the 8th with _longjmp, the 11th with __longjmp_chk (what _FORTIFY_SOURCE
+ * builds call); after each the thread goes on allocating, from a deeper frame than the call it
+ * left. */
+extern void __longjmp_chk(sigjmp_buf env, int val) __attribute__((noreturn));
 static sigjmp_buf jump_target;
-static jmp_buf plain_target;
-static volatile sig_atomic_t plain_jump;
+static volatile sig_atomic_t jump_kind;
 static void jump_from_handler(int sig)
 {
     (void)sig;
-    if (plain_jump)
-        longjmp(plain_target, 1);
-    siglongjmp(jump_target, 1);
+    switch (jump_kind) {
+    case 0:
+        siglongjmp(jump_target, 1);
+    case 1:
+        longjmp(jump_target, 1);
+    case 2:
+        _longjmp(jump_target, 1);
+    default:
+        __longjmp_chk(jump_target, 1);
+    }
 }
 
 static __attribute__((noinline)) void *allocate_deeper(size_t bytes, int depth)
@@ -82,24 +91,20 @@ static __attribute__((noinline)) void *allocate_deeper(size_t bytes, int depth)
 
 static int scenario_jump_out_of_call(void)
 {
-    void *a, *b;
-    struct sigaction sa = {.sa_handler = jump_from_handler};
+    void *kept[4], *b;
+    struct sigaction sa = {.sa_handler = jump_from_handler, .sa_flags = SA_NODEFER};
     sigaction(SIGUSR1, &sa, NULL);
-    CHECK(cudaMalloc(&a, MiB));
-    if (sigsetjmp(jump_target, 1) == 0) {
-        (void)cudaMalloc(&b, 2 * MiB);
-        return 1; /* not reached: the handler jumps */
+    for (jump_kind = 0; jump_kind < 4; jump_kind++) {
+        CHECK(cudaMalloc(&kept[jump_kind], MiB)); /* the 1st, 4th, 7th, 10th allocation */
+        if (sigsetjmp(jump_target, 1) == 0) {
+            (void)cudaMalloc(&b, 64 * MiB); /* raises: the handler jumps */
+            return 1;
+        }
+        void *p = allocate_deeper(2 * MiB, 4 + jump_kind);
+        CHECK(cudaFree(p));
     }
-    void *c = allocate_deeper(3 * MiB, 8);
-    CHECK(cudaFree(a));
-    plain_jump = 1;
-    if (setjmp(plain_target) == 0) {
-        (void)cudaMalloc(&b, 5 * MiB);
-        return 1;
-    }
-    void *d = allocate_deeper(4 * MiB, 4);
-    CHECK(cudaFree(c));
-    printf("jumped=2 d=%d\n", d != NULL);
+    CHECK(cudaFree(kept[0]));
+    printf("jumped=%d\n", (int)jump_kind);
     return 0;
 }
 
