@@ -9,11 +9,12 @@
 #include "shim/offload.h"
 #include "shim/track.h"
 
+/* arg: the bytes marked so far (uint64_t). */
 static bool mark_resident(struct shim_entry *e, void *arg)
 {
-    (void)arg;
     if (e->kind != CUSHIM_KIND_OFFLOADED || !(e->flags & SHIM_F_COMPILE) || (e->flags & SHIM_F_RESIDENT))
         return false;
+    *(uint64_t *)arg += e->size;
     e->flags |= SHIM_F_RESIDENT;
     account_device_stat_add(e->device, CUSHIM_DEV_resident_offloaded_count, 1);
     account_device_stat_add(e->device, CUSHIM_DEV_resident_offloaded_bytes, (int64_t)e->size);
@@ -82,10 +83,15 @@ static int set_locked(struct cushim_segment *seg, int phase)
     if (old != phase)
         start_phase_peaks(seg, phase);
     if (old == CUSHIM_PHASE_COMPILE && phase == CUSHIM_PHASE_RUN) {
-        unsigned n = table_for_each(&shim.ptrs, mark_resident, NULL);
+        /* A warning (a fresh-user trial: at info, a run served its weights from host memory
+         * without a word): the run phase reads them across the bus. */
+        uint64_t bytes = 0;
+        unsigned n = table_for_each(&shim.ptrs, mark_resident, &bytes);
         if (n)
-            LOG_INFO("compile phase ended with %u offloaded allocations alive: they stay in host "
-                     "memory (see README, \"Offload\")", n);
+            LOG_WARN("compile phase ended with %u offloaded allocation%s alive (%llu bytes): they stay in "
+                     "pinned host memory for the rest of the run (README, \"Compiling a model on a card "
+                     "that can only just run it\": allocate weights before the compile phase, or raise "
+                     "CUSHIM_OFFLOAD_MIN)", n, n == 1 ? "" : "s", (unsigned long long)bytes);
     }
     if (old != phase)
         LOG_INFO("phase %s -> %s", cushim_phase_name((uint32_t)old), cushim_phase_name((uint32_t)phase));

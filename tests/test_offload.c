@@ -48,6 +48,11 @@ Test(offload, compile_phase_intermediates_go_to_host_memory)
     /* The compile-phase allocation still alive in the run phase stays in host memory. */
     cr_expect_eq(jpath_u64(j, "devices.0.offload_resident.count"), 1);
     cr_expect_eq(jpath_u64(j, "devices.0.offload_resident.bytes"), 1536 * KiB);
+    /* ... and the end of the compile phase says so, at the default log level (a fresh-user trial). */
+    cr_expect(strstr(r.err, "] warn: compile phase ended with 1 offloaded allocation alive (1572864 bytes): they "
+                            "stay in pinned host memory for the rest of the run (README, \"Compiling a model on "
+                            "a card that can only just run it\": allocate weights before the compile phase, or "
+                            "raise CUSHIM_OFFLOAD_MIN)\n") != NULL, "%s", r.err);
     /* Every offloaded free reached cuMemFreeHost; the simulated device agrees. */
     cr_expect_eq(kv_u64(r.out, "host_alloc_calls"), 3);
     cr_expect_eq(kv_u64(r.out, "free_host_calls"), 2);
