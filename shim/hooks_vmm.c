@@ -148,17 +148,21 @@ SHIM_EXPORT CUresult CUDAAPI cuMemCreate(CUmemGenericAllocationHandle *handle, s
         if (device < 0)
             device = 0;
     }
-    /* Physical device memory counts against the budget (CUSHIM_DEVICE_LIMIT), checked after the
-     * call, as for arrays and pitched memory: the driver's refusal of the arguments comes first (a
-     * size not a multiple of the granularity, an unknown device, a bad type or flags: its
-     * CUDA_ERROR_INVALID_VALUE or _INVALID_DEVICE, not a budget's out of memory; a numeric-extremes
-     * trial). A handle the budget refuses is released at once, unless a capture that prohibits
-     * the shim's own calls is live or the release fails: then it is the program's, counted past
-     * the budget. Nothing is in the budget before the call: nothing to give back when it fails. */
-    bool reserved = kind == CUSHIM_KIND_VMM && budget_any; /* once the call succeeded */
+    /* Physical device memory counts against the budget (CUSHIM_DEVICE_LIMIT), reserved before the
+     * call (racing threads cannot overshoot; a trial found that checking after the call let the
+     * device total pass the limit under VMM and pool churn). Over it, the refusal is not said yet:
+     * the driver's refusal of the arguments comes first (a size not a multiple of the
+     * granularity, an unknown device, a bad type or flags: its CUDA_ERROR_INVALID_VALUE or
+     * _INVALID_DEVICE, not a budget's out of memory; a numeric-extremes trial), so the request is
+     * made all the same, and a handle the driver grants is released at once and refused (kept,
+     * counted past the budget, if a capture that prohibits the shim's own calls is live or the
+     * release fails). */
+    bool reserved = kind == CUSHIM_KIND_VMM && budget_any;
+    uint64_t served;
+    bool over = kind == CUSHIM_KIND_VMM && !budget_reserve_in(device, size, 0, 0, &served, false);
     CUmemGenericAllocationHandle handle_was = *handle; /* given back with a refusal */
     CUresult r = real_(handle, size, prop, flags);
-    if (r == CUDA_SUCCESS && kind == CUSHIM_KIND_VMM && !budget_reserve(device, size)) {
+    if (over && r == CUDA_SUCCESS) {
         __typeof__(&cuMemRelease) release = REAL(cuMemRelease);
         CUresult released = CUDA_ERROR_NOT_PERMITTED;
         if (release && capture_unsafe_begin()) {
@@ -168,9 +172,13 @@ SHIM_EXPORT CUresult CUDAAPI cuMemCreate(CUmemGenericAllocationHandle *handle, s
         if (released == CUDA_SUCCESS) {
             *handle = handle_was;
             r = CUDA_ERROR_OUT_OF_MEMORY;
+            budget_say_refused(device, size);
         } else {
             budget_reserve_always(device, size);
+            over = false; /* in the budget now */
         }
+    } else if (over && r == CUDA_ERROR_OUT_OF_MEMORY) {
+        budget_say_refused(device, size); /* the budget's refusal too */
     }
     if (r == CUDA_SUCCESS) {
         unsigned eflags = reserved ? SHIM_F_RESERVED : 0;
@@ -188,6 +196,8 @@ SHIM_EXPORT CUresult CUDAAPI cuMemCreate(CUmemGenericAllocationHandle *handle, s
         else if (reserved)
             budget_release(device, size);
     } else {
+        if (reserved && !over)
+            budget_release(device, size);
         account_fail(device, kind);
     }
     shim_leave();
