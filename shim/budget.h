@@ -3,10 +3,12 @@
  * process's graph allocation nodes, last read by graph_pool_sample) plus the stream-ordered pools'
  * idle reserve (freed memory a pool keeps below its release threshold, last read by
  * async_pool_sample) may not pass the limit. Bytes
- * are reserved before the real call (cuMemAlloc, stream-ordered requests), so racing threads
- * cannot overshoot, and released when the allocation fails or is freed (account.h); where the
- * size is the driver's (arrays, pitched memory) or its refusal of bad arguments must come first
- * (cuMemCreate), after a successful call, which the shim undoes when the budget refuses it. The graph reserve grows at graph launch or upload,
+ * are reserved before the real call (cuMemAlloc, cuMemCreate, stream-ordered requests), so racing
+ * threads cannot overshoot, and released when the allocation fails or is freed (account.h); where
+ * the size is the driver's (arrays, pitched memory), after a successful call, which the shim
+ * undoes when the budget refuses it. A request over the budget that the driver may refuse first
+ * for its arguments (cuMemCreate's, a named pool that is gone) is made all the same, and undone
+ * if granted. The graph reserve grows at graph launch or upload,
  * which the shim does not refuse: it then leaves less for later allocations and for
  * cuMemGetInfo's free. When no limit is set every check is one load. Thread-safe. */
 #ifndef CUSHIM_BUDGET_H
