@@ -243,39 +243,24 @@ ALLOC_ASYNC(cuMemAllocAsync_ptsz, true)
 /* A request from a pool the program names, over the budget: the driver's refusal of the pool
  * comes first (one destroyed, or no pool: CUDA_ERROR_INVALID_VALUE, not the budget's out of
  * memory; a numeric-extremes trial). The pool is asked for an attribute (only here, and not while
- * a capture is live): if it has none, the request goes to the driver as it is; else the refusal
- * is said and out of memory it is. Should the driver serve it after all (a pool made meanwhile at
- * the destroyed one's address, a budget-stress trial: one request past the limit), it is the
- * budget's again: kept if it fits now, else freed (`release`, the stream-ordered free of the
- * request's flavour) and refused, unless a capture that prohibits the shim's own calls began
- * meanwhile: then kept, counted past the budget. */
+ * a capture is live): if it has none, the request goes to the driver as it is (its out of memory
+ * is the budget's refusal too); else the refusal is said and out of memory it is. Should the
+ * driver serve it after all (a pool made meanwhile at the destroyed one's address), it is kept,
+ * counted past the budget: freeing it would be a second call on the program's stream, which a
+ * capture begun meanwhile on another thread could take (a review). */
 static CUresult async_refused_from(struct async_req *q, CUmemoryPool pool, size_t bytes,
                                    CUresult (*real)(CUdeviceptr *, size_t, CUmemoryPool, CUstream), CUdeviceptr *dptr,
-                                   CUstream stream, CUresult (*release)(CUdeviceptr, CUstream))
+                                   CUstream stream)
 {
     __typeof__(&cuMemPoolGetAttribute) get = REAL(cuMemPoolGetAttribute);
     cuuint64_t threshold;
     if (get && !capture_any_live() && get(pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &threshold) != CUDA_SUCCESS) {
-        CUdeviceptr was = *dptr;
         CUresult r = real(dptr, bytes, pool, stream);
         if (r == CUDA_SUCCESS && budget_any && (unsigned)q->device < CUSHIM_MAX_DEVICES) {
-            uint64_t served;
-            if (budget_reserve_in(q->device, bytes, 0, 0, &served, true)) {
-                q->reserved = true;
-            } else if (release && capture_unsafe_begin()) {
-                CUresult freed = release(*dptr, stream);
-                capture_unsafe_end();
-                if (freed == CUDA_SUCCESS) {
-                    *dptr = was;
-                    r = CUDA_ERROR_OUT_OF_MEMORY;
-                } else {
-                    budget_reserve_always(q->device, bytes);
-                    q->reserved = true;
-                }
-            } else {
-                budget_reserve_always(q->device, bytes);
-                q->reserved = true;
-            }
+            budget_reserve_always(q->device, bytes);
+            q->reserved = true;
+        } else if (r == CUDA_ERROR_OUT_OF_MEMORY) {
+            budget_say_refused(q->device, bytes);
         }
         return async_end(q, r, dptr, bytes);
     }
@@ -293,8 +278,7 @@ static CUresult async_refused_from(struct async_req *q, CUmemoryPool pool, size_
             return real_(dptr, bytesize, pool, hStream);                                     \
         async_begin(&q, pool, hStream, pt);                                                  \
         if (!async_reserve(&q, bytesize, false))                                             \
-            return async_refused_from(&q, pool, bytesize, real_, dptr, hStream,              \
-                                      pt ? REAL(cuMemFreeAsync_ptsz) : REAL(cuMemFreeAsync)); \
+            return async_refused_from(&q, pool, bytesize, real_, dptr, hStream);             \
         return async_end(&q, real_(dptr, bytesize, pool, hStream), dptr, bytesize);          \
     }
 ALLOC_FROM_POOL(cuMemAllocFromPoolAsync, false)
