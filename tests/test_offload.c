@@ -947,6 +947,31 @@ Test(offload, a_destroyed_pool_gets_the_drivers_error_not_the_budgets)
     run_free(&r);
 }
 
+/* Threads making and freeing device, VMM and pool memory under a 16 MiB budget while pools are
+ * replaced and the device total is read without a pause (race_prog budget_churn): no reading
+ * past the budget, every request granted or refused with out of memory, nothing left. (A
+ * budget-stress trial's program saw the total pass the limit with cuMemCreate's budget checked
+ * after its call; this scenario, smaller, did not catch that in 20 runs: it guards the
+ * invariants, not that race.) */
+Test(offload, churn_under_a_budget_never_passes_it)
+{
+    struct run_result r;
+    const char *argv[] = {program("race_prog"), "budget_churn", NULL};
+    const char *extra[] = {"CUSHIM_DEVICE_LIMIT=16MiB", "BUDGET_BYTES=16777216", "ROUNDS=2000", NULL};
+    json_t *j = run_under_cushim(&r, argv, sim_env(extra));
+    cr_assert_eq(r.status, 0, "%s\n%s", r.out, r.err);
+    cr_expect_eq(kv_u64(r.out, "over"), 0, "readings of the device total past the budget");
+    cr_expect_eq(kv_u64(r.out, "end_current"), 0);
+    uint64_t refused = kv_u64(r.out, "refused");
+    cr_expect_gt(refused, 0, "the budget was reached");
+    cr_expect_eq(jpath_u64(j, "devices.0.device_total.limit_refused_count"), refused);
+    cr_expect_leq(jpath_u64(j, "devices.0.device_total.peak_bytes"), 16 * MiB);
+    cr_expect_eq(kv_u64(r.out, "sim.vmm.0"), 0);
+    cr_expect_eq(kv_u64(r.out, "sim.device.0"), 0);
+    json_decref(j);
+    run_free(&r);
+}
+
 Test(offload, a_stream_destroyed_while_capturing_ends_its_capture)
 {
     struct run_result r;

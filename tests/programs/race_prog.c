@@ -372,11 +372,160 @@ static int scenario_fork(void)
     return bad ? 17 : 0;
 }
 
+/* Under a budget (CUSHIM_DEVICE_LIMIT = BUDGET_BYTES): threads 1-6 hold up to 4 allocations each
+ * of three kinds at once, 1 MiB cudaMalloc, 1 MiB cuMemCreate (mapped) and 1 MiB
+ * cudaMallocFromPoolAsync from a pool thread 8 keeps replacing (destroying the old one, whose
+ * allocations live on); thread 7 reads the device total without a pause. The device total must
+ * never pass the budget (a budget-stress trial: a check made after cuMemCreate's call let it, in
+ * 2-7% of runs); a request is granted or refused with out of memory (a pool destroyed just before
+ * its request: the driver's invalid value). Prints over=N (readings past the budget) and
+ * refused=N. */
+static uint64_t budget_bytes;
+static _Atomic long over_budget, budget_refusals;
+static _Atomic(cudaMemPool_t) churn_pool;
+static uint64_t (*device_current)(int);
+static size_t vmm_granule; /* cuMemCreate's minimum granularity: the size of each VMM allocation */
+
+static void check_budget(void)
+{
+    if (device_current && device_current(0) > budget_bytes)
+        atomic_fetch_add(&over_budget, 1);
+}
+
+struct churn_slot { int kind; void *p; CUmemGenericAllocationHandle h; CUdeviceptr va; };
+
+static int churn_release(struct churn_slot *c, cudaStream_t s)
+{
+    int bad = 0;
+    if (c->kind == 1)
+        bad = cudaFree(c->p) != cudaSuccess;
+    else if (c->kind == 2)
+        bad = V.unmap(c->va, vmm_granule) != CUDA_SUCCESS || V.release(c->h) != CUDA_SUCCESS ||
+              address_free(c->va, vmm_granule) != CUDA_SUCCESS;
+    else if (c->kind == 3)
+        bad = cudaFreeAsync(c->p, s) != cudaSuccess;
+    c->kind = 0;
+    return bad;
+}
+
+static void *budget_churn(void *arg)
+{
+    int id = (int)(uintptr_t)arg;
+    unsigned seed = (unsigned)id;
+    if (id == 7) {
+        while (!atomic_load(&stop))
+            check_budget();
+        return NULL;
+    }
+    if (id == 8) {
+        struct cudaMemPoolProps props = device_pool_props(0);
+        while (!atomic_load(&stop)) {
+            cudaMemPool_t p, old;
+            if (cudaMemPoolCreate(&p, &props) != cudaSuccess)
+                return (void *)1;
+            old = atomic_exchange(&churn_pool, p);
+            if (cudaMemPoolDestroy(old) != cudaSuccess)
+                return (void *)2;
+        }
+        return NULL;
+    }
+    cudaStream_t s;
+    if (cudaStreamCreate(&s) != cudaSuccess)
+        return (void *)3;
+    CUmemAllocationProp prop = vmm_prop(0);
+    struct churn_slot held[4] = {{0}};
+    for (int i = 0; i < rounds(); i++) {
+        struct churn_slot *c = &held[rand_r(&seed) % 4];
+        if (c->kind) {
+            if (churn_release(c, s))
+                return (void *)4;
+            continue;
+        }
+        int kind = 1 + (int)(rand_r(&seed) % 3), rc;
+        if (kind == 1) {
+            rc = cudaMalloc(&c->p, MiB) == cudaSuccess ? 0 : 2;
+        } else if (kind == 2) {
+            rc = (int)V.create(&c->h, vmm_granule, &prop, 0);
+            if (rc == CUDA_SUCCESS && (V.reserve(&c->va, vmm_granule, 0, 0, 0) != CUDA_SUCCESS ||
+                                       V.map(c->va, vmm_granule, 0, c->h, 0) != CUDA_SUCCESS))
+                return (void *)5;
+        } else {
+            cudaError_t e = cudaMallocFromPoolAsync(&c->p, MiB, atomic_load(&churn_pool), s);
+            rc = e == cudaSuccess ? 0 : e == cudaErrorMemoryAllocation ? 2 : e == cudaErrorInvalidValue ? 1 : 99;
+        }
+        (void)cudaGetLastError();
+        if (rc == 0) {
+            c->kind = kind;
+            check_budget();
+        } else if (rc == 2) {
+            atomic_fetch_add(&budget_refusals, 1);
+        } else if (rc != 1 || kind != 3) {
+            fprintf(stderr, "thread %d: kind %d answered %d\n", id, kind, rc);
+            return (void *)6; /* only a pool destroyed just before its request is invalid */
+        }
+    }
+    for (int k = 0; k < 4; k++)
+        if (held[k].kind && churn_release(&held[k], s))
+            return (void *)7;
+    cudaStreamSynchronize(s);
+    cudaStreamDestroy(s);
+    return NULL;
+}
+
+static int scenario_budget_churn(void)
+{
+    const char *b = getenv("BUDGET_BYTES");
+    budget_bytes = b ? strtoull(b, NULL, 0) : 0;
+    device_current = (uint64_t(*)(int))cushim_fn("cushim_device_current_bytes");
+    if (!budget_bytes || !device_current)
+        return 20; /* needs the shim and BUDGET_BYTES */
+    CHECK(cudaFree(NULL));
+    V = vmm_api();
+    address_free = (PFN_cuMemAddressFree_v10020)entry("cuMemAddressFree", 10020);
+    CUmemAllocationProp vprop = vmm_prop(0);
+    if (V.granularity(&vmm_granule, &vprop, CU_MEM_ALLOC_GRANULARITY_MINIMUM) != CUDA_SUCCESS || !vmm_granule)
+        return 21;
+    struct cudaMemPoolProps props = device_pool_props(0);
+    cudaMemPool_t p;
+    /* A pool destroyed while an allocation of it lives on (cuda.h cuMemPoolDestroy: its resources
+     * go with the last one): its 512 bytes stay in the device total and the budget. */
+    void *kept;
+    CHECK(cudaMemPoolCreate(&p, &props));
+    CHECK(cudaMallocFromPoolAsync(&kept, 512, p, NULL));
+    CHECK(cudaMemPoolDestroy(p));
+    CHECK(cudaMemPoolCreate(&p, &props));
+    atomic_store(&churn_pool, p);
+    pthread_t t[NT];
+    for (int i = 0; i < NT; i++)
+        pthread_create(&t[i], NULL, budget_churn, (void *)(uintptr_t)(i + 1));
+    int bad = 0;
+    for (int i = 0; i < 6; i++) {
+        void *r;
+        pthread_join(t[i], &r);
+        if (r)
+            fprintf(stderr, "thread %d: %d\n", i + 1, (int)(uintptr_t)r);
+        bad |= r != NULL;
+    }
+    atomic_store(&stop, 1);
+    for (int i = 6; i < NT; i++) {
+        void *r;
+        pthread_join(t[i], &r);
+        bad |= r != NULL;
+    }
+    CHECK(cudaMemPoolDestroy(atomic_load(&churn_pool)));
+    CHECK(cudaFreeAsync(kept, NULL));
+    CHECK(cudaDeviceSynchronize());
+    printf("over=%ld\nrefused=%ld\nend_current=%llu\n", atomic_load(&over_budget), atomic_load(&budget_refusals),
+           (unsigned long long)device_current(0));
+    return bad ? 16 : 0;
+}
+
 static const struct scenario scenarios[] = {
     {"malloc_free", scenario_malloc_free, 1}, {"async_pools", scenario_async_pools, 1},
     {"pool_swap", scenario_pool_swap, 1},     {"vmm", scenario_vmm, 1},
     {"capture", scenario_capture, 1},         {"reset", scenario_reset, 1},
     {"fork", scenario_fork, 1},             {"graphs", scenario_graphs, 1},
+    {"budget_churn", scenario_budget_churn, 1},
 };
 
 int main(int argc, char **argv)
