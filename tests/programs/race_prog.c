@@ -399,6 +399,9 @@ static int churn_release(struct churn_slot *c, cudaStream_t s)
     int bad = 0;
     if (c->kind == 1)
         bad = cudaFree(c->p) != cudaSuccess;
+    else if (c->kind == 2 && (c->va & (vmm_granule << 1))) /* released while mapped: freed at the unmap */
+        bad = V.release(c->h) != CUDA_SUCCESS || V.unmap(c->va, vmm_granule) != CUDA_SUCCESS ||
+              address_free(c->va, vmm_granule) != CUDA_SUCCESS;
     else if (c->kind == 2)
         bad = V.unmap(c->va, vmm_granule) != CUDA_SUCCESS || V.release(c->h) != CUDA_SUCCESS ||
               address_free(c->va, vmm_granule) != CUDA_SUCCESS;
