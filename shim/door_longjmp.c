@@ -28,31 +28,31 @@ typedef void (*jump_fn)(void *env, int val) __attribute__((noreturn));
 static _Atomic(jump_fn) next_jump[4];
 static const char *const jump_names[4] = {"longjmp", "_longjmp", "siglongjmp", "__longjmp_chk"};
 
-/* libc's function `which` (the next after the shim). Looked up by the constructor, so that a
- * jump from a signal handler never calls dlsym (not async-signal-safe); one made before it (from
- * another library's constructor) looks it up then. */
-static __attribute__((noinline)) jump_fn next_of(unsigned which)
+/* libc's function `which` (the next after the shim), looked up and kept; NULL if there is none. */
+static jump_fn look_up(unsigned which)
 {
-    jump_fn f = atomic_load_explicit(&next_jump[which], memory_order_acquire);
-    if (f)
-        return f;
     shim_dlsym_fn sym = shim_real_dlsym();
-    f = (jump_fn)(sym ? sym(RTLD_NEXT, jump_names[which]) : NULL);
+    jump_fn f = (jump_fn)(sym ? sym(RTLD_NEXT, jump_names[which]) : NULL);
     if (f)
         atomic_store_explicit(&next_jump[which], f, memory_order_release);
-    else
-        abort(); /* no libc longjmp: nothing to jump with, and a longjmp may not return */
     return f;
 }
 
+/* All four, by the constructor, so that a jump from a signal handler never calls dlsym (not
+ * async-signal-safe). */
 __attribute__((constructor)) static void jump_load(void)
 {
-    shim_dlsym_fn sym = shim_real_dlsym();
-    for (unsigned i = 0; i < 4; i++) {
-        jump_fn f = (jump_fn)(sym ? sym(RTLD_NEXT, jump_names[i]) : NULL);
-        if (f)
-            atomic_store_explicit(&next_jump[i], f, memory_order_release);
-    }
+    for (unsigned i = 0; i < 4; i++)
+        (void)look_up(i);
+}
+
+/* A jump made before the constructor (from another library's): looked up then. */
+static __attribute__((noinline)) jump_fn next_of(unsigned which)
+{
+    jump_fn f = look_up(which);
+    if (!f)
+        abort(); /* no libc longjmp: nothing to jump with, and a longjmp may not return */
+    return f;
 }
 
 #define JUMP_DOOR(name, which)                                                               \

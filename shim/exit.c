@@ -80,9 +80,9 @@ static void write_report(const struct cushim_snapshot *snap, const char *report,
     int to_stderr = strcmp(report, "stderr") == 0;
     int to_stdout = strcmp(report, "stdout") == 0;
     if (to_stderr || to_stdout) {
-        if (shim_std_closed(to_stderr ? 2 : 1)) {
-            report_failed(report, to_stderr ? "stderr was closed when the program started"
-                                            : "stdout was closed when the program started");
+        const char *closed = shim_std_closed(to_stderr ? 2 : 1);
+        if (closed) {
+            report_failed(report, closed);
             return;
         }
         f = to_stderr ? stderr : stdout;

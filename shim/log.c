@@ -59,11 +59,12 @@ static int std_copy(int std, const char **why)
 
 /* Standard outputs that were closed when the shim loaded (bit 1 << fd, fd 1 or 2). */
 static int std_closed;
-#define STD_CLOSED_WHY(fd) ((fd) == 2 ? "stderr was closed when the program started" : "stdout was closed when the program started")
 
-bool shim_std_closed(int fd)
+const char *shim_std_closed(int fd)
 {
-    return (fd == 1 || fd == 2) && (std_closed >> fd & 1);
+    if (!(fd == 1 || fd == 2) || !(std_closed >> fd & 1))
+        return NULL;
+    return fd == 2 ? "stderr was closed when the program started" : "stdout was closed when the program started";
 }
 
 int shim_open_output(const char *path, int append, const char **why)
@@ -84,12 +85,10 @@ int shim_open_output(const char *path, int append, const char **why)
      * the program wrote, never over it. */
     struct stat target = {0};
     int std = stat(path, &target) == 0 ? cushim_std_stream(&target, -1) : 0;
-    if (std && shim_std_closed(std)) {
-        /* /dev/stderr, /proc/self/fd/2 when stderr was closed at load: that number is a file of
-         * the program's now, not its stderr (a review). */
-        *why = STD_CLOSED_WHY(std);
+    /* /dev/stderr, /proc/self/fd/2 when stderr was closed at load: that number is a file of the
+     * program's now, not its stderr (a review). */
+    if (std && (*why = shim_std_closed(std)) != NULL)
         return -1;
-    }
     if (std)
         return std_copy(std, why);
     /* O_NOFOLLOW: a link put in place after the look above is not followed either. */
@@ -106,10 +105,8 @@ int shim_open_output(const char *path, int append, const char **why)
     if (!*why && (std = cushim_std_stream(&st, fd)) != 0) {
         /* It became the program's stdout or stderr since the look above. */
         close(fd);
-        if (shim_std_closed(std)) {
-            *why = STD_CLOSED_WHY(std);
+        if ((*why = shim_std_closed(std)) != NULL)
             return -1;
-        }
         return std_copy(std, why);
     }
     if (!*why && S_ISREG(st.st_mode) && !append && ftruncate(fd, 0) != 0)
@@ -293,7 +290,7 @@ static void log_write(const char *line, size_t len)
     struct shim_write_guard g;
     shim_write_guard_begin(&g);
     int fd = atomic_load(&log_fd);
-    bool no_stderr = shim_std_closed(2); /* its number may be a file of the program's now */
+    bool no_stderr = shim_std_closed(2) != NULL; /* its number may be a file of the program's now */
     if (fd != 2 && !still_ours(fd)) {
         /* The program closed the log file and its number is now a file of the program's: never
          * written into; the log goes to stderr from now on. */

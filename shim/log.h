@@ -59,13 +59,15 @@ void shim_log_open(const struct cushim_config *c);
 /* Notes which of stdout and stderr are closed (shim_std_closed): first thing when the shim loads,
  * before any line is said. Not thread-safe (the load runs once). */
 void shim_std_note(void);
-/* Whether standard output `fd` (1 or 2) was closed when the shim loaded (shim_std_note): a file
+/* Whether standard output `fd` (1 or 2) was closed when the shim loaded (shim_std_note): NULL when
+ * not (or for any other fd), else why it is not written ("stderr was closed when the program
+ * started"; a static string), for the caller's one-line error. A file
  * the program opened since may have its number, and is never written as its stdout or stderr,
  * by name (CUSHIM_REPORT=stderr) or as a path to it (/dev/stderr, /proc/self/fd/2; an exit-paths
  * trial: the report was appended to the program's data file). Log lines meant for stderr are
  * then dropped. A file the program opened on that number before the shim loaded (a library's
- * constructor) is taken for the stream. False for any other fd. */
-bool shim_std_closed(int fd);
+ * constructor) is taken for the stream. */
+const char *shim_std_closed(int fd);
 /* In a forked child (pthread_atfork): a CUSHIM_LOG_FILE naming %p is opened again, for the
  * child's pid, before the child's first line (not at the fork: a child that only execs makes no
  * file). */
