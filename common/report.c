@@ -63,6 +63,34 @@ static void json_device(struct jsonw *w, const struct cushim_device_snapshot *d)
     jsonw_object_end(w);
 }
 
+/* "held_at_exit": what the process had not freed at its exit report (snapshot.h held_*), null
+ * while it does not say (alive, or ended without the report). */
+static void json_held(struct jsonw *w, const struct cushim_snapshot *s)
+{
+    if (!s->held_known) {
+        jsonw_string(w, "held_at_exit", NULL);
+        return;
+    }
+    jsonw_object_begin(w, "held_at_exit");
+    jsonw_u64(w, "allocations", s->held_count);
+    jsonw_u64(w, "bytes", s->held_bytes);
+    jsonw_array_begin(w, "largest");
+    for (uint32_t i = 0; i < s->held_listed; i++) {
+        const struct cushim_held_snapshot *h = &s->held[i];
+        char key[24];
+        snprintf(key, sizeof key, "0x%llx", (unsigned long long)h->key);
+        jsonw_object_begin(w, NULL);
+        jsonw_i64(w, "device", h->device);
+        jsonw_string(w, "kind", kind_names[h->kind]);
+        jsonw_u64(w, "bytes", h->bytes);
+        jsonw_string(w, h->flags & CUSHIM_HELD_F_HANDLE ? "handle" : "address", key);
+        jsonw_bool(w, "capture", (h->flags & CUSHIM_HELD_F_CAPTURE) != 0);
+        jsonw_object_end(w);
+    }
+    jsonw_array_end(w);
+    jsonw_object_end(w);
+}
+
 void cushim_json_identity(struct jsonw *w, const struct cushim_snapshot *s)
 {
     jsonw_i64(w, "pid", s->pid);
@@ -118,6 +146,7 @@ void cushim_json_process(struct jsonw *w, const char *key, const struct cushim_s
         jsonw_object_end(w);
     }
     jsonw_array_end(w);
+    json_held(w, s);
     if (close)
         jsonw_object_end(w);
 }
@@ -171,6 +200,36 @@ static void pool_line(FILE *f, const struct cushim_snapshot *s, const struct cus
             fmt(d->dev[used + 2], a, sizeof a), fmt(d->dev[used + 3], b, sizeof b),
             fmt(d->dev[used], c, sizeof c), fmt(d->dev[used + 1], e, sizeof e),
             read_age(s, d->dev[sampled], age, sizeof age));
+}
+
+/* What the process had not freed at its exit report, the largest listed (nothing while it does
+ * not say). */
+static void text_held(FILE *f, const struct cushim_snapshot *s)
+{
+    char a[32], b[32];
+    if (!s->held_known)
+        return;
+    if (!s->held_count) {
+        fprintf(f, "  held at exit: no allocation\n");
+        return;
+    }
+    fprintf(f, "  held at exit: %llu allocation%s, %s (made and not freed before the exit report)\n",
+            (unsigned long long)s->held_count, s->held_count == 1 ? "" : "s",
+            fmt(s->held_bytes, a, sizeof a));
+    fprintf(f, "    %6s  %-16s %12s  %s\n", "device", "kind", "bytes", "address");
+    uint64_t shown = 0;
+    for (uint32_t i = 0; i < s->held_listed; i++) {
+        const struct cushim_held_snapshot *h = &s->held[i];
+        fprintf(f, "    %6d  %-16s %12s  0x%llx%s%s\n", h->device, kind_names[h->kind],
+                fmt(h->bytes, a, sizeof a), (unsigned long long)h->key,
+                h->flags & CUSHIM_HELD_F_HANDLE ? " (handle)" : "",
+                h->flags & CUSHIM_HELD_F_CAPTURE ? "  (made during a stream capture)" : "");
+        shown += h->bytes;
+    }
+    if (s->held_count > s->held_listed)
+        fprintf(f, "    ... and %llu more, %s\n",
+                (unsigned long long)(s->held_count - s->held_listed),
+                fmt(s->held_bytes - shown, b, sizeof b));
 }
 
 void cushim_text_process(FILE *f, const struct cushim_snapshot *s, const char *title)
@@ -306,6 +365,7 @@ void cushim_text_process(FILE *f, const struct cushim_snapshot *s, const char *t
         if (s->graph_count > 20)
             fprintf(f, "  ... %u more graphs in the JSON summary\n", s->graph_count - 20);
     }
+    text_held(f, s);
     if (s->torn)
         fprintf(f, "  (counters of %u device%s copied while an update was cut short, the process stopped "
                 "in the middle of one: they may be off by the allocations in flight)\n", s->torn,

@@ -35,6 +35,15 @@ struct cushim_graph_snapshot {
     uint64_t launches, alloc_node_bytes, capture_bytes; /* a count; bytes; bytes */
 };
 
+/* One allocation held at exit (segment.h struct cushim_held_record). */
+struct cushim_held_snapshot {
+    uint64_t key;                         /* address, or handle with CUSHIM_HELD_F_HANDLE */
+    uint64_t bytes;                       /* bytes requested */
+    int32_t device;                       /* ordinal it is counted on */
+    uint32_t kind;                        /* enum cushim_kind, never CAPTURE */
+    uint32_t flags;                       /* CUSHIM_HELD_F_* */
+};
+
 /* One process's segment (segment.h struct cushim_segment_header, then records). */
 struct cushim_snapshot {
     int32_t pid;                          /* in the writer's own pid namespace */
@@ -75,6 +84,14 @@ struct cushim_snapshot {
      * an allocation; or preempted that long). Their counters may be off by the allocations in
      * flight then (current above peak, say). 0 for a consistent copy. */
     uint32_t torn;
+    /* What the process held at its exit report (segment.h struct cushim_held): held_known 0 when
+     * the segment does not say (no exit report written, or not yet); then held_count allocations
+     * of held_bytes in all, the held_listed largest in held[], largest first. */
+    uint32_t held_known;
+    uint32_t held_listed;
+    uint64_t held_count;
+    uint64_t held_bytes;
+    struct cushim_held_snapshot held[CUSHIM_HELD_MAX];
     char command[CUSHIM_COMMAND_MAX];
     char version[CUSHIM_VERSION_MAX];
     uint32_t device_count;                /* entries used in devices[] (live records only) */

@@ -1990,6 +1990,37 @@ static int scenario_hold(void)
     return 0;
 }
 
+/* Memory of four kinds left for the exit report's held-at-exit list: 3 MiB of device memory
+ * (and 5 MiB freed), a VMM handle of two granules (not mapped), a 256x256 float4 array (1 MiB),
+ * 64 KiB pinned host memory and 20 device allocations of 1 KiB. Prints each address (or
+ * handle) as key=value lines. */
+static int scenario_held_mix(void)
+{
+    void *dev, *gone, *host, *small[20];
+    CHECK(cudaMalloc(&dev, 3 * MiB));
+    CHECK(cudaMalloc(&gone, 5 * MiB));
+    CHECK(cudaFree(gone));
+    CHECK(cudaMallocHost(&host, 64 * 1024));
+    for (int i = 0; i < 20; i++) {
+        CHECK(cudaMalloc(&small[i], 1024));
+        printf("small%d=%llu\n", i, (unsigned long long)(uintptr_t)small[i]);
+    }
+    struct vmm_api v = vmm_api();
+    CUmemAllocationProp prop = vmm_prop(0);
+    size_t g = 0;
+    CUmemGenericAllocationHandle h;
+    if (v.granularity(&g, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM) != CUDA_SUCCESS || v.create(&h, 2 * g, &prop, 0))
+        return 12;
+    PFN_cuArrayCreate_v3020 create = entry("cuArrayCreate", 3020);
+    CUDA_ARRAY_DESCRIPTOR d = {.Width = 256, .Height = 256, .Format = CU_AD_FORMAT_FLOAT, .NumChannels = 4};
+    CUarray a;
+    if (create(&a, &d))
+        return 13;
+    printf("dev=%llu\nhost=%llu\nvmm=%llu\narray=%llu\ngranularity=%zu\n", (unsigned long long)(uintptr_t)dev,
+           (unsigned long long)(uintptr_t)host, (unsigned long long)h, (unsigned long long)(uintptr_t)a, g);
+    return 0;
+}
+
 /* hold, having made a new time namespace for its children (unshare(CLONE_NEWTIME), boottime +1000 s)
  * without exec'ing: it stays in its own, while /proc/PID/timens_offsets shows the children's
  * (time_namespaces(7)). Needs root; exits 3 when it cannot. */
@@ -2465,6 +2496,7 @@ static int scenario_churn(void)
 }
 
 static const struct scenario scenarios[] = {
+    {"held_mix", scenario_held_mix, 1},
     {"hold", scenario_hold, 1},             {"fork", scenario_fork, 1}, {"hold_refused", scenario_hold_refused, 1},
     {"hold_pinned", scenario_hold_pinned, 1},
     {"fork_child_cuda", scenario_fork_child_cuda, 1}, {"daemon_fds", scenario_daemon_fds, 1},
