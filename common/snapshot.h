@@ -86,18 +86,18 @@ struct cushim_snapshot {
     uint32_t torn;
     /* What the process held at its exit report (segment.h struct cushim_held): held_known 0 when
      * the segment does not say (no exit report written, or not yet); then held_count allocations
-     * of held_bytes in all, the held_listed largest in held[], largest first. */
+     * of held_bytes in all, the held_listed largest in held[] (at the end), largest first. */
     uint32_t held_known;
     uint32_t held_listed;
     uint64_t held_count;
     uint64_t held_bytes;
-    struct cushim_held_snapshot held[CUSHIM_HELD_MAX];
     char command[CUSHIM_COMMAND_MAX];
     char version[CUSHIM_VERSION_MAX];
     uint32_t device_count;                /* entries used in devices[] (live records only) */
     struct cushim_device_snapshot devices[CUSHIM_MAX_DEVICES];
     uint32_t graph_count;                 /* entries used in graphs[], in id order */
     struct cushim_graph_snapshot graphs[CUSHIM_MAX_GRAPHS];
+    struct cushim_held_snapshot held[CUSHIM_HELD_MAX]; /* held_listed used (held_known above) */
 };
 
 /* How long a copy of a live record may keep trying while writers stay active: pass it as

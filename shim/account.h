@@ -150,7 +150,28 @@ static inline __attribute__((always_inline)) void account_alloc(int device, enum
         account_alloc_to(r, device, kind, bytes, flags, false);
 }
 
-/* A free counted in record r (device's, live); plain as for account_alloc_to. */
+/* What the budget (budget.h) holds for a freed allocation of `bytes` of `kind` on `device`,
+ * given back: called once the driver has freed it (a free is counted in the figures before its
+ * driver call, the budget after: the budget stands for memory the driver still holds). Nothing
+ * for a kind outside the device total, or without a budget. */
+static inline __attribute__((always_inline)) void account_free_budget(int device, enum cushim_kind kind,
+                                                                      uint64_t bytes, unsigned flags)
+{
+    if (!ACCOUNT_IN_TOTAL(kind))
+        return;
+    /* The freed bytes go back to their pool, which may keep them (budget.h): counted idle before
+     * they leave the budget's used bytes, so that no decision in between finds them in neither. */
+    if (kind == CUSHIM_KIND_ASYNC && unlikely(budget_any) && !(flags & SHIM_F_POOL_GONE)) {
+        budget_async_sub(device, bytes);
+        budget_pool_changed(device, bytes);
+    }
+    budget_release(device, bytes);
+}
+
+/* A free counted in record r (device's, live): current bytes down, free_count up. plain: the
+ * figures only, the budget left to account_free_budget (a free counted before its driver call,
+ * or no budget configured); else the budget's share given back as well (a free the driver has
+ * made already). */
 static inline __attribute__((always_inline)) void account_free_to(struct cushim_device_record *r,
                                                                   int device, enum cushim_kind kind,
                                                                   uint64_t bytes, unsigned flags,
@@ -160,26 +181,18 @@ static inline __attribute__((always_inline)) void account_free_to(struct cushim_
     cushim_seq_write_begin(&r->seq_begin);
     sub_clamped(&k[CUSHIM_STAT_current_bytes], bytes);
     atomic_fetch_add_explicit(&k[CUSHIM_STAT_free_count], 1, memory_order_relaxed);
-    if (ACCOUNT_IN_TOTAL(kind)) {
+    if (ACCOUNT_IN_TOTAL(kind))
         sub_clamped(&r->dev[CUSHIM_DEV_total_current], bytes);
-        if (!plain) {
-            /* The freed bytes go back to their pool, which may keep them (budget.h): counted idle
-             * before they leave the budget's used bytes, so that no decision in between finds
-             * them in neither. */
-            if (kind == CUSHIM_KIND_ASYNC && unlikely(budget_any) && !(flags & SHIM_F_POOL_GONE)) {
-                budget_async_sub(device, bytes);
-                budget_pool_changed(device, bytes);
-            }
-            budget_release(device, bytes);
-        }
-    }
     if (unlikely(flags & (SHIM_F_CAPTURE | SHIM_F_RESIDENT)))
         account_free_flagged(r, bytes, flags);
     cushim_seq_write_end(&r->seq_end);
+    if (!plain)
+        account_free_budget(device, kind, bytes, flags);
 }
 
 /* account_free_to on device's record; without one nothing is counted, and nothing is released
- * from the budget either (an entry's device always has one: track.h track_alloc_on). */
+ * from the budget either (an entry's device always has one: track.h track_alloc_on). For a free
+ * the driver has made already (a teardown's, one seen late). */
 static inline __attribute__((always_inline)) void account_free(int device, enum cushim_kind kind,
                                                                uint64_t bytes, unsigned flags)
 {
@@ -187,6 +200,27 @@ static inline __attribute__((always_inline)) void account_free(int device, enum 
     if (likely(r != NULL))
         account_free_to(r, device, kind, bytes, flags, false);
 }
+
+/* A free counted before its driver call (the figures only: account_free_to with plain): the
+ * bytes leave the figures when the program gives the memory up, so that an allocation another
+ * thread gets meanwhile, possibly of the same memory, is never counted beside it (a framework
+ * trial: four threads freeing and allocating 64 MiB on a device that holds one read a peak of
+ * 192 MiB when frees were counted after the call). The peaks are then what the program held at
+ * once, between each allocation's return and its free's call: never more than the device held.
+ * Then account_free_budget once the driver has freed it, or account_unfree if it refused. */
+static inline __attribute__((always_inline)) void account_free_early(int device, enum cushim_kind kind,
+                                                                     uint64_t bytes, unsigned flags)
+{
+    struct cushim_device_record *r = account_record(device);
+    if (likely(r != NULL))
+        account_free_to(r, device, kind, bytes, flags, true);
+}
+
+/* A free counted early (account_free_early, account_free_plain) whose driver call failed: the
+ * allocation is the program's still, counted back: current bytes up again (raising the peaks
+ * they may have held beside allocations counted meanwhile), free_count down. Readers may have
+ * seen the free for the length of the call. Cold (account.c); nothing without a record. */
+void account_unfree(int device, enum cushim_kind kind, uint64_t bytes, unsigned flags);
 
 /* ---- the plain case (no budget, no flags but capture/resident on a free): every test first,
  * every rare consequence in one out-of-line call at the end, so the wrappers keep few values

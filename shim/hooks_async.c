@@ -297,6 +297,7 @@ ALLOC_FROM_POOL(cuMemAllocFromPoolAsync_ptsz, true)
                 if (table_put(&shim.ptrs, e, NULL) < 0)                                      \
                     track_table_full();                                                      \
         } else {                                                                             \
+            track_free_begin(e);                                                             \
             r = real_(dptr, hStream);                                                        \
             track_free_done(&shim.ptrs, e, r == CUDA_SUCCESS);                               \
         }                                                                                    \
@@ -329,8 +330,9 @@ ALLOC_FROM_POOL(cuMemAllocFromPoolAsync_ptsz, true)
         }                                                                                    \
         if (unlikely(e.kind == CUSHIM_KIND_OFFLOADED))                                       \
             return sym##_taken(real_, &e, dptr, hStream);                                    \
+        track_free_plain_begin(&e, CUSHIM_KIND_ASYNC, false);                                \
         CUresult r = real_(dptr, hStream);                                                   \
-        track_free_plain(&shim.ptrs, &e, r == CUDA_SUCCESS, CUSHIM_KIND_ASYNC, false);       \
+        track_free_plain_end(&shim.ptrs, &e, r == CUDA_SUCCESS);                             \
         shim_leave();                                                                        \
         return r;                                                                            \
     }

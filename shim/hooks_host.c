@@ -51,6 +51,7 @@ SHIM_EXPORT CUresult CUDAAPI cuMemFreeHost(void *p)
         shim_leave();
         return CUDA_ERROR_INVALID_VALUE;
     }
+    track_free_begin(&e);
     CUresult r = real_(p);
     track_free_done(&shim.ptrs, &e, r == CUDA_SUCCESS);
     shim_leave();

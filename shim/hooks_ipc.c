@@ -139,9 +139,9 @@ SHIM_EXPORT CUresult CUDAAPI cuIpcCloseMemHandle(CUdeviceptr dptr)
     }
     CUresult r = real_(dptr);
     if (r == CUDA_SUCCESS && !dropped) {
-        track_free_done(&shim.ptrs, &e, true);
+        track_free_late(&shim.ptrs, &e, true);
     } else if (r != CUDA_SUCCESS && e.kind != CUSHIM_KIND_IMPORTED) {
-        track_free_done(&shim.ptrs, &e, false); /* not an IPC mapping: as it was */
+        track_free_late(&shim.ptrs, &e, false); /* not an IPC mapping: as it was */
     } else if (r != CUDA_SUCCESS) {
         struct shim_entry back = e;
         back.refs = dropped ? 1 : (e.refs ? e.refs : 1);

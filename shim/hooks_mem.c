@@ -205,6 +205,7 @@ static __attribute__((noinline)) CUresult free_full(CUdeviceptr dptr)
         if (r != CUDA_SUCCESS && table_put(&shim.ptrs, &e, NULL) < 0)
             track_table_full();
     } else {
+        track_free_begin(&e);
         r = real_(dptr);
         track_free_done(&shim.ptrs, &e, r == CUDA_SUCCESS);
     }
@@ -224,6 +225,7 @@ static __attribute__((noinline)) CUresult free_other_kind(__typeof__(&cuMemFree_
         if (r != CUDA_SUCCESS && table_put(&shim.ptrs, e, NULL) < 0)
             track_table_full();
     } else {
+        track_free_begin(e);
         r = real_(e->key);
         track_free_done(&shim.ptrs, e, r == CUDA_SUCCESS);
     }
@@ -245,8 +247,9 @@ SHIM_EXPORT CUresult CUDAAPI cuMemFree_v2(CUdeviceptr dptr)
     }
     if (unlikely(e.kind != CUSHIM_KIND_DEVICE))
         return free_other_kind(real_, &e);
+    track_free_plain_begin(&e, CUSHIM_KIND_DEVICE, true);
     CUresult r = real_(dptr);
-    track_free_plain(&shim.ptrs, &e, r == CUDA_SUCCESS, CUSHIM_KIND_DEVICE, true);
+    track_free_plain_end(&shim.ptrs, &e, r == CUDA_SUCCESS);
     shim_leave();
     return r;
 }

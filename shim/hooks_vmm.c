@@ -71,16 +71,11 @@ static bool map_undo(struct shim_entry *e, void *arg)
     return true;
 }
 
-/* Count the physical memory of a handle entry that just left the table. */
-static void handle_gone(const struct shim_entry *e)
-{
-    if (e->size)
-        account_free(e->device, (enum cushim_kind)e->kind, e->size, e->flags);
-}
 
 /* A reference or a mapping of `handle` dropped (fn: ref_drop or map_drop) before the real call
  * that ends it: once the driver has freed the handle, another thread's cuMemCreate may get the
- * same value, and an update made after would land on that new handle's entry. */
+ * same value, and an update made after would land on that new handle's entry. A handle that
+ * leaves the table so is counted freed before the call too (account.h account_free_early). */
 struct handle_drop {
     bool found, removed;    /* the entry was there; it left the table (no reference, no mapping) */
     bool dropped;           /* a reference or mapping was there to drop, and was */
@@ -92,21 +87,26 @@ static struct handle_drop handle_drop_before(uint64_t handle, bool (*fn)(struct 
     struct handle_drop d = {0};
     d.found = table_update(&shim.vmm_handles, handle, fn, &d.dropped, &d.left);
     d.removed = d.found && d.left.refs == 0 && d.left.maps == 0;
+    if (d.removed && d.left.size)
+        account_free_early(d.left.device, (enum cushim_kind)d.left.kind, d.left.size, d.left.flags);
     return d;
 }
 
-/* After the real call: counted freed if it succeeded and the handle left the table; else the
- * drop is undone (the handle is still alive: its value cannot have been reused). `is_map`: the
- * drop was a mapping's. */
+/* After the real call: a handle that left the table gives the budget its share back if the call
+ * succeeded; else the drop is undone (the handle is still alive: its value cannot have been
+ * reused), and a handle counted freed is counted back. `is_map`: the drop was a mapping's. */
 static void handle_drop_after(const struct handle_drop *d, CUresult r, bool is_map)
 {
     if (!d->found)
         return;
+    const struct shim_entry *g = &d->left;
     if (r == CUDA_SUCCESS) {
-        if (d->removed)
-            handle_gone(&d->left);
+        if (d->removed && g->size)
+            account_free_budget(g->device, (enum cushim_kind)g->kind, g->size, g->flags);
         return;
     }
+    if (d->removed && g->size)
+        account_unfree(g->device, (enum cushim_kind)g->kind, g->size, g->flags);
     if (!d->dropped) {
         /* Nothing was dropped (a second release of a handle still mapped): nothing to undo; an
          * entry the drop found empty and took out goes back as it was. */

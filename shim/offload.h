@@ -99,7 +99,7 @@ static inline bool shim_policy_active(void)
 /* The common case of an allocation wrapper: this thread is outside the shim and the gate is
  * zero (gate.h: the shim is active, no policy is configured, no deferred free waits, no stream of
  * the process is capturing), and no phase request from the CLI waits. Enters the shim
- * (shim_depth = 1) when true; the wrapper then counts with track_alloc_plain / track_free_plain
+ * (shim_depth = 1) when true; the wrapper then counts with track_alloc_plain / track_free_plain_begin and _end
  * (track.h) and leaves with shim_leave(). Otherwise the wrapper takes its full path, which decides everything
  * again. Two loads besides the thread's depth (the segment is mapped once the gate opens). */
 static inline __attribute__((always_inline)) bool shim_enter_plain_alloc(void)

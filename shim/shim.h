@@ -302,8 +302,9 @@ void shim_context_after_fork_child(void);
 CUcontext shim_primary_context(int device);
 
 /* The free path of a wrapper (after shim_enter succeeded): take the entry of `key` out of table
- * `t`, make the real call expression `call`, count the free or put the entry back, leave, return
- * the real result. A key the shim never saw is forwarded unchanged (track.h). */
+ * `t`, count the free (track.h track_free_begin), make the real call expression `call`, give the
+ * budget its share back or, if the call failed, count the allocation back and put the entry
+ * back, leave, return the real result. A key the shim never saw is forwarded unchanged (track.h). */
 #define FREE_TRACKED(t, key, call)                                  \
     do {                                                            \
         struct shim_entry e_;                                       \
@@ -311,6 +312,7 @@ CUcontext shim_primary_context(int device);
             shim_leave();                                           \
             return (call);                                          \
         }                                                           \
+        track_free_begin(&e_);                                      \
         CUresult r_ = (call);                                       \
         track_free_done((t), &e_, r_ == CUDA_SUCCESS);              \
         shim_leave();                                               \

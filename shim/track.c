@@ -20,6 +20,17 @@ void track_free_other(const struct shim_entry *e)
     account_free(e->device, (enum cushim_kind)e->kind, e->size, e->flags);
 }
 
+void track_free_other_early(const struct shim_entry *e)
+{
+    account_free_early(e->device, (enum cushim_kind)e->kind, e->size, e->flags);
+}
+
+void track_free_failed(struct shim_table *t, const struct shim_entry *e)
+{
+    account_unfree(e->device, (enum cushim_kind)e->kind, e->size, e->flags);
+    track_put_back(t, e);
+}
+
 bool track_put_new_slow(struct shim_table *t, uint64_t key, uint64_t bytes, CUcontext ctx,
                         int device, enum cushim_kind kind)
 {

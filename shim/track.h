@@ -241,24 +241,37 @@ static inline __attribute__((always_inline)) void track_plain_result(CUresult r,
  * BENCHMARKS.md). track.c. */
 void track_free_other(const struct shim_entry *e);
 
-/* After the real free in the plain case (shim_enter_plain_free): count it (ok) or put the entry
- * back (the free failed). `kind`: the kind the wrapper's entries usually are (a constant, so that
- * case is counted inline with fixed offsets); kind_checked: the caller has already seen that
- * e->kind is `kind`, a kind whose entries are made only by track_alloc_on and track_alloc_plain,
- * so e->device is a device with a record. */
-static inline __attribute__((always_inline)) void track_free_plain(struct shim_table *t,
-                                                                   const struct shim_entry *e, bool ok,
-                                                                   enum cushim_kind kind,
-                                                                   bool kind_checked)
+/* account_free_early of entry e, out of line (track.c): track_free_plain_begin's rare case, as
+ * track_free_other. */
+void track_free_other_early(const struct shim_entry *e);
+
+/* A free whose driver call failed, of entry e counted freed before it (track_free_begin,
+ * track_free_plain_begin): counted back (account_unfree) and the entry put back in t. Cold
+ * (track.c). */
+void track_free_failed(struct shim_table *t, const struct shim_entry *e);
+
+/* Before the real free in the plain case (shim_enter_plain_free: no budget): the entry taken
+ * out counted freed (account.h account_free_early says why before). `kind`: the kind the
+ * wrapper's entries usually are (a constant, so that case is counted inline with fixed offsets);
+ * kind_checked: the caller has already seen that e->kind is `kind`, a kind whose entries are made
+ * only by track_alloc_on and track_alloc_plain, so e->device is a device with a record. */
+static inline __attribute__((always_inline)) void track_free_plain_begin(const struct shim_entry *e,
+                                                                         enum cushim_kind kind,
+                                                                         bool kind_checked)
 {
-    if (likely(ok)) {
-        if (likely(kind_checked || (e->kind == kind && (unsigned)e->device < CUSHIM_MAX_DEVICES)))
-            account_free_plain(account_record_of_entry(e->device), kind, e->size, e->flags);
-        else
-            track_free_other(e);
-    } else {
-        track_put_back(t, e);
-    }
+    if (likely(kind_checked || (e->kind == kind && (unsigned)e->device < CUSHIM_MAX_DEVICES)))
+        account_free_plain(account_record_of_entry(e->device), kind, e->size, e->flags);
+    else
+        track_free_other_early(e);
+}
+
+/* After the real free in the plain case: nothing more when it succeeded (no budget); counted
+ * back and the entry put back when it failed. */
+static inline __attribute__((always_inline)) void track_free_plain_end(struct shim_table *t,
+                                                                       const struct shim_entry *e, bool ok)
+{
+    if (unlikely(!ok))
+        track_free_failed(t, e);
 }
 
 /* Records a successful allocation at key, counted on the current context's device. */
@@ -284,11 +297,29 @@ static inline __attribute__((always_inline)) bool track_take(struct shim_table *
     return key != 0 && table_take(t, key, out);
 }
 
-/* After the real free: count it (ok) or put the entry back (the free failed). */
+/* Before the real free of entry e (taken out with track_take): counted freed now, the figures
+ * only (account.h account_free_early). Then track_free_done with the call's result. */
+static inline __attribute__((always_inline)) void track_free_begin(const struct shim_entry *e)
+{
+    account_free_early(e->device, (enum cushim_kind)e->kind, e->size, e->flags);
+}
+
+/* After the real free of an entry counted by track_free_begin: the budget's share given back
+ * (ok), or the free counted back and the entry put back (it failed). */
 static inline __attribute__((always_inline)) void track_free_done(struct shim_table *t,
                                                                   const struct shim_entry *e, bool ok)
 {
     if (likely(ok))
+        account_free_budget(e->device, (enum cushim_kind)e->kind, e->size, e->flags);
+    else
+        track_free_failed(t, e);
+}
+
+/* After a real free that was not counted before it (an IPC close, whose entry may stay for
+ * other references: hooks_ipc.c): count it whole (ok) or put the entry back (it failed). */
+static inline void track_free_late(struct shim_table *t, const struct shim_entry *e, bool ok)
+{
+    if (ok)
         account_free(e->device, (enum cushim_kind)e->kind, e->size, e->flags);
     else
         track_put_back(t, e);

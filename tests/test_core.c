@@ -962,6 +962,49 @@ RT_TEST(sixteen_threads)
     run_free(&r);
 }
 
+/* A free counts from its call, before the driver frees anything: another thread's allocation made
+ * during the free is never counted beside the memory being freed (a framework trial: four
+ * threads freeing and allocating 64 MiB on a device that holds one read peaks of 128 and 192 MiB
+ * when frees were counted after their call). Here the second thread allocates inside the free
+ * (a signal raised on the driver's entry); counted after the call, the peak read 128 MiB. */
+RT_TEST(a_free_counts_from_its_call)
+{
+    struct run_result r;
+    char inject[64];
+    snprintf(inject, sizeof inject, "SIMCUDA_INJECT=cuMemFree_v2:1:raise=%d", SIGUSR1);
+    const char *extra[] = {inject, NULL};
+    json_t *j = scenario(&r, p->static_rt, "free_while_other_allocates", extra);
+    cr_expect_eq(kv_u64(r.out, "current_in_free"), 64 * MiB);
+    cr_expect_eq(kv_u64(r.out, "peak"), 64 * MiB);
+    expect_kind(j, 0, "device", 64 * MiB, 64 * MiB, 2, 1, 0);
+    cr_expect_eq(jpath_u64(j, "devices.0.device_total.peak_bytes"), 64 * MiB);
+    json_decref(j);
+    run_free(&r);
+}
+
+/* Frees the driver refuses, of each family (device, stream-ordered, VMM, array): counted back
+ * as they were (a free is counted before its call), never as frees; the second frees count. */
+RT_TEST(refused_frees_leave_the_memory_counted)
+{
+    struct run_result r;
+    const char *extra[] = {"SIMCUDA_INJECT=cuMemFree_v2:1:CUDA_ERROR_UNKNOWN,cuMemFreeAsync:1:CUDA_ERROR_UNKNOWN,"
+                           "cuMemRelease:1:CUDA_ERROR_UNKNOWN,cuArrayDestroy:1:CUDA_ERROR_UNKNOWN", NULL};
+    json_t *j = scenario(&r, p->static_rt, "free_fails", extra);
+    cr_expect_eq(kv_u64(r.out, "rc_free"), 999, "cudaErrorUnknown");
+    cr_expect_eq(kv_u64(r.out, "rc_free_async"), 999);
+    cr_expect_eq(kv_u64(r.out, "rc_release"), 999, "CUDA_ERROR_UNKNOWN");
+    cr_expect_eq(kv_u64(r.out, "rc_destroy"), 999);
+    uint64_t g = kv_u64(r.out, "granularity");
+    cr_expect_eq(kv_u64(r.out, "live_after_failures"), MiB + 2 * MiB + g + MiB);
+    expect_kind(j, 0, "device", 0, MiB, 1, 1, 0);
+    expect_kind(j, 0, "async", 0, 2 * MiB, 1, 1, 0);
+    expect_kind(j, 0, "vmm", 0, g, 1, 1, 0);
+    expect_kind(j, 0, "array", 0, MiB, 1, 1, 0);
+    cr_expect_eq(jpath_u64(j, "devices.0.device_total.peak_bytes"), MiB + 2 * MiB + g + MiB);
+    json_decref(j);
+    run_free(&r);
+}
+
 /* largest[i] of held_at_exit is (kind, bytes, address or handle, made during a capture). */
 static void expect_held(json_t *j, size_t i, const char *kind, uint64_t bytes, const char *key_name,
                         uint64_t key, bool capture)

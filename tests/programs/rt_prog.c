@@ -1990,6 +1990,95 @@ static int scenario_hold(void)
     return 0;
 }
 
+/* Frees the driver refuses (SIMCUDA_INJECT=cuMemFree_v2:1:..., cuMemFreeAsync:1:...,
+ * cuMemRelease:1:..., cuArrayDestroy:1:...) leave the allocations the program's: each is freed
+ * once more, then succeeds. Prints rc_* of the failed calls and live_after_failures=<device total
+ * cushim counts after them>. */
+static int scenario_free_fails(void)
+{
+    uint64_t (*current)(int) = (uint64_t(*)(int))cushim_fn("cushim_device_current_bytes");
+    void *a, *b;
+    CHECK(cudaMalloc(&a, MiB));
+    CHECK(cudaMallocAsync(&b, 2 * MiB, 0));
+    struct vmm_api v = vmm_api();
+    CUmemAllocationProp prop = vmm_prop(0);
+    size_t g = 0;
+    CUmemGenericAllocationHandle h;
+    if (v.granularity(&g, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM) != CUDA_SUCCESS || v.create(&h, g, &prop, 0))
+        return 12;
+    PFN_cuArrayCreate_v3020 create = entry("cuArrayCreate", 3020);
+    PFN_cuArrayDestroy_v2000 destroy = entry("cuArrayDestroy", 2000);
+    CUDA_ARRAY_DESCRIPTOR d = {.Width = 256, .Height = 256, .Format = CU_AD_FORMAT_FLOAT, .NumChannels = 4};
+    CUarray arr;
+    if (create(&arr, &d))
+        return 13;
+    printf("rc_free=%d\nrc_free_async=%d\nrc_release=%d\nrc_destroy=%d\n", (int)cudaFree(a),
+           (int)cudaFreeAsync(b, 0), (int)v.release(h), (int)destroy(arr));
+    printf("live_after_failures=%llu\ngranularity=%zu\n", (unsigned long long)(current ? current(0) : 0), g);
+    CHECK(cudaFree(a));
+    CHECK(cudaFreeAsync(b, 0));
+    CHECK(cudaStreamSynchronize(0));
+    if (v.release(h) || destroy(arr))
+        return 14;
+    return 0;
+}
+
+/* A free and another thread's allocation at once: the handler of the signal that
+ * SIMCUDA_INJECT=cuMemFree_v2:1:raise=SIGUSR1 raises inside the free (before the driver frees
+ * anything) has the second thread make its 64 MiB allocation and waits for it. Prints
+ * current_in_free=<device total cushim counted then> and peak=<its peak at the end>. */
+static pthread_mutex_t other_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t other_cond = PTHREAD_COND_INITIALIZER;
+static volatile int other_go, other_done;
+static uint64_t other_seen;
+static void *other_allocates(void *arg)
+{
+    (void)arg;
+    uint64_t (*current)(int) = (uint64_t(*)(int))cushim_fn("cushim_device_current_bytes");
+    pthread_mutex_lock(&other_lock);
+    while (!other_go)
+        pthread_cond_wait(&other_cond, &other_lock);
+    pthread_mutex_unlock(&other_lock);
+    void *p;
+    if (cudaMalloc(&p, 64 * MiB) != cudaSuccess)
+        exit(20);
+    other_seen = current ? current(0) : 0;
+    pthread_mutex_lock(&other_lock);
+    other_done = 1;
+    pthread_cond_broadcast(&other_cond);
+    pthread_mutex_unlock(&other_lock);
+    return NULL;
+}
+
+/* Not async-signal-safe (a mutex and a condition variable): the test raises the signal at one
+ * known point of this program only, where the main thread holds no lock. */
+static void let_other_allocate(int sig)
+{
+    (void)sig;
+    pthread_mutex_lock(&other_lock);
+    other_go = 1;
+    pthread_cond_broadcast(&other_cond);
+    while (!other_done)
+        pthread_cond_wait(&other_cond, &other_lock);
+    pthread_mutex_unlock(&other_lock);
+}
+
+static int scenario_free_while_other_allocates(void)
+{
+    uint64_t (*peak)(int) = (uint64_t(*)(int))cushim_fn("cushim_device_peak_bytes");
+    void *a;
+    pthread_t t;
+    CHECK(cudaMalloc(&a, 64 * MiB));
+    signal(SIGUSR1, let_other_allocate);
+    if (pthread_create(&t, NULL, other_allocates, NULL))
+        return 12;
+    CHECK(cudaFree(a));
+    pthread_join(t, NULL);
+    printf("current_in_free=%llu\npeak=%llu\n", (unsigned long long)other_seen,
+           (unsigned long long)(peak ? peak(0) : 0));
+    return 0;
+}
+
 /* Memory of four kinds left for the exit report's held-at-exit list: 3 MiB of device memory
  * (and 5 MiB freed), a VMM handle of two granules (not mapped), a 256x256 float4 array (1 MiB),
  * 64 KiB pinned host memory and 20 device allocations of 1 KiB. Prints each address (or
@@ -2496,6 +2585,8 @@ static int scenario_churn(void)
 }
 
 static const struct scenario scenarios[] = {
+    {"free_fails", scenario_free_fails, 1},
+    {"free_while_other_allocates", scenario_free_while_other_allocates, 1},
     {"held_mix", scenario_held_mix, 1},
     {"hold", scenario_hold, 1},             {"fork", scenario_fork, 1}, {"hold_refused", scenario_hold_refused, 1},
     {"hold_pinned", scenario_hold_pinned, 1},
