@@ -188,9 +188,15 @@ bool budget_reserve_limited(int device, uint64_t bytes, uint64_t own_idle, uint6
              * fits even when held is past the limit, as long as the bytes in use stay within it:
              * a pool grows by whole chunks, which can take held past it (a fresh-user trial:
              * every later request was refused), but the device total never goes past the
-             * limit (a stress trial: served requests took it 20 MiB past a 256 MiB budget). */
-            fits = (bytes == served && used <= limit && bytes <= limit - used) ||
-                   (held <= limit && bytes - served <= limit - held);
+             * limit (a stress trial: served requests took it 20 MiB past a 256 MiB budget).
+             * That bound holds for every request, a served one too: held is read again here,
+             * after the claim (a driver query), and another thread may have taken the idle
+             * reserve out of it meanwhile (a served request, a trim's reading), so held within
+             * the limit no longer means used + bytes within it (a stress trial: 8 MiB served
+             * with idle read as 8 MiB, then 0, took the total to the limit + 512 B;
+             * offload_prog served_idle_taken). */
+            fits = used <= limit && bytes <= limit - used &&
+                   (bytes == served || (held <= limit && bytes - served <= limit - held));
         } while (fits && !atomic_compare_exchange_weak_explicit(&budget_used[device], &used, used + bytes,
                                                                 memory_order_relaxed, memory_order_relaxed));
         if (fits) {

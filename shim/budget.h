@@ -158,11 +158,13 @@ void budget_say_refused(int device, uint64_t bytes);
 /* Reserves `bytes` on `device` (budget.c): false when that would pass its limit (nothing
  * reserved). `own_idle`: for a stream-ordered request, the idle reserve of the very pool it draws
  * from (async_pool_idle_of; 0 otherwise), which serves it without growing: only what that
- * reserve cannot serve must fit, and what it serves is taken off the device's idle reserve and
- * claimed until the request is done (*served, bytes; give it back with budget_pool_served_done
- * after the real call, whatever its result): two requests racing on one pool cannot both be
- * served by the same idle bytes. `say`: a refusal is said and counted (budget_refused); when
- * false the caller says it (budget_say_refused) or lets the driver refuse the request. */
+ * reserve cannot serve must fit in what the budget holds (the device's bytes in use, the request
+ * with them, must stay within the limit all the same), and what it serves is taken off the
+ * device's idle reserve and claimed until the request is done (*served, bytes; give it back with
+ * budget_pool_served_done after the real call, whatever its result): two requests racing on one
+ * pool cannot both be served by the same idle bytes. `say`: a refusal is said and counted
+ * (budget_refused); when false the caller says it (budget_say_refused) or lets the driver refuse
+ * the request. */
 bool budget_reserve_limited(int device, uint64_t bytes, uint64_t own_idle, uint64_t pool, uint64_t *served,
                             bool say);
 

@@ -149,14 +149,15 @@ SHIM_EXPORT CUresult CUDAAPI cuMemCreate(CUmemGenericAllocationHandle *handle, s
             device = 0;
     }
     /* Physical device memory counts against the budget (CUSHIM_DEVICE_LIMIT), reserved before the
-     * call (racing threads cannot overshoot; a trial found that checking after the call let the
-     * device total pass the limit under VMM and pool churn). Over it, the refusal is not said yet:
-     * the driver's refusal of the arguments comes first (a size not a multiple of the
-     * granularity, an unknown device, a bad type or flags: its CUDA_ERROR_INVALID_VALUE or
-     * _INVALID_DEVICE, not a budget's out of memory; a numeric-extremes trial), so the request is
-     * made all the same, and a handle the driver grants is released at once and refused (kept,
-     * counted past the budget, if a capture that prohibits the shim's own calls is live or the
-     * release fails). */
+     * call (its memory is in the budget before the driver makes it; a trial that saw the device
+     * total pass the limit under VMM and pool churn with the check after the call had hit a
+     * served pool request's race, budget.c, which the later check only made likelier). Over it,
+     * the refusal is not said yet: the driver's refusal of the arguments comes first (a size not
+     * a multiple of the granularity, an unknown device, a bad type or flags: its
+     * CUDA_ERROR_INVALID_VALUE or _INVALID_DEVICE, not a budget's out of memory; a
+     * numeric-extremes trial), so the request is made all the same, and a handle the driver
+     * grants is released at once and refused (kept, counted past the budget, if a capture that
+     * prohibits the shim's own calls is live or the release fails). */
     bool reserved = kind == CUSHIM_KIND_VMM && budget_any;
     uint64_t served;
     bool over = kind == CUSHIM_KIND_VMM && !budget_reserve_in(device, size, 0, 0, &served, false);

@@ -947,6 +947,28 @@ Test(offload, a_destroyed_pool_gets_the_drivers_error_not_the_budgets)
     run_free(&r);
 }
 
+/* A request its pool's idle reserve serves, while another thread trims that pool and takes the
+ * room its reserve stood for (the other thread's steps run inside the shim's second look at the
+ * pool's reserve: offload_prog served_idle_taken). The budget's held was read after that, within
+ * the limit with no idle left, and the served request was granted: the device total went to
+ * 18 MiB under a 16 MiB budget (a stress trial: the total read as the limit + 512 B). A served
+ * request must keep the device total within the limit too: refused. */
+Test(offload, a_served_request_keeps_the_device_total_within_the_budget)
+{
+    struct run_result r;
+    const char *extra[] = {"CUSHIM_DEVICE_LIMIT=16MiB", "SIMCUDA_INJECT=cuMemPoolGetAttribute:*:raise=10", NULL};
+    json_t *j = offload_run(&r, "served_idle_taken", extra);
+    cr_assert_eq(kv_u64(r.out, "fired"), 1, "the other thread ran during the request\n%s", r.out);
+    cr_expect_eq(kv_u64(r.out, "rc_other"), 0, "10 + 4 MiB of cudaMalloc within 16 MiB");
+    cr_expect_eq(kv_u64(r.out, "rc_request"), 2, "cudaErrorMemoryAllocation: 14 + 4 MiB would pass 16 MiB");
+    cr_expect_eq(kv_u64(r.out, "current"), 14 * MiB);
+    cr_expect_eq(jpath_u64(j, "devices.0.device_total.peak_bytes"), 14 * MiB);
+    cr_expect_eq(jpath_u64(j, "devices.0.device_total.limit_refused_count"), 1);
+    cr_expect_eq(jpath_u64(j, "devices.0.async.failed_count"), 1);
+    json_decref(j);
+    run_free(&r);
+}
+
 /* Threads making and freeing device, VMM and pool memory under a 16 MiB budget while pools are
  * replaced and the device total is read without a pause (race_prog budget_churn): no reading
  * past the budget, every request granted or refused with out of memory, nothing left. (A

@@ -650,6 +650,81 @@ static int scenario_destroyed_pool_budget(void)
     return 0;
 }
 
+/* A request its pool's idle reserve serves, whose budget check comes after another thread took the
+ * room that reserve stood for (SIMCUDA_INJECT=cuMemPoolGetAttribute:*:raise=10: the 4th query of the
+ * pools this thread makes once armed is the USED_MEM_CURRENT of the shim's second look at the pool's
+ * reserve, budget.c claim_idle; the SIGUSR1 handler runs the other thread's steps there). Under a
+ * 16 MiB budget: 10 MiB cudaMalloc, 4 MiB idle in pool P (freed). The request: 4 MiB from P. During
+ * its claim the other thread trims P (its idle reserve goes back: the budget's idle estimate reads
+ * 0) and takes 4 MiB with cudaMalloc (10 + 4 within 16). The pool's reserve was read as 4 MiB before
+ * the trim and its use as 0 after, so the request is served, and the check found held (14 MiB, no
+ * idle left) within the budget: the device total went to 18 MiB. Prints rc_request, rc_other,
+ * fired (1: the other thread's steps ran inside the request), current (the device total after both). */
+static pthread_t idle_taken_main;
+static atomic_int idle_taken_armed, idle_taken_queries, idle_taken_fired, idle_taken_go, idle_taken_done, idle_taken_rc;
+static cudaMemPool_t idle_taken_pool;
+static void *idle_taken_z;
+
+static void idle_taken_signal(int sig)
+{
+    (void)sig;
+    if (!atomic_load(&idle_taken_armed) || !pthread_equal(pthread_self(), idle_taken_main))
+        return;
+    if (atomic_fetch_add(&idle_taken_queries, 1) + 1 != 4)
+        return;
+    atomic_store(&idle_taken_fired, 1);
+    atomic_store(&idle_taken_go, 1);
+    while (!atomic_load(&idle_taken_done))
+        sched_yield();
+}
+
+static void *idle_taken_other(void *arg)
+{
+    (void)arg;
+    while (!atomic_load(&idle_taken_go))
+        sched_yield();
+    int rc = (int)cudaMemPoolTrimTo(idle_taken_pool, 0);
+    atomic_store(&idle_taken_rc, rc ? rc : (int)cudaMalloc(&idle_taken_z, 4 * MiB));
+    atomic_store(&idle_taken_done, 1);
+    return NULL;
+}
+
+static int scenario_served_idle_taken(void)
+{
+    uint64_t (*current)(int) = (uint64_t(*)(int))cushim_fn("cushim_device_current_bytes");
+    if (!current)
+        return 20;
+    idle_taken_main = pthread_self();
+    signal(SIGUSR1, idle_taken_signal);
+    struct cudaMemPoolProps props = {0};
+    props.allocType = cudaMemAllocationTypePinned;
+    props.location.type = cudaMemLocationTypeDevice;
+    props.location.id = 0;
+    void *x, *y = dev(10 * MiB), *a = NULL;
+    CHECK(cudaMemPoolCreate(&idle_taken_pool, &props));
+    CHECK(cudaMallocFromPoolAsync(&x, 4 * MiB, idle_taken_pool, NULL));
+    CHECK(cudaFreeAsync(x, NULL)); /* 4 MiB idle in the pool */
+    size_t free_b, total_b;
+    CHECK(cudaMemGetInfo(&free_b, &total_b)); /* the pools read: nothing stale before the request */
+    pthread_t t;
+    pthread_create(&t, NULL, idle_taken_other, NULL);
+    atomic_store(&idle_taken_armed, 1);
+    int rc = (int)cudaMallocFromPoolAsync(&a, 4 * MiB, idle_taken_pool, NULL);
+    atomic_store(&idle_taken_armed, 0);
+    atomic_store(&idle_taken_go, 1); /* the handler never ran: let the thread go anyway */
+    pthread_join(t, NULL);
+    printf("rc_request=%d\nrc_other=%d\nfired=%d\ncurrent=%llu\n", rc, atomic_load(&idle_taken_rc),
+           atomic_load(&idle_taken_fired), (unsigned long long)current(0));
+    if (rc == 0)
+        CHECK(cudaFreeAsync(a, NULL));
+    if (idle_taken_z)
+        CHECK(cudaFree(idle_taken_z));
+    CHECK(cudaFree(y));
+    CHECK(cudaStreamSynchronize(NULL));
+    CHECK(cudaMemPoolDestroy(idle_taken_pool));
+    return 0;
+}
+
 /* A forked child that only reads (getters, the phase) and ends with _exit leaves no segment:
  * reading does not start the shim in it. */
 static int scenario_fork_reader(void)
@@ -1478,6 +1553,7 @@ static const struct scenario scenarios[] = {
     {"spill_from_pool", scenario_spill_from_pool, 1},
     {"free_async_no_context", scenario_free_async_no_context, 1},
     {"reroute_checks", scenario_reroute_checks, 1},
+    {"served_idle_taken", scenario_served_idle_taken, 1},
 };
 
 int main(int argc, char **argv)
