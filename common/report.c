@@ -303,6 +303,17 @@ void cushim_text_process(FILE *f, const struct cushim_snapshot *s, const char *t
         fprintf(f, "    %-16s %12s %12s\n", "device_total",
                 fmt(d->dev[CUSHIM_DEV_total_current], a, sizeof a),
                 fmt(d->dev[CUSHIM_DEV_total_peak], b, sizeof b));
+        /* Graph memory is the driver's pool, sampled, not in device_total (a framework trial read
+         * device_total's peak alone to size a KV cache beside CUDA graphs): the sum beside it, its
+         * peak an upper bound (the two highs need not have come at once; saturating). */
+        if (d->dev[CUSHIM_DEV_graph_pool_reserved_high]) {
+            uint64_t cur = d->dev[CUSHIM_DEV_total_current], gc = d->dev[CUSHIM_DEV_graph_pool_reserved_current];
+            uint64_t pk = d->dev[CUSHIM_DEV_total_peak], gh = d->dev[CUSHIM_DEV_graph_pool_reserved_high];
+            char p[40];
+            snprintf(p, sizeof p, "<= %s", fmt(pk + gh < pk ? UINT64_MAX : pk + gh, b, sizeof b));
+            fprintf(f, "    %-16s %12s %12s  (with the graph pool's reserve; its peak an upper bound)\n",
+                    "+ graph pool", fmt(cur + gc < cur ? UINT64_MAX : cur + gc, a, sizeof a), p);
+        }
         if (d->dev[CUSHIM_DEV_peak_reset_count])
             fprintf(f, "    the peaks above are since the last peak reset (%llu reset%s); device_total's "
                     "lifetime peak (never reset): %s\n",
