@@ -1,7 +1,11 @@
-/* What the shim allocated: table entries plus counters, updated only after the real call
- * succeeded (DESIGN.md). Address reuse: a free takes its entry out *before* the real free and puts
- * it back if the free fails, so another thread handed the same address sees no stale entry.
- * Inline: these run on every intercepted allocation and free. Thread-safe. */
+/* What the shim allocated: table entries plus counters. An allocation is counted only after the
+ * real call succeeded (DESIGN.md); a free is counted before its real call and counted back if the
+ * call fails (account.h account_free_early), so that once each call has returned the figures are
+ * those of the calls that succeeded, as DESIGN.md asks, and meanwhile an allocation another thread
+ * gets is never counted beside the memory being freed. Address reuse: a free takes its entry out
+ * *before* the real free and puts it back if the free fails, so another thread handed the same
+ * address sees no stale entry. Inline: these run on every intercepted allocation and free.
+ * Thread-safe. */
 #ifndef CUSHIM_TRACK_H
 #define CUSHIM_TRACK_H
 
