@@ -24,12 +24,13 @@ static bool held_before(const struct cushim_held_record *a, const struct cushim_
 
 /* table_for_each callback (under a shard lock: arithmetic only). An entry counted on a device
  * (device >= 0) is memory of the process: every kind of the pointer, array and handle tables, but
- * for an imported multicast object, which has none of its own (table.h SHIM_F_MULTICAST). */
+ * for an imported multicast object, which has none of its own (table.h SHIM_F_MULTICAST), and an
+ * imported VMM handle not mapped yet (size 0: counted by its first mapping, hooks_vmm.c). */
 static bool held_one(struct shim_entry *e, void *arg)
 {
     struct held_walk *w = arg;
     if (e->device < 0 || e->device >= (int32_t)CUSHIM_MAX_DEVICES || (e->flags & SHIM_F_MULTICAST) ||
-        e->kind >= CUSHIM_KIND_COUNT || e->kind == CUSHIM_KIND_CAPTURE)
+        e->kind >= CUSHIM_KIND_COUNT || e->kind == CUSHIM_KIND_CAPTURE || e->size == 0)
         return false;
     w->count++;
     w->bytes += e->size;

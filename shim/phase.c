@@ -86,7 +86,13 @@ static int set_locked(struct cushim_segment *seg, int phase)
         /* A warning (a fresh-user trial: at info, a run served its weights from host memory
          * without a word): the run phase reads them across the bus. */
         uint64_t bytes = 0;
+        /* As inside a CUDA call while the walk holds shard locks: a signal handler's exit() here
+         * (cushim_set_phase is called at depth 0) must not walk the tables (held.c) nor count
+         * the runtime's teardown, which would wait on a lock this thread holds. */
+        int depth = shim_depth;
+        shim_depth = 1;
         unsigned n = table_for_each(&shim.ptrs, mark_resident, &bytes);
+        shim_depth = depth;
         if (n)
             LOG_WARN("compile phase ended with %u offloaded allocation%s alive (%llu bytes): they stay in "
                      "pinned host memory for the rest of the run (README, \"Compiling a model on a card "

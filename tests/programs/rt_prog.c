@@ -2080,7 +2080,8 @@ static int scenario_free_while_other_allocates(void)
 }
 
 /* Memory of four kinds left for the exit report's held-at-exit list: 3 MiB of device memory
- * (and 5 MiB freed), a VMM handle of two granules (not mapped), a 256x256 float4 array (1 MiB),
+ * (and 5 MiB freed), a VMM handle of two granules (not mapped; its export imported, not mapped
+ * either: no memory of its own), a 256x256 float4 array (1 MiB),
  * 64 KiB pinned host memory and 20 device allocations of 1 KiB. Prints each address (or
  * handle) as key=value lines. */
 static int scenario_held_mix(void)
@@ -2098,8 +2099,17 @@ static int scenario_held_mix(void)
     CUmemAllocationProp prop = vmm_prop(0);
     size_t g = 0;
     CUmemGenericAllocationHandle h;
+    prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
     if (v.granularity(&g, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM) != CUDA_SUCCESS || v.create(&h, 2 * g, &prop, 0))
         return 12;
+    /* Its own export imported and never mapped: a reference, no memory counted (none listed). */
+    PFN_cuMemExportToShareableHandle_v10020 export_ = entry("cuMemExportToShareableHandle", 10020);
+    PFN_cuMemImportFromShareableHandle_v10020 import_ = entry("cuMemImportFromShareableHandle", 10020);
+    int fd = -1;
+    CUmemGenericAllocationHandle imported;
+    if (export_(&fd, h, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0) ||
+        import_(&imported, (void *)(intptr_t)fd, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR))
+        return 14;
     PFN_cuArrayCreate_v3020 create = entry("cuArrayCreate", 3020);
     CUDA_ARRAY_DESCRIPTOR d = {.Width = 256, .Height = 256, .Format = CU_AD_FORMAT_FLOAT, .NumChannels = 4};
     CUarray a;
