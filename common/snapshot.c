@@ -244,9 +244,11 @@ static int copy_held(const struct cushim_held *hd, struct cushim_snapshot *out, 
         FAIL("held-at-exit list is corrupt (state %u)", state);
     if (state != 2)
         return 0;
-    uint32_t listed = hd->listed;
-    if (listed > CUSHIM_HELD_MAX || listed > hd->count)
-        FAIL("held-at-exit list is corrupt (%u listed of %llu)", listed, (unsigned long long)hd->count);
+    /* Each field read once: a foreign writer may change them under us (checked, then used). */
+    uint32_t listed = *(volatile const uint32_t *)&hd->listed;
+    uint64_t count = *(volatile const uint64_t *)&hd->count, bytes = *(volatile const uint64_t *)&hd->bytes;
+    if (listed > CUSHIM_HELD_MAX || listed > count)
+        FAIL("held-at-exit list is corrupt (%u listed of %llu)", listed, (unsigned long long)count);
     uint64_t sum = 0;
     for (uint32_t i = 0; i < listed; i++) {
         const struct cushim_held_record *r = &hd->rec[i];
@@ -255,14 +257,14 @@ static int copy_held(const struct cushim_held *hd, struct cushim_snapshot *out, 
                                            .kind = r->kind, .flags = r->flags};
         if (o->kind >= CUSHIM_KIND_COUNT || o->kind == CUSHIM_KIND_CAPTURE || o->device < 0 ||
             o->device >= (int32_t)CUSHIM_MAX_DEVICES || (i && o->bytes > out->held[i - 1].bytes) ||
-            o->bytes > hd->bytes - sum)
+            o->bytes > bytes - sum)
             FAIL("held-at-exit record %u is corrupt", i);
         sum += o->bytes;
     }
     out->held_known = 1;
     out->held_listed = listed;
-    out->held_count = hd->count;
-    out->held_bytes = hd->bytes;
+    out->held_count = count;
+    out->held_bytes = bytes;
     return 0;
 }
 
