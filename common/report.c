@@ -63,28 +63,28 @@ static void json_device(struct jsonw *w, const struct cushim_device_snapshot *d)
     jsonw_object_end(w);
 }
 
-/* "held_at_exit": what the process had not freed at its exit report (snapshot.h held_*), null
+/* "live_at_exit": what the process had not freed at its exit report (snapshot.h held_*), null
  * while it does not say (alive, or ended without the report). */
-static void json_held(struct jsonw *w, const struct cushim_snapshot *s)
+static void json_live(struct jsonw *w, const struct cushim_snapshot *s)
 {
-    if (!s->held_known) {
-        jsonw_string(w, "held_at_exit", NULL);
+    if (!s->live_known) {
+        jsonw_string(w, "live_at_exit", NULL);
         return;
     }
-    jsonw_object_begin(w, "held_at_exit");
-    jsonw_u64(w, "allocations", s->held_count);
-    jsonw_u64(w, "bytes", s->held_bytes);
+    jsonw_object_begin(w, "live_at_exit");
+    jsonw_u64(w, "count", s->live_count);
+    jsonw_u64(w, "bytes", s->live_bytes);
     jsonw_array_begin(w, "largest");
-    for (uint32_t i = 0; i < s->held_listed; i++) {
-        const struct cushim_held_snapshot *h = &s->held[i];
+    for (uint32_t i = 0; i < s->live_listed; i++) {
+        const struct cushim_live_snapshot *h = &s->live[i];
         char key[24];
         snprintf(key, sizeof key, "0x%llx", (unsigned long long)h->key);
         jsonw_object_begin(w, NULL);
         jsonw_i64(w, "device", h->device);
         jsonw_string(w, "kind", kind_names[h->kind]);
         jsonw_u64(w, "bytes", h->bytes);
-        jsonw_string(w, h->flags & CUSHIM_HELD_F_HANDLE ? "handle" : "address", key);
-        jsonw_bool(w, "capture", (h->flags & CUSHIM_HELD_F_CAPTURE) != 0);
+        jsonw_string(w, h->flags & CUSHIM_LIVE_F_HANDLE ? "handle" : "address", key);
+        jsonw_bool(w, "capture", (h->flags & CUSHIM_LIVE_F_CAPTURE) != 0);
         jsonw_object_end(w);
     }
     jsonw_array_end(w);
@@ -146,7 +146,7 @@ void cushim_json_process(struct jsonw *w, const char *key, const struct cushim_s
         jsonw_object_end(w);
     }
     jsonw_array_end(w);
-    json_held(w, s);
+    json_live(w, s);
     if (close)
         jsonw_object_end(w);
 }
@@ -204,32 +204,32 @@ static void pool_line(FILE *f, const struct cushim_snapshot *s, const struct cus
 
 /* What the process had not freed at its exit report, the largest listed (nothing while it does
  * not say). */
-static void text_held(FILE *f, const struct cushim_snapshot *s)
+static void text_live(FILE *f, const struct cushim_snapshot *s)
 {
     char a[32], b[32];
-    if (!s->held_known)
+    if (!s->live_known)
         return;
-    if (!s->held_count) {
-        fprintf(f, "  held at exit: no allocation\n");
+    if (!s->live_count) {
+        fprintf(f, "  live at exit: no allocation\n");
         return;
     }
-    fprintf(f, "  held at exit: %llu allocation%s, %s (made and not freed before the exit report)\n",
-            (unsigned long long)s->held_count, s->held_count == 1 ? "" : "s",
-            fmt(s->held_bytes, a, sizeof a));
+    fprintf(f, "  live at exit: %llu allocation%s, %s (not freed when the exit report was written: leaks, or what a cache keeps to the end)\n",
+            (unsigned long long)s->live_count, s->live_count == 1 ? "" : "s",
+            fmt(s->live_bytes, a, sizeof a));
     fprintf(f, "    %6s  %-16s %12s  %s\n", "device", "kind", "bytes", "address");
     uint64_t shown = 0;
-    for (uint32_t i = 0; i < s->held_listed; i++) {
-        const struct cushim_held_snapshot *h = &s->held[i];
+    for (uint32_t i = 0; i < s->live_listed; i++) {
+        const struct cushim_live_snapshot *h = &s->live[i];
         fprintf(f, "    %6d  %-16s %12s  0x%llx%s%s\n", h->device, kind_names[h->kind],
                 fmt(h->bytes, a, sizeof a), (unsigned long long)h->key,
-                h->flags & CUSHIM_HELD_F_HANDLE ? " (handle)" : "",
-                h->flags & CUSHIM_HELD_F_CAPTURE ? "  (made during a stream capture)" : "");
+                h->flags & CUSHIM_LIVE_F_HANDLE ? " (handle)" : "",
+                h->flags & CUSHIM_LIVE_F_CAPTURE ? "  (made during a stream capture)" : "");
         shown += h->bytes;
     }
-    if (s->held_count > s->held_listed)
+    if (s->live_count > s->live_listed)
         fprintf(f, "    ... and %llu more, %s\n",
-                (unsigned long long)(s->held_count - s->held_listed),
-                fmt(s->held_bytes - shown, b, sizeof b));
+                (unsigned long long)(s->live_count - s->live_listed),
+                fmt(s->live_bytes - shown, b, sizeof b));
 }
 
 void cushim_text_process(FILE *f, const struct cushim_snapshot *s, const char *title)
@@ -376,7 +376,7 @@ void cushim_text_process(FILE *f, const struct cushim_snapshot *s, const char *t
         if (s->graph_count > 20)
             fprintf(f, "  ... %u more graphs in the JSON summary\n", s->graph_count - 20);
     }
-    text_held(f, s);
+    text_live(f, s);
     if (s->torn)
         fprintf(f, "  (counters of %u device%s copied while an update was cut short, the process stopped "
                 "in the middle of one: they may be off by the allocations in flight)\n", s->torn,

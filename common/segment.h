@@ -27,12 +27,12 @@
                                   * 5: device_total.limit_refused_count;
                                   * 6: device_total.lifetime_peak_bytes;
                                   * 7: device_total.limit_held_bytes;
-                                  * 8: held at exit */
+                                  * 8: live at exit */
 #define CUSHIM_MAX_DEVICES 64u            /* ordinals 0..63 */
 #define CUSHIM_COMMAND_MAX 256u           /* command line, NUL-terminated, truncated */
 #define CUSHIM_VERSION_MAX 16u
 #define CUSHIM_MAX_GRAPHS 256u            /* executable graphs kept in the per-graph table */
-#define CUSHIM_HELD_MAX 16u               /* allocations held at exit listed, the largest */
+#define CUSHIM_LIVE_MAX 16u               /* allocations live at exit listed, the largest */
 
 /* Counters of one kind on one device (stats.h CUSHIM_KIND_STATS). Bytes or counts. */
 struct cushim_kind_counters {
@@ -79,29 +79,29 @@ struct cushim_control {
     uint8_t pad[48];
 };
 
-/* One allocation the process still held when it wrote its exit report (shim/held.c): one it
+/* One allocation the process still held when it wrote its exit report (shim/live_at_exit.c): one it
  * made and had not freed, as compute-sanitizer --leak-check lists them. */
-struct cushim_held_record {
+struct cushim_live_record {
     uint64_t key;                         /* its address (device, host or mapped pointer), or its
-                                           * handle when CUSHIM_HELD_F_HANDLE (a CUarray,
+                                           * handle when CUSHIM_LIVE_F_HANDLE (a CUarray,
                                            * CUmipmappedArray or CUmemGenericAllocationHandle) */
     uint64_t bytes;                       /* bytes requested */
     int32_t device;                       /* ordinal it is counted on */
     uint16_t kind;                        /* enum cushim_kind (stats.h), never CAPTURE */
-    uint16_t flags;                       /* CUSHIM_HELD_F_* */
+    uint16_t flags;                       /* CUSHIM_LIVE_F_* */
 };
-#define CUSHIM_HELD_F_HANDLE 1u           /* key is a handle, not an address */
-#define CUSHIM_HELD_F_CAPTURE 2u          /* allocated while a stream of the process was capturing */
+#define CUSHIM_LIVE_F_HANDLE 1u           /* key is a handle, not an address */
+#define CUSHIM_LIVE_F_CAPTURE 2u          /* allocated while a stream of the process was capturing */
 
 /* What the process held at its exit report, written once then (state 0 -> 1 -> 2, the fields
  * before state 2 is published with release). State 0: not written, the process has not reached
  * its exit report, ended without one (killed, exec), or exited from inside a CUDA call. */
-struct cushim_held {
+struct cushim_live_at_exit {
     _Atomic uint32_t state;               /* 0 not written, 1 being written, 2 written */
     uint32_t listed;                      /* records used in rec[], largest first */
     uint64_t count;                       /* allocations held (listed or not) */
     uint64_t bytes;                       /* their bytes */
-    struct cushim_held_record rec[CUSHIM_HELD_MAX];
+    struct cushim_live_record rec[CUSHIM_LIVE_MAX];
 };
 
 struct cushim_segment_header {
@@ -146,8 +146,8 @@ struct cushim_segment_header {
      * process never writes (its readers in the writer's pid namespace say so). */
     uint64_t file_ino;
     uint64_t file_dev;
-    uint32_t held_offset;                 /* byte offset of struct cushim_held */
-    uint32_t held_capacity;               /* CUSHIM_HELD_MAX */
+    uint32_t live_offset;                 /* byte offset of struct cushim_live_at_exit */
+    uint32_t live_capacity;               /* CUSHIM_LIVE_MAX */
     uint8_t pad[16];
 } __attribute__((aligned(64)));
 
@@ -160,13 +160,13 @@ struct cushim_segment_header {
 #define CUSHIM_SEG_F_OFFLOAD_ALWAYS 8u
 #define CUSHIM_SEG_F_SPILL 16u
 
-/* The whole segment: header, device records, graph records, control area, held at exit. */
+/* The whole segment: header, device records, graph records, control area, live at exit. */
 struct cushim_segment {
     struct cushim_segment_header h;
     struct cushim_device_record devices[CUSHIM_MAX_DEVICES];
     struct cushim_graph_record graphs[CUSHIM_MAX_GRAPHS];
     struct cushim_control control;
-    struct cushim_held held;
+    struct cushim_live_at_exit live_at_exit;
 };
 
 /* Segment files are named CUSHIM_SEGMENT_PREFIX "<euid>-<pid>" in the segment directory

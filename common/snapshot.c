@@ -235,36 +235,36 @@ static int copy_graphs(const struct cushim_segment *s, uint32_t count, struct cu
     return 0;
 }
 
-/* The held-at-exit list, once its writer published it (state 2, with release: shim/held.c).
+/* The live-at-exit list, once its writer published it (state 2, with release: shim/live_at_exit.c).
  * Every record is checked; the list is the largest first, and within its count and bytes. */
-static int copy_held(const struct cushim_held *hd, struct cushim_snapshot *out, char *err, size_t errlen)
+static int copy_live(const struct cushim_live_at_exit *hd, struct cushim_snapshot *out, char *err, size_t errlen)
 {
-    uint32_t state = atomic_load_explicit(&((struct cushim_held *)hd)->state, memory_order_acquire);
+    uint32_t state = atomic_load_explicit(&((struct cushim_live_at_exit *)hd)->state, memory_order_acquire);
     if (state > 2)
-        FAIL("held-at-exit list is corrupt (state %u)", state);
+        FAIL("live-at-exit list is corrupt (state %u)", state);
     if (state != 2)
         return 0;
     /* Each field read once: a foreign writer may change them under us (checked, then used). */
     uint32_t listed = *(volatile const uint32_t *)&hd->listed;
     uint64_t count = *(volatile const uint64_t *)&hd->count, bytes = *(volatile const uint64_t *)&hd->bytes;
-    if (listed > CUSHIM_HELD_MAX || listed > count)
-        FAIL("held-at-exit list is corrupt (%u listed of %llu)", listed, (unsigned long long)count);
+    if (listed > CUSHIM_LIVE_MAX || listed > count)
+        FAIL("live-at-exit list is corrupt (%u listed of %llu)", listed, (unsigned long long)count);
     uint64_t sum = 0;
     for (uint32_t i = 0; i < listed; i++) {
-        const struct cushim_held_record *r = &hd->rec[i];
-        struct cushim_held_snapshot *o = &out->held[i];
-        *o = (struct cushim_held_snapshot){.key = r->key, .bytes = r->bytes, .device = r->device,
+        const struct cushim_live_record *r = &hd->rec[i];
+        struct cushim_live_snapshot *o = &out->live[i];
+        *o = (struct cushim_live_snapshot){.key = r->key, .bytes = r->bytes, .device = r->device,
                                            .kind = r->kind, .flags = r->flags};
         if (o->kind >= CUSHIM_KIND_COUNT || o->kind == CUSHIM_KIND_CAPTURE || o->device < 0 ||
-            o->device >= (int32_t)CUSHIM_MAX_DEVICES || (i && o->bytes > out->held[i - 1].bytes) ||
+            o->device >= (int32_t)CUSHIM_MAX_DEVICES || (i && o->bytes > out->live[i - 1].bytes) ||
             o->bytes > bytes - sum)
-            FAIL("held-at-exit record %u is corrupt", i);
+            FAIL("live-at-exit record %u is corrupt", i);
         sum += o->bytes;
     }
-    out->held_known = 1;
-    out->held_listed = listed;
-    out->held_count = count;
-    out->held_bytes = bytes;
+    out->live_known = 1;
+    out->live_listed = listed;
+    out->live_count = count;
+    out->live_bytes = bytes;
     return 0;
 }
 
@@ -293,7 +293,7 @@ int cushim_snapshot_read(const void *mem, size_t len, struct cushim_snapshot *ou
         h->control_offset != offsetof(struct cushim_segment, control) ||
         h->graph_capacity != CUSHIM_MAX_GRAPHS ||
         h->graph_record_size != sizeof(struct cushim_graph_record) ||
-        h->held_offset != offsetof(struct cushim_segment, held) || h->held_capacity != CUSHIM_HELD_MAX ||
+        h->live_offset != offsetof(struct cushim_segment, live_at_exit) || h->live_capacity != CUSHIM_LIVE_MAX ||
         h->total_size != sizeof *s)
         FAIL("layout sizes do not match version %u", CUSHIM_LAYOUT_VERSION);
     if (len < sizeof *s)
@@ -357,7 +357,7 @@ int cushim_snapshot_read(const void *mem, size_t len, struct cushim_snapshot *ou
     struct timespec now;
     clock_gettime(CLOCK_REALTIME, &now);
     out->read_ns = (uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec;
-    if (copy_held(&s->held, out, err, errlen) != 0)
+    if (copy_live(&s->live_at_exit, out, err, errlen) != 0)
         return -1;
     return copy_graphs(s, gcount, out, err, errlen);
 }

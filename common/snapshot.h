@@ -35,13 +35,13 @@ struct cushim_graph_snapshot {
     uint64_t launches, alloc_node_bytes, capture_bytes; /* a count; bytes; bytes */
 };
 
-/* One allocation held at exit (segment.h struct cushim_held_record). */
-struct cushim_held_snapshot {
-    uint64_t key;                         /* address, or handle with CUSHIM_HELD_F_HANDLE */
+/* One allocation live at exit (segment.h struct cushim_live_record). */
+struct cushim_live_snapshot {
+    uint64_t key;                         /* address, or handle with CUSHIM_LIVE_F_HANDLE */
     uint64_t bytes;                       /* bytes requested */
     int32_t device;                       /* ordinal it is counted on */
     uint32_t kind;                        /* enum cushim_kind, never CAPTURE */
-    uint32_t flags;                       /* CUSHIM_HELD_F_* */
+    uint32_t flags;                       /* CUSHIM_LIVE_F_* */
 };
 
 /* One process's segment (segment.h struct cushim_segment_header, then records). */
@@ -84,20 +84,20 @@ struct cushim_snapshot {
      * an allocation; or preempted that long). Their counters may be off by the allocations in
      * flight then (current above peak, say). 0 for a consistent copy. */
     uint32_t torn;
-    /* What the process held at its exit report (segment.h struct cushim_held): held_known 0 when
-     * the segment does not say (no exit report written, or not yet); then held_count allocations
-     * of held_bytes in all, the held_listed largest in held[] (at the end), largest first. */
-    uint32_t held_known;
-    uint32_t held_listed;
-    uint64_t held_count;
-    uint64_t held_bytes;
+    /* What the process held at its exit report (segment.h struct cushim_live_at_exit): live_known 0 when
+     * the segment does not say (no exit report written, or not yet); then live_count allocations
+     * of live_bytes in all, the live_listed largest in live[] (at the end), largest first. */
+    uint32_t live_known;
+    uint32_t live_listed;
+    uint64_t live_count;
+    uint64_t live_bytes;
     char command[CUSHIM_COMMAND_MAX];
     char version[CUSHIM_VERSION_MAX];
     uint32_t device_count;                /* entries used in devices[] (live records only) */
     struct cushim_device_snapshot devices[CUSHIM_MAX_DEVICES];
     uint32_t graph_count;                 /* entries used in graphs[], in id order */
     struct cushim_graph_snapshot graphs[CUSHIM_MAX_GRAPHS];
-    struct cushim_held_snapshot held[CUSHIM_HELD_MAX]; /* held_listed used (held_known above) */
+    struct cushim_live_snapshot live[CUSHIM_LIVE_MAX]; /* live_listed used (live_known above) */
 };
 
 /* How long a copy of a live record may keep trying while writers stay active: pass it as

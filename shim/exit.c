@@ -246,7 +246,7 @@ void shim_exit_finish(bool driver_alive)
     }
     /* Not from inside a CUDA call: this thread may hold a table's lock there. */
     if (depth == 0)
-        shim_held_write(seg);
+        shim_live_at_exit_write(seg);
     atomic_store(&seg->h.exited, 1);
     /* Other threads of ours may still be counting: worth waiting for. */
     bool keep = hand_over_and_report(seg, depth == 0 ? CUSHIM_COPY_PATIENCE_NS : 0);

@@ -87,7 +87,7 @@ static int set_locked(struct cushim_segment *seg, int phase)
          * without a word): the run phase reads them across the bus. */
         uint64_t bytes = 0;
         /* As inside a CUDA call while the walk holds shard locks: a signal handler's exit() here
-         * (cushim_set_phase is called at depth 0) must not walk the tables (held.c) nor count
+         * (cushim_set_phase is called at depth 0) must not walk the tables (live_at_exit.c) nor count
          * the runtime's teardown, which would wait on a lock this thread holds. */
         int depth = shim_depth;
         shim_depth = 1;

@@ -46,8 +46,8 @@ static void fill_header(struct cushim_segment *s, unsigned flags, uint64_t run_i
     h->control_offset = (uint32_t)offsetof(struct cushim_segment, control);
     h->graph_capacity = CUSHIM_MAX_GRAPHS;
     h->graph_record_size = sizeof(struct cushim_graph_record);
-    h->held_offset = (uint32_t)offsetof(struct cushim_segment, held);
-    h->held_capacity = CUSHIM_HELD_MAX;
+    h->live_offset = (uint32_t)offsetof(struct cushim_segment, live_at_exit);
+    h->live_capacity = CUSHIM_LIVE_MAX;
     h->total_size = sizeof *s;
     h->pid = (int32_t)getpid();
     h->uid = (uint32_t)geteuid(); /* the owner of the file it makes (its filesystem uid) */

@@ -321,11 +321,11 @@ CUcontext shim_primary_context(int device);
 
 /* ---- exit (exit.c) ---- */
 /* Counts the allocations the process holds (made, not freed: the pointer, array and VMM handle
- * tables' entries counted on a device) into seg->held and lists the CUSHIM_HELD_MAX largest
- * (held.c), once per segment: a second call does nothing. Cold: walks the tables, taking each
+ * tables' entries counted on a device) into seg->live_at_exit and lists the CUSHIM_LIVE_MAX largest
+ * (live_at_exit.c), once per segment: a second call does nothing. Cold: walks the tables, taking each
  * shard's lock in turn, so not from a thread that may hold one (an exit from inside a CUDA call).
  * Thread-safe. */
-void shim_held_write(struct cushim_segment *seg);
+void shim_live_at_exit_write(struct cushim_segment *seg);
 /* The atexit handler: sample, report, copy for `cushim run`, remove the segment. Once. */
 void shim_exit_report(void);
 /* The same; without the driver (from the ELF destructor, libcuda may be gone) when !driver_alive. */

@@ -838,10 +838,10 @@ RT_TEST(exit_inside_a_cuda_call)
     cr_expect_eq(jpath_u64(j, "devices.0.untracked_sampled_ns"), 0);
     cr_expect(strstr(r.err, "exit inside a CUDA call (a signal handler's exit()?): untracked memory and the "
                             "pools are not sampled for the summary\n") != NULL, "%s", r.err);
-    /* Nor are the tables walked (this thread may hold a lock of one): the held-at-exit list is
+    /* Nor are the tables walked (this thread may hold a lock of one): the live-at-exit list is
      * not known. */
-    cr_expect(json_is_null(jpath(j, "held_at_exit")), "held_at_exit not null");
-    cr_expect(strstr(r.err, "held at exit") == NULL, "%s", r.err);
+    cr_expect(json_is_null(jpath(j, "live_at_exit")), "live_at_exit not null");
+    cr_expect(strstr(r.err, "live at exit") == NULL, "%s", r.err);
     json_decref(j);
     run_free(&r);
 }
@@ -1005,12 +1005,12 @@ RT_TEST(refused_frees_leave_the_memory_counted)
     run_free(&r);
 }
 
-/* largest[i] of held_at_exit is (kind, bytes, address or handle, made during a capture). */
-static void expect_held(json_t *j, size_t i, const char *kind, uint64_t bytes, const char *key_name,
+/* largest[i] of live_at_exit is (kind, bytes, address or handle, made during a capture). */
+static void expect_live(json_t *j, size_t i, const char *kind, uint64_t bytes, const char *key_name,
                         uint64_t key, bool capture)
 {
     char p[96], want[32];
-    snprintf(p, sizeof p, "held_at_exit.largest.%zu", i);
+    snprintf(p, sizeof p, "live_at_exit.largest.%zu", i);
     json_t *h = jpath(j, p);
     cr_assert(json_is_object(h), "%s missing", p);
     cr_expect_str_eq(json_string_value(json_object_get(h, "kind")), kind, "%s.kind", p);
@@ -1034,7 +1034,7 @@ static int by_value(const void *a, const void *b)
 RT_TEST(held_at_exit_lists_the_largest)
 {
     struct run_result r;
-    json_t *j = scenario(&r, p->static_rt, "held_mix", NULL);
+    json_t *j = scenario(&r, p->static_rt, "live_at_exit_mix", NULL);
     uint64_t g = kv_u64(r.out, "granularity"), small[20];
     for (int i = 0; i < 20; i++) {
         char k[16];
@@ -1043,22 +1043,22 @@ RT_TEST(held_at_exit_lists_the_largest)
     }
     qsort(small, 20, sizeof small[0], by_value);
     uint64_t bytes = 3 * MiB + 2 * g + MiB + 64 * 1024 + 20 * 1024;
-    cr_expect_eq(jpath_u64(j, "held_at_exit.allocations"), 24);
-    cr_expect_eq(jpath_u64(j, "held_at_exit.bytes"), bytes);
+    cr_expect_eq(jpath_u64(j, "live_at_exit.count"), 24);
+    cr_expect_eq(jpath_u64(j, "live_at_exit.bytes"), bytes);
     cr_expect_eq(jpath_u64(j, "devices.0.device.current_bytes") + jpath_u64(j, "devices.0.vmm.current_bytes") +
                      jpath_u64(j, "devices.0.array.current_bytes") +
                      jpath_u64(j, "devices.0.pinned_host.current_bytes"), bytes);
     cr_expect_eq(jpath_u64(j, "devices.0.device_total.current_bytes") + 64 * 1024, bytes);
-    cr_assert_eq(json_array_size(jpath(j, "held_at_exit.largest")), 16);
+    cr_assert_eq(json_array_size(jpath(j, "live_at_exit.largest")), 16);
     cr_assert_eq(g, 2 * MiB); /* the order below: 4 MiB of VMM before the 3 MiB */
-    expect_held(j, 0, "vmm", 2 * g, "handle", kv_u64(r.out, "vmm"), false);
-    expect_held(j, 1, "device", 3 * MiB, "address", kv_u64(r.out, "dev"), false);
-    expect_held(j, 2, "array", MiB, "handle", kv_u64(r.out, "array"), false);
-    expect_held(j, 3, "pinned_host", 64 * 1024, "address", kv_u64(r.out, "host"), false);
+    expect_live(j, 0, "vmm", 2 * g, "handle", kv_u64(r.out, "vmm"), false);
+    expect_live(j, 1, "device", 3 * MiB, "address", kv_u64(r.out, "dev"), false);
+    expect_live(j, 2, "array", MiB, "handle", kv_u64(r.out, "array"), false);
+    expect_live(j, 3, "pinned_host", 64 * 1024, "address", kv_u64(r.out, "host"), false);
     for (int i = 0; i < 12; i++)
-        expect_held(j, 4 + (size_t)i, "device", 1024, "address", small[i], false);
-    char want[256];
-    snprintf(want, sizeof want, "  held at exit: 24 allocations, 8.08 MiB (made and not freed before the exit report)\n"
+        expect_live(j, 4 + (size_t)i, "device", 1024, "address", small[i], false);
+    char want[512];
+    snprintf(want, sizeof want, "  live at exit: 24 allocations, 8.08 MiB (not freed when the exit report was written: leaks, or what a cache keeps to the end)\n"
              "    device  kind                    bytes  address\n"
              "         0  vmm                  4.00 MiB  0x%llx (handle)\n"
              "         0  device               3.00 MiB  0x%llx\n",
@@ -1075,10 +1075,10 @@ Test(core, held_at_exit_none)
     struct run_result r;
     json_t *j = scenario(&r, 0, "destroyed_current", NULL);
     cr_expect_eq(jpath_u64(j, "devices.0.device_total.current_bytes"), 0);
-    cr_expect_eq(jpath_u64(j, "held_at_exit.allocations"), 0);
-    cr_expect_eq(jpath_u64(j, "held_at_exit.bytes"), 0);
-    cr_expect_eq(json_array_size(jpath(j, "held_at_exit.largest")), 0);
-    cr_expect(strstr(r.err, "\n  held at exit: no allocation\n") != NULL, "%s", r.err);
+    cr_expect_eq(jpath_u64(j, "live_at_exit.count"), 0);
+    cr_expect_eq(jpath_u64(j, "live_at_exit.bytes"), 0);
+    cr_expect_eq(json_array_size(jpath(j, "live_at_exit.largest")), 0);
+    cr_expect(strstr(r.err, "\n  live at exit: no allocation\n") != NULL, "%s", r.err);
     json_decref(j);
     run_free(&r);
 }

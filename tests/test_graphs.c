@@ -76,11 +76,11 @@ Test(graphs, cudaMalloc_in_capture)
     cr_expect_eq(jpath_u64(j, "devices.0.device.current_bytes"), 2 * MiB);
     cr_expect_eq(jpath_u64(j, "devices.0.device_total.current_bytes"), 2 * MiB, "not counted twice");
     cr_expect_eq(jpath_u64(j, "executable_graphs.0.capture_bytes"), 2 * MiB);
-    /* Still held at exit, and said to be made during the capture (counted once). */
-    cr_expect_eq(jpath_u64(j, "held_at_exit.allocations"), 1);
-    cr_expect_eq(jpath_u64(j, "held_at_exit.bytes"), 2 * MiB);
-    cr_expect_str_eq(json_string_value(jpath(j, "held_at_exit.largest.0.kind")), "device");
-    cr_expect(json_is_true(jpath(j, "held_at_exit.largest.0.capture")));
+    /* Still live at exit, and said to be made during the capture (counted once). */
+    cr_expect_eq(jpath_u64(j, "live_at_exit.count"), 1);
+    cr_expect_eq(jpath_u64(j, "live_at_exit.bytes"), 2 * MiB);
+    cr_expect_str_eq(json_string_value(jpath(j, "live_at_exit.largest.0.kind")), "device");
+    cr_expect(json_is_true(jpath(j, "live_at_exit.largest.0.capture")));
     cr_expect(strstr(r.err, " 2.00 MiB  0x") != NULL && strstr(r.err, "  (made during a stream capture)\n") != NULL,
               "%s", r.err);
     /* Global mode: the driver's error comes back unchanged. */

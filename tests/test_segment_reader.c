@@ -135,13 +135,13 @@ Test(reader, crafted_headers_are_rejected_with_a_reason)
         {"graph count", "graph count 257 past the end (at most 256)", NULL},
         {"graph state", "graph record 0 is corrupt", NULL},
         {"version string", "unterminated string in header", NULL},
-        /* The held-at-exit list (shim/held.c): its records index kind names and are summed. */
-        {"held state", "held-at-exit list is corrupt (state 3)", NULL},
-        {"held listed", "held-at-exit list is corrupt (2 listed of 1)", NULL},
-        {"held order", "held-at-exit record 1 is corrupt", NULL},
-        {"held kind", "held-at-exit record 0 is corrupt", NULL},
-        {"held bytes", "held-at-exit record 0 is corrupt", NULL},
-        {"held device", "held-at-exit record 0 is corrupt", NULL},
+        /* The live-at-exit list (shim/live_at_exit.c): its records index kind names and are summed. */
+        {"held state", "live-at-exit list is corrupt (state 3)", NULL},
+        {"held listed", "live-at-exit list is corrupt (2 listed of 1)", NULL},
+        {"held order", "live-at-exit record 1 is corrupt", NULL},
+        {"held kind", "live-at-exit record 0 is corrupt", NULL},
+        {"held bytes", "live-at-exit record 0 is corrupt", NULL},
+        {"held device", "live-at-exit record 0 is corrupt", NULL},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         memcpy(c, s, sizeof *s);
@@ -169,18 +169,18 @@ Test(reader, crafted_headers_are_rejected_with_a_reason)
             atomic_store(&c->graphs[0].state, 5);
             break;
         case 12: memset(c->h.version, 'V', sizeof c->h.version); break;
-        case 13: atomic_store(&c->held.state, 3); break;
+        case 13: atomic_store(&c->live_at_exit.state, 3); break;
         default: /* 14..18: a published list, one fault each */
-            memset(&c->held, 0, sizeof c->held);
-            c->held.listed = i == 14 || i == 15 ? 2 : 1;
-            c->held.count = i == 15 ? 2 : 1;
-            c->held.bytes = i == 17 ? 5 : 30;
-            c->held.rec[0] = (struct cushim_held_record){.key = 0x1000, .bytes = 10, .device = 0,
+            memset(&c->live_at_exit, 0, sizeof c->live_at_exit);
+            c->live_at_exit.listed = i == 14 || i == 15 ? 2 : 1;
+            c->live_at_exit.count = i == 15 ? 2 : 1;
+            c->live_at_exit.bytes = i == 17 ? 5 : 30;
+            c->live_at_exit.rec[0] = (struct cushim_live_record){.key = 0x1000, .bytes = 10, .device = 0,
                                                          .kind = i == 16 ? CUSHIM_KIND_CAPTURE : CUSHIM_KIND_DEVICE};
-            c->held.rec[1] = (struct cushim_held_record){.key = 0x2000, .bytes = 20, .device = 0};
+            c->live_at_exit.rec[1] = (struct cushim_live_record){.key = 0x2000, .bytes = 20, .device = 0};
             if (i == 18)
-                c->held.rec[0].device = (int32_t)CUSHIM_MAX_DEVICES;
-            atomic_store(&c->held.state, 2);
+                c->live_at_exit.rec[0].device = (int32_t)CUSHIM_MAX_DEVICES;
+            atomic_store(&c->live_at_exit.state, 2);
             break;
         }
         cr_expect_eq(read_err(c, sizeof *c, err, sizeof err), -1, "%s accepted", cases[i].what);

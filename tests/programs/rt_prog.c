@@ -2079,12 +2079,12 @@ static int scenario_free_while_other_allocates(void)
     return 0;
 }
 
-/* Memory of four kinds left for the exit report's held-at-exit list: 3 MiB of device memory
+/* Memory of four kinds left for the exit report's live-at-exit list: 3 MiB of device memory
  * (and 5 MiB freed), a VMM handle of two granules (not mapped; its export imported, not mapped
  * either: no memory of its own), a 256x256 float4 array (1 MiB),
  * 64 KiB pinned host memory and 20 device allocations of 1 KiB. Prints each address (or
  * handle) as key=value lines. */
-static int scenario_held_mix(void)
+static int scenario_live_at_exit_mix(void)
 {
     void *dev, *gone, *host, *small[20];
     CHECK(cudaMalloc(&dev, 3 * MiB));
@@ -2597,7 +2597,7 @@ static int scenario_churn(void)
 static const struct scenario scenarios[] = {
     {"free_fails", scenario_free_fails, 1},
     {"free_while_other_allocates", scenario_free_while_other_allocates, 1},
-    {"held_mix", scenario_held_mix, 1},
+    {"live_at_exit_mix", scenario_live_at_exit_mix, 1},
     {"hold", scenario_hold, 1},             {"fork", scenario_fork, 1}, {"hold_refused", scenario_hold_refused, 1},
     {"hold_pinned", scenario_hold_pinned, 1},
     {"fork_child_cuda", scenario_fork_child_cuda, 1}, {"daemon_fds", scenario_daemon_fds, 1},

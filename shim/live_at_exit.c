@@ -1,19 +1,19 @@
-/* Held at exit: the allocations the process made and had not freed when it wrote its exit report,
- * counted and the largest listed into the segment (segment.h struct cushim_held), as
+/* Live at exit: the allocations the process made and had not freed when it wrote its exit report,
+ * counted and the largest listed into the segment (segment.h struct cushim_live_at_exit), as
  * compute-sanitizer --leak-check lists leaks. Cold: once, from the exit path. */
 #include "shim/shim.h"
 #include "shim/table.h"
 
-struct held_walk {
-    struct cushim_held_record top[CUSHIM_HELD_MAX]; /* largest first */
+struct live_walk {
+    struct cushim_live_record top[CUSHIM_LIVE_MAX]; /* largest first */
     uint32_t listed;
     uint64_t count, bytes;
-    uint16_t flags; /* CUSHIM_HELD_F_HANDLE for the walk of a handle table */
+    uint16_t flags; /* CUSHIM_LIVE_F_HANDLE for the walk of a handle table */
 };
 
 /* Whether record a goes before b: more bytes first, then the lower device, then the lower key
  * (the order never depends on the tables' hashing). */
-static bool held_before(const struct cushim_held_record *a, const struct cushim_held_record *b)
+static bool live_before(const struct cushim_live_record *a, const struct cushim_live_record *b)
 {
     if (a->bytes != b->bytes)
         return a->bytes > b->bytes;
@@ -26,42 +26,42 @@ static bool held_before(const struct cushim_held_record *a, const struct cushim_
  * (device >= 0) is memory of the process: every kind of the pointer, array and handle tables, but
  * for an imported multicast object, which has none of its own (table.h SHIM_F_MULTICAST), and an
  * imported VMM handle not mapped yet (size 0: counted by its first mapping, hooks_vmm.c). */
-static bool held_one(struct shim_entry *e, void *arg)
+static bool live_one(struct shim_entry *e, void *arg)
 {
-    struct held_walk *w = arg;
+    struct live_walk *w = arg;
     if (e->device < 0 || e->device >= (int32_t)CUSHIM_MAX_DEVICES || (e->flags & SHIM_F_MULTICAST) ||
         e->kind >= CUSHIM_KIND_COUNT || e->kind == CUSHIM_KIND_CAPTURE || e->size == 0)
         return false;
     w->count++;
     w->bytes += e->size;
-    struct cushim_held_record r = {
+    struct cushim_live_record r = {
         .key = e->key, .bytes = e->size, .device = e->device, .kind = e->kind,
-        .flags = (uint16_t)(w->flags | (e->flags & SHIM_F_CAPTURE ? CUSHIM_HELD_F_CAPTURE : 0)),
+        .flags = (uint16_t)(w->flags | (e->flags & SHIM_F_CAPTURE ? CUSHIM_LIVE_F_CAPTURE : 0)),
     };
     uint32_t i;
-    if (w->listed < CUSHIM_HELD_MAX)
+    if (w->listed < CUSHIM_LIVE_MAX)
         i = w->listed++;
-    else if (held_before(&r, &w->top[CUSHIM_HELD_MAX - 1]))
-        i = CUSHIM_HELD_MAX - 1; /* takes the smallest one's place */
+    else if (live_before(&r, &w->top[CUSHIM_LIVE_MAX - 1]))
+        i = CUSHIM_LIVE_MAX - 1; /* takes the smallest one's place */
     else
         return true;
-    for (; i > 0 && held_before(&r, &w->top[i - 1]); i--)
+    for (; i > 0 && live_before(&r, &w->top[i - 1]); i--)
         w->top[i] = w->top[i - 1];
     w->top[i] = r;
     return true;
 }
 
-void shim_held_write(struct cushim_segment *seg)
+void shim_live_at_exit_write(struct cushim_segment *seg)
 {
-    struct cushim_held *h = &seg->held;
+    struct cushim_live_at_exit *h = &seg->live_at_exit;
     uint32_t zero = 0;
     if (!atomic_compare_exchange_strong(&h->state, &zero, 1))
         return; /* written once */
-    struct held_walk w = {.listed = 0};
-    table_for_each(&shim.ptrs, held_one, &w);
-    w.flags = CUSHIM_HELD_F_HANDLE;
-    table_for_each(&shim.arrays, held_one, &w);
-    table_for_each(&shim.vmm_handles, held_one, &w);
+    struct live_walk w = {.listed = 0};
+    table_for_each(&shim.ptrs, live_one, &w);
+    w.flags = CUSHIM_LIVE_F_HANDLE;
+    table_for_each(&shim.arrays, live_one, &w);
+    table_for_each(&shim.vmm_handles, live_one, &w);
     h->listed = w.listed;
     h->count = w.count;
     h->bytes = w.bytes;
