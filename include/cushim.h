@@ -110,15 +110,17 @@ struct cushim_device_stats {
      * it). The summary JSON's device_total.lifetime_peak_bytes. */
     uint64_t device_total_lifetime_peak_bytes;
     /* Version 6. What the budget counts as held, bytes (0 without a limit): what a request must
-     * fit beside under CUSHIM_DEVICE_LIMIT. The device total, plus requests still in their call,
-     * the graph memory pool's reserve and the stream-ordered pools' idle reserve (freed memory a
-     * pool keeps below its release threshold), the reserves as last read; more than
-     * device_total_current_bytes by those reserves. The budget reads the reserves again before it
+     * fit beside under CUSHIM_DEVICE_LIMIT. The device total, plus requests and frees still in
+     * their call (a free leaves the device total as it is called, the budget once the driver has
+     * freed the memory), the graph memory pool's reserve and the stream-ordered pools' idle reserve
+     * (freed memory a pool keeps below its release threshold), the reserves as last read; more
+     * than device_total_current_bytes by those reserves. The budget reads the reserves again before it
      * next decides and at cudaMemGetInfo (whose free under a limit is then limit_bytes less this,
      * or the device's own free if lower), so between two such calls this may still count a reserve
      * a synchronize, trim or reset has given back. It may pass limit_bytes: a pool grows by whole
-     * chunks of the driver's choosing, and a free counts its bytes idle a moment before they leave
-     * the device total. The summary JSON's device_total.limit_held_bytes. */
+     * chunks of the driver's choosing, and a free of stream-ordered memory counts its bytes idle a
+     * moment before they leave the budget's used bytes. The summary JSON's
+     * device_total.limit_held_bytes. */
     uint64_t limit_held_bytes;
 };
 
