@@ -101,8 +101,9 @@ static void handle_drop_after(const struct handle_drop *d, CUresult r, bool is_m
         return;
     const struct shim_entry *g = &d->left;
     if (r == CUDA_SUCCESS) {
-        /* A handle kept without a record (cuMemCreate gave its reservation back then) has none. */
-        if (d->removed && g->size && account_record(g->device))
+        /* Only under a budget; a handle kept without a record (cuMemCreate gave its reservation
+         * back then) has none to give back. */
+        if (d->removed && g->size && unlikely(budget_any) && account_record(g->device))
             account_free_budget(g->device, (enum cushim_kind)g->kind, g->size, g->flags);
         return;
     }
