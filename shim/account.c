@@ -166,26 +166,12 @@ void account_unfree(int device, enum cushim_kind kind, uint64_t bytes, unsigned 
     struct cushim_device_record *r = account_record(device);
     if (!r)
         return;
-    _Atomic uint64_t *k = r->kinds[kind].v;
     cushim_seq_write_begin(&r->seq_begin);
-    if (ACCOUNT_IN_TOTAL(kind)) { /* the total first, as account_alloc_to */
-        uint64_t t = atomic_fetch_add_explicit(&r->dev[CUSHIM_DEV_total_current], bytes,
-                                               memory_order_seq_cst) + bytes;
-        raise_peak(&r->dev[CUSHIM_DEV_total_peak], t);
-        raise_peak(&r->dev[CUSHIM_DEV_run_peak + account_phase_index()], t);
-    }
-    uint64_t cur = atomic_fetch_add_explicit(&k[CUSHIM_STAT_current_bytes], bytes, memory_order_seq_cst) + bytes;
-    raise_peak(&k[CUSHIM_STAT_peak_bytes], cur);
-    sub_clamped(&k[CUSHIM_STAT_free_count], 1);
-    if (kind == CUSHIM_KIND_OFFLOADED)
-        raise_peak(&r->dev[account_phase_compile() ? CUSHIM_DEV_compile_offloaded_peak
-                                                   : CUSHIM_DEV_run_offloaded_peak], cur);
+    account_bytes_up(r, kind, bytes);
+    sub_clamped(&r->kinds[kind].v[CUSHIM_STAT_free_count], 1);
     if (flags & SHIM_F_CAPTURE) {
-        _Atomic uint64_t *c = r->kinds[CUSHIM_KIND_CAPTURE].v;
-        uint64_t cc = atomic_fetch_add_explicit(&c[CUSHIM_STAT_current_bytes], bytes,
-                                                memory_order_seq_cst) + bytes;
-        raise_peak(&c[CUSHIM_STAT_peak_bytes], cc);
-        sub_clamped(&c[CUSHIM_STAT_free_count], 1);
+        account_capture_up(r, bytes);
+        sub_clamped(&r->kinds[CUSHIM_KIND_CAPTURE].v[CUSHIM_STAT_free_count], 1);
     }
     if (flags & SHIM_F_RESIDENT) {
         atomic_fetch_add_explicit(&r->dev[CUSHIM_DEV_resident_offloaded_bytes], bytes, memory_order_relaxed);

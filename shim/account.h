@@ -91,6 +91,40 @@ static inline void account_free_flagged(struct cushim_device_record *r, uint64_t
     }
 }
 
+/* `bytes` of `kind` up in record r, inside its write bracket: the device total first for a kind
+ * in it (and a free takes from the kind first: the device total's current is never below one of
+ * its kinds', so its peak is never below theirs either), then the kind's current; each high-water
+ * mark they pass raised (the phase's too; an offloaded kind's phase peak). Returns the kind's
+ * current after the add. An allocation's bytes (account_alloc_to), or a refused free's counted
+ * back (account_unfree). */
+static inline __attribute__((always_inline)) uint64_t account_bytes_up(struct cushim_device_record *r,
+                                                                       enum cushim_kind kind, uint64_t bytes)
+{
+    _Atomic uint64_t *k = r->kinds[kind].v;
+    if (ACCOUNT_IN_TOTAL(kind)) {
+        uint64_t t = atomic_fetch_add_explicit(&r->dev[CUSHIM_DEV_total_current], bytes,
+                                               memory_order_seq_cst) + bytes;
+        raise_peak(&r->dev[CUSHIM_DEV_total_peak], t);
+        raise_peak(&r->dev[CUSHIM_DEV_run_peak + account_phase_index()], t);
+    }
+    uint64_t cur = atomic_fetch_add_explicit(&k[CUSHIM_STAT_current_bytes], bytes, memory_order_seq_cst) + bytes;
+    raise_peak(&k[CUSHIM_STAT_peak_bytes], cur);
+    if (kind == CUSHIM_KIND_OFFLOADED) {
+        raise_peak(&r->dev[account_phase_compile() ? CUSHIM_DEV_compile_offloaded_peak
+                                                   : CUSHIM_DEV_run_offloaded_peak], cur);
+    }
+    return cur;
+}
+
+/* `bytes` up in record r's `capture` kind (flags SHIM_F_CAPTURE), inside its write bracket, its
+ * high-water mark raised. */
+static inline void account_capture_up(struct cushim_device_record *r, uint64_t bytes)
+{
+    _Atomic uint64_t *c = r->kinds[CUSHIM_KIND_CAPTURE].v;
+    uint64_t cc = atomic_fetch_add_explicit(&c[CUSHIM_STAT_current_bytes], bytes, memory_order_seq_cst) + bytes;
+    raise_peak(&c[CUSHIM_STAT_peak_bytes], cc);
+}
+
 /* An allocation of `bytes` of `kind` counted in record r (device's, live). plain: no budget is
  * configured (shim_policy is 0), so there is nothing to charge; a compile-time constant. */
 static inline __attribute__((always_inline)) void account_alloc_to(struct cushim_device_record *r,
@@ -105,35 +139,20 @@ static inline __attribute__((always_inline)) void account_alloc_to(struct cushim
         phase_poll();
     _Atomic uint64_t *k = r->kinds[kind].v;
     cushim_seq_write_begin(&r->seq_begin);
-    if (ACCOUNT_IN_TOTAL(kind)) {
-        /* The total first (and a free takes from the kind first): the device total's current is
-         * never below one of its kinds', so its peak is never below theirs either. */
-        /* Device bytes not reserved by the wrapper still count against the budget. */
-        if (!plain && unlikely(budget_any) && !(flags & SHIM_F_RESERVED)) {
-            atomic_fetch_add_explicit(&budget_used[device], bytes, memory_order_relaxed);
-            budget_mirror(device, bytes);
-        }
-        uint64_t t = atomic_fetch_add_explicit(&r->dev[CUSHIM_DEV_total_current], bytes,
-                                               memory_order_seq_cst) + bytes;
-        raise_peak(&r->dev[CUSHIM_DEV_total_peak], t);
-        raise_peak(&r->dev[CUSHIM_DEV_run_peak + account_phase_index()], t);
+    /* Device bytes not reserved by the wrapper still count against the budget. */
+    if (ACCOUNT_IN_TOTAL(kind) && !plain && unlikely(budget_any) && !(flags & SHIM_F_RESERVED)) {
+        atomic_fetch_add_explicit(&budget_used[device], bytes, memory_order_relaxed);
+        budget_mirror(device, bytes);
     }
-    uint64_t cur = atomic_fetch_add_explicit(&k[CUSHIM_STAT_current_bytes], bytes, memory_order_seq_cst) + bytes;
-    raise_peak(&k[CUSHIM_STAT_peak_bytes], cur);
+    account_bytes_up(r, kind, bytes);
     atomic_fetch_add_explicit(&k[CUSHIM_STAT_alloc_count], 1, memory_order_relaxed);
-    if (kind == CUSHIM_KIND_OFFLOADED) {
-        raise_peak(&r->dev[account_phase_compile() ? CUSHIM_DEV_compile_offloaded_peak
-                                                   : CUSHIM_DEV_run_offloaded_peak], cur);
-    }
     if (unlikely(flags & (SHIM_F_SPILLED | SHIM_F_CAPTURE))) {
         if (flags & SHIM_F_SPILLED)
             atomic_fetch_add_explicit(&k[CUSHIM_STAT_spill_count], 1, memory_order_relaxed);
         if (flags & SHIM_F_CAPTURE) {
-            _Atomic uint64_t *c = r->kinds[CUSHIM_KIND_CAPTURE].v;
-            uint64_t cc = atomic_fetch_add_explicit(&c[CUSHIM_STAT_current_bytes], bytes,
-                                                    memory_order_seq_cst) + bytes;
-            raise_peak(&c[CUSHIM_STAT_peak_bytes], cc);
-            atomic_fetch_add_explicit(&c[CUSHIM_STAT_alloc_count], 1, memory_order_relaxed);
+            account_capture_up(r, bytes);
+            atomic_fetch_add_explicit(&r->kinds[CUSHIM_KIND_CAPTURE].v[CUSHIM_STAT_alloc_count], 1,
+                                      memory_order_relaxed);
         }
     }
     cushim_seq_write_end(&r->seq_end);
