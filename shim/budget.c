@@ -164,8 +164,10 @@ void budget_pool_served_done(int device, uint64_t pool, uint64_t served, bool fa
     if (!served || (unsigned)device >= CUSHIM_MAX_DEVICES)
         return;
     budget_sub_saturating(claims_of(device, pool), served);
-    if (failed) /* the pool did not use them */
+    if (failed) { /* the pool did not use them: out of the stream-ordered bytes, back to the idle */
+        budget_async_sub(device, served);
         budget_pool_changed(device, served);
+    }
 }
 
 bool budget_reserve_limited(int device, uint64_t bytes, uint64_t own_idle, uint64_t pool, uint64_t *served_out,
@@ -201,9 +203,15 @@ bool budget_reserve_limited(int device, uint64_t bytes, uint64_t own_idle, uint6
                                                                 memory_order_relaxed, memory_order_relaxed));
         if (fits) {
             budget_mirror(device, bytes);
-            /* The reserve that serves it is in use now: taken off the idle (after the count, as
-             * every change of the estimate). */
+            /* The reserve that serves it is in use now: in the stream-ordered bytes (its pool's
+             * reserve does not grow, so a reading of the pools during its call takes them off the
+             * reserve; counted after the call, as a growing request's are, a reading then found
+             * them idle as well as in use and published held twice over: a trial's cudaMalloc
+             * beside a served cudaMallocAsync loop was refused thousands of times under a budget
+             * it fitted), and taken off the idle (after the count, as every change of the
+             * estimate). */
             if (served) {
+                atomic_fetch_add_explicit(&budget_async[device], served, memory_order_seq_cst);
                 atomic_fetch_add_explicit(&budget_pool_changes[device], 1, memory_order_seq_cst);
                 budget_mirror(device, 0 - budget_sub_saturating(&budget_pool_idle[device], served));
             }

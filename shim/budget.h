@@ -175,7 +175,9 @@ bool budget_reserve_limited(int device, uint64_t bytes, uint64_t own_idle, uint6
 bool budget_held_within(int device, uint64_t bytes);
 
 /* A served request's real call is done (budget_reserve_limited's *served, from `pool`): its claim
- * is given back; a request that failed also gives the idle bytes back to the device's reserve. */
+ * is given back; a request that failed also gives the idle bytes back to the device's reserve,
+ * out of its stream-ordered bytes (budget_async: a served request's are in them from its grant
+ * on; a growing request's from its call's success, by its caller). */
 void budget_pool_served_done(int device, uint64_t pool, uint64_t served, bool failed);
 
 /* Whether `device` has a limit (every other device's requests are only counted). */

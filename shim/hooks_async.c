@@ -135,8 +135,8 @@ static inline __attribute__((always_inline)) CUresult async_end(const struct asy
          * bytes off the reserve), before its entry is in the table: a destroy of its pool that
          * finds the entry takes them out again (pool_gone). One not kept gave its budget back
          * (track_not_kept) and its free is never seen: out again at once. */
-        if (q->reserved)
-            budget_async_add(q->device, bytes);
+        if (q->reserved) /* a served request's are in already (budget_reserve_limited) */
+            budget_async_add(q->device, bytes - q->served);
         bool kept = !q->capturing && /* no context: a teardown leaves it alone (ASYNC_NO_CONTEXT) */
                     track_alloc_on_aux(&shim.ptrs, q->kind, *dptr, bytes, q->device, NULL,
                                        q->placed | (q->reserved ? SHIM_F_RESERVED : 0),

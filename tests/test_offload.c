@@ -1,6 +1,7 @@
 /* Issue 4 acceptance on the simulated device: offload in the compile phase, budgets and spill,
  * capture safety, deferred async frees, and `cushim phase` on a live process. */
 #include <criterion/criterion.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -197,6 +198,28 @@ static json_t *rt_under_limit(struct run_result *r, const char *limit, const cha
     json_t *j = run_under_cushim(r, argv, sim_env(extra));
     cr_expect_eq(r->status, 0, "%s", r->err);
     return j;
+}
+
+/* A request its pool's idle reserve serves is in the stream-ordered bytes from its grant: a reading
+ * of the pools during its call (another thread's cudaMemGetInfo, made from the signal raised on
+ * the driver's entry) finds the reserve in use. Counted only after the call, the reading found the
+ * 8 MiB idle as well as in use and published it: the budget held 16 MiB for 8, during and after
+ * (a trial: a cudaMalloc beside a served cudaMallocAsync loop was refused thousands of times under a
+ * budget it fitted). */
+Test(offload, a_pool_read_during_a_served_request_counts_it_once)
+{
+    struct run_result r;
+    char inject[64];
+    snprintf(inject, sizeof inject, "SIMCUDA_INJECT=cuMemAllocFromPoolAsync:1:raise=%d", SIGUSR1);
+    const char *extra[] = {"CUSHIM_DEVICE_LIMIT=100MiB", inject, NULL};
+    const char *argv[] = {program("rt_prog"), "budget_pools_read_during_served", NULL};
+    json_t *j = run_under_cushim(&r, argv, sim_env(extra));
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    cr_expect_eq(kv_u64(r.out, "during.held"), 8 * MiB, "8 MiB in use, none idle");
+    cr_expect_eq(kv_u64(r.out, "after.held"), 8 * MiB, "8 MiB idle");
+    cr_expect_eq(jpath_u64(j, "devices.0.device_total.limit_held_bytes"), 8 * MiB);
+    json_decref(j);
+    run_free(&r);
 }
 
 /* A stream-ordered pool's idle reserve (freed memory it keeps below its release threshold: what

@@ -766,6 +766,66 @@ static void print_held(const char *tag)
         printf("%s.held=%llu\n", tag, (unsigned long long)st.limit_held_bytes);
 }
 
+/* A reading of the pools while a request its pool's idle reserve serves is in its call (the
+ * signal SIMCUDA_INJECT=cuMemAllocFromPoolAsync:1:raise=SIGUSR1 raises on that call's entry has
+ * another thread call cudaMemGetInfo, which reads the pools for the budget): the default pool
+ * keeps 8 MiB (release threshold UINT64_MAX), an 8 MiB cudaMallocAsync is served from it.
+ * Prints during.held (the request's memory alive) and after.held (freed, synchronized). */
+static pthread_mutex_t reader_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t reader_cond = PTHREAD_COND_INITIALIZER;
+static volatile int reader_go, reader_done;
+static void *pools_reader(void *arg)
+{
+    (void)arg;
+    pthread_mutex_lock(&reader_lock);
+    while (!reader_go)
+        pthread_cond_wait(&reader_cond, &reader_lock);
+    pthread_mutex_unlock(&reader_lock);
+    size_t f, t;
+    if (cudaMemGetInfo(&f, &t) != cudaSuccess)
+        exit(20);
+    pthread_mutex_lock(&reader_lock);
+    reader_done = 1;
+    pthread_cond_broadcast(&reader_cond);
+    pthread_mutex_unlock(&reader_lock);
+    return NULL;
+}
+
+/* Not async-signal-safe: raised at one known point, where the main thread holds no lock. */
+static void let_pools_be_read(int sig)
+{
+    (void)sig;
+    pthread_mutex_lock(&reader_lock);
+    reader_go = 1;
+    pthread_cond_broadcast(&reader_cond);
+    while (!reader_done)
+        pthread_cond_wait(&reader_cond, &reader_lock);
+    pthread_mutex_unlock(&reader_lock);
+}
+
+static int scenario_budget_pools_read_during_served(void)
+{
+    cudaMemPool_t pool;
+    CHECK(cudaDeviceGetDefaultMemPool(&pool, 0));
+    uint64_t keep = UINT64_MAX;
+    CHECK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep));
+    void *p;
+    CHECK(cudaMallocAsync(&p, 8 * MiB, 0));
+    CHECK(cudaFreeAsync(p, 0));
+    CHECK(cudaStreamSynchronize(0));
+    pthread_t t;
+    if (pthread_create(&t, NULL, pools_reader, NULL))
+        return 12;
+    signal(SIGUSR1, let_pools_be_read);
+    CHECK(cudaMallocAsync(&p, 8 * MiB, 0));
+    pthread_join(t, NULL);
+    print_held("during");
+    CHECK(cudaFreeAsync(p, 0));
+    CHECK(cudaStreamSynchronize(0));
+    print_held("after");
+    return 0;
+}
+
 /* Under CUSHIM_DEVICE_LIMIT=8MiB, a pool's idle reserve counts in the budget. A pool that keeps
  * freed memory (release threshold UINT64_MAX) holds 6 MiB idle after a free: a cudaMalloc of 4 MiB
  * does not fit (6 + 4 > 8), a cudaMallocFromPoolAsync of 5 MiB does (its reserve serves it),
@@ -2595,6 +2655,7 @@ static int scenario_churn(void)
 }
 
 static const struct scenario scenarios[] = {
+    {"budget_pools_read_during_served", scenario_budget_pools_read_during_served, 1},
     {"free_fails", scenario_free_fails, 1},
     {"free_while_other_allocates", scenario_free_while_other_allocates, 1},
     {"live_at_exit_mix", scenario_live_at_exit_mix, 1},
