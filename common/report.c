@@ -77,13 +77,16 @@ static void json_live(struct jsonw *w, const struct cushim_snapshot *s)
     jsonw_array_begin(w, "largest");
     for (uint32_t i = 0; i < s->live_listed; i++) {
         const struct cushim_live_snapshot *h = &s->live[i];
-        char key[24];
-        snprintf(key, sizeof key, "0x%llx", (unsigned long long)h->key);
+        char address[24], handle[24];
+        uint64_t at = cushim_live_address(h);
+        snprintf(address, sizeof address, "0x%llx", (unsigned long long)at);
+        snprintf(handle, sizeof handle, "0x%llx", (unsigned long long)h->key);
         jsonw_object_begin(w, NULL);
         jsonw_i64(w, "device", h->device);
         jsonw_string(w, "kind", kind_names[h->kind]);
         jsonw_u64(w, "bytes", h->bytes);
-        jsonw_string(w, h->flags & CUSHIM_LIVE_F_HANDLE ? "handle" : "address", key);
+        jsonw_string(w, "address", at ? address : NULL);
+        jsonw_string(w, "handle", h->flags & CUSHIM_LIVE_F_HANDLE ? handle : NULL);
         jsonw_bool(w, "capture", (h->flags & CUSHIM_LIVE_F_CAPTURE) != 0);
         jsonw_object_end(w);
     }
@@ -207,8 +210,12 @@ static void pool_line(FILE *f, const struct cushim_snapshot *s, const struct cus
 static void text_live(FILE *f, const struct cushim_snapshot *s)
 {
     char a[32], b[32];
-    if (!s->live_known)
+    if (!s->live_known) {
+        /* Exited, yet no list: from inside a CUDA call, or replaced by exec (shim/exit.c). */
+        if (s->exited)
+            fprintf(f, "  live at exit: not listed (the process exited from inside a CUDA call, or exec'd)\n");
         return;
+    }
     if (!s->live_count) {
         fprintf(f, "  live at exit: no allocation\n");
         return;
@@ -220,10 +227,18 @@ static void text_live(FILE *f, const struct cushim_snapshot *s)
     uint64_t shown = 0;
     for (uint32_t i = 0; i < s->live_listed; i++) {
         const struct cushim_live_snapshot *h = &s->live[i];
-        fprintf(f, "    %6d  %-16s %12s  0x%llx%s%s\n", h->device, kind_names[h->kind],
-                fmt(h->bytes, a, sizeof a), (unsigned long long)h->key,
-                h->flags & CUSHIM_LIVE_F_HANDLE ? " (handle)" : "",
-                h->flags & CUSHIM_LIVE_F_CAPTURE ? "  (made during a stream capture)" : "");
+        /* The address the program uses; an array, or a VMM handle not mapped, by its handle. */
+        char where[64];
+        uint64_t at = cushim_live_address(h);
+        if (!(h->flags & CUSHIM_LIVE_F_HANDLE))
+            snprintf(where, sizeof where, "0x%llx", (unsigned long long)at);
+        else if (at)
+            snprintf(where, sizeof where, "0x%llx (handle 0x%llx)", (unsigned long long)at,
+                     (unsigned long long)h->key);
+        else
+            snprintf(where, sizeof where, "handle 0x%llx", (unsigned long long)h->key);
+        fprintf(f, "    %6d  %-16s %12s  %s%s\n", h->device, kind_names[h->kind], fmt(h->bytes, a, sizeof a),
+                where, h->flags & CUSHIM_LIVE_F_CAPTURE ? "  (made during a stream capture)" : "");
         shown += h->bytes;
     }
     if (s->live_count > s->live_listed)

@@ -89,9 +89,12 @@ struct cushim_live_record {
     int32_t device;                       /* ordinal it is counted on */
     uint16_t kind;                        /* enum cushim_kind (stats.h), never CAPTURE */
     uint16_t flags;                       /* CUSHIM_LIVE_F_* */
+    uint64_t mapped;                      /* CUSHIM_LIVE_F_VMM: the lowest address the handle is
+                                           * mapped at in the process, 0 when not mapped; else 0 */
 };
 #define CUSHIM_LIVE_F_HANDLE 1u           /* key is a handle, not an address */
 #define CUSHIM_LIVE_F_CAPTURE 2u          /* allocated while a stream of the process was capturing */
+#define CUSHIM_LIVE_F_VMM 4u              /* with HANDLE: a VMM handle (cuMemCreate, an import) */
 
 /* What the process held at its exit report, written once then (state 0 -> 1 -> 2, the fields
  * before state 2 is published with release). State 0: not written, the process has not reached

@@ -254,8 +254,8 @@ static int copy_live(const struct cushim_live_at_exit *hd, struct cushim_snapsho
         const struct cushim_live_record *r = &hd->rec[i];
         struct cushim_live_snapshot *o = &out->live[i];
         *o = (struct cushim_live_snapshot){.key = r->key, .bytes = r->bytes, .device = r->device,
-                                           .kind = r->kind, .flags = r->flags};
-        if (o->kind >= CUSHIM_KIND_COUNT || o->kind == CUSHIM_KIND_CAPTURE || o->device < 0 ||
+                                           .kind = r->kind, .flags = r->flags, .mapped = r->mapped};
+        if ((o->mapped && !(o->flags & CUSHIM_LIVE_F_VMM)) || o->kind >= CUSHIM_KIND_COUNT || o->kind == CUSHIM_KIND_CAPTURE || o->device < 0 ||
             o->device >= (int32_t)CUSHIM_MAX_DEVICES || (i && o->bytes > out->live[i - 1].bytes) ||
             o->bytes > bytes - sum)
             FAIL("live-at-exit record %u is corrupt", i);

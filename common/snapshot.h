@@ -42,7 +42,15 @@ struct cushim_live_snapshot {
     int32_t device;                       /* ordinal it is counted on */
     uint32_t kind;                        /* enum cushim_kind, never CAPTURE */
     uint32_t flags;                       /* CUSHIM_LIVE_F_* */
+    uint64_t mapped;                      /* CUSHIM_LIVE_F_VMM: lowest mapped address, 0 none */
 };
+
+/* The address a live-at-exit record's memory is used at: its key for a pointer, the lowest
+ * mapping of a VMM handle; 0 for an array or a VMM handle not mapped. */
+static inline uint64_t cushim_live_address(const struct cushim_live_snapshot *l)
+{
+    return !(l->flags & CUSHIM_LIVE_F_HANDLE) ? l->key : l->mapped;
+}
 
 /* One process's segment (segment.h struct cushim_segment_header, then records). */
 struct cushim_snapshot {

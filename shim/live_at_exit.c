@@ -51,6 +51,21 @@ static bool live_one(struct shim_entry *e, void *arg)
     return true;
 }
 
+/* table_for_each callback on the mappings (under a shard lock: arithmetic only): a mapping (key
+ * its address, aux its handle) of a listed VMM handle, the lowest kept. */
+static bool mapped_at(struct shim_entry *e, void *arg)
+{
+    struct live_walk *w = arg;
+    if (e->flags & SHIM_F_UNTRACKED)
+        return false;
+    for (uint32_t i = 0; i < w->listed; i++) {
+        struct cushim_live_record *r = &w->top[i];
+        if ((r->flags & CUSHIM_LIVE_F_VMM) && r->key == e->aux && (!r->mapped || e->key < r->mapped))
+            r->mapped = e->key;
+    }
+    return false;
+}
+
 void shim_live_at_exit_write(struct cushim_segment *seg)
 {
     struct cushim_live_at_exit *h = &seg->live_at_exit;
@@ -61,7 +76,15 @@ void shim_live_at_exit_write(struct cushim_segment *seg)
     table_for_each(&shim.ptrs, live_one, &w);
     w.flags = CUSHIM_LIVE_F_HANDLE;
     table_for_each(&shim.arrays, live_one, &w);
+    w.flags = CUSHIM_LIVE_F_HANDLE | CUSHIM_LIVE_F_VMM;
     table_for_each(&shim.vmm_handles, live_one, &w);
+    /* Where the VMM handles listed are mapped: the address the program uses (its handle may be
+     * released, memory kept by the mapping). */
+    bool any_vmm = false;
+    for (uint32_t i = 0; i < w.listed; i++)
+        any_vmm = any_vmm || (w.top[i].flags & CUSHIM_LIVE_F_VMM);
+    if (any_vmm)
+        table_for_each(&shim.vmm_maps, mapped_at, &w);
     h->listed = w.listed;
     h->count = w.count;
     h->bytes = w.bytes;

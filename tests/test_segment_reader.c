@@ -142,6 +142,7 @@ Test(reader, crafted_headers_are_rejected_with_a_reason)
         {"held kind", "live-at-exit record 0 is corrupt", NULL},
         {"held bytes", "live-at-exit record 0 is corrupt", NULL},
         {"held device", "live-at-exit record 0 is corrupt", NULL},
+        {"held mapped", "live-at-exit record 0 is corrupt", NULL},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         memcpy(c, s, sizeof *s);
@@ -170,7 +171,7 @@ Test(reader, crafted_headers_are_rejected_with_a_reason)
             break;
         case 12: memset(c->h.version, 'V', sizeof c->h.version); break;
         case 13: atomic_store(&c->live_at_exit.state, 3); break;
-        default: /* 14..18: a published list, one fault each */
+        default: /* 14..19: a published list, one fault each */
             memset(&c->live_at_exit, 0, sizeof c->live_at_exit);
             c->live_at_exit.listed = i == 14 || i == 15 ? 2 : 1;
             c->live_at_exit.count = i == 15 ? 2 : 1;
@@ -180,6 +181,8 @@ Test(reader, crafted_headers_are_rejected_with_a_reason)
             c->live_at_exit.rec[1] = (struct cushim_live_record){.key = 0x2000, .bytes = 20, .device = 0};
             if (i == 18)
                 c->live_at_exit.rec[0].device = (int32_t)CUSHIM_MAX_DEVICES;
+            if (i == 19) /* a mapping of what is no VMM handle */
+                c->live_at_exit.rec[0].mapped = 0x7f0000000000;
             atomic_store(&c->live_at_exit.state, 2);
             break;
         }

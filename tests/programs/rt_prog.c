@@ -2140,8 +2140,8 @@ static int scenario_free_while_other_allocates(void)
 }
 
 /* Memory of four kinds left for the exit report's live-at-exit list: 3 MiB of device memory
- * (and 5 MiB freed), a VMM handle of two granules (not mapped; its export imported, not mapped
- * either: no memory of its own), a 256x256 float4 array (1 MiB),
+ * (and 5 MiB freed), a VMM handle of two granules (mapped, then released; its export imported, not
+ * mapped: no memory of its own), a 256x256 float4 array (1 MiB),
  * 64 KiB pinned host memory and 20 device allocations of 1 KiB. Prints each address (or
  * handle) as key=value lines. */
 static int scenario_live_at_exit_mix(void)
@@ -2170,13 +2170,18 @@ static int scenario_live_at_exit_mix(void)
     if (export_(&fd, h, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0) ||
         import_(&imported, (void *)(intptr_t)fd, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR))
         return 14;
+    /* Mapped, then released: the mapping keeps it (cuda.h cuMemRelease), listed at its address. */
+    CUdeviceptr va;
+    if (v.reserve(&va, 2 * g, 0, 0, 0) || v.map(va, 2 * g, 0, h, 0) || v.release(h))
+        return 15;
     PFN_cuArrayCreate_v3020 create = entry("cuArrayCreate", 3020);
     CUDA_ARRAY_DESCRIPTOR d = {.Width = 256, .Height = 256, .Format = CU_AD_FORMAT_FLOAT, .NumChannels = 4};
     CUarray a;
     if (create(&a, &d))
         return 13;
-    printf("dev=%llu\nhost=%llu\nvmm=%llu\narray=%llu\ngranularity=%zu\n", (unsigned long long)(uintptr_t)dev,
-           (unsigned long long)(uintptr_t)host, (unsigned long long)h, (unsigned long long)(uintptr_t)a, g);
+    printf("dev=%llu\nhost=%llu\nvmm=%llu\nvmm_va=%llu\narray=%llu\ngranularity=%zu\n",
+           (unsigned long long)(uintptr_t)dev, (unsigned long long)(uintptr_t)host, (unsigned long long)h,
+           (unsigned long long)va, (unsigned long long)(uintptr_t)a, g);
     return 0;
 }
 
