@@ -209,11 +209,24 @@ bool budget_reserve_limited(int device, uint64_t bytes, uint64_t own_idle, uint6
              * them idle as well as in use and published held twice over: a trial's cudaMalloc
              * beside a served cudaMallocAsync loop was refused thousands of times under a budget
              * it fitted), and taken off the idle (after the count, as every change of the
-             * estimate). */
+             * estimate). In that order: count, idle, then budget_async, an input of the reading
+             * (async_pool_sample takes the count, then budget_async). A reading that took
+             * budget_async with the served bytes in it took them off the reserve itself, so it
+             * must not publish before the idle change that takes them off again: with
+             * budget_async raised first, a reading that took the count before the bump (or
+             * after it, before the idle change) and published before the idle change had them
+             * taken off twice, the idle estimate low by `served`, and a cudaMalloc was granted
+             * past the limit (a stress trial with a stall injected before the idle change: a
+             * 73 MiB cudaMalloc beside a 128 MiB pool serving 64 MiB under a 200 MiB budget,
+             * granted 28 times of 20,000). Raised last, a reading that misses it finds the
+             * served bytes idle (held high by them: conservative), and the count is bumped again
+             * after it, so that the next decision reads again rather than wait for the call's
+             * end. */
             if (served) {
-                atomic_fetch_add_explicit(&budget_async[device], served, memory_order_seq_cst);
                 atomic_fetch_add_explicit(&budget_pool_changes[device], 1, memory_order_seq_cst);
                 budget_mirror(device, 0 - budget_sub_saturating(&budget_pool_idle[device], served));
+                atomic_fetch_add_explicit(&budget_async[device], served, memory_order_seq_cst);
+                atomic_fetch_add_explicit(&budget_pool_changes[device], 1, memory_order_seq_cst);
             }
             *served_out = served;
             return true;
