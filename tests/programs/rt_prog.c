@@ -757,6 +757,49 @@ static int scenario_pool_destroyed(void)
     return 0;
 }
 
+/* A second thread that runs one job when a SIGUSR1 handler of this thread asks, the handler
+ * waiting until it is done: the job runs while this thread is inside the driver call whose entry
+ * raised the signal (SIMCUDA_INJECT=SYMBOL:N:raise=SIGUSR1). Not async-signal-safe (a mutex and a
+ * condition variable): the tests raise the signal at one known point, where this thread holds no
+ * lock. job_thread_start makes the thread and sets the handler; 0, or pthread_create's error. */
+static pthread_mutex_t job_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t job_cond = PTHREAD_COND_INITIALIZER;
+static volatile int job_go, job_done;
+static void (*job_fn)(void);
+
+static void *job_thread(void *arg)
+{
+    (void)arg;
+    pthread_mutex_lock(&job_lock);
+    while (!job_go)
+        pthread_cond_wait(&job_cond, &job_lock);
+    pthread_mutex_unlock(&job_lock);
+    job_fn();
+    pthread_mutex_lock(&job_lock);
+    job_done = 1;
+    pthread_cond_broadcast(&job_cond);
+    pthread_mutex_unlock(&job_lock);
+    return NULL;
+}
+
+static void job_from_handler(int sig)
+{
+    (void)sig;
+    pthread_mutex_lock(&job_lock);
+    job_go = 1;
+    pthread_cond_broadcast(&job_cond);
+    while (!job_done)
+        pthread_cond_wait(&job_cond, &job_lock);
+    pthread_mutex_unlock(&job_lock);
+}
+
+static int job_thread_start(pthread_t *t, void (*fn)(void))
+{
+    job_fn = fn;
+    signal(SIGUSR1, job_from_handler);
+    return pthread_create(t, NULL, job_thread, NULL);
+}
+
 /* Prints TAG.held=<device 0's limit_held_bytes through cushim.h> (what the budget holds; under
  * the limit cudaMemGetInfo's free just printed is the limit less it). */
 static void print_held(const char *tag)
@@ -771,36 +814,11 @@ static void print_held(const char *tag)
  * another thread call cudaMemGetInfo, which reads the pools for the budget): the default pool
  * keeps 8 MiB (release threshold UINT64_MAX), an 8 MiB cudaMallocAsync is served from it.
  * Prints during.held (the request's memory alive) and after.held (freed, synchronized). */
-static pthread_mutex_t reader_lock = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t reader_cond = PTHREAD_COND_INITIALIZER;
-static volatile int reader_go, reader_done;
-static void *pools_reader(void *arg)
+static void read_pools(void)
 {
-    (void)arg;
-    pthread_mutex_lock(&reader_lock);
-    while (!reader_go)
-        pthread_cond_wait(&reader_cond, &reader_lock);
-    pthread_mutex_unlock(&reader_lock);
     size_t f, t;
     if (cudaMemGetInfo(&f, &t) != cudaSuccess)
         exit(20);
-    pthread_mutex_lock(&reader_lock);
-    reader_done = 1;
-    pthread_cond_broadcast(&reader_cond);
-    pthread_mutex_unlock(&reader_lock);
-    return NULL;
-}
-
-/* Not async-signal-safe: raised at one known point, where the main thread holds no lock. */
-static void let_pools_be_read(int sig)
-{
-    (void)sig;
-    pthread_mutex_lock(&reader_lock);
-    reader_go = 1;
-    pthread_cond_broadcast(&reader_cond);
-    while (!reader_done)
-        pthread_cond_wait(&reader_cond, &reader_lock);
-    pthread_mutex_unlock(&reader_lock);
 }
 
 static int scenario_budget_pools_read_during_served(void)
@@ -814,9 +832,8 @@ static int scenario_budget_pools_read_during_served(void)
     CHECK(cudaFreeAsync(p, 0));
     CHECK(cudaStreamSynchronize(0));
     pthread_t t;
-    if (pthread_create(&t, NULL, pools_reader, NULL))
+    if (job_thread_start(&t, read_pools))
         return 12;
-    signal(SIGUSR1, let_pools_be_read);
     CHECK(cudaMallocAsync(&p, 8 * MiB, 0));
     pthread_join(t, NULL);
     print_held("during");
@@ -2087,40 +2104,14 @@ static int scenario_free_fails(void)
  * SIMCUDA_INJECT=cuMemFree_v2:1:raise=SIGUSR1 raises inside the free (before the driver frees
  * anything) has the second thread make its 64 MiB allocation and waits for it. Prints
  * current_in_free=<device total cushim counted then> and peak=<its peak at the end>. */
-static pthread_mutex_t other_lock = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t other_cond = PTHREAD_COND_INITIALIZER;
-static volatile int other_go, other_done;
 static uint64_t other_seen;
-static void *other_allocates(void *arg)
+static void other_allocates(void)
 {
-    (void)arg;
     uint64_t (*current)(int) = (uint64_t(*)(int))cushim_fn("cushim_device_current_bytes");
-    pthread_mutex_lock(&other_lock);
-    while (!other_go)
-        pthread_cond_wait(&other_cond, &other_lock);
-    pthread_mutex_unlock(&other_lock);
     void *p;
     if (cudaMalloc(&p, 64 * MiB) != cudaSuccess)
         exit(20);
     other_seen = current ? current(0) : 0;
-    pthread_mutex_lock(&other_lock);
-    other_done = 1;
-    pthread_cond_broadcast(&other_cond);
-    pthread_mutex_unlock(&other_lock);
-    return NULL;
-}
-
-/* Not async-signal-safe (a mutex and a condition variable): the test raises the signal at one
- * known point of this program only, where the main thread holds no lock. */
-static void let_other_allocate(int sig)
-{
-    (void)sig;
-    pthread_mutex_lock(&other_lock);
-    other_go = 1;
-    pthread_cond_broadcast(&other_cond);
-    while (!other_done)
-        pthread_cond_wait(&other_cond, &other_lock);
-    pthread_mutex_unlock(&other_lock);
 }
 
 static int scenario_free_while_other_allocates(void)
@@ -2129,8 +2120,7 @@ static int scenario_free_while_other_allocates(void)
     void *a;
     pthread_t t;
     CHECK(cudaMalloc(&a, 64 * MiB));
-    signal(SIGUSR1, let_other_allocate);
-    if (pthread_create(&t, NULL, other_allocates, NULL))
+    if (job_thread_start(&t, other_allocates))
         return 12;
     CHECK(cudaFree(a));
     pthread_join(t, NULL);
