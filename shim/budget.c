@@ -190,25 +190,31 @@ bool budget_reserve_limited(int device, uint64_t bytes, uint64_t own_idle, uint6
      * reading published just before a stream-ordered event's change over-counts until a later
      * reading is published, and another thread's stream of such events can keep every reading
      * from being published (a trial: a cudaMalloc beside a served cudaMallocAsync loop refused up
-     * to 1,742 times of 20,000 under a budget it fitted). Used only while the bytes in use are
-     * still `used_before`: every event that makes a reading find less idle than there is (a free
-     * the driver made whose bytes are still in use, a grant or growth counted in the stream-
-     * ordered bytes) changes budget_used after the reading began, or before it and after
-     * used_before was read; the compare-and-swap below commits only from used_before. */
+     * to 1,742 times of 20,000 under a budget it fitted). Used only while no stream-ordered event
+     * has come since before the reading (`changes_before`: a free into a pool, the only way the
+     * idle reserve grows, bumps the count) and the bytes in use are still `used_before`, which
+     * the compare-and-swap below commits from: a free whose bytes the reading found in use still
+     * holds them in budget_used until after its bump. Both, for an ABA of budget_used alone (a
+     * pool free's release and another thread's cudaMalloc of as many bytes between the reading
+     * and the decision) would pair the reading's idle, without the freed bytes, with bytes in
+     * use without them either. */
     bool second_look = false;
-    uint64_t used_before = 0, seen = 0;
+    uint64_t used_before = 0, changes_before = 0, seen = 0;
     for (int attempt = 0;; attempt++) {
         uint64_t idle = atomic_load_explicit(&budget_pool_idle[device], memory_order_relaxed);
         uint64_t served = own_idle && idle >= bytes ? claim_idle(device, pool, bytes, own_idle) : 0;
         uint64_t used = atomic_load_explicit(&budget_used[device], memory_order_relaxed), held;
-        bool fits;
+        bool fits, by_mine;
         do {
             held = budget_held(device, used);
-            if (second_look && used == used_before) {
+            by_mine = false;
+            if (second_look && !served && used == used_before &&
+                atomic_load_explicit(&budget_pool_changes[device], memory_order_seq_cst) == changes_before) {
                 uint64_t graph = atomic_load_explicit(&budget_graph[device], memory_order_relaxed);
                 uint64_t mine = used + graph < used ? UINT64_MAX : used + graph;
                 mine = mine + seen < mine ? UINT64_MAX : mine + seen;
-                held = mine < held ? mine : held;
+                by_mine = mine < held;
+                held = by_mine ? mine : held;
             }
             /* `bytes - served <= limit - held`, never a sum that could wrap (a request near
              * SIZE_MAX, which the driver then refuses). A request that grows nothing (its pool's
@@ -226,7 +232,17 @@ bool budget_reserve_limited(int device, uint64_t bytes, uint64_t own_idle, uint6
             fits = used <= limit && bytes <= limit - used &&
                    (bytes == served || (held <= limit && bytes - served <= limit - held));
         } while (fits && !atomic_compare_exchange_weak_explicit(&budget_used[device], &used, used + bytes,
-                                                                memory_order_relaxed, memory_order_relaxed));
+                                                                memory_order_seq_cst, memory_order_relaxed));
+        /* Decided by this thread's reading: a stream-ordered event between that decision and
+         * the commit (a free's bump, its release and another thread's allocation of as many
+         * bytes, the commit's value then the same) could pair the reading with bytes in use
+         * that no longer hold what it left out: taken back, decided again without it. */
+        if (fits && by_mine &&
+            atomic_load_explicit(&budget_pool_changes[device], memory_order_seq_cst) != changes_before) {
+            budget_sub_saturating(&budget_used[device], bytes);
+            second_look = false;
+            continue;
+        }
         if (fits) {
             budget_mirror(device, bytes);
             /* The reserve that serves it is in use now: in the stream-ordered bytes (its pool's
@@ -266,6 +282,7 @@ bool budget_reserve_limited(int device, uint64_t bytes, uint64_t own_idle, uint6
          * another thread's stream-ordered event overtook is not published. */
         if (attempt < 3 && atomic_load_explicit(&budget_pool_idle[device], memory_order_relaxed) &&
             !capture_any_live()) {
+            changes_before = atomic_load_explicit(&budget_pool_changes[device], memory_order_seq_cst);
             used_before = atomic_load_explicit(&budget_used[device], memory_order_seq_cst);
             own_reading.device = -1;
             budget_pool_refresh(device, true); /* the request's own pool's reserve is capped by it too */
