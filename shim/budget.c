@@ -192,7 +192,9 @@ bool budget_reserve_limited(int device, uint64_t bytes, uint64_t own_idle, uint6
      * from being published (a trial: a cudaMalloc beside a served cudaMallocAsync loop refused up
      * to 1,742 times of 20,000 under a budget it fitted). Used only while no stream-ordered event
      * has come since before the reading (`changes_before`: a free into a pool, the only way the
-     * idle reserve grows, bumps the count) and the bytes in use are still `used_before`, which
+     * idle reserve grows, bumps the count, and so does a pool's destroy before its call, whose
+     * allocations leave the stream-ordered bytes only after it) and the bytes in use are still
+     * `used_before`, which
      * the compare-and-swap below commits from: a free whose bytes the reading found in use still
      * holds them in budget_used until after its bump. Both, for an ABA of budget_used alone (a
      * pool free's release and another thread's cudaMalloc of as many bytes between the reading

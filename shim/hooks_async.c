@@ -600,6 +600,12 @@ SHIM_EXPORT CUresult CUDAAPI cuMemPoolDestroy(CUmemoryPool pool)
                  e.aux != POOL_DESTROYED;
     if (known)
         async_pool_quiesce();
+    /* Its reserve leaves the readings with the call, its allocations the stream-ordered bytes only
+     * after it (pool_gone): a reading in between finds too little idle. Counted as an event
+     * before the call too, so that a refusal's second look made from such a reading is not
+     * used (budget.c budget_reserve_limited; a review: a cudaMalloc granted past the limit). */
+    if (known && e.aux == CUSHIM_KIND_ASYNC && unlikely(budget_any))
+        budget_pool_changed(e.device, 0);
     CUresult r = real_(pool);
     if (!known)
         return r;

@@ -222,6 +222,27 @@ Test(offload, a_pool_read_during_a_served_request_counts_it_once)
     run_free(&r);
 }
 
+/* A refusal's second look decides with the thread's own reading of the pools only while no
+ * stream-ordered event came since before it: here another thread frees 64 MiB into the pool and
+ * takes 64 MiB with cudaMalloc inside that reading, the bytes in use as before. Decided with the
+ * reading, the 100 MiB cudaMalloc was granted and the budget held 228 MiB of 200 (a review). */
+Test(offload, a_second_look_is_not_taken_across_a_free_into_a_pool)
+{
+    struct run_result r;
+    char inject[64];
+    snprintf(inject, sizeof inject, "SIMCUDA_INJECT=cuDeviceGetDefaultMemPool:3:raise=%d", SIGUSR1);
+    const char *extra[] = {"CUSHIM_DEVICE_LIMIT=200MiB", inject, NULL};
+    const char *argv[] = {program("rt_prog"), "budget_second_look_aba", NULL};
+    json_t *j = run_under_cushim(&r, argv, sim_env(extra));
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    cr_expect_eq(kv_u64(r.out, "job_ran"), 1, "the other thread's free and cudaMalloc ran inside the reading");
+    cr_expect_eq(kv_u64(r.out, "rc_malloc"), 2, "cudaErrorMemoryAllocation: 64 in use + 64 idle + 100 > 200");
+    cr_expect_eq(jpath_u64(j, "devices.0.device_total.limit_held_bytes"), 128 * MiB);
+    cr_expect_eq(jpath_u64(j, "devices.0.device_total.limit_refused_count"), 1);
+    json_decref(j);
+    run_free(&r);
+}
+
 /* A stream-ordered pool's idle reserve (freed memory it keeps below its release threshold: what
  * PyTorch's cudaMallocAsync backend keeps) counts in the budget: a cudaMalloc beside a pool that
  * keeps 6 MiB of an 8 MiB budget is refused, a request the reserve serves is not, cudaMemGetInfo

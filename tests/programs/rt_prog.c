@@ -843,6 +843,44 @@ static int scenario_budget_pools_read_during_served(void)
     return 0;
 }
 
+/* A refusal's second look (budget.c) whose own reading of the pools another thread's
+ * stream-ordered free and cudaMalloc of as many bytes overtake (the job runs inside the reading's
+ * cuDeviceGetDefaultMemPool: SIMCUDA_INJECT=cuDeviceGetDefaultMemPool:3:raise=SIGUSR1): under a
+ * 200 MiB budget, a (64 MiB) kept, b (64 MiB) freed and read idle, then trimmed by a synchronize
+ * (threshold 0) with no event the budget sees; the job frees a (64 MiB idle now) and takes 64 MiB
+ * with cudaMalloc: the bytes in use are as before, but the reading found a in use. Prints
+ * rc_malloc=<the main thread's cudaMalloc of 100 MiB> and job_ran. (From a review: granted, the
+ * budget then held 228 MiB of 200.) */
+static void *aba_a;
+static cudaStream_t aba_stream;
+static int aba_ran;
+static void aba_job(void)
+{
+    void *c;
+    aba_ran = cudaFreeAsync(aba_a, aba_stream) == cudaSuccess && cudaMalloc(&c, 64 * MiB) == cudaSuccess;
+}
+
+static int scenario_budget_second_look_aba(void)
+{
+    void *b, *x;
+    size_t f, t;
+    CHECK(cudaStreamCreate(&aba_stream));
+    CHECK(cudaMallocAsync(&aba_a, 64 * MiB, aba_stream));
+    CHECK(cudaMallocAsync(&b, 64 * MiB, aba_stream));
+    CHECK(cudaFreeAsync(b, aba_stream));
+    CHECK(cudaMemGetInfo(&f, &t));
+    CHECK(cudaStreamSynchronize(aba_stream));
+    pthread_t th;
+    if (job_thread_start(&th, aba_job))
+        return 12;
+    int rc = (int)cudaMalloc(&x, 100 * MiB);
+    if (!aba_ran)
+        job_from_handler(SIGUSR1); /* the job never ran: let its thread end */
+    pthread_join(th, NULL);
+    printf("rc_malloc=%d\njob_ran=%d\n", rc, aba_ran);
+    return 0;
+}
+
 /* Under CUSHIM_DEVICE_LIMIT=8MiB, a pool's idle reserve counts in the budget. A pool that keeps
  * freed memory (release threshold UINT64_MAX) holds 6 MiB idle after a free: a cudaMalloc of 4 MiB
  * does not fit (6 + 4 > 8), a cudaMallocFromPoolAsync of 5 MiB does (its reserve serves it),
@@ -2651,6 +2689,7 @@ static int scenario_churn(void)
 
 static const struct scenario scenarios[] = {
     {"budget_pools_read_during_served", scenario_budget_pools_read_during_served, 1},
+    {"budget_second_look_aba", scenario_budget_second_look_aba, 1},
     {"free_fails", scenario_free_fails, 1},
     {"free_while_other_allocates", scenario_free_while_other_allocates, 1},
     {"live_at_exit_mix", scenario_live_at_exit_mix, 1},
