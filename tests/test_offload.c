@@ -200,6 +200,22 @@ static json_t *rt_under_limit(struct run_result *r, const char *limit, const cha
     return j;
 }
 
+/* rt_prog SCENARIO under CUSHIM_DEVICE_LIMIT=LIMIT with SIGUSR1 raised on the Nth call of the
+ * driver's SYMBOL (its handler runs another thread's job inside that call: rt_prog
+ * job_thread_start); the summary, the run's status checked. */
+static json_t *rt_under_limit_signalled(struct run_result *r, const char *limit, const char *symbol, int n,
+                                        const char *scenario)
+{
+    char env[64], inject[96];
+    snprintf(env, sizeof env, "CUSHIM_DEVICE_LIMIT=%s", limit);
+    snprintf(inject, sizeof inject, "SIMCUDA_INJECT=%s:%d:raise=%d", symbol, n, SIGUSR1);
+    const char *extra[] = {env, inject, NULL};
+    const char *argv[] = {program("rt_prog"), scenario, NULL};
+    json_t *j = run_under_cushim(r, argv, sim_env(extra));
+    cr_assert_eq(r->status, 0, "%s", r->err);
+    return j;
+}
+
 /* A request its pool's idle reserve serves is in the stream-ordered bytes from its grant: a reading
  * of the pools during its call (another thread's cudaMemGetInfo, made from the signal raised on
  * the driver's entry) finds the reserve in use. Counted only after the call, the reading found the
@@ -209,12 +225,7 @@ static json_t *rt_under_limit(struct run_result *r, const char *limit, const cha
 Test(offload, a_pool_read_during_a_served_request_counts_it_once)
 {
     struct run_result r;
-    char inject[64];
-    snprintf(inject, sizeof inject, "SIMCUDA_INJECT=cuMemAllocFromPoolAsync:1:raise=%d", SIGUSR1);
-    const char *extra[] = {"CUSHIM_DEVICE_LIMIT=100MiB", inject, NULL};
-    const char *argv[] = {program("rt_prog"), "budget_pools_read_during_served", NULL};
-    json_t *j = run_under_cushim(&r, argv, sim_env(extra));
-    cr_assert_eq(r.status, 0, "%s", r.err);
+    json_t *j = rt_under_limit_signalled(&r, "100MiB", "cuMemAllocFromPoolAsync", 1, "budget_pools_read_during_served");
     cr_expect_eq(kv_u64(r.out, "during.held"), 8 * MiB, "8 MiB in use, none idle");
     cr_expect_eq(kv_u64(r.out, "after.held"), 8 * MiB, "8 MiB idle");
     cr_expect_eq(jpath_u64(j, "devices.0.device_total.limit_held_bytes"), 8 * MiB);
@@ -229,12 +240,7 @@ Test(offload, a_pool_read_during_a_served_request_counts_it_once)
 Test(offload, a_second_look_is_not_taken_across_a_free_into_a_pool)
 {
     struct run_result r;
-    char inject[64];
-    snprintf(inject, sizeof inject, "SIMCUDA_INJECT=cuDeviceGetDefaultMemPool:3:raise=%d", SIGUSR1);
-    const char *extra[] = {"CUSHIM_DEVICE_LIMIT=200MiB", inject, NULL};
-    const char *argv[] = {program("rt_prog"), "budget_second_look_aba", NULL};
-    json_t *j = run_under_cushim(&r, argv, sim_env(extra));
-    cr_assert_eq(r.status, 0, "%s", r.err);
+    json_t *j = rt_under_limit_signalled(&r, "200MiB", "cuDeviceGetDefaultMemPool", 3, "budget_second_look_aba");
     cr_expect_eq(kv_u64(r.out, "job_ran"), 1, "the other thread's free and cudaMalloc ran inside the reading");
     cr_expect_eq(kv_u64(r.out, "rc_malloc"), 2, "cudaErrorMemoryAllocation: 64 in use + 64 idle + 100 > 200");
     cr_expect_eq(jpath_u64(j, "devices.0.device_total.limit_held_bytes"), 128 * MiB);
