@@ -194,9 +194,8 @@ bool budget_reserve_limited(int device, uint64_t bytes, uint64_t own_idle, uint6
      * has come since before the reading (`changes_before`: a free into a pool, the only way the
      * idle reserve grows, bumps the count, and so does a pool's destroy before its call, whose
      * allocations leave the stream-ordered bytes only after it) and the bytes in use are still
-     * `used_before`, which
-     * the compare-and-swap below commits from: a free whose bytes the reading found in use still
-     * holds them in budget_used until after its bump. Both, for an ABA of budget_used alone (a
+     * `used_before`, which the compare-and-swap below commits from: a free whose bytes the
+     * reading found in use still holds them in budget_used until after its bump. Both, for an ABA of budget_used alone (a
      * pool free's release and another thread's cudaMalloc of as many bytes between the reading
      * and the decision) would pair the reading's idle, without the freed bytes, with bytes in
      * use without them either. */
@@ -208,16 +207,10 @@ bool budget_reserve_limited(int device, uint64_t bytes, uint64_t own_idle, uint6
         uint64_t used = atomic_load_explicit(&budget_used[device], memory_order_relaxed), held;
         bool fits, by_mine;
         do {
-            held = budget_held(device, used);
-            by_mine = false;
-            if (second_look && !served && used == used_before &&
-                atomic_load_explicit(&budget_pool_changes[device], memory_order_seq_cst) == changes_before) {
-                uint64_t graph = atomic_load_explicit(&budget_graph[device], memory_order_relaxed);
-                uint64_t mine = used + graph < used ? UINT64_MAX : used + graph;
-                mine = mine + seen < mine ? UINT64_MAX : mine + seen;
-                by_mine = mine < held;
-                held = by_mine ? mine : held;
-            }
+            uint64_t pub_idle = atomic_load_explicit(&budget_pool_idle[device], memory_order_relaxed);
+            by_mine = second_look && !served && seen < pub_idle && used == used_before &&
+                      atomic_load_explicit(&budget_pool_changes[device], memory_order_seq_cst) == changes_before;
+            held = budget_held_idle(device, used, by_mine ? seen : pub_idle);
             /* `bytes - served <= limit - held`, never a sum that could wrap (a request near
              * SIZE_MAX, which the driver then refuses). A request that grows nothing (its pool's
              * idle reserve serves it, or 0 bytes, which the driver refuses with its own code)

@@ -138,14 +138,20 @@ static inline void budget_async_sub(int device, uint64_t bytes)
         budget_sub_saturating(&budget_async[device], bytes);
 }
 
-/* What the budget of `device` holds now: counted and reserved device bytes plus the graph pool's
- * reserve plus the pools' idle reserve (saturating). */
-static inline uint64_t budget_held(int device, uint64_t used)
+/* What the budget of `device` holds with `used` bytes in use and an idle reserve of `idle`:
+ * those plus the graph pool's reserve (saturating). */
+static inline uint64_t budget_held_idle(int device, uint64_t used, uint64_t idle)
 {
     uint64_t graph = atomic_load_explicit(&budget_graph[device], memory_order_relaxed);
-    uint64_t idle = atomic_load_explicit(&budget_pool_idle[device], memory_order_relaxed);
     uint64_t held = used + graph < used ? UINT64_MAX : used + graph;
     return held + idle < held ? UINT64_MAX : held + idle;
+}
+
+/* What the budget of `device` holds now: counted and reserved device bytes plus the graph pool's
+ * reserve plus the pools' idle reserve as published (saturating). */
+static inline uint64_t budget_held(int device, uint64_t used)
+{
+    return budget_held_idle(device, used, atomic_load_explicit(&budget_pool_idle[device], memory_order_relaxed));
 }
 
 /* A request the budget refuses, said (the program sees only CUDA_ERROR_OUT_OF_MEMORY, which a

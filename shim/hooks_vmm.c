@@ -71,7 +71,6 @@ static bool map_undo(struct shim_entry *e, void *arg)
     return true;
 }
 
-
 /* A reference or a mapping of `handle` dropped (fn: ref_drop or map_drop) before the real call
  * that ends it: once the driver has freed the handle, another thread's cuMemCreate may get the
  * same value, and an update made after would land on that new handle's entry. A handle that
