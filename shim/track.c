@@ -25,8 +25,26 @@ void track_free_other_early(const struct shim_entry *e)
     account_free_early(e->device, (enum cushim_kind)e->kind, e->size, e->flags);
 }
 
+/* Whether the driver says pointer key names no memory any more (cuda.h cuPointerGetAttribute:
+ * "If ptr is not a valid CUDA pointer then CUDA_ERROR_INVALID_VALUE is returned"). Any other
+ * answer, or no cuPointerGetAttribute, says nothing: the memory is taken to be there. */
+static bool pointer_gone(uint64_t key)
+{
+    __typeof__(&cuPointerGetAttribute) attr = REAL(cuPointerGetAttribute);
+    CUcontext c = NULL;
+    return attr && attr(&c, CU_POINTER_ATTRIBUTE_CONTEXT, (CUdeviceptr)key) == CUDA_ERROR_INVALID_VALUE;
+}
+
 void track_free_failed(struct shim_table *t, const struct shim_entry *e)
 {
+    /* A free that failed because another thread destroyed the allocation's context inside the
+     * call (cuda.h cuCtxDestroy: destroyed "regardless of how many threads it is current to", its
+     * allocations with it; the teardown's own pass did not see the entry, taken out for the
+     * free): the memory is gone, so the free stands. Asked only here, on a failure (cold). */
+    if (t == &shim.ptrs && pointer_gone(e->key)) {
+        account_free_budget(e->device, (enum cushim_kind)e->kind, e->size, e->flags);
+        return;
+    }
     account_unfree(e->device, (enum cushim_kind)e->kind, e->size, e->flags);
     track_put_back(t, e);
 }

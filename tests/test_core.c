@@ -752,6 +752,26 @@ RT_TEST(ctx_destroy_drops_that_context_only)
     }
 }
 
+/* A free that fails because another thread destroyed its context inside the call (cuda.h
+ * cuCtxDestroy frees the context's allocations with it): the driver says the pointer is no
+ * longer valid, so the free stands, without the budget (plain path) and with it. */
+RT_TEST(a_free_racing_its_context_destroy_counts_it_freed)
+{
+    for (int run = 0; run < 2; run++) {
+        struct run_result r;
+        const char *extra[] = {"SIMCUDA_INJECT=cuMemFree_v2:1:raise=10",
+                               run ? "CUSHIM_DEVICE_LIMIT=1GiB" : NULL, NULL};
+        json_t *j = scenario(&r, p->static_rt, "free_racing_destroy", extra);
+        cr_expect_eq(kv_u64(r.out, "rc_destroy"), 0);
+        cr_expect_eq(kv_u64(r.out, "rc_free"), 1, "%s", r.out); /* CUDA_ERROR_INVALID_VALUE */
+        cr_expect_eq(kv_u64(r.out, "sim.device.0"), MiB);
+        expect_kind(j, 0, "device", MiB, 3 * MiB, 2, 1, 0);
+        cr_expect_eq(kv_u64(r.out, "after.held"), run ? MiB : 0, "%s", r.out);
+        json_decref(j);
+        run_free(&r);
+    }
+}
+
 /* A reset drops every allocation of the context, however many are live. */
 Test(core, device_reset_drops_300k_allocations)
 {

@@ -1819,6 +1819,40 @@ static int scenario_destroyed_current(void)
     return 0;
 }
 
+/* A free in its call while another thread destroys the allocation's context (cuda.h
+ * cuCtxDestroy: "The context ctx will be destroyed regardless of how many threads it is current
+ * to"; its allocations go with it, a misuse the header leaves to the caller): the free fails and
+ * the memory is gone. Run with SIMCUDA_INJECT=cuMemFree_v2:1:raise=SIGUSR1, which has the job
+ * destroy the context at the free's entry. 1 MiB stays in the primary context; prints rc_free,
+ * rc_destroy and after.held. */
+static PFN_cuCtxDestroy_v4000 racing_destroy_fn;
+static CUcontext racing_ctx;
+
+static void destroy_racing(void)
+{
+    printf("rc_destroy=%d\n", (int)racing_destroy_fn(racing_ctx));
+}
+
+static int scenario_free_racing_destroy(void)
+{
+    PFN_cuCtxCreate_v3020 create = entry("cuCtxCreate", 3020);
+    PFN_cuMemAlloc_v3020 alloc = entry("cuMemAlloc", 3020);
+    PFN_cuMemFree_v3020 free_ = entry("cuMemFree", 3020);
+    racing_destroy_fn = entry("cuCtxDestroy", 4000);
+    CUdeviceptr p;
+    pthread_t t;
+    void *a;
+    CHECK(cudaMalloc(&a, MiB));
+    if (create(&racing_ctx, 0, 0) || alloc(&p, 2 * MiB))
+        return 20;
+    if (job_thread_start(&t, destroy_racing))
+        return 12;
+    printf("rc_free=%d\n", (int)free_(p));
+    pthread_join(t, NULL);
+    print_held("after");
+    return 0;
+}
+
 /* A context's allocations, then its teardown and a device reset: everything is gone. Run with
  * one cuPointerGetAttribute failing (a transient error), the allocation asked about is asked again
  * at the reset and does not stay counted for the rest of the process. */
@@ -2725,6 +2759,7 @@ static const struct scenario scenarios[] = {
     {"many_live", scenario_many_live, 1},
     {"ctx_destroy_thread", scenario_ctx_destroy_thread, 2},
     {"teardown_then_reset", scenario_teardown_then_reset, 1}, {"destroyed_current", scenario_destroyed_current, 1},
+    {"free_racing_destroy", scenario_free_racing_destroy, 1},
     {"release_cycles", scenario_release_cycles, 1},
     {"pool_locations", scenario_pool_locations, 2},
     {"pool_destroyed", scenario_pool_destroyed, 1}, {"high_reset_race", scenario_high_reset_race, 1},
