@@ -596,14 +596,23 @@ SHIM_EXPORT CUresult CUDAAPI cuMemPoolDestroy(CUmemoryPool pool)
     /* Its entry becomes a tombstone (POOL_DESTROYED), put back as it was if the destroy fails. */
     if (pool)
         atomic_fetch_add(&pools_destroyed, 1);
+    /* Under way from before it leaves the table until its allocations have left the
+     * stream-ordered bytes, the count bumped after: no reading in between is used
+     * (budget_pools_destroying). */
+    bool destroying = pool && unlikely(budget_any);
+    if (destroying)
+        atomic_fetch_add(&budget_pools_destroying, 1);
     bool known = pool && table_update(&shim.pools, (uint64_t)(uintptr_t)pool, bury, &e, NULL) &&
                  e.aux != POOL_DESTROYED;
+    if (destroying && !known) /* nothing left the table */
+        atomic_fetch_sub(&budget_pools_destroying, 1);
     if (known)
         async_pool_quiesce();
-    /* Its reserve leaves the readings with the call, its allocations the stream-ordered bytes only
-     * after it (pool_gone): a reading in between finds too little idle. Counted as an event
-     * before the call too, so that a refusal's second look made from such a reading is not
-     * used (budget.c budget_reserve_limited; a review: a cudaMalloc granted past the limit). */
+    /* Its reserve left the readings with its entry, its allocations leave the stream-ordered
+     * bytes only after the call (pool_gone): a reading in between finds too little idle, and is
+     * not used (budget_pools_destroying). Counted as an event before the call too, so that a
+     * refusal's second look whose count predates it is not used either (budget.c
+     * budget_reserve_limited; a review: a cudaMalloc granted past the limit). */
     if (known && e.aux == CUSHIM_KIND_ASYNC && unlikely(budget_any))
         budget_pool_changed(e.device, 0);
     CUresult r = real_(pool);
@@ -611,6 +620,11 @@ SHIM_EXPORT CUresult CUDAAPI cuMemPoolDestroy(CUmemoryPool pool)
         return r;
     if (r != CUDA_SUCCESS) {
         table_put(&shim.pools, &e, NULL);
+        if (destroying) {
+            if (e.aux == CUSHIM_KIND_ASYNC) /* a reading begun while it was out is not published */
+                budget_pool_changed(e.device, 0);
+            atomic_fetch_sub(&budget_pools_destroying, 1);
+        }
         return r;
     }
     tombstone_add((uint64_t)(uintptr_t)pool);
@@ -624,6 +638,8 @@ SHIM_EXPORT CUresult CUDAAPI cuMemPoolDestroy(CUmemoryPool pool)
             budget_async_sub(e.device, gone[1]);
         budget_pool_changed(e.device, 0); /* its reserve went with it; read again */
     }
+    if (destroying)
+        atomic_fetch_sub(&budget_pools_destroying, 1);
     return r;
 }
 

@@ -249,6 +249,21 @@ Test(offload, a_second_look_is_not_taken_across_a_free_into_a_pool)
     run_free(&r);
 }
 
+/* A pool destroyed with an allocation still out leaves the readings of the pools before its
+ * allocation leaves the stream-ordered bytes (pool_gone, after the call): a reading in between
+ * takes those bytes off the other pools' reserve. Here the default pool's 60 MiB idle read as 0
+ * inside the destroy, and another thread's 80 MiB cudaMalloc was granted: 240 MiB held of 200 (a
+ * review). */
+Test(offload, a_reading_during_a_pool_destroy_is_not_used)
+{
+    struct run_result r;
+    json_t *j = rt_under_limit_signalled(&r, "200MiB", "cuMemPoolDestroy", 1, "budget_read_while_pool_destroyed");
+    cr_expect_eq(kv_u64(r.out, "job_ran"), 1, "the other thread's cudaMalloc ran inside the destroy");
+    cr_expect_eq(kv_u64(r.out, "rc_malloc"), 2, "cudaErrorMemoryAllocation: 100 in use + 60 idle + 80 > 200");
+    json_decref(j);
+    run_free(&r);
+}
+
 /* A stream-ordered pool's idle reserve (freed memory it keeps below its release threshold: what
  * PyTorch's cudaMallocAsync backend keeps) counts in the budget: a cudaMalloc beside a pool that
  * keeps 6 MiB of an 8 MiB budget is refused, a request the reserve serves is not, cudaMemGetInfo

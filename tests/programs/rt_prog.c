@@ -881,6 +881,54 @@ static int scenario_budget_second_look_aba(void)
     return 0;
 }
 
+/* A reading of the pools while a pool is being destroyed (the job runs inside the real
+ * cuMemPoolDestroy: SIMCUDA_INJECT=cuMemPoolDestroy:1:raise=SIGUSR1): under a 200 MiB budget the
+ * default pool keeps 60 MiB idle, a pool made here holds a 100 MiB allocation the program keeps
+ * (the destroy leaves it and the pool's reserve until its free: cuda.h cuMemPoolDestroy). The
+ * destroyed pool has left the table, so a reading no longer sees its reserve, while its 100 MiB
+ * are still in the stream-ordered bytes that the reading takes off the reserve: the default pool's
+ * 60 MiB read as 0 idle. The job's cudaMalloc of 80 MiB must be refused (100 + 60 + 80 > 200).
+ * Prints rc_malloc and job_ran. (From a review: granted, 240 MiB held of 200.) */
+static int destroying_ran, destroying_rc = -1;
+static void destroying_job(void)
+{
+    void *c;
+    destroying_rc = (int)cudaMalloc(&c, 80 * MiB);
+    destroying_ran = 1;
+    if (destroying_rc == 0)
+        (void)cudaFree(c);
+}
+
+static int scenario_budget_read_while_pool_destroyed(void)
+{
+    cudaStream_t s;
+    cudaMemPool_t def, pool;
+    struct cudaMemPoolProps props = device_pool_props(0);
+    uint64_t keep = UINT64_MAX;
+    void *a, *x;
+    size_t f, t;
+    CHECK(cudaStreamCreate(&s));
+    CHECK(cudaDeviceGetDefaultMemPool(&def, 0));
+    CHECK(cudaMemPoolSetAttribute(def, cudaMemPoolAttrReleaseThreshold, &keep));
+    CHECK(cudaMallocAsync(&a, 60 * MiB, s));
+    CHECK(cudaFreeAsync(a, s));
+    CHECK(cudaMemPoolCreate(&pool, &props));
+    CHECK(cudaMallocFromPoolAsync(&x, 100 * MiB, pool, s));
+    CHECK(cudaStreamSynchronize(s));
+    CHECK(cudaMemGetInfo(&f, &t));
+    pthread_t th;
+    if (job_thread_start(&th, destroying_job))
+        return 12;
+    CHECK(cudaMemPoolDestroy(pool));
+    if (!destroying_ran)
+        job_from_handler(SIGUSR1); /* the job never ran: let its thread end */
+    pthread_join(th, NULL);
+    printf("rc_malloc=%d\njob_ran=%d\n", destroying_rc, destroying_ran);
+    CHECK(cudaFreeAsync(x, s));
+    CHECK(cudaStreamSynchronize(s));
+    return 0;
+}
+
 /* Under CUSHIM_DEVICE_LIMIT=8MiB, a pool's idle reserve counts in the budget. A pool that keeps
  * freed memory (release threshold UINT64_MAX) holds 6 MiB idle after a free: a cudaMalloc of 4 MiB
  * does not fit (6 + 4 > 8), a cudaMallocFromPoolAsync of 5 MiB does (its reserve serves it),
@@ -2724,6 +2772,7 @@ static int scenario_churn(void)
 static const struct scenario scenarios[] = {
     {"budget_pools_read_during_served", scenario_budget_pools_read_during_served, 1},
     {"budget_second_look_aba", scenario_budget_second_look_aba, 1},
+    {"budget_read_while_pool_destroyed", scenario_budget_read_while_pool_destroyed, 1},
     {"free_fails", scenario_free_fails, 1},
     {"free_while_other_allocates", scenario_free_while_other_allocates, 1},
     {"live_at_exit_mix", scenario_live_at_exit_mix, 1},
