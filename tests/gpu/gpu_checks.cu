@@ -354,7 +354,17 @@ static int cmd_offload_edges(void)
     cudaStream_t s;
     void *a = NULL;
     CHECK(cudaStreamCreate(&s));
-    CHECK(cudaMemPoolCreate(&pool, &props));
+    // An exportable pool needs the driver's support for POSIX descriptors
+    // (cudaDevAttrMemoryPoolSupportedHandleTypes; cuda_runtime_api.h cudaMemPoolCreate returns
+    // cudaErrorNotSupported among its errors), which a sandboxed driver (gVisor's nvproxy, on some
+    // of the lent machines) may lack: its refusal is said and this part is not run, rather than an
+    // exit (CHECK) that would leave the teardown half's figures above unjudged.
+    int rc_pool = (int)cudaMemPoolCreate(&pool, &props);
+    printf("rc_pool_create=%d\n", rc_pool);
+    if (rc_pool != 0) {
+        cudaGetLastError();
+        return 0;
+    }
     CHECK(cudaDeviceGetDefaultMemPool(&def, 0));
     CHECK(cudaDeviceSetMemPool(0, pool));
     uint64_t off0 = shim_kind(K_OFFLOADED);

@@ -396,6 +396,19 @@ class Failures(unittest.TestCase):
                 self.assertEqual(verdict, want, measured)
         self.assertIn("driver answers neither", measured)
 
+    def test_offload_edges_without_an_exportable_pool(self):
+        """A driver that makes no exportable pool (the program says rc_pool_create and stops there):
+        the teardown part is judged alone, the pool part said not run; a failing teardown still fails."""
+        pool = "echo rc_current=0 rc_export=0 pool_matches=1 offloaded_by_current=0 offloaded_left=0; "
+        for teardown, rc_pool, want in [("rc_thread=0 host_rounds_positive=1 host_errors=0", 801, "pass; "),
+                                        ("rc_thread=3 host_rounds_positive=1 host_errors=0", 801, "fail"),
+                                        ("rc_thread=0 host_rounds_positive=1 host_errors=0", 0, "pass")]:
+            with self.subTest(teardown=teardown, rc_pool=rc_pool):
+                self.as_static("echo %s; echo rc_pool_create=%d; %secho done=0\n" % (
+                    teardown, rc_pool, pool if rc_pool == 0 else ""))
+                expected, measured, verdict = run.check_offload_edges(self.suite)
+                self.assertTrue(verdict == want or (want.endswith(" ") and verdict.startswith(want)), verdict)
+
     def test_torch_env_sets_the_older_name_only(self):
         """PYTORCH_CUDA_ALLOC_CONF is set; an inherited PYTORCH_ALLOC_CONF, which PyTorch would read
         first (and 2.9.1 ignores expandable_segments in), is removed."""
