@@ -843,6 +843,10 @@ def run_checks(suite, args):
                          "was spent", 0)
             continue
         suite.exit_failures = []
+        # Said in the reports while it runs: a run killed from outside (a limit shorter than the
+        # deadline) then shows which check it was in, not only the last one finished.
+        suite.platform["running"] = "%s (started %s)" % (name, time.strftime("%H:%M:%S UTC", time.gmtime()))
+        suite.write()
         try:
             expected, measured, verdict = fn(suite)
         except DeadlineReached as e:
@@ -853,6 +857,7 @@ def run_checks(suite, args):
         except Exception as e:  # noqa: BLE001 - a failing check must not stop the others
             expected, measured, verdict = "-", "%s: %s" % (type(e).__name__, e), "error"
         verdict = with_exit_failures(verdict, suite.exit_failures)
+        suite.platform.pop("running", None)
         suite.record(name, what, expected, measured, verdict, time.monotonic() - t0)
 
 

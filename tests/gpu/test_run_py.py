@@ -14,7 +14,9 @@ where time is short. So:
 usage: python3 tests/gpu/test_run_py.py [-v]   (standard library only; needs cc for the layout)
 """
 import ast
+import contextlib
 import ctypes
+import io
 import json
 import os
 import re
@@ -303,6 +305,26 @@ class Failures(unittest.TestCase):
         self.assertIn("started", str(cm.exception))
         self.assertIn("killed after 1 s", slurp(self.log))
         self.assertIn("waiting", slurp(self.log))
+
+    def test_the_report_names_the_check_running(self):
+        """While a check runs, the reports say which (a run killed from outside shows where it
+        was); once it is recorded, that line is gone."""
+        seen = []
+
+        def check(suite):
+            with open(os.path.join(suite.args.outdir, "gpu-report.md")) as f:
+                seen.append(f.read())
+            return "-", "-", "pass"
+        saved = run.CHECKS
+        run.CHECKS = [("probe_running", check, False, "the report while it runs")]
+        try:
+            with contextlib.redirect_stdout(io.StringIO()):
+                run.run_checks(self.suite, self.suite.args)
+        finally:
+            run.CHECKS = saved
+        self.assertIn("- running: probe_running (started ", seen[0])
+        with open(os.path.join(self.suite.args.outdir, "gpu-report.md")) as f:
+            self.assertNotIn("running:", f.read())
 
     def test_missing_program_and_shim(self):
         with self.assertRaises(run.NotBuilt) as cm:
