@@ -144,13 +144,18 @@ static void write_report(const struct cushim_snapshot *snap, const char *report,
  * for writers still running (cushim_snapshot_read). Returns true when the segment must stay for
  * the run to read (the copy could not be written). A process that finishes
  * after its run has closed says its text summary on stderr itself when the run was to say it
- * (CUSHIM_RUN_SUMMARY): it is never lost without a word. */
-static bool hand_over_and_report(const struct cushim_segment *seg, uint64_t patience_ns)
+ * (CUSHIM_RUN_SUMMARY): it is never lost without a word. own: seg is this process's own live
+ * segment (its exit), not one of its image before an exec. */
+static bool hand_over_and_report(const struct cushim_segment *seg, uint64_t patience_ns, bool own)
 {
     int rc = -1;
     bool anonymous = seg->h.flags & CUSHIM_SEG_F_ANONYMOUS; /* no file the run could read */
-    /* The run of this segment only (an image before an exec may have had another). */
-    if (shim.cfg.run_dir[0] && seg->h.run_id == shim.run_id) {
+    /* The run of this segment only (an image before an exec may have had another). This
+     * process's own segment is its run's whatever its header says now: one overwritten by another
+     * process (a bad-input trial) is handed over all the same, for the run to say it unreadable
+     * rather than "no CUDA memory activity". */
+    bool ours = shim.cfg.run_dir[0] && (own || seg->h.run_id == shim.run_id);
+    if (ours) {
         /* Where the summary goes when the copy cannot be written: the run reads the live segment,
          * or, with none, this process says it on stderr, unless the run is quiet. */
         const char *instead = !anonymous ? "is read by the run from the live segment instead"
@@ -174,7 +179,7 @@ static bool hand_over_and_report(const struct cushim_segment *seg, uint64_t pati
     /* A run that could not be handed the copy (its directory full, or another user's after a
      * change of user: setuid, gosu, runuser) reads the live segment as that of a process that
      * ended: it stays. */
-    bool lost = shim.cfg.run_dir[0] && seg->h.run_id == shim.run_id && rc != 0 &&
+    bool lost = ours && rc != 0 &&
                 rc != SEGMENT_COPY_GONE && rc != SEGMENT_COPY_NOT_RUN_DIR;
     bool keep_segment = lost && !anonymous;
     /* The report as text on stderr (named `stderr`, or as a path to the same file: /dev/stderr,
@@ -249,7 +254,7 @@ void shim_exit_finish(bool driver_alive)
         shim_live_at_exit_write(seg);
     atomic_store(&seg->h.exited, 1);
     /* Other threads of ours may still be counting: worth waiting for. */
-    bool keep = hand_over_and_report(seg, depth == 0 ? CUSHIM_COPY_PATIENCE_NS : 0);
+    bool keep = hand_over_and_report(seg, depth == 0 ? CUSHIM_COPY_PATIENCE_NS : 0, true);
     /* The mapping stays: other threads and later exit handlers may still count into it. */
     if (!keep)
         segment_unlink(shim.seg_path);
@@ -291,7 +296,7 @@ static bool finish_previous_image(const char *path, bool *exists)
          * for that run to collect. */
         if (seg->h.run_id == 0 || seg->h.run_id == shim.run_id) {
             /* Its threads went with the exec: a record they left mid-update never settles. */
-            if (!hand_over_and_report(seg, 0))
+            if (!hand_over_and_report(seg, 0, false))
                 unlink(path);
         }
     }

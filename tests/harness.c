@@ -175,6 +175,11 @@ pid_t spawn_bg(const char *const *argv, const char *const *env)
     return spawn_to(argv, env, out_path, NULL);
 }
 
+pid_t spawn_bg_to(const char *const *argv, const char *const *env, const char *out_path)
+{
+    return spawn_to(argv, env, out_path, NULL);
+}
+
 int wait_bg(pid_t pid)
 {
     int status;

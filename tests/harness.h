@@ -28,6 +28,8 @@ void run_free(struct run_result *r);
 
 /* Starts argv in the background (stdout/stderr to files in test_dir()); returns its pid. */
 pid_t spawn_bg(const char *const *argv, const char *const *env);
+/* spawn_bg with its stdout and stderr both to out_path (created or truncated), for slurp. */
+pid_t spawn_bg_to(const char *const *argv, const char *const *env, const char *out_path);
 /* Waits for a background process; returns exit code or 128 + signal. */
 int wait_bg(pid_t pid);
 /* Waits (up to 30 s) until directory `dir` holds `n` entries not starting with '.'; fails the

@@ -6,6 +6,8 @@
  * test_reports.c and test_logs.c. */
 #include <criterion/criterion.h>
 #include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdio.h>
@@ -307,6 +309,50 @@ Test(run, a_killed_program_is_reported_from_its_segment)
     run_cmd(&r, ls, NULL);
     cr_expect_str_eq(r.out, "0\n", "the dead process's segment was cleaned up");
     run_free(&r);
+}
+
+/* A program whose live segment was overwritten (another process of its user, a bad disk image)
+ * writes a summary the run cannot read: said as such, not as "no CUDA memory activity", with
+ * `summaries_unreadable` in the JSON and status 2 (a summary lost, as a --json lost). */
+Test(run, a_corrupted_summary_is_said_unreadable)
+{
+    const char *segdir = fresh_dir("seg-corrupt"), *ready = fresh_dir("ready-corrupt");
+    char json[700], seg[700], rd[700], hf[800], hold[700], path[900];
+    snprintf(json, sizeof json, "%s/corrupt.json", test_dir());
+    snprintf(hold, sizeof hold, "%s/go-corrupt", test_dir());
+    snprintf(seg, sizeof seg, "CUSHIM_SEGMENT_DIR=%s", segdir);
+    snprintf(rd, sizeof rd, "READY_DIR=%s", ready);
+    snprintf(hf, sizeof hf, "HOLD_FILE=%s", hold);
+    const char *extra[] = {seg, rd, hf, NULL};
+    const char *argv[] = {cushim_bin(), "run", "--json", json, "--", program("rt_prog"), "hold", NULL};
+    char said[700];
+    snprintf(said, sizeof said, "%s/corrupt.err", test_dir());
+    pid_t run = spawn_bg_to(argv, sim_env(extra), said);
+    pid_t pid;
+    wait_ready(ready, 1, &pid);
+    snprintf(path, sizeof path, "%s/cushim-%u-%d", segdir, (unsigned)geteuid(), (int)pid);
+    int fd = open(path, O_WRONLY);
+    cr_assert(fd >= 0, "%s: %s", path, strerror(errno));
+    char junk[4096];
+    memset(junk, 0xa5, sizeof junk);
+    cr_assert_eq(pwrite(fd, junk, sizeof junk, 64), (ssize_t)sizeof junk);
+    close(fd);
+    fd = open(hold, O_WRONLY | O_CREAT, 0600);
+    close(fd);
+    int status = wait_bg(run);
+    char *out = slurp(said);
+    cr_expect_eq(status, 2, "%s", out);
+    char line[1200];
+    snprintf(line, sizeof line, "\ncushim: no summary of `%s` could be read: 1 of this run's summaries is "
+             "unreadable (said above)\n", program("rt_prog hold"));
+    cr_expect(strstr(out, line) != NULL, "%s", out);
+    cr_expect(strstr(out, "no CUDA memory activity") == NULL, "%s", out);
+    json_t *j = json_load(json);
+    cr_expect_eq(jpath_u64(j, "summaries_unreadable"), 1);
+    cr_expect_eq(json_array_size(jpath(j, "devices")), 0);
+    cr_expect_eq(json_integer_value(jpath(j, "exit_code")), 0);
+    json_decref(j);
+    free(out);
 }
 
 Test(run, an_exec_keeps_the_top_level)

@@ -118,6 +118,9 @@ static int write_json(struct cli_output *out, const struct cushim_snapshot *top,
         cushim_json_process(&w, NULL, &c->desc[i], 1);
     jsonw_array_end(&w);
     jsonw_u64(&w, "descendants_still_running", (uint64_t)c->running);
+    /* A summary that could not be read (a corrupted segment): an empty `devices` must not read as
+     * "used no CUDA" (a bad-input trial). */
+    jsonw_u64(&w, "summaries_unreadable", (uint64_t)c->unreadable);
     /* How the launched program ended (waitpid(2)): its exit status, or the signal that ended it
      * (a fresh-user trial: only the text summary said). */
     if (WIFEXITED(status))
@@ -492,6 +495,10 @@ int cmd_run(int argc, char **argv)
     } else if (json && (json_error = write_json(&json_out, top, &c, cfg.disable, status)) != 0 && code == 0) {
         code = EXIT_USAGE;
     }
+    /* A summary lost to a corrupted segment fails a run that otherwise succeeded, as a lost
+     * --json does. */
+    if (c.unreadable && code == 0)
+        code = EXIT_USAGE;
     int policy_asked = cfg.offload != CUSHIM_OFFLOAD_OFF || cfg.spill;
     for (unsigned d = 0; d < CUSHIM_MAX_DEVICES; d++)
         policy_asked |= cfg.device_limit[d] != 0;
@@ -502,6 +509,9 @@ int cmd_run(int argc, char **argv)
         if (cfg.disable) {
             fprintf(stderr, "cushim: counting is disabled (CUSHIM_DISABLE): no summary, and no budget, "
                             "offload or spill\n");
+        } else if (!c.top && c.ndesc == 0 && !c.running && c.unreadable) {
+            cli_error("no summary of `%s` could be read: %d of this run's %s unreadable (said above)",
+                      top->command, c.unreadable, c.unreadable == 1 ? "summaries is" : "summaries are");
         } else if (!c.top && c.ndesc == 0 && !c.running && fsize_below_segment()) {
             /* The shims could make neither a segment nor the run's copy (each says its own
              * summary on stderr then). */
@@ -537,6 +547,9 @@ int cmd_run(int argc, char **argv)
                 print_process(&c.desc[k], c.top && c.desc[k].pid == c.top->pid ? "cushim: before an exec, "
                                                                                 : "cushim: descendant ");
         }
+        if (c.unreadable && (c.top || c.ndesc))
+            cli_error("%d summar%s of this run could not be read (said above): not in this summary",
+                      c.unreadable, c.unreadable == 1 ? "y" : "ies");
         /* The program's name as given, escaped (cli_error): any bytes. */
         if (c.running)
             cli_error("%d process%s of this run that used CUDA %s still running when `%s` ended: not in "

@@ -130,6 +130,7 @@ static void read_closed_dir(const char *dir, struct collected *c)
             continue; /* taken back by its process meanwhile */
         if (seg_read_file(path, &snap, err, sizeof err) != 0) {
             cli_error("summary %s/%s: %s", dir, names[i], err);
+            c->unreadable++;
             continue;
         }
         /* Written by the process at its exit: its counters are of then, not of this read. */

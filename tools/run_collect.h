@@ -24,6 +24,8 @@ struct collected {
                                       sorted by creation time */
     int ndesc;
     int running;                   /* processes of the run using CUDA still alive at its end */
+    int unreadable;                /* summaries of the run that could not be read (corrupt or
+                                      foreign: each said in one line): not in top or desc */
     uint64_t run_id;               /* the run's own id: only its launched program is the top level */
     uint64_t *nested;              /* ids of runs started inside this one (their run-ID files) */
     char **nested_dir;             /* their run directories, nnested of them (each malloc'd; NULL
