@@ -48,7 +48,6 @@ struct cushim_config {
     char run_top[16];                          /* pid of the process it launched (decimal, 1..2^31-1) */
     char run_checked[24];                      /* cushim_config_fingerprint it checked (hex) */
     int run_summary;                           /* CUSHIM_RUN_SUMMARY: the run prints text summaries */
-    char library[CUSHIM_PATH_MAX];             /* CUSHIM_LIBRARY (read by `cushim run` only) */
 };
 
 /* How a value is shown in a message: quoted, escaped (one line: control characters and bytes

@@ -1052,6 +1052,16 @@ Test(settings, cushim_library_names_the_preloaded_library)
     cr_expect_str_eq(r.err, "cushim: CUSHIM_LIBRARY=\"/etc/hostname\" is not libcushim.so (not an ELF shared object); "
                             "expected the path of the shim library, e.g. build/shim/libcushim.so\n");
     run_free(&r);
+    /* Longer than a file name can be: one line, the value cut as every value in a message is (a
+     * bad-input trial: a second line said the default was used, and the whole value was echoed). */
+    char long_env[1300] = "CUSHIM_LIBRARY=/tmp/";
+    memset(long_env + strlen(long_env), 'a', 1100);
+    const char *extra4[] = {long_env, NULL};
+    run_cmd(&r, argv3, sim_env(extra4));
+    cr_expect_eq(r.status, 2);
+    cr_expect_str_eq(r.err, "cushim: CUSHIM_LIBRARY=\"/tmp/aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa...\" "
+                            "(1105 bytes): File name too long; expected the path of the shim library, libcushim.so\n");
+    run_free(&r);
 }
 
 /* ld.so splits LD_PRELOAD at spaces and colons: a shim under "My Projects" preloaded nothing, and

@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/config.h"
 #include "tools/cli.h"
 
 #ifndef CUSHIM_INSTALL_LIBDIR
@@ -129,19 +130,21 @@ int cli_library_path(const char *shown_as, char *buf, size_t len)
             why = "path too long";
         else
             is_cushim(real, &why);
+        char shown[500]; /* quoted, escaped, cut as every value in a message is */
+        cushim_config_shown(env, shown, sizeof shown);
         if (why && !real) {
             char cwd[PATH_MAX];
             if (env[0] != '/' && getcwd(cwd, sizeof cwd))
-                cli_error("%s\"%s\": %s (relative to %s); expected the path of the shim library, "
-                          "libcushim.so", shown_as, env, why, cwd);
+                cli_error("%s%s: %s (relative to %s); expected the path of the shim library, "
+                          "libcushim.so", shown_as, shown, why, cwd);
             else
-                cli_error("%s\"%s\": %s; expected the path of the shim library, libcushim.so",
-                          shown_as, env, why);
+                cli_error("%s%s: %s; expected the path of the shim library, libcushim.so",
+                          shown_as, shown, why);
             return -1;
         }
         if (why) {
-            cli_error("%s\"%s\" is not libcushim.so (%s); expected the path of the shim library, "
-                      "e.g. build/shim/libcushim.so", shown_as, env, why);
+            cli_error("%s%s is not libcushim.so (%s); expected the path of the shim library, "
+                      "e.g. build/shim/libcushim.so", shown_as, shown, why);
             free(real);
             return -1;
         }
