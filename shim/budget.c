@@ -343,14 +343,16 @@ void budget_refused(int device, uint64_t bytes, uint64_t held, uint64_t limit)
 {
     account_device_stat_add(device, CUSHIM_DEV_limit_refused, 1);
     static _Atomic int said;
-    int level = atomic_exchange_explicit(&said, 1, memory_order_relaxed) ? CUSHIM_LOG_DEBUG : CUSHIM_LOG_INFO;
+    /* The first at warn, the default level: a program's out-of-memory error with no word of the
+     * budget behind it misleads (a bad-input trial: HAMi users expect the line). */
+    int level = atomic_exchange_explicit(&said, 1, memory_order_relaxed) ? CUSHIM_LOG_DEBUG : CUSHIM_LOG_WARN;
     shim_log(level, "device %d: a request of %llu byte%s refused by the budget (CUSHIM_DEVICE_LIMIT): "
              "%llu of its %llu bytes held: %s%s", device, (unsigned long long)bytes, bytes == 1 ? "" : "s",
              (unsigned long long)held,
              (unsigned long long)limit,
              shim.cfg.spill ? "served from host memory where it can be (CUSHIM_SPILL), else CUDA_ERROR_OUT_OF_MEMORY"
                             : "CUDA_ERROR_OUT_OF_MEMORY",
-             level == CUSHIM_LOG_INFO ? " (later refusals at CUSHIM_LOG=debug)" : "");
+             level == CUSHIM_LOG_WARN ? " (later refusals at CUSHIM_LOG=debug)" : "");
 }
 
 void budget_mem_info(int device, size_t *free_bytes, size_t *total_bytes)
