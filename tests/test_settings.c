@@ -268,6 +268,13 @@ Test(settings, usage_errors_exit_2)
         /* Arguments are echoed on one line, their control characters escaped. */
         {{"stat", "12\n3", NULL}, "cushim: \"12\\n3\" is not a process id (a number from 1 to 2147483647)\n", 2},
         {{"stat", "--x\033[2J\xff", NULL}, "cushim: unknown option \"--x\\x1b[2J\\xff\" for stat (see cushim stat --help)\n", 2},
+        /* Cut as every value in a message is, once past 120 bytes (a bad-input trial: 5000 digits
+         * echoed); one line for a pid named twice; help of one command (a bad-input trial). */
+        {{"stat", "1234567890123456789012345678901234567890123456789012345678901234567890123456789012345678901234567890123456789012345678901234567890", NULL},
+         "cushim: \"123456789012345678901234567890123456789012345678901234567890...\" (130 bytes) is not a process id (a number from 1 to 2147483647)\n", 2},
+        {{"stat", "2147483647", "2147483647", NULL},
+         "cushim: no cushim process 2147483647 (no such process, no segment in /dev/shm)\n", 1},
+        {{"help", "run", "extra", NULL}, "cushim: cushim help takes one command, not \"extra\" too (see cushim --help)\n", 2},
     };
     for (size_t k = 0; k < sizeof forms / sizeof forms[0]; k++) {
         const char *argv[9] = {cushim_bin()};

@@ -197,6 +197,17 @@ static int parse(int argc, char **argv, struct stat_args *a)
             return -1;
         }
     }
+    /* A pid named twice is one process, shown and said once (a bad-input trial: `stat 1 1 1`
+     * said the same line three times). */
+    int kept = 0;
+    for (int i = 0; i < a->npids; i++) {
+        int seen = 0;
+        for (int k = 0; k < kept && !seen; k++)
+            seen = a->pids[k] == a->pids[i];
+        if (!seen)
+            a->pids[kept++] = a->pids[i];
+    }
+    a->npids = kept;
     if (a->json && a->prom) {
         cli_error("--json and --prometheus exclude each other");
         return -1;

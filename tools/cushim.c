@@ -10,6 +10,7 @@
 #include <strings.h>
 #include <unistd.h>
 
+#include "common/config.h"
 #include "common/text.h"
 #include "common/units.h"
 #include "tools/cli.h"
@@ -211,7 +212,9 @@ pid_t cli_parse_pid(const char *s)
 {
     uint64_t v = 0;
     if (!s || strlen(s) > 10 || cushim_parse_u64(s, 0x7fffffff, &v) != 0 || v < 1) {
-        cli_error("\"%s\" is not a process id (a number from 1 to 2147483647)", s ? s : "");
+        char shown[500]; /* quoted, escaped, cut as every value in a message is */
+        cushim_config_shown(s ? s : "", shown, sizeof shown);
+        cli_error("%s is not a process id (a number from 1 to 2147483647)", shown);
         return -1;
     }
     return (pid_t)v;
@@ -300,6 +303,12 @@ static int dispatch(int argc, char **argv)
         if (strcmp(argv[2], "--version") == 0 && argc == 3) {
             printf("cushim %s\n", CUSHIM_VERSION);
             return 0;
+        }
+        if (argc > 3) {
+            char shown[500];
+            cushim_config_shown(argv[3], shown, sizeof shown);
+            cli_error("cushim help takes one command, not %s too (see cushim --help)", shown);
+            return EXIT_USAGE;
         }
         char *help_argv[] = {argv[2], "--help", NULL};
         for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
