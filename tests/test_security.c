@@ -1324,7 +1324,7 @@ Test(security, a_gc_that_cannot_empty_a_run_directory_leaves_it_silently)
     const char *gc[] = {cushim_bin(), "gc", NULL};
     run_cmd(&r, gc, env);
     char want[900];
-    snprintf(want, sizeof want, "removed %s (run directory of cushim pid 2147483646, gone)\n", dir);
+    snprintf(want, sizeof want, "removed %s (run directory of cushim pid 2147483646 dead)\n", dir);
     cr_expect_str_eq(r.out, want, "%s", r.err);
     run_free(&r);
 }

@@ -654,8 +654,8 @@ Test(segments, gc_removes_run_directories_of_runs_that_are_gone)
     run_cmd(&r, argv, env);
     cr_expect_eq(r.status, 0, "%s", r.err);
     char want1[800], want2[800];
-    snprintf(want1, sizeof want1, "removed %s (run directory of cushim pid 2147483646, gone)\n", dead);
-    snprintf(want2, sizeof want2, "removed %s (run directory of cushim pid %d, gone)\n", reused, (int)getpid());
+    snprintf(want1, sizeof want1, "removed %s (run directory of cushim pid 2147483646 dead)\n", dead);
+    snprintf(want2, sizeof want2, "removed %s (run directory of cushim pid %d reused)\n", reused, (int)getpid());
     cr_expect(strstr(r.out, want1) != NULL, "%s", r.out);
     cr_expect(strstr(r.out, want2) != NULL, "%s", r.out);
     int initial = cushim_pidns_inode() == CUSHIM_PIDNS_INIT_INO;

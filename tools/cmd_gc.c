@@ -130,7 +130,10 @@ static int sweep_run_dirs(struct gc_arg *a)
                 printf("removed %s (run directory of cushim pid %d of pid namespace %llu, gone)\n", shown,
                        (int)pid, (unsigned long long)ns);
             else
-                printf("removed %s (run directory of cushim pid %d, gone)\n", shown, (int)pid);
+                /* As for a segment: its pid alive is another process now (a bad-input trial read
+                 * "cushim pid 1, gone" beside a live pid 1). */
+                printf("removed %s (run directory of cushim pid %d %s)\n", shown, (int)pid,
+                       cushim_proc_alive(pid) ? "reused" : "dead");
             a->removed++;
         } else if (errno == ENOENT || errno == ENOTDIR) {
             /* removed meanwhile (a run that had just ended cleaning up after itself), or holding
