@@ -385,9 +385,13 @@ static int parse_into(struct cushim_config *c, enum cushim_option id, const char
     }
     case CUSHIM_OT_STRING: {
         static char expect[64];
+        /* What the value is checked to be first, then its length: a pid of 20 digits is not a
+         * process id, rather than too long a string (a bad-input trial). */
+        if (check_string(id, v, expected) != 0)
+            return -1;
         snprintf(expect, sizeof expect, "a string of at most %zu bytes", strcap - 1);
         *expected = expect;
-        if (strlen(v) >= strcap || check_string(id, v, expected) != 0)
+        if (strlen(v) >= strcap)
             return -1;
         /* The streams, in any case like the other named values (STDERR is not a file name); "-"
          * is stdout, as for the CLI's --json and --output. */

@@ -633,6 +633,13 @@ Test(run, the_shim_writes_run_copies_only_into_a_run_directory)
     cr_expect_eq(r.status, 0);
     cr_expect_str_eq(r.err, "cushim: CUSHIM_RUN_ID=\"zz\" is not 1 to 16 hexadecimal digits; using the default (none)\n"
                             "cushim: CUSHIM_RUN_TOP=\"-5\" is not a process id (1 to 2147483647); using the default (none)\n");
+    run_free(&r);    /* Past the field's 15 bytes: still not a process id (a bad-input trial: "not a string of at
+     * most 15 bytes"). */
+    const char *extra3[] = {preload_env(), "CUSHIM_RUN_TOP=18446744073709551616", NULL};
+    run_cmd(&r, argv2, sim_env(extra3));
+    cr_expect_eq(r.status, 0);
+    cr_expect_str_eq(r.err, "cushim: CUSHIM_RUN_TOP=\"18446744073709551616\" is not a process id (1 to 2147483647); "
+                            "using the default (none)\n");
     run_free(&r);
 }
 
