@@ -150,6 +150,14 @@ Test(run, an_unusable_tmpdir_is_named)
     cr_expect_str_eq(r.err, "cushim: cannot create a run directory under \"/nonexistent \" (TMPDIR): "
                             "No such file or directory; nothing was run\n");
     run_free(&r);
+    /* Longer than a path: too long, not "Invalid argument" (a bad-input trial). */
+    char tmp[4300] = "TMPDIR=/tmp/";
+    memset(tmp + strlen(tmp), 'b', 4200);
+    const char *extra2[] = {tmp, NULL};
+    cr_expect_eq(run_status(argv, sim_env(extra2), &r), 2);
+    cr_expect_str_eq(r.err, "cushim: cannot create a run directory under \"/tmp/bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb"
+                            "bbbbbbbbbbbb...\" (4205 bytes) (TMPDIR): File name too long; nothing was run\n");
+    run_free(&r);
 }
 
 /* A relative TMPDIR: the run directory is made absolute from the working directory (before, the

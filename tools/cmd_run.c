@@ -356,10 +356,15 @@ int cmd_run(int argc, char **argv)
     /* cushim-run.PID-START-PIDNS.XXXXXX: `cushim gc` removes the directory of a run whose cushim
      * is gone (killed before it could clean up) by this pid and start time (procinfo.h), in its
      * own pid namespace only (a /tmp shared with a container holds runs it cannot judge). */
-    snprintf(dir, sizeof dir, "%s%s%s/cushim-run.%d-%llu-%llu.XXXXXX", cwd, cwd[0] ? "/" : "",
-             tmp && *tmp ? tmp : "/tmp", (int)getpid(),
-             (unsigned long long)cushim_self_start_time(), (unsigned long long)cushim_pidns_inode());
-    if (!mkdtemp(dir)) {
+    size_t made = (size_t)snprintf(dir, sizeof dir, "%s%s%s/cushim-run.%d-%llu-%llu.XXXXXX", cwd,
+                                   cwd[0] ? "/" : "", tmp && *tmp ? tmp : "/tmp", (int)getpid(),
+                                   (unsigned long long)cushim_self_start_time(),
+                                   (unsigned long long)cushim_pidns_inode());
+    /* Cut short, the name would lose its XXXXXX (mkdtemp: EINVAL, "Invalid argument": a
+     * bad-input trial): too long is what it is. */
+    if (made >= sizeof dir)
+        errno = ENAMETOOLONG;
+    if (made >= sizeof dir || !mkdtemp(dir)) {
         cli_error("cannot create a run directory under %s%s: %s; nothing was run", shown,
                   tmp && *tmp ? " (TMPDIR)" : "", strerror(errno));
         return EXIT_USAGE;
