@@ -12,6 +12,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "common/segment.h"
 #include "harness.h"
 
 /* Runs argv with `extra` in its environment and its descriptor `fd` a pipe whose read end is
@@ -283,6 +284,22 @@ Test(logs, a_file_size_limit_never_kills_the_program)
               "%s", r.err);
     cr_expect(strstr(r.err, "said here instead") == NULL, "%s", r.err);
     cr_expect(strstr(r.err, "    device ") == NULL, "%s", r.err);
+    run_free(&r);
+    /* --json: refused before the program runs (it wrote a JSON of no devices, status 0: a
+     * bad-input trial). */
+    char json[700], cmd[1600];
+    snprintf(json, sizeof json, "%s/fsize-run.json", test_dir());
+    snprintf(cmd, sizeof cmd, "ulimit -f 10 && exec \"$0\" run --json %s -- \"$1\" malloc", json);
+    const char *with_json[] = {"/bin/sh", "-c", cmd, cushim_bin(), program("rt_prog"), NULL};
+    run_cmd(&r, with_json, sim_env(NULL));
+    cr_expect_eq(r.status, 2, "%s", r.err);
+    char want[400]; /* sh's ulimit -f 10: 10 blocks of 512 bytes (dash; POSIX leaves the unit open) */
+    snprintf(want, sizeof want, "cushim: --json needs the processes' summaries, and none can reach the run: the "
+             "file size limit (ulimit -f) is 5120 bytes, below a segment's %zu; raise it or leave out --json; "
+             "nothing was run\n", sizeof(struct cushim_segment));
+    cr_expect_str_eq(r.err, want);
+    cr_expect_str_eq(r.out, "", "the program did not run");
+    cr_expect(access(json, F_OK) != 0, "no JSON written");
     run_free(&r);
 }
 

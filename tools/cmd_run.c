@@ -343,6 +343,17 @@ int cmd_run(int argc, char **argv)
      * runs (the run directory below is then cleaned up as at any end). */
     struct run_signals sigs;
     run_signals_prepare(&sigs);
+    /* --json needs the summaries, and none can reach the run below a segment's size (the shims
+     * count in private memory and say their own text on stderr): a JSON of no devices and status
+     * 0 would read as "used no CUDA" (a bad-input trial). Refused before anything runs. */
+    if (json && fsize_below_segment()) {
+        struct rlimit l;
+        getrlimit(RLIMIT_FSIZE, &l);
+        cli_error("--json needs the processes' summaries, and none can reach the run: the file size "
+                  "limit (ulimit -f) is %llu bytes, below a segment's %zu; raise it or leave out "
+                  "--json; nothing was run", (unsigned long long)l.rlim_cur, sizeof(struct cushim_segment));
+        return EXIT_USAGE;
+    }
     const char *tmp = getenv("TMPDIR");
     char dir[4096], cwd[2048] = "";
     /* A relative TMPDIR is taken from the working directory (the shims need an absolute
