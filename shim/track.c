@@ -41,7 +41,14 @@ void track_free_failed(struct shim_table *t, const struct shim_entry *e)
      * call (cuda.h cuCtxDestroy: destroyed "regardless of how many threads it is current to", its
      * allocations with it; the teardown's own pass did not see the entry, taken out for the
      * free): the memory is gone, so the free stands. Asked only here, on a failure (cold). */
-    if (t == &shim.ptrs && pointer_gone(e->key)) {
+    /* Only memory of a context can vanish so: a stream-ordered allocation (and an imported pool
+     * pointer) is kept with no context (hooks_async.c ASYNC_NO_CONTEXT) because cuCtxDestroy does
+     * not free it, and the CONTEXT query answers CUDA_ERROR_INVALID_VALUE for it while it lives
+     * (cuda.h cuCtxDestroy: such allocations "are not associated with any CUDA context";
+     * cuPointerGetAttribute: not "allocated by, mapped by, or registered with a CUcontext" ->
+     * CUDA_ERROR_INVALID_VALUE): a refused free of one keeps it counted. Device entries are asked
+     * whatever their ctx (0 on the one-device plain path: not yet known, not none). */
+    if (t == &shim.ptrs && (e->kind == CUSHIM_KIND_DEVICE || e->ctx != 0) && pointer_gone(e->key)) {
         account_free_budget(e->device, (enum cushim_kind)e->kind, e->size, e->flags);
         return;
     }

@@ -366,6 +366,9 @@ Test(memory, pointer_attributes)
     cr_assert_eq(size, 1000);
     OK(cuPointerGetAttribute(&c, CU_POINTER_ATTRIBUTE_CONTEXT, d));
     cr_assert_eq(c, ctx);
+    /* cuda.h cuCtxDestroy: stream-ordered allocations "are not associated with any CUDA context" */
+    cr_assert_eq(cuPointerGetAttribute(&c, CU_POINTER_ATTRIBUTE_CONTEXT, a), CUDA_ERROR_INVALID_VALUE);
+    cr_assert_null(c);
     OK(cuPointerGetAttribute(&pool, CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE, a));
     OK(cuDeviceGetDefaultMemPool(&default_pool, 0));
     cr_assert_eq(pool, default_pool);

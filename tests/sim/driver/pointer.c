@@ -5,12 +5,16 @@
  * Device-resident memory (device, async, graph, imported) has no host pointer; pinned and
  * registered memory has both (unified addressing, CAN_USE_HOST_POINTER_FOR_REGISTERED_MEM: the
  * device pointer is the host pointer); managed memory reads as device memory with IS_MANAGED. VMM
- * ranges are not bound to a context (CONTEXT is NULL). */
+ * ranges are not bound to a context (CONTEXT is NULL). Stream-ordered allocations are not either
+ * (cuda.h cuCtxDestroy: "not associated with any CUDA context"): CONTEXT is
+ * CUDA_ERROR_INVALID_VALUE for them (cuPointerGetAttribute: not "allocated by, mapped by, or
+ * registered with a CUcontext"), NULL from cuPointerGetAttributes. */
 #include "mem.h"
 #include "vmm.h"
 
 struct info {
     bool known;       /* allocated, registered, imported, or a VMM reservation */
+    bool no_ctx;      /* a stream-ordered allocation: no context to answer */
     bool has_dptr, has_hptr;
     CUmemorytype type;
     CUcontext ctx;
@@ -34,6 +38,10 @@ static void describe(uintptr_t p, struct info *in)
                             .managed = r.kind == SIM_MEM_MANAGED, .ordinal = r.dev, .mapped = 1,
                             .ipc_capable = r.kind == SIM_MEM_DEVICE, .start = r.base, .size = r.size,
                             .pool = r.pool, .id = r.id};
+        if (r.kind == SIM_MEM_ASYNC) {
+            in->no_ctx = true;
+            in->ctx = NULL;
+        }
     } else if (sim_vmm_describe(p, &v)) {
         /* cuda.h: RANGE_START_ADDR / RANGE_SIZE: "the address of the mappable address range ptr
          * references (e.g. from cuMemAddressReserve)". */
@@ -51,6 +59,7 @@ static CUresult read_attribute(const struct info *in, CUpointer_attribute attr, 
     bool ok = in->known;
     switch (attr) {
     case CU_POINTER_ATTRIBUTE_CONTEXT:
+        ok = ok && !in->no_ctx;
         *(CUcontext *)data = ok ? in->ctx : NULL;
         break;
     case CU_POINTER_ATTRIBUTE_MEMORY_TYPE:
