@@ -13,7 +13,7 @@ _Atomic unsigned char budget_graph_stale[CUSHIM_MAX_DEVICES];
 _Atomic uint64_t budget_pool_idle[CUSHIM_MAX_DEVICES];
 _Atomic uint64_t budget_pool_changes[CUSHIM_MAX_DEVICES];
 _Atomic uint64_t budget_async[CUSHIM_MAX_DEVICES];
-_Atomic uint64_t budget_pools_destroying;
+_Atomic uint64_t budget_pool_buried[CUSHIM_MAX_DEVICES];
 static _Atomic uint64_t pool_changes_read[CUSHIM_MAX_DEVICES]; /* budget_pool_changes at the last read */
 /* The idle reserve this thread's last reading of a device's pools found, published or not
  * (budget_pool_read): a refusal's second look decides with it (budget_reserve_limited). */
@@ -94,13 +94,6 @@ void budget_graph_refresh(int device)
 void budget_pool_read(int device, uint64_t reserved, uint64_t changes, uint64_t async)
 {
     if ((unsigned)device >= CUSHIM_MAX_DEVICES)
-        return;
-    /* A pool being destroyed has left the table (the reading lacks its reserve) while its
-     * allocations are still in `async`, which the reading takes off the other pools' reserve (a
-     * review: 60 MiB idle read as 0, a cudaMalloc granted past the limit): neither published nor
-     * this thread's. The estimate kept stands; the destroy's last bump makes the next decision
-     * read again. */
-    if (atomic_load_explicit(&budget_pools_destroying, memory_order_seq_cst))
         return;
     uint64_t idle = reserved > async ? reserved - async : 0;
     own_reading.device = device;
@@ -321,8 +314,8 @@ void budget_context_gone(void)
 
 void budget_after_fork_child(void)
 {
-    atomic_store(&budget_pools_destroying, 0); /* a parent's thread may have been destroying one */
     for (unsigned i = 0; i < CUSHIM_MAX_DEVICES; i++) {
+        atomic_store(&budget_pool_buried[i], 0); /* a parent's thread may have been destroying one */
         atomic_store(&budget_used[i], 0);
         atomic_store(&budget_graph[i], 0);
         atomic_store(&budget_graph_stale[i], 0);

@@ -32,10 +32,13 @@ extern SHIM_HIDDEN _Atomic uint64_t budget_pool_idle[CUSHIM_MAX_DEVICES];
  * that failed, a pool created or destroyed. A reading begun before the last of them is not
  * published, and the next decision reads again. */
 extern SHIM_HIDDEN _Atomic uint64_t budget_pool_changes[CUSHIM_MAX_DEVICES];
-/* cuMemPoolDestroy calls under way, on any device: from before the pool leaves the table (the
- * readings no longer see its reserve) until after its allocations leave budget_async and the
- * count is bumped. A reading that ends meanwhile is not used (budget_pool_read). */
-extern SHIM_HIDDEN _Atomic uint64_t budget_pools_destroying;
+/* The reserve (bytes, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, read just before it left the table)
+ * of the device's pools in cuMemPoolDestroy: from before the pool leaves the table (the readings
+ * no longer see it) until after its allocations have left budget_async, each reading counts it
+ * as reserved (async_pool_sample), so that those allocations are not taken off the other pools'
+ * reserve. Saturating: UINT64_MAX when a reserve could not be read (idle counted high, refusing
+ * rather than over-granting, for the length of the destroy). */
+extern SHIM_HIDDEN _Atomic uint64_t budget_pool_buried[CUSHIM_MAX_DEVICES];
 /* The device's stream-ordered bytes in the budget whose calls are done (device pools; in
  * budget_used too, from before the call). The pools' idle reserve is read as what they reserve
  * less these: not less the driver's used, which still holds a cudaFreeAsync's bytes until its

@@ -596,23 +596,34 @@ SHIM_EXPORT CUresult CUDAAPI cuMemPoolDestroy(CUmemoryPool pool)
     /* Its entry becomes a tombstone (POOL_DESTROYED), put back as it was if the destroy fails. */
     if (pool)
         atomic_fetch_add(&pools_destroyed, 1);
-    /* Under way from before it leaves the table until its allocations have left the
-     * stream-ordered bytes, the count bumped after: no reading in between is used
-     * (budget_pools_destroying). */
-    bool destroying = pool && unlikely(budget_any);
-    if (destroying)
-        atomic_fetch_add(&budget_pools_destroying, 1);
+    /* Its reserve leaves the readings with its entry, its allocations the stream-ordered bytes
+     * only after the call (pool_gone): in between, a reading would take them off the other pools'
+     * reserve (a review: 60 MiB idle read as 0, a cudaMalloc granted past the limit). So its
+     * reserve, read now, counts in the readings from before its entry leaves until after
+     * (budget_pool_buried); a failed read counts as 4 EiB, refusing rather than over-granting
+     * for that time. */
+    int buried_on = -1;
+    uint64_t buried = 0;
+    struct shim_entry read;
+    if (pool && unlikely(budget_any) && table_get(&shim.pools, (uint64_t)(uintptr_t)pool, &read) &&
+        read.aux == CUSHIM_KIND_ASYNC && (unsigned)read.device < CUSHIM_MAX_DEVICES) {
+        __typeof__(&cuMemPoolGetAttribute) get = REAL(cuMemPoolGetAttribute);
+        cuuint64_t v = 0;
+        buried = get && get(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &v) == CUDA_SUCCESS ? v : 1ull << 62;
+        buried_on = read.device;
+        atomic_fetch_add(&budget_pool_buried[buried_on], buried);
+    }
     bool known = pool && table_update(&shim.pools, (uint64_t)(uintptr_t)pool, bury, &e, NULL) &&
                  e.aux != POOL_DESTROYED;
-    if (destroying && !known) /* nothing left the table */
-        atomic_fetch_sub(&budget_pools_destroying, 1);
+    if (buried_on >= 0 && !(known && e.aux == CUSHIM_KIND_ASYNC && e.device == buried_on)) {
+        atomic_fetch_sub(&budget_pool_buried[buried_on], buried); /* not the pool read: another's destroy */
+        buried_on = -1;
+    }
     if (known)
         async_pool_quiesce();
-    /* Its reserve left the readings with its entry, its allocations leave the stream-ordered
-     * bytes only after the call (pool_gone): a reading in between finds too little idle, and is
-     * not used (budget_pools_destroying). Counted as an event before the call too, so that a
-     * refusal's second look whose count predates it is not used either (budget.c
-     * budget_reserve_limited; a review: a cudaMalloc granted past the limit). */
+    /* Counted as an event before the call too, so that a refusal's second look whose count
+     * predates it is not used (budget.c budget_reserve_limited; a review: a cudaMalloc granted
+     * past the limit). */
     if (known && e.aux == CUSHIM_KIND_ASYNC && unlikely(budget_any))
         budget_pool_changed(e.device, 0);
     CUresult r = real_(pool);
@@ -620,10 +631,9 @@ SHIM_EXPORT CUresult CUDAAPI cuMemPoolDestroy(CUmemoryPool pool)
         return r;
     if (r != CUDA_SUCCESS) {
         table_put(&shim.pools, &e, NULL);
-        if (destroying) {
-            if (e.aux == CUSHIM_KIND_ASYNC) /* a reading begun while it was out is not published */
-                budget_pool_changed(e.device, 0);
-            atomic_fetch_sub(&budget_pools_destroying, 1);
+        if (buried_on >= 0) { /* back in the table: read there again */
+            atomic_fetch_sub(&budget_pool_buried[buried_on], buried);
+            budget_pool_changed(buried_on, 0);
         }
         return r;
     }
@@ -636,10 +646,14 @@ SHIM_EXPORT CUresult CUDAAPI cuMemPoolDestroy(CUmemoryPool pool)
         uint64_t gone[2] = {(uint64_t)(uintptr_t)pool, 0};
         if (table_for_each(&shim.ptrs, pool_gone, gone))
             budget_async_sub(e.device, gone[1]);
+        /* Its allocations out of the stream-ordered bytes first, then its reserve out of the
+         * readings: a reading between the two counts too much idle, never too little. */
+        if (buried_on >= 0)
+            atomic_fetch_sub(&budget_pool_buried[buried_on], buried);
         budget_pool_changed(e.device, 0); /* its reserve went with it; read again */
+    } else if (buried_on >= 0) {
+        atomic_fetch_sub(&budget_pool_buried[buried_on], buried);
     }
-    if (destroying)
-        atomic_fetch_sub(&budget_pools_destroying, 1);
     return r;
 }
 

@@ -149,8 +149,15 @@ void async_pool_sample(int device)
             account_device_stat_set(device, attrs[a].stat, sum[a]);
     }
     shim_spin_drop(&highs[device].writing);
-    if (budget_any) /* what they reserve (sum[0]) less the budget's stream-ordered bytes */
-        budget_pool_read(device, sum[0], changes, async);
+    /* What they reserve (sum[0]) and the reserve of pools in their destroy, which this reading
+     * may have missed (budget.h budget_pool_buried: added before such a pool leaves the table,
+     * read here after the walks), less the budget's stream-ordered bytes. One read both here
+     * and in the table counts it twice: too much idle, refusing rather than over-granting, and
+     * the destroy's bumps drop the reading. */
+    if (budget_any) {
+        uint64_t buried = atomic_load_explicit(&budget_pool_buried[device], memory_order_seq_cst);
+        budget_pool_read(device, sum[0] > UINT64_MAX - buried ? UINT64_MAX : sum[0] + buried, changes, async);
+    }
     account_device_stat_set(device, CUSHIM_DEV_async_pool_sampled_ns, shim_clock_ns(CLOCK_REALTIME));
 }
 

@@ -264,6 +264,19 @@ Test(offload, a_reading_during_a_pool_destroy_is_not_used)
     run_free(&r);
 }
 
+/* ...and a reading there is used when it is right: the default pool trimmed to 0 inside the
+ * destroy, the 80 MiB fit (100 in use + 0 idle + 80 <= 200). Refused when every reading during a
+ * destroy was dropped (a review: a thread destroying pools without pause starved the readings). */
+Test(offload, a_reading_during_a_pool_destroy_counts_its_reserve)
+{
+    struct run_result r;
+    json_t *j = rt_under_limit_signalled(&r, "200MiB", "cuMemPoolDestroy", 1, "budget_trim_while_pool_destroyed");
+    cr_expect_eq(kv_u64(r.out, "job_ran"), 1, "the other thread's trim and cudaMalloc ran inside the destroy");
+    cr_expect_eq(kv_u64(r.out, "rc_malloc"), 0, "100 in use + 0 idle + 80 <= 200");
+    json_decref(j);
+    run_free(&r);
+}
+
 /* A stream-ordered pool's idle reserve (freed memory it keeps below its release threshold: what
  * PyTorch's cudaMallocAsync backend keeps) counts in the budget: a cudaMalloc beside a pool that
  * keeps 6 MiB of an 8 MiB budget is refused, a request the reserve serves is not, cudaMemGetInfo

@@ -890,17 +890,22 @@ static int scenario_budget_second_look_aba(void)
  * 60 MiB read as 0 idle. The job's cudaMalloc of 80 MiB must be refused (100 + 60 + 80 > 200).
  * Prints rc_malloc and job_ran. (From a review: granted, 240 MiB held of 200.) */
 static int destroying_ran, destroying_rc = -1;
+static bool destroying_trim;
+static cudaMemPool_t destroying_def;
 static void destroying_job(void)
 {
     void *c;
+    if (destroying_trim && cudaMemPoolTrimTo(destroying_def, 0) != cudaSuccess)
+        exit(21);
     destroying_rc = (int)cudaMalloc(&c, 80 * MiB);
     destroying_ran = 1;
     if (destroying_rc == 0)
         (void)cudaFree(c);
 }
 
-static int scenario_budget_read_while_pool_destroyed(void)
+static int read_while_pool_destroyed(bool trim)
 {
+    destroying_trim = trim;
     cudaStream_t s;
     cudaMemPool_t def, pool;
     struct cudaMemPoolProps props = device_pool_props(0);
@@ -909,6 +914,7 @@ static int scenario_budget_read_while_pool_destroyed(void)
     size_t f, t;
     CHECK(cudaStreamCreate(&s));
     CHECK(cudaDeviceGetDefaultMemPool(&def, 0));
+    destroying_def = def;
     CHECK(cudaMemPoolSetAttribute(def, cudaMemPoolAttrReleaseThreshold, &keep));
     CHECK(cudaMallocAsync(&a, 60 * MiB, s));
     CHECK(cudaFreeAsync(a, s));
@@ -927,6 +933,22 @@ static int scenario_budget_read_while_pool_destroyed(void)
     CHECK(cudaFreeAsync(x, s));
     CHECK(cudaStreamSynchronize(s));
     return 0;
+}
+
+static int scenario_budget_read_while_pool_destroyed(void)
+{
+    return read_while_pool_destroyed(false);
+}
+
+/* The same, with the job trimming the default pool to 0 first (cudaMemPoolTrimTo: its 60 MiB
+ * released, an event that reads the pools again): the reading inside the destroy is right now
+ * (the destroyed pool's reserve counts in it until its allocations leave the stream-ordered
+ * bytes), so the 80 MiB fit (100 + 0 + 80 <= 200). A first fix dropped every reading while a
+ * destroy was under way, and the stale 60 MiB refused it (a review: a thread destroying pools
+ * without pause starved the readings). */
+static int scenario_budget_trim_while_pool_destroyed(void)
+{
+    return read_while_pool_destroyed(true);
 }
 
 /* Under CUSHIM_DEVICE_LIMIT=8MiB, a pool's idle reserve counts in the budget. A pool that keeps
@@ -2773,6 +2795,7 @@ static const struct scenario scenarios[] = {
     {"budget_pools_read_during_served", scenario_budget_pools_read_during_served, 1},
     {"budget_second_look_aba", scenario_budget_second_look_aba, 1},
     {"budget_read_while_pool_destroyed", scenario_budget_read_while_pool_destroyed, 1},
+    {"budget_trim_while_pool_destroyed", scenario_budget_trim_while_pool_destroyed, 1},
     {"free_fails", scenario_free_fails, 1},
     {"free_while_other_allocates", scenario_free_while_other_allocates, 1},
     {"live_at_exit_mix", scenario_live_at_exit_mix, 1},
