@@ -273,6 +273,8 @@ Test(settings, usage_errors_exit_2)
         {{"stat", "1234567890123456789012345678901234567890123456789012345678901234567890123456789012345678901234567890123456789012345678901234567890", NULL},
          "cushim: \"123456789012345678901234567890123456789012345678901234567890...\" (130 bytes) is not a process id (a number from 1 to 2147483647)\n", 2},
         {{"help", "run", "extra", NULL}, "cushim: cushim help takes one command, not \"extra\" too (see cushim --help)\n", 2},
+        {{"help", "zzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzz", NULL},
+         "cushim: no help for \"zzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzz...\" (130 bytes): not a command (see cushim --help)\n", 2},
     };
     for (size_t k = 0; k < sizeof forms / sizeof forms[0]; k++) {
         const char *argv[9] = {cushim_bin()};

@@ -314,8 +314,9 @@ static int dispatch(int argc, char **argv)
         for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
             if (strcmp(argv[2], commands[i].name) == 0)
                 return commands[i].fn(2, help_argv);
-        char hint[64];
-        cli_error("no help for \"%s\": not a command (%ssee cushim --help)", argv[2],
+        char hint[64], shown[500];
+        cushim_config_shown(argv[2], shown, sizeof shown); /* cut as every value in a message is */
+        cli_error("no help for %s: not a command (%ssee cushim --help)", shown,
                   command_hint(argv[2], 1, hint, sizeof hint));
         return EXIT_USAGE;
     }
