@@ -35,9 +35,15 @@ const char *peak_label(uint64_t bytes, int lowered, char *buf, size_t len)
     return buf;
 }
 
+/* Invalid segments said one by one; the rest in one line (another user's junk in a shared
+ * directory, 400 files, made 400 lines of every cron `stat`: an operator trial). `cushim ps`
+ * lists each with its reason. */
+#define SAY_INVALID 3
+
 struct collect_arg {
     struct proc_list *l;
     int report;
+    int unsaid;             /* invalid segments past SAY_INVALID */
     int named;              /* pids were given */
     struct seg_file *files; /* each listed process's segment file, by index in l->procs */
 };
@@ -47,8 +53,10 @@ static int add(struct seg_entry *e, void *argp)
     struct collect_arg *a = argp;
     if (!e->ok) {
         a->l->bad++;
-        if (a->report)
+        if (a->report && a->l->bad <= SAY_INVALID)
             cli_error("skipping %s: %s", e->path, e->err);
+        else if (a->report)
+            a->unsaid++;
         if (a->named) {
             pid_t *u = realloc(a->l->unreadable, (size_t)(a->l->nunreadable + 1) * sizeof *u);
             if (!u)
@@ -234,9 +242,12 @@ static int by_device_bytes(const void *x, const void *y)
 
 int proc_list_collect(struct proc_list *l, const pid_t *pids, int npids, int report)
 {
-    struct collect_arg a = {l, report, npids > 0, NULL};
+    struct collect_arg a = {l, report, 0, npids > 0, NULL};
     memset(l, 0, sizeof *l);
     l->dir_unreadable = seg_scan(pids, npids, add, &a) < 0;
+    if (a.unsaid)
+        cli_error("skipping %d more invalid segment%s (`cushim ps` lists each with its reason)", a.unsaid,
+                  a.unsaid == 1 ? "" : "s");
     int added = l->count;
     drop_copies(&a);
     for (int i = 0; i < added; i++)
