@@ -215,7 +215,7 @@ Test(prometheus, every_metric_is_documented)
         cr_expect(strstr(doc, row) != NULL, "docs/PROMETHEUS.md lacks a row for %s", name);
         families++;
     }
-    cr_expect_eq(families, 40, "the exporter's metric families");
+    cr_expect_eq(families, 41, "the exporter's metric families");
     free(doc);
     run_free(&r);
     /* --output replacing a file keeps its mode (a textfile collector's user must read it). */
@@ -557,4 +557,35 @@ Test(prometheus, serve_takes_an_ipv4_mapped_address)
     cr_expect(strstr(buf, " 200 ") != NULL, "%.200s", buf);
     kill(srv, SIGTERM);
     cr_expect_eq(wait_bg(srv), 0);
+}
+
+/* A process killed (SIGKILL: no exit report) leaves its series out and counts in
+ * cushim_stale_segments until gc removes its segment (an operator trial: a kill only dropped the
+ * process's series, nothing an alert could see). */
+Test(prometheus, a_killed_process_counts_as_a_stale_segment)
+{
+    struct held h;
+    start(&h, "prom-stale");
+    const char *argv[] = {cushim_bin(), "stat", "--prometheus", NULL};
+    const char *env[] = {h.seg, NULL};
+    struct run_result r;
+    run_cmd(&r, argv, env);
+    cr_expect(strstr(r.out, "\ncushim_stale_segments 0\n") != NULL, "%s", r.out);
+    run_free(&r);
+    kill(h.pid, SIGKILL);
+    cr_expect_eq(wait_bg(h.pid), 128 + SIGKILL);
+    run_cmd(&r, argv, env);
+    cr_expect_eq(r.status, 0, "%s", r.err);
+    cr_expect(strstr(r.out, "\ncushim_stale_segments 1\n") != NULL, "%s", r.out);
+    char gone[64];
+    snprintf(gone, sizeof gone, "pid=\"%d\"", (int)h.pid);
+    cr_expect(strstr(r.out, gone) == NULL, "no series of the killed process:\n%s", r.out);
+    run_free(&r);
+    const char *gc[] = {cushim_bin(), "gc", NULL};
+    run_cmd(&r, gc, env);
+    cr_expect_eq(r.status, 0, "%s", r.err);
+    run_free(&r);
+    run_cmd(&r, argv, env);
+    cr_expect(strstr(r.out, "\ncushim_stale_segments 0\n") != NULL, "%s", r.out);
+    run_free(&r);
 }

@@ -144,6 +144,11 @@ void prometheus_write(FILE *f, const struct proc_list *l, enum prom_command comm
     header(f, "invalid_segments", "gauge",
            "segment files that could not be read (this user's, everyone's as root; under cushim stat PID..., those of the PIDs); cushim ps lists them");
     fprintf(f, "cushim_invalid_segments %d\n", l->bad);
+    /* Processes that ended without their exit report (SIGKILL, the OOM killer): an alert on a
+     * kill, which otherwise only drops the process's series (an operator trial). */
+    header(f, "stale_segments", "gauge",
+           "segments of processes that ended without their exit report (killed: SIGKILL, the OOM killer); cushim gc removes them");
+    fprintf(f, "cushim_stale_segments %d\n", l->stale);
     /* Per process, an info metric (the Prometheus idiom for facts that are labels): who runs it,
      * joined to the other series on pid (`* on(pid) group_left(uid) cushim_process_info`), so that
      * a shared machine's usage sums by user without a uid label on every series. */
