@@ -14,6 +14,7 @@ _Atomic uint64_t budget_pool_idle[CUSHIM_MAX_DEVICES];
 _Atomic uint64_t budget_pool_changes[CUSHIM_MAX_DEVICES];
 _Atomic uint64_t budget_async[CUSHIM_MAX_DEVICES];
 _Atomic uint64_t budget_pool_buried[CUSHIM_MAX_DEVICES];
+_Atomic uint32_t budget_pool_unread[CUSHIM_MAX_DEVICES];
 static _Atomic uint64_t pool_changes_read[CUSHIM_MAX_DEVICES]; /* budget_pool_changes at the last read */
 /* The idle reserve this thread's last reading of a device's pools found, published or not
  * (budget_pool_read): a refusal's second look decides with it (budget_reserve_limited). */
@@ -316,6 +317,7 @@ void budget_after_fork_child(void)
 {
     for (unsigned i = 0; i < CUSHIM_MAX_DEVICES; i++) {
         atomic_store(&budget_pool_buried[i], 0); /* a parent's thread may have been destroying one */
+        atomic_store(&budget_pool_unread[i], 0);
         atomic_store(&budget_used[i], 0);
         atomic_store(&budget_graph[i], 0);
         atomic_store(&budget_graph_stale[i], 0);

@@ -36,9 +36,12 @@ extern SHIM_HIDDEN _Atomic uint64_t budget_pool_changes[CUSHIM_MAX_DEVICES];
  * of the device's pools in cuMemPoolDestroy: from before the pool leaves the table (the readings
  * no longer see it) until after its allocations have left budget_async, each reading counts it
  * as reserved (async_pool_sample), so that those allocations are not taken off the other pools'
- * reserve. Saturating: UINT64_MAX when a reserve could not be read (idle counted high, refusing
- * rather than over-granting, for the length of the destroy). */
+ * reserve. */
 extern SHIM_HIDDEN _Atomic uint64_t budget_pool_buried[CUSHIM_MAX_DEVICES];
+/* Of those pools, how many have a reserve that could not be read (the query failed, or a capture
+ * was live, when no pool is queried): while any, a reading counts UINT64_MAX reserved (idle
+ * counted high, refusing rather than over-granting, for the length of the destroy). */
+extern SHIM_HIDDEN _Atomic uint32_t budget_pool_unread[CUSHIM_MAX_DEVICES];
 /* The device's stream-ordered bytes in the budget whose calls are done (device pools; in
  * budget_used too, from before the call). The pools' idle reserve is read as what they reserve
  * less these: not less the driver's used, which still holds a cudaFreeAsync's bytes until its

@@ -582,6 +582,20 @@ static bool bury(struct shim_entry *e, void *arg)
  * a budget those allocations leave the pools' figures (budget_async), which no longer read that
  * pool, and their frees add nothing to the idle reserve; they stay in the budget's used bytes
  * until freed. */
+/* A pool in its destroy into (add) or out of the readings' reserve of `device` (budget.h
+ * budget_pool_buried, budget_pool_unread). */
+static void buried_change(int device, uint64_t bytes, bool unread, bool add)
+{
+    if (unread && add)
+        atomic_fetch_add(&budget_pool_unread[device], 1);
+    else if (unread)
+        atomic_fetch_sub(&budget_pool_unread[device], 1);
+    else if (add)
+        atomic_fetch_add(&budget_pool_buried[device], bytes);
+    else
+        atomic_fetch_sub(&budget_pool_buried[device], bytes);
+}
+
 SHIM_EXPORT CUresult CUDAAPI cuMemPoolDestroy(CUmemoryPool pool)
 {
     REAL_OR_FAIL(cuMemPoolDestroy);
@@ -600,23 +614,26 @@ SHIM_EXPORT CUresult CUDAAPI cuMemPoolDestroy(CUmemoryPool pool)
      * only after the call (pool_gone): in between, a reading would take them off the other pools'
      * reserve (a review: 60 MiB idle read as 0, a cudaMalloc granted past the limit). So its
      * reserve, read now, counts in the readings from before its entry leaves until after
-     * (budget_pool_buried); a failed read counts as 4 EiB, refusing rather than over-granting
-     * for that time. */
+     * (budget_pool_buried); one that cannot be read (the query failed; a capture live, when
+     * no pool is queried) counts as all the memory there is (budget_pool_unread), refusing
+     * rather than over-granting for that time. */
     int buried_on = -1;
     uint64_t buried = 0;
+    bool unread = false;
     struct shim_entry read;
     if (pool && unlikely(budget_any) && table_get(&shim.pools, (uint64_t)(uintptr_t)pool, &read) &&
         read.aux == CUSHIM_KIND_ASYNC && (unsigned)read.device < CUSHIM_MAX_DEVICES) {
         __typeof__(&cuMemPoolGetAttribute) get = REAL(cuMemPoolGetAttribute);
         cuuint64_t v = 0;
-        buried = get && get(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &v) == CUDA_SUCCESS ? v : 1ull << 62;
+        unread = capture_any_live() || !get || get(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &v) != CUDA_SUCCESS;
+        buried = unread ? 0 : v;
         buried_on = read.device;
-        atomic_fetch_add(&budget_pool_buried[buried_on], buried);
+        buried_change(buried_on, buried, unread, true);
     }
     bool known = pool && table_update(&shim.pools, (uint64_t)(uintptr_t)pool, bury, &e, NULL) &&
                  e.aux != POOL_DESTROYED;
     if (buried_on >= 0 && !(known && e.aux == CUSHIM_KIND_ASYNC && e.device == buried_on)) {
-        atomic_fetch_sub(&budget_pool_buried[buried_on], buried); /* not the pool read: another's destroy */
+        buried_change(buried_on, buried, unread, false); /* not the pool read: another's destroy */
         buried_on = -1;
     }
     if (known)
@@ -632,7 +649,10 @@ SHIM_EXPORT CUresult CUDAAPI cuMemPoolDestroy(CUmemoryPool pool)
     if (r != CUDA_SUCCESS) {
         table_put(&shim.pools, &e, NULL);
         if (buried_on >= 0) { /* back in the table: read there again */
-            atomic_fetch_sub(&budget_pool_buried[buried_on], buried);
+            /* Bumped between (as below): a reading whose walk missed the entry put back and that
+             * finds its reserve out of budget_pool_buried is not published. */
+            budget_pool_changed(buried_on, 0);
+            buried_change(buried_on, buried, unread, false);
             budget_pool_changed(buried_on, 0);
         }
         return r;
@@ -646,13 +666,23 @@ SHIM_EXPORT CUresult CUDAAPI cuMemPoolDestroy(CUmemoryPool pool)
         uint64_t gone[2] = {(uint64_t)(uintptr_t)pool, 0};
         if (table_for_each(&shim.ptrs, pool_gone, gone))
             budget_async_sub(e.device, gone[1]);
-        /* Its allocations out of the stream-ordered bytes first, then its reserve out of the
-         * readings: a reading between the two counts too much idle, never too little. */
-        if (buried_on >= 0)
-            atomic_fetch_sub(&budget_pool_buried[buried_on], buried);
-        budget_pool_changed(e.device, 0); /* its reserve went with it; read again */
+        /* Its allocations out of the stream-ordered bytes first, then the count bumped, then its
+         * reserve out of the readings. A reading takes budget_async before its walk and
+         * budget_pool_buried after it (async_pool_sample): one that took budget_async with the
+         * allocations in it and budget_pool_buried without the reserve found the other pools'
+         * idle less those allocations, and with no bump between, it was published and decided
+         * with before the last one (a review, the threads ordered under gdb: 100 MiB in use, 60
+         * idle, an 80 MiB cudaMalloc granted under 200 MiB; no driver call in that window for a
+         * test's SIMCUDA_INJECT to open it). Now any reading that
+         * finds the reserve out began before this bump and is not published; one that began after
+         * it took budget_async without the allocations. */
+        budget_pool_changed(e.device, 0);
+        if (buried_on >= 0) {
+            buried_change(buried_on, buried, unread, false);
+            budget_pool_changed(e.device, 0); /* its reserve went with it; read again */
+        }
     } else if (buried_on >= 0) {
-        atomic_fetch_sub(&budget_pool_buried[buried_on], buried);
+        buried_change(buried_on, buried, unread, false);
     }
     return r;
 }

@@ -155,7 +155,9 @@ void async_pool_sample(int device)
      * and in the table counts it twice: too much idle, refusing rather than over-granting, and
      * the destroy's bumps drop the reading. */
     if (budget_any) {
-        uint64_t buried = atomic_load_explicit(&budget_pool_buried[device], memory_order_seq_cst);
+        uint64_t buried = atomic_load_explicit(&budget_pool_unread[device], memory_order_seq_cst)
+                              ? UINT64_MAX
+                              : atomic_load_explicit(&budget_pool_buried[device], memory_order_seq_cst);
         budget_pool_read(device, sum[0] > UINT64_MAX - buried ? UINT64_MAX : sum[0] + buried, changes, async);
     }
     account_device_stat_set(device, CUSHIM_DEV_async_pool_sampled_ns, shim_clock_ns(CLOCK_REALTIME));
