@@ -25,7 +25,39 @@ struct ps_arg {
     char *copy;
     int nlive;
     struct jsonw *json; /* --json: the array's writer, else NULL */
+    /* The text rows, sorted by the pid shown before they are printed: the scan goes by the pid of
+     * each file's name, which for a container's process is its pid there, not the one shown (an
+     * operator trial: 11981 listed before 6833). */
+    struct ps_line *lines;
+    int nlines;
 };
+
+struct ps_line {
+    long pid;   /* the pid shown */
+    int seq;    /* the scan's order, among equal pids */
+    char *text; /* the row, its newline included (malloc'd) */
+};
+
+static int by_shown_pid(const void *x, const void *y)
+{
+    const struct ps_line *a = x, *b = y;
+    return a->pid != b->pid ? (a->pid < b->pid ? -1 : 1) : (a->seq > b->seq) - (a->seq < b->seq);
+}
+
+/* Keeps a text row for the sorted listing; printed at once when it cannot be kept. */
+static void keep_line(struct ps_arg *a, long pid, char *text)
+{
+    struct ps_line *grown = text ? realloc(a->lines, (size_t)(a->nlines + 1) * sizeof *grown) : NULL;
+    if (!grown) {
+        if (text)
+            fputs(text, stdout);
+        free(text);
+        return;
+    }
+    a->lines = grown;
+    grown[a->nlines] = (struct ps_line){pid, a->nlines, text};
+    a->nlines++;
+}
 
 /* One process as an object of ps --json's array. */
 static void json_row(struct jsonw *w, const struct seg_entry *e, const char *user, const char *state)
@@ -104,9 +136,12 @@ static int row(struct seg_entry *e, void *argp)
         {
             /* Escaped, as in every message: a segment directory's name may hold an escape
              * sequence or a newline. */
-            char path[sizeof e->path * 4], err[sizeof e->err * 4];
-            printf("%7d %-*s %-7s %s: %s\n", (int)e->pid, USER_COLUMN, shown_user, "invalid",
-                   cushim_text_escaped(e->path, path, sizeof path), cushim_text_escaped(e->err, err, sizeof err));
+            char path[sizeof e->path * 4], err[sizeof e->err * 4], *text = NULL;
+            if (asprintf(&text, "%7d %-*s %-7s %s: %s\n", (int)e->pid, USER_COLUMN, shown_user, "invalid",
+                         cushim_text_escaped(e->path, path, sizeof path),
+                         cushim_text_escaped(e->err, err, sizeof err)) < 0)
+                text = NULL;
+            keep_line(a, e->pid, text);
         }
         a->invalid++;
         return 0;
@@ -127,11 +162,13 @@ static int row(struct seg_entry *e, void *argp)
      * trial: a card sized from ps after a server's reset would be too small). */
     int lowered = proc_peak_lowered(&e->snap);
     a->reset += lowered;
-    printf("%s%7s %-*s %-7s %-8s %12s %12s %-11s %s%s\n", on, cushim_pid_label(&e->snap, pid, sizeof pid), USER_COLUMN,
-           shown_user,
-           state, devs, cushim_format_bytes(c, cur, sizeof cur), peak_label(p, lowered, peak, sizeof peak),
-           cushim_phase_label(&e->snap, phase, sizeof phase),
-           cushim_text_printable(e->snap.command, cmd, sizeof cmd), off);
+    char *text = NULL;
+    if (asprintf(&text, "%s%7s %-*s %-7s %-8s %12s %12s %-11s %s%s\n", on, cushim_pid_label(&e->snap, pid, sizeof pid),
+                 USER_COLUMN, shown_user, state, devs, cushim_format_bytes(c, cur, sizeof cur),
+                 peak_label(p, lowered, peak, sizeof peak), cushim_phase_label(&e->snap, phase, sizeof phase),
+                 cushim_text_printable(e->snap.command, cmd, sizeof cmd), off) < 0)
+        text = NULL;
+    keep_line(a, e->snap.other_pidns && e->snap.host_pid ? (long)e->snap.host_pid : (long)e->snap.pid, text);
     a->rows++;
     return 0;
 }
@@ -176,6 +213,13 @@ int cmd_ps(int argc, char **argv)
                "DEVICE-TOTAL", "TOTAL-PEAK", "PHASE", "COMMAND");
     }
     seg_scan(NULL, 0, row, &a);
+    if (a.nlines > 1)
+        qsort(a.lines, (size_t)a.nlines, sizeof *a.lines, by_shown_pid);
+    for (int i = 0; i < a.nlines; i++) {
+        fputs(a.lines[i].text, stdout);
+        free(a.lines[i].text);
+    }
+    free(a.lines);
     if (json)
         jsonw_array_end(&w);
     if (!json && a.hidden)
