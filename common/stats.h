@@ -127,7 +127,8 @@ enum cushim_phase {
       "does not lower it")                                                                        \
     X(limit_held, device_total, limit_held_bytes, "device_limit_held_bytes", "", gauge,           \
       "what the budget (CUSHIM_DEVICE_LIMIT) counts as held, which a request must fit beside: "    \
-      "the device total, requests in their call, the graph pool's reserve and the stream-ordered " \
+      "the device total, requests and frees in their call, the graph pool's reserve and the "    \
+      "stream-ordered "                                                                           \
       "pools' idle reserve (as last read); 0 without a limit")
 
 enum cushim_device_stat {

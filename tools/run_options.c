@@ -99,7 +99,7 @@ void run_usage(FILE *f)
             "descendant process that used CUDA. Exit status: PROGRAM's (128+N if killed by signal N;\n"
             "127 when it cannot be found, 126 when it cannot be run, as a shell says); 2 without\n"
             "running it for a usage error, or when PROGRAM succeeded but the --json file could not\n"
-            "be written.\n\n"
+            "be written or a process's summary could not be read.\n\n"
             "  --json FILE       also write the summary as JSON (docs/SUMMARY-JSON.md); - for\n"
             "                    standard output, after the program's own output there (for\n"
             "                    jq, a FILE, or the program's output sent elsewhere)\n"
