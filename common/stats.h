@@ -114,19 +114,19 @@ enum cushim_phase {
     X(graph_pool_sampled_ns, graph_pool, sampled_ns, "", "", gauge,                               \
       "when the graph pool was last read (CLOCK_REALTIME ns; 0 = never); not a Prometheus metric") \
     X(limit, device_total, limit_bytes, "device_limit_bytes", "", gauge,                          \
-      "the process's budget for the device total (CUSHIM_DEVICE_LIMIT; 0 = none)")                 \
+      "the process's limit for the device total (CUSHIM_DEVICE_LIMIT; 0 = none)")                 \
     X(peak_reset_count, peak_reset, count, "peak_resets_total", "", counter,                      \
       "peak resets (cushim_reset_peak or `cushim reset-peak`): the peaks are since the last one")  \
     X(peak_reset_ns, peak_reset, last_ns, "", "", gauge,                                          \
       "when the peaks were last reset (CLOCK_REALTIME ns; 0 = never); not a Prometheus metric")    \
     X(limit_refused, device_total, limit_refused_count, "device_limit_refusals_total", "",       \
-      counter, "requests the budget (CUSHIM_DEVICE_LIMIT) refused: out of memory for the program " \
+      counter, "requests the limit (CUSHIM_DEVICE_LIMIT) refused: out of memory for the program " \
       "(also in their kind's failed_count), or served from host memory with CUSHIM_SPILL")        \
     X(lifetime_peak, device_total, lifetime_peak_bytes, "device_total_lifetime_peak_bytes", "",   \
       gauge, "high-water mark of the device total over the process's whole life: a peak reset "   \
       "does not lower it")                                                                        \
     X(limit_held, device_total, limit_held_bytes, "device_limit_held_bytes", "", gauge,           \
-      "what the budget (CUSHIM_DEVICE_LIMIT) counts as held, which a request must fit beside: "    \
+      "what the limit (CUSHIM_DEVICE_LIMIT) counts as held, which a request must fit beside: "    \
       "the device total, requests and frees in their call, the graph pool's reserve and the "    \
       "stream-ordered "                                                                           \
       "pools' idle reserve (as last read); 0 without a limit")

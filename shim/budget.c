@@ -341,7 +341,7 @@ void budget_refused(int device, uint64_t bytes, uint64_t held, uint64_t limit)
     /* The first at warn, the default level: a program's out-of-memory error with no word of the
      * budget behind it misleads (a bad-input trial: HAMi users expect the line). */
     int level = atomic_exchange_explicit(&said, 1, memory_order_relaxed) ? CUSHIM_LOG_DEBUG : CUSHIM_LOG_WARN;
-    shim_log(level, "device %d: a request of %llu byte%s refused by the budget (CUSHIM_DEVICE_LIMIT): "
+    shim_log(level, "device %d: a request of %llu byte%s refused by the device limit (CUSHIM_DEVICE_LIMIT): "
              "%llu of its %llu bytes held: %s%s", device, (unsigned long long)bytes, bytes == 1 ? "" : "s",
              (unsigned long long)held,
              (unsigned long long)limit,

@@ -704,7 +704,7 @@ Test(run, a_disabled_run_says_so_in_its_json)
                                  "malloc", NULL};
     run_cmd(&r, quiet_spill, sim_env(NULL));
     cr_expect_eq(r.status, 0, "%s", r.err);
-    cr_expect_str_eq(r.err, "cushim: counting is disabled (CUSHIM_DISABLE): no budget, offload or spill\n");
+    cr_expect_str_eq(r.err, "cushim: counting is disabled (CUSHIM_DISABLE): no device limit, offload or spill\n");
     run_free(&r);
     char *text = slurp(json);
     cr_assert(text);
@@ -716,7 +716,7 @@ Test(run, a_disabled_run_says_so_in_its_json)
                           "malloc", NULL};
     run_cmd(&r, told, sim_env(NULL));
     cr_expect_eq(r.status, 0, "%s", r.err);
-    cr_expect(strstr(r.err, "cushim: counting is disabled (CUSHIM_DISABLE): no summary, and no budget, offload "
+    cr_expect(strstr(r.err, "cushim: counting is disabled (CUSHIM_DISABLE): no summary, and no device limit, offload "
                             "or spill\n") != NULL, "%s", r.err);
     run_free(&r);
     const char *counted[] = {cushim_bin(), "run", "--quiet", "--json", json, "--", program("rt_prog"), "malloc", NULL};

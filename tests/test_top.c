@@ -141,7 +141,7 @@ Test(top, top_shows_the_device_limit_when_a_process_has_one)
     snprintf(row, sizeof row, "\n%7d 0        run             1.00 MiB   1.00 MiB  2.00 MiB!        0 B       0 B  ",
              (int)refused);
     cr_expect(strstr(r.out, row) != NULL, "refusing row:\n%s", r.out);
-    cr_expect(strstr(r.out, "\n! the budget refused requests (out of memory for the program, or spilled): "
+    cr_expect(strstr(r.out, "\n! the limit refused requests (out of memory for the program, or spilled): "
                             "`cushim stat PID` counts them\n") != NULL, "%s", r.out);
     run_free(&r);
     /* A budget on one of two devices ("+"), which refused a request there ("!"): both marks, the

@@ -519,11 +519,11 @@ int cmd_run(int argc, char **argv)
     for (unsigned d = 0; d < CUSHIM_MAX_DEVICES; d++)
         policy_asked |= cfg.device_limit[d] != 0;
     if (quiet && cfg.disable && policy_asked) /* --quiet drops the summary, not this (a fresh-user trial) */
-        fprintf(stderr, "cushim: counting is disabled (CUSHIM_DISABLE): no budget, offload or spill\n");
+        fprintf(stderr, "cushim: counting is disabled (CUSHIM_DISABLE): no device limit, offload or spill\n");
     if (!quiet) {
         int status_said = 0;
         if (cfg.disable) {
-            fprintf(stderr, "cushim: counting is disabled (CUSHIM_DISABLE): no summary, and no budget, "
+            fprintf(stderr, "cushim: counting is disabled (CUSHIM_DISABLE): no summary, and no device limit, "
                             "offload or spill\n");
         } else if (!c.top && c.ndesc == 0 && !c.running && c.unreadable) {
             cli_error("no summary of `%s` could be read: %d of this run's %s unreadable (said above)",

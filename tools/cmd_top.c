@@ -248,7 +248,7 @@ static void frame(struct sink *k, const struct proc_list *l)
     if (hidden)
         line(k, y++, 0, "* the pid in its own pid namespace (a container's), whose processes are not visible here");
     if (refused)
-        line(k, y++, 0, "! the budget refused requests (out of memory for the program, or spilled): "
+        line(k, y++, 0, "! the limit refused requests (out of memory for the program, or spilled): "
                         "`cushim stat PID` counts them");
     if (reset)
         line(k, y++, 0, "^ peak lowered by a peak reset; lifetime peak: `cushim stat PID`, `ps --json`");
@@ -473,8 +473,8 @@ static int top_main(int argc, char **argv)
                    "                  [-s|--sort COLUMN]\n\n"
                    "Live view of processes under cushim, sorted by device bytes (or --sort), with\n"
                    "per-device totals across processes. q quits. A LIMIT column appears when a\n"
-                   "process has a device budget (CUSHIM_DEVICE_LIMIT): the sum over its devices,\n"
-                   "\"+\" when only some of them have one, \"!\" when a budget refused a request.\n"
+                   "process has a device limit (CUSHIM_DEVICE_LIMIT): the sum over its devices,\n"
+                   "\"+\" when only some of them have one, \"!\" when a limit refused a request.\n"
                    "A GRAPH-POOL column appears when a process has CUDA graph memory: its graph\n"
                    "memory pools' reserve (device memory for graphs' allocation nodes, not in\n"
                    "DEVICE-TOTAL), as last read (`cushim stat PID` says when). A USER column\n"

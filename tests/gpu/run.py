@@ -796,7 +796,7 @@ CHECKS = [
     ("vmm_exactness", check_vmm_exactness, False, "virtual memory management"),
     ("per_thread_contexts", check_per_thread_contexts, False, "per-thread stream per context"),
     ("instantiate_lookup", check_instantiate_lookup, False, "cuGraphInstantiate at 12000"),
-    ("budget", check_budget, False, "device budget against the driver's pool"),
+    ("budget", check_budget, False, "device limit against the driver's pool"),
     ("offload_vecadd", check_offload_vecadd, False, "kernels on offloaded memory"),
     ("offload_sgemm", check_offload_sgemm, False, "cuBLAS on offloaded memory"),
     ("offload_edges", check_offload_edges, False, "teardown vs polls; a pool made current"),
