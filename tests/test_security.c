@@ -140,6 +140,16 @@ Test(security, another_users_segment_is_private)
     const char *ps[] = {cushim_bin(), "ps", NULL};
     as_user(&r, OTHER, ps, env);
     cr_expect(strstr(r.out, p) == NULL, "ps shows another user's process:\n%s", r.out);
+    /* ...but says that there are files it does not list (an operator trial: the listing read as
+     * the whole machine). */
+    cr_expect(strstr(r.out, "\n+ 1 segment file of other users, not listed (root sees every user's)\n") != NULL,
+              "%s", r.out);
+    run_free(&r);
+    as_user(&r, OWNER, ps, env);
+    cr_expect(strstr(r.out, "of other users") == NULL, "its own only: %s", r.out);
+    run_free(&r);
+    run_cmd(&r, ps, env);
+    cr_expect(strstr(r.out, "of other users") == NULL, "root lists every user's: %s", r.out);
     run_free(&r);
 
     /* The owner and root see it. */

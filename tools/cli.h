@@ -147,6 +147,9 @@ struct seg_entry {
  * kept). Names that cannot be listed for lack of memory are skipped silently. Not thread-safe,
  * not reentrant (static entry and pid-namespace map, also used by seg_still_stale). */
 int seg_scan(const pid_t *pids, int npids, int (*fn)(struct seg_entry *, void *), void *arg);
+/* Files named like another user's segments that the last seg_scan left out, as the caller may
+ * not read them (0 when it reads every user's: root, or CAP_DAC_READ_SEARCH). Not thread-safe. */
+int seg_scan_others(void);
 
 /* Whether segment s was written in another pid namespace than this program's (a container's
  * sharing the directory): its pid is that namespace's. */

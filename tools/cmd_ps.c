@@ -226,6 +226,12 @@ int cmd_ps(int argc, char **argv)
         printf("* the pid in its own pid namespace (a container's), whose processes are not visible here\n");
     if (!json && a.reset)
         printf("^ peak lowered by a peak reset; lifetime peak: `cushim stat PID`, `ps --json`\n");
+    /* Without it the listing reads as the whole machine (an operator trial: nvidia-smi shows
+     * every process). */
+    int others = seg_scan_others();
+    if (!json && others)
+        printf("+ %d segment file%s of other users, not listed (root sees every user's)\n", others,
+               others == 1 ? "" : "s");
     for (int i = 0; i < a.nlive; i++)
         free(a.live[i].path);
     free(a.live);

@@ -220,6 +220,13 @@ static int being_created(int fd, const struct stat *st)
 /* Whether this process reads every user's segments: root, or an exporter given only
  * CAP_DAC_READ_SEARCH (capabilities(7): "bypass file read permission checks"), e.g. `cushim
  * serve` run as its own user with AmbientCapabilities=CAP_DAC_READ_SEARCH. */
+static int scan_others; /* seg_scan_others */
+
+int seg_scan_others(void)
+{
+    return scan_others;
+}
+
 static int reads_everyones(void)
 {
     if (geteuid() == 0)
@@ -531,6 +538,7 @@ int seg_scan(const pid_t *pids, int npids, int (*fn)(struct seg_entry *, void *)
     uid_t me = geteuid();
     int everyone = reads_everyones();
     static struct seg_entry e;
+    scan_others = 0;
     if (!d || access(seg_dir(), X_OK) != 0) {
         /* Listed but not entered (no search permission): every file would vanish silently. */
         cli_error("cannot %s the segment directory \"%s\": %s", d ? "enter" : "open", seg_dir(), strerror(errno));
@@ -575,8 +583,12 @@ int seg_scan(const pid_t *pids, int npids, int (*fn)(struct seg_entry *, void *)
                 close(fd);
             /* The caller's own file (any as root) that cannot be read is said (a link someone put
              * there, a file made unreadable); another user's is not ours to see. */
-            if (lstat(e.path, &st) != 0 || (!everyone && st.st_uid != me))
+            if (lstat(e.path, &st) != 0)
                 continue;
+            if (!everyone && st.st_uid != me) {
+                scan_others++;
+                continue;
+            }
             e.uid = st.st_uid;
             e.ino = st.st_ino;
             e.dev = st.st_dev;
@@ -596,6 +608,7 @@ int seg_scan(const pid_t *pids, int npids, int (*fn)(struct seg_entry *, void *)
         e.dev = st.st_dev;
         if (!everyone && st.st_uid != me) {
             close(fd);
+            scan_others++;
             continue;
         }
         if (being_created(fd, &st)) {
