@@ -251,30 +251,30 @@ Test(offload, a_second_look_is_not_taken_across_a_free_into_a_pool)
 
 /* A pool destroyed with an allocation still out leaves the readings of the pools before its
  * allocation leaves the stream-ordered bytes (pool_gone, after the call): a reading in between
- * takes those bytes off the other pools' reserve. Here the default pool's 60 MiB idle read as 0
- * inside the destroy, and another thread's 80 MiB cudaMalloc was granted: 240 MiB held of 200 (a
- * review). */
-Test(offload, a_reading_during_a_pool_destroy_is_not_used)
-{
-    struct run_result r;
-    json_t *j = rt_under_limit_signalled(&r, "200MiB", "cuMemPoolDestroy", 1, "budget_read_while_pool_destroyed");
-    cr_expect_eq(kv_u64(r.out, "job_ran"), 1, "the other thread's cudaMalloc ran inside the destroy");
-    cr_expect_eq(kv_u64(r.out, "rc_malloc"), 2, "cudaErrorMemoryAllocation: 100 in use + 60 idle + 80 > 200");
-    json_decref(j);
-    run_free(&r);
-}
-
-/* ...and a reading there is used when it is right: the default pool trimmed to 0 inside the
- * destroy, the 80 MiB fit (100 in use + 0 idle + 80 <= 200). Refused when every reading during a
- * destroy was dropped (a review: a thread destroying pools without pause starved the readings). */
+ * took those bytes off the other pools' reserve (the default pool's 60 MiB idle read as 0 inside
+ * the destroy, and another thread's 80 MiB cudaMalloc was granted: 240 MiB held of 200; a
+ * review). The destroyed pool's reserve now counts in such a reading, which is used when right:
+ * with the default pool trimmed to 0 inside the destroy, the 80 MiB fit (refused when every
+ * reading during a destroy was dropped; a review: a thread destroying pools without pause
+ * starved the readings). */
 Test(offload, a_reading_during_a_pool_destroy_counts_its_reserve)
 {
-    struct run_result r;
-    json_t *j = rt_under_limit_signalled(&r, "200MiB", "cuMemPoolDestroy", 1, "budget_trim_while_pool_destroyed");
-    cr_expect_eq(kv_u64(r.out, "job_ran"), 1, "the other thread's trim and cudaMalloc ran inside the destroy");
-    cr_expect_eq(kv_u64(r.out, "rc_malloc"), 0, "100 in use + 0 idle + 80 <= 200");
-    json_decref(j);
-    run_free(&r);
+    static const struct {
+        const char *scenario;
+        int rc;
+        const char *why;
+    } runs[] = {
+        {"budget_read_while_pool_destroyed", 2, "cudaErrorMemoryAllocation: 100 in use + 60 idle + 80 > 200"},
+        {"budget_trim_while_pool_destroyed", 0, "trimmed inside the destroy: 100 in use + 0 idle + 80 <= 200"},
+    };
+    for (size_t k = 0; k < sizeof runs / sizeof runs[0]; k++) {
+        struct run_result r;
+        json_t *j = rt_under_limit_signalled(&r, "200MiB", "cuMemPoolDestroy", 1, runs[k].scenario);
+        cr_expect_eq(kv_u64(r.out, "job_ran"), 1, "%s: the other thread's steps ran inside the destroy", runs[k].scenario);
+        cr_expect_eq(kv_u64(r.out, "rc_malloc"), runs[k].rc, "%s", runs[k].why);
+        json_decref(j);
+        run_free(&r);
+    }
 }
 
 /* A stream-ordered pool's idle reserve (freed memory it keeps below its release threshold: what
