@@ -2,6 +2,7 @@
 
 #include <sched.h>
 
+#include "common/units.h"
 #include "shim/capture.h"
 #include "shim/graph.h"
 #include "shim/pools.h"
@@ -341,12 +342,18 @@ void budget_refused(int device, uint64_t bytes, uint64_t held, uint64_t limit)
     /* The first at warn, the default level: a program's out-of-memory error with no word of the
      * budget behind it misleads (a bad-input trial: HAMi users expect the line). */
     int level = atomic_exchange_explicit(&said, 1, memory_order_relaxed) ? CUSHIM_LOG_DEBUG : CUSHIM_LOG_WARN;
-    shim_log(level, "device %d: a request of %llu byte%s refused by the device limit (CUSHIM_DEVICE_LIMIT): "
-             "%llu of its %llu bytes held: %s%s", device, (unsigned long long)bytes, bytes == 1 ? "" : "s",
-             (unsigned long long)held,
-             (unsigned long long)limit,
+    if (!shim_log_enabled(level))
+        return;
+    /* In the units of every other figure, with the bytes of the request (a fresh-user trial: bytes
+     * alone, and no next step). */
+    char b[32], h[32], l[32];
+    cushim_format_bytes(bytes, b, sizeof b);
+    cushim_format_bytes(held, h, sizeof h);
+    cushim_format_bytes(limit, l, sizeof l);
+    shim_log(level, "device %d: a request of %s (%llu byte%s) refused by the device limit (CUSHIM_DEVICE_LIMIT): "
+             "%s of its %s held: %s%s", device, b, (unsigned long long)bytes, bytes == 1 ? "" : "s", h, l,
              shim.cfg.spill ? "served from host memory where it can be (CUSHIM_SPILL), else CUDA_ERROR_OUT_OF_MEMORY"
-                            : "CUDA_ERROR_OUT_OF_MEMORY",
+                            : "CUDA_ERROR_OUT_OF_MEMORY (CUSHIM_SPILL=on tries pinned host memory instead)",
              level == CUSHIM_LOG_WARN ? " (later refusals at CUSHIM_LOG=debug)" : "");
 }
 

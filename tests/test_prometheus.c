@@ -581,6 +581,13 @@ Test(prometheus, a_killed_process_counts_as_a_stale_segment)
     snprintf(gone, sizeof gone, "pid=\"%d\"", (int)h.pid);
     cr_expect(strstr(r.out, gone) == NULL, "no series of the killed process:\n%s", r.out);
     run_free(&r);
+    /* ps lists it stale and says what to do (a fresh-user trial). */
+    const char *ps[] = {cushim_bin(), "ps", NULL};
+    run_cmd(&r, ps, env);
+    cr_expect(strstr(r.out, " stale ") != NULL, "%s", r.out);
+    cr_expect(strstr(r.out, "\nstale: the process ended without its exit report (killed); `cushim gc` removes "
+                            "its segment\n") != NULL, "%s", r.out);
+    run_free(&r);
     const char *gc[] = {cushim_bin(), "gc", NULL};
     run_cmd(&r, gc, env);
     cr_expect_eq(r.status, 0, "%s", r.err);

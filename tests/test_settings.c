@@ -727,7 +727,7 @@ Test(settings, a_child_that_sets_its_own_bad_value_reports_it)
     cr_expect_eq(run_status(argv, sim_env(NULL), &r), 0);
     cr_expect_str_eq(r.out, "ran\n");
     cr_expect_str_eq(r.err, "cushim: CUSHIM_SPILL=\"garbage\" is not a boolean "
-                            "(1/0/true/false/yes/no/on/off); using the default \"0\"\n"
+                            "(1/0/true/false/yes/no/on/off); using the default \"off\"\n"
                             "cushim: no CUDA memory activity in `sh -c CUSHIM_SPILL=garbage /bin/echo ran` "
                             "or its descendants (none allocated, or CUDA did not start)\n");
     run_free(&r);
@@ -736,7 +736,7 @@ Test(settings, a_child_that_sets_its_own_bad_value_reports_it)
     const char *argv2[] = {"sh", "-c", "/bin/echo ran; /bin/echo again", NULL};
     cr_expect_eq(run_status(argv2, sim_env(extra), &r), 0);
     cr_expect_str_eq(r.err, "cushim: CUSHIM_SPILL=\"garbage\" is not a boolean "
-                            "(1/0/true/false/yes/no/on/off); using the default \"0\"\n"
+                            "(1/0/true/false/yes/no/on/off); using the default \"off\"\n"
                             "cushim: no CUDA memory activity in `sh -c /bin/echo ran; /bin/echo again` "
                             "or its descendants (none allocated, or CUDA did not start)\n");
     run_free(&r);

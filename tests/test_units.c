@@ -229,7 +229,7 @@ Test(config, defaults_parse_and_bad_values_keep_them)
     cr_expect_str_eq(errors,
         "cushim: CUSHIM_DEVICE_LIMIT=\"0:1GiB,x\" is not ORDINAL:SIZE,... with ordinals 0..63, no spaces (e.g. "
         "0:20GiB,1:10GiB): the entry \"x\" is not ORDINAL:SIZE; using the default (none)\n"
-        "cushim: CUSHIM_SPILL=\"maybe\" is not a boolean (1/0/true/false/yes/no/on/off); using the default \"0\"\n"
+        "cushim: CUSHIM_SPILL=\"maybe\" is not a boolean (1/0/true/false/yes/no/on/off); using the default \"off\"\n"
         "cushim: CUSHIM_OFLOAD is not a cushim variable (did you mean CUSHIM_OFFLOAD?); ignored\n"
         "cushim: CUSHIM_DEVICE_LIMT is not a cushim variable (did you mean CUSHIM_DEVICE_LIMIT?); ignored\n"
         "cushim: CUSHIM_DEVIC_LIMT is not a cushim variable (did you mean CUSHIM_DEVICE_LIMIT?); ignored\n"

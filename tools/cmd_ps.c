@@ -19,6 +19,7 @@ struct ps_arg {
     int color;
     int hidden; /* processes of another pid namespace not visible here ("1*") */
     int reset;  /* rows whose peak a reset lowered ("1.5 GiB^") */
+    int stale;  /* rows of processes gone without their exit report */
     /* The live files, found by a first pass, and which are copies (seg_find_copies: another
      * file of a process that it does not map, or a second name of one), shown as `copy`. */
     struct seg_file *live;
@@ -149,6 +150,7 @@ static int row(struct seg_entry *e, void *argp)
     uint64_t c = proc_sum(&e->snap, CUSHIM_DEV_total_current), p = proc_sum(&e->snap, CUSHIM_DEV_total_peak);
     cushim_device_list(&e->snap, devs, sizeof devs, 8);
     const char *state = e->stale ? "stale" : is_copy(a, e) ? "copy" : "live";
+    a->stale += e->stale;
     if (a->json) {
         json_row(a->json, e, named ? user : NULL, state);
         a->rows++;
@@ -226,6 +228,8 @@ int cmd_ps(int argc, char **argv)
         printf("* the pid in its own pid namespace (a container's), whose processes are not visible here\n");
     if (!json && a.reset)
         printf("^ peak lowered by a peak reset; lifetime peak: `cushim stat PID`, `ps --json`\n");
+    if (!json && a.stale) /* what to do about them (a fresh-user trial) */
+        printf("stale: the process ended without its exit report (killed); `cushim gc` removes its segment\n");
     /* Without it the listing reads as the whole machine (an operator trial: nvidia-smi shows
      * every process). */
     int others = seg_scan_others();

@@ -226,7 +226,7 @@ static const struct {
     const char *help;
 } commands[] = {
     {"run", cmd_run, "run a program under cushim and print its memory summary at exit"},
-    {"ps", cmd_ps, "list live processes under cushim"},
+    {"ps", cmd_ps, "list processes under cushim (live, and stale: gone without their exit report)"},
     {"stat", cmd_stat, "snapshot of processes' counters (text, --json, --prometheus)"},
     {"top", cmd_top, "live view of every process, sorted by device bytes"},
     {"reset-peak", cmd_reset_peak, "set a live process's peaks to their current values"},
