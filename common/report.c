@@ -279,7 +279,9 @@ void cushim_text_process(FILE *f, const struct cushim_snapshot *s, const char *t
             s->flags & CUSHIM_SEG_F_SPILL ? ", spill on" : "");
     for (uint32_t i = 0; i < s->device_count; i++) {
         const struct cushim_device_snapshot *d = &s->devices[i];
-        fprintf(f, "  device %d  %s  total %s  untracked %s", d->ordinal,
+        /* "memory", as top's MEMORY column: "total" beside device_total read as the process's
+         * (a fresh-user trial). */
+        fprintf(f, "  device %d  %s  memory %s  untracked %s", d->ordinal,
                 d->identified ? cushim_format_uuid(d->uuid, u, sizeof u) : "(uuid unknown)",
                 fmt(d->total_bytes, a, sizeof a),
                 d->untracked_sampled_ns ? fmt(d->untracked_bytes, b, sizeof b)
@@ -290,7 +292,7 @@ void cushim_text_process(FILE *f, const struct cushim_snapshot *s, const char *t
              * Held: what a request must fit beside (stats.h limit_held), more than device_total
              * by the pools' reserves. */
             fprintf(f, "  limit %s%s, held %s", fmt(d->dev[CUSHIM_DEV_limit], a, sizeof a),
-                    d->total_bytes && d->dev[CUSHIM_DEV_limit] > d->total_bytes ? " (above the device's total)" : "",
+                    d->total_bytes && d->dev[CUSHIM_DEV_limit] > d->total_bytes ? " (above the device's memory)" : "",
                     fmt(d->dev[CUSHIM_DEV_limit_held], b, sizeof b));
         /* With spill on, a refusal is not the program's failure where spill served it (the
          * offloaded row's "spilled"; a fresh-user trial read "refused" as failed). */

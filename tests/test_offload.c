@@ -176,7 +176,7 @@ Test(offload, budget_limits_what_the_program_sees_and_gets)
     cr_expect_eq(jpath_u64(j, "devices.0.device_total.limit_bytes"), 1ull << 30, "the budget is shown");
     cr_expect_eq(jpath_u64(j, "devices.0.device_total.limit_held_bytes"), 768 * MiB, "and what it holds");
     cr_expect_eq(kv_u64(r.out, "api.limit"), 1ull << 30, "and read through cushim.h");
-    cr_expect(strstr(r.err, "  total 4.00 GiB  untracked 0 B  limit 1.00 GiB, held 768 MiB (1 request refused)\n") != NULL,
+    cr_expect(strstr(r.err, "  memory 4.00 GiB  untracked 0 B  limit 1.00 GiB, held 768 MiB (1 request refused)\n") != NULL,
               "%s", r.err);
     cr_expect_eq(jpath_u64(j, "devices.0.device_total.limit_refused_count"), 1,
                  "the failure is the budget's, not the device's: said without CUSHIM_LOG");
@@ -517,7 +517,7 @@ Test(offload, a_budget_above_the_device_says_so)
     const char *extra[] = {"CUSHIM_DEVICE_LIMIT=8GiB", "SIMCUDA_DEVICE_MEMORY=4GiB", NULL};
     json_t *j = offload_run(&r, "budget", extra);
     cr_expect_eq(kv_u64(r.out, "total"), 4ull << 30);
-    cr_expect(strstr(r.err, "  total 4.00 GiB  untracked 0 B  limit 8.00 GiB (above the device's total), held 768 MiB\n") != NULL,
+    cr_expect(strstr(r.err, "  memory 4.00 GiB  untracked 0 B  limit 8.00 GiB (above the device's memory), held 768 MiB\n") != NULL,
               "%s", r.err);
     cr_expect_eq(jpath_u64(j, "devices.0.device_total.limit_bytes"), 8ull << 30, "the budget as set");
     cr_expect_eq(jpath_u64(j, "devices.0.device_total.limit_refused_count"), 0, "the device's own refusal");
