@@ -286,7 +286,7 @@ void cushim_text_process(FILE *f, const struct cushim_snapshot *s, const char *t
                 fmt(d->total_bytes, a, sizeof a),
                 d->untracked_sampled_ns ? fmt(d->untracked_bytes, b, sizeof b)
                 : s->exited || s->over  ? "never sampled"
-                                        : "not sampled yet");
+                                        : "not sampled yet (at the program's next cudaMemGetInfo, or its exit)");
         if (d->dev[CUSHIM_DEV_limit])
             /* A budget above the device's memory is the device's memory (cudaMemGetInfo says so).
              * Held: what a request must fit beside (stats.h limit_held), more than device_total

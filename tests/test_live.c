@@ -145,6 +145,10 @@ Test(live, stat_reset_peak_and_exit)
     char head[64], want[700];
     snprintf(head, sizeof head, "pid %d", (int)pid);
     cr_expect(strstr(r.out, head) != NULL, "the live process is shown:\n%s", r.out);
+    /* rt_prog hold asks no cudaMemGetInfo: when untracked memory will be read is said (a
+     * fresh-user trial). */
+    cr_expect(strstr(r.out, "  untracked not sampled yet (at the program's next cudaMemGetInfo, or its exit)") != NULL,
+              "%s", r.out);
     snprintf(want, sizeof want, "cushim: no cushim process 2147483646%s (no such process, no segment in %s)\n",
              geteuid() == 0 ? "" : " of yours", segdir);
     cr_expect_str_eq(r.err, want);
