@@ -758,3 +758,33 @@ Test(segments, many_invalid_segments_are_said_in_a_few_lines)
     cr_expect_eq(rows, 10, "%s", r.out);
     run_free(&r);
 }
+
+/* ps's text rows are formatted with asprintf to be sorted by the pid shown: one that cannot be
+ * formatted (out of memory) is printed at once, never lost (it was dropped without a word, the
+ * exit status still saying rows were listed: a review). */
+Test(segments, a_ps_row_that_cannot_be_kept_is_printed_all_the_same)
+{
+    const char *segdir = fresh_dir("seg-asprintf");
+    for (int i = 0; i < 2; i++) {
+        char path[800];
+        snprintf(path, sizeof path, "%s/cushim-%u-%d", segdir, (unsigned)getuid(), 3000101 + i);
+        FILE *f = fopen(path, "w");
+        cr_assert(f != NULL);
+        fputs("junk\n", f);
+        fclose(f);
+    }
+    char seg[700], pre[700];
+    snprintf(seg, sizeof seg, "CUSHIM_SEGMENT_DIR=%s", segdir);
+    snprintf(pre, sizeof pre, "LD_PRELOAD=%s", program("libfailasprintf.so"));
+    const char *argv[] = {cushim_bin(), "ps", NULL};
+    const char *env[] = {seg, pre, NULL};
+    struct run_result r;
+    run_cmd(&r, argv, env);
+    cr_expect_eq(r.status, 1, "only files that could not be read: %s", r.err);
+    cr_expect(strstr(r.out, "\n3000101 ") != NULL && strstr(r.out, "\n3000102 ") != NULL, "%s", r.out);
+    int rows = 0;
+    for (const char *p = r.out; (p = strstr(p, " invalid ")) != NULL; p++)
+        rows++;
+    cr_expect_eq(rows, 2, "%s", r.out);
+    run_free(&r);
+}

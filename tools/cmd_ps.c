@@ -2,6 +2,7 @@
  * (summed over its devices), phase, command; segments of dead processes are marked stale. --json:
  * the same as a JSON array (docs/SUMMARY-JSON.md, "cushim ps --json"). */
 #include <errno.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -45,13 +46,24 @@ static int by_shown_pid(const void *x, const void *y)
     return a->pid != b->pid ? (a->pid < b->pid ? -1 : 1) : (a->seq > b->seq) - (a->seq < b->seq);
 }
 
-/* Keeps a text row for the sorted listing; printed at once when it cannot be kept. */
-static void keep_line(struct ps_arg *a, long pid, char *text)
+/* Keeps a text row, formatted as printf's fmt, for the sorted listing; printed at once when it
+ * cannot be kept (formatted or stored for lack of memory): out of order, never lost. */
+static void keep_line(struct ps_arg *a, long pid, const char *fmt, ...)
 {
-    struct ps_line *grown = text ? realloc(a->lines, (size_t)(a->nlines + 1) * sizeof *grown) : NULL;
+    va_list ap;
+    char *text = NULL;
+    va_start(ap, fmt);
+    int n = vasprintf(&text, fmt, ap);
+    va_end(ap);
+    if (n < 0) {
+        va_start(ap, fmt);
+        vprintf(fmt, ap);
+        va_end(ap);
+        return;
+    }
+    struct ps_line *grown = realloc(a->lines, (size_t)(a->nlines + 1) * sizeof *grown);
     if (!grown) {
-        if (text)
-            fputs(text, stdout);
+        fputs(text, stdout);
         free(text);
         return;
     }
@@ -137,12 +149,9 @@ static int row(struct seg_entry *e, void *argp)
         {
             /* Escaped, as in every message: a segment directory's name may hold an escape
              * sequence or a newline. */
-            char path[sizeof e->path * 4], err[sizeof e->err * 4], *text = NULL;
-            if (asprintf(&text, "%7d %-*s %-7s %s: %s\n", (int)e->pid, USER_COLUMN, shown_user, "invalid",
-                         cushim_text_escaped(e->path, path, sizeof path),
-                         cushim_text_escaped(e->err, err, sizeof err)) < 0)
-                text = NULL;
-            keep_line(a, e->pid, text);
+            char path[sizeof e->path * 4], err[sizeof e->err * 4];
+            keep_line(a, e->pid, "%7d %-*s %-7s %s: %s\n", (int)e->pid, USER_COLUMN, shown_user, "invalid",
+                      cushim_text_escaped(e->path, path, sizeof path), cushim_text_escaped(e->err, err, sizeof err));
         }
         a->invalid++;
         return 0;
@@ -164,13 +173,11 @@ static int row(struct seg_entry *e, void *argp)
      * trial: a card sized from ps after a server's reset would be too small). */
     int lowered = proc_peak_lowered(&e->snap);
     a->reset += lowered;
-    char *text = NULL;
-    if (asprintf(&text, "%s%7s %-*s %-7s %-8s %12s %12s %-11s %s%s\n", on, cushim_pid_label(&e->snap, pid, sizeof pid),
-                 USER_COLUMN, shown_user, state, devs, cushim_format_bytes(c, cur, sizeof cur),
-                 peak_label(p, lowered, peak, sizeof peak), cushim_phase_label(&e->snap, phase, sizeof phase),
-                 cushim_text_printable(e->snap.command, cmd, sizeof cmd), off) < 0)
-        text = NULL;
-    keep_line(a, e->snap.other_pidns && e->snap.host_pid ? (long)e->snap.host_pid : (long)e->snap.pid, text);
+    keep_line(a, e->snap.other_pidns && e->snap.host_pid ? (long)e->snap.host_pid : (long)e->snap.pid,
+              "%s%7s %-*s %-7s %-8s %12s %12s %-11s %s%s\n", on, cushim_pid_label(&e->snap, pid, sizeof pid),
+              USER_COLUMN, shown_user, state, devs, cushim_format_bytes(c, cur, sizeof cur),
+              peak_label(p, lowered, peak, sizeof peak), cushim_phase_label(&e->snap, phase, sizeof phase),
+              cushim_text_printable(e->snap.command, cmd, sizeof cmd), off);
     a->rows++;
     return 0;
 }
