@@ -21,6 +21,7 @@ struct ps_arg {
     int hidden; /* processes of another pid namespace not visible here ("1*") */
     int reset;  /* rows whose peak a reset lowered ("1.5 GiB^") */
     int stale;  /* rows of processes gone without their exit report */
+    int stale_run; /* those whose `cushim run` is still going: it removes them, not gc */
     /* The live files, found by a first pass, and which are copies (seg_find_copies: another
      * file of a process that it does not map, or a second name of one), shown as `copy`. */
     struct seg_file *live;
@@ -160,6 +161,7 @@ static int row(struct seg_entry *e, void *argp)
     cushim_device_list(&e->snap, devs, sizeof devs, 8);
     const char *state = e->stale ? "stale" : is_copy(a, e) ? "copy" : "live";
     a->stale += e->stale;
+    a->stale_run += e->stale && seg_collecting_run(&e->snap) > 0;
     if (a->json) {
         json_row(a->json, e, named ? user : NULL, state);
         a->rows++;
@@ -235,8 +237,14 @@ int cmd_ps(int argc, char **argv)
         printf("* the pid in its own pid namespace (a container's), whose processes are not visible here\n");
     if (!json && a.reset)
         printf("^ peak lowered by a peak reset; lifetime peak: `cushim stat PID`, `ps --json`\n");
-    if (!json && a.stale) /* what to do about them (a fresh-user trial) */
-        printf("stale: the process ended without its exit report (killed); `cushim gc` removes its segment\n");
+    /* What to do about them (a fresh-user trial); gc leaves one whose `cushim run` goes on, which
+     * reports and removes it at its end (seg_gone_words, as stat says it). */
+    if (!json && a.stale)
+        printf("stale: the process ended without its exit report (killed); %s\n",
+               !a.stale_run ? "`cushim gc` removes its segment"
+               : a.stale_run == a.stale
+                   ? "its `cushim run`, still going, reports it and removes its segment when it ends"
+                   : "`cushim gc` removes its segment, or its `cushim run` when that ends, if still going");
     /* Without it the listing reads as the whole machine (an operator trial: nvidia-smi shows
      * every process). */
     int others = seg_scan_others();
