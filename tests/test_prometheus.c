@@ -585,7 +585,7 @@ Test(prometheus, a_killed_process_counts_as_a_stale_segment)
     const char *ps[] = {cushim_bin(), "ps", NULL};
     run_cmd(&r, ps, env);
     cr_expect(strstr(r.out, " stale ") != NULL, "%s", r.out);
-    cr_expect(strstr(r.out, "\nstale: the process ended without its exit report (killed); `cushim gc` removes "
+    cr_expect(strstr(r.out, "\nstale: the process ended without its exit report (killed, or _exit); `cushim gc` removes "
                             "its segment\n") != NULL, "%s", r.out);
     run_free(&r);
     const char *gc[] = {cushim_bin(), "gc", NULL};

@@ -589,7 +589,7 @@ Test(segments, a_stale_segment_that_a_live_run_collects_is_said_so)
     /* ps's note on stale rows says the same, not "`cushim gc` removes its segment" (a review). */
     cli(segdir, &r, "ps", NULL, NULL);
     cr_expect(strstr(r.out, " stale ") != NULL, "%s", r.out);
-    cr_expect(strstr(r.out, "\nstale: the process ended without its exit report (killed); its `cushim run`, still "
+    cr_expect(strstr(r.out, "\nstale: the process ended without its exit report (killed, or _exit); its `cushim run`, still "
                             "going, reports it and removes its segment when it ends\n") != NULL, "%s", r.out);
     run_free(&r);
     cr_expect_eq(cli(segdir, &r, "gc", NULL, NULL), 0);

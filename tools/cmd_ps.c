@@ -240,7 +240,7 @@ int cmd_ps(int argc, char **argv)
     /* What to do about them (a fresh-user trial); gc leaves one whose `cushim run` goes on, which
      * reports and removes it at its end (seg_gone_words, as stat says it). */
     if (!json && a.stale)
-        printf("stale: the process ended without its exit report (killed); %s\n",
+        printf("stale: the process ended without its exit report (killed, or _exit); %s\n",
                !a.stale_run ? "`cushim gc` removes its segment"
                : a.stale_run == a.stale
                    ? "its `cushim run`, still going, reports it and removes its segment when it ends"

@@ -217,9 +217,6 @@ static int being_created(int fd, const struct stat *st)
            now.tv_sec - st->st_mtim.tv_sec < 10;
 }
 
-/* Whether this process reads every user's segments: root, or an exporter given only
- * CAP_DAC_READ_SEARCH (capabilities(7): "bypass file read permission checks"), e.g. `cushim
- * serve` run as its own user with AmbientCapabilities=CAP_DAC_READ_SEARCH. */
 static int scan_others; /* seg_scan_others */
 
 int seg_scan_others(void)
@@ -227,6 +224,9 @@ int seg_scan_others(void)
     return scan_others;
 }
 
+/* Whether this process reads every user's segments: root, or an exporter given only
+ * CAP_DAC_READ_SEARCH (capabilities(7): "bypass file read permission checks"), e.g. `cushim
+ * serve` run as its own user with AmbientCapabilities=CAP_DAC_READ_SEARCH. */
 static int reads_everyones(void)
 {
     if (geteuid() == 0)
