@@ -734,34 +734,45 @@ Test(segments, an_idle_gc_speaks_on_a_terminal_only)
     run_free(&r);
 }
 
-/* Another user's junk in a shared segment directory (an operator trial: 400 six-byte files made
- * 400 lines of every `cushim stat`): three are said, the rest in one line; `ps` lists them all. */
-Test(segments, many_invalid_segments_are_said_in_a_few_lines)
+/* A fresh directory `name` holding n files of 5 bytes ("junk\n") named as this user's segments of
+ * pids first.. (none is one: each is listed invalid). */
+static const char *junk_segments(const char *name, int first, int n)
 {
-    const char *segdir = fresh_dir("seg-junk");
-    for (int i = 0; i < 10; i++) {
+    const char *segdir = fresh_dir(name);
+    for (int i = 0; i < n; i++) {
         char path[800];
-        snprintf(path, sizeof path, "%s/cushim-%u-%d", segdir, (unsigned)getuid(), 3000001 + i);
+        snprintf(path, sizeof path, "%s/cushim-%u-%d", segdir, (unsigned)getuid(), first + i);
         FILE *f = fopen(path, "w");
         cr_assert(f != NULL);
         fputs("junk\n", f);
         fclose(f);
     }
+    return segdir;
+}
+
+/* How many times needle occurs in text. */
+static int occurrences(const char *text, const char *needle)
+{
+    int n = 0;
+    for (const char *p = text; (p = strstr(p, needle)) != NULL; p++)
+        n++;
+    return n;
+}
+
+/* Another user's junk in a shared segment directory (an operator trial: 400 six-byte files made
+ * 400 lines of every `cushim stat`): three are said, the rest in one line; `ps` lists them all. */
+Test(segments, many_invalid_segments_are_said_in_a_few_lines)
+{
+    const char *segdir = junk_segments("seg-junk", 3000001, 10);
     struct run_result r;
     cr_expect_eq(cli(segdir, &r, "stat", NULL, NULL), 1);
-    int said = 0;
-    for (const char *p = r.err; (p = strstr(p, "cushim: skipping ")) != NULL; p++)
-        said++;
-    cr_expect_eq(said, 4, "%s", r.err);
+    cr_expect_eq(occurrences(r.err, "cushim: skipping "), 4, "%s", r.err);
     cr_expect(strstr(r.err, ": truncated: 5 of ") != NULL, "%s", r.err);
     cr_expect(strstr(r.err, "\ncushim: skipping 7 more invalid segments (`cushim ps` lists each with its reason)\n") != NULL,
               "%s", r.err);
     run_free(&r);
     cr_expect_eq(cli(segdir, &r, "ps", NULL, NULL), 1, "only files that could not be read");
-    int rows = 0;
-    for (const char *p = r.out; (p = strstr(p, " invalid ")) != NULL; p++)
-        rows++;
-    cr_expect_eq(rows, 10, "%s", r.out);
+    cr_expect_eq(occurrences(r.out, " invalid "), 10, "%s", r.out);
     run_free(&r);
 }
 
@@ -770,15 +781,7 @@ Test(segments, many_invalid_segments_are_said_in_a_few_lines)
  * exit status still saying rows were listed: a review). */
 Test(segments, a_ps_row_that_cannot_be_kept_is_printed_all_the_same)
 {
-    const char *segdir = fresh_dir("seg-asprintf");
-    for (int i = 0; i < 2; i++) {
-        char path[800];
-        snprintf(path, sizeof path, "%s/cushim-%u-%d", segdir, (unsigned)getuid(), 3000101 + i);
-        FILE *f = fopen(path, "w");
-        cr_assert(f != NULL);
-        fputs("junk\n", f);
-        fclose(f);
-    }
+    const char *segdir = junk_segments("seg-asprintf", 3000101, 2);
     char seg[700], pre[700];
     snprintf(seg, sizeof seg, "CUSHIM_SEGMENT_DIR=%s", segdir);
     snprintf(pre, sizeof pre, "LD_PRELOAD=%s", program("libfailasprintf.so"));
@@ -788,9 +791,6 @@ Test(segments, a_ps_row_that_cannot_be_kept_is_printed_all_the_same)
     run_cmd(&r, argv, env);
     cr_expect_eq(r.status, 1, "only files that could not be read: %s", r.err);
     cr_expect(strstr(r.out, "\n3000101 ") != NULL && strstr(r.out, "\n3000102 ") != NULL, "%s", r.out);
-    int rows = 0;
-    for (const char *p = r.out; (p = strstr(p, " invalid ")) != NULL; p++)
-        rows++;
-    cr_expect_eq(rows, 2, "%s", r.out);
+    cr_expect_eq(occurrences(r.out, " invalid "), 2, "%s", r.out);
     run_free(&r);
 }
