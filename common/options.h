@@ -20,7 +20,7 @@
       "each process's own summary at its exit: 'stderr', 'stdout' ('-'), or a file PATH (%p = pid); empty = none (cushim run says the run's summary itself)") \
     X(REPORT_FORMAT, "CUSHIM_REPORT_FORMAT", ENUM, "text|json", "text",                             \
       "format of CUSHIM_REPORT")                                                                    \
-    X(DISABLE, "CUSHIM_DISABLE", BOOL, "", "off",                                                     \
+    X(DISABLE, "CUSHIM_DISABLE", BOOL, "", "off",                                                   \
       "pure pass-through: intercept nothing, count nothing, create no segment")                     \
     X(SEGMENT_DIR, "CUSHIM_SEGMENT_DIR", STRING, "", "/dev/shm",                                    \
       "absolute path of the directory (tmpfs) holding the per-process live-stats segments")          \
@@ -34,8 +34,8 @@
     X(COMPILE_END, "CUSHIM_COMPILE_END", ENUM, "manual|graph-launch", "manual",                     \
       "end the compile phase automatically at the first CUDA graph launch (graph-launch)")          \
     X(DEVICE_LIMIT, "CUSHIM_DEVICE_LIMIT", DEVSIZES, "", "",                                        \
-      "per-process device memory limit: a size for every device, or '0:20GiB,1:10GiB'; empty = none")     \
-    X(SPILL, "CUSHIM_SPILL", BOOL, "", "off",                                                         \
+      "per-process device memory limit: a size for every device, or '0:20GiB,1:10GiB'; empty = none") \
+    X(SPILL, "CUSHIM_SPILL", BOOL, "", "off",                                                       \
       "serve a cudaMalloc/cudaMallocAsync request that fails for lack of memory from pinned host memory") \
     X(LIBRARY, "CUSHIM_LIBRARY", STRING, "", "",                                                    \
       "the libcushim.so `cushim run` preloads; empty = the one beside the cushim program (its build tree or install prefix)") \
@@ -47,7 +47,7 @@
       "(set by `cushim run`) pid of the process it launched: the top level of the summary")          \
     X(RUN_CHECKED, "CUSHIM_RUN_CHECKED", STRING, "", "",                                            \
       "(set by `cushim run`) fingerprint of the CUSHIM_ values it checked; a process whose values differ reports its own bad values") \
-    X(RUN_SUMMARY, "CUSHIM_RUN_SUMMARY", BOOL, "", "off",                                             \
+    X(RUN_SUMMARY, "CUSHIM_RUN_SUMMARY", BOOL, "", "off",                                           \
       "(set by `cushim run`) the run prints each process's text summary on stderr: a text CUSHIM_REPORT=stderr of a process whose summary reached the run is not printed again")
 
 enum cushim_option {

@@ -128,8 +128,7 @@ enum cushim_phase {
     X(limit_held, device_total, limit_held_bytes, "device_limit_held_bytes", "", gauge,           \
       "what the limit (CUSHIM_DEVICE_LIMIT) counts as held, which a request must fit beside: "    \
       "the device total, requests and frees in their call, the graph pool's reserve and the "    \
-      "stream-ordered "                                                                           \
-      "pools' idle reserve (as last read); 0 without a limit")
+      "stream-ordered pools' idle reserve (as last read); 0 without a limit")
 
 enum cushim_device_stat {
 #define CUSHIM_X_ENUM(f, g, n, p, l, t, h) CUSHIM_DEV_##f,

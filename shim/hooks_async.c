@@ -576,12 +576,6 @@ static bool bury(struct shim_entry *e, void *arg)
     return true;
 }
 
-/* The pool leaves the table before the real destroy, and no sampler (pools.c) may still hold
- * its handle then; a failed destroy puts it back. cuda.h cuMemPoolDestroy: a pool destroyed with
- * allocations not freed yet is released "once there are no more outstanding allocations": under
- * a budget those allocations leave the pools' figures (budget_async), which no longer read that
- * pool, and their frees add nothing to the idle reserve; they stay in the budget's used bytes
- * until freed. */
 /* A pool in its destroy into (add) or out of the readings' reserve of `device` (budget.h
  * budget_pool_buried, budget_pool_unread). */
 static void buried_change(int device, uint64_t bytes, bool unread, bool add)
@@ -596,14 +590,21 @@ static void buried_change(int device, uint64_t bytes, bool unread, bool add)
         atomic_fetch_sub(&budget_pool_buried[device], bytes);
 }
 
+/* The pool leaves the table before the real destroy, and no sampler (pools.c) may still hold
+ * its handle then; a failed destroy puts it back. cuda.h cuMemPoolDestroy: a pool destroyed with
+ * allocations not freed yet is released "once there are no more outstanding allocations": under
+ * a budget those allocations leave the pools' figures (budget_async), which no longer read that
+ * pool, and their frees add nothing to the idle reserve; they stay in the budget's used bytes
+ * until freed. */
 SHIM_EXPORT CUresult CUDAAPI cuMemPoolDestroy(CUmemoryPool pool)
 {
     REAL_OR_FAIL(cuMemPoolDestroy);
-    struct shim_entry e;
+    struct shim_entry e, before;
+    bool listed = pool && table_get(&shim.pools, (uint64_t)(uintptr_t)pool, &before) &&
+                  before.aux != POOL_DESTROYED;
     /* Its device's pools read while it is one of them: its high-water marks stay in the _HIGH
      * sums (pools.h), which no later reading has. */
-    if (pool && table_get(&shim.pools, (uint64_t)(uintptr_t)pool, &e) && e.aux != POOL_DESTROYED &&
-        shim_enter()) {
+    if (listed && shim_enter()) {
         pool_changed(pool, false);
         shim_leave();
     }
@@ -620,14 +621,13 @@ SHIM_EXPORT CUresult CUDAAPI cuMemPoolDestroy(CUmemoryPool pool)
     int buried_on = -1;
     uint64_t buried = 0;
     bool unread = false;
-    struct shim_entry read;
-    if (pool && unlikely(budget_any) && table_get(&shim.pools, (uint64_t)(uintptr_t)pool, &read) &&
-        read.aux == CUSHIM_KIND_ASYNC && (unsigned)read.device < CUSHIM_MAX_DEVICES) {
+    if (listed && unlikely(budget_any) && before.aux == CUSHIM_KIND_ASYNC &&
+        (unsigned)before.device < CUSHIM_MAX_DEVICES) {
         __typeof__(&cuMemPoolGetAttribute) get = REAL(cuMemPoolGetAttribute);
         cuuint64_t v = 0;
         unread = capture_any_live() || !get || get(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &v) != CUDA_SUCCESS;
         buried = unread ? 0 : v;
-        buried_on = read.device;
+        buried_on = before.device;
         buried_change(buried_on, buried, unread, true);
     }
     bool known = pool && table_update(&shim.pools, (uint64_t)(uintptr_t)pool, bury, &e, NULL) &&
@@ -673,17 +673,16 @@ SHIM_EXPORT CUresult CUDAAPI cuMemPoolDestroy(CUmemoryPool pool)
          * idle less those allocations, and with no bump between, it was published and decided
          * with before the last one (a review, the threads ordered under gdb: 100 MiB in use, 60
          * idle, an 80 MiB cudaMalloc granted under 200 MiB; no driver call in that window for a
-         * test's SIMCUDA_INJECT to open it). Now any reading that
-         * finds the reserve out began before this bump and is not published; one that began after
-         * it took budget_async without the allocations. */
+         * test's SIMCUDA_INJECT to open it). Now any reading that finds the reserve out began
+         * before this bump and is not published; one that began after it took budget_async
+         * without the allocations. */
         budget_pool_changed(e.device, 0);
         if (buried_on >= 0) {
             buried_change(buried_on, buried, unread, false);
             budget_pool_changed(e.device, 0); /* its reserve went with it; read again */
         }
-    } else if (buried_on >= 0) {
-        buried_change(buried_on, buried, unread, false);
     }
+    /* buried_on >= 0 only for a pool of stream-ordered memory under a limit: taken out above. */
     return r;
 }
 

@@ -40,8 +40,8 @@ void track_free_failed(struct shim_table *t, const struct shim_entry *e)
     /* A free that failed because another thread destroyed the allocation's context inside the
      * call (cuda.h cuCtxDestroy: destroyed "regardless of how many threads it is current to", its
      * allocations with it; the teardown's own pass did not see the entry, taken out for the
-     * free): the memory is gone, so the free stands. Asked only here, on a failure (cold). */
-    /* Only memory of a context can vanish so: a stream-ordered allocation (and an imported pool
+     * free): the memory is gone, so the free stands. Asked only here, on a failure (cold).
+     * Only memory of a context can vanish so: a stream-ordered allocation (and an imported pool
      * pointer) is kept with no context (hooks_async.c ASYNC_NO_CONTEXT) because cuCtxDestroy does
      * not free it, and the CONTEXT query answers CUDA_ERROR_INVALID_VALUE for it while it lives
      * (cuda.h cuCtxDestroy: such allocations "are not associated with any CUDA context";
