@@ -332,12 +332,18 @@ static CUresult free_block(const struct shim_entry *e, bool idle)
 {
     /* The range goes first (the driver may hand the address out again as soon as it is freed)
      * and comes back if the free fails: the block is still the program's then, and so is the
-     * entry, which the caller puts back. */
+     * entry, which the caller puts back. The free counts from here too, as a device free does
+     * (account.h account_free_early): an allocation another thread makes during the release, of
+     * this block perhaps, is never counted beside it. */
     ranges_remove(e->key, e->ctx);
+    account_free_early(e->device, CUSHIM_KIND_OFFLOADED, e->size, e->flags);
     CUresult r = release_host(e, idle);
-    if (r == CUDA_SUCCESS)
-        account_free(e->device, CUSHIM_KIND_OFFLOADED, e->size, e->flags);
-    else if (!ranges_add(e->key, e->size, e->ctx))
+    if (r == CUDA_SUCCESS) {
+        account_free_budget(e->device, CUSHIM_KIND_OFFLOADED, e->size, e->flags);
+        return r;
+    }
+    account_unfree(e->device, CUSHIM_KIND_OFFLOADED, e->size, e->flags);
+    if (!ranges_add(e->key, e->size, e->ctx))
         LOG_ONCE(CUSHIM_LOG_WARN, "offloaded range table full: a range whose free failed is not "
                  "rerouted any more");
     return r;

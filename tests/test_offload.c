@@ -216,6 +216,49 @@ static json_t *rt_under_limit_signalled(struct run_result *r, const char *limit,
     return j;
 }
 
+/* A free of an offloaded range counts from its call, before the pinned block goes back, as a
+ * device free does (account.h account_free_early): another thread's offloaded allocation made
+ * during the release (its job runs inside cuMemFreeHost: a signal raised on the driver's entry)
+ * is never counted beside the block being freed. Counted after the release, the offloaded peak
+ * read 128 MiB while the program never held more than 64 MiB at once (a review). */
+Test(offload, an_offloaded_free_counts_from_its_call)
+{
+    struct run_result r;
+    char inject[64];
+    snprintf(inject, sizeof inject, "SIMCUDA_INJECT=cuMemFreeHost:1:raise=%d", SIGUSR1);
+    const char *extra[] = {"CUSHIM_OFFLOAD=always", "CUSHIM_OFFLOAD_MIN=1MiB", inject, NULL};
+    const char *argv[] = {program("rt_prog"), "free_while_other_allocates", NULL};
+    json_t *j = run_under_cushim(&r, argv, sim_env(extra));
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    cr_expect_eq(jpath_u64(j, "devices.0.offloaded.alloc_count"), 2, "the job allocated inside the release");
+    cr_expect_eq(jpath_u64(j, "devices.0.offloaded.free_count"), 1);
+    cr_expect_eq(jpath_u64(j, "devices.0.offloaded.current_bytes"), 64 * MiB);
+    cr_expect_eq(jpath_u64(j, "devices.0.offloaded.peak_bytes"), 64 * MiB);
+    json_decref(j);
+    run_free(&r);
+}
+
+/* An offloaded free the driver refuses (cuMemFreeHost fails) leaves the block counted as it was
+ * (the free counted from its call is counted back: account.h account_unfree); the second free
+ * counts. */
+Test(offload, a_refused_offloaded_free_leaves_the_block_counted)
+{
+    struct run_result r;
+    const char *extra[] = {"CUSHIM_OFFLOAD=always", "CUSHIM_OFFLOAD_MIN=1MiB",
+                           "SIMCUDA_INJECT=cuMemFreeHost:1:CUDA_ERROR_UNKNOWN", NULL};
+    const char *argv[] = {program("rt_prog"), "free_refused_once", NULL};
+    json_t *j = run_under_cushim(&r, argv, sim_env(extra));
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    cr_expect_eq(kv_u64(r.out, "rc_first"), 999, "cudaErrorUnknown");
+    cr_expect_eq(kv_u64(r.out, "rc_second"), 0);
+    cr_expect_eq(jpath_u64(j, "devices.0.offloaded.alloc_count"), 1);
+    cr_expect_eq(jpath_u64(j, "devices.0.offloaded.free_count"), 1);
+    cr_expect_eq(jpath_u64(j, "devices.0.offloaded.current_bytes"), 0);
+    cr_expect_eq(jpath_u64(j, "devices.0.offloaded.peak_bytes"), 4 * MiB);
+    json_decref(j);
+    run_free(&r);
+}
+
 /* A request its pool's idle reserve serves is in the stream-ordered bytes from its grant: a reading
  * of the pools during its call (another thread's cudaMemGetInfo, made from the signal raised on
  * the driver's entry) finds the reserve in use. Counted only after the call, the reading found the

@@ -2242,6 +2242,18 @@ static int scenario_free_fails(void)
     return 0;
 }
 
+/* A 4 MiB cudaMalloc freed twice (the tests make the driver refuse the first free:
+ * SIMCUDA_INJECT). Prints rc_first and rc_second. */
+static int scenario_free_refused_once(void)
+{
+    void *a;
+    CHECK(cudaMalloc(&a, 4 * MiB));
+    int first = (int)cudaFree(a);
+    int second = (int)cudaFree(a);
+    printf("rc_first=%d\nrc_second=%d\n", first, second);
+    return 0;
+}
+
 /* A free and another thread's allocation at once: the handler of the signal that
  * SIMCUDA_INJECT=cuMemFree_v2:1:raise=SIGUSR1 raises inside the free (before the driver frees
  * anything) has the second thread make its 64 MiB allocation and waits for it. Prints
@@ -2797,6 +2809,7 @@ static const struct scenario scenarios[] = {
     {"budget_read_while_pool_destroyed", scenario_budget_read_while_pool_destroyed, 1},
     {"budget_trim_while_pool_destroyed", scenario_budget_trim_while_pool_destroyed, 1},
     {"free_fails", scenario_free_fails, 1},
+    {"free_refused_once", scenario_free_refused_once, 1},
     {"free_while_other_allocates", scenario_free_while_other_allocates, 1},
     {"live_at_exit_mix", scenario_live_at_exit_mix, 1},
     {"hold", scenario_hold, 1},             {"fork", scenario_fork, 1}, {"hold_refused", scenario_hold_refused, 1},
