@@ -359,6 +359,44 @@ Test(segments, a_copy_in_place_of_a_live_segment_is_not_it)
     cr_expect_eq(wait_bg(pid), 0);
 }
 
+/* A copy of a segment its process wrote (a user's backup) outlives the process, which ended with
+ * its exit report and removed its own: ps lists the copy as a copy, with a note of its own, not as
+ * a process that ended without its exit report (a review: "killed, or _exit"). */
+Test(segments, a_stale_copy_does_not_say_the_process_lost_its_report)
+{
+    const char *segdir;
+    char hold[600], backup[720], cp[1600];
+    pid_t pid = start_held("hold", "stale-copy", &segdir, hold, sizeof hold);
+    snprintf(backup, sizeof backup, "%s.bak001", seg_path(segdir, pid));
+    snprintf(cp, sizeof cp, "cp '%s' '%s'", seg_path(segdir, pid), backup);
+    cr_assert_eq(system(cp), 0);
+    touch(hold);
+    cr_assert_eq(wait_bg(pid), 0);
+    struct stat st;
+    cr_assert_neq(stat(seg_path(segdir, pid), &st), 0, "the process removed its own segment");
+    struct run_result r;
+    cr_expect_eq(cli(segdir, &r, "ps", NULL, NULL), 0, "%s", r.err);
+    struct passwd *me = getpwuid(getuid());
+    char want[3000];
+    snprintf(want, sizeof want,
+             "    PID USER       STATE   DEVICES  DEVICE-TOTAL   TOTAL-PEAK PHASE       COMMAND\n"
+             "%7d %-10s copy    0            1.00 MiB     4.00 MiB run         %s hold\n"
+             "copy: a copy of the segment of a process that is gone, not the file it wrote, so it says nothing "
+             "of how the process ended; `cushim gc` removes it\n",
+             (int)pid, me ? me->pw_name : "?", program("rt_prog"));
+    cr_expect_str_eq(r.out, want);
+    cr_expect_str_eq(r.err, "");
+    run_free(&r);
+    cr_expect_eq(cli(segdir, &r, "ps", "--json", NULL), 0);
+    json_error_t je;
+    json_t *j = json_loads(r.out, 0, &je);
+    cr_assert(j, "%s\n%s", je.text, r.out);
+    cr_expect_str_eq(json_string_value(jpath(j, "0.state")), "copy");
+    cr_expect_str_eq(json_string_value(jpath(j, "0.path")), backup);
+    json_decref(j);
+    run_free(&r);
+}
+
 /* The file its writer made, seen with another device number (through an overlay and its upper
  * directory, found by an attack trial), is no copy: only the inode number is compared. */
 Test(segments, a_segment_seen_with_another_device_number_is_not_a_copy)

@@ -133,7 +133,7 @@ struct seg_entry {
     dev_t dev;                   /* and its file system's device */
     int ok;                      /* snapshot valid */
     int stale;                   /* process gone, or pid reused (start time differs) */
-    int copy;                    /* live, but another file than the one its process made (err says) */
+    int copy;                    /* another file than the one its process made (live: err says) */
     char err[400];               /* why not ok */
     struct cushim_snapshot snap;
 };

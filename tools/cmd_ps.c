@@ -1,5 +1,6 @@
 /* cushim ps [--json]: one line per process under cushim: pid, user, devices, device current/peak
- * (summed over its devices), phase, command; segments of dead processes are marked stale. --json:
+ * (summed over its devices), phase, command; segments of dead processes are marked stale, copies
+ * copy. --json:
  * the same as a JSON array (docs/SUMMARY-JSON.md, "cushim ps --json"). */
 #include <errno.h>
 #include <stdarg.h>
@@ -22,6 +23,8 @@ struct ps_arg {
     int reset;  /* rows whose peak a reset lowered ("1.5 GiB^") */
     int stale;  /* rows of processes gone without their exit report */
     int stale_run; /* those whose `cushim run` is still going: it removes them, not gc */
+    int gone_copies;     /* rows of copies of a gone process's segment (shown as `copy`) */
+    int gone_copies_run; /* those whose `cushim run` is still going: gc removes them after it */
     /* The live files, found by a first pass, and which are copies (seg_find_copies: another
      * file of a process that it does not map, or a second name of one), shown as `copy`. */
     struct seg_file *live;
@@ -159,16 +162,21 @@ static int row(struct seg_entry *e, void *argp)
     }
     uint64_t c = proc_sum(&e->snap, CUSHIM_DEV_total_current), p = proc_sum(&e->snap, CUSHIM_DEV_total_peak);
     cushim_device_list(&e->snap, devs, sizeof devs, 8);
-    const char *state = e->stale ? "stale" : is_copy(a, e) ? "copy" : "live";
-    a->stale += e->stale;
-    a->stale_run += e->stale && seg_collecting_run(&e->snap) > 0;
+    /* A copy of a gone process's segment (a backup, a restore) says nothing of how it ended. */
+    int gone_copy = e->stale && e->copy, stale = e->stale && !e->copy;
+    const char *state = gone_copy || (!e->stale && is_copy(a, e)) ? "copy" : stale ? "stale" : "live";
+    int run = e->stale && seg_collecting_run(&e->snap) > 0;
+    a->stale += stale;
+    a->stale_run += stale && run;
+    a->gone_copies += gone_copy;
+    a->gone_copies_run += gone_copy && run;
     if (a->json) {
         json_row(a->json, e, named ? user : NULL, state);
         a->rows++;
         return 0;
     }
     char phase[32];
-    const char *on = a->color && e->stale ? "\033[33m" : "", *off = a->color && e->stale ? "\033[0m" : "";
+    const char *on = a->color && stale ? "\033[33m" : "", *off = a->color && stale ? "\033[0m" : "";
     char pid[16];
     a->hidden += e->snap.other_pidns && !e->snap.host_pid;
     /* A peak a reset lowered is marked ("^1.00 MiB"): the process needed more before (a fresh-user
@@ -197,9 +205,9 @@ int cmd_ps(int argc, char **argv)
         if (strcmp(argv[bad], "-h") == 0 || strcmp(argv[bad], "--help") == 0) {
             printf("usage: cushim ps [--json]\n\nLists processes under cushim (yours; everyone's as root):\n"
                    "pid (as seen here, also for a container's process), user, state (live;\n"
-                   "copy: another file or name of a live process's segment, not the one it uses;\n"
-                   "stale: the process is gone), devices used, device bytes current and peak\n"
-                   "(summed over its devices; ^: a peak reset lowered the peak), phase\n"
+                   "copy: another file or name of a process's segment, not the one it uses or\n"
+                   "used; stale: the process is gone), devices used, device bytes current and\n"
+                   "peak (summed over its devices; ^: a peak reset lowered the peak), phase\n"
                    "(run>compile while a `cushim phase` request waits for the process's next\n"
                    "allocation), command. A file named like a segment that cannot be read as one\n"
                    "(another cushim version's, say) is listed as invalid, with why.\n\n"
@@ -245,6 +253,13 @@ int cmd_ps(int argc, char **argv)
                : a.stale_run == a.stale
                    ? "its `cushim run`, still going, reports it and removes its segment when it ends"
                    : "`cushim gc` removes its segment, or its `cushim run` when that ends, if still going");
+    /* gc leaves one whose `cushim run` goes on, and that run leaves copies (run_collect.c). */
+    if (!json && a.gone_copies)
+        printf("copy: a copy of the segment of a process that is gone, not the file it wrote, so it says "
+               "nothing of how the process ended; %s\n",
+               !a.gone_copies_run ? "`cushim gc` removes it"
+               : a.gone_copies_run == a.gone_copies ? "`cushim gc` removes it once its `cushim run` has ended"
+                                                    : "`cushim gc` removes it (once its `cushim run` has ended, if still going)");
     /* Without it the listing reads as the whole machine (an operator trial: nvidia-smi shows
      * every process). */
     int others = seg_scan_others();

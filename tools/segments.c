@@ -633,7 +633,9 @@ int seg_scan(const pid_t *pids, int npids, int (*fn)(struct seg_entry *, void *)
                 pid_t here;
                 e.stale = is_stale(&e.snap, &here);
                 e.ok = e.stale || believed(&st, &e.snap, here, e.err, sizeof e.err);
-                e.copy = e.ok && !e.stale && a_copy(&st, &e.snap, e.err, sizeof e.err);
+                /* A stale one's too: a copy says nothing of how its process ended. */
+                e.copy = e.ok && (e.stale ? seg_file_is_copy(&e.snap, st.st_ino)
+                                          : a_copy(&st, &e.snap, e.err, sizeof e.err));
                 if (e.ok && !e.stale)
                     settle_live(fd, &e.snap); /* a writer may be in the middle of an update */
                 e.snap.other_pidns = seg_other_namespace(&e.snap);
