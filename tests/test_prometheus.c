@@ -3,6 +3,8 @@
 #include <arpa/inet.h>
 #include <criterion/criterion.h>
 #include <signal.h>
+#include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,6 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/segment.h"
 #include "harness.h"
 
 struct held {
@@ -594,5 +597,41 @@ Test(prometheus, a_killed_process_counts_as_a_stale_segment)
     run_free(&r);
     run_cmd(&r, argv, env);
     cr_expect(strstr(r.out, "\ncushim_stale_segments 0\n") != NULL, "%s", r.out);
+    run_free(&r);
+}
+
+/* cushim_stale_segments counts segments without their process's exit report only: not a copy of
+ * one (a user's backup), nor one whose process wrote its exit report and left it (it could not
+ * remove it), made here by marking the killed process's exit report done in place. */
+Test(prometheus, only_a_segment_without_its_exit_report_counts_as_stale)
+{
+    struct held h;
+    start(&h, "prom-stale-only");
+    kill(h.pid, SIGKILL);
+    cr_expect_eq(wait_bg(h.pid), 128 + SIGKILL);
+    char path[700], cp[1600];
+    snprintf(path, sizeof path, "%s/cushim-%u-%d", h.segdir, (unsigned)getuid(), (int)h.pid);
+    snprintf(cp, sizeof cp, "cp '%s' '%s.bak001'", path, path);
+    cr_assert_eq(system(cp), 0);
+    const char *argv[] = {cushim_bin(), "stat", "--prometheus", NULL};
+    const char *env[] = {h.seg, NULL};
+    struct run_result r;
+    run_cmd(&r, argv, env);
+    cr_expect_eq(r.status, 0, "%s", r.err);
+    cr_expect(strstr(r.out, "\ncushim_stale_segments 1\n") != NULL, "the copy not counted:\n%s", r.out);
+    cr_expect(strstr(r.out, "\n# HELP cushim_stale_segments segments of processes that ended without their exit "
+                            "report (killed: SIGKILL, the OOM killer; or _exit), copies not counted; cushim gc "
+                            "removes them\n# TYPE cushim_stale_segments gauge\ncushim_stale_segments 1\n") != NULL,
+              "%s", r.out);
+    run_free(&r);
+    FILE *f = fopen(path, "r+b");
+    cr_assert(f);
+    uint32_t one = 1;
+    cr_assert_eq(fseek(f, (long)offsetof(struct cushim_segment_header, exited), SEEK_SET), 0);
+    cr_assert_eq(fwrite(&one, sizeof one, 1, f), 1);
+    cr_assert_eq(fclose(f), 0);
+    run_cmd(&r, argv, env);
+    cr_expect_eq(r.status, 0, "%s", r.err);
+    cr_expect(strstr(r.out, "\ncushim_stale_segments 0\n") != NULL, "the exit report's not counted:\n%s", r.out);
     run_free(&r);
 }

@@ -397,6 +397,43 @@ Test(segments, a_stale_copy_does_not_say_the_process_lost_its_report)
     run_free(&r);
 }
 
+/* A process that ended with its exit report but left its segment (it could not remove it) is
+ * listed as `exited`, not as one that ended without it (a review: "killed, or _exit"). Made here
+ * from a killed process's segment, its exit report marked done in place. */
+Test(segments, a_segment_left_with_its_exit_report_is_not_called_killed)
+{
+    const char *segdir;
+    char hold[600];
+    pid_t pid = start_held("hold", "exited-left", &segdir, hold, sizeof hold);
+    kill(pid, SIGKILL);
+    cr_assert_eq(wait_bg(pid), 128 + SIGKILL);
+    int fd = open(seg_path(segdir, pid), O_RDWR);
+    cr_assert(fd >= 0);
+    uint32_t one = 1;
+    cr_assert_eq(pwrite(fd, &one, sizeof one, offsetof(struct cushim_segment_header, exited)), (ssize_t)sizeof one);
+    close(fd);
+    struct run_result r;
+    cr_expect_eq(cli(segdir, &r, "ps", NULL, NULL), 0, "%s", r.err);
+    struct passwd *me = getpwuid(getuid());
+    char want[3000];
+    snprintf(want, sizeof want,
+             "    PID USER       STATE   DEVICES  DEVICE-TOTAL   TOTAL-PEAK PHASE       COMMAND\n"
+             "%7d %-10s exited  0            1.00 MiB     4.00 MiB run         %s hold\n"
+             "exited: the process ended with its exit report but left its segment (it could not remove it, or "
+             "kept it for its `cushim run`); `cushim gc` removes its segment\n",
+             (int)pid, me ? me->pw_name : "?", program("rt_prog"));
+    cr_expect_str_eq(r.out, want);
+    cr_expect_str_eq(r.err, "");
+    run_free(&r);
+    cr_expect_eq(cli(segdir, &r, "ps", "--json", NULL), 0);
+    json_error_t je;
+    json_t *j = json_loads(r.out, 0, &je);
+    cr_assert(j, "%s\n%s", je.text, r.out);
+    cr_expect_str_eq(json_string_value(jpath(j, "0.state")), "exited");
+    json_decref(j);
+    run_free(&r);
+}
+
 /* The file its writer made, seen with another device number (through an overlay and its upper
  * directory, found by an attack trial), is no copy: only the inode number is compared. */
 Test(segments, a_segment_seen_with_another_device_number_is_not_a_copy)

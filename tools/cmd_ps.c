@@ -1,6 +1,6 @@
 /* cushim ps [--json]: one line per process under cushim: pid, user, devices, device current/peak
- * (summed over its devices), phase, command; segments of dead processes are marked stale, copies
- * copy. --json:
+ * (summed over its devices), phase, command; segments of dead processes are marked stale (exited:
+ * with their exit report), copies copy. --json:
  * the same as a JSON array (docs/SUMMARY-JSON.md, "cushim ps --json"). */
 #include <errno.h>
 #include <stdarg.h>
@@ -23,6 +23,8 @@ struct ps_arg {
     int reset;  /* rows whose peak a reset lowered ("1.5 GiB^") */
     int stale;  /* rows of processes gone without their exit report */
     int stale_run; /* those whose `cushim run` is still going: it removes them, not gc */
+    int exited;     /* rows of processes gone with their exit report, their segment left */
+    int exited_run; /* those whose `cushim run` is still going */
     int gone_copies;     /* rows of copies of a gone process's segment (shown as `copy`) */
     int gone_copies_run; /* those whose `cushim run` is still going: gc removes them after it */
     /* The live files, found by a first pass, and which are copies (seg_find_copies: another
@@ -138,6 +140,15 @@ static int is_copy(const struct ps_arg *a, const struct seg_entry *e)
     return 0;
 }
 
+/* Who removes the segments of n rows of gone processes, nrun of them collected by their
+ * `cushim run` (seg_collecting_run), as stat says it (seg_gone_words). */
+static const char *remover(int n, int nrun)
+{
+    return !nrun       ? "`cushim gc` removes its segment"
+           : nrun == n ? "its `cushim run`, still going, reports it and removes its segment when it ends"
+                       : "`cushim gc` removes its segment, or its `cushim run` when that ends, if still going";
+}
+
 static int row(struct seg_entry *e, void *argp)
 {
     struct ps_arg *a = argp;
@@ -162,12 +173,19 @@ static int row(struct seg_entry *e, void *argp)
     }
     uint64_t c = proc_sum(&e->snap, CUSHIM_DEV_total_current), p = proc_sum(&e->snap, CUSHIM_DEV_total_peak);
     cushim_device_list(&e->snap, devs, sizeof devs, 8);
-    /* A copy of a gone process's segment (a backup, a restore) says nothing of how it ended. */
-    int gone_copy = e->stale && e->copy, stale = e->stale && !e->copy;
-    const char *state = gone_copy || (!e->stale && is_copy(a, e)) ? "copy" : stale ? "stale" : "live";
+    /* A copy of a gone process's segment (a backup, a restore) says nothing of how it ended; a
+     * segment with its exit report was left by a process that ended normally (or exec'd). */
+    int gone_copy = e->stale && e->copy, exited = e->stale && !e->copy && e->snap.exited;
+    int stale = e->stale && !e->copy && !e->snap.exited;
+    const char *state = gone_copy || (!e->stale && is_copy(a, e)) ? "copy"
+                        : exited                                  ? "exited"
+                        : stale                                   ? "stale"
+                                                                  : "live";
     int run = e->stale && seg_collecting_run(&e->snap) > 0;
     a->stale += stale;
     a->stale_run += stale && run;
+    a->exited += exited;
+    a->exited_run += exited && run;
     a->gone_copies += gone_copy;
     a->gone_copies_run += gone_copy && run;
     if (a->json) {
@@ -206,7 +224,8 @@ int cmd_ps(int argc, char **argv)
             printf("usage: cushim ps [--json]\n\nLists processes under cushim (yours; everyone's as root):\n"
                    "pid (as seen here, also for a container's process), user, state (live;\n"
                    "copy: another file or name of a process's segment, not the one it uses or\n"
-                   "used; stale: the process is gone), devices used, device bytes current and\n"
+                   "used; stale: the process ended without its exit report; exited: it ended\n"
+                   "with it, but its segment is left), devices used, device bytes current and\n"
                    "peak (summed over its devices; ^: a peak reset lowered the peak), phase\n"
                    "(run>compile while a `cushim phase` request waits for the process's next\n"
                    "allocation), command. A file named like a segment that cannot be read as one\n"
@@ -249,10 +268,10 @@ int cmd_ps(int argc, char **argv)
      * reports and removes it at its end (seg_gone_words, as stat says it). */
     if (!json && a.stale)
         printf("stale: the process ended without its exit report (killed, or _exit); %s\n",
-               !a.stale_run ? "`cushim gc` removes its segment"
-               : a.stale_run == a.stale
-                   ? "its `cushim run`, still going, reports it and removes its segment when it ends"
-                   : "`cushim gc` removes its segment, or its `cushim run` when that ends, if still going");
+               remover(a.stale, a.stale_run));
+    if (!json && a.exited)
+        printf("exited: the process ended with its exit report but left its segment (it could not remove "
+               "it, or kept it for its `cushim run`); %s\n", remover(a.exited, a.exited_run));
     /* gc leaves one whose `cushim run` goes on, and that run leaves copies (run_collect.c). */
     if (!json && a.gone_copies)
         printf("copy: a copy of the segment of a process that is gone, not the file it wrote, so it says "

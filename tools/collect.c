@@ -67,7 +67,7 @@ static int add(struct seg_entry *e, void *argp)
         return 0;
     }
     if (e->stale) {
-        a->l->stale++;
+        a->l->stale += !e->snap.exited && !e->copy; /* no exit report, and not a copy */
         if (a->named) {
             struct proc_gone *g = realloc(a->l->gone, (size_t)(a->l->ngone + 1) * sizeof *g);
             if (!g)

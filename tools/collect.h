@@ -22,7 +22,8 @@ struct proc_list {
     struct cushim_snapshot *procs; /* count live processes, largest device total first (NULL: none) */
     int count;
     int bad;      /* segments that could not be read (reported on stderr when `report`) */
-    int stale;    /* segments of processes that are gone (skipped) */
+    int stale;    /* segments of processes that ended without their exit report, copies not
+                   * counted (skipped, as are all segments of gone processes) */
     int copies;   /* live segments skipped as copies of a listed one (another name or file of it
                    * that the process does not map; said on stderr when `report`) */
     struct proc_gone *gone; /* those, when collecting given pids (else NULL); ngone of them */

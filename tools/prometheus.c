@@ -145,9 +145,10 @@ void prometheus_write(FILE *f, const struct proc_list *l, enum prom_command comm
            "segment files that could not be read (this user's, everyone's as root; under cushim stat PID..., those of the PIDs); cushim ps lists them");
     fprintf(f, "cushim_invalid_segments %d\n", l->bad);
     /* Processes that ended without their exit report (SIGKILL, the OOM killer): an alert on a
-     * kill, which otherwise only drops the process's series (an operator trial). */
+     * kill, which otherwise only drops the process's series (an operator trial). Not a segment
+     * left with its exit report, nor a copy (cushim ps: exited, copy). */
     header(f, "stale_segments", "gauge",
-           "segments of processes that ended without their exit report (killed: SIGKILL, the OOM killer; or _exit); cushim gc removes them");
+           "segments of processes that ended without their exit report (killed: SIGKILL, the OOM killer; or _exit), copies not counted; cushim gc removes them");
     fprintf(f, "cushim_stale_segments %d\n", l->stale);
     /* Per process, an info metric (the Prometheus idiom for facts that are labels): who runs it,
      * joined to the other series on pid (`* on(pid) group_left(uid) cushim_process_info`), so that
