@@ -111,8 +111,9 @@ static pid_t start_one_more(const char *scenario, const char *const *env, const 
 }
 
 /* With a device budget, top shows a LIMIT column: the budget of a process that has one, "-" for
- * one that has none, "!" after a budget that refused a request (in a column of its own: the
- * figures stay aligned), with a note under the table. */
+ * one that has none, "+" after one on only some of its devices and "!" after a budget that
+ * refused a request (in columns of their own: the figures stay aligned), each with a note under
+ * the table. */
 Test(top, top_shows_the_device_limit_when_a_process_has_one)
 {
     struct live_dirs d;
@@ -143,6 +144,7 @@ Test(top, top_shows_the_device_limit_when_a_process_has_one)
     cr_expect(strstr(r.out, row) != NULL, "refusing row:\n%s", r.out);
     cr_expect(strstr(r.out, "\n! the limit refused requests (out of memory for the program, or spilled): "
                             "`cushim stat PID` counts them\n") != NULL, "%s", r.out);
+    cr_expect(strstr(r.out, "\n+ ") == NULL, "no partial limit, no note:\n%s", r.out);
     run_free(&r);
     /* A budget on one of two devices ("+"), which refused a request there ("!"): both marks, the
      * figure still aligned (a review: "+" was never tested). */
@@ -152,6 +154,10 @@ Test(top, top_shows_the_device_limit_when_a_process_has_one)
     snprintf(row, sizeof row, "\n%7d 0,1      run             3.00 MiB   3.00 MiB  4.00 MiB+!       0 B       0 B  ",
              (int)both);
     cr_expect(strstr(r.out, row) != NULL, "two-device row:\n%s", r.out);
+    /* Both marks explained under the table, "+" first, as they stand. */
+    cr_expect(strstr(r.out, "\n+ only some of the process's devices have a limit: LIMIT sums theirs; the others have "
+                            "the card's memory\n! the limit refused requests (out of memory for the program, or "
+                            "spilled): `cushim stat PID` counts them\n") != NULL, "%s", r.out);
     run_free(&r);
     live_release(hold, (pid_t[]){limited, plain, refused, both}, 4);
 }

@@ -62,14 +62,27 @@ struct dev_total {
  * devices has one; after it, in two columns of their own (so the figures stay aligned: found by
  * an attack trial), "+" when only some have one (the others are limited by the card alone) and
  * "!" when a budget refused a request. */
-static void limit_label(const struct cushim_snapshot *p, char *out, size_t len)
+static uint32_t limited_devices(const struct cushim_snapshot *p)
 {
-    const char *refused = proc_sum(p, CUSHIM_DEV_limit_refused) ? "!" : "";
     uint32_t limited = 0;
     for (uint32_t n = 0; n < p->device_count; n++)
         limited += p->devices[n].dev[CUSHIM_DEV_limit] != 0;
+    return limited;
+}
+
+/* Whether only some of p's devices have a limit: LIMIT's "+". */
+static int limit_partial(const struct cushim_snapshot *p)
+{
+    uint32_t limited = limited_devices(p);
+    return limited && limited < p->device_count;
+}
+
+static void limit_label(const struct cushim_snapshot *p, char *out, size_t len)
+{
+    const char *refused = proc_sum(p, CUSHIM_DEV_limit_refused) ? "!" : "";
+    uint32_t limited = limited_devices(p);
     char b[32], marks[4];
-    snprintf(marks, sizeof marks, "%s%s", limited && limited < p->device_count ? "+" : "", refused);
+    snprintf(marks, sizeof marks, "%s%s", limit_partial(p) ? "+" : "", refused);
     snprintf(out, len, "%9s%-2s ", limited ? cushim_format_bytes(proc_sum(p, CUSHIM_DEV_limit), b, sizeof b) : "-",
              marks);
 }
@@ -206,10 +219,12 @@ static void frame(struct sink *k, const struct proc_list *l)
          "PHASE", "DEVICE-TOTAL", "TOTAL-PEAK", limits ? "    LIMIT   " : "", "PINNED", "OFFLOADED",
          graphs ? "GRAPH-POOL " : "", "COMMAND");
     /* The notes below the table keep their lines when the processes fill the screen. */
-    int notes = (l->bad != 0) + (l->copies != 0), reset = 0, refused = 0;
+    int notes = (l->bad != 0) + (l->copies != 0), reset = 0, refused = 0, partial = 0;
     for (int i = 0; i < l->count && !refused; i++)
         refused = proc_sum(&l->procs[i], CUSHIM_DEV_limit_refused) != 0;
-    notes += refused;
+    for (int i = 0; i < l->count && !partial; i++)
+        partial = limit_partial(&l->procs[i]);
+    notes += refused + partial;
     for (int j = 0; j < ntot && !reset; j++)
         reset = tot[j].lowered;
     notes += reset;
@@ -247,6 +262,9 @@ static void frame(struct sink *k, const struct proc_list *l)
     }
     if (hidden)
         line(k, y++, 0, "* the pid in its own pid namespace (a container's), whose processes are not visible here");
+    if (partial)
+        line(k, y++, 0, "+ only some of the process's devices have a limit: LIMIT sums theirs; the others have "
+                        "the card's memory");
     if (refused)
         line(k, y++, 0, "! the limit refused requests (out of memory for the program, or spilled): "
                         "`cushim stat PID` counts them");
