@@ -113,7 +113,9 @@ struct cushim_device_stats {
      * fit beside under CUSHIM_DEVICE_LIMIT. The device total, plus requests and frees still in
      * their call (a free leaves the device total as it is called, the budget once the driver has
      * freed the memory), the graph memory pool's reserve and the stream-ordered pools' idle reserve
-     * (freed memory a pool keeps below its release threshold), the reserves as last read; more
+     * (their whole reserve, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT summed, less the stream-ordered
+     * bytes requested from them: freed memory a pool keeps below its release threshold, and also
+     * the rest of the whole chunks a pool grew by), the reserves as last read; more
      * than device_total_current_bytes by those reserves. The budget reads the reserves again before it
      * next decides and at cudaMemGetInfo (whose free under a limit is then limit_bytes less this,
      * or the device's own free if lower), so between two such calls this may still count a reserve

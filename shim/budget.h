@@ -1,8 +1,9 @@
 /* Per-process device budget (CUSHIM_DEVICE_LIMIT): device bytes (device + async + vmm + array,
  * the device total) plus the graph memory pool's reserve (memory the driver holds for the
  * process's graph allocation nodes, last read by graph_pool_sample) plus the stream-ordered pools'
- * idle reserve (freed memory a pool keeps below its release threshold, last read by
- * async_pool_sample) may not pass the limit. Bytes
+ * idle reserve (their whole reserve less the stream-ordered bytes requested from them: freed
+ * memory a pool keeps, and the rest of the chunks it grew by; last read by async_pool_sample) may
+ * not pass the limit. Bytes
  * are reserved before the real call (cuMemAlloc, cuMemCreate, stream-ordered requests), so racing
  * threads cannot overshoot, and released when the allocation fails or is freed (account.h); where
  * the size is the driver's (arrays, pitched memory), after a successful call, which the shim
