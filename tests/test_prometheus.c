@@ -236,6 +236,13 @@ Test(prometheus, every_metric_is_documented)
     cr_assert_eq(stat(out, &st), 0);
     cr_expect_eq(st.st_mode & 0777, 0640, "mode %o", st.st_mode & 0777);
     cr_expect_gt(st.st_size, 100, "the families were written");
+    /* Never group write either (README: 0660 becomes 0640). */
+    cr_assert_eq(chmod(out, 0660), 0);
+    run_cmd(&r, to_file, env);
+    cr_expect_eq(r.status, 0, "%s", r.err);
+    run_free(&r);
+    cr_assert_eq(stat(out, &st), 0);
+    cr_expect_eq(st.st_mode & 0777, 0640, "mode %o", st.st_mode & 0777);
 }
 
 static int http_get(int port, const char *path, char *buf, size_t len)

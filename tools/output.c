@@ -138,9 +138,10 @@ int cli_output_open(struct cli_output *o, const char *path)
         return -1;
     if (lstat(path, &st) == 0 && S_ISREG(st.st_mode)) {
         /* Replacing a file (not a link, whose target's attributes are not the file's to take):
-         * it keeps its group and its read permissions, which a reader such as node_exporter's
+         * it keeps its group and its permission bits, which a reader such as node_exporter's
          * textfile collector running as its own user needs; never another owner, nor write
-         * permission for others (the file may hold every user's command lines). */
+         * permission for group or others (the file may hold every user's command lines): 0660
+         * becomes 0640. */
         if (fchown(fd, (uid_t)-1, st.st_gid) != 0) {
             /* not in that group (and not root): the mode still applies */
         }
