@@ -400,5 +400,5 @@ void shim_drop_context(CUcontext ctx)
     if (!atomic_load(&shim.seg->h.exited))
         graph_pool_sample_owed();
     if (n)
-        LOG_DEBUG("context %p torn down: %u allocations dropped", (void *)ctx, n);
+        LOG_DEBUG("context %p torn down: %u allocation%s dropped", (void *)ctx, n, n == 1 ? "" : "s");
 }

@@ -659,6 +659,35 @@ RT_TEST(device_reset_leaves_stream_ordered_memory)
     async_reset(p->static_rt, limit, GiB);
 }
 
+/* A context torn down says at debug level how many allocations it dropped, in the singular for
+ * one (a review: "1 allocations dropped"): cudaDeviceReset with one cudaMalloc alive (the
+ * stream-ordered ones stay), and with two. */
+RT_TEST(a_context_torn_down_says_how_many_allocations_it_dropped)
+{
+    static const struct {
+        const char *scenario, *words;
+    } cases[] = {{"async_reset", "1 allocation dropped"}, {"reset", "2 allocations dropped"}};
+    const char *extra[] = {"CUSHIM_LOG=debug", NULL};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        struct run_result r;
+        json_t *j = scenario(&r, p->static_rt, cases[i].scenario, extra);
+        const char *at = strstr(r.err, " torn down: ");
+        cr_assert(at, "%s", r.err);
+        const char *start = at;
+        while (start > r.err && start[-1] != '\n')
+            start--;
+        char line[256], want[256];
+        snprintf(line, sizeof line, "%.*s", (int)strcspn(start, "\n"), start);
+        int pid = 0;
+        unsigned long long ctx = 0;
+        cr_assert_eq(sscanf(line, "cushim[%d] debug: context 0x%llx", &pid, &ctx), 2, "%s", line);
+        snprintf(want, sizeof want, "cushim[%d] debug: context 0x%llx torn down: %s", pid, ctx, cases[i].words);
+        cr_expect_str_eq(line, want);
+        json_decref(j);
+        run_free(&r);
+    }
+}
+
 /* cuCtxDetach ends a context when its usage count reaches 0 (cuda.h): the shim drops that
  * context's 6 MiB then, not at the first detach (an attach raised the count). Before, cuCtxDetach
  * was not wrapped and the 6 MiB stayed counted for the rest of the run. */
