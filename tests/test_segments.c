@@ -395,6 +395,12 @@ Test(segments, a_stale_copy_does_not_say_the_process_lost_its_report)
     cr_expect_str_eq(json_string_value(jpath(j, "0.path")), backup);
     json_decref(j);
     run_free(&r);
+    /* stat, reset-peak and phase call it a copy too, not a stale segment. */
+    char p[16], words[1200];
+    snprintf(p, sizeof p, "%d", (int)pid);
+    snprintf(words, sizeof words, "cushim: process %d is gone (a copy of its segment, %s; `cushim gc` removes it)\n",
+             (int)pid, backup);
+    expect_same_words(segdir, p, words);
 }
 
 /* A process that ended with its exit report but left its segment (it could not remove it) is
@@ -432,6 +438,12 @@ Test(segments, a_segment_left_with_its_exit_report_is_not_called_killed)
     cr_expect_str_eq(json_string_value(jpath(j, "0.state")), "exited");
     json_decref(j);
     run_free(&r);
+    /* stat, reset-peak and phase say the same, not "stale segment". */
+    char p[16], words[1200];
+    snprintf(p, sizeof p, "%d", (int)pid);
+    snprintf(words, sizeof words, "cushim: process %d is gone (its segment %s, left with its exit report; "
+             "`cushim gc` removes it)\n", (int)pid, seg_path(segdir, pid));
+    expect_same_words(segdir, p, words);
 }
 
 /* The file its writer made, seen with another device number (through an overlay and its upper

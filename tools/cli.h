@@ -161,10 +161,15 @@ int seg_other_namespace(const struct cushim_snapshot *s);
  * its namespace's processes as seen from here). Not thread-safe (seg_scan's pid-namespace map). */
 pid_t seg_collecting_run(const struct cushim_snapshot *s);
 
-/* The one-line words (no "cushim: ", no newline) for process `pid` gone, whose stale segment is
- * `path`: who removes it, `cushim gc` or (run > 0: seg_collecting_run's) its `cushim run` when it
- * ends. Used by stat, reset-peak and phase alike. */
-void seg_gone_words(pid_t pid, const char *path, pid_t run, char *out, size_t len);
+/* What the segment of a gone process is, as `cushim ps` names it: stale (no exit report), exited
+ * (left with its exit report), or a copy (seg_file_is_copy: says nothing of how it ended). */
+enum seg_left { SEG_LEFT_STALE, SEG_LEFT_EXITED, SEG_LEFT_COPY };
+enum seg_left seg_left_of(const struct cushim_snapshot *s, ino_t ino);
+
+/* The one-line words (no "cushim: ", no newline) for process `pid` gone, whose segment `path` is
+ * left as `left`: who removes it, `cushim gc` or (run > 0: seg_collecting_run's) its `cushim run`
+ * when it ends (a copy: gc, after that run). Used by stat, reset-peak and phase alike. */
+void seg_gone_words(pid_t pid, const char *path, enum seg_left left, pid_t run, char *out, size_t len);
 
 /* Whether segment s, read from the file with inode `ino`, is a copy its process does not write:
  * another file than the one its writer made (the header's file_ino), judged in the writer's pid

@@ -175,8 +175,9 @@ static int row(struct seg_entry *e, void *argp)
     cushim_device_list(&e->snap, devs, sizeof devs, 8);
     /* A copy of a gone process's segment (a backup, a restore) says nothing of how it ended; a
      * segment with its exit report was left by a process that ended normally (or exec'd). */
-    int gone_copy = e->stale && e->copy, exited = e->stale && !e->copy && e->snap.exited;
-    int stale = e->stale && !e->copy && !e->snap.exited;
+    enum seg_left left = seg_left_of(&e->snap, e->ino);
+    int gone_copy = e->stale && left == SEG_LEFT_COPY, exited = e->stale && left == SEG_LEFT_EXITED;
+    int stale = e->stale && left == SEG_LEFT_STALE;
     const char *state = gone_copy || (!e->stale && is_copy(a, e)) ? "copy"
                         : exited                                  ? "exited"
                         : stale                                   ? "stale"

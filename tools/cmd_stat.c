@@ -103,7 +103,7 @@ static int select_named(struct proc_list *l, const pid_t *pids, int npids, int s
             cli_error("process %d: its segment cannot be read (said above)", (int)pids[i]);
         else if (gone) {
             char words[4400];
-            seg_gone_words(pids[i], gone->path, gone->run, words, sizeof words);
+            seg_gone_words(pids[i], gone->path, gone->left, gone->run, words, sizeof words);
             cli_error("%s", words);
         }
         else

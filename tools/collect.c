@@ -67,7 +67,7 @@ static int add(struct seg_entry *e, void *argp)
         return 0;
     }
     if (e->stale) {
-        a->l->stale += !e->snap.exited && !e->copy; /* no exit report, and not a copy */
+        a->l->stale += seg_left_of(&e->snap, e->ino) == SEG_LEFT_STALE; /* not exited, nor a copy */
         if (a->named) {
             struct proc_gone *g = realloc(a->l->gone, (size_t)(a->l->ngone + 1) * sizeof *g);
             if (!g)
@@ -76,7 +76,8 @@ static int add(struct seg_entry *e, void *argp)
             char *path = strdup(e->path);
             if (!path)
                 return 1;
-            g[a->l->ngone++] = (struct proc_gone){e->snap.pid, path, seg_collecting_run(&e->snap)};
+            g[a->l->ngone++] = (struct proc_gone){e->snap.pid, path, seg_left_of(&e->snap, e->ino),
+                                                  seg_collecting_run(&e->snap)};
         }
         return 0;
     }

@@ -8,11 +8,12 @@
 
 #include "tools/cli.h"
 
-/* A segment whose process is gone: its pid and path (owned by the list), and the `cushim run`
- * that collects it (seg_collecting_run; 0: none). */
+/* A segment whose process is gone: its pid and path (owned by the list), what it is (seg_left_of),
+ * and the `cushim run` that collects it (seg_collecting_run; 0: none). */
 struct proc_gone {
     pid_t pid;
     char *path;
+    enum seg_left left;
     pid_t run;
 };
 

@@ -495,13 +495,26 @@ pid_t seg_collecting_run(const struct cushim_snapshot *s)
                : 0;
 }
 
-void seg_gone_words(pid_t pid, const char *path, pid_t run, char *out, size_t len)
+enum seg_left seg_left_of(const struct cushim_snapshot *s, ino_t ino)
 {
-    if (run > 0)
-        snprintf(out, len, "process %d is gone (stale segment %s; its `cushim run`, pid %d, reports it and "
-                 "removes it when it ends)", (int)pid, path, (int)run);
+    return seg_file_is_copy(s, ino) ? SEG_LEFT_COPY : s->exited ? SEG_LEFT_EXITED : SEG_LEFT_STALE;
+}
+
+void seg_gone_words(pid_t pid, const char *path, enum seg_left left, pid_t run, char *out, size_t len)
+{
+    char what[1400];
+    snprintf(what, sizeof what, left == SEG_LEFT_COPY     ? "a copy of its segment, %s"
+                                : left == SEG_LEFT_EXITED ? "its segment %s, left with its exit report"
+                                                          : "stale segment %s", path);
+    /* A run leaves copies (run_collect.c): gc removes them once it has ended. */
+    if (run > 0 && left == SEG_LEFT_COPY)
+        snprintf(out, len, "process %d is gone (%s; `cushim gc` removes it once its `cushim run`, pid %d, has "
+                 "ended)", (int)pid, what, (int)run);
+    else if (run > 0)
+        snprintf(out, len, "process %d is gone (%s; its `cushim run`, pid %d, reports it and removes it when it "
+                 "ends)", (int)pid, what, (int)run);
     else
-        snprintf(out, len, "process %d is gone (stale segment %s; `cushim gc` removes it)", (int)pid, path);
+        snprintf(out, len, "process %d is gone (%s; `cushim gc` removes it)", (int)pid, what);
 }
 
 /* An invalid entry's reason says what to do about it when `cushim gc` would remove it. */
@@ -691,7 +704,7 @@ static struct cushim_segment *map_one(const char *path, pid_t pid, char *why, si
         snprintf(why, len, "segment %s names pid %d, not %d: not a segment of process %d", path,
                  (int)snap->pid, (int)pid, (int)pid);
     else if (is_stale(snap, &here))
-        seg_gone_words(pid, path, seg_collecting_run(snap), why, len);
+        seg_gone_words(pid, path, seg_left_of(snap, st.st_ino), seg_collecting_run(snap), why, len);
     else if (!believed(&st, snap, here, err, sizeof err) || a_copy(&st, snap, err, sizeof err))
         snprintf(why, len, "segment %s: %s", path, err);
     else {
