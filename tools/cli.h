@@ -29,6 +29,12 @@ int cmd_phase(int argc, char **argv);
  * with "...". */
 void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
+/* A value as a message shows it (an argument, a path, a program's name): quoted, escaped and,
+ * past 120 bytes, cut to its first 60 with "..." and its length (cushim_config_shown): a 10 kB
+ * argument is not echoed whole. In one of 4 static buffers used in turn (up to 4 in one message);
+ * not thread-safe (the CLI is one thread). */
+const char *cli_shown(const char *value);
+
 /* A word a subcommand does not take, said one way for all: `unknown option "W" for CMD (see
  * cushim CMD --help)` for one that starts with '-' (with "did you mean --X?" when W's name, before
  * any '=', is near a long option USAGE names, or --help: cushim_text_nearest's rule), else

@@ -168,7 +168,7 @@ int cmd_gc(int argc, char **argv)
         if (argv[1][0] == '-') /* --hlep, --help=1: said as every command says them */
             cli_bad_word("gc", argv[1], "cushim gc [--help]");
         else
-            cli_error("gc takes no arguments (got \"%s\")", argv[1]);
+            cli_error("gc takes no arguments (got %s)", cli_shown(argv[1]));
         return EXIT_USAGE;
     }
     int scanned = seg_scan(NULL, 0, sweep, &a);

@@ -64,14 +64,14 @@ int cmd_phase(int argc, char **argv)
             return 0;
         } else if (options && a[0] == '-' && a[1] && !(a[1] >= '0' && a[1] <= '9')) {
             if (*phase_hint(a, hint, sizeof hint)) /* --run, --phase=run: the phase meant */
-                cli_error("unknown option \"%s\" for phase (%ssee cushim phase --help)", a, hint);
+                cli_error("unknown option %s for phase (%ssee cushim phase --help)", cli_shown(a), hint);
             else /* --hlep, --help=1: as every command says them */
                 cli_bad_word("phase", a, "cushim phase PID compile|run");
             return EXIT_USAGE;
         } else if (count < 2) {
             words[count++] = a;
         } else {
-            cli_error("unexpected argument \"%s\" for phase (usage: cushim phase PID compile|run)", a);
+            cli_error("unexpected argument %s for phase (usage: cushim phase PID compile|run)", cli_shown(a));
             return EXIT_USAGE;
         }
     }
@@ -95,7 +95,7 @@ int cmd_phase(int argc, char **argv)
     if (pid < 0)
         return EXIT_USAGE;
     if (phase < 0) {
-        cli_error("\"%s\" is not a phase (%sexpected compile or run)", words[1],
+        cli_error("%s is not a phase (%sexpected compile or run)", cli_shown(words[1]),
                   phase_hint(words[1], hint, sizeof hint));
         return EXIT_USAGE;
     }

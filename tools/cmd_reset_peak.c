@@ -54,11 +54,11 @@ int cmd_reset_peak(int argc, char **argv)
             /* Digits only (strtol alone would take " +0" and "-0"), as every number of the CLI. */
             uint64_t ordinal;
             if (strlen(v) > 3 || cushim_parse_u64(v, CUSHIM_MAX_DEVICES - 1, &ordinal) != 0) {
-                cli_error("--device needs a device ordinal 0..%u (got \"%s\")", CUSHIM_MAX_DEVICES - 1, v);
+                cli_error("--device needs a device ordinal 0..%u (got %s)", CUSHIM_MAX_DEVICES - 1, cli_shown(v));
                 return EXIT_USAGE;
             }
             if (device_given && device != (long)ordinal) /* 1 and 01 are one device (a review) */
-                cli_error("--device given twice: \"%s\" replaces \"%s\"", v, device_given);
+                cli_error("--device given twice: %s replaces %s", cli_shown(v), cli_shown(device_given));
             device_given = v;
             device = (long)ordinal;
         } else if (options && argv[i][0] == '-' && !(pid && argv[i][1] >= '0' && argv[i][1] <= '9')) {
@@ -69,7 +69,8 @@ int cmd_reset_peak(int argc, char **argv)
             if ((pid = cli_parse_pid(argv[i])) < 0)
                 return EXIT_USAGE;
         } else {
-            cli_error("unexpected argument \"%s\" for reset-peak (usage: cushim reset-peak PID [--device N])", argv[i]);
+            cli_error("unexpected argument %s for reset-peak (usage: cushim reset-peak PID [--device N])",
+                      cli_shown(argv[i]));
             return EXIT_USAGE;
         }
     }

@@ -162,7 +162,7 @@ int cmd_run(int argc, char **argv)
         if (strcmp(argv[i], "--quiet") == 0) {
             quiet = 1;
         } else if (strncmp(argv[i], "--quiet=", 8) == 0) {
-            cli_error("--quiet takes no value (got \"%s\")", argv[i]);
+            cli_error("--quiet takes no value (got %s)", cli_shown(argv[i]));
             return EXIT_USAGE;
         } else if (strncmp(argv[i], "--json", 6) == 0 && (argv[i][6] == '\0' || argv[i][6] == '=')) {
             const char *v;
@@ -177,9 +177,9 @@ int cmd_run(int argc, char **argv)
             size_t d = 0;
             if (used == 0 && argv[i][1] && run_nearest_flag(argv[i], near, sizeof near, &d)) {
                 if (d == 0) /* the option itself, given a value it does not take: --help=1 */
-                    cli_error("%s takes no value (got \"%s\")", near, argv[i]);
+                    cli_error("%s takes no value (got %s)", near, cli_shown(argv[i]));
                 else
-                    cli_error("unknown option \"%s\" for run (did you mean %s? see cushim run --help)", argv[i],
+                    cli_error("unknown option %s for run (did you mean %s? see cushim run --help)", cli_shown(argv[i]),
                               near);
                 return EXIT_USAGE;
             }
@@ -263,9 +263,9 @@ int cmd_run(int argc, char **argv)
     /* One file for both: each would overwrite the other (a report named without %p is written by
      * every process at its exit, the summary after them all). */
     if (json && report_to && run_same_output_file(json, report_to)) {
-        cli_error("--json \"%s\" and %s \"%s\" name one file: the run's summary and the processes' exit "
-                  "reports would overwrite each other; give them two files; nothing was run", json,
-                  run_flag_given(CUSHIM_OPT_REPORT) ? "--report" : "CUSHIM_REPORT", report_typed);
+        cli_error("--json %s and %s %s name one file: the run's summary and the processes' exit "
+                  "reports would overwrite each other; give them two files; nothing was run", cli_shown(json),
+                  run_flag_given(CUSHIM_OPT_REPORT) ? "--report" : "CUSHIM_REPORT", cli_shown(report_typed));
         return EXIT_USAGE;
     }
     /* The log with the summary: the summary's rename at the end would remove what was logged
@@ -273,9 +273,9 @@ int cmd_run(int argc, char **argv)
      * it is written after the log's lines (test_reports). */
     const char *log_to = getenv("CUSHIM_LOG_FILE");
     if (json && log_to && *log_to && !strstr(log_to, "%p") && run_same_output_file(json, log_to)) {
-        cli_error("--json \"%s\" and %s \"%s\" name one file: the run's summary would replace the log; "
-                  "give them two files; nothing was run", json,
-                  run_flag_given(CUSHIM_OPT_LOG_FILE) ? "--log-file" : "CUSHIM_LOG_FILE", log_typed);
+        cli_error("--json %s and %s %s name one file: the run's summary would replace the log; "
+                  "give them two files; nothing was run", cli_shown(json),
+                  run_flag_given(CUSHIM_OPT_LOG_FILE) ? "--log-file" : "CUSHIM_LOG_FILE", cli_shown(log_typed));
         return EXIT_USAGE;
     }
     if (!run_flag_given(CUSHIM_OPT_REPORT_FORMAT) && !(report_to && *report_to)) {
@@ -412,9 +412,9 @@ int cmd_run(int argc, char **argv)
         if (n != (size_t)-1 && n < sizeof abs)
             cushim_parent_dir(abs, parent, sizeof parent);
         if (err == ENOENT && n < sizeof abs && stat(parent, &pst) != 0 && errno == ENOENT)
-            cli_error("--json \"%s\": %s does not exist; nothing was run", json, parent);
+            cli_error("--json %s: %s does not exist; nothing was run", cli_shown(json), parent);
         else
-            cli_error("cannot write --json \"%s\": %s; nothing was run", json, cli_output_strerror(err));
+            cli_error("cannot write --json %s: %s; nothing was run", cli_shown(json), cli_output_strerror(err));
         cli_remove_run_dir(dir);
         return EXIT_USAGE;
     }
@@ -456,12 +456,12 @@ int cmd_run(int argc, char **argv)
         char why[PATH_MAX + 128];
         /* (a value in two words, or a switch's after a space, stopped the run before: split) */
         if (e == EACCES && stat(prog[0], &st) == 0 && S_ISDIR(st.st_mode))
-            cli_error("cannot run \"%s\": it is a directory", prog[0]);
+            cli_error("cannot run %s: it is a directory", cli_shown(prog[0]));
         else if (e == ENOENT && (run_exec_missing_interpreter(prog[0], why, sizeof why) ||
                                  run_exec_not_on_path(prog[0], why, sizeof why)))
-            cli_error("cannot run \"%s\": %s", prog[0], why);
+            cli_error("cannot run %s: %s", cli_shown(prog[0]), why);
         else
-            cli_error("cannot run \"%s\": %s", prog[0], strerror(e));
+            cli_error("cannot run %s: %s", cli_shown(prog[0]), strerror(e));
         ssize_t w = write(exec_pipe[1], &e, sizeof e);
         (void)w;
         _exit(e == ENOENT ? 127 : 126);
@@ -505,7 +505,7 @@ int cmd_run(int argc, char **argv)
      * summary, as its last line, where it is seen. */
     int json_error = 0;
     if (json && !json_out.direct && cli_output_open(&json_out, json) != 0) {
-        cli_error("cannot write --json \"%s\": %s", json, cli_output_strerror(errno));
+        cli_error("cannot write --json %s: %s", cli_shown(json), cli_output_strerror(errno));
         if (code == 0)
             code = EXIT_USAGE;
     } else if (json && (json_error = write_json(&json_out, top, &c, cfg.disable, status)) != 0 && code == 0) {
@@ -577,7 +577,7 @@ int cmd_run(int argc, char **argv)
             cli_error("`%s` exited with status %d", prog[0], WEXITSTATUS(status));
     }
     if (json_error)
-        cli_error("error writing --json \"%s\": %s", json_out.path, cli_output_strerror(json_error));
+        cli_error("error writing --json %s: %s", cli_shown(json_out.path), cli_output_strerror(json_error));
     run_collected_free(&c);
     return code;
 }

@@ -341,11 +341,12 @@ int cmd_serve(int argc, char **argv)
     }
     int parsed = parse_listen(listen, &ss, &v6, &any);
     if (parsed == -2) {
-        cli_error("--listen \"%s\": no network interface of that name here (`ip link` lists them)", listen);
+        cli_error("--listen %s: no network interface of that name here (`ip link` lists them)", cli_shown(listen));
         return EXIT_USAGE;
     }
     if (parsed == -3) {
-        cli_error("--listen \"%s\": an interface (%%NAME) goes only with a link-local address (fe80::/10)", listen);
+        cli_error("--listen %s: an interface (%%NAME) goes only with a link-local address (fe80::/10)",
+                  cli_shown(listen));
         return EXIT_USAGE;
     }
     if (parsed != 0) {

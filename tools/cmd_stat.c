@@ -252,7 +252,7 @@ static int emit(const struct stat_args *a, const struct proc_list *l, long n, in
         return 0;
     if (!stream) {
         if (cli_output_open(&out, a->output) != 0) {
-            cli_error("cannot write --output \"%s\": %s", a->output, cli_output_strerror(errno));
+            cli_error("cannot write --output %s: %s", cli_shown(a->output), cli_output_strerror(errno));
             return EXIT_USAGE;
         }
         if (out.direct && a->interval > 0) {
@@ -288,7 +288,7 @@ static int emit(const struct stat_args *a, const struct proc_list *l, long n, in
             if (f == stdout)
                 clearerr(stdout); /* said once, here (not again by cushim.c's check) */
             if (a->output)
-                cli_error("cannot write --output \"%s\": %s", a->output, cli_output_strerror(e));
+                cli_error("cannot write --output %s: %s", cli_shown(a->output), cli_output_strerror(e));
             else
                 cli_error("cannot write to standard output: %s", strerror(e));
             rc = EXIT_USAGE;
@@ -296,7 +296,7 @@ static int emit(const struct stat_args *a, const struct proc_list *l, long n, in
     } else {
         fwrite(text, 1, len, out.f);
         if (cli_output_commit(&out) != 0 && !watch_stopped()) {
-            cli_error("cannot write --output \"%s\": %s", a->output, cli_output_strerror(errno));
+            cli_error("cannot write --output %s: %s", cli_shown(a->output), cli_output_strerror(errno));
             rc = EXIT_USAGE;
         }
     }
@@ -323,7 +323,7 @@ int cmd_stat(int argc, char **argv)
     /* --output is tried first: a bad one is the one line said, before any process is looked
      * for. */
     if (a.output && cli_output_try(a.output) != 0) {
-        cli_error("cannot write --output \"%s\": %s", a.output, cli_output_strerror(errno));
+        cli_error("cannot write --output %s: %s", cli_shown(a.output), cli_output_strerror(errno));
         free(a.pids);
         return EXIT_USAGE;
     }
@@ -377,7 +377,7 @@ int cmd_stat(int argc, char **argv)
             break;
     }
     if (t.keeping && cli_output_commit(&t.kept) != 0 && !watch_stopped() && rc != EXIT_USAGE) {
-        cli_error("cannot write --output \"%s\": %s", a.output, cli_output_strerror(errno));
+        cli_error("cannot write --output %s: %s", cli_shown(a.output), cli_output_strerror(errno));
         rc = EXIT_USAGE;
     }
     free(a.pids);

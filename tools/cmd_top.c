@@ -555,8 +555,8 @@ static int top_main(int argc, char **argv)
                     near = -1;
                 if (near >= 0)
                     snprintf(hint, sizeof hint, "did you mean %s? ", sort_names[near]);
-                cli_error("%s \"%s\" is not a column top sorts by (%sexpected device-total, total-peak, pinned, "
-                          "offloaded, graph-pool or pid)", opt, v, hint);
+                cli_error("%s %s is not a column top sorts by (%sexpected device-total, total-peak, pinned, "
+                          "offloaded, graph-pool or pid)", opt, cli_shown(v), hint);
                 return EXIT_USAGE;
             }
             cli_say_given(&sort_given, "--sort", opt, v, key == (enum sort_key)k);

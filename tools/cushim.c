@@ -33,6 +33,15 @@ void cli_error(const char *fmt, ...)
     fprintf(stderr, "cushim: %s\n", cushim_text_escaped(raw, line, sizeof line));
 }
 
+const char *cli_shown(const char *value)
+{
+    static char bufs[4][500];
+    static unsigned next;
+    char *b = bufs[next++ % 4];
+    cushim_config_shown(value ? value : "", b, sizeof bufs[0]);
+    return b;
+}
+
 void cli_say_replaced(const char *flag, const char **last, const char *now)
 {
     struct cli_given g = {*last, flag};
@@ -43,8 +52,8 @@ void cli_say_replaced(const char *flag, const char **last, const char *now)
 void cli_say_given(struct cli_given *g, const char *long_name, const char *typed, const char *now, int same)
 {
     if (g->value && !same)
-        cli_error("%s given twice: \"%s\" replaces \"%s\"", strcmp(g->typed, typed) == 0 ? typed : long_name,
-                  now, g->value);
+        cli_error("%s given twice: %s replaces %s", strcmp(g->typed, typed) == 0 ? typed : long_name,
+                  cli_shown(now), cli_shown(g->value));
     g->value = now;
     g->typed = typed;
 }
@@ -101,18 +110,19 @@ void cli_bad_word(const char *cmd, const char *word, const char *usage)
     const char *near = best >= 0 ? names[best] : "";
     int letter = cli_short_option(word, names, count);
     if (letter >= 0)
-        cli_error("unknown option \"%s\" for %s (did you mean %s? see cushim %s --help)", word, cmd, names[letter],
-                  cmd);
+        cli_error("unknown option %s for %s (did you mean %s? see cushim %s --help)", cli_shown(word), cmd,
+                  names[letter], cmd);
     else if (word[0] == '-' && word[1] >= '0' && word[1] <= '9' && strstr(usage, "PID"))
-        cli_error("\"%s\" is not a process id (a number from 1 to 2147483647)", word);
+        cli_error("%s is not a process id (a number from 1 to 2147483647)", cli_shown(word));
     else if (near[0] && best_d == 0 && strncmp(word, near, strlen(near)) == 0) /* itself, with a value: --json=1 */
-        cli_error("%s takes no value (got \"%s\")", near, word);
+        cli_error("%s takes no value (got %s)", near, cli_shown(word));
     else if (near[0])
-        cli_error("unknown option \"%s\" for %s (did you mean %s? see cushim %s --help)", word, cmd, near, cmd);
+        cli_error("unknown option %s for %s (did you mean %s? see cushim %s --help)", cli_shown(word), cmd, near,
+                  cmd);
     else if (word[0] == '-' && word[1])
-        cli_error("unknown option \"%s\" for %s (see cushim %s --help)", word, cmd, cmd);
+        cli_error("unknown option %s for %s (see cushim %s --help)", cli_shown(word), cmd, cmd);
     else
-        cli_error("unexpected argument \"%s\" for %s (usage: %s)", word, cmd, usage);
+        cli_error("unexpected argument %s for %s (usage: %s)", cli_shown(word), cmd, usage);
 }
 
 int cli_color(FILE *f)
@@ -203,8 +213,8 @@ int cli_value_is_option(const char *name, const char *value)
     if (!dashes || value[dashes] == '\0' ||
         (dashes == 1 && !((value[1] >= 'a' && value[1] <= 'z') || (value[1] >= 'A' && value[1] <= 'Z'))))
         return 0;
-    cli_error("%s needs a value, not the option \"%s\" (for a value that starts with %s, write %s=%s)",
-              name, value, dashes == 2 ? "--" : "-", name, value);
+    cli_error("%s needs a value, not the option %s (for a value that starts with %s, write %s=%s)",
+              name, cli_shown(value), dashes == 2 ? "--" : "-", name, strlen(value) > 120 ? "VALUE" : value);
     return 1;
 }
 
@@ -326,7 +336,7 @@ static int dispatch(int argc, char **argv)
     }
     if (strcmp(argv[1], "--version") == 0) {
         if (argc > 2) {
-            cli_error("unexpected argument \"%s\" after --version (it takes none)", argv[2]);
+            cli_error("unexpected argument %s after --version (it takes none)", cli_shown(argv[2]));
             return EXIT_USAGE;
         }
         printf("cushim %s\n", CUSHIM_VERSION);
@@ -360,9 +370,9 @@ static int dispatch(int argc, char **argv)
             if (strcmp(argv[k], "--") == 0) {
                 if (k + 1 < argc) {
                     if (commands[i].fn == cmd_gc)
-                        cli_error("gc takes no arguments (got \"%s\")", argv[k + 1]);
+                        cli_error("gc takes no arguments (got %s)", cli_shown(argv[k + 1]));
                     else
-                        cli_error("unexpected argument \"%s\" for %s (see cushim %s --help)", argv[k + 1], argv[1],
+                        cli_error("unexpected argument %s for %s (see cushim %s --help)", cli_shown(argv[k + 1]), argv[1],
                                   argv[1]);
                     return EXIT_USAGE;
                 }
@@ -379,18 +389,18 @@ static int dispatch(int argc, char **argv)
         if (k < 0 && cli_option_probe(argv[1], probe, sizeof probe))
             k = cushim_text_nearest(probe, strcspn(probe, "="), own, 2, strlen("--"), &d);
         if (k >= 0 && d == 0 && strncmp(argv[1], own[k], strlen(own[k])) == 0) {
-            cli_error("%s takes no value (got \"%s\")", own[k], argv[1]);
+            cli_error("%s takes no value (got %s)", own[k], cli_shown(argv[1]));
             return EXIT_USAGE;
         }
         char hint[64] = "";
         if (k >= 0)
             snprintf(hint, sizeof hint, "did you mean %s? ", own[k]);
-        cli_error("unknown option \"%s\" (%scushim takes --help or --version before a command: run, ps, "
-                  "stat, top, reset-peak, phase, gc, serve, help)", argv[1], hint);
+        cli_error("unknown option %s (%scushim takes --help or --version before a command: run, ps, "
+                  "stat, top, reset-peak, phase, gc, serve, help)", cli_shown(argv[1]), hint);
         return EXIT_USAGE;
     }
     char hint[64];
-    cli_error("unknown command \"%s\" (%sexpected one of run, ps, stat, top, reset-peak, phase, "
-              "gc, serve, help)", argv[1], command_hint(argv[1], 1, hint, sizeof hint));
+    cli_error("unknown command %s (%sexpected one of run, ps, stat, top, reset-peak, phase, "
+              "gc, serve, help)", cli_shown(argv[1]), command_hint(argv[1], 1, hint, sizeof hint));
     return EXIT_USAGE;
 }

@@ -87,8 +87,8 @@ int prometheus_parse_command_label(const char *opt, const char *v, enum prom_com
             *out = (enum prom_command)i;
             return 0;
         }
-    cli_error("%s \"%s\" is not one of full (the command line's first 64 bytes), name (the program's file "
-              "name) or none (no command label)", opt, v);
+    cli_error("%s %s is not one of full (the command line's first 64 bytes), name (the program's file "
+              "name) or none (no command label)", opt, cli_shown(v));
     return -1;
 }
 

@@ -161,7 +161,7 @@ int run_check_paths(const struct cushim_config *cfg)
              * directory was refused above). */
             size_t n = run_absolute_path(v, abs, sizeof abs);
             if (n == (size_t)-1) {
-                cli_error("%s\"%s\": cannot make it an absolute path: %s; nothing was run", name, v, strerror(errno));
+                cli_error("%s%s: cannot make it an absolute path: %s; nothing was run", name, cli_shown(v), strerror(errno));
                 bad = 1;
                 continue;
             }
@@ -169,7 +169,7 @@ int run_check_paths(const struct cushim_config *cfg)
                 /* What the shims would refuse (config.h): said now, not lost at exit. */
                 char cwd[4096] = "";
                 (void)!getcwd(cwd, sizeof cwd);
-                cli_error("%s\"%s\": %zu bytes once made absolute (from %s), at most %d; nothing was run", name, v, n,
+                cli_error("%s%s: %zu bytes once made absolute (from %s), at most %d; nothing was run", name, cli_shown(v), n,
                           cwd, CUSHIM_PATH_MAX - 1);
                 bad = 1;
                 continue;
@@ -185,14 +185,14 @@ int run_check_paths(const struct cushim_config *cfg)
         int rc = stat(dir, &st);
         const char *why = NULL;
         if (rc != 0 && errno == ENOENT) { /* found by a fresh-user trial: "not a directory (No such file...)" */
-            cli_error("%s\"%s\": %s does not exist; nothing was run", name, shown, dir);
+            cli_error("%s%s: %s does not exist; nothing was run", name, cli_shown(shown), dir);
             bad = 1;
             continue;
         }
         if (rc != 0 || !S_ISDIR(st.st_mode))
             why = rc != 0 ? strerror(errno) : "it is a file";
         if (why) {
-            cli_error("%s\"%s\": %s is not a directory (%s); nothing was run", name, shown, dir, why);
+            cli_error("%s%s: %s is not a directory (%s); nothing was run", name, cli_shown(shown), dir, why);
             bad = 1;
             continue;
         }
@@ -212,7 +212,7 @@ int run_check_paths(const struct cushim_config *cfg)
             if (max <= 0)
                 max = 255;
             if (len > (size_t)max) {
-                cli_error("%s\"%s\": its file name is %zu bytes%s, at most %ld there; nothing was run", name, shown,
+                cli_error("%s%s: its file name is %zu bytes%s, at most %ld there; nothing was run", name, cli_shown(shown),
                           len, strstr(base, "%p") ? " with a 7-digit pid" : "", max);
                 bad = 1;
                 continue;
@@ -221,7 +221,7 @@ int run_check_paths(const struct cushim_config *cfg)
         int named = !paths[i].is_dir && !strstr(v, "%p");
         int found = named && lstat(v, &lst) == 0;
         if (named && !found && errno != ENOENT) {
-            cli_error("%s\"%s\": cannot write it (%s); nothing was run", name, shown, strerror(errno));
+            cli_error("%s%s: cannot write it (%s); nothing was run", name, cli_shown(shown), strerror(errno));
             bad = 1;
             continue;
         }
@@ -246,13 +246,13 @@ int run_check_paths(const struct cushim_config *cfg)
             else if ((why = cushim_output_refusal(&fst)) == NULL && access(v, W_OK) != 0)
                 why = strerror(errno);
             if (why) {
-                cli_error("%s\"%s\": cannot write it (%s); nothing was run", name, shown, why);
+                cli_error("%s%s: cannot write it (%s); nothing was run", name, cli_shown(shown), why);
                 bad = 1;
             }
             continue;
         }
         if (access(dir, W_OK | X_OK) != 0 || create_probe(dir) != 0) {
-            cli_error("%s\"%s\": cannot create files in %s (%s); nothing was run", name, shown, dir, strerror(errno));
+            cli_error("%s%s: cannot create files in %s (%s); nothing was run", name, cli_shown(shown), dir, strerror(errno));
             bad = 1;
         }
     }

@@ -17,7 +17,8 @@ int watch_parse_interval(const char *option, const char *v, double *seconds)
     /* Decimal digits and a point only: strtod also takes " 1", "+1", "0x1", "1e0", "inf". */
     double s = strtod(v, &end);
     if (!*v || *end || v[strspn(v, "0123456789.")] || !(s >= 0.1 && s <= 3600)) {
-        cli_error("%s \"%s\" is not a number of seconds in 0.1..3600 (digits and a point, such as 0.5)", option, v);
+        cli_error("%s %s is not a number of seconds in 0.1..3600 (digits and a point, such as 0.5)", option,
+                  cli_shown(v));
         return -1;
     }
     *seconds = s;
@@ -30,12 +31,12 @@ int watch_parse_iterations(const char *option, const char *v, long *n)
     errno = 0;
     long k = strtol(v, &end, 10);
     if (*v && !v[strspn(v, "0123456789")] && errno == ERANGE) { /* a fresh-user trial: "not a whole number" */
-        cli_error("%s \"%s\" is too many times (at most %ld)", option, v, LONG_MAX);
+        cli_error("%s %s is too many times (at most %ld)", option, cli_shown(v), LONG_MAX);
         return -1;
     }
     if (!*v || *end || v[strspn(v, "0123456789")] || k < 1 || errno == ERANGE) {
         /* (found by a fresh-user trial: "from 1 to 9223372036854775807" told nothing) */
-        cli_error("%s \"%s\" is not a whole number of times, 1 or more", option, v);
+        cli_error("%s %s is not a whole number of times, 1 or more", option, cli_shown(v));
         return -1;
     }
     *n = k;

@@ -1,0 +1,59 @@
+/* The cushim command's words for bad input, from an attack on the CLI: long values cut in
+ * messages, odd --device spellings, a program that cannot be found or run (env syntax, a #!
+ * chain whose interpreter is missing, a directory on PATH), a process without a name, a run
+ * directory removed under a run, and what --help says of CUSHIM_DEVICE_LIMIT=0. */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "harness.h"
+
+/* Runs cushim with args (NULL-terminated, at most 8) and `env`; expects status and stderr. */
+static void expect_cli(const char *const *args, const char *const *env, int status, const char *err)
+{
+    struct run_result r;
+    const char *argv[10] = {cushim_bin()};
+    for (int a = 0; a < 8 && args[a]; a++)
+        argv[a + 1] = args[a];
+    run_cmd(&r, argv, env);
+    cr_expect_eq(r.status, status, "%s %s: %s", args[0], args[1] ? args[1] : "", r.err);
+    cr_expect_str_eq(r.err, err, "%s %s", args[0], args[1] ? args[1] : "");
+    run_free(&r);
+}
+
+Test(cli, a_long_value_is_cut_in_messages)
+{
+    /* A 10 kB argument was echoed whole (an attack trial): its first 60 bytes and its length. */
+    static char big[10001], dashed[10003], path[10020];
+    memset(big, 'x', sizeof big - 1);
+    snprintf(dashed, sizeof dashed, "--%s", big);
+    snprintf(path, sizeof path, "/nonexistent/%s", big);
+    char x60[61];
+    memset(x60, 'x', 60);
+    x60[60] = '\0';
+    char want[7][600];
+    snprintf(want[0], sizeof want[0], "cushim: unexpected argument \"%s...\" (10000 bytes) for ps (usage: cushim ps "
+             "[--json])\n", x60);
+    snprintf(want[1], sizeof want[1], "cushim: --output needs a value, not the option \"--%.58s...\" (10002 bytes) "
+             "(for a value that starts with --, write --output=VALUE)\n", x60);
+    snprintf(want[2], sizeof want[2], "cushim: cannot run \"%s...\" (10000 bytes): File name too long\n", x60);
+    snprintf(want[3], sizeof want[3], "cushim: cannot write --json \"/nonexistent/%.47s...\" (10013 bytes): File name "
+             "too long; nothing was run\n", x60);
+    snprintf(want[4], sizeof want[4], "cushim: unknown option \"--%.58s...\" (10002 bytes) for stat (see cushim stat "
+             "--help)\n", x60);
+    snprintf(want[5], sizeof want[5], "cushim: --device needs a device ordinal 0..63 (got \"%s...\" (10000 bytes))\n",
+             x60);
+    snprintf(want[6], sizeof want[6], "cushim: unknown command \"%s...\" (10000 bytes) (expected one of run, ps, stat, "
+             "top, reset-peak, phase, gc, serve, help)\n", x60);
+    expect_cli((const char *[]){"ps", big, NULL}, NULL, 2, want[0]);
+    expect_cli((const char *[]){"stat", "--output", dashed, NULL}, NULL, 2, want[1]);
+    expect_cli((const char *[]){"run", "--", big, NULL}, sim_env(NULL), 126, want[2]);
+    expect_cli((const char *[]){"run", "--json", path, "--", "true", NULL}, sim_env(NULL), 2, want[3]);
+    expect_cli((const char *[]){"stat", dashed, NULL}, NULL, 2, want[4]);
+    expect_cli((const char *[]){"reset-peak", "--device", big, "1", NULL}, NULL, 2, want[5]);
+    expect_cli((const char *[]){big, NULL}, NULL, 2, want[6]);
+}
+
