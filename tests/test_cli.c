@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "live.h"
 
 /* Runs cushim with args (NULL-terminated, at most 8) and `env`; expects status and stderr. */
 static void expect_cli(const char *const *args, const char *const *env, int status, const char *err)
@@ -57,3 +58,25 @@ Test(cli, a_long_value_is_cut_in_messages)
     expect_cli((const char *[]){big, NULL}, NULL, 2, want[6]);
 }
 
+Test(cli, a_device_ordinal_takes_leading_zeros_and_odd_spellings_are_said)
+{
+    /* An attack trial: `--device 000` was device 0, `--device 0000` refused; CUSHIM_DEVICE_LIMIT
+     * takes 0000:1G. Leading zeros say nothing; cuda:1 is offered the ordinal alone. */
+    const char *segdir;
+    char hold[600], p[16], want[300];
+    pid_t pid = start_held("hold", "t-device", &segdir, hold, sizeof hold);
+    snprintf(p, sizeof p, "%d", (int)pid);
+    struct run_result r;
+    cr_expect_eq(cli(segdir, &r, "reset-peak", p, "--device=0000"), 0, "%s", r.err);
+    snprintf(want, sizeof want, "pid %d: peaks of device 0 set to their current values\n", (int)pid);
+    cr_expect_str_eq(r.out, want);
+    run_free(&r);
+    cr_expect_eq(cli(segdir, &r, "reset-peak", p, "--device=cuda:1"), 2);
+    cr_expect_str_eq(r.err, "cushim: --device needs a device ordinal 0..63 (got \"cuda:1\"; the ordinal alone: "
+                            "--device 1)\n");
+    run_free(&r);
+    cr_expect_eq(cli(segdir, &r, "reset-peak", p, "--device=0064"), 2);
+    cr_expect_str_eq(r.err, "cushim: --device needs a device ordinal 0..63 (got \"0064\")\n");
+    run_free(&r);
+    live_release(hold, &pid, 1);
+}

@@ -51,10 +51,19 @@ int cmd_reset_peak(int argc, char **argv)
         if (got < 0)
             return EXIT_USAGE;
         if (got) {
-            /* Digits only (strtol alone would take " +0" and "-0"), as every number of the CLI. */
+            /* Digits only (strtol alone would take " +0" and "-0"), as every number of the CLI;
+             * leading zeros say nothing, as in CUSHIM_DEVICE_LIMIT's ordinals (an attack trial:
+             * 000 was device 0 and 0000 refused). */
             uint64_t ordinal;
-            if (strlen(v) > 3 || cushim_parse_u64(v, CUSHIM_MAX_DEVICES - 1, &ordinal) != 0) {
-                cli_error("--device needs a device ordinal 0..%u (got %s)", CUSHIM_MAX_DEVICES - 1, cli_shown(v));
+            if (cushim_parse_u64(v, CUSHIM_MAX_DEVICES - 1, &ordinal) != 0) {
+                /* cuda:1, GPU1: the ordinal alone is offered */
+                size_t letters = strspn(v, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"), lead = strlen(v);
+                while (lead > 0 && v[lead - 1] >= '0' && v[lead - 1] <= '9')
+                    lead--;
+                char hint[64] = "";
+                if (letters > 0 && lead > 0 && v[lead] && cushim_parse_u64(v + lead, CUSHIM_MAX_DEVICES - 1, &ordinal) == 0)
+                    snprintf(hint, sizeof hint, "; the ordinal alone: --device %llu", (unsigned long long)ordinal);
+                cli_error("--device needs a device ordinal 0..%u (got %s%s)", CUSHIM_MAX_DEVICES - 1, cli_shown(v), hint);
                 return EXIT_USAGE;
             }
             if (device_given && device != (long)ordinal) /* 1 and 01 are one device (a review) */
