@@ -80,3 +80,17 @@ Test(cli, a_device_ordinal_takes_leading_zeros_and_odd_spellings_are_said)
     run_free(&r);
     live_release(hold, &pid, 1);
 }
+
+Test(cli, an_assignment_as_the_program_offers_env)
+{
+    /* `cushim run VAR=x prog` (a shell's syntax) said only "not found on PATH" (an attack trial). */
+    expect_cli((const char *[]){"run", "VAR=x", "true", NULL}, sim_env(NULL), 127,
+               "cushim: cannot run \"VAR=x\": not found on PATH (a variable assignment, which cushim run does not "
+               "take: write cushim run -- env VAR=x true, or VAR=x cushim run -- true)\n");
+    expect_cli((const char *[]){"run", "--", "A=1", "B=2", "true", NULL}, sim_env(NULL), 127,
+               "cushim: cannot run \"A=1\": not found on PATH (a variable assignment, which cushim run does not "
+               "take: write cushim run -- env A=1 ... true, or A=1 ... cushim run -- true)\n");
+    /* Not a variable's name: the plain words. */
+    expect_cli((const char *[]){"run", "--", "1A=1", NULL}, sim_env(NULL), 127,
+               "cushim: cannot run \"1A=1\": not found on PATH\n");
+}

@@ -131,6 +131,27 @@ int run_exec_not_on_path(const char *prog, char *why, size_t n)
     return 1;
 }
 
+/* Whether word is NAME=VALUE, NAME a shell variable's name (letters, digits, '_'; no digit first). */
+static int assignment(const char *word)
+{
+    size_t name = strspn(word, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_");
+    return name > 0 && word[name] == '=' && !(word[0] >= '0' && word[0] <= '9');
+}
+
+int run_exec_assignment(char *const *prog, char *why, size_t n)
+{
+    if (!assignment(prog[0]))
+        return 0;
+    int k = 1;
+    while (prog[k] && assignment(prog[k]))
+        k++;
+    const char *next = prog[k] ? prog[k] : "PROGRAM";
+    snprintf(why, n, "not found on PATH (a variable assignment, which cushim run does not take: write "
+             "cushim run -- env %.60s%s %.60s, or %.60s%s cushim run -- %.60s)", prog[0], k > 1 ? " ..." : "", next,
+             prog[0], k > 1 ? " ..." : "", next);
+    return 1;
+}
+
 int run_exec_binary(const char *prog, char *out)
 {
     unsigned char head[80];

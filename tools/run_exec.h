@@ -23,6 +23,12 @@ int run_exec_missing_interpreter(const char *prog, char *why, size_t n);
  * or 0 (why untouched) for a name with a '/'. */
 int run_exec_not_on_path(const char *prog, char *why, size_t n);
 
+/* For a program word prog[0] that execvp did not find and that is a shell's assignment, NAME=VALUE
+ * (an attack trial: `cushim run VAR=x prog` said only "not found on PATH"): writes into why (n
+ * bytes) that cushim run sets no variables, and how to (env(1) after "--", or the variable before
+ * cushim), naming the program that follows the assignments; returns 1, else 0 (why untouched). */
+int run_exec_assignment(char *const *prog, char *why, size_t n);
+
 /* For `prog` as execvp takes it: 1 when the file execvp would run is a binary one (an ELF header,
  * or a NUL byte in its first line within its first 80 bytes, as bash tells a binary file), its
  * path then in out (PATH_MAX bytes); else 0. Such a file is run with execv, not execvp: execvp
