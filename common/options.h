@@ -34,7 +34,7 @@
     X(COMPILE_END, "CUSHIM_COMPILE_END", ENUM, "manual|graph-launch", "manual",                     \
       "end the compile phase automatically at the first CUDA graph launch (graph-launch)")          \
     X(DEVICE_LIMIT, "CUSHIM_DEVICE_LIMIT", DEVSIZES, "", "",                                        \
-      "per-process device memory limit: a size for every device, or '0:20GiB,1:10GiB'; empty = none") \
+      "per-process device memory limit: a size for every device, or '0:20GiB,1:10GiB'; empty or 0 = no limit") \
     X(SPILL, "CUSHIM_SPILL", BOOL, "", "off",                                                       \
       "serve a cudaMalloc/cudaMallocAsync request that fails for lack of memory from pinned host memory") \
     X(LIBRARY, "CUSHIM_LIBRARY", STRING, "", "",                                                    \

@@ -94,3 +94,22 @@ Test(cli, an_assignment_as_the_program_offers_env)
     expect_cli((const char *[]){"run", "--", "1A=1", NULL}, sim_env(NULL), 127,
                "cushim: cannot run \"1A=1\": not found on PATH\n");
 }
+
+Test(cli, help_says_a_device_limit_of_0_is_none)
+{
+    /* Only the README said CUSHIM_DEVICE_LIMIT=0 means no limit (an attack trial). */
+    struct run_result r;
+    const char *top[] = {cushim_bin(), "--help", NULL};
+    run_cmd(&r, top, NULL);
+    cr_expect_eq(r.status, 0);
+    cr_expect(strstr(r.out, "\nSettings are CUSHIM_ variables (cushim run --help lists them): CUSHIM_DEVICE_LIMIT=20GiB "
+                            "caps\neach process's device memory; CUSHIM_DEVICE_LIMIT=0 (or empty) means no limit.\n"),
+              "%s", r.out);
+    run_free(&r);
+    const char *run[] = {cushim_bin(), "run", "--help", NULL};
+    run_cmd(&r, run, NULL);
+    cr_expect_eq(r.status, 0);
+    cr_expect(strstr(r.out, "per-process device memory limit: a size for every device, or '0:20GiB,1:10GiB'; empty "
+                            "or 0 = no limit\n"), "%s", r.out);
+    run_free(&r);
+}

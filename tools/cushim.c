@@ -252,6 +252,10 @@ static void usage(FILE *f)
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         fprintf(f, "  %-11s %s\n", commands[i].name, commands[i].help);
     fprintf(f, "\n  --version   print the version\n");
+    /* The limit is what users come for; 0 as "no limit" was documented only in the README (an
+     * attack trial). */
+    fprintf(f, "\nSettings are CUSHIM_ variables (cushim run --help lists them): CUSHIM_DEVICE_LIMIT=20GiB caps\n"
+               "each process's device memory; CUSHIM_DEVICE_LIMIT=0 (or empty) means no limit.\n");
 }
 
 /* The command that ran, when it changes a process (reset-peak, phase): set by dispatch. */
