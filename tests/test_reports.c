@@ -559,16 +559,23 @@ Test(reports, a_missing_interpreter_is_named_not_the_program_that_exists)
                             "(its #! line) does not exist\n");
     run_free(&r);
     /* An interpreter that exists (a script whose own interpreter is missing) is not named as
-     * missing: the plain error. */
-    char nested[700], nested_text[800];
+     * missing: the one down the #! chain is, with the script that names it (an attack trial:
+     * "No such file or directory"), also two scripts down. */
+    char nested[700], nested_text[800], deeper[700], deeper_text[800];
     snprintf(nested_text, sizeof nested_text, "#!%s\n", script);
     put_program(nested, sizeof nested, "nested-interp.sh", nested_text, strlen(nested_text));
-    const char *a6[] = {cushim_bin(), "run", "--", nested, NULL};
-    run_cmd(&r, a6, sim_env(NULL));
-    cr_expect_eq(r.status, 127);
-    snprintf(expect, sizeof expect, "cushim: cannot run \"%s\": No such file or directory\n", nested);
-    cr_expect_str_eq(r.err, expect);
-    run_free(&r);
+    snprintf(deeper_text, sizeof deeper_text, "#!%s\n", nested);
+    put_program(deeper, sizeof deeper, "deeper-interp.sh", deeper_text, strlen(deeper_text));
+    const char *chained[] = {nested, deeper};
+    for (int k = 0; k < 2; k++) {
+        const char *a6[] = {cushim_bin(), "run", "--", chained[k], NULL};
+        run_cmd(&r, a6, sim_env(NULL));
+        cr_expect_eq(r.status, 127);
+        snprintf(expect, sizeof expect, "cushim: cannot run \"%s\": down its #! chain, the interpreter "
+                 "\"/nonexistent/interp\" of \"%s\" (its #! line) does not exist\n", chained[k], script);
+        cr_expect_str_eq(r.err, expect);
+        run_free(&r);
+    }
     put_program(crlf, sizeof crlf, "crlf.sh", "#!/bin/sh\r\necho ran\r\n", strlen("#!/bin/sh\r\necho ran\r\n"));
     const char *a3[] = {cushim_bin(), "run", "--", crlf, NULL};
     run_cmd(&r, a3, sim_env(NULL));

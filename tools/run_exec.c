@@ -76,38 +76,63 @@ static int open_resolved(const char *prog, char *path, void *head, size_t n, ssi
     return fd;
 }
 
-int run_exec_missing_interpreter(const char *prog, char *why, size_t n)
+/* The interpreter the file at fd names (its first got bytes in head): a script's #! one (*script
+ * 1) or an ELF file's loader (*script 0), into interp (PATH_MAX bytes); "" when none. */
+static void interpreter_of(int fd, char *head, ssize_t got, char *interp, int *script)
 {
-    char path[PATH_MAX], head[256], interp[PATH_MAX] = "";
-    ssize_t got;
-    int fd = open_resolved(prog, path, head, sizeof head - 1, &got);
-    if (fd < 0)
-        return 0;
-    int script = got >= 2 && head[0] == '#' && head[1] == '!';
-    if (script) {
+    interp[0] = '\0';
+    *script = got >= 2 && head[0] == '#' && head[1] == '!';
+    if (*script) {
         /* execve(2): "#!interpreter [optional-arg]", the interpreter a path up to a blank. */
         head[got] = '\0';
         char *s = head + 2;
         s += strspn(s, " \t");
-        snprintf(interp, sizeof interp, "%.*s", (int)strcspn(s, " \t\n"), s);
+        snprintf(interp, PATH_MAX, "%.*s", (int)strcspn(s, " \t\n"), s);
     } else if (got >= SELFMAG && memcmp(head, ELFMAG, SELFMAG) == 0) {
-        if (!elf64_interp(fd, interp, sizeof interp) && !elf32_interp(fd, interp, sizeof interp))
+        if (!elf64_interp(fd, interp, PATH_MAX) && !elf32_interp(fd, interp, PATH_MAX))
             interp[0] = '\0'; /* a read cut short may have left part of one */
     }
-    close(fd);
-    /* None named, or one that exists, which is not the missing one (it may be a script whose own
-     * is): the plain error then. */
-    struct stat st;
-    size_t len = strlen(interp);
-    if (!len || stat(interp, &st) == 0 || (script && len == 1 && interp[0] == '\r'))
+}
+
+int run_exec_missing_interpreter(const char *prog, char *why, size_t n)
+{
+    char path[PATH_MAX], head[256], interp[PATH_MAX] = "", by[PATH_MAX] = "";
+    ssize_t got;
+    int fd = open_resolved(prog, path, head, sizeof head - 1, &got), script = 0;
+    if (fd < 0)
         return 0;
+    /* Down a chain of interpreters (a script whose #! names a script, as the kernel follows up
+     * to 4 more): the first one that does not exist (an attack trial: "No such file or
+     * directory" for a chain whose last interpreter was missing). */
+    struct stat st;
+    for (int depth = 0;; depth++) {
+        interpreter_of(fd, head, got, interp, &script);
+        close(fd);
+        size_t len = strlen(interp);
+        if (!len || (script && len == 1 && interp[0] == '\r'))
+            return 0;
+        if (stat(interp, &st) != 0)
+            break;
+        /* It exists: not the missing one, unless it is a script or an ELF whose own is. */
+        if (depth == 4 || (fd = open(interp, O_RDONLY | O_CLOEXEC)) < 0)
+            return 0;
+        snprintf(by, sizeof by, "%s", interp);
+        got = read(fd, head, sizeof head - 1);
+    }
+    size_t len = strlen(interp);
+    char at[PATH_MAX + 32] = "", of[PATH_MAX + 16] = "";
+    if (by[0]) { /* named by the last link of the chain, not by the program itself */
+        snprintf(at, sizeof at, "down its #! chain, the ");
+        snprintf(of, sizeof of, " of \"%s\"", by);
+    } else
+        snprintf(at, sizeof at, "its ");
     if (!script)
-        snprintf(why, n, "its dynamic loader \"%s\" (ELF interpreter) does not exist", interp);
+        snprintf(why, n, "%sdynamic loader \"%s\" (ELF interpreter)%s does not exist", at, interp, of);
     else if (interp[len - 1] == '\r')
-        snprintf(why, n, "its interpreter \"%.*s\" followed by a carriage return (its #! line ends in "
-                 "\\r\\n, Windows line endings: convert the file, e.g. dos2unix)", (int)len - 1, interp);
+        snprintf(why, n, "%sinterpreter \"%.*s\"%s followed by a carriage return (its #! line ends in "
+                 "\\r\\n, Windows line endings: convert the file, e.g. dos2unix)", at, (int)len - 1, interp, of);
     else
-        snprintf(why, n, "its interpreter \"%s\" (its #! line) does not exist", interp);
+        snprintf(why, n, "%sinterpreter \"%s\"%s (its #! line) does not exist", at, interp, of);
     return 1;
 }
 
