@@ -113,3 +113,21 @@ Test(cli, help_says_a_device_limit_of_0_is_none)
                             "or 0 = no limit\n"), "%s", r.out);
     run_free(&r);
 }
+
+Test(cli, a_run_directory_removed_by_the_program_is_said)
+{
+    /* The program removed $CUSHIM_RUN_DIR: "no CUDA memory activity", exit 0 (an attack trial).
+     * Said in one line, and no summary reached the run: exit 2 as for a summary lost. */
+    struct run_result r;
+    const char *argv[] = {cushim_bin(), "run", "--", "sh", "-c", "rm -rf \"$CUSHIM_RUN_DIR\"", NULL};
+    run_cmd(&r, argv, sim_env(NULL));
+    cr_expect_eq(r.status, 2, "%s", r.err);
+    char head[800];
+    snprintf(head, sizeof head, "cushim: the run directory \"%s/tmp/cushim-run.", test_dir());
+    static const char tail[] = "\" was removed while `sh` ran (by the program, or a cleanup of TMPDIR): the summaries "
+                               "of its processes could not reach the run\n";
+    size_t n = strlen(r.err);
+    cr_expect(strncmp(r.err, head, strlen(head)) == 0 && n > strlen(tail) && !strcmp(r.err + n - strlen(tail), tail) &&
+              !strchr(r.err, '\n')[1], "%s", r.err);
+    run_free(&r);
+}

@@ -381,6 +381,8 @@ int cmd_run(int argc, char **argv)
         return EXIT_USAGE;
     }
     chmod(dir, 0700); /* whatever the umask: the run's processes write into it, the run reads it */
+    struct stat dir_st = {0};
+    lstat(dir, &dir_st);
     if (strlen(dir) >= CUSHIM_PATH_MAX) {
         /* The shims would refuse CUSHIM_RUN_DIR (config.h) and every summary would be lost. */
         cli_error("TMPDIR=%s makes the run directory %zu bytes long, at most %d (set a shorter TMPDIR); "
@@ -494,6 +496,11 @@ int cmd_run(int argc, char **argv)
     }
 
     struct collected c;
+    /* The program (or a cleanup of TMPDIR) may have removed the run directory, or put another in
+     * its place: no summary could reach the run, said in one line rather than as "no CUDA memory
+     * activity" (an attack trial). */
+    struct stat dir_now;
+    int dir_gone = lstat(dir, &dir_now) != 0 || dir_now.st_ino != dir_st.st_ino || dir_now.st_dev != dir_st.st_dev;
     run_collect(dir, id, &outer, &c);
     struct cushim_snapshot synth;
     const struct cushim_snapshot *top = c.top;
@@ -515,18 +522,23 @@ int cmd_run(int argc, char **argv)
     }
     /* A summary lost to a corrupted segment fails a run that otherwise succeeded, as a lost
      * --json does. */
-    if (c.unreadable && code == 0)
+    if ((c.unreadable || dir_gone) && code == 0)
         code = EXIT_USAGE;
     int policy_asked = cfg.offload != CUSHIM_OFFLOAD_OFF || cfg.spill;
     for (unsigned d = 0; d < CUSHIM_MAX_DEVICES; d++)
         policy_asked |= cfg.device_limit[d] != 0;
     if (quiet && cfg.disable && policy_asked) /* --quiet drops the summary, not this (a fresh-user trial) */
         fprintf(stderr, "cushim: counting is disabled (CUSHIM_DISABLE): no device limit, offload or spill\n");
+    if (dir_gone)
+        cli_error("the run directory %s was removed while `%s` ran (by the program, or a cleanup of TMPDIR): "
+                  "the summaries of its processes could not reach the run", cli_shown(dir), prog[0]);
     if (!quiet) {
         int status_said = 0;
         if (cfg.disable) {
             fprintf(stderr, "cushim: counting is disabled (CUSHIM_DISABLE): no summary, and no device limit, "
                             "offload or spill\n");
+        } else if (!c.top && c.ndesc == 0 && !c.running && dir_gone) {
+            /* said above */
         } else if (!c.top && c.ndesc == 0 && !c.running && c.unreadable) {
             cli_error("no summary of `%s` could be read: %d of this run's %s unreadable (said above)",
                       top->command, c.unreadable, c.unreadable == 1 ? "summaries is" : "summaries are");
