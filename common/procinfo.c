@@ -127,8 +127,10 @@ uint64_t cushim_self_start_time(void)
     return start_time_at("/proc/self/stat", 0);
 }
 
-/* The command line in the /proc file `path`, as cushim_proc_cmdline. */
-static int cmdline_at(const char *path, char *buf, size_t len)
+/* The command line in the /proc file `path`, as cushim_proc_cmdline; an empty argv[0] is the
+ * kernel's name of the process from the file `comm`, in brackets, as ps(1) shows a process
+ * without a command line (an attack trial: ps, top and stat showed an empty command). */
+static int cmdline_at(const char *path, const char *comm, char *buf, size_t len)
 {
     if (len == 0)
         return -1;
@@ -136,6 +138,15 @@ static int cmdline_at(const char *path, char *buf, size_t len)
     ssize_t n = read_file(path, buf, len - 1);
     if (n <= 0)
         return -1;
+    char name[32] = "";
+    if (buf[0] == '\0') {
+        ssize_t c = read_file(comm, name + 1, sizeof name - 3);
+        c = c > 0 && name[c] == '\n' ? c - 1 : c;
+        if (c > 0) {
+            name[0] = '[';
+            memcpy(name + 1 + c, "]", 2);
+        }
+    }
     if ((size_t)n == len - 1) {
         /* Cut: not in the middle of a UTF-8 character (its lead byte and the continuation
          * bytes that fit are dropped together). */
@@ -155,6 +166,13 @@ static int cmdline_at(const char *path, char *buf, size_t len)
         if (buf[i] == '\0')
             buf[i] = ' ';
     buf[n] = '\0';
+    size_t p = strlen(name);
+    if (p && p < len) { /* "[comm]", then the arguments after their space (cut to fit) */
+        size_t keep = (size_t)n < len - 1 - p ? (size_t)n : len - 1 - p;
+        memmove(buf + p, buf, keep);
+        memcpy(buf, name, p);
+        buf[p + keep] = '\0';
+    }
     return 0;
 }
 
@@ -166,17 +184,19 @@ int cushim_proc_cmdline(pid_t pid, char *buf, size_t len)
             buf[0] = '\0';
         return -1;
     }
+    char comm[64];
     snprintf(path, sizeof path, "/proc/%d/cmdline", (int)pid);
-    return cmdline_at(path, buf, len);
+    snprintf(comm, sizeof comm, "/proc/%d/comm", (int)pid);
+    return cmdline_at(path, comm, buf, len);
 }
 
 int cushim_self_cmdline(char *buf, size_t len)
 {
     /* proc(5): /proc/PID/cmdline is empty once the thread-group leader has ended (its memory
      * description gone, "a zombie"); the calling thread's own entry reads the same memory. */
-    if (cmdline_at("/proc/thread-self/cmdline", buf, len) == 0 && buf[0])
+    if (cmdline_at("/proc/thread-self/cmdline", "/proc/self/comm", buf, len) == 0 && buf[0])
         return 0;
-    return cmdline_at("/proc/self/cmdline", buf, len);
+    return cmdline_at("/proc/self/cmdline", "/proc/self/comm", buf, len);
 }
 
 uint64_t cushim_pidns_inode(void)

@@ -131,3 +131,21 @@ Test(cli, a_run_directory_removed_by_the_program_is_said)
               !strchr(r.err, '\n')[1], "%s", r.err);
     run_free(&r);
 }
+
+Test(cli, a_process_with_an_empty_argv0_is_named_by_its_comm)
+{
+    /* An empty argv[0] made an empty command in ps, top, stat and the summary (an attack trial):
+     * the kernel's name in brackets, as ps(1) shows it, then the arguments. */
+    if (!on_path("bash")) {
+        cr_log_warn("not run: no bash (exec -a) on PATH");
+        return;
+    }
+    struct run_result r;
+    const char *argv[] = {"bash", "-c", "exec -a '' \"$0\" malloc >/dev/null", program("rt_prog"), NULL};
+    json_t *j = run_under_cushim(&r, argv, sim_env(NULL));
+    cr_expect_eq(r.status, 0, "%s", r.err);
+    json_t *cmd = json_object_get(j, "command");
+    cr_expect_str_eq(json_string_value(cmd) ? json_string_value(cmd) : "(none)", "[rt_prog] malloc");
+    json_decref(j);
+    run_free(&r);
+}
