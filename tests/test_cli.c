@@ -149,3 +149,24 @@ Test(cli, a_process_with_an_empty_argv0_is_named_by_its_comm)
     json_decref(j);
     run_free(&r);
 }
+
+Test(cli, a_repeating_stat_says_when_its_process_exits)
+{
+    /* `cushim stat -d` of a PID stopped without a word when the process exited (an attack trial). */
+    const char *segdir;
+    char hold[600], p[16], out[800], env_seg[800];
+    pid_t pid = start_held("hold", "t-stat-exit", &segdir, hold, sizeof hold);
+    snprintf(p, sizeof p, "%d", (int)pid);
+    snprintf(out, sizeof out, "%s/stat-exit.out", test_dir());
+    snprintf(env_seg, sizeof env_seg, "CUSHIM_SEGMENT_DIR=%s", segdir);
+    const char *argv[] = {cushim_bin(), "stat", "-d", "0.1", p, NULL};
+    pid_t stat = spawn_bg_to(argv, (const char *[]){env_seg, NULL}, out);
+    usleep(300 * 1000); /* a first snapshot, at least */
+    live_release(hold, &pid, 1);
+    cr_expect_eq(wait_bg(stat), 0);
+    char *text = slurp(out), want[200];
+    snprintf(want, sizeof want, "\ncushim: process %d exited (no live segment left): stat stops\n", (int)pid);
+    size_t n = strlen(text);
+    cr_expect(n > strlen(want) && !strcmp(text + n - strlen(want), want), "%s", text);
+    free(text);
+}

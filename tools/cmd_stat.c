@@ -363,6 +363,11 @@ int cmd_stat(int argc, char **argv)
         /* With PIDs, a repeating stat ends when none of them is left (the last snapshot stays in
          * an --output file), and writes nothing when none is there at first (said, exit 1). */
         if (a.npids && !l.count && (n || a.interval > 0)) {
+            /* Said when they went during the watch (an attack trial: it stopped without a word). */
+            if (n && a.npids == 1)
+                cli_error("process %d exited (no live segment left): stat stops", (int)a.pids[0]);
+            else if (n)
+                cli_error("the %d processes watched exited (no live segment left): stat stops", a.npids);
             proc_list_free(&l);
             break;
         }
