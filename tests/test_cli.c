@@ -170,3 +170,15 @@ Test(cli, a_repeating_stat_says_when_its_process_exits)
     cr_expect(n > strlen(want) && !strcmp(text + n - strlen(want), want), "%s", text);
     free(text);
 }
+
+Test(cli, a_directory_on_path_named_as_the_program_is_said)
+{
+    /* execvp's EACCES for a directory along PATH read "Permission denied" (an attack trial). */
+    char dir[700], sub[760], path_env[900], want[1200];
+    snprintf(dir, sizeof dir, "%s", fresh_dir("path-dir"));
+    snprintf(sub, sizeof sub, "%s/trainer", dir);
+    cr_assert_eq(mkdir(sub, 0755), 0);
+    snprintf(path_env, sizeof path_env, "PATH=%s:/usr/bin:/bin", dir);
+    snprintf(want, sizeof want, "cushim: cannot run \"trainer\": not found on PATH (%s there is a directory)\n", sub);
+    expect_cli((const char *[]){"run", "--", "trainer", NULL}, sim_env((const char *[]){path_env, NULL}), 127, want);
+}

@@ -459,6 +459,10 @@ int cmd_run(int argc, char **argv)
         /* (a value in two words, or a switch's after a space, stopped the run before: split) */
         if (e == EACCES && stat(prog[0], &st) == 0 && S_ISDIR(st.st_mode))
             cli_error("cannot run %s: it is a directory", cli_shown(prog[0]));
+        else if (e == EACCES && run_exec_dir_on_path(prog[0], why, sizeof why)) {
+            cli_error("cannot run %s: %s", cli_shown(prog[0]), why);
+            e = ENOENT; /* not found, 127, as a shell says of it */
+        }
         else if (e == ENOENT && run_exec_assignment(prog, why, sizeof why))
             cli_error("cannot run %s: %s", cli_shown(prog[0]), why);
         else if (e == ENOENT && (run_exec_missing_interpreter(prog[0], why, sizeof why) ||

@@ -177,6 +177,31 @@ int run_exec_assignment(char *const *prog, char *why, size_t n)
     return 1;
 }
 
+int run_exec_dir_on_path(const char *prog, char *why, size_t n)
+{
+    if (strchr(prog, '/') || !*prog)
+        return 0;
+    char fallback[PATH_MAX] = "", dir[PATH_MAX];
+    const char *path = getenv("PATH");
+    if (!path) {
+        confstr(_CS_PATH, fallback, sizeof fallback);
+        path = fallback;
+    }
+    struct stat st;
+    for (const char *p = path;; p++) {
+        const char *end = strchr(p, ':');
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+        int k = len ? snprintf(dir, sizeof dir, "%.*s/%s", (int)len, p, prog) : snprintf(dir, sizeof dir, "./%s", prog);
+        if (k > 0 && k < (int)sizeof dir && stat(dir, &st) == 0 && S_ISDIR(st.st_mode)) {
+            snprintf(why, n, "not found on PATH (%.200s there is a directory)", dir);
+            return 1;
+        }
+        if (!end)
+            return 0;
+        p = end;
+    }
+}
+
 int run_exec_binary(const char *prog, char *out)
 {
     unsigned char head[80];

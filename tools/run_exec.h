@@ -32,6 +32,12 @@ int run_exec_not_on_path(const char *prog, char *why, size_t n);
  * cushim), naming the program that follows the assignments; returns 1, else 0 (why untouched). */
 int run_exec_assignment(char *const *prog, char *why, size_t n);
 
+/* For `prog` without a '/' that execvp refused with EACCES: when a directory along PATH has that
+ * name (execvp's EACCES for it, "Permission denied", read as a program not allowed to run: an
+ * attack trial), writes "not found on PATH (DIR/prog there is a directory)" into why (n bytes)
+ * and returns 1; else 0 (why untouched). */
+int run_exec_dir_on_path(const char *prog, char *why, size_t n);
+
 /* For `prog` as execvp takes it: 1 when the file execvp would run is a binary one (an ELF header,
  * or a NUL byte in its first line within its first 80 bytes, as bash tells a binary file), its
  * path then in out (PATH_MAX bytes); else 0. Such a file is run with execv, not execvp: execvp
