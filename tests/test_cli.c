@@ -2,10 +2,14 @@
  * messages, odd --device spellings, a program that cannot be found or run (env syntax, a #!
  * chain whose interpreter is missing, a directory on PATH), a process without a name, a run
  * directory removed under a run, and what --help says of CUSHIM_DEVICE_LIMIT=0. */
+#include <arpa/inet.h>
 #include <criterion/criterion.h>
+#include <netinet/in.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -181,4 +185,44 @@ Test(cli, a_directory_on_path_named_as_the_program_is_said)
     snprintf(path_env, sizeof path_env, "PATH=%s:/usr/bin:/bin", dir);
     snprintf(want, sizeof want, "cushim: cannot run \"trainer\": not found on PATH (%s there is a directory)\n", sub);
     expect_cli((const char *[]){"run", "--", "trainer", NULL}, sim_env((const char *[]){path_env, NULL}), 127, want);
+}
+
+/* A TCP port of 127.0.0.1 free now. */
+static int free_port(void)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    cr_assert_geq(fd, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = 0};
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof a;
+    cr_assert_eq(bind(fd, (struct sockaddr *)&a, sizeof a), 0);
+    cr_assert_eq(getsockname(fd, (struct sockaddr *)&a, &len), 0);
+    close(fd);
+    return ntohs(a.sin_port);
+}
+
+Test(cli, serve_says_the_address_it_serves_not_the_words_typed)
+{
+    /* `--listen [::ffff:127.0.0.1]:09400` was echoed as typed (an attack trial): the URL served. */
+    char seg[700], listen[64], out[800], want[100];
+    snprintf(seg, sizeof seg, "CUSHIM_SEGMENT_DIR=%s", fresh_dir("serve-shown"));
+    int port = free_port();
+    snprintf(listen, sizeof listen, "[::ffff:127.0.0.1]:0%d", port);
+    snprintf(out, sizeof out, "%s/serve-shown.out", test_dir());
+    const char *argv[] = {cushim_bin(), "serve", "--listen", listen, NULL};
+    pid_t srv = spawn_bg_to(argv, (const char *[]){seg, NULL}, out);
+    char *text = NULL;
+    for (int i = 0; i < 3000; i++) {
+        text = slurp(out);
+        if (strchr(text, '\n'))
+            break;
+        free(text);
+        text = NULL;
+        usleep(10000);
+    }
+    kill(srv, SIGTERM);
+    cr_expect_eq(wait_bg(srv), 0);
+    snprintf(want, sizeof want, "cushim: serving http://127.0.0.1:%d/metrics\n", port);
+    cr_expect(text && !strncmp(text, want, strlen(want)), "%s", text ? text : "(nothing said)");
+    free(text);
 }

@@ -239,6 +239,24 @@ static size_t keep_escapes(void *cls, struct MHD_Connection *c, char *s)
 /* ADDR:PORT, [V6ADDR]:PORT or :PORT (every address, IPv4 and IPv6). Addresses are numeric; an
  * IPv6 one may name its interface (fe80::1%eth0, RFC 4007), and an IPv4-mapped one
  * (::ffff:127.0.0.1, RFC 4291 2.5.5.2) is its IPv4 address. */
+/* The address parse_listen made, as a URL's host and port: "127.0.0.1:9400", "[::1]:9400",
+ * "[fe80::1%eth0]:9400" (what is served, not the words typed: 09400, ::ffff:127.0.0.1). */
+static void listen_shown(const struct sockaddr_storage *ss, int v6, char *out, size_t len)
+{
+    char host[INET6_ADDRSTRLEN] = "?", zone[IF_NAMESIZE + 1] = "";
+    if (v6) {
+        const struct sockaddr_in6 *a = (const struct sockaddr_in6 *)ss;
+        inet_ntop(AF_INET6, &a->sin6_addr, host, sizeof host);
+        if (a->sin6_scope_id && if_indextoname(a->sin6_scope_id, zone + 1))
+            zone[0] = '%';
+        snprintf(out, len, "[%s%s]:%u", host, zone, (unsigned)ntohs(a->sin6_port));
+    } else {
+        const struct sockaddr_in *a = (const struct sockaddr_in *)ss;
+        inet_ntop(AF_INET, &a->sin_addr, host, sizeof host);
+        snprintf(out, len, "%s:%u", host, (unsigned)ntohs(a->sin_port));
+    }
+}
+
 static int parse_listen(const char *s, struct sockaddr_storage *ss, int *v6, int *any)
 {
     *any = 0;
@@ -351,8 +369,8 @@ int cmd_serve(int argc, char **argv)
     }
     if (parsed != 0) {
         cli_error("--listen needs ADDR:PORT with a numeric address and a port 1..65535 (e.g. "
-                  "127.0.0.1:9400, [::1]:9400, :9400 for every address), got \"%s\"",
-                  listen);
+                  "127.0.0.1:9400, [::1]:9400, :9400 for every address), got %s",
+                  cli_shown(listen));
         return EXIT_USAGE;
     }
     /* SIGINT/SIGTERM/SIGHUP end the server, taken by sigwait below: blocked first, so that neither
@@ -384,15 +402,20 @@ int cmd_serve(int argc, char **argv)
                                                   MHD_OPTION_PER_IP_CONNECTION_LIMIT, 64u,
                                                   MHD_OPTION_NOTIFY_CONNECTION, on_connection, NULL,
                                                   MHD_OPTION_UNESCAPE_CALLBACK, keep_escapes, NULL, MHD_OPTION_END);
+    char shown[INET6_ADDRSTRLEN + IF_NAMESIZE + 16];
+    if (any)
+        snprintf(shown, sizeof shown, ":%u", (unsigned)port);
+    else
+        listen_shown(&ss, v6, shown, sizeof shown);
     if (!d) {
-        cli_error("cannot listen on %s: %s", listen,
+        cli_error("cannot listen on %s: %s", shown,
                   errno ? strerror(errno) : "address in use or not an address of this machine");
         return EXIT_USAGE;
     }
     if (any)
         fprintf(stderr, "cushim: serving /metrics on port %u of every address\n", (unsigned)port);
     else
-        fprintf(stderr, "cushim: serving http://%s/metrics\n", listen);
+        fprintf(stderr, "cushim: serving http://%s/metrics\n", shown);
     struct timespec tick = {1, 0};
     while (sigtimedwait(&stop_signals, NULL, &tick) < 0)
         cut_slow_connections();
