@@ -288,9 +288,15 @@ SHIM_EXPORT CUresult CUDAAPI cuMemMap(CUdeviceptr ptr, size_t size, size_t offse
         }
         struct shim_entry old;
         int put = table_put(&shim.vmm_maps, &e, &old);
-        if (put < 0)
+        if (put < 0) {
             track_table_full();
-        else if (put == 1 && !(old.flags & SHIM_F_UNTRACKED)) {
+            /* Not kept, its unmap will not be seen: it must not hold its handle's memory
+             * counted for ever, so the handle's mapping goes now. */
+            if (!(e.flags & SHIM_F_UNTRACKED)) {
+                struct handle_drop d = handle_drop_before(handle, map_drop);
+                handle_drop_after(&d, CUDA_SUCCESS, true);
+            }
+        } else if (put == 1 && !(old.flags & SHIM_F_UNTRACKED)) {
             /* A mapping still listed where the driver just mapped: it was unmapped unseen, so
              * its handle's mapping goes now. */
             struct handle_drop d = handle_drop_before(old.aux, map_drop);

@@ -1209,3 +1209,26 @@ Test(core, out_of_memory_for_the_table_passes_calls_through)
         run_free(&r);
     }
 }
+
+/* The shim's tables full (libfailmmap.so, one arena chunk): a handle mapped at 16,000 places,
+ * most of whose mappings the table cannot hold, then all unmapped and the handle released. The
+ * mappings it could not keep are not counted as holding the handle: once the handle is released
+ * and every mapping unmapped, its memory is counted freed (before: each lost mapping kept the
+ * handle's memory counted for ever). */
+Test(core, mappings_the_table_cannot_hold_pass_through)
+{
+    char pre[700], lib[700];
+    snprintf(pre, sizeof pre, "LD_PRELOAD=%s", program("libfailmmap.so"));
+    snprintf(lib, sizeof lib, "FAIL_MMAP_LIB=%s", shim_lib());
+    const char *extra[] = {pre, lib, "FAIL_MMAP_AFTER=1", "SIMCUDA_VMM_GRANULARITY=65536", NULL};
+    struct run_result r;
+    json_t *j = scenario(&r, 0, "vmm_maps_full", extra);
+    cr_expect(kv_u64(r.out, "failmmap.refused") > 0, "the shim's mappings were refused");
+    cr_expect(strstr(r.err, "out of memory for the allocation table") != NULL, "%s", r.err);
+    cr_expect_eq(kv_u64(r.out, "granularity"), 65536);
+    cr_expect_eq(kv_u64(r.out, "after_release"), 0);
+    expect_kind(j, 0, "vmm", 0, 65536, 1, 1, 0);
+    cr_expect_eq(kv_u64(r.out, "sim.device.0"), 0);
+    json_decref(j);
+    run_free(&r);
+}

@@ -1994,6 +1994,104 @@ static int scenario_many_live(void)
     return 0;
 }
 
+/* Run with libfailmmap.so (FAIL_MMAP_AFTER=1) so that the shim's tables fill up. One 64 KiB
+ * (SIMCUDA_VMM_GRANULARITY) handle mapped at MAPS_FULL places, more than the shim's mapping table
+ * holds then. With REFUSE=1 the first mapping's unmap is refused once (SIMCUDA_INJECT=
+ * cuMemUnmap:1:raise=SIGUSR1,cuMemUnmap:1:CODE) while the signal's job maps the handle at 1000
+ * more places. Then every mapping is unmapped and the handle released. Prints rc_unmap (REFUSE)
+ * and after_release=<device total cushim counts then>. */
+#define MAPS_FULL 16000
+#define MAPS_MORE 1000
+static CUdeviceptr full_va;
+static size_t full_g;
+static CUmemGenericAllocationHandle full_h;
+
+static void map_more(void)
+{
+    struct vmm_api v = vmm_api();
+    for (int i = 0; i < MAPS_MORE; i++)
+        if (v.map(full_va + (MAPS_FULL + i) * full_g, full_g, 0, full_h, 0))
+            exit(20);
+}
+
+static int scenario_vmm_maps_full(void)
+{
+    CHECK(cudaFree(NULL));
+    struct vmm_api v = vmm_api();
+    uint64_t (*current)(int) = (uint64_t(*)(int))cushim_fn("cushim_device_current_bytes");
+    CUmemAllocationProp prop = vmm_prop(0);
+    bool refuse = getenv("REFUSE") && atoi(getenv("REFUSE"));
+    if (!current || v.granularity(&full_g, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM) ||
+        v.create(&full_h, full_g, &prop, 0) || v.reserve(&full_va, (MAPS_FULL + MAPS_MORE) * full_g, 0, 0, 0))
+        return 12;
+    int maps = MAPS_FULL;
+    for (int i = 0; i < MAPS_FULL; i++)
+        if (v.map(full_va + i * full_g, full_g, 0, full_h, 0))
+            return 13;
+    if (refuse) {
+        pthread_t t;
+        if (job_thread_start(&t, map_more))
+            return 14;
+        printf("rc_unmap=%d\n", (int)v.unmap(full_va, full_g));
+        pthread_join(t, NULL);
+        maps += MAPS_MORE;
+    }
+    for (int i = 0; i < maps; i++)
+        if (v.unmap(full_va + i * full_g, full_g))
+            return 15;
+    if (v.release(full_h))
+        return 16;
+    printf("after_release=%llu\ngranularity=%zu\n", (unsigned long long)current(0), full_g);
+    return 0;
+}
+
+/* Run with libfailmmap.so (FAIL_MMAP_AFTER=1): 20,000 live allocations of 512 bytes fill the
+ * shim's table; the free of the last one it counted is refused (SIMCUDA_INJECT=
+ * cuMemFree_v2:1:raise=SIGUSR1,cuMemFree_v2:1:CODE) while the signal's job makes 1000 more,
+ * then freed again; then everything is freed. Prints rc_free, after_refusal and end=<device total
+ * cushim counts after the refusal and at the end>. */
+#define FREE_FULL_N 20000
+#define FREE_FULL_MORE 1000
+static void *free_full_more[FREE_FULL_MORE];
+
+static void allocate_more(void)
+{
+    for (int i = 0; i < FREE_FULL_MORE; i++)
+        if (cudaMalloc(&free_full_more[i], 512) != cudaSuccess)
+            exit(20);
+}
+
+static int scenario_free_refused_table_full(void)
+{
+    uint64_t (*current)(int) = (uint64_t(*)(int))cushim_fn("cushim_device_current_bytes");
+    void **p = malloc(FREE_FULL_N * sizeof *p);
+    if (!p || !current)
+        return 2;
+    CHECK(cudaFree(NULL));
+    int counted = -1;
+    for (int i = 0; i < FREE_FULL_N; i++) {
+        uint64_t before = current(0);
+        CHECK(cudaMalloc(&p[i], 512));
+        if (current(0) == before + 512)
+            counted = i;
+    }
+    if (counted < 0)
+        return 3;
+    pthread_t t;
+    if (job_thread_start(&t, allocate_more))
+        return 4;
+    printf("rc_free=%d\n", (int)cudaFree(p[counted]));
+    pthread_join(t, NULL);
+    printf("after_refusal=%llu\n", (unsigned long long)current(0));
+    for (int i = 0; i < FREE_FULL_N; i++)
+        CHECK(cudaFree(p[i]));
+    for (int i = 0; i < FREE_FULL_MORE; i++)
+        CHECK(cudaFree(free_full_more[i]));
+    free(p);
+    printf("end=%llu\n", (unsigned long long)current(0));
+    return 0;
+}
+
 /* Pools by location: a pool of device 1 used on a stream of device 0 holds device 1's memory
  * (cuda.h, cuMemAllocFromPoolAsync: "The specified memory pool may be from a device different
  * than that of the specified hStream"); CUDA 13's default host pool holds pinned host memory. */
@@ -2842,6 +2940,8 @@ static const struct scenario scenarios[] = {
     {"oom", scenario_oom, 1},
     {"ctx_destroy", scenario_ctx_destroy, 2}, {"ctx_detach", scenario_ctx_detach, 1}, {"many_reset", scenario_many_reset, 1},
     {"many_live", scenario_many_live, 1},
+    {"vmm_maps_full", scenario_vmm_maps_full, 1},
+    {"free_refused_table_full", scenario_free_refused_table_full, 1},
     {"ctx_destroy_thread", scenario_ctx_destroy_thread, 2},
     {"teardown_then_reset", scenario_teardown_then_reset, 1}, {"destroyed_current", scenario_destroyed_current, 1},
     {"free_racing_destroy", scenario_free_racing_destroy, 1},
