@@ -53,7 +53,10 @@ void track_free_failed(struct shim_table *t, const struct shim_entry *e)
         return;
     }
     account_unfree(e->device, (enum cushim_kind)e->kind, e->size, e->flags);
-    track_put_back(t, e);
+    /* Counted back first, so that a teardown that drains the entry once it is back counts its
+     * free from the right figure. Not kept: its next free will not be seen, so this one stands. */
+    if (!track_put_back(t, e))
+        account_free(e->device, (enum cushim_kind)e->kind, e->size, e->flags);
 }
 
 bool track_put_new_slow(struct shim_table *t, uint64_t key, uint64_t bytes, CUcontext ctx,
@@ -69,12 +72,15 @@ bool track_put_new_slow(struct shim_table *t, uint64_t key, uint64_t bytes, CUco
     return rc >= 0;
 }
 
-void track_put_back(struct shim_table *t, const struct shim_entry *e)
+bool track_put_back(struct shim_table *t, const struct shim_entry *e)
 {
-    if (table_put(t, e, NULL) < 0)
+    if (table_put(t, e, NULL) < 0) {
         track_table_full();
-    else if (e->kind == CUSHIM_KIND_DEVICE && shim_context_unknown(e->ctx))
+        return false;
+    }
+    if (e->kind == CUSHIM_KIND_DEVICE && shim_context_unknown(e->ctx))
         shim_context_unknown_returned();
+    return true;
 }
 
 void track_table_full(void)

@@ -122,10 +122,11 @@ static inline int shim_stream_device(CUstream s, CUcontext *ctx_out)
     return shim_context_device(ctx);
 }
 
-/* An entry taken out for a free that failed, put back (track.c; logged once when the table is
- * full). One whose context is not known (shim_context_unknown) is noted for
- * shim_resolve_contexts. */
-void track_put_back(struct shim_table *t, const struct shim_entry *e);
+/* An entry taken out for a free that failed, put back in t (track.c). Returns true when t kept
+ * it; false when t could not take it (out of memory: logged once), and the caller then counts
+ * the allocation freed, as its next free will not be seen. A kept entry whose context is not
+ * known (shim_context_unknown) is noted for shim_resolve_contexts. Thread-safe. */
+bool track_put_back(struct shim_table *t, const struct shim_entry *e);
 
 /* A replaced live entry: the driver handed out an address again whose free the shim did not see. */
 void track_replaced(const struct shim_entry *old);
@@ -250,8 +251,9 @@ void track_free_other(const struct shim_entry *e);
 void track_free_other_early(const struct shim_entry *e);
 
 /* A free whose driver call failed, of entry e counted freed before it (track_free_begin,
- * track_free_plain_begin): counted back (account_unfree) and the entry put back in t. Cold
- * (track.c). */
+ * track_free_plain_begin): counted back (account_unfree) and the entry put back in t; if t
+ * cannot keep it, counted freed after all (account_free: figures and budget), since the
+ * allocation's next free will not be seen. Cold (track.c). */
 void track_free_failed(struct shim_table *t, const struct shim_entry *e);
 
 /* Before the real free in the plain case (shim_enter_plain_free: no budget): the entry taken
@@ -320,13 +322,12 @@ static inline __attribute__((always_inline)) void track_free_done(struct shim_ta
 }
 
 /* After a real free that was not counted before it (an IPC close, whose entry may stay for
- * other references: hooks_ipc.c): count it whole (ok) or put the entry back (it failed). */
+ * other references: hooks_ipc.c): count it whole (ok) or put the entry back (it failed); an
+ * entry t cannot keep is counted freed too (its next free will not be seen). */
 static inline void track_free_late(struct shim_table *t, const struct shim_entry *e, bool ok)
 {
-    if (ok)
+    if (ok || !track_put_back(t, e))
         account_free(e->device, (enum cushim_kind)e->kind, e->size, e->flags);
-    else
-        track_put_back(t, e);
 }
 
 #endif

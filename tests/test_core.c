@@ -1232,3 +1232,31 @@ Test(core, mappings_the_table_cannot_hold_pass_through)
     json_decref(j);
     run_free(&r);
 }
+
+/* The shim's table full (libfailmmap.so): a free the driver refuses while another thread's
+ * allocations take the room it freed in the table. Whether its entry is put back or not, the
+ * figures stay consistent: once everything is freed nothing is counted, and every counted
+ * allocation has its counted free (before: the entry was lost after being counted back, so the
+ * second, successful free was not seen and 512 bytes stayed counted for ever). */
+Test(core, a_refused_free_in_a_full_table_stays_consistent)
+{
+    char pre[700], lib[700], inject[96];
+    snprintf(pre, sizeof pre, "LD_PRELOAD=%s", program("libfailmmap.so"));
+    snprintf(lib, sizeof lib, "FAIL_MMAP_LIB=%s", shim_lib());
+    snprintf(inject, sizeof inject, "SIMCUDA_INJECT=cuMemFree_v2:1:raise=%d,cuMemFree_v2:1:CUDA_ERROR_UNKNOWN",
+             SIGUSR1);
+    const char *extra[] = {pre, lib, inject, "FAIL_MMAP_AFTER=1", NULL};
+    struct run_result r;
+    json_t *j = scenario(&r, 0, "free_refused_table_full", extra);
+    cr_expect(kv_u64(r.out, "failmmap.refused") > 0, "the shim's mappings were refused");
+    cr_expect_eq(kv_u64(r.out, "rc_free"), 999, "cudaErrorUnknown");
+    cr_expect_eq(kv_u64(r.out, "end"), 0);
+    uint64_t allocs = jpath_u64(j, "devices.0.device.alloc_count");
+    cr_expect(allocs > 0 && allocs < 21000, "%llu counted", (unsigned long long)allocs);
+    cr_expect_eq(jpath_u64(j, "devices.0.device.current_bytes"), 0);
+    cr_expect_eq(jpath_u64(j, "devices.0.device.free_count"), allocs);
+    cr_expect_eq(jpath_u64(j, "devices.0.device.failed_count"), 0);
+    cr_expect_eq(kv_u64(r.out, "sim.device.0"), 0);
+    json_decref(j);
+    run_free(&r);
+}
