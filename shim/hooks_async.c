@@ -294,7 +294,7 @@ ALLOC_FROM_POOL(cuMemAllocFromPoolAsync_ptsz, true)
         if (unlikely(e->kind == CUSHIM_KIND_OFFLOADED)) {                                    \
             r = offload_free_async(e, hStream, pt);                                          \
             if (r != CUDA_SUCCESS)                                                           \
-                if (table_put(&shim.ptrs, e, NULL) < 0)                                      \
+                if (table_put_back(&shim.ptrs, e, NULL) < 0)                                 \
                     track_table_full();                                                      \
         } else {                                                                             \
             track_free_begin(e);                                                             \

@@ -46,7 +46,7 @@ SHIM_EXPORT CUresult CUDAAPI cuMemFreeHost(void *p)
         /* The program holds device memory (the shim served it from pinned memory): refused as
          * the driver refuses device memory here (cuda.h cuMemFreeHost: p "must have been
          * returned by a previous call to cuMemAllocHost()"), and the entry is kept. */
-        if (table_put(&shim.ptrs, &e, NULL) < 0)
+        if (table_put_back(&shim.ptrs, &e, NULL) < 0)
             track_table_full();
         shim_leave();
         return CUDA_ERROR_INVALID_VALUE;

@@ -202,7 +202,7 @@ static __attribute__((noinline)) CUresult free_full(CUdeviceptr dptr)
     CUresult r;
     if (unlikely(e.kind == CUSHIM_KIND_OFFLOADED)) {
         r = offload_free(&e);
-        if (r != CUDA_SUCCESS && table_put(&shim.ptrs, &e, NULL) < 0)
+        if (r != CUDA_SUCCESS && table_put_back(&shim.ptrs, &e, NULL) < 0)
             track_table_full();
     } else {
         track_free_begin(&e);
@@ -222,7 +222,7 @@ static __attribute__((noinline)) CUresult free_other_kind(__typeof__(&cuMemFree_
     CUresult r;
     if (e->kind == CUSHIM_KIND_OFFLOADED) {
         r = offload_free(e);
-        if (r != CUDA_SUCCESS && table_put(&shim.ptrs, e, NULL) < 0)
+        if (r != CUDA_SUCCESS && table_put_back(&shim.ptrs, e, NULL) < 0)
             track_table_full();
     } else {
         track_free_begin(e);

@@ -91,6 +91,17 @@ static struct handle_drop handle_drop_before(uint64_t handle, bool (*fn)(struct 
     return d;
 }
 
+/* A handle's entry put back after a refused call. One the table cannot take back (out of
+ * memory) is counted freed, as its release will not be seen. */
+static void handle_put_back(const struct shim_entry *e)
+{
+    if (table_put_back(&shim.vmm_handles, e, NULL) >= 0)
+        return;
+    track_table_full();
+    if (e->size)
+        account_free(e->device, (enum cushim_kind)e->kind, e->size, e->flags);
+}
+
 /* After the real call: a handle that left the table gives the budget its share back if the call
  * succeeded; else the drop is undone (the handle is still alive: its value cannot have been
  * reused), and a handle counted freed is counted back. `is_map`: the drop was a mapping's. */
@@ -112,7 +123,7 @@ static void handle_drop_after(const struct handle_drop *d, CUresult r, bool is_m
         /* Nothing was dropped (a second release of a handle still mapped): nothing to undo; an
          * entry the drop found empty and took out goes back as it was. */
         if (d->removed)
-            table_put(&shim.vmm_handles, &d->left, NULL);
+            handle_put_back(&d->left);
         return;
     }
     if (d->removed) {
@@ -121,7 +132,7 @@ static void handle_drop_after(const struct handle_drop *d, CUresult r, bool is_m
             e.maps = 1;
         else
             e.refs = 1;
-        table_put(&shim.vmm_handles, &e, NULL);
+        handle_put_back(&e);
     } else if (is_map) {
         table_update(&shim.vmm_handles, d->left.key, map_undo, NULL, NULL);
     } else {
@@ -357,8 +368,14 @@ SHIM_EXPORT CUresult CUDAAPI cuMemUnmap(CUdeviceptr ptr, size_t size)
      * (on the entry the earlier one put back) after its earlier one. */
     for (unsigned i = n; i-- > 0;) {
         handle_drop_after(&items[i].d, r, true);
-        if (r != CUDA_SUCCESS)
-            table_put(&shim.vmm_maps, &items[i].e, NULL);
+        if (r != CUDA_SUCCESS && table_put_back(&shim.vmm_maps, &items[i].e, NULL) < 0) {
+            /* Lost, its unmap will not be seen: its handle's mapping goes now (as in cuMemMap). */
+            track_table_full();
+            if (!(items[i].e.flags & SHIM_F_UNTRACKED)) {
+                struct handle_drop d = handle_drop_before(items[i].e.aux, map_drop);
+                handle_drop_after(&d, CUDA_SUCCESS, true);
+            }
+        }
     }
     if (items != stack_items)
         arena_free(items, cap * sizeof *items);

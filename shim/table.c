@@ -30,6 +30,21 @@ int table_put_slow(struct shim_table *t, const struct shim_entry *e, struct shim
     return rc;
 }
 
+int table_put_back(struct shim_table *t, const struct shim_entry *e, struct shim_entry *old)
+{
+    uint64_t h = table_mix(e->key);
+    struct shim_shard *s = table_shard(t, h);
+    table_lock(s);
+    /* Past the limit only: one slot stays empty, so that every probe ends. */
+    if (s->count >= s->limit && table_grow(s) != 0 && (s->cap == 0 || s->count + 1 >= s->cap)) {
+        table_unlock(s);
+        return -1;
+    }
+    int rc = table_store(s, table_probe(s, e->key, h), e, old);
+    table_unlock(s);
+    return rc;
+}
+
 int table_put_new_slow(struct shim_table *t, uint64_t key, uint64_t size, uint64_t ctx,
                        uint64_t device_kind_flags, struct shim_entry *old)
 {

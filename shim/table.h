@@ -65,6 +65,13 @@ struct shim_table {
  * and replaced; returns 1. Returns 0 for a new key, -1 when out of memory. Inline below. */
 static inline int table_put(struct shim_table *t, const struct shim_entry *e, struct shim_entry *old);
 
+/* table_put of an entry that was just taken out of t (a refused free's or unmap's put-back),
+ * which must not fail for the fill limit: when the shard is at its limit and cannot grow (out of
+ * memory), e still goes in while the shard keeps an empty slot besides (count + 1 < cap), past
+ * the limit. Returns as table_put: 0 inserted, 1 replaced (old entry to *old if not NULL), -1
+ * when the shard has no room at all (nothing done). Thread-safe; out of line (table.c). */
+int table_put_back(struct shim_table *t, const struct shim_entry *e, struct shim_entry *old);
+
 /* Removes `key`, copying its entry to *out (if not NULL). Returns true if it was present. */
 static inline bool table_take(struct shim_table *t, uint64_t key, struct shim_entry *out);
 

@@ -74,7 +74,7 @@ bool track_put_new_slow(struct shim_table *t, uint64_t key, uint64_t bytes, CUco
 
 bool track_put_back(struct shim_table *t, const struct shim_entry *e)
 {
-    if (table_put(t, e, NULL) < 0) {
+    if (table_put_back(t, e, NULL) < 0) {
         track_table_full();
         return false;
     }

@@ -1233,6 +1233,30 @@ Test(core, mappings_the_table_cannot_hold_pass_through)
     run_free(&r);
 }
 
+/* The same with the first mapping's unmap refused while another thread maps 1000 more (filling
+ * the table's room the unmap had freed): the refused unmap's mapping is put back past the
+ * table's fill limit, so its later unmap is seen and the handle's memory counted freed (before:
+ * the put-back failed, the mapping was lost and the handle stayed counted). */
+Test(core, a_refused_unmap_keeps_its_mapping_when_the_table_is_full)
+{
+    char pre[700], lib[700], inject[96];
+    snprintf(pre, sizeof pre, "LD_PRELOAD=%s", program("libfailmmap.so"));
+    snprintf(lib, sizeof lib, "FAIL_MMAP_LIB=%s", shim_lib());
+    snprintf(inject, sizeof inject, "SIMCUDA_INJECT=cuMemUnmap:1:raise=%d,cuMemUnmap:1:CUDA_ERROR_UNKNOWN",
+             SIGUSR1);
+    const char *extra[] = {pre, lib, inject, "FAIL_MMAP_AFTER=1", "SIMCUDA_VMM_GRANULARITY=65536", "REFUSE=1",
+                           NULL};
+    struct run_result r;
+    json_t *j = scenario(&r, 0, "vmm_maps_full", extra);
+    cr_expect(kv_u64(r.out, "failmmap.refused") > 0, "the shim's mappings were refused");
+    cr_expect_eq(kv_u64(r.out, "rc_unmap"), 999, "CUDA_ERROR_UNKNOWN");
+    cr_expect_eq(kv_u64(r.out, "after_release"), 0);
+    expect_kind(j, 0, "vmm", 0, 65536, 1, 1, 0);
+    cr_expect_eq(kv_u64(r.out, "sim.device.0"), 0);
+    json_decref(j);
+    run_free(&r);
+}
+
 /* The shim's table full (libfailmmap.so): a free the driver refuses while another thread's
  * allocations take the room it freed in the table. Whether its entry is put back or not, the
  * figures stay consistent: once everything is freed nothing is counted, and every counted
