@@ -268,6 +268,13 @@ static CUresult async_refused_from(struct async_req *q, CUmemoryPool pool, size_
     return async_end(q, CUDA_ERROR_OUT_OF_MEMORY, dptr, bytes);
 }
 
+/* A pool not in shim.pools, neither live nor destroyed: once pools_lost, possibly one the table
+ * could not take, whose kind and device are unknown (pools.h). */
+static bool pool_unrecorded(CUmemoryPool pool)
+{
+    return pool && !table_get(&shim.pools, (uint64_t)(uintptr_t)pool, NULL);
+}
+
 #define ALLOC_FROM_POOL(sym, pt)                                                             \
     SHIM_EXPORT CUresult CUDAAPI sym(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool, \
                                      CUstream hStream)                                       \
@@ -276,6 +283,11 @@ static CUresult async_refused_from(struct async_req *q, CUmemoryPool pool, size_
         struct async_req q;                                                                  \
         if (!dptr || !shim_enter()) /* a NULL output is the driver's to refuse */            \
             return real_(dptr, bytesize, pool, hStream);                                     \
+        if (unlikely(atomic_load_explicit(&pools_lost, memory_order_relaxed)) &&             \
+            pool_unrecorded(pool)) {                                                         \
+            shim_leave();                                                                    \
+            return real_(dptr, bytesize, pool, hStream);                                     \
+        }                                                                                    \
         async_begin(&q, pool, hStream, pt);                                                  \
         if (!async_reserve(&q, bytesize, false))                                             \
             return async_refused_from(&q, pool, bytesize, real_, dptr, hStream);             \
@@ -393,10 +405,9 @@ static void pool_remember(CUmemoryPool pool, const CUmemLocation *location, int 
     if (alloc_type == 0x2)
         kind = CUSHIM_KIND_MANAGED;
     struct shim_entry e = {.key = (uint64_t)(uintptr_t)pool, .aux = kind, .device = device};
-    if (made)
-        table_put(&shim.pools, &e, NULL);
-    else
-        table_add_unless(&shim.pools, &e, destroyed_since, &destroyed);
+    int rc = made ? table_put(&shim.pools, &e, NULL) : table_add_unless(&shim.pools, &e, destroyed_since, &destroyed);
+    if (rc < 0)
+        pools_note_lost();
 }
 
 SHIM_EXPORT CUresult CUDAAPI cuMemPoolCreate(CUmemoryPool *pool, const CUmemPoolProps *poolProps)

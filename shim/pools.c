@@ -10,6 +10,7 @@
 #include "shim/shim.h"
 
 SHIM_TLS uint32_t async_pool_allocs_here;
+_Atomic bool pools_lost;
 static _Atomic uint64_t last_read_ns[CUSHIM_MAX_DEVICES];
 /* Samplers between taking pool handles from the table (or asking for the current pool) and their
  * last driver query: async_pool_sample, async_pool_idle_of. */
@@ -183,8 +184,17 @@ uint64_t async_pool_idle_of(CUmemoryPool *poolp, int device)
     return ok && reserved > used ? reserved - used : 0;
 }
 
+void pools_note_lost(void)
+{
+    atomic_store_explicit(&pools_lost, true, memory_order_relaxed);
+    LOG_ONCE(CUSHIM_LOG_WARN, "a memory pool could not be recorded (out of memory for the shim's "
+             "tables): requests from it pass through uncounted and outside any device limit, and "
+             "the pools' figures leave out its reserve");
+}
+
 void async_pool_after_fork_child(void)
 {
+    atomic_store(&pools_lost, false);
     atomic_store(&sampling[0], 0);
     atomic_store(&sampling[1], 0);
     atomic_store(&epoch, 0);

@@ -32,8 +32,18 @@ void async_pool_sample_all(void);
  * the driver does not answer. Not while a capture is live (the caller checks). */
 uint64_t async_pool_idle_of(CUmemoryPool *pool, int device); /* *pool: NULL is set to the current pool */
 
-/* In a child after fork(): no sampler of the parent's threads is running here. */
+/* In a child after fork(): no sampler of the parent's threads is running here, and no pool
+ * is lost (pools_lost: the child's table starts empty). */
 void async_pool_after_fork_child(void);
+
+/* True once a pool could not be recorded in shim.pools (pools_note_lost): the accounting of
+ * pools is incomplete from then on. Requests from a pool not in the table then pass through
+ * unchanged (no budget, not counted: its kind and device are unknown), and the pools' readings
+ * leave out its reserve. Read with a relaxed load on the request path. */
+extern SHIM_HIDDEN _Atomic bool pools_lost;
+/* A pool shim.pools could not take (out of memory): sets pools_lost; logged once at warn level.
+ * Thread-safe. */
+void pools_note_lost(void);
 
 /* In a child after fork(): forgets the destroyed pools' tombstones (hooks_async.c, the last 256
  * pools destroyed kept in shim.pools, which the child empties) and their lock, which a parent's

@@ -1284,3 +1284,24 @@ Test(core, a_refused_free_in_a_full_table_stays_consistent)
     json_decref(j);
     run_free(&r);
 }
+
+/* A pool the shim could not record (no room for its table: libfailmmap.so): requests from it
+ * pass through unchanged. A host pool's 4 MiB is not refused by a 1 MiB device limit (before: an
+ * unknown pool's request counted as device memory and was refused, CUDA_ERROR_OUT_OF_MEMORY),
+ * while device memory still is; nothing of the pool is counted. */
+Test(core, an_unrecorded_pool_passes_through)
+{
+    char pre[700], lib[700];
+    snprintf(pre, sizeof pre, "LD_PRELOAD=%s", program("libfailmmap.so"));
+    snprintf(lib, sizeof lib, "FAIL_MMAP_LIB=%s", shim_lib());
+    const char *extra[] = {pre, lib, "FAIL_MMAP_AFTER=0", "CUSHIM_DEVICE_LIMIT=1MiB", NULL};
+    struct run_result r;
+    json_t *j = scenario(&r, 0, "host_pool_unrecorded", extra);
+    cr_expect_eq(kv_u64(r.out, "rc_host_pool"), 0, "CUDA_SUCCESS\n%s", r.err);
+    cr_expect_eq(kv_u64(r.out, "rc_malloc"), 2, "cudaErrorMemoryAllocation");
+    cr_expect(strstr(r.err, "a memory pool could not be recorded") != NULL, "said:\n%s", r.err);
+    expect_kind(j, 0, "async", 0, 0, 0, 0, 0);
+    expect_kind(j, 0, "pinned_host", 0, 0, 0, 0, 0);
+    json_decref(j);
+    run_free(&r);
+}

@@ -2139,6 +2139,35 @@ static int scenario_pool_locations(void)
     return 0;
 }
 
+/* Run with libfailmmap.so (FAIL_MMAP_AFTER=0: the shim has no table at all) and a device limit
+ * of 1 MiB: a host pool made (which the shim cannot record), 4 MiB from it on the default stream,
+ * freed; then a 4 MiB cudaMalloc, which the limit refuses. Prints rc_host_pool, rc_malloc. */
+static int scenario_host_pool_unrecorded(void)
+{
+#if CUDA_VERSION >= 13000
+    PFN_cuMemPoolCreate_v11020 create = entry("cuMemPoolCreate", 11020);
+    PFN_cuMemAllocFromPoolAsync_v11020 from_pool = entry("cuMemAllocFromPoolAsync", 11020);
+    CUmemPoolProps props;
+    memset(&props, 0, sizeof props);
+    props.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+    props.location.type = CU_MEM_LOCATION_TYPE_HOST;
+    CUmemoryPool hp;
+    CUdeviceptr dp;
+    CHECK(cudaFree(NULL));
+    if (create(&hp, &props) != CUDA_SUCCESS)
+        return 20;
+    CUresult r = from_pool(&dp, 4 * MiB, hp, NULL);
+    printf("rc_host_pool=%d\n", (int)r);
+    if (r == CUDA_SUCCESS) {
+        CHECK(cudaFreeAsync((void *)(uintptr_t)dp, 0));
+        CHECK(cudaStreamSynchronize(0));
+    }
+    void *p;
+    printf("rc_malloc=%d\n", (int)cudaMalloc(&p, 4 * MiB));
+#endif
+    return 0;
+}
+
 static int scenario_oom(void)
 {
     void *a, *b;
@@ -2941,6 +2970,7 @@ static const struct scenario scenarios[] = {
     {"ctx_destroy", scenario_ctx_destroy, 2}, {"ctx_detach", scenario_ctx_detach, 1}, {"many_reset", scenario_many_reset, 1},
     {"many_live", scenario_many_live, 1},
     {"vmm_maps_full", scenario_vmm_maps_full, 1},
+    {"host_pool_unrecorded", scenario_host_pool_unrecorded, 1},
     {"free_refused_table_full", scenario_free_refused_table_full, 1},
     {"ctx_destroy_thread", scenario_ctx_destroy_thread, 2},
     {"teardown_then_reset", scenario_teardown_then_reset, 1}, {"destroyed_current", scenario_destroyed_current, 1},
