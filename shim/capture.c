@@ -2,6 +2,7 @@
 
 #include <pthread.h>
 #include <sched.h>
+#include <string.h>
 
 #include "shim/graph.h"
 #include "shim/shim.h"
@@ -36,6 +37,132 @@ static uint64_t entry_seq(const struct shim_entry *e)
     return (uint64_t)e->refs | (uint64_t)e->maps << 32;
 }
 
+/* Spare slots for captures shim.captures cannot take (out of memory: the arena exhausted), so
+ * that such a capture is still seen. Static; one spin lock over all (arithmetic only inside);
+ * spares_used lets the common case (none used) skip them with one load. The cap_* functions
+ * below are the table's counterparts over the table and the spares together. */
+#define CAPTURE_SPARES 64
+static struct shim_entry spares[CAPTURE_SPARES];
+static atomic_flag spares_lock = ATOMIC_FLAG_INIT;
+static _Atomic unsigned spares_used;
+
+static bool spares_any(void)
+{
+    return atomic_load_explicit(&spares_used, memory_order_acquire) != 0;
+}
+
+/* e into a spare slot (replacing one of the same key: 1, *old); 0 when stored, -1 when none is
+ * free. */
+static int spare_put(const struct shim_entry *e, struct shim_entry *old)
+{
+    int rc = -1;
+    shim_spin_take(&spares_lock);
+    struct shim_entry *free_slot = NULL;
+    for (unsigned i = 0; i < CAPTURE_SPARES; i++) {
+        if (spares[i].key == e->key) {
+            *old = spares[i];
+            spares[i] = *e;
+            rc = 1;
+            break;
+        }
+        if (!spares[i].key && !free_slot)
+            free_slot = &spares[i];
+    }
+    if (rc < 0 && free_slot) {
+        *free_slot = *e;
+        atomic_fetch_add_explicit(&spares_used, 1, memory_order_release);
+        rc = 0;
+    }
+    shim_spin_drop(&spares_lock);
+    return rc;
+}
+
+static bool cap_take(uint64_t key, struct shim_entry *out)
+{
+    if (table_take(&shim.captures, key, out))
+        return true;
+    bool found = false;
+    if (!spares_any())
+        return false;
+    shim_spin_take(&spares_lock);
+    for (unsigned i = 0; i < CAPTURE_SPARES && !found; i++)
+        if (spares[i].key == key) {
+            *out = spares[i];
+            spares[i].key = 0;
+            atomic_fetch_sub_explicit(&spares_used, 1, memory_order_release);
+            found = true;
+        }
+    shim_spin_drop(&spares_lock);
+    return found;
+}
+
+static bool cap_get(uint64_t key, struct shim_entry *out)
+{
+    if (table_get(&shim.captures, key, out))
+        return true;
+    bool found = false;
+    if (!spares_any())
+        return false;
+    shim_spin_take(&spares_lock);
+    for (unsigned i = 0; i < CAPTURE_SPARES && !found; i++)
+        if (spares[i].key == key) {
+            *out = spares[i];
+            found = true;
+        }
+    shim_spin_drop(&spares_lock);
+    return found;
+}
+
+/* table_update over both; fn keeps the entry (true) in every use here. */
+static bool cap_update(uint64_t key, bool (*fn)(struct shim_entry *, void *), void *arg)
+{
+    if (table_update(&shim.captures, key, fn, arg, NULL))
+        return true;
+    bool found = false;
+    if (!spares_any())
+        return false;
+    shim_spin_take(&spares_lock);
+    for (unsigned i = 0; i < CAPTURE_SPARES && !found; i++)
+        if (spares[i].key == key) {
+            fn(&spares[i], arg);
+            found = true;
+        }
+    shim_spin_drop(&spares_lock);
+    return found;
+}
+
+static unsigned cap_for_each(bool (*fn)(struct shim_entry *, void *), void *arg)
+{
+    unsigned n = table_for_each(&shim.captures, fn, arg);
+    if (!spares_any())
+        return n;
+    shim_spin_take(&spares_lock);
+    for (unsigned i = 0; i < CAPTURE_SPARES; i++)
+        if (spares[i].key && fn(&spares[i], arg))
+            n++;
+    shim_spin_drop(&spares_lock);
+    return n;
+}
+
+static unsigned cap_drain_if(bool (*pred)(const struct shim_entry *, void *),
+                             void (*done)(const struct shim_entry *, void *), void *arg)
+{
+    unsigned n = table_drain_if(&shim.captures, pred, done, arg);
+    if (!spares_any())
+        return n;
+    shim_spin_take(&spares_lock);
+    for (unsigned i = 0; i < CAPTURE_SPARES; i++)
+        if (spares[i].key && pred(&spares[i], arg)) {
+            struct shim_entry e = spares[i];
+            spares[i].key = 0;
+            atomic_fetch_sub_explicit(&spares_used, 1, memory_order_release);
+            done(&e, arg);
+            n++;
+        }
+    shim_spin_drop(&spares_lock);
+    return n;
+}
+
 static uint64_t thread_number(void)
 {
     if (!tc.id)
@@ -65,7 +192,7 @@ static uint64_t pt_slot(CUcontext ctx)
     }
     struct shim_entry e;
     for (unsigned i = 0; i < PT_SLOTS; i++)
-        if (!table_get(&shim.captures, pt_key(i), &e)) {
+        if (!cap_get(pt_key(i), &e)) {
             tc.pt_ctx[i] = ctx;
             return i;
         }
@@ -165,7 +292,7 @@ static bool own_strict_fn(struct shim_entry *e, void *arg)
 bool capture_own_strict_live(void)
 {
     uint64_t me = tc.id;
-    return me && table_for_each(&shim.captures, own_strict_fn, &me) != 0;
+    return me && cap_for_each(own_strict_fn, &me) != 0;
 }
 
 static bool capture_begun(CUstream stream, bool per_thread, CUstreamCaptureMode mode);
@@ -201,7 +328,7 @@ static void thread_gone(void *value)
 {
     uint64_t id = (uint64_t)(uintptr_t)value;
     /* If the thread's were the last captures: the pool reads that were due during them. */
-    if (table_drain_if(&shim.captures, on_per_thread_stream_of, forget, &id) && shim_enter()) {
+    if (cap_drain_if(on_per_thread_stream_of, forget, &id) && shim_enter()) {
         graph_pool_sample_owed();
         shim_leave();
     }
@@ -233,15 +360,31 @@ static bool capture_begun(CUstream stream, bool per_thread, CUstreamCaptureMode 
         .refs = (uint32_t)seq,
         .maps = (uint32_t)(seq >> 32),
     };
-    struct shim_entry old;
+    struct shim_entry old = {0};
     /* Counted live before the entry can be seen: another thread may end the capture (and count it
      * off) as soon as the entry is in the table, and the count must never go below zero (gate.h). */
     atomic_fetch_add(&shim_gate, SHIM_GATE_CAPTURE);
     int rc = table_put(&shim.captures, &e, &old);
+    if (rc < 0) {
+        /* No room in the table: an entry of the key there (an end the shim missed) makes room
+         * for it, else a spare slot takes it. */
+        if (table_take(&shim.captures, e.key, &old))
+            rc = table_put_back(&shim.captures, &e, NULL) < 0 ? -1 : 1;
+        else
+            rc = spare_put(&e, &old);
+        if (rc < 0 && old.key == e.key) {
+            /* Neither could take it back: the missed capture's count goes with its entry. */
+            _Atomic int *c = mode_counter(old.kind);
+            if (c)
+                atomic_fetch_sub_explicit(c, 1, memory_order_seq_cst);
+            atomic_fetch_sub(&shim_gate, SHIM_GATE_CAPTURE);
+        }
+    }
     if (rc != 0) /* not a new capture: counted once already, or not at all */
         atomic_fetch_sub(&shim_gate, SHIM_GATE_CAPTURE);
     if (rc < 0) {
-        LOG_ONCE(CUSHIM_LOG_WARN, "out of memory for the capture table: a capture goes unseen");
+        LOG_ONCE(CUSHIM_LOG_WARN, "out of memory for the capture table and its %d spare slots: a "
+                 "capture goes unseen", CAPTURE_SPARES);
         return false; /* no memory: the capture goes unseen */
     }
     if (e.key & 1u) /* the calling thread's per-thread default stream (stream_key) */
@@ -278,7 +421,7 @@ static bool credit_fn(struct shim_entry *e, void *arg)
 static bool credit(uint64_t key, uint64_t seq, uint64_t bytes)
 {
     struct credit c = {seq, bytes, false};
-    table_update(&shim.captures, key, credit_fn, &c, NULL);
+    cap_update(key, credit_fn, &c);
     return c.done;
 }
 
@@ -313,7 +456,7 @@ void capture_note_bytes(uint64_t bytes)
     /* A capture that ends between the scan and the credit: scan again. */
     for (int tries = 0; tries < 4; tries++) {
         struct pick p = {.me = tc.id};
-        table_for_each(&shim.captures, pick_fn, &p);
+        cap_for_each(pick_fn, &p);
         uint64_t key = p.mine_key ? p.mine_key : p.any_key;
         uint64_t seq = p.mine_key ? p.mine_seq : p.any_seq;
         if (!key || credit(key, seq, bytes))
@@ -337,7 +480,7 @@ uint64_t capture_ended(CUstream stream, bool per_thread, int *device)
     uint64_t key = stream_key(stream, per_thread);
     if (device)
         *device = -1;
-    if (!table_take(&shim.captures, key, &e))
+    if (!cap_take(key, &e))
         return 0;
     if (tc.own_key == key)
         tc.own_key = 0;
@@ -355,7 +498,7 @@ static bool in_context(const struct shim_entry *e, void *arg)
 void capture_context_gone(uint64_t ctx)
 {
     /* The captures of a context that was torn down ended with it. */
-    table_drain_if(&shim.captures, in_context, forget, &ctx);
+    cap_drain_if(in_context, forget, &ctx);
 }
 
 void capture_after_fork_child(void)
@@ -366,4 +509,7 @@ void capture_after_fork_child(void)
     atomic_store(&capture_unsafe_inflight, 0);
     tc.own_key = 0;
     tc.own_seq = 0;
+    atomic_flag_clear(&spares_lock); /* a parent's thread may have held it */
+    memset(spares, 0, sizeof spares);
+    atomic_store(&spares_used, 0);
 }

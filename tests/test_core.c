@@ -1305,3 +1305,24 @@ Test(core, an_unrecorded_pool_passes_through)
     json_decref(j);
     run_free(&r);
 }
+
+/* A capture begun when the shim's memory is exhausted (libfailmmap.so, no table at all) is still
+ * seen (a spare capture slot): a cudaMallocAsync on the capturing stream is a graph node, not
+ * held to a 1 MiB device limit (before: the capture went unseen and the 4 MiB node was refused,
+ * cudaErrorMemoryAllocation, which also invalidated the capture). */
+Test(core, a_capture_begun_with_no_table_memory_is_seen)
+{
+    char pre[700], lib[700];
+    snprintf(pre, sizeof pre, "LD_PRELOAD=%s", program("libfailmmap.so"));
+    snprintf(lib, sizeof lib, "FAIL_MMAP_LIB=%s", shim_lib());
+    const char *extra[] = {pre, lib, "FAIL_MMAP_AFTER=0", "CUSHIM_DEVICE_LIMIT=1MiB", NULL};
+    struct run_result r;
+    json_t *j = scenario(&r, 0, "capture_no_table", extra);
+    cr_expect_eq(kv_u64(r.out, "rc_alloc"), 0, "cudaSuccess\n%s", r.err);
+    cr_expect_eq(kv_u64(r.out, "rc_end"), 0, "cudaSuccess");
+    cr_expect(strstr(r.err, "capture goes unseen") == NULL, "said:\n%s", r.err);
+    expect_kind(j, 0, "async", 0, 0, 0, 0, 0);
+    cr_expect_eq(kv_u64(r.out, "sim.device.0"), 0);
+    json_decref(j);
+    run_free(&r);
+}

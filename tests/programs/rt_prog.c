@@ -2168,6 +2168,25 @@ static int scenario_host_pool_unrecorded(void)
     return 0;
 }
 
+/* Run with libfailmmap.so (FAIL_MMAP_AFTER=0: the shim has no table at all) and a device limit
+ * of 1 MiB: a capture (global mode) on a stream, in which a 4 MiB cudaMallocAsync and its free
+ * are graph nodes (no device memory now, none of the limit's business). Prints rc_alloc, rc_end. */
+static int scenario_capture_no_table(void)
+{
+    cudaStream_t s;
+    cudaGraph_t g;
+    void *p = NULL;
+    CHECK(cudaFree(NULL));
+    CHECK(cudaStreamCreate(&s));
+    CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+    cudaError_t r = cudaMallocAsync(&p, 4 * MiB, s);
+    printf("rc_alloc=%d\n", (int)r);
+    if (r == cudaSuccess)
+        CHECK(cudaFreeAsync(p, s));
+    printf("rc_end=%d\n", (int)cudaStreamEndCapture(s, &g));
+    return 0;
+}
+
 static int scenario_oom(void)
 {
     void *a, *b;
@@ -2970,6 +2989,7 @@ static const struct scenario scenarios[] = {
     {"ctx_destroy", scenario_ctx_destroy, 2}, {"ctx_detach", scenario_ctx_detach, 1}, {"many_reset", scenario_many_reset, 1},
     {"many_live", scenario_many_live, 1},
     {"vmm_maps_full", scenario_vmm_maps_full, 1},
+    {"capture_no_table", scenario_capture_no_table, 1},
     {"host_pool_unrecorded", scenario_host_pool_unrecorded, 1},
     {"free_refused_table_full", scenario_free_refused_table_full, 1},
     {"ctx_destroy_thread", scenario_ctx_destroy_thread, 2},
