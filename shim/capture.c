@@ -226,6 +226,34 @@ bool capture_stream_query(CUstream stream, bool per_thread)
     return status != CU_STREAM_CAPTURE_STATUS_NONE;
 }
 
+bool capture_made_node(CUstream stream, bool per_thread, CUdeviceptr dptr)
+{
+    CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+    const CUgraphNode *deps = NULL;
+    size_t n = 0;
+    CUresult r;
+    if (per_thread) {
+        __typeof__(&cuStreamGetCaptureInfo_v2_ptsz) info = REAL(cuStreamGetCaptureInfo_v2_ptsz);
+        r = info ? info(stream, &status, NULL, NULL, &deps, &n) : CUDA_ERROR_NOT_FOUND;
+    } else {
+        __typeof__(&cuStreamGetCaptureInfo_v2) info = REAL(cuStreamGetCaptureInfo_v2);
+        r = info ? info(stream, &status, NULL, NULL, &deps, &n) : CUDA_ERROR_NOT_FOUND;
+    }
+    __typeof__(&cuGraphNodeGetType) get_type = REAL(cuGraphNodeGetType);
+    __typeof__(&cuGraphMemAllocNodeGetParams) get_alloc = REAL(cuGraphMemAllocNodeGetParams);
+    if (r != CUDA_SUCCESS || status != CU_STREAM_CAPTURE_STATUS_ACTIVE || !deps || !get_type || !get_alloc)
+        return false;
+    for (size_t i = 0; i < n; i++) {
+        CUgraphNodeType type;
+        CUDA_MEM_ALLOC_NODE_PARAMS p;
+        memset(&p, 0, sizeof p);
+        if (get_type(deps[i], &type) == CUDA_SUCCESS && type == CU_GRAPH_NODE_TYPE_MEM_ALLOC &&
+            get_alloc(deps[i], &p) == CUDA_SUCCESS && p.dptr == dptr)
+            return true;
+    }
+    return false;
+}
+
 /* The counter a capture of `mode` is in (NULL: none). */
 static _Atomic int *mode_counter(unsigned mode)
 {

@@ -71,6 +71,15 @@ static inline bool capture_stream_is_capturing(CUstream stream, bool per_thread)
     return capture_any_live() && capture_stream_query(stream, per_thread);
 }
 
+/* Whether the allocation at dptr, just made on `stream` by a stream-ordered call that began with
+ * no capture of that stream seen, is a graph node of a capture begun on the stream during the
+ * call (by another thread): true when the stream is capturing and a memory-allocation node among
+ * its capture's last nodes (cuStreamGetCaptureInfo_v2's dependencies) has address dptr. False
+ * otherwise, also when the driver will not say (the allocation is then memory, as before).
+ * `per_thread`: as capture_stream_query. Callers ask only when a capture is live
+ * (capture_any_live). A few driver calls, none a capture prohibits; cold. Thread-safe. */
+bool capture_made_node(CUstream stream, bool per_thread, CUdeviceptr dptr);
+
 /* Book-keeping after a successful end of capture on `stream` (a begin: capture_begin_done). The
  * capture belongs to the stream's context (cuStreamGetCtx), whichever context is current.
  * capture_ended returns the bytes allocated (outside graph nodes) while that capture was live, and

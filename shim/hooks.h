@@ -165,6 +165,15 @@ CUresult CUDAAPI cuStreamBeginCaptureToGraph_ptsz(CUstream hStream, CUgraph hGra
 #define SHIM_HOOKS_CUDA13(X)
 #endif
 
+/* cuStreamGetCaptureInfo's newer ABI (its rows list every variant: test_hooks_table.c). */
+#if CUDA_VERSION >= 12030
+#define SHIM_REAL_CUDA123(X)                                           \
+    X(cuStreamGetCaptureInfo_v3, cuStreamGetCaptureInfo, 12030, 0)    \
+    X(cuStreamGetCaptureInfo_v3_ptsz, cuStreamGetCaptureInfo, 12030, 1)
+#else
+#define SHIM_REAL_CUDA123(X)
+#endif
+
 #define SHIM_REAL_ONLY(X)                                              \
     X(cuCtxGetCurrent, cuCtxGetCurrent, 4000, 0)                       \
     X(cuCtxGetDevice, cuCtxGetDevice, 2000, 0)                         \
@@ -185,6 +194,9 @@ CUresult CUDAAPI cuStreamBeginCaptureToGraph_ptsz(CUstream hStream, CUgraph hGra
     X(cuMemGetAllocationPropertiesFromHandle, cuMemGetAllocationPropertiesFromHandle, 10020, 0) \
     X(cuStreamIsCapturing, cuStreamIsCapturing, 10000, 0)              \
     X(cuStreamIsCapturing_ptsz, cuStreamIsCapturing, 10000, 1)        \
+    X(cuStreamGetCaptureInfo_v2, cuStreamGetCaptureInfo, 11030, 0)    \
+    X(cuStreamGetCaptureInfo_v2_ptsz, cuStreamGetCaptureInfo, 11030, 1) \
+    SHIM_REAL_CUDA123(X)                                               \
     X(cuMemcpy, cuMemcpy, 4000, 0)                                     \
     X(cuMemcpy_ptds, cuMemcpy, 7000, 1)                                \
     X(cuMemcpyAsync, cuMemcpyAsync, 4000, 0)                           \

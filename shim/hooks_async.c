@@ -46,6 +46,8 @@ struct async_req {
     enum cushim_kind kind;
     CUmemoryPool pool; /* the pool named, or NULL: the stream's device's current pool */
     bool capturing;  /* a graph node: its memory is the graph pool's, not counted here */
+    CUstream stream; /* the request's stream, and whether by a _ptsz call (capture_made_node) */
+    bool pt;
     bool reserved;   /* budget reserved (device pools only) */
     uint64_t served; /* bytes of its pool's idle reserve claimed for it (budget.h) */
     bool spillable;  /* cuMemAllocAsync (the stream's current pool): CUSHIM_SPILL may serve it; a
@@ -84,6 +86,8 @@ static inline __attribute__((always_inline)) void async_begin(struct async_req *
     else
         q->device = shim_stream_device(stream, &q->ctx);
     q->capturing = capture_stream_is_capturing(stream, pt);
+    q->stream = stream;
+    q->pt = pt;
     q->pool = pool;
     q->reserved = false;
     q->served = 0;
@@ -137,7 +141,12 @@ static inline __attribute__((always_inline)) CUresult async_end(const struct asy
          * (track_not_kept) and its free is never seen: out again at once. */
         if (q->reserved) /* a served request's are in already (budget_reserve_limited) */
             budget_async_add(q->device, bytes - q->served);
-        bool kept = !q->capturing && /* no context: a teardown leaves it alone (ASYNC_NO_CONTEXT) */
+        /* A capture of its stream begun during the call (another thread) made it a node. */
+        bool node = q->capturing ||
+                    (unlikely(capture_any_live()) && capture_made_node(q->stream, q->pt, *dptr));
+        if (node && q->reserved)
+            budget_release(q->device, bytes); /* as track_not_kept */
+        bool kept = !node && /* no context: a teardown leaves it alone (ASYNC_NO_CONTEXT) */
                     track_alloc_on_aux(&shim.ptrs, q->kind, *dptr, bytes, q->device, NULL,
                                        q->placed | (q->reserved ? SHIM_F_RESERVED : 0),
                                        q->reserved ? async_request_pool(q) : 0);
@@ -219,6 +228,13 @@ static CUresult async_pool_gone_meanwhile(struct async_req *q, size_t bytes, CUr
         if (unlikely(real_ == NULL) || !shim_enter_plain_alloc())                            \
             return sym##_full(dptr, bytesize, hStream);                                      \
         CUresult r = real_(dptr, bytesize, hStream);                                         \
+        /* Entered with no capture live: one begun on the stream during the call (another   \
+         * thread) may have made it a graph node, not memory. */                             \
+        if (unlikely(capture_any_live()) && r == CUDA_SUCCESS &&                             \
+            capture_made_node(hStream, pt, *dptr)) {                                         \
+            shim_leave();                                                                    \
+            return r;                                                                        \
+        }                                                                                    \
         /* One device (track.h shim_sole_record): every stream is device 0's, nothing to ask  \
          * (the entry keeps no context, as the plain cuMemAlloc_v2's). Else the stream's      \
          * device, asked once the driver has accepted the stream. */                         \

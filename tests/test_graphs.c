@@ -1,6 +1,7 @@
 /* Issue 5 acceptance on the simulated device: allocation nodes, capture bytes, launches, live
  * executable graphs, the graph pool, and the decoder with and without recycled buffers. */
 #include <criterion/criterion.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -550,6 +551,41 @@ Test(graphs, an_allocation_during_another_threads_begin_is_a_node)
     cr_expect_eq(kv_u64(r.out, "sim.async.0"), 0);
     json_decref(j);
     run_free(&r);
+}
+
+/* A capture begun by another thread while a cudaMallocAsync on its stream is in the driver
+ * (SIMCUDA_INJECT=cuMemAllocAsync:2:raise=SIGUSR1): the driver makes the allocation a graph node,
+ * which is not counted as memory held (before: the allocation, entered with no capture live, was
+ * counted as 1 MiB of async memory that was never allocated, and never freed). On the plain path
+ * and, under a device limit, the full one, whose reservation is given back (held 0). A 4 KiB
+ * allocation made and freed before it is counted. */
+static void expect_async(json_t *j, int limited)
+{
+    cr_expect_eq(jpath_u64(j, "devices.0.async.alloc_count"), 1, "limited %d", limited);
+    cr_expect_eq(jpath_u64(j, "devices.0.async.free_count"), 1, "limited %d", limited);
+    cr_expect_eq(jpath_u64(j, "devices.0.async.current_bytes"), 0, "limited %d", limited);
+    cr_expect_eq(jpath_u64(j, "devices.0.device_total.peak_bytes"), 4096, "limited %d", limited);
+}
+
+Test(graphs, an_allocation_whose_stream_begins_capturing_in_the_call_is_a_node)
+{
+    for (int limited = 0; limited < 2; limited++) {
+        struct run_result r;
+        char inject[64];
+        snprintf(inject, sizeof inject, "SIMCUDA_INJECT=cuMemAllocAsync:2:raise=%d", SIGUSR1);
+        const char *extra[] = {inject, limited ? "CUSHIM_DEVICE_LIMIT=1GiB" : NULL, NULL};
+        json_t *j = graph_run_env(&r, "begin_during_alloc", extra);
+        cr_expect_eq(kv_u64(r.out, "rc_alloc"), 0, "limited %d", limited);
+        cr_expect_eq(kv_u64(r.out, "rc_begin"), 0, "limited %d", limited);
+        cr_expect_eq(kv_u64(r.out, "rc_end"), 0, "limited %d", limited);
+        expect_async(j, limited);
+        if (limited)
+            cr_expect_eq(jpath_u64(j, "devices.0.device_total.limit_held_bytes"), 0, "held %llu",
+                         (unsigned long long)jpath_u64(j, "devices.0.device_total.limit_held_bytes"));
+        cr_expect_eq(kv_u64(r.out, "sim.async.0"), 0, "limited %d", limited);
+        json_decref(j);
+        run_free(&r);
+    }
 }
 
 /* A thread cancelled inside its global capture's begin: before, the shim's count of live captures

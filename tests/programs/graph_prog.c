@@ -1,6 +1,7 @@
 /* graph_prog SCENARIO: CUDA graph programs for tests/test_graphs.c (runtime API only).
  * Prints "key=value" lines, ending with the simulated device's own counters. */
 #include <pthread.h>
+#include <signal.h>
 #include <sched.h>
 #include <stdatomic.h>
 #include <string.h>
@@ -874,6 +875,63 @@ static int scenario_alloc_during_begin(void)
     return 0;
 }
 
+/* A capture that begins while an allocation on its stream is in the driver: the signal
+ * SIMCUDA_INJECT=cuMemAllocAsync:2:raise=SIGUSR1 raises on the allocation's entry has another
+ * thread begin a relaxed capture on the stream, and waits for the begin to return; the driver
+ * then makes the allocation a graph node. A 4 KiB allocation made and freed before it. Prints
+ * rc_alloc, rc_begin, rc_end. */
+static pthread_mutex_t in_call_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t in_call_cond = PTHREAD_COND_INITIALIZER;
+static int in_call_go, in_call_done;
+
+static void *begin_when_told(void *arg)
+{
+    (void)arg;
+    pthread_mutex_lock(&in_call_lock);
+    while (!in_call_go)
+        pthread_cond_wait(&in_call_cond, &in_call_lock);
+    pthread_mutex_unlock(&in_call_lock);
+    begin_rc = (int)cudaStreamBeginCapture(begin_stream, cudaStreamCaptureModeRelaxed);
+    pthread_mutex_lock(&in_call_lock);
+    in_call_done = 1;
+    pthread_cond_broadcast(&in_call_cond);
+    pthread_mutex_unlock(&in_call_lock);
+    return NULL;
+}
+
+static void begin_from_handler(int sig)
+{
+    (void)sig;
+    pthread_mutex_lock(&in_call_lock);
+    in_call_go = 1;
+    pthread_cond_broadcast(&in_call_cond);
+    while (!in_call_done)
+        pthread_cond_wait(&in_call_cond, &in_call_lock);
+    pthread_mutex_unlock(&in_call_lock);
+}
+
+static int scenario_begin_during_alloc(void)
+{
+    pthread_t t;
+    void *p = NULL;
+    cudaGraph_t g;
+    CHECK(cudaStreamCreate(&begin_stream));
+    signal(SIGUSR1, begin_from_handler);
+    if (pthread_create(&t, NULL, begin_when_told, NULL))
+        return 20;
+    /* A first 4 KiB allocation, freed: the shim is active by the second. */
+    CHECK(cudaMallocAsync(&p, 4096, begin_stream));
+    CHECK(cudaFreeAsync(p, begin_stream));
+    CHECK(cudaStreamSynchronize(begin_stream));
+    printf("rc_alloc=%d\n", (int)cudaMallocAsync(&p, MiB, begin_stream));
+    pthread_join(t, NULL);
+    printf("rc_begin=%d\n", begin_rc);
+    printf("rc_end=%d\n", (int)cudaStreamEndCapture(begin_stream, &g));
+    CHECK(cudaGraphDestroy(g));
+    CHECK(cudaStreamDestroy(begin_stream));
+    return 0;
+}
+
 /* A thread cancelled inside its capture's begin (SIMCUDA_BEGIN_CAPTURE_MS: the simulator's begin
  * sleeps, a cancellation point, with the stream capturing); the stream is destroyed (its capture
  * ends with it), then an allocation of 8 MiB: no capture is live. */
@@ -953,6 +1011,7 @@ static const struct scenario scenarios[] = {
     {"budget_malloc_in_capture", scenario_budget_malloc_in_capture, 1},
     {"exec_handle_reuse", scenario_exec_handle_reuse, 1},
     {"alloc_during_begin", scenario_alloc_during_begin, 1},
+    {"begin_during_alloc", scenario_begin_during_alloc, 1},
     {"cancel_in_begin", scenario_cancel_in_begin, 1},
     {"capture_of_exited_thread_reset", scenario_capture_of_exited_thread_reset, 1},
     {"per_thread_captures_on_two_devices", scenario_per_thread_captures_on_two_devices, 2},
