@@ -1326,3 +1326,38 @@ Test(core, a_capture_begun_with_no_table_memory_is_seen)
     json_decref(j);
     run_free(&r);
 }
+
+/* With no table memory (libfailmmap.so), the 64 spare slots take 64 captures, not a 65th (said
+ * once). A 4 MiB cudaMallocAsync on the last stream is a node either way (not held to the 1 MiB
+ * limit: with 64 captures seen live the shim asks the driver about the stream). Once all have
+ * ended none counts as live: a 4 MiB request outside any capture is refused by the limit
+ * (error 2), and cudaMemGetInfo samples the untracked bytes, which it does with none live. */
+Test(core, the_spare_capture_slots_take_64_captures)
+{
+    char pre[700], lib[700];
+    snprintf(pre, sizeof pre, "LD_PRELOAD=%s", program("libfailmmap.so"));
+    snprintf(lib, sizeof lib, "FAIL_MMAP_LIB=%s", shim_lib());
+    for (int n = 64; n <= 65; n++) {
+        char captures[32];
+        snprintf(captures, sizeof captures, "CAPTURES=%d", n);
+        const char *extra[] = {pre, lib, "FAIL_MMAP_AFTER=0", "CUSHIM_DEVICE_LIMIT=1MiB", captures,
+                               "SIMCUDA_CTX_OVERHEAD=300MiB", NULL};
+        struct run_result r;
+        json_t *j = scenario(&r, 0, "many_captures_no_table", extra);
+        cr_expect_eq(kv_u64(r.out, "rc_in_capture"), 0, "%d captures", n);
+        cr_expect_eq(kv_u64(r.out, "rc_ends"), 0, "%d captures", n);
+        cr_expect_eq(kv_u64(r.out, "rc_after"), 2, "%d captures", n);
+        /* Sampled by the cudaMemGetInfo only with no capture live: the context's 300 MiB
+         * (SIMCUDA_CTX_OVERHEAD), which no table holds. */
+        cr_expect_eq(kv_u64(r.out, "untracked_in_run"), 300 * MiB, "%d captures: %llu", n,
+                     (unsigned long long)kv_u64(r.out, "untracked_in_run"));
+        const char *line = "spare slots: a capture goes unseen";
+        const char *at = strstr(r.err, line);
+        if (n == 64)
+            cr_expect(at == NULL, "64 captures:\n%s", r.err);
+        else
+            cr_expect(at != NULL && strstr(at + 1, line) == NULL, "65 captures, said once:\n%s", r.err);
+        json_decref(j);
+        run_free(&r);
+    }
+}
