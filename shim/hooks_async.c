@@ -422,8 +422,15 @@ static void pool_remember(CUmemoryPool pool, const CUmemLocation *location, int 
         kind = CUSHIM_KIND_MANAGED;
     struct shim_entry e = {.key = (uint64_t)(uintptr_t)pool, .aux = kind, .device = device};
     int rc = made ? table_put(&shim.pools, &e, NULL) : table_add_unless(&shim.pools, &e, destroyed_since, &destroyed);
-    if (rc < 0)
+    /* A pool of device memory not in the table counts as a pool never seen (pool_kind: async, on
+     * the stream's device, held to the device limit), which it is: only a pool of another kind
+     * makes the pools' accounting incomplete. */
+    if (rc < 0 && kind != CUSHIM_KIND_ASYNC)
         pools_note_lost();
+    else if (rc < 0)
+        LOG_ONCE(CUSHIM_LOG_WARN, "a device memory pool could not be recorded (out of memory for "
+                 "the shim's tables): its requests count as device memory of their stream's device, "
+                 "and the pools' figures leave out its reserve");
 }
 
 SHIM_EXPORT CUresult CUDAAPI cuMemPoolCreate(CUmemoryPool *pool, const CUmemPoolProps *poolProps)

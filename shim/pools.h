@@ -36,8 +36,9 @@ uint64_t async_pool_idle_of(CUmemoryPool *pool, int device); /* *pool: NULL is s
  * is lost (pools_lost: the child's table starts empty). */
 void async_pool_after_fork_child(void);
 
-/* True once a pool could not be recorded in shim.pools (pools_note_lost): the accounting of
- * pools is incomplete from then on. Requests from a pool not in the table then pass through
+/* True once a pool of host or managed memory could not be recorded in shim.pools
+ * (pools_note_lost; a device pool not recorded counts as a pool never seen does, pool_kind, and
+ * does not set it): the accounting of pools is incomplete from then on. Requests from a pool not in the table then pass through
  * unchanged (no budget, not counted: its kind and device are unknown), and the pools' readings
  * leave out its reserve. Read with a relaxed load on the request path. */
 extern SHIM_HIDDEN _Atomic bool pools_lost;

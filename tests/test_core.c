@@ -1306,6 +1306,28 @@ Test(core, an_unrecorded_pool_passes_through)
     run_free(&r);
 }
 
+/* A device pool the shim could not record (libfailmmap.so: no table at all) is still what an
+ * unrecorded pool always was, device memory of the stream's device: 4 MiB from device 0's
+ * default pool is refused by a 1 MiB device limit, as a cudaMalloc is, and the pools' accounting
+ * is not said to be incomplete (before: the lost default pool set pools_lost, and its request
+ * passed through, uncounted and outside the limit). */
+Test(core, an_unrecorded_device_pool_stays_held_to_the_limit)
+{
+    char pre[700], lib[700];
+    snprintf(pre, sizeof pre, "LD_PRELOAD=%s", program("libfailmmap.so"));
+    snprintf(lib, sizeof lib, "FAIL_MMAP_LIB=%s", shim_lib());
+    const char *extra[] = {pre, lib, "FAIL_MMAP_AFTER=0", "CUSHIM_DEVICE_LIMIT=1MiB", NULL};
+    struct run_result r;
+    json_t *j = scenario(&r, 0, "device_pool_unrecorded", extra);
+    cr_expect_eq(kv_u64(r.out, "rc_default_pool"), 2, "cudaErrorMemoryAllocation\n%s", r.err);
+    cr_expect_eq(kv_u64(r.out, "rc_malloc"), 2, "cudaErrorMemoryAllocation");
+    cr_expect(strstr(r.err, "a memory pool could not be recorded") == NULL, "said:\n%s", r.err);
+    cr_expect_eq(jpath_u64(j, "devices.0.async.failed_count"), 1);
+    cr_expect_eq(kv_u64(r.out, "sim.device.0"), 0);
+    json_decref(j);
+    run_free(&r);
+}
+
 /* A capture begun when the shim's memory is exhausted (libfailmmap.so, no table at all) is still
  * seen (a spare capture slot): a cudaMallocAsync on the capturing stream is a graph node, not
  * held to a 1 MiB device limit (before: the capture went unseen and the 4 MiB node was refused,

@@ -2223,6 +2223,26 @@ static int scenario_many_captures_no_table(void)
     return 0;
 }
 
+/* Run with libfailmmap.so (FAIL_MMAP_AFTER=0: the shim has no table at all) and a device limit
+ * of 1 MiB: device 0's default pool (which the shim cannot record), 4 MiB from it on the default
+ * stream, which the limit refuses as it refuses a cudaMalloc. Prints rc_default_pool, then
+ * rc_malloc. */
+static int scenario_device_pool_unrecorded(void)
+{
+    cudaMemPool_t def;
+    void *p;
+    CHECK(cudaFree(NULL));
+    CHECK(cudaDeviceGetDefaultMemPool(&def, 0));
+    cudaError_t e = cudaMallocFromPoolAsync(&p, 4 * MiB, def, 0);
+    printf("rc_default_pool=%d\n", (int)e);
+    if (e == cudaSuccess) {
+        CHECK(cudaFreeAsync(p, 0));
+        CHECK(cudaStreamSynchronize(0));
+    }
+    printf("rc_malloc=%d\n", (int)cudaMalloc(&p, 4 * MiB));
+    return 0;
+}
+
 static int scenario_oom(void)
 {
     void *a, *b;
@@ -3028,6 +3048,7 @@ static const struct scenario scenarios[] = {
     {"capture_no_table", scenario_capture_no_table, 1},
     {"many_captures_no_table", scenario_many_captures_no_table, 1},
     {"host_pool_unrecorded", scenario_host_pool_unrecorded, 1},
+    {"device_pool_unrecorded", scenario_device_pool_unrecorded, 1},
     {"free_refused_table_full", scenario_free_refused_table_full, 1},
     {"ctx_destroy_thread", scenario_ctx_destroy_thread, 2},
     {"teardown_then_reset", scenario_teardown_then_reset, 1}, {"destroyed_current", scenario_destroyed_current, 1},
