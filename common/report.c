@@ -126,6 +126,14 @@ void cushim_json_process(struct jsonw *w, const char *key, const struct cushim_s
     jsonw_bool(w, "spill", (s->flags & CUSHIM_SEG_F_SPILL) != 0);
     jsonw_bool(w, "exited", (int)s->exited);
     jsonw_bool(w, "counters_torn", s->torn > 0);
+    jsonw_array_begin(w, "incomplete");
+    if (s->incomplete & CUSHIM_INCOMPLETE_TABLE)
+        jsonw_string(w, NULL, "table");
+    if (s->incomplete & CUSHIM_INCOMPLETE_POOLS)
+        jsonw_string(w, NULL, "pools");
+    if (s->incomplete & CUSHIM_INCOMPLETE_CAPTURES)
+        jsonw_string(w, NULL, "captures");
+    jsonw_array_end(w);
     if (s->read_ns)
         jsonw_u64(w, "read_ns", s->read_ns);
     else
@@ -277,6 +285,11 @@ void cushim_text_process(FILE *f, const struct cushim_snapshot *s, const char *t
                                    : " (requested, at the next allocation)",
             strcmp(offload, "off") ? ", offload " : "", strcmp(offload, "off") ? offload : "",
             s->flags & CUSHIM_SEG_F_SPILL ? ", spill on" : "");
+    if (s->incomplete) /* the JSON's "incomplete", in words */
+        fprintf(f, "  figures incomplete (the shim ran out of memory for its tables):%s%s%s\n",
+                s->incomplete & CUSHIM_INCOMPLETE_TABLE ? " allocations not kept" : "",
+                s->incomplete & CUSHIM_INCOMPLETE_POOLS ? (s->incomplete & CUSHIM_INCOMPLETE_TABLE ? ", memory pools not recorded" : " memory pools not recorded") : "",
+                s->incomplete & CUSHIM_INCOMPLETE_CAPTURES ? (s->incomplete & (CUSHIM_INCOMPLETE_TABLE | CUSHIM_INCOMPLETE_POOLS) ? ", captures not recorded" : " captures not recorded") : "");
     for (uint32_t i = 0; i < s->device_count; i++) {
         const struct cushim_device_snapshot *d = &s->devices[i];
         /* "memory", as top's MEMORY column: "total" beside device_total read as the process's

@@ -131,7 +131,9 @@ struct cushim_segment_header {
     _Atomic uint32_t exited;              /* 1 once the process finished its exit report */
     uint32_t flags;                       /* CUSHIM_SEG_F_* */
     _Atomic uint32_t graph_count;         /* 1 + highest graph slot ever used */
-    uint32_t reserved1;
+    /* CUSHIM_INCOMPLETE_*: what the figures leave out, set (never cleared) when the shim runs out
+     * of memory for its tables; 0 also for a writer before this field (padding then). */
+    _Atomic uint32_t incomplete;
     char command[CUSHIM_COMMAND_MAX];     /* NUL-terminated */
     char version[CUSHIM_VERSION_MAX];     /* cushim version that wrote it, NUL-terminated */
     /* The `cushim run` that launched us (from its directory's name, path.h cushim_run_dir_owner):
@@ -153,6 +155,11 @@ struct cushim_segment_header {
     uint32_t live_capacity;               /* CUSHIM_LIVE_MAX */
     uint8_t pad[16];
 } __attribute__((aligned(64)));
+
+/* Bits of the header's `incomplete`. */
+#define CUSHIM_INCOMPLETE_TABLE 1u    /* an allocation, mapping or handle not kept: not counted, or its free unseen */
+#define CUSHIM_INCOMPLETE_POOLS 2u    /* a host or managed pool not recorded: its requests pass uncounted */
+#define CUSHIM_INCOMPLETE_CAPTURES 4u /* a capture not recorded: its allocations count as memory */
 
 #define CUSHIM_SEG_F_TOP 1u               /* the image `cushim run` launched (not a descendant) */
 #define CUSHIM_SEG_F_ANONYMOUS 2u         /* not backed by a file (segment creation failed) */

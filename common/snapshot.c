@@ -325,6 +325,7 @@ int cushim_snapshot_read(const void *mem, size_t len, struct cushim_snapshot *ou
     out->phase = atomic_load_explicit(&((struct cushim_segment_header *)h)->phase, memory_order_relaxed);
     out->exited = atomic_load_explicit(&((struct cushim_segment_header *)h)->exited, memory_order_relaxed);
     out->flags = h->flags;
+    out->incomplete = atomic_load_explicit(&((struct cushim_segment_header *)h)->incomplete, memory_order_relaxed);
     memcpy(out->command, h->command, sizeof out->command);
     memcpy(out->version, h->version, sizeof out->version);
     /* Checked in the copy: the segment's writer may take a NUL away once it has been seen. */

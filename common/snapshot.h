@@ -80,6 +80,7 @@ struct cushim_snapshot {
     uint32_t phase;                       /* enum cushim_phase */
     uint32_t phase_requested;             /* `cushim phase` not yet applied: 1 + enum cushim_phase, 0 none */
     uint32_t flags;                       /* CUSHIM_SEG_F_* */
+    uint32_t incomplete;                  /* CUSHIM_INCOMPLETE_* (segment.h) */
     /* 1 once the process finished its exit report (segment.h header exited): a live segment
      * with it set is stale (tools/segments.c is_stale). */
     uint32_t exited;

@@ -411,6 +411,7 @@ static bool capture_begun(CUstream stream, bool per_thread, CUstreamCaptureMode 
     if (rc != 0) /* not a new capture: counted once already, or not at all */
         atomic_fetch_sub(&shim_gate, SHIM_GATE_CAPTURE);
     if (rc < 0) {
+        shim_note_incomplete(CUSHIM_INCOMPLETE_CAPTURES);
         LOG_ONCE(CUSHIM_LOG_WARN, "out of memory for the capture table and its %d spare slots: a "
                  "capture goes unseen", CAPTURE_SPARES);
         return false; /* no memory: the capture goes unseen */

@@ -83,6 +83,7 @@ static void after_fork_child(void)
     shim.seg_path[0] = '\0';
     shim.owner = 0;
     shim.top = 0; /* a forked child is a descendant, not the launched image */
+    atomic_store(&shim_incomplete, 0); /* the child's figures start afresh */
     arena_after_fork_child();
     shim_log_after_fork_child();
     table_after_fork_child(&shim.ptrs);
@@ -220,6 +221,8 @@ bool shim_start_slow(bool from_api)
         if (!from_api && !atomic_exchange(&exit_registered, 1))
             atexit(shim_exit_report);
         atomic_store_explicit(&shim.run, from_api ? SHIM_QUIET : SHIM_ACTIVE, memory_order_release);
+        /* What was noted left out before the segment existed (a note from now on goes in both). */
+        atomic_fetch_or(&shim.seg->h.incomplete, atomic_load(&shim_incomplete));
         if (!from_api)
             gate_open();
         LOG_INFO("started: segment %s", shim.seg_path[0] ? shim.seg_path : "(private)");

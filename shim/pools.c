@@ -187,6 +187,7 @@ uint64_t async_pool_idle_of(CUmemoryPool *poolp, int device)
 void pools_note_lost(void)
 {
     atomic_store_explicit(&pools_lost, true, memory_order_relaxed);
+    shim_note_incomplete(CUSHIM_INCOMPLETE_POOLS);
     LOG_ONCE(CUSHIM_LOG_WARN, "a memory pool could not be recorded (out of memory for the shim's "
              "tables): requests from it pass through uncounted and outside any device limit, and "
              "the pools' figures leave out its reserve");

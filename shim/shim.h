@@ -201,6 +201,21 @@ static inline bool shim_started(void)
     return likely(r == SHIM_ACTIVE) || (r != SHIM_OFF && shim_start_slow(false));
 }
 
+/* What the figures leave out (CUSHIM_INCOMPLETE_* bits, segment.h), noted before the segment
+ * exists too: the start copies it into the new segment's header. 0 in a forked child. */
+extern SHIM_HIDDEN _Atomic uint32_t shim_incomplete;
+
+/* Notes that the figures leave something out (a CUSHIM_INCOMPLETE_* bit): in shim_incomplete
+ * and, once the shim has started, its segment's header `incomplete`, for the summary and the
+ * CLI. Two atomic ors and a load; cold (out-of-memory paths). Thread-safe. */
+static inline void shim_note_incomplete(uint32_t bit)
+{
+    atomic_fetch_or_explicit(&shim_incomplete, bit, memory_order_relaxed);
+    int r = atomic_load_explicit(&shim.run, memory_order_acquire);
+    if (r == SHIM_ACTIVE || r == SHIM_QUIET)
+        atomic_fetch_or_explicit(&shim.seg->h.incomplete, bit, memory_order_relaxed);
+}
+
 /* Enter a wrapper that counts: false = pass through (nested call, or shim off). */
 static inline bool shim_enter(void)
 {

@@ -83,8 +83,11 @@ bool track_put_back(struct shim_table *t, const struct shim_entry *e)
     return true;
 }
 
+_Atomic uint32_t shim_incomplete;
+
 void track_table_full(void)
 {
+    shim_note_incomplete(CUSHIM_INCOMPLETE_TABLE);
     LOG_ONCE(CUSHIM_LOG_ERROR, "out of memory for the allocation table: some allocations are "
              "not counted");
 }

@@ -1210,6 +1210,22 @@ Test(core, out_of_memory_for_the_table_passes_calls_through)
     }
 }
 
+/* Whether the summary's "incomplete" array names `what` (and, for what == NULL, is empty). */
+static bool incomplete_says(json_t *j, const char *what)
+{
+    json_t *a = jpath(j, "incomplete");
+    if (!json_is_array(a))
+        return false;
+    if (!what)
+        return json_array_size(a) == 0;
+    size_t i;
+    json_t *v;
+    json_array_foreach(a, i, v)
+        if (json_is_string(v) && !strcmp(json_string_value(v), what))
+            return true;
+    return false;
+}
+
 /* The shim's tables full (libfailmmap.so, one arena chunk): a handle mapped at 16,000 places,
  * most of whose mappings the table cannot hold, then all unmapped and the handle released. The
  * mappings it could not keep are not counted as holding the handle: once the handle is released
@@ -1225,6 +1241,7 @@ Test(core, mappings_the_table_cannot_hold_pass_through)
     json_t *j = scenario(&r, 0, "vmm_maps_full", extra);
     cr_expect(kv_u64(r.out, "failmmap.refused") > 0, "the shim's mappings were refused");
     cr_expect(strstr(r.err, "out of memory for the allocation table") != NULL, "%s", r.err);
+    cr_expect(incomplete_says(j, "table"), "the summary says the figures are incomplete");
     cr_expect_eq(kv_u64(r.out, "granularity"), 65536);
     cr_expect_eq(kv_u64(r.out, "after_release"), 0);
     expect_kind(j, 0, "vmm", 0, 65536, 1, 1, 0);
@@ -1300,6 +1317,7 @@ Test(core, an_unrecorded_pool_passes_through)
     cr_expect_eq(kv_u64(r.out, "rc_host_pool"), 0, "CUDA_SUCCESS\n%s", r.err);
     cr_expect_eq(kv_u64(r.out, "rc_malloc"), 2, "cudaErrorMemoryAllocation");
     cr_expect(strstr(r.err, "a memory pool could not be recorded") != NULL, "said:\n%s", r.err);
+    cr_expect(incomplete_says(j, "pools"), "the summary says the pools' figures are incomplete");
     expect_kind(j, 0, "async", 0, 0, 0, 0, 0);
     expect_kind(j, 0, "pinned_host", 0, 0, 0, 0, 0);
     json_decref(j);
@@ -1379,6 +1397,7 @@ Test(core, the_spare_capture_slots_take_64_captures)
             cr_expect(at == NULL, "64 captures:\n%s", r.err);
         else
             cr_expect(at != NULL && strstr(at + 1, line) == NULL, "65 captures, said once:\n%s", r.err);
+        cr_expect(incomplete_says(j, "captures") == (n == 65), "%d captures: incomplete", n);
         json_decref(j);
         run_free(&r);
     }

@@ -234,6 +234,8 @@ Test(offload, an_offloaded_free_counts_from_its_call)
     cr_expect_eq(jpath_u64(j, "devices.0.offloaded.free_count"), 1);
     cr_expect_eq(jpath_u64(j, "devices.0.offloaded.current_bytes"), 64 * MiB);
     cr_expect_eq(jpath_u64(j, "devices.0.offloaded.peak_bytes"), 64 * MiB);
+    cr_expect(json_is_array(jpath(j, "incomplete")) && json_array_size(jpath(j, "incomplete")) == 0,
+              "nothing left out of the figures");
     json_decref(j);
     run_free(&r);
 }
