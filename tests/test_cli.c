@@ -85,6 +85,20 @@ Test(cli, a_device_ordinal_takes_leading_zeros_and_odd_spellings_are_said)
     live_release(hold, &pid, 1);
 }
 
+Test(cli, a_device_ordinal_is_offered_only_for_a_name_and_a_number)
+{
+    /* A review: any word ending in digits was offered them, a device's UUID (as cushim stat shows
+     * it) and a list of devices too. Only NAME N, NAME:N: GPU1, cuda:1. */
+    expect_cli((const char *[]){"reset-peak", "1", "--device=GPU-00010203-0405-0607-0809-0a0b0c0d0e10", NULL}, NULL,
+               2, "cushim: --device needs a device ordinal 0..63 (got \"GPU-00010203-0405-0607-0809-0a0b0c0d0e10\")\n");
+    expect_cli((const char *[]){"reset-peak", "1", "--device=cuda:0,1", NULL}, NULL, 2,
+               "cushim: --device needs a device ordinal 0..63 (got \"cuda:0,1\")\n");
+    expect_cli((const char *[]){"reset-peak", "1", "--device=cuda:1:2", NULL}, NULL, 2,
+               "cushim: --device needs a device ordinal 0..63 (got \"cuda:1:2\")\n");
+    expect_cli((const char *[]){"reset-peak", "1", "--device=GPU01", NULL}, NULL, 2,
+               "cushim: --device needs a device ordinal 0..63 (got \"GPU01\"; the ordinal alone: --device 1)\n");
+}
+
 Test(cli, an_assignment_as_the_program_offers_env)
 {
     /* `cushim run VAR=x prog` (a shell's syntax) said only "not found on PATH" (an attack trial). */

@@ -56,12 +56,12 @@ int cmd_reset_peak(int argc, char **argv)
              * 000 was device 0 and 0000 refused). */
             uint64_t ordinal;
             if (cushim_parse_u64(v, CUSHIM_MAX_DEVICES - 1, &ordinal) != 0) {
-                /* cuda:1, GPU1: the ordinal alone is offered */
-                size_t letters = strspn(v, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"), lead = strlen(v);
-                while (lead > 0 && v[lead - 1] >= '0' && v[lead - 1] <= '9')
-                    lead--;
+                /* cuda:1, GPU1: the ordinal alone is offered; not for a UUID's or a list's last
+                 * digits (GPU-...-0a10, cuda:0,1: a review) */
+                size_t letters = strspn(v, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ");
+                size_t lead = letters + (letters > 0 && v[letters] == ':');
                 char hint[64] = "";
-                if (letters > 0 && lead > 0 && v[lead] && cushim_parse_u64(v + lead, CUSHIM_MAX_DEVICES - 1, &ordinal) == 0)
+                if (letters > 0 && cushim_parse_u64(v + lead, CUSHIM_MAX_DEVICES - 1, &ordinal) == 0)
                     snprintf(hint, sizeof hint, "; the ordinal alone: --device %llu", (unsigned long long)ordinal);
                 cli_error("--device needs a device ordinal 0..%u (got %s%s)", CUSHIM_MAX_DEVICES - 1, cli_shown(v), hint);
                 return EXIT_USAGE;
