@@ -189,6 +189,29 @@ Test(cli, a_repeating_stat_says_when_its_process_exits)
     free(text);
 }
 
+Test(cli, a_repeating_stat_counts_only_the_processes_it_watched)
+{
+    /* A review: with a PID that was never there (said at first), the end read "the 2 processes
+     * watched exited" of the one process watched. */
+    const char *segdir;
+    char hold[600], p[16], out[800], env_seg[800];
+    pid_t pid = start_held("hold", "t-stat-exit2", &segdir, hold, sizeof hold);
+    snprintf(p, sizeof p, "%d", (int)pid);
+    snprintf(out, sizeof out, "%s/stat-exit2.out", test_dir());
+    snprintf(env_seg, sizeof env_seg, "CUSHIM_SEGMENT_DIR=%s", segdir);
+    const char *argv[] = {cushim_bin(), "stat", "-d", "0.1", p, "2147483646", NULL};
+    pid_t stat = spawn_bg_to(argv, (const char *[]){env_seg, NULL}, out);
+    usleep(300 * 1000); /* a first snapshot, at least */
+    live_release(hold, &pid, 1);
+    cr_expect_eq(wait_bg(stat), 1);
+    char *text = slurp(out), want[200];
+    snprintf(want, sizeof want, "\ncushim: process %d exited (no live segment left): stat stops\n", (int)pid);
+    size_t n = strlen(text);
+    cr_expect(n > strlen(want) && !strcmp(text + n - strlen(want), want), "%s", text);
+    cr_expect(strstr(text, "cushim: no cushim process 2147483646 ") != NULL, "%s", text);
+    free(text);
+}
+
 Test(cli, a_directory_on_path_named_as_the_program_is_said)
 {
     /* execvp's EACCES for a directory along PATH read "Permission denied" (an attack trial). */

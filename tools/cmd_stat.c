@@ -329,6 +329,9 @@ int cmd_stat(int argc, char **argv)
     }
     struct target t = {.keeping = 0};
     int rc = 0;
+    /* The PIDs there at the first snapshot, which a repeating stat follows: how many, and one. */
+    int watched = 0;
+    pid_t watched_pid = 0;
     for (long n = 0; a.iterations < 0 || n < a.iterations; n++) {
         if (n && watch_sleep(a.interval))
             break;
@@ -350,6 +353,13 @@ int cmd_stat(int argc, char **argv)
             rc = EXIT_USAGE;
             break;
         }
+        for (int i = 0; n == 0 && i < a.npids; i++)
+            for (int k = 0; k < l.count; k++)
+                if (seg_names(&l.procs[k], a.pids[i])) {
+                    watched++;
+                    watched_pid = a.pids[i];
+                    break;
+                }
         if (n == 0) {
             /* Exit 1 when nothing is shown or a named pid is not a live process under cushim (the
              * others are still shown). Prometheus text with no process is an answer too (the
@@ -363,11 +373,12 @@ int cmd_stat(int argc, char **argv)
         /* With PIDs, a repeating stat ends when none of them is left (the last snapshot stays in
          * an --output file), and writes nothing when none is there at first (said, exit 1). */
         if (a.npids && !l.count && (n || a.interval > 0)) {
-            /* Said when they went during the watch (an attack trial: it stopped without a word). */
-            if (n && a.npids == 1)
-                cli_error("process %d exited (no live segment left): stat stops", (int)a.pids[0]);
+            /* Said when they went during the watch (an attack trial: it stopped without a word);
+             * a PID not there at first, said then, is not counted (a review). */
+            if (n && watched == 1)
+                cli_error("process %d exited (no live segment left): stat stops", (int)watched_pid);
             else if (n)
-                cli_error("the %d processes watched exited (no live segment left): stat stops", a.npids);
+                cli_error("the %d processes watched exited (no live segment left): stat stops", watched);
             proc_list_free(&l);
             break;
         }
