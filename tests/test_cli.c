@@ -212,6 +212,19 @@ Test(cli, a_repeating_stat_counts_only_the_processes_it_watched)
     free(text);
 }
 
+Test(cli, gc_help_names_every_state_it_removes)
+{
+    /* A review: ps says `cushim gc` removes exited segments and copies; gc --help named only
+     * those of processes killed. */
+    struct run_result r;
+    const char *argv[] = {cushim_bin(), "gc", "--help", NULL};
+    run_cmd(&r, argv, NULL);
+    cr_expect_eq(r.status, 0);
+    cr_expect(strstr(r.out, "(SIGKILL, crash: stale in cushim ps)") && strstr(r.out, "(exited)") && strstr(r.out, "(copy)"),
+              "%s", r.out);
+    run_free(&r);
+}
+
 Test(cli, a_directory_on_path_named_as_the_program_is_said)
 {
     /* execvp's EACCES for a directory along PATH read "Permission denied" (an attack trial). */

@@ -153,16 +153,20 @@ int cmd_gc(int argc, char **argv)
     struct gc_arg a = {0, 0};
     if (argc > 1) {
         if (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0) {
+            /* Every state of a gone process's segment that cushim ps names (a review: exited
+             * ones and copies, which ps says gc removes, were not named here). */
             printf("usage: cushim gc\n\nRemoves segments left by processes that died without "
-                   "exiting normally\n(SIGKILL, crash), or whose pid now belongs to another process, "
-                   "those of\nprocesses that are gone which this cushim cannot read (another "
-                   "version's; not\none whose header names another pid namespace), and the run "
-                   "directories\n(${TMPDIR:-/tmp}/cushim-run.*) of `cushim run`s killed before they "
-                   "could clean\nup (one not mode 0700, or holding anything but the files a run "
-                   "writes,\nis no run's and is left). A segment of a process killed while its `cushim "
-                   "run`\ngoes on is that run's: it reports the process and removes the segment when it\n"
-                   "ends. Exit 0 when done, 1 when something could not be removed (said), 2 when\n"
-                   "TMPDIR cannot be read (after the segments are swept).\n");
+                   "exiting normally\n(SIGKILL, crash: stale in cushim ps), that ended with their "
+                   "exit report but\nleft their segment (exited), copies of a gone process's "
+                   "segment (copy), or\nwhose pid now belongs to another process, those of "
+                   "processes that are gone\nwhich this cushim cannot read (another version's; not "
+                   "one whose header names\nanother pid namespace), and the run directories "
+                   "(${TMPDIR:-/tmp}/cushim-run.*)\nof `cushim run`s killed before they could clean "
+                   "up (one not mode 0700, or\nholding anything but the files a run writes, is no "
+                   "run's and is left). A\nsegment of a gone process whose `cushim run` goes on is "
+                   "that run's: it reports\nthe process and removes the segment when it ends (a "
+                   "copy: gc, after that).\nExit 0 when done, 1 when something could not be removed "
+                   "(said), 2 when TMPDIR\ncannot be read (after the segments are swept).\n");
             return 0;
         }
         if (argv[1][0] == '-') /* --hlep, --help=1: said as every command says them */
