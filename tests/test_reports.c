@@ -566,8 +566,17 @@ Test(reports, a_missing_interpreter_is_named_not_the_program_that_exists)
     put_program(nested, sizeof nested, "nested-interp.sh", nested_text, strlen(nested_text));
     snprintf(deeper_text, sizeof deeper_text, "#!%s\n", nested);
     put_program(deeper, sizeof deeper, "deeper-interp.sh", deeper_text, strlen(deeper_text));
-    const char *chained[] = {nested, deeper};
-    for (int k = 0; k < 2; k++) {
+    /* Six files deep, the last that the kernel follows (exec_binprm: depth 0 to 5; a review: the
+     * sixth's missing interpreter was said as "No such file or directory"). */
+    char deep[3][700], deep_text[3][800];
+    for (int k = 0; k < 3; k++) {
+        char name[32];
+        snprintf(deep_text[k], sizeof deep_text[k], "#!%s\n", k ? deep[k - 1] : deeper);
+        snprintf(name, sizeof name, "deep%d-interp.sh", k);
+        put_program(deep[k], sizeof deep[k], name, deep_text[k], strlen(deep_text[k]));
+    }
+    const char *chained[] = {nested, deeper, deep[2]};
+    for (int k = 0; k < 3; k++) {
         const char *a6[] = {cushim_bin(), "run", "--", chained[k], NULL};
         run_cmd(&r, a6, sim_env(NULL));
         cr_expect_eq(r.status, 127);

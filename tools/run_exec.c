@@ -102,8 +102,9 @@ int run_exec_missing_interpreter(const char *prog, char *why, size_t n)
     if (fd < 0)
         return 0;
     /* Down a chain of interpreters (a script whose #! names a script, as the kernel follows up
-     * to 4 more): the first one that does not exist (an attack trial: "No such file or
-     * directory" for a chain whose last interpreter was missing). */
+     * to 5 more: exec_binprm's depth 0 to 5, the sixth file's interpreter still opened): the
+     * first one that does not exist (an attack trial: "No such file or directory" for a chain
+     * whose last interpreter was missing). */
     struct stat st;
     for (int depth = 0;; depth++) {
         interpreter_of(fd, head, got, interp, &script);
@@ -114,7 +115,7 @@ int run_exec_missing_interpreter(const char *prog, char *why, size_t n)
         if (stat(interp, &st) != 0)
             break;
         /* It exists: not the missing one, unless it is a script or an ELF whose own is. */
-        if (depth == 4 || (fd = open(interp, O_RDONLY | O_CLOEXEC)) < 0)
+        if (depth == 5 || (fd = open(interp, O_RDONLY | O_CLOEXEC)) < 0)
             return 0;
         snprintf(by, sizeof by, "%s", interp);
         got = read(fd, head, sizeof head - 1);

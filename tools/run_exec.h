@@ -12,7 +12,7 @@
  * terminated) the interpreter that is missing: "its interpreter \"/x\" (its #! line) does not
  * exist" (or, for a #! line ending in a carriage return, that it does) or "its dynamic loader \"/x\" (ELF
  * interpreter) does not exist"; for an interpreter that exists and is itself a script (or an ELF
- * file) whose own is missing, 4 deep at most as the kernel follows them, "down its #! chain, the
+ * file) whose own is missing, 6 files deep at most as the kernel follows them, "down its #! chain, the
  * interpreter \"/x\" of \"/script\" (its #! line) does not exist"; and returns 1; returns 0
  * (why untouched) when the file cannot be found or read, or names no interpreter (a plain ENOENT
  * then). */
