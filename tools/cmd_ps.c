@@ -16,7 +16,7 @@
 #include "tools/collect.h"
 
 struct ps_arg {
-    int rows;   /* valid segments listed (live or stale) */
+    int rows;   /* valid segments listed (live, copy, stale or exited) */
     int invalid;
     int color;
     int hidden; /* processes of another pid namespace not visible here ("1*") */
