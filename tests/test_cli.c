@@ -225,6 +225,19 @@ Test(cli, gc_help_names_every_state_it_removes)
     run_free(&r);
 }
 
+Test(cli, run_help_says_a_removed_run_directory_exits_2)
+{
+    /* A review: a run whose directory was removed exits 2 (bfd3cec); its --help and the README
+     * named only a --json file not written and a summary unreadable. */
+    struct run_result r;
+    const char *argv[] = {cushim_bin(), "run", "--help", NULL};
+    run_cmd(&r, argv, NULL);
+    cr_expect_eq(r.status, 0);
+    cr_expect(strstr(r.out, "be written, a process's summary could not be read, or the run's directory in TMPDIR\n"
+                            "was removed while it ran (its summaries lost).\n") != NULL, "%s", r.out);
+    run_free(&r);
+}
+
 Test(cli, a_directory_on_path_named_as_the_program_is_said)
 {
     /* execvp's EACCES for a directory along PATH read "Permission denied" (an attack trial). */
