@@ -108,6 +108,14 @@ Test(cli, an_assignment_as_the_program_offers_env)
     expect_cli((const char *[]){"run", "--", "A=1", "B=2", "true", NULL}, sim_env(NULL), 127,
                "cushim: cannot run \"A=1\": not found on PATH (a variable assignment, which cushim run does not "
                "take: write cushim run -- env A=1 ... true, or A=1 ... cushim run -- true)\n");
+    /* A value past 60 bytes is not cut into a command to type (a review: "env
+     * PYTHONPATH=/opt/.../ver python3"), and the program's arguments are marked. */
+    expect_cli((const char *[]){"run", "PYTHONPATH=/opt/project/src/lib/python3.11/site-packages/very/long/path",
+                                "python3", "train.py", NULL},
+               sim_env(NULL), 127,
+               "cushim: cannot run \"PYTHONPATH=/opt/project/src/lib/python3.11/site-packages/very/long/path\": not "
+               "found on PATH (a variable assignment, which cushim run does not take: write cushim run -- env "
+               "PYTHONPATH=... python3 ..., or PYTHONPATH=... cushim run -- python3 ...)\n");
     /* Not a variable's name: the plain words. */
     expect_cli((const char *[]){"run", "--", "1A=1", NULL}, sim_env(NULL), 127,
                "cushim: cannot run \"1A=1\": not found on PATH\n");

@@ -171,10 +171,20 @@ int run_exec_assignment(char *const *prog, char *why, size_t n)
     int k = 1;
     while (prog[k] && assignment(prog[k]))
         k++;
-    const char *next = prog[k] ? prog[k] : "PROGRAM";
+    /* Words past 60 bytes are not cut into a command that reads as the one to type (a review:
+     * "env PYTHONPATH=/opt/.../ver python3"): NAME=... and PROGRAM stand for them; the
+     * program's arguments are "...". */
+    char var[80], next[80];
+    size_t name = strcspn(prog[0], "=");
+    if (strlen(prog[0]) <= 60)
+        snprintf(var, sizeof var, "%s", prog[0]);
+    else
+        snprintf(var, sizeof var, "%.*s=...", (int)(name < 56 ? name : 56), prog[0]);
+    snprintf(next, sizeof next, "%s%s", prog[k] && strlen(prog[k]) <= 60 ? prog[k] : "PROGRAM",
+             prog[k] && prog[k + 1] ? " ..." : "");
     snprintf(why, n, "not found on PATH (a variable assignment, which cushim run does not take: write "
-             "cushim run -- env %.60s%s %.60s, or %.60s%s cushim run -- %.60s)", prog[0], k > 1 ? " ..." : "", next,
-             prog[0], k > 1 ? " ..." : "", next);
+             "cushim run -- env %s%s %s, or %s%s cushim run -- %s)", var, k > 1 ? " ..." : "", next,
+             var, k > 1 ? " ..." : "", next);
     return 1;
 }
 
