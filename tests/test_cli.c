@@ -256,6 +256,17 @@ Test(cli, a_directory_on_path_named_as_the_program_is_said)
     snprintf(path_env, sizeof path_env, "PATH=%s:/usr/bin:/bin", dir);
     snprintf(want, sizeof want, "cushim: cannot run \"trainer\": not found on PATH (%s there is a directory)\n", sub);
     expect_cli((const char *[]){"run", "--", "trainer", NULL}, sim_env((const char *[]){path_env, NULL}), 127, want);
+    /* A long one is cut with its length, not at 200 bytes without a word (a review). */
+    char deep[1000], deep_sub[1100], deep_env[1100], deep_want[1400];
+    int len = snprintf(deep, sizeof deep, "%s/%0250d", dir, 0);
+    cr_assert_eq(mkdir(deep, 0755), 0);
+    snprintf(deep_sub, sizeof deep_sub, "%s/trainer", deep);
+    cr_assert_eq(mkdir(deep_sub, 0755), 0);
+    snprintf(deep_env, sizeof deep_env, "PATH=%s:/usr/bin:/bin", deep);
+    snprintf(deep_want, sizeof deep_want, "cushim: cannot run \"trainer\": not found on PATH (%.60s... (%d bytes) "
+             "there is a directory)\n", deep_sub, len + (int)strlen("/trainer"));
+    expect_cli((const char *[]){"run", "--", "trainer", NULL}, sim_env((const char *[]){deep_env, NULL}), 127,
+               deep_want);
 }
 
 /* A TCP port of 127.0.0.1 free now. */

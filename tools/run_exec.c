@@ -204,7 +204,12 @@ int run_exec_dir_on_path(const char *prog, char *why, size_t n)
         size_t len = end ? (size_t)(end - p) : strlen(p);
         int k = len ? snprintf(dir, sizeof dir, "%.*s/%s", (int)len, p, prog) : snprintf(dir, sizeof dir, "./%s", prog);
         if (k > 0 && k < (int)sizeof dir && stat(dir, &st) == 0 && S_ISDIR(st.st_mode)) {
-            snprintf(why, n, "not found on PATH (%.200s there is a directory)", dir);
+            /* A long one cut as cli_shown cuts a value, said so (a review: cut at 200 bytes
+             * without a word, a path that is not there). */
+            if (k <= 120)
+                snprintf(why, n, "not found on PATH (%s there is a directory)", dir);
+            else
+                snprintf(why, n, "not found on PATH (%.60s... (%d bytes) there is a directory)", dir, k);
             return 1;
         }
         if (!end)
