@@ -329,7 +329,9 @@ int cmd_stat(int argc, char **argv)
     }
     struct target t = {.keeping = 0};
     int rc = 0;
-    /* The PIDs there at the first snapshot, which a repeating stat follows: how many, and one. */
+    /* The PIDs seen at a snapshot, which a repeating stat followed: how many, and one (a PID
+     * absent at first may come later). */
+    unsigned char *seen = a.npids ? calloc((size_t)a.npids, 1) : NULL;
     int watched = 0;
     pid_t watched_pid = 0;
     for (long n = 0; a.iterations < 0 || n < a.iterations; n++) {
@@ -353,12 +355,12 @@ int cmd_stat(int argc, char **argv)
             rc = EXIT_USAGE;
             break;
         }
-        for (int i = 0; n == 0 && i < a.npids; i++)
-            for (int k = 0; k < l.count; k++)
+        for (int i = 0; seen && i < a.npids; i++)
+            for (int k = 0; k < l.count && !seen[i]; k++)
                 if (seg_names(&l.procs[k], a.pids[i])) {
+                    seen[i] = 1;
                     watched++;
                     watched_pid = a.pids[i];
-                    break;
                 }
         if (n == 0) {
             /* Exit 1 when nothing is shown or a named pid is not a live process under cushim (the
@@ -375,6 +377,10 @@ int cmd_stat(int argc, char **argv)
         if (a.npids && !l.count && (n || a.interval > 0)) {
             /* Said when they went during the watch (an attack trial: it stopped without a word);
              * a PID not there at first, said then, is not counted (a review). */
+            if (!seen) { /* out of memory: all of them */
+                watched = a.npids;
+                watched_pid = a.pids[0];
+            }
             if (n && watched == 1)
                 cli_error("process %d exited (no live segment left): stat stops", (int)watched_pid);
             else if (n)
@@ -396,6 +402,7 @@ int cmd_stat(int argc, char **argv)
         cli_error("cannot write --output %s: %s", cli_shown(a.output), cli_output_strerror(errno));
         rc = EXIT_USAGE;
     }
+    free(seen);
     free(a.pids);
     return rc;
 }
