@@ -169,6 +169,8 @@ static int cmdline_at(const char *path, const char *comm, char *buf, size_t len)
     size_t p = strlen(name);
     if (p && p < len) { /* "[comm]", then the arguments after their space (cut to fit) */
         size_t keep = (size_t)n < len - 1 - p ? (size_t)n : len - 1 - p;
+        while (keep < (size_t)n && keep > 0 && ((unsigned char)buf[keep] & 0xC0) == 0x80)
+            keep--; /* cut: not in the middle of a UTF-8 character either (a review) */
         memmove(buf + p, buf, keep);
         memcpy(buf, name, p);
         buf[p + keep] = '\0';

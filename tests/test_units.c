@@ -140,6 +140,29 @@ Test(units, a_cut_command_line_keeps_whole_characters)
     cr_expect_str_eq(buf + 250, "\xe2\x82\xac");
 }
 
+Test(units, a_command_named_by_its_comm_is_cut_at_whole_characters)
+{
+    /* An empty argv[0] is "[comm]" before the arguments, which are cut to make room: not in the
+     * middle of a character either (a review: a lone lead byte ended it). */
+    char arg[600] = "ab";
+    for (int i = 0; i < 250; i++)
+        strcat(arg, "\xc3\xa9");
+    pid_t child = fork();
+    if (child == 0) {
+        execl("/bin/sh", "", "-c", "sleep 60; :", arg, (char *)NULL);
+        _exit(127);
+    }
+    char buf[256] = "";
+    for (int i = 0; i < 3000 && (cushim_proc_cmdline(child, buf, sizeof buf) != 0 || buf[0] != '['); i++)
+        usleep(10000);
+    kill(child, SIGKILL);
+    waitpid(child, NULL, 0);
+    /* "[sh] -c sleep 60; : ab" (22 bytes), then whole characters up to 255 bytes: 254. */
+    cr_expect_eq(strncmp(buf, "[sh] -c sleep 60; : ab\xc3\xa9", 24), 0, "%s", buf);
+    cr_expect_eq(strlen(buf), 254, "%zu bytes", strlen(buf));
+    cr_expect_str_eq(buf + 252, "\xc3\xa9");
+}
+
 Test(units, device_limits)
 {
     uint64_t l[CUSHIM_MAX_DEVICES];
