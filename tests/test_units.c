@@ -149,13 +149,15 @@ Test(units, a_command_named_by_its_comm_is_cut_at_whole_characters)
         strcat(arg, "\xc3\xa9");
     pid_t child = fork();
     if (child == 0) {
+        setpgid(0, 0); /* the shell's sleep is killed with it */
         execl("/bin/sh", "", "-c", "sleep 60; :", arg, (char *)NULL);
         _exit(127);
     }
+    setpgid(child, child);
     char buf[256] = "";
     for (int i = 0; i < 3000 && (cushim_proc_cmdline(child, buf, sizeof buf) != 0 || buf[0] != '['); i++)
         usleep(10000);
-    kill(child, SIGKILL);
+    kill(-child, SIGKILL);
     waitpid(child, NULL, 0);
     /* "[sh] -c sleep 60; : ab" (22 bytes), then whole characters up to 255 bytes: 254. */
     cr_expect_eq(strncmp(buf, "[sh] -c sleep 60; : ab\xc3\xa9", 24), 0, "%s", buf);
