@@ -77,10 +77,9 @@ static int spare_put(const struct shim_entry *e, struct shim_entry *old)
     return rc;
 }
 
-static bool cap_take(uint64_t key, struct shim_entry *out)
+/* The spare slot of key copied to out, and emptied when `take`; false when none holds it. */
+static bool spare_find(uint64_t key, struct shim_entry *out, bool take)
 {
-    if (table_take(&shim.captures, key, out))
-        return true;
     bool found = false;
     if (!spares_any())
         return false;
@@ -88,29 +87,24 @@ static bool cap_take(uint64_t key, struct shim_entry *out)
     for (unsigned i = 0; i < CAPTURE_SPARES && !found; i++)
         if (spares[i].key == key) {
             *out = spares[i];
-            spares[i].key = 0;
-            atomic_fetch_sub_explicit(&spares_used, 1, memory_order_release);
             found = true;
+            if (take) {
+                spares[i].key = 0;
+                atomic_fetch_sub_explicit(&spares_used, 1, memory_order_release);
+            }
         }
     shim_spin_drop(&spares_lock);
     return found;
 }
 
+static bool cap_take(uint64_t key, struct shim_entry *out)
+{
+    return table_take(&shim.captures, key, out) || spare_find(key, out, true);
+}
+
 static bool cap_get(uint64_t key, struct shim_entry *out)
 {
-    if (table_get(&shim.captures, key, out))
-        return true;
-    bool found = false;
-    if (!spares_any())
-        return false;
-    shim_spin_take(&spares_lock);
-    for (unsigned i = 0; i < CAPTURE_SPARES && !found; i++)
-        if (spares[i].key == key) {
-            *out = spares[i];
-            found = true;
-        }
-    shim_spin_drop(&spares_lock);
-    return found;
+    return table_get(&shim.captures, key, out) || spare_find(key, out, false);
 }
 
 /* table_update over both; fn keeps the entry (true) in every use here. */
