@@ -77,24 +77,31 @@ static int spare_put(const struct shim_entry *e, struct shim_entry *old)
     return rc;
 }
 
+/* The spare slot holding key, or NULL; spares_lock held. */
+static struct shim_entry *spare_slot(uint64_t key)
+{
+    for (unsigned i = 0; i < CAPTURE_SPARES; i++)
+        if (spares[i].key == key)
+            return &spares[i];
+    return NULL;
+}
+
 /* The spare slot of key copied to out, and emptied when `take`; false when none holds it. */
 static bool spare_find(uint64_t key, struct shim_entry *out, bool take)
 {
-    bool found = false;
     if (!spares_any())
         return false;
     shim_spin_take(&spares_lock);
-    for (unsigned i = 0; i < CAPTURE_SPARES && !found; i++)
-        if (spares[i].key == key) {
-            *out = spares[i];
-            found = true;
-            if (take) {
-                spares[i].key = 0;
-                atomic_fetch_sub_explicit(&spares_used, 1, memory_order_release);
-            }
+    struct shim_entry *slot = spare_slot(key);
+    if (slot) {
+        *out = *slot;
+        if (take) {
+            slot->key = 0;
+            atomic_fetch_sub_explicit(&spares_used, 1, memory_order_release);
         }
+    }
     shim_spin_drop(&spares_lock);
-    return found;
+    return slot != NULL;
 }
 
 static bool cap_take(uint64_t key, struct shim_entry *out)
@@ -112,17 +119,14 @@ static bool cap_update(uint64_t key, bool (*fn)(struct shim_entry *, void *), vo
 {
     if (table_update(&shim.captures, key, fn, arg, NULL))
         return true;
-    bool found = false;
     if (!spares_any())
         return false;
     shim_spin_take(&spares_lock);
-    for (unsigned i = 0; i < CAPTURE_SPARES && !found; i++)
-        if (spares[i].key == key) {
-            fn(&spares[i], arg);
-            found = true;
-        }
+    struct shim_entry *slot = spare_slot(key);
+    if (slot)
+        fn(slot, arg);
     shim_spin_drop(&spares_lock);
-    return found;
+    return slot != NULL;
 }
 
 static unsigned cap_for_each(bool (*fn)(struct shim_entry *, void *), void *arg)
