@@ -140,6 +140,17 @@ static void handle_drop_after(const struct handle_drop *d, CUresult r, bool is_m
     }
 }
 
+/* A mapping (an entry of shim.vmm_maps) unmapped unseen, or one the table could not keep (its
+ * unmap will not be seen): its handle's mapping goes now. Nothing for an untracked one's (a
+ * multicast object's). */
+static void mapping_gone(const struct shim_entry *m)
+{
+    if (m->flags & SHIM_F_UNTRACKED)
+        return;
+    struct handle_drop d = handle_drop_before(m->aux, map_drop);
+    handle_drop_after(&d, CUDA_SUCCESS, true);
+}
+
 SHIM_EXPORT CUresult CUDAAPI cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
                                          const CUmemAllocationProp *prop, unsigned long long flags)
 {
@@ -301,17 +312,11 @@ SHIM_EXPORT CUresult CUDAAPI cuMemMap(CUdeviceptr ptr, size_t size, size_t offse
         int put = table_put(&shim.vmm_maps, &e, &old);
         if (put < 0) {
             track_table_full();
-            /* Not kept, its unmap will not be seen: it must not hold its handle's memory
-             * counted for ever, so the handle's mapping goes now. */
-            if (!(e.flags & SHIM_F_UNTRACKED)) {
-                struct handle_drop d = handle_drop_before(handle, map_drop);
-                handle_drop_after(&d, CUDA_SUCCESS, true);
-            }
-        } else if (put == 1 && !(old.flags & SHIM_F_UNTRACKED)) {
-            /* A mapping still listed where the driver just mapped: it was unmapped unseen, so
-             * its handle's mapping goes now. */
-            struct handle_drop d = handle_drop_before(old.aux, map_drop);
-            handle_drop_after(&d, CUDA_SUCCESS, true);
+            /* Not kept: it must not hold its handle's memory counted for ever. */
+            mapping_gone(&e);
+        } else if (put == 1) {
+            /* A mapping still listed where the driver just mapped: it was unmapped unseen. */
+            mapping_gone(&old);
         }
     }
     shim_leave();
@@ -371,10 +376,7 @@ SHIM_EXPORT CUresult CUDAAPI cuMemUnmap(CUdeviceptr ptr, size_t size)
         if (r != CUDA_SUCCESS && table_put_back(&shim.vmm_maps, &items[i].e, NULL) < 0) {
             /* Lost, its unmap will not be seen: its handle's mapping goes now (as in cuMemMap). */
             track_table_full();
-            if (!(items[i].e.flags & SHIM_F_UNTRACKED)) {
-                struct handle_drop d = handle_drop_before(items[i].e.aux, map_drop);
-                handle_drop_after(&d, CUDA_SUCCESS, true);
-            }
+            mapping_gone(&items[i].e);
         }
     }
     if (items != stack_items)
@@ -382,10 +384,7 @@ SHIM_EXPORT CUresult CUDAAPI cuMemUnmap(CUdeviceptr ptr, size_t size)
     /* Mappings the arena had no room for, settled after the call. */
     struct shim_entry m;
     while (r == CUDA_SUCCESS && at < end && table_take(&shim.vmm_maps, at, &m)) {
-        if (!(m.flags & SHIM_F_UNTRACKED)) {
-            struct handle_drop d = handle_drop_before(m.aux, map_drop);
-            handle_drop_after(&d, CUDA_SUCCESS, true);
-        }
+        mapping_gone(&m);
         at += m.size ? m.size : end;
     }
     shim_leave();
