@@ -16,12 +16,17 @@ void table_lock_slow(struct shim_shard *s)
     }
 }
 
-int table_put_slow(struct shim_table *t, const struct shim_entry *e, struct shim_entry *old)
+/* table_put with the shard's lock taken here. `past_limit` (table_put_back): a shard at its fill
+ * limit that cannot grow still takes e while one slot stays empty besides, so that every probe
+ * ends. */
+static int put_locking(struct shim_table *t, const struct shim_entry *e, struct shim_entry *old,
+                       bool past_limit)
 {
     uint64_t h = table_mix(e->key);
     struct shim_shard *s = table_shard(t, h);
     table_lock(s);
-    if (s->count >= s->limit && table_grow(s) != 0) {
+    if (s->count >= s->limit && table_grow(s) != 0 &&
+        (!past_limit || s->cap == 0 || s->count + 1 >= s->cap)) {
         table_unlock(s);
         return -1;
     }
@@ -30,19 +35,14 @@ int table_put_slow(struct shim_table *t, const struct shim_entry *e, struct shim
     return rc;
 }
 
+int table_put_slow(struct shim_table *t, const struct shim_entry *e, struct shim_entry *old)
+{
+    return put_locking(t, e, old, false);
+}
+
 int table_put_back(struct shim_table *t, const struct shim_entry *e, struct shim_entry *old)
 {
-    uint64_t h = table_mix(e->key);
-    struct shim_shard *s = table_shard(t, h);
-    table_lock(s);
-    /* Past the limit only: one slot stays empty, so that every probe ends. */
-    if (s->count >= s->limit && table_grow(s) != 0 && (s->cap == 0 || s->count + 1 >= s->cap)) {
-        table_unlock(s);
-        return -1;
-    }
-    int rc = table_store(s, table_probe(s, e->key, h), e, old);
-    table_unlock(s);
-    return rc;
+    return put_locking(t, e, old, true);
 }
 
 int table_put_new_slow(struct shim_table *t, uint64_t key, uint64_t size, uint64_t ctx,
