@@ -11,6 +11,31 @@
 #include <unistd.h>
 
 /* The file execvp tried for `prog` into out (PATH_MAX bytes): 1 if one exists. */
+/* The first place along PATH (confstr's default without one) where prog is an executable file
+ * (dir 0), as execvp(3) looks, or a directory (dir 1), into out (PATH_MAX bytes): 1 if found. */
+static int path_find(const char *prog, char *out, int dir)
+{
+    char fallback[PATH_MAX] = "";
+    const char *path = getenv("PATH");
+    if (!path) {
+        confstr(_CS_PATH, fallback, sizeof fallback);
+        path = fallback;
+    }
+    struct stat st;
+    for (const char *p = path;; p++) {
+        const char *end = strchr(p, ':');
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+        /* An empty entry is the current directory (execvp(3)). */
+        int n = len ? snprintf(out, PATH_MAX, "%.*s/%s", (int)len, p, prog) : snprintf(out, PATH_MAX, "./%s", prog);
+        if (n > 0 && n < PATH_MAX && stat(out, &st) == 0 &&
+            (dir ? S_ISDIR(st.st_mode) : S_ISREG(st.st_mode) && access(out, X_OK) == 0))
+            return 1;
+        if (!end)
+            return 0;
+        p = end;
+    }
+}
+
 static int resolve(const char *prog, char *out)
 {
     struct stat st;
@@ -18,24 +43,7 @@ static int resolve(const char *prog, char *out)
         snprintf(out, PATH_MAX, "%s", prog);
         return stat(out, &st) == 0 && S_ISREG(st.st_mode);
     }
-    char fallback[PATH_MAX] = "";
-    const char *path = getenv("PATH");
-    if (!path) {
-        confstr(_CS_PATH, fallback, sizeof fallback);
-        path = fallback;
-    }
-    for (const char *p = path;; p++) {
-        const char *end = strchr(p, ':');
-        size_t len = end ? (size_t)(end - p) : strlen(p);
-        /* An empty entry is the current directory (execvp(3)). */
-        int n = len ? snprintf(out, PATH_MAX, "%.*s/%s", (int)len, p, prog) : snprintf(out, PATH_MAX, "./%s", prog);
-        if (n > 0 && n < PATH_MAX &&
-            stat(out, &st) == 0 && S_ISREG(st.st_mode) && access(out, X_OK) == 0)
-            return 1;
-        if (!end)
-            return 0;
-        p = end;
-    }
+    return path_find(prog, out, 0);
 }
 
 /* PT_INTERP of an ELF file of class C (64 or 32 bits) into out (n bytes): 1 if it has one. */
@@ -190,32 +198,17 @@ int run_exec_assignment(char *const *prog, char *why, size_t n)
 
 int run_exec_dir_on_path(const char *prog, char *why, size_t n)
 {
-    if (strchr(prog, '/') || !*prog)
+    char dir[PATH_MAX];
+    if (strchr(prog, '/') || !*prog || !path_find(prog, dir, 1))
         return 0;
-    char fallback[PATH_MAX] = "", dir[PATH_MAX];
-    const char *path = getenv("PATH");
-    if (!path) {
-        confstr(_CS_PATH, fallback, sizeof fallback);
-        path = fallback;
-    }
-    struct stat st;
-    for (const char *p = path;; p++) {
-        const char *end = strchr(p, ':');
-        size_t len = end ? (size_t)(end - p) : strlen(p);
-        int k = len ? snprintf(dir, sizeof dir, "%.*s/%s", (int)len, p, prog) : snprintf(dir, sizeof dir, "./%s", prog);
-        if (k > 0 && k < (int)sizeof dir && stat(dir, &st) == 0 && S_ISDIR(st.st_mode)) {
-            /* A long one cut as cli_shown cuts a value, said so (a review: cut at 200 bytes
-             * without a word, a path that is not there). */
-            if (k <= 120)
-                snprintf(why, n, "not found on PATH (%s there is a directory)", dir);
-            else
-                snprintf(why, n, "not found on PATH (%.60s... (%d bytes) there is a directory)", dir, k);
-            return 1;
-        }
-        if (!end)
-            return 0;
-        p = end;
-    }
+    /* A long one cut as cli_shown cuts a value, said so (a review: cut at 200 bytes without a
+     * word, a path that is not there). */
+    size_t k = strlen(dir);
+    if (k <= 120)
+        snprintf(why, n, "not found on PATH (%s there is a directory)", dir);
+    else
+        snprintf(why, n, "not found on PATH (%.60s... (%zu bytes) there is a directory)", dir, k);
+    return 1;
 }
 
 int run_exec_binary(const char *prog, char *out)
