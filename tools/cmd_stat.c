@@ -236,6 +236,12 @@ struct target {
     int keeping;
 };
 
+/* The one line for an --output that cannot be written (err: the errno). */
+static void output_failed(const char *output, int err)
+{
+    cli_error("cannot write --output %s: %s", cli_shown(output), cli_output_strerror(err));
+}
+
 /* Writes one snapshot where it goes: --output (a regular file replaced, atomically; a stream
  * written to), else standard output. A text snapshot after the first written to a stream is
  * preceded by a blank line. The snapshot is composed in memory first, then written at once. 0, or
@@ -252,7 +258,7 @@ static int emit(const struct stat_args *a, const struct proc_list *l, long n, in
         return 0;
     if (!stream) {
         if (cli_output_open(&out, a->output) != 0) {
-            cli_error("cannot write --output %s: %s", cli_shown(a->output), cli_output_strerror(errno));
+            output_failed(a->output, errno);
             return EXIT_USAGE;
         }
         if (out.direct && a->interval > 0) {
@@ -288,7 +294,7 @@ static int emit(const struct stat_args *a, const struct proc_list *l, long n, in
             if (f == stdout)
                 clearerr(stdout); /* said once, here (not again by cushim.c's check) */
             if (a->output)
-                cli_error("cannot write --output %s: %s", cli_shown(a->output), cli_output_strerror(e));
+                output_failed(a->output, e);
             else
                 cli_error("cannot write to standard output: %s", strerror(e));
             rc = EXIT_USAGE;
@@ -296,7 +302,7 @@ static int emit(const struct stat_args *a, const struct proc_list *l, long n, in
     } else {
         fwrite(text, 1, len, out.f);
         if (cli_output_commit(&out) != 0 && !watch_stopped()) {
-            cli_error("cannot write --output %s: %s", cli_shown(a->output), cli_output_strerror(errno));
+            output_failed(a->output, errno);
             rc = EXIT_USAGE;
         }
     }
@@ -323,7 +329,7 @@ int cmd_stat(int argc, char **argv)
     /* --output is tried first: a bad one is the one line said, before any process is looked
      * for. */
     if (a.output && cli_output_try(a.output) != 0) {
-        cli_error("cannot write --output %s: %s", cli_shown(a.output), cli_output_strerror(errno));
+        output_failed(a.output, errno);
         free(a.pids);
         return EXIT_USAGE;
     }
@@ -399,7 +405,7 @@ int cmd_stat(int argc, char **argv)
             break;
     }
     if (t.keeping && cli_output_commit(&t.kept) != 0 && !watch_stopped() && rc != EXIT_USAGE) {
-        cli_error("cannot write --output %s: %s", cli_shown(a.output), cli_output_strerror(errno));
+        output_failed(a.output, errno);
         rc = EXIT_USAGE;
     }
     free(seen);
