@@ -369,11 +369,20 @@ static int cmd_offload_edges(void)
     CHECK(cudaDeviceSetMemPool(0, pool));
     uint64_t off0 = shim_kind(K_OFFLOADED);
     int rc_current = (int)cudaMallocAsync(&a, 4 * MiB, s);
-    int rc_export = -1, matches = 0;
+    int rc_export = -1, rc_share = -1, rc_export_shared = -1, matches = 0;
     uint64_t off1 = shim_kind(K_OFFLOADED);
     if (rc_current == 0) {
         cudaMemPoolPtrExportData data;
         rc_export = (int)cudaMemPoolExportPointer(&data, a);
+        cudaGetLastError();
+        // cuda.h cuMemPoolExportPointer: "a specific allocation from an already shared memory
+        // pool": once more after the pool's own export (cuMemPoolExportToShareableHandle).
+        int fd = -1;
+        rc_share = (int)cudaMemPoolExportToShareableHandle(&fd, pool, cudaMemHandleTypePosixFileDescriptor, 0);
+        rc_export_shared = (int)cudaMemPoolExportPointer(&data, a);
+        cudaGetLastError();
+        if (rc_share == 0 && fd >= 0)
+            close(fd);
         PFN_cuPointerGetAttribute_v4000 attr = (PFN_cuPointerGetAttribute_v4000)entry("cuPointerGetAttribute", 4000);
         CUmemoryPool got = NULL;
         matches = attr(&got, CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE, (CUdeviceptr)a) == CUDA_SUCCESS &&
@@ -383,8 +392,9 @@ static int cmd_offload_edges(void)
     CHECK(cudaStreamSynchronize(s));
     CHECK(cudaDeviceSetMemPool(0, def));
     CHECK(cudaMemPoolDestroy(pool));
-    printf("rc_current=%d rc_export=%d pool_matches=%d offloaded_by_current=%llu offloaded_left=%llu\n", rc_current,
-           rc_export, matches, (unsigned long long)(off1 - off0), (unsigned long long)shim_kind(K_OFFLOADED));
+    printf("rc_current=%d rc_export=%d rc_share=%d rc_export_shared=%d pool_matches=%d offloaded_by_current=%llu "
+           "offloaded_left=%llu\n", rc_current, rc_export, rc_share, rc_export_shared, matches,
+           (unsigned long long)(off1 - off0), (unsigned long long)shim_kind(K_OFFLOADED));
     return 0;
 }
 
@@ -732,6 +742,37 @@ static int cmd_overhead(size_t size, long n, bool async)
     return 0;
 }
 
+// What the driver's own calls that the shim's hot paths may make cost, without the shim
+// (ns per call, the median of 5 rounds of n calls): cuCtxGetCurrent (every allocation path),
+// cuStreamGetCtx (a stream-ordered allocation's device where more than one device is counted).
+static int cmd_driver_costs(long n)
+{
+    PFN_cuCtxGetCurrent_v4000 getcur = (PFN_cuCtxGetCurrent_v4000)entry("cuCtxGetCurrent", 4000);
+    PFN_cuStreamGetCtx_v9020 getctx = (PFN_cuStreamGetCtx_v9020)entry("cuStreamGetCtx", 9020);
+    cudaStream_t st;
+    CHECK(cudaStreamCreate(&st));
+    double median[2];
+    for (int which = 0; which < 2; which++) {
+        double ns[5];
+        for (int round = 0; round < 5; round++) {
+            double t0 = now_s();
+            CUcontext c;
+            for (long i = 0; i < n; i++)
+                if ((which ? getctx((CUstream)st, &c) : getcur(&c)) != CUDA_SUCCESS)
+                    return 1;
+            ns[round] = (now_s() - t0) * 1e9 / (double)n;
+        }
+        for (int i = 1; i < 5; i++)
+            for (int j = i; j > 0 && ns[j] < ns[j - 1]; j--) {
+                double t = ns[j];
+                ns[j] = ns[j - 1], ns[j - 1] = t;
+            }
+        median[which] = ns[2];
+    }
+    printf("cuCtxGetCurrent_ns=%.1f cuStreamGetCtx_ns=%.1f\n", median[0], median[1]);
+    return 0;
+}
+
 static long thread_pairs;
 static void *churn(void *arg)
 {
@@ -890,6 +931,29 @@ static int cmd_sim_model(void)
     c.dstMemoryType = CU_MEMORYTYPE_DEVICE, c.dstDevice = (CUdeviceptr)mapped, c.dstPitch = 64;
     c.WidthInBytes = 64, c.Height = 4;
     printf("copy2d_pinned_as_device=%d\n", (int)copy2d(&c));
+    // (recorded) The other host memory a D side might name (cuda.h "Unified Addressing": host
+    // memory from cuMemHostAlloc is accessible through its host pointer "regardless of" the flags,
+    // except WRITECOMBINED; memory registered with cuMemHostRegister has a distinct device address):
+    // write-combined pinned memory, registered memory by its host and by its device address,
+    // pageable memory; and cuMemsetD8 on mapped pinned memory.
+    PFN_cuMemsetD8_v3020 memset8 = (PFN_cuMemsetD8_v3020)entry("cuMemsetD8", 3020);
+    void *wc = NULL, *reg = NULL, *dreg = NULL;
+    CHECK(cudaHostAlloc(&wc, 4096, cudaHostAllocWriteCombined | cudaHostAllocMapped));
+    if (posix_memalign(&reg, 4096, 4096))
+        return 1;
+    CHECK(cudaHostRegister(reg, 4096, cudaHostRegisterMapped));
+    CHECK(cudaHostGetDevicePointer(&dreg, reg, 0));
+    static unsigned char pageable[4096];
+    printf("dtod_wc_pinned=%d\n", (int)dtod((CUdeviceptr)d, (CUdeviceptr)wc, 4096));
+    printf("dtod_registered_host=%d\n", (int)dtod((CUdeviceptr)d, (CUdeviceptr)reg, 4096));
+    printf("dtod_registered_device=%d registered_same_address=%d\n", (int)dtod((CUdeviceptr)d, (CUdeviceptr)dreg, 4096),
+           dreg == reg);
+    printf("dtod_pageable=%d\n", (int)dtod((CUdeviceptr)d, (CUdeviceptr)pageable, 4096));
+    printf("memset_mapped_pinned=%d\n", (int)memset8((CUdeviceptr)mapped, 7, 4096));
+    cudaGetLastError();
+    CHECK(cudaHostUnregister(reg));
+    free(reg);
+    CHECK(cudaFreeHost(wc));
     // 3. cuMemAllocFromPoolAsync from a host pool on an explicit stream with no context current
     //    (simulator: CUDA_SUCCESS; cuda.h refuses only the default stream without a context).
     PFN_cuMemPoolCreate_v11020 create = (PFN_cuMemPoolCreate_v11020)entry_or_null("cuMemPoolCreate", 11020);
@@ -916,24 +980,34 @@ static int cmd_sim_model(void)
             free_async(p, (CUstream)s);
     }
     CHECK(cudaStreamSynchronize(s));
-    // 4. (recorded) cuGraphExecUpdate to a graph whose allocation node asks 2 MiB, the executable
-    //    graph's 1 MiB: CUDA_SUCCESS would mean an update can change allocation nodes.
+    // 4. (recorded) cuGraphExecUpdate to a graph whose allocation node asks 96 MiB, the executable
+    //    graph's 32 MiB: CUDA_SUCCESS would mean an update can change allocation nodes; what a
+    //    launch of the updated graph then holds in the graph memory pool (trimmed to 0 before:
+    //    cudaGraphMemAttrUsedMemCurrent) says which size it allocates.
     cudaGraph_t g1, g2;
     cudaGraphExec_t e;
     void *a;
     CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
-    CHECK(cudaMallocAsync(&a, MiB, s));
+    CHECK(cudaMallocAsync(&a, 32 * MiB, s));
     CHECK(cudaFreeAsync(a, s));
     CHECK(cudaStreamEndCapture(s, &g1));
     CHECK(cudaGraphInstantiate(&e, g1, 0));
     CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
-    CHECK(cudaMallocAsync(&a, 2 * MiB, s));
+    CHECK(cudaMallocAsync(&a, 96 * MiB, s));
     CHECK(cudaFreeAsync(a, s));
     CHECK(cudaStreamEndCapture(s, &g2));
     cudaGraphExecUpdateResultInfo info;
     memset(&info, 0, sizeof info);
     printf("exec_update_alloc=%d exec_update_result=%d\n", (int)cudaGraphExecUpdate(e, g2, &info), (int)info.result);
     cudaGetLastError();
+    cuuint64_t used = 0;
+    CHECK(cudaDeviceSynchronize());
+    CHECK(cudaDeviceGraphMemTrim(0));
+    int rc_launch = (int)cudaGraphLaunch(e, s);
+    cudaStreamSynchronize(s);
+    cudaGetLastError();
+    CHECK(cudaDeviceGetGraphMemAttribute(0, cudaGraphMemAttrUsedMemCurrent, &used));
+    printf("exec_update_launch=%d exec_update_used_mib=%llu\n", rc_launch, (unsigned long long)(used / MiB));
     CHECK(cudaGraphExecDestroy(e));
     CHECK(cudaGraphDestroy(g1));
     CHECK(cudaGraphDestroy(g2));
@@ -1036,6 +1110,8 @@ static int run_cmd(int argc, char **argv)
         return cmd_bandwidth();
     if (!strcmp(cmd, "pinned_cost"))
         return cmd_pinned_cost();
+    if (!strcmp(cmd, "driver_costs"))
+        return cmd_driver_costs(1000000);
     if (!strcmp(cmd, "overhead") && argc > 3)
         return cmd_overhead(strtoull(argv[2], NULL, 10), atol(argv[3]), argc > 4 && !strcmp(argv[4], "async"));
     if (!strcmp(cmd, "threads") && argc > 3)

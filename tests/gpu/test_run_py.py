@@ -421,7 +421,8 @@ class Failures(unittest.TestCase):
     def test_offload_edges_without_an_exportable_pool(self):
         """A driver that makes no exportable pool (the program says rc_pool_create and stops there):
         the teardown part is judged alone, the pool part said not run; a failing teardown still fails."""
-        pool = "echo rc_current=0 rc_export=0 pool_matches=1 offloaded_by_current=0 offloaded_left=0; "
+        pool = ("echo rc_current=0 rc_export=1 rc_share=0 rc_export_shared=0 pool_matches=1 "
+                "offloaded_by_current=0 offloaded_left=0; ")
         for teardown, rc_pool, want in [("rc_thread=0 host_rounds_positive=1 host_errors=0", 801, "pass; "),
                                         ("rc_thread=3 host_rounds_positive=1 host_errors=0", 801, "fail"),
                                         ("rc_thread=0 host_rounds_positive=1 host_errors=0", 0, "pass")]:
@@ -430,6 +431,22 @@ class Failures(unittest.TestCase):
                     teardown, rc_pool, pool if rc_pool == 0 else ""))
                 expected, measured, verdict = run.check_offload_edges(self.suite)
                 self.assertTrue(verdict == want or (want.endswith(" ") and verdict.startswith(want)), verdict)
+
+    def test_offload_edges_export_answered_as_without_the_shim(self):
+        """The pool's exports are judged against the same program without the shim: an export the
+        driver refuses before the pool is shared passes when it refuses it alike without the shim;
+        one the shim alone changes fails, as does an export of the shared pool that fails."""
+        teardown = "echo rc_thread=0 host_rounds_positive=1 host_errors=0 rc_pool_create=0; "
+        tail = " pool_matches=1 offloaded_by_current=0 offloaded_left=0; echo done=0\n"
+        for shim, plain, want in [("rc_export=1 rc_share=0 rc_export_shared=0", "rc_export=1 rc_share=0 rc_export_shared=0", "pass"),
+                                  ("rc_export=1 rc_share=0 rc_export_shared=0", "rc_export=0 rc_share=0 rc_export_shared=0", "fail"),
+                                  ("rc_export=1 rc_share=0 rc_export_shared=1", "rc_export=1 rc_share=0 rc_export_shared=1", "fail")]:
+            with self.subTest(shim=shim, plain=plain):
+                self.as_static('%sif [ -n "$LD_PRELOAD" ] || [ "${LD_PRELOAD+x}" = x ]; then echo rc_current=0 %s%s; else echo rc_current=0 %s%s; fi\n'
+                               % (teardown, shim, tail.split(";")[0], plain, tail.split(";")[0]) + "echo done=0\n")
+                expected, measured, verdict = run.check_offload_edges(self.suite)
+                self.assertEqual(verdict, want, measured)
+                self.assertEqual(measured["plain"]["rc_export"], int(plain.split()[0].split("=")[1]))
 
     def test_torch_env_sets_the_older_name_only(self):
         """PYTORCH_CUDA_ALLOC_CONF is set; an inherited PYTORCH_ALLOC_CONF, which PyTorch would read

@@ -199,6 +199,8 @@ def check_forward(outfile, reference=None):
     model = torch.nn.Sequential(*[torch.nn.Linear(8192, 8192) for _ in range(3)]).to(dev)
     torch.cuda.synchronize()
     free1, _ = torch.cuda.mem_get_info(dev)
+    s = stats()
+    at_load = (s.kind[KIND["offloaded"]].current_bytes, s.kind[KIND["offloaded"]].alloc_count)
     x = torch.randn(64, 8192, device=dev)
     with torch.no_grad():
         y = model(x)
@@ -206,7 +208,8 @@ def check_forward(outfile, reference=None):
     torch.save(out, outfile)
     s = stats()
     result = {"device_drop": free0 - free1, "offloaded_current": s.kind[KIND["offloaded"]].current_bytes,
-              "offloaded_allocs": s.kind[KIND["offloaded"]].alloc_count}
+              "offloaded_allocs": s.kind[KIND["offloaded"]].alloc_count,
+              "offloaded_at_load": at_load[0], "offloaded_allocs_at_load": at_load[1]}
     if reference:
         # Tensors only: loadable with weights_only=True (torch.load's default since 2.6, said here
         # so that no version warns or refuses).
