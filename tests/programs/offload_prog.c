@@ -838,7 +838,11 @@ static int scenario_peer(void)
 
     /* Device -> offloaded, then offloaded -> device (async), then back to the host. */
     CHECK(cudaMemcpy(small, in, sizeof in, cudaMemcpyHostToDevice));
+    uint64_t peer_calls = sim.calls ? sim.calls("cuMemcpyPeer") : 0;
     printf("rc_peer_in=%d\n", (int)peer((CUdeviceptr)off, ctx, (CUdeviceptr)small, ctx, sizeof in));
+    /* Made with cuMemcpy when the shim reroutes it: the driver's cuMemcpyPeer not called. */
+    printf("peer_in_driver_peer_calls=%llu\n",
+           (unsigned long long)((sim.calls ? sim.calls("cuMemcpyPeer") : 0) - peer_calls));
     CHECK(cudaMemset(small, 0, sizeof in));
     printf("rc_peer_out=%d\n",
            (int)peer_async((CUdeviceptr)small, ctx, (CUdeviceptr)off, ctx, sizeof in, NULL));
@@ -861,7 +865,10 @@ static int scenario_peer(void)
     /* Memory the shim does not own passes as it was: the driver's own errors. */
     void *pinned;
     CHECK(cudaMallocHost(&pinned, 4096));
+    peer_calls = sim.calls ? sim.calls("cuMemcpyPeer") : 0;
     printf("rc_peer_pinned=%d\n", (int)peer((CUdeviceptr)small, ctx, (CUdeviceptr)pinned, ctx, 64));
+    printf("peer_pinned_driver_peer_calls=%llu\n",
+           (unsigned long long)((sim.calls ? sim.calls("cuMemcpyPeer") : 0) - peer_calls));
     printf("rc_peer_no_context=%d\n", (int)peer((CUdeviceptr)small, NULL, (CUdeviceptr)small + 4096, ctx, 64));
     return 0;
 }
@@ -1278,8 +1285,14 @@ static int scenario_current_pool(void)
     int rc = (int)cudaMallocAsync(&a, 4 * MiB, s);
     printf("rc_current=%d\n", rc);
     if (rc == 0) {
+        /* cuda.h cuMemPoolExportPointer: from "an already shared memory pool" (the real driver
+         * refuses the allocation of a pool not exported yet): the pool's own export first. */
         CUmemPoolPtrExportData data;
+        int fd = -1;
+        PFN_cuMemPoolExportToShareableHandle_v11020 share = entry("cuMemPoolExportToShareableHandle", 11020);
+        CHECK((cudaError_t)share(&fd, (CUmemoryPool)pool, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0));
         printf("rc_export=%d\n", (int)export_ptr(&data, (CUdeviceptr)a));
+        close(fd);
         CHECK(cudaFreeAsync(a, s));
     }
     CHECK(cudaStreamSynchronize(s));

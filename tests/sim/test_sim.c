@@ -299,18 +299,35 @@ Test(memory, exceeding_the_capacity_allocates_nothing)
     cr_assert_eq(live(SIMCUDA_MANAGED), 4 * MiB);
 }
 
-Test(memory, explicit_copies_need_device_memory_on_their_device_side)
+/* The "D" side of an explicit copy: device memory or page-locked host memory (pinned, also
+ * write-combined, or registered) by its host address, as the real driver took them on an H200
+ * (mem.h SIM_MEM_DEVICE_SIDE); pageable memory is refused. */
+Test(memory, explicit_copies_need_device_or_page_locked_memory_on_their_device_side)
 {
     CUdeviceptr d;
-    void *h;
+    void *h, *wc;
+    static unsigned char reg[4096] __attribute__((aligned(4096)));
     unsigned char buf[64] = {1, 2, 3}, back[64];
+    static unsigned char pageable[64];
     start(NULL);
     OK(cuMemAlloc_v2(&d, 64));
     OK(cuMemHostAlloc(&h, 64, CU_MEMHOSTALLOC_DEVICEMAP));
+    OK(cuMemHostAlloc(&wc, 64, CU_MEMHOSTALLOC_WRITECOMBINED));
+    OK(cuMemHostRegister_v2(reg, sizeof reg, 0));
     OK(cuMemcpyHtoD_v2(d, buf, 64));
     OK(cuMemcpyDtoH_v2(back, d, 64));
     cr_assert_eq(memcmp(buf, back, 64), 0);
-    cr_assert_eq(cuMemcpyDtoH_v2(back, (CUdeviceptr)h, 64), CUDA_ERROR_INVALID_VALUE);
+    OK(cuMemcpyDtoD_v2((CUdeviceptr)h, d, 64));
+    cr_assert_eq(((unsigned char *)h)[2], 3);
+    OK(cuMemcpyDtoD_v2((CUdeviceptr)wc, (CUdeviceptr)h, 64));
+    OK(cuMemcpyDtoD_v2((CUdeviceptr)reg, (CUdeviceptr)wc, 64));
+    cr_assert_eq(reg[1], 2);
+    memset(h, 0, 64);
+    OK(cuMemcpyDtoH_v2(back, (CUdeviceptr)reg, 64));
+    cr_assert_eq(back[2], 3);
+    cr_assert_eq(cuMemcpyDtoH_v2(back, (CUdeviceptr)pageable, 64), CUDA_ERROR_INVALID_VALUE);
+    cr_assert_eq(cuMemcpyDtoD_v2(d, (CUdeviceptr)pageable, 64), CUDA_ERROR_INVALID_VALUE);
+    cr_assert_eq(cuMemcpyDtoD_v2((CUdeviceptr)h + 32, d, 64), CUDA_ERROR_INVALID_VALUE);
     cr_assert_eq(cuMemcpyHtoD_v2(d + 32, buf, 64), CUDA_ERROR_INVALID_VALUE);
     OK(cuMemcpy((CUdeviceptr)h, d, 64));
     cr_assert_eq(((unsigned char *)h)[2], 3);

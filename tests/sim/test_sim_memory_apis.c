@@ -128,6 +128,37 @@ Test(pools, host_pools_count_as_pinned_host_memory)
     cr_assert_eq(cuMemPoolDestroy(default_pool), CUDA_ERROR_INVALID_VALUE);
 }
 
+/* cuda.h cuMemPoolExportPointer: "a specific allocation from an already shared memory pool": an
+ * exportable pool's allocation exports once the pool itself has (pool.c, as the real driver
+ * answered on an H200); a pool that is not exportable never. */
+Test(pools, pointers_export_from_a_shared_pool_only)
+{
+    CUmemPoolProps props = {.allocType = CU_MEM_ALLOCATION_TYPE_PINNED,
+                            .handleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR,
+                            .location = {CU_MEM_LOCATION_TYPE_DEVICE, 0}};
+    CUmemoryPool pool, plain;
+    CUdeviceptr p, q;
+    CUmemPoolPtrExportData data;
+    int fd = -1;
+    start(no_overhead);
+    OK(cuMemPoolCreate(&pool, &props));
+    OK(cuMemAllocFromPoolAsync(&p, 4096, pool, NULL));
+    cr_assert_eq(cuMemPoolExportPointer(&data, p), CUDA_ERROR_INVALID_VALUE);
+    OK(cuMemPoolExportToShareableHandle(&fd, pool, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0));
+    cr_assert_geq(fd, 0);
+    OK(cuMemPoolExportPointer(&data, p));
+    props.handleTypes = CU_MEM_HANDLE_TYPE_NONE;
+    OK(cuMemPoolCreate(&plain, &props));
+    OK(cuMemAllocFromPoolAsync(&q, 4096, plain, NULL));
+    cr_assert_eq(cuMemPoolExportToShareableHandle(&fd, plain, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0),
+                 CUDA_ERROR_INVALID_VALUE);
+    cr_assert_eq(cuMemPoolExportPointer(&data, q), CUDA_ERROR_INVALID_VALUE);
+    OK(cuMemFreeAsync(p, NULL));
+    OK(cuMemFreeAsync(q, NULL));
+    OK(cuMemPoolDestroy(pool));
+    OK(cuMemPoolDestroy(plain));
+}
+
 Test(ipc, handles_open_in_other_processes_only)
 {
     CUdeviceptr d, p;

@@ -3,9 +3,10 @@
  *
  * cuda.h, cuMemcpy "infers the type of the transfer ... from the pointer values", so cuMemcpy and
  * cuMemcpyAsync take any address. The explicit-kind copies name device memory on their "D" side:
- * it must lie inside one device-resident allocation (device, async, graph, imported, managed, or
- * a mapped and accessible VMM range of a device handle), else CUDA_ERROR_INVALID_VALUE; their
- * "H" side is any host address. cuMemcpyPeer "Copies from device memory in one context to device
+ * it must lie inside one allocation the device reaches by that address (device, async, graph,
+ * imported, managed, page-locked host memory as the real driver takes it: mem.h
+ * SIM_MEM_DEVICE_SIDE, or a mapped and accessible VMM range of a device handle), else
+ * CUDA_ERROR_INVALID_VALUE; their "H" side is any host address. cuMemcpyPeer "Copies from device memory in one context to device
  * memory in another context": both sides are "D" sides, and both contexts must be live ones
  * (CUDA_ERROR_INVALID_CONTEXT is among its errors). Synchronous copies are potentially unsafe during capture;
  * asynchronous ones on a capturing stream become memcpy nodes and are not executed.

@@ -3,7 +3,8 @@
  *
  * cuda.h (cuMemcpy2D, cuMemcpy3D): each side names its memory type. CU_MEMORYTYPE_HOST: srcHost
  * and srcPitch; CU_MEMORYTYPE_DEVICE: srcDevice and srcPitch, "the (device) base address"; here it
- * must lie in device-resident memory, like the "D" side of the explicit 1D copies (copy.c);
+ * must lie where the "D" side of the explicit 1D copies may (copy.c: device memory, or page-locked
+ * host memory, which the real driver took named so);
  * CU_MEMORYTYPE_UNIFIED: srcDevice is "the (unified virtual address space) base address", any
  * address. The start is "srcDevice+srcY*srcPitch+srcXInBytes" (3D: plus srcZ*srcHeight rows);
  * "srcPitch must be greater than or equal to WidthInBytes + srcXInBytes" and (3D) "srcHeight must

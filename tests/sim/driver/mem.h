@@ -19,6 +19,14 @@ enum sim_mem_kind {
 /* Memory on the device: the "D" side of explicit-kind copies. (Mapped VMM ranges of device
  * handles and graph allocations being captured count as well, see sim_mem_check.) */
 #define SIM_MEM_RESIDENT (SIM_MEM(DEVICE) | SIM_MEM(ASYNC) | SIM_MEM(MANAGED) | SIM_MEM(GRAPH) | SIM_MEM(IMPORTED))
+/* What the "D" side of an explicit-kind copy may name: device memory and page-locked host memory
+ * (cuMemHostAlloc and cuMemAllocHost with any flags, cuMemHostRegister'd), by the address the
+ * host uses. cuda.h "Unified Addressing" leaves write-combined and registered memory out of its
+ * same-address promise; the real driver (580.159, CUDA 13.0, an H200: docs/GPU-VALIDATION.md
+ * sim_model, 2026-12-04) took a cuMemcpyDtoD naming mapped, write-combined or registered memory
+ * by its host address, and a cuMemcpy2D naming pinned memory as CU_MEMORYTYPE_DEVICE, and
+ * refused pageable memory (CUDA_ERROR_INVALID_VALUE). */
+#define SIM_MEM_DEVICE_SIDE (SIM_MEM_RESIDENT | SIM_MEM(PINNED) | SIM_MEM(REGISTERED))
 
 struct sim_range {
     uintptr_t base;
@@ -50,9 +58,10 @@ void sim_backing_free(void *p, size_t size);
 CUresult sim_mem_new(struct sim_range *r);
 /* Undoes sim_mem_new (or a registration) for a range already taken out of the registry. */
 void sim_mem_release(const struct sim_range *r);
-/* CUDA_SUCCESS when [p, p+n) lies in one allocation the device can reach: resident memory only,
- * or (resident_only false) also pinned, registered and host-located VMM memory. A range whose end
- * wraps is CUDA_ERROR_INVALID_VALUE. */
+/* CUDA_SUCCESS when [p, p+n) lies in one allocation the device can reach: with resident_only
+ * (an explicit copy's "D" side) device memory, page-locked host memory (SIM_MEM_DEVICE_SIDE) and
+ * VMM ranges of device handles; without, also host-located VMM memory. A range whose end wraps is
+ * CUDA_ERROR_INVALID_VALUE. */
 CUresult sim_mem_check(CUdeviceptr p, size_t n, bool resident_only);
 
 /* Whether [p, p+n) ends within the address space: p + n does not wrap (one ending at exactly

@@ -626,7 +626,10 @@ struct pool_ptr_payload {
 _Static_assert(sizeof(struct pool_ptr_payload) <= sizeof(CUmemPoolPtrExportData),
                "payload fits a CUmemPoolPtrExportData");
 
-/* cuda.h cuMemPoolExportPointer: "a specific allocation from an already shared memory pool". */
+/* cuda.h cuMemPoolExportPointer: "a specific allocation from an already shared memory pool": one
+ * whose cuMemPoolExportToShareableHandle has succeeded. The real driver (580.159, CUDA 13.0, an
+ * H200: docs/GPU-VALIDATION.md offload_edges, 2026-12-04) refused an exportable pool's allocation
+ * before that export (CUDA_ERROR_INVALID_VALUE) and took it after. */
 CUresult CUDAAPI cuMemPoolExportPointer(CUmemPoolPtrExportData *shareData_out, CUdeviceptr ptr)
 {
     SIM_ENTER(cuMemPoolExportPointer);
@@ -635,7 +638,8 @@ CUresult CUDAAPI cuMemPoolExportPointer(CUmemPoolPtrExportData *shareData_out, C
         return CUDA_ERROR_INVALID_VALUE;
     pthread_mutex_lock(&lock);
     bool shareable = r.pool->magic == POOL_MAGIC && !r.pool->imported &&
-                     (r.pool->props.handleTypes & CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
+                     (r.pool->props.handleTypes & CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) &&
+                     r.pool->export_fd > 0;
     pthread_mutex_unlock(&lock);
     if (!shareable)
         return CUDA_ERROR_INVALID_VALUE;
