@@ -128,3 +128,58 @@ Test(graphs, add_node_and_set_params)
     cr_assert_eq(((unsigned char *)d)[63], 6);
     cr_assert_eq(live(SIMCUDA_GRAPH_USED), 4096);
 }
+
+/* Captures a graph allocating `bytes` and freeing it (and, with memset, setting it in between). */
+static CUgraph alloc_free_graph(CUstream s, size_t bytes, bool memset)
+{
+    CUgraph g;
+    CUdeviceptr p;
+    OK(cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
+    OK(cuMemAllocAsync(&p, bytes, s));
+    if (memset)
+        OK(cuMemsetD8Async(p, 1, bytes, s));
+    OK(cuMemFreeAsync(p, s));
+    OK(cuStreamEndCapture(s, &g));
+    return g;
+}
+
+/* cuGraphExecUpdate (graph_exec.c): an executable graph updated to a graph whose allocation node
+ * asks 3 MiB instead of 1 allocates 3 MiB at its next launch, as the real driver did; a graph of
+ * another shape is refused (TOPOLOGY_CHANGED) and changes nothing; the first graph, no longer the
+ * executable graph's, can be instantiated again. Both ABIs. */
+Test(graphs, exec_update_takes_the_new_allocation_sizes)
+{
+    CUstream s;
+    CUgraphExec exec, again;
+    CUgraphExecUpdateResultInfo info;
+    CUgraphExecUpdateResult result;
+    CUgraphNode error_node = (CUgraphNode)1;
+    start(no_overhead);
+    PFN_cuGraphExecUpdate_v10020 update_v1 = proc("cuGraphExecUpdate", 10020, 0);
+    cr_assert_eq(proc("cuGraphExecUpdate", 12000, 0), (void *)cuGraphExecUpdate_v2);
+    OK(cuStreamCreate(&s, 0));
+    CUgraph g1 = alloc_free_graph(s, MiB, false), g2 = alloc_free_graph(s, 3 * MiB, false);
+    CUgraph g3 = alloc_free_graph(s, 2 * MiB, true);
+    OK(cuGraphInstantiateWithFlags(&exec, g1, 0));
+    OK(cuGraphExecUpdate_v2(exec, g2, &info));
+    cr_assert_eq(info.result, CU_GRAPH_EXEC_UPDATE_SUCCESS);
+    OK(cuGraphLaunch(exec, s));
+    cr_assert_eq(graph_attr(CU_GRAPH_MEM_ATTR_USED_MEM_HIGH), 3 * MiB);
+    cr_assert_eq(cuGraphExecUpdate_v2(exec, g3, &info), CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE);
+    cr_assert_eq(info.result, CU_GRAPH_EXEC_UPDATE_ERROR_TOPOLOGY_CHANGED);
+    cr_assert_eq(update_v1(exec, g3, &error_node, &result), CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE);
+    cr_assert_eq(result, CU_GRAPH_EXEC_UPDATE_ERROR_TOPOLOGY_CHANGED);
+    cr_assert_null(error_node);
+    cr_assert_eq(cuGraphExecUpdate_v2(exec, g1, NULL), CUDA_ERROR_INVALID_VALUE);
+    OK(cuGraphInstantiateWithFlags(&again, g1, 0)); /* g1 has no executable graph any more */
+    cr_assert_eq(update_v1(exec, g1, &error_node, &result), CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE);
+    cr_assert_eq(result, CU_GRAPH_EXEC_UPDATE_ERROR); /* g1's one executable graph is `again` */
+    OK(cuDeviceSetGraphMemAttribute(0, CU_GRAPH_MEM_ATTR_USED_MEM_HIGH, &(cuuint64_t){0}));
+    OK(cuGraphLaunch(exec, s));
+    cr_assert_eq(graph_attr(CU_GRAPH_MEM_ATTR_USED_MEM_HIGH), 3 * MiB, "still g2's");
+    OK(cuGraphExecDestroy(again));
+    OK(cuGraphExecDestroy(exec));
+    OK(cuGraphDestroy(g1));
+    OK(cuGraphDestroy(g2));
+    OK(cuGraphDestroy(g3));
+}

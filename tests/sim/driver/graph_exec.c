@@ -1,6 +1,6 @@
 /* Executable graphs: cuGraphInstantiate (10000 ABI), cuGraphInstantiate_v2 (11000 ABI),
  * cuGraphInstantiateWithFlags, cuGraphInstantiateWithParams(+_ptsz), cuGraphUpload(+_ptsz),
- * cuGraphLaunch(+_ptsz), cuGraphExecDestroy.
+ * cuGraphLaunch(+_ptsz), cuGraphExecUpdate (10020 and 12000 ABIs), cuGraphExecDestroy.
  *
  * Graph memory (cuda.h, cuGraphAddMemAllocNode / cuGraphLaunch / cuGraphUpload): memory is
  * attached to an allocation node's fixed address when the executable graph is uploaded ("Uses
@@ -294,6 +294,101 @@ CUresult CUDAAPI cuGraphLaunch_ptsz(CUgraphExec hGraphExec, CUstream hStream)
 {
     SIM_ENTER(cuGraphLaunch_ptsz);
     return launch(hGraphExec, hStream, true);
+}
+
+/* cuda.h cuGraphExecUpdate: "Updates the node parameters in the instantiated graph specified by
+ * hGraphExec with the node parameters in a topologically identical graph specified by hGraph";
+ * CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE "if the graph update was not performed", the result saying
+ * why. Here a graph is topologically identical when it flattens (child graphs inline, empty nodes
+ * left out) to as many operations (else TOPOLOGY_CHANGED) of the same types in the same order
+ * (else NODE_TYPE_CHANGED, the error node NULL: the flattened operations keep no node); edges are
+ * not compared. Allocation nodes take their new parameters: the real driver updated a graph
+ * allocating 32 MiB to one allocating 96 MiB, and the launch after allocated 96 MiB (H200, driver
+ * 580.159.04, 2026-12-04: docs/GPU-VALIDATION.md sim_model), so the executable graph takes the
+ * new graph's operations, and their memory, from then on. Our choices where cuda.h is silent: a
+ * graph with memory nodes that already has another executable graph (cuGraphInstantiate: "at most
+ * one executable graph in existence for that graph at a time"), or an executable graph whose
+ * memory from an upload or a launch is still attached, is not updated (result
+ * CU_GRAPH_EXEC_UPDATE_ERROR). An invalid handle: CUDA_ERROR_INVALID_VALUE, result ERROR. */
+static CUresult exec_update(CUgraphExec exec, CUgraph g, CUgraphExecUpdateResult *result)
+{
+    *result = CU_GRAPH_EXEC_UPDATE_ERROR;
+    CUresult rc = check(exec);
+    if (rc == CUDA_SUCCESS)
+        rc = sim_graph_check(g);
+    if (rc != CUDA_SUCCESS)
+        return CUDA_ERROR_INVALID_VALUE;
+    struct CUgraphExec_st fresh = {.magic = EXEC_MAGIC};
+    size_t cap = 0;
+    pthread_mutex_lock(&sim_graph_lock);
+    if (g->moved) {
+        pthread_mutex_unlock(&sim_graph_lock);
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    rc = flatten(g, &fresh, &cap);
+    if (rc == CUDA_SUCCESS) {
+        rc = CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE;
+        bool attached = false;
+        for (size_t i = 0; i < exec->count; i++)
+            if (exec->ops[i].spec.type == CU_GRAPH_NODE_TYPE_MEM_ALLOC && exec->ops[i].galloc->live)
+                attached = true;
+        if (fresh.count != exec->count) {
+            *result = CU_GRAPH_EXEC_UPDATE_ERROR_TOPOLOGY_CHANGED;
+        } else if (attached || (g->mem_nodes && g->mem_exec && g->mem_exec != exec)) {
+            *result = CU_GRAPH_EXEC_UPDATE_ERROR;
+        } else {
+            *result = CU_GRAPH_EXEC_UPDATE_SUCCESS;
+            for (size_t i = 0; i < fresh.count; i++)
+                if (fresh.ops[i].spec.type != exec->ops[i].spec.type)
+                    *result = CU_GRAPH_EXEC_UPDATE_ERROR_NODE_TYPE_CHANGED;
+        }
+        if (*result == CU_GRAPH_EXEC_UPDATE_SUCCESS) {
+            /* The executable graph takes the new operations; the old ones go as exec_free's. */
+            struct sim_op *old_ops = exec->ops;
+            size_t old_count = exec->count;
+            exec->ops = fresh.ops, exec->count = fresh.count;
+            fresh.ops = old_ops, fresh.count = old_count;
+            if (exec->graph)
+                exec->graph->mem_exec = NULL;
+            exec->graph = g->mem_nodes ? g : NULL;
+            if (g->mem_nodes)
+                g->mem_exec = exec;
+            rc = CUDA_SUCCESS;
+        }
+    }
+    for (size_t i = 0; i < fresh.count; i++)
+        if (fresh.ops[i].galloc)
+            sim_galloc_unref(fresh.ops[i].galloc);
+    free(fresh.ops);
+    pthread_mutex_unlock(&sim_graph_lock);
+    return rc;
+}
+
+/* The 10020 ABI: the error node and the result through two pointers (the node always NULL here). */
+CUresult CUDAAPI cuGraphExecUpdate(CUgraphExec hGraphExec, CUgraph hGraph, CUgraphNode *hErrorNode_out,
+                                   CUgraphExecUpdateResult *updateResult_out)
+{
+    SIM_ENTER(cuGraphExecUpdate);
+    CUgraphExecUpdateResult result;
+    if (!hErrorNode_out || !updateResult_out)
+        return CUDA_ERROR_INVALID_VALUE;
+    CUresult rc = exec_update(hGraphExec, hGraph, &result);
+    *hErrorNode_out = NULL;
+    *updateResult_out = result;
+    return rc;
+}
+
+/* The 12000 ABI: CUgraphExecUpdateResultInfo (result, errorNode, errorFromNode; the nodes NULL). */
+CUresult CUDAAPI cuGraphExecUpdate_v2(CUgraphExec hGraphExec, CUgraph hGraph, CUgraphExecUpdateResultInfo *resultInfo)
+{
+    SIM_ENTER(cuGraphExecUpdate_v2);
+    CUgraphExecUpdateResult result;
+    if (!resultInfo)
+        return CUDA_ERROR_INVALID_VALUE;
+    CUresult rc = exec_update(hGraphExec, hGraph, &result);
+    memset(resultInfo, 0, sizeof *resultInfo);
+    resultInfo->result = result;
+    return rc;
 }
 
 CUresult CUDAAPI cuGraphExecDestroy(CUgraphExec hGraphExec)

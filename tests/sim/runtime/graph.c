@@ -4,6 +4,7 @@
  * cudaGraphUpload(_ptsz), cudaGraphLaunch(_ptsz), cudaGraphExecDestroy,
  * cudaDeviceGetGraphMemAttribute, cudaDeviceSetGraphMemAttribute, cudaDeviceGraphMemTrim. The
  * cudaGraphMemAttributeType and instantiate flag values equal the driver's. */
+#include <string.h>
 #include "rt.h"
 
 cudaError_t CUDARTAPI cudaGraphCreate(cudaGraph_t *pGraph, unsigned int flags)
@@ -144,6 +145,24 @@ cudaError_t CUDARTAPI cudaGraphExecDestroy(cudaGraphExec_t graphExec)
     cudaError_t e = simrt_init();
     if (e == cudaSuccess)
         e = SIMRT_CALL(DRV(cuGraphExecDestroy, 10000), graphExec);
+    return simrt_ret(e);
+}
+
+/* cuda_runtime_api.h cudaGraphExecUpdate: cuGraphExecUpdate at 12000 (the real cudart 13's lookup,
+ * ../cudart13-driver-lookups.txt), its result info copied field by field. */
+cudaError_t CUDARTAPI cudaGraphExecUpdate(cudaGraphExec_t hGraphExec, cudaGraph_t hGraph,
+                                          cudaGraphExecUpdateResultInfo *resultInfo)
+{
+    CUgraphExecUpdateResultInfo info;
+    memset(&info, 0, sizeof info);
+    cudaError_t e = simrt_init();
+    if (e == cudaSuccess)
+        e = SIMRT_CALL(DRV(cuGraphExecUpdate, 12000), hGraphExec, hGraph, &info);
+    if (resultInfo) {
+        resultInfo->result = (enum cudaGraphExecUpdateResult)info.result;
+        resultInfo->errorNode = info.errorNode;
+        resultInfo->errorFromNode = info.errorFromNode;
+    }
     return simrt_ret(e);
 }
 
