@@ -402,6 +402,71 @@ void graph_exec_settle(const struct graph_exec_taken *t, bool destroyed)
         nodes_gone(&t->nodes[i], NULL);
 }
 
+/* table_update of graph_exec_updated: the executable graph's new allocation-node bytes and the
+ * devices they are on. */
+static bool set_nodes(struct shim_entry *e, void *arg)
+{
+    const struct node_bytes *nb = arg;
+    e->size = nb->total;
+    e->refs = (uint32_t)nb->mask;
+    e->maps = (uint32_t)(nb->mask >> 32);
+    return true;
+}
+
+void graph_exec_updated(CUgraphExec exec, CUgraph graph)
+{
+    uint64_t key = (uint64_t)(uintptr_t)exec;
+    struct shim_entry e, cap;
+    if (!table_get(&shim.execs, key, &e))
+        return; /* never seen instantiated (or its table was full): nothing of it is counted */
+    struct node_bytes nb = {.fallback = e.device};
+    walk_graph(graph, count_node, &nb);
+    uint64_t capture = nb.capture +
+                       (table_get(&shim.graph_caps, (uint64_t)(uintptr_t)graph, &cap) ? cap.size : 0);
+    /* Per device: the new bytes in place of the old (an entry put over the old one gives it back),
+     * the old ones gone on a device the new graph allocates nothing on. */
+    uint64_t old_mask = entry_mask(&e);
+    for (uint64_t m = old_mask | nb.mask; m; m &= m - 1) {
+        int d = __builtin_ctzll(m);
+        struct shim_entry old;
+        if (!(nb.mask >> d & 1)) {
+            if (table_take(&shim.graph_nodes, node_key(key, d), &old))
+                nodes_gone(&old, NULL);
+            continue;
+        }
+        struct shim_entry ne = {.key = node_key(key, d), .size = nb.bytes[d], .ctx = e.ctx, .device = d};
+        int rc = table_put(&shim.graph_nodes, &ne, &old);
+        if (rc == 1)
+            account_device_stat_add(d, CUSHIM_DEV_graph_alloc_node_bytes, -(int64_t)old.size);
+        if (rc >= 0)
+            account_device_stat_add(d, CUSHIM_DEV_graph_alloc_node_bytes, (int64_t)nb.bytes[d]);
+        else
+            nb.mask &= ~(1ull << d); /* out of memory for the table: not counted, not listed */
+    }
+    table_update(&shim.execs, key, set_nodes, &nb, NULL);
+    int slot = (int)(int64_t)e.aux;
+    if (slot >= 0 && (unsigned)slot < CUSHIM_MAX_GRAPHS) {
+        struct cushim_graph_record *g = &shim.seg->graphs[slot];
+        __atomic_store_n(&g->alloc_node_bytes, nb.total, __ATOMIC_RELAXED);
+        __atomic_store_n(&g->capture_bytes, capture, __ATOMIC_RELAXED);
+        /* Its next launch (or upload) attaches the new nodes' memory: the pool is read then. */
+        if (nb.total && !atomic_exchange(&first_pending[slot], true))
+            atomic_fetch_add(&first_pending_count, 1);
+    }
+    /* The launch cache's pool device follows the new nodes (written as at instantiation). */
+    unsigned li = launch_index(key);
+    shim_spin_take(&launch_cache_writing);
+    if (atomic_load_explicit(&launch_cache[li].exec, memory_order_acquire) == key) {
+        atomic_store_explicit(&launch_cache[li].exec, 0, memory_order_release);
+        atomic_store_explicit(&launch_cache[li].info,
+                              (uint64_t)(uint32_t)(slot + 1) | (uint64_t)(uint16_t)(e.device + 1) << 32 |
+                                  (uint64_t)(uint16_t)(pool_device(nb.mask, e.device) + 1) << 48,
+                              memory_order_release);
+        atomic_store_explicit(&launch_cache[li].exec, key, memory_order_release);
+    }
+    shim_spin_drop(&launch_cache_writing);
+}
+
 static bool in_context(const struct shim_entry *e, void *arg)
 {
     return e->ctx == *(uint64_t *)arg;

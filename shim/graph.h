@@ -27,6 +27,14 @@ struct graph_exec_taken {
 };
 void graph_exec_take(CUgraphExec exec, struct graph_exec_taken *t);
 void graph_exec_settle(const struct graph_exec_taken *t, bool destroyed);
+/* cuGraphExecUpdate of exec to `graph` succeeded: exec's allocation nodes are graph's from now on
+ * (the real driver took an update to a graph whose allocation node asks another size, and the next
+ * launch allocated the new size: docs/GPU-VALIDATION.md sim_model, H200, 2026-12-04), so its
+ * alloc-node bytes are walked again from graph, per device, and its row's `alloc_node_bytes` and
+ * `capture_bytes` become graph's; its id, launches and context stay. An exec the shim does not
+ * hold is left alone. The program must not use exec on another thread meanwhile (cuda.h: graph
+ * objects are not thread safe). Inside the shim (shim_enter). */
+void graph_exec_updated(CUgraphExec exec, CUgraph graph);
 /* The executable graphs of a context that was torn down are gone with it. */
 void graph_context_gone(uint64_t ctx);
 /* cuGraphDestroy, the same way: its capture bytes, and those of the child graphs moved into it

@@ -111,6 +111,8 @@
     X(cuGraphInstantiateWithFlags, cuGraphInstantiateWithFlags, 11040, 0) \
     X(cuGraphInstantiateWithParams, cuGraphInstantiateWithParams, 12000, 0) \
     X(cuGraphInstantiateWithParams_ptsz, cuGraphInstantiateWithParams, 12000, 1) \
+    X(cuGraphExecUpdate, cuGraphExecUpdate, 10020, 0)                  \
+    X(cuGraphExecUpdate_v2, cuGraphExecUpdate, 12000, 0)               \
     X(cuGraphExecDestroy, cuGraphExecDestroy, 10000, 0)                \
     X(cuGraphDestroy, cuGraphDestroy, 10000, 0)                        \
     X(cuGraphLaunch, cuGraphLaunch, 10000, 0)                          \

@@ -1,8 +1,8 @@
-/* CUDA graphs (issue 5): instantiation (every ABI), launch, upload, destruction, and the graph
- * memory pool's attributes and trim. Results are returned unchanged; counting happens only after
- * success. Allocation nodes are counted at instantiation by walking the graph, so nodes from any
- * source (stream capture, cuGraphAddMemAllocNode, cuGraphAddNode_v2, cuGraphNodeSetParams, child
- * graphs, cuStreamBeginCaptureToGraph) are seen the same way. */
+/* CUDA graphs (issue 5): instantiation (every ABI), update, launch, upload, destruction, and the
+ * graph memory pool's attributes and trim. Results are returned unchanged; counting happens only
+ * after success. Allocation nodes are counted at instantiation, and again at an update, by walking
+ * the graph, so nodes from any source (stream capture, cuGraphAddMemAllocNode, cuGraphAddNode_v2,
+ * cuGraphNodeSetParams, child graphs, cuStreamBeginCaptureToGraph) are seen the same way. */
 #include "shim/graph.h"
 #include "shim/track.h"
 
@@ -73,6 +73,32 @@ SHIM_EXPORT CUresult CUDAAPI cuGraphInstantiateWithParams_ptsz(CUgraphExec *phGr
     REAL_OR_FAIL(cuGraphInstantiateWithParams_ptsz);
     bool upload = upload_flag(params);
     return instantiated_with_params(real_(phGraphExec, hGraph, params), phGraphExec, hGraph, upload);
+}
+
+/* cuGraphExecUpdate: on success the executable graph runs hGraph's nodes, allocation nodes of
+ * other sizes included (graph.h graph_exec_updated). Both ABIs: 10020 (error node and result
+ * through two pointers) and 12000 (CUgraphExecUpdateResultInfo). */
+static CUresult updated(CUresult r, CUgraphExec exec, CUgraph graph)
+{
+    if (r == CUDA_SUCCESS && exec && shim_enter()) {
+        graph_exec_updated(exec, graph);
+        shim_leave();
+    }
+    return r;
+}
+
+SHIM_EXPORT CUresult CUDAAPI cuGraphExecUpdate(CUgraphExec hGraphExec, CUgraph hGraph, CUgraphNode *hErrorNode_out,
+                                               CUgraphExecUpdateResult *updateResult_out)
+{
+    REAL_OR_FAIL(cuGraphExecUpdate);
+    return updated(real_(hGraphExec, hGraph, hErrorNode_out, updateResult_out), hGraphExec, hGraph);
+}
+
+SHIM_EXPORT CUresult CUDAAPI cuGraphExecUpdate_v2(CUgraphExec hGraphExec, CUgraph hGraph,
+                                                  CUgraphExecUpdateResultInfo *resultInfo)
+{
+    REAL_OR_FAIL(cuGraphExecUpdate_v2);
+    return updated(real_(hGraphExec, hGraph, resultInfo), hGraphExec, hGraph);
 }
 
 SHIM_EXPORT CUresult CUDAAPI cuGraphExecDestroy(CUgraphExec hGraphExec)

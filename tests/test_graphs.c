@@ -358,6 +358,36 @@ Test(graphs, allocation_nodes_count_on_their_pools_device)
     run_free(&r);
 }
 
+/* cudaGraphExecUpdate to a graph whose allocation nodes differ: the executable graph's alloc-node
+ * bytes, per device and in its row, and its capture bytes are the new graph's (the real driver
+ * allocates the new sizes at the next launch: docs/GPU-VALIDATION.md sim_model); its id, launches
+ * and instantiation device stay; a refused update changes nothing; both ABIs. */
+Test(graphs, an_update_takes_the_new_graphs_allocation_nodes)
+{
+    struct run_result r;
+    json_t *j = graph_run2(&r, "exec_update");
+    cr_expect_eq(kv_u64(r.out, "rc_update"), 0, "%s", r.out);
+    cr_expect_eq(kv_u64(r.out, "result"), 0 /* cudaGraphExecUpdateSuccess */);
+    cr_expect_eq(kv_u64(r.out, "rc_update_two"), 910 /* cudaErrorGraphExecUpdateFailure */);
+    cr_expect_eq(kv_u64(r.out, "result_two"), 2 /* cudaGraphExecUpdateErrorTopologyChanged */);
+    cr_expect_eq(kv_u64(r.out, "rc_update_v1"), 0);
+    cr_expect_eq(kv_u64(r.out, "api.launch.dev1.graph_sampled"), 1, "device 1's pool read at the launch");
+    cr_expect_eq(kv_u64(r.out, "api.launch.dev1.graph_used"), 5 * MiB);
+    json_t *d0 = device_of(j, 0), *d1 = device_of(j, 1);
+    cr_expect_eq(jpath_u64(d0, "graphs.alloc_node_bytes"), 0, "the 1 MiB node went with the update");
+    cr_expect_eq(jpath_u64(d1, "graphs.alloc_node_bytes"), 5 * MiB);
+    cr_expect_eq(jpath_u64(d0, "graphs.instantiated"), 1);
+    cr_expect_eq(jpath_u64(d0, "graphs.execs_alive"), 1);
+    cr_assert_eq(json_array_size(jpath(j, "executable_graphs")), 1);
+    cr_expect_eq(jpath_u64(j, "executable_graphs.0.id"), 1);
+    cr_expect_eq(jpath_u64(j, "executable_graphs.0.device"), 0);
+    cr_expect_eq(jpath_u64(j, "executable_graphs.0.alloc_node_bytes"), 5 * MiB);
+    cr_expect_eq(jpath_u64(j, "executable_graphs.0.capture_bytes"), 0, "the new graph was made by no capture");
+    cr_expect_eq(jpath_u64(j, "executable_graphs.0.launches"), 1);
+    json_decref(j);
+    run_free(&r);
+}
+
 /* cudaGraphInstantiateWithParams(cudaGraphInstantiateFlagUpload) uploads: the pool is read. */
 Test(graphs, instantiate_with_upload_reads_the_pool)
 {

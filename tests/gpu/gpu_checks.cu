@@ -998,7 +998,8 @@ static int cmd_sim_model(void)
     CHECK(cudaStreamEndCapture(s, &g2));
     cudaGraphExecUpdateResultInfo info;
     memset(&info, 0, sizeof info);
-    printf("exec_update_alloc=%d exec_update_result=%d\n", (int)cudaGraphExecUpdate(e, g2, &info), (int)info.result);
+    int rc_update = (int)cudaGraphExecUpdate(e, g2, &info); // before info is read
+    printf("exec_update_alloc=%d exec_update_result=%d\n", rc_update, (int)info.result);
     cudaGetLastError();
     cuuint64_t used = 0;
     CHECK(cudaDeviceSynchronize());
@@ -1013,6 +1014,40 @@ static int cmd_sim_model(void)
     CHECK(cudaGraphDestroy(g2));
     CHECK(cudaFreeHost(mapped));
     CHECK(cudaFree(d));
+    return 0;
+}
+
+// ---- graph update (under the shim; its report at exit, JSON, says what it counted) ----
+// An executable graph made from a graph allocating 32 MiB is updated (cudaGraphExecUpdate) to
+// one allocating 96 MiB, then launched: the driver's graph pool holds what the launch allocated
+// (cudaGraphMemAttrUsedMemCurrent, trimmed to 0 before), and the shim's report, the executable
+// graph still alive at exit, its allocation-node bytes.
+static int cmd_graph_update(void)
+{
+    cudaStream_t s;
+    cudaGraph_t g1, g2;
+    cudaGraphExec_t e;
+    void *a;
+    CHECK(cudaStreamCreate(&s));
+    CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+    CHECK(cudaMallocAsync(&a, 32 * MiB, s));
+    CHECK(cudaStreamEndCapture(s, &g1));
+    CHECK(cudaGraphInstantiate(&e, g1, 0));
+    CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+    CHECK(cudaMallocAsync(&a, 96 * MiB, s));
+    CHECK(cudaStreamEndCapture(s, &g2));
+    cudaGraphExecUpdateResultInfo info;
+    memset(&info, 0, sizeof info);
+    int rc_update = (int)cudaGraphExecUpdate(e, g2, &info);
+    cudaGetLastError();
+    CHECK(cudaDeviceGraphMemTrim(0));
+    int rc_launch = (int)cudaGraphLaunch(e, s);
+    cudaStreamSynchronize(s);
+    cudaGetLastError();
+    cuuint64_t used = 0;
+    CHECK(cudaDeviceGetGraphMemAttribute(0, cudaGraphMemAttrUsedMemCurrent, &used));
+    printf("rc_update=%d update_result=%d rc_launch=%d driver_used=%llu\n", rc_update, (int)info.result, rc_launch,
+           (unsigned long long)used);
     return 0;
 }
 
@@ -1110,6 +1145,8 @@ static int run_cmd(int argc, char **argv)
         return cmd_bandwidth();
     if (!strcmp(cmd, "pinned_cost"))
         return cmd_pinned_cost();
+    if (!strcmp(cmd, "graph_update"))
+        return cmd_graph_update();
     if (!strcmp(cmd, "driver_costs"))
         return cmd_driver_costs(1000000);
     if (!strcmp(cmd, "overhead") && argc > 3)

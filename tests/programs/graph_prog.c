@@ -637,6 +637,49 @@ static int scenario_nodes_on_other_device(void)
     return 0;
 }
 
+/* cudaGraphExecUpdate (the 12000 ABI) of an executable graph instantiated on device 0 from a
+ * capture (a 1 MiB allocation node on device 0, 2 MiB of cudaMalloc during it) to a graph of one
+ * 3 MiB allocation node on device 1: then launched, which reads device 1's pool. An update to a
+ * graph of two nodes is refused (topology); one through the 10020 ABI to a 5 MiB node on device 1
+ * succeeds. Prints each code and the stats after the launch. */
+static int scenario_exec_update(void)
+{
+    PFN_cuGraphExecUpdate_v10020 update_v1 = entry("cuGraphExecUpdate", 10020);
+    cudaStream_t s;
+    cudaGraph_t g;
+    cudaGraphExec_t x;
+    void *a, *b;
+    CHECK(cudaSetDevice(0));
+    CHECK(cudaStreamCreate(&s));
+    CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeRelaxed));
+    CHECK(cudaMallocAsync(&a, MiB, s));
+    CHECK(cudaMalloc(&b, 2 * MiB));
+    CHECK(cudaStreamEndCapture(s, &g));
+    CHECK(cudaGraphInstantiate(&x, g, 0));
+    cudaGraphExecUpdateResultInfo info;
+    memset(&info, 0, sizeof info);
+    int rc = (int)cudaGraphExecUpdate(x, node_graph(3 * MiB, 1), &info);
+    printf("rc_update=%d\nresult=%d\n", rc, (int)info.result);
+    cudaGraph_t two = node_graph(MiB, 0);
+    struct cudaMemAllocNodeParams params;
+    memset(&params, 0, sizeof params);
+    params.poolProps.allocType = cudaMemAllocationTypePinned;
+    params.poolProps.location.type = cudaMemLocationTypeDevice;
+    params.poolProps.location.id = 0;
+    params.bytesize = MiB;
+    cudaGraphNode_t node;
+    CHECK(cudaGraphAddMemAllocNode(&node, two, NULL, 0, &params));
+    rc = (int)cudaGraphExecUpdate(x, two, &info);
+    printf("rc_update_two=%d\nresult_two=%d\n", rc, (int)info.result);
+    cudaGetLastError();
+    CUgraphNode error_node;
+    CUgraphExecUpdateResult result;
+    printf("rc_update_v1=%d\n", (int)update_v1((CUgraphExec)x, (CUgraph)node_graph(5 * MiB, 1), &error_node, &result));
+    CHECK(cudaGraphLaunch(x, s));
+    CHECK(cudaStreamSynchronize(s));
+    return print_stats("launch.dev1", 1);
+}
+
 /* cudaGraphInstantiateWithParams with cudaGraphInstantiateFlagUpload uploads: the pool is read. */
 static int scenario_instantiate_with_upload(void)
 {
@@ -1004,6 +1047,7 @@ static const struct scenario scenarios[] = {
     {"moved_children", scenario_moved_children, 1},
     {"meminfo_during_capture", scenario_meminfo_during_capture, 1},
     {"nodes_on_other_device", scenario_nodes_on_other_device, 2},
+    {"exec_update", scenario_exec_update, 2},
     {"instantiate_with_upload", scenario_instantiate_with_upload, 1},
     {"fork_during_capture", scenario_fork_during_capture, 1},
     {"many_execs", scenario_many_execs, 1},
