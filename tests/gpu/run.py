@@ -459,7 +459,9 @@ def check_offload_edges(suite):
 # The simulated device's answers where cuda.h leaves room (tests/sim/README.md, tests/sim/driver/copy.c,
 # async.c): the real driver's differing answer means the simulator, and the tests built on it, encode
 # a wrong reading.
-SIM_MODEL = {"dtod_mapped_pinned": 0, "copy2d_pinned_as_device": 0, "host_pool_no_context": 0}
+SIM_MODEL = {"dtod_mapped_pinned": 0, "copy2d_pinned_as_device": 0, "dtod_wc_pinned": 0, "dtod_registered_host": 0,
+             "dtod_pageable": 1, "memset_mapped_pinned": 0, "host_pool_no_context": 0, "exec_update_alloc": 0,
+             "exec_update_used_mib": 96}
 
 
 def check_sim_model(suite):
@@ -476,9 +478,8 @@ def check_sim_model(suite):
     else:
         verdict = "pass"
     return ("the simulated device's choices where cuda.h leaves room, asked of the real driver without the "
-            "shim: %s; recorded too: cuGraphExecUpdate of a graph whose allocation node asks 32 MiB to one "
-            "asking 96 MiB (exec_update_alloc, exec_update_result) and what a launch of the updated graph holds "
-            "in the graph memory pool (exec_update_used_mib)" % ", ".join("%s=%d" % kv for kv in SIM_MODEL.items()),
+            "shim: %s (D sides of explicit copies; a host pool with no context; cuGraphExecUpdate of a graph "
+            "allocating 32 MiB to one allocating 96 MiB, and what its launch then holds in the graph pool)" % ", ".join("%s=%d" % kv for kv in SIM_MODEL.items()),
             r, verdict)
 
 
