@@ -326,6 +326,26 @@ class Failures(unittest.TestCase):
         with open(os.path.join(self.suite.args.outdir, "gpu-report.md")) as f:
             self.assertNotIn("running:", f.read())
 
+    def test_only_runs_the_checks_named(self):
+        """--only (GPU_CHECK_ONLY): the checks named run, the others are reported not run."""
+        ran = []
+
+        def check(suite):
+            ran.append(1)
+            return "-", "-", "pass"
+        saved = run.CHECKS
+        run.CHECKS = [("first", check, False, "one"), ("second", check, False, "two")]
+        self.suite.args.only = "second"
+        try:
+            with contextlib.redirect_stdout(io.StringIO()):
+                run.run_checks(self.suite, self.suite.args)
+        finally:
+            run.CHECKS = saved
+            del self.suite.args.only
+        self.assertEqual(len(ran), 1)
+        self.assertEqual([(r["check"], r["verdict"]) for r in self.suite.results],
+                         [("first", "not run: not among --only's checks"), ("second", "pass")])
+
     def test_missing_program_and_shim(self):
         with self.assertRaises(run.NotBuilt) as cm:
             self.suite.run([os.path.join(self.dir.name, "bin", "gpu_checks_static"), "exactness"])
