@@ -385,8 +385,8 @@ class Failures(unittest.TestCase):
             return real_run(cmd, **kw)
         self.suite.run = run_until
         expected, measured, verdict = run.check_bench_overhead(self.suite)
-        self.assertEqual(measured["4 KiB"], "plain 100 ns, shim 100 ns, ratio 1.000, plain runs' spread 0.000")
-        self.assertEqual(measured["1 MiB"], "plain 100 ns, shim 100 ns, ratio 1.000, plain runs' spread 0.000")
+        self.assertEqual(measured["4 KiB"], "plain 100 ns, shim 100 ns, ratio 1.000, plain runs' spread 0.000; best 100 / 100 ns")
+        self.assertEqual(measured["1 MiB"], "plain 100 ns, shim 100 ns, ratio 1.000, plain runs' spread 0.000; best 100 / 100 ns")
         self.assertEqual(measured["256 MiB"], "not run: deadline")
         self.assertEqual(verdict, "pass (2 of 4 cases; the rest not run: deadline)")
 
@@ -412,13 +412,13 @@ class Failures(unittest.TestCase):
         """Ratio 1.03 where the runs without the shim differ by 4 % among themselves: no verdict
         on the shim's cost, and no failure counted."""
         expected, measured, verdict = self.overhead_first_case([100, 104, 100], [103, 103, 103])
-        self.assertEqual(measured["4 KiB"], "plain 100 ns, shim 103 ns, ratio 1.030, plain runs' spread 0.040")
+        self.assertEqual(measured["4 KiB"], "plain 100 ns, shim 103 ns, ratio 1.030, plain runs' spread 0.040; best 100 / 103 ns")
         self.assertEqual(verdict, "inconclusive (benchmark target: over 1.01 by less than the plain runs' "
                                   "own spread) (1 of 4 cases; the rest not run: deadline)")
 
     def test_overhead_beyond_the_plain_runs_spread_fails(self):
         expected, measured, verdict = self.overhead_first_case([100, 101, 100], [103, 103, 103])
-        self.assertEqual(measured["4 KiB"], "plain 100 ns, shim 103 ns, ratio 1.030, plain runs' spread 0.010")
+        self.assertEqual(measured["4 KiB"], "plain 100 ns, shim 103 ns, ratio 1.030, plain runs' spread 0.010; best 100 / 103 ns")
         self.assertEqual(verdict, "fail (benchmark target) (1 of 4 cases; the rest not run: deadline)")
 
     def test_instantiate_lookup_either_answer(self):
