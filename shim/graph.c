@@ -440,8 +440,13 @@ void graph_exec_updated(CUgraphExec exec, CUgraph graph)
             account_device_stat_add(d, CUSHIM_DEV_graph_alloc_node_bytes, -(int64_t)old.size);
         if (rc >= 0)
             account_device_stat_add(d, CUSHIM_DEV_graph_alloc_node_bytes, (int64_t)nb.bytes[d]);
-        else
-            nb.mask &= ~(1ull << d); /* out of memory for the table: not counted, not listed */
+        else { /* out of memory for the table: not counted, not listed; the old entry, which a
+                * failed put leaves in place, goes now (its destroy no longer looks for it) */
+            if (table_take(&shim.graph_nodes, node_key(key, d), &old))
+                nodes_gone(&old, NULL);
+            nb.mask &= ~(1ull << d);
+            nb.total -= nb.bytes[d];
+        }
     }
     table_update(&shim.execs, key, set_nodes, &nb, NULL);
     int slot = (int)(int64_t)e.aux;

@@ -388,6 +388,29 @@ Test(graphs, an_update_takes_the_new_graphs_allocation_nodes)
     run_free(&r);
 }
 
+/* An update with the shim's tables full (libfailmmap.so, one arena chunk; eight devices, 3000
+ * executable graphs): whatever the tables could hold, once every executable graph is destroyed no
+ * allocation-node bytes stay counted. Before: the put of the updated graph's new entry for device
+ * 0 failed (a full shard that cannot grow refuses even a key it holds), the old 1 MiB entry
+ * stayed, device 0 left the graph's mask, and its destroy never took the entry: 1 MiB counted for
+ * ever (found in a review; 1 MiB left with 1000 to 10000 graphs, none with 500). */
+Test(graphs, an_update_in_a_full_table_leaves_nothing_counted)
+{
+    char pre[700], lib[700];
+    snprintf(pre, sizeof pre, "LD_PRELOAD=%s", program("libfailmmap.so"));
+    snprintf(lib, sizeof lib, "FAIL_MMAP_LIB=%s", shim_lib());
+    const char *extra[] = {pre, lib, "FAIL_MMAP_AFTER=1", "SIMCUDA_DEVICE_COUNT=8", "GRAPHS=3000", NULL};
+    struct run_result r;
+    json_t *j = graph_run_env(&r, "exec_update_table_full", extra);
+    cr_expect_eq(kv_u64(r.out, "rc_update"), 0, "%s", r.out);
+    cr_expect(kv_u64(r.out, "failmmap.refused") > 0, "the shim's mappings were refused");
+    json_t *d0 = device_of(j, 0);
+    cr_expect_eq(jpath_u64(d0, "graphs.alloc_node_bytes"), 0, "%s", r.err);
+    cr_expect_eq(jpath_u64(d0, "graphs.execs_alive"), 0);
+    json_decref(j);
+    run_free(&r);
+}
+
 /* cudaGraphInstantiateWithParams(cudaGraphInstantiateFlagUpload) uploads: the pool is read. */
 Test(graphs, instantiate_with_upload_reads_the_pool)
 {

@@ -680,6 +680,47 @@ static int scenario_exec_update(void)
     return print_stats("launch.dev1", 1);
 }
 
+/* Run with libfailmmap.so (FAIL_MMAP_AFTER=1) so that the shim's tables fill up: an executable
+ * graph with a 1 MiB allocation node on device 0 is instantiated first (counted), then $GRAPHS
+ * more (default 20000), each with a 4 KiB allocation node on every device, fill the shim's table
+ * of per-device node bytes (eight entries an executable graph on eight devices, one in the table
+ * of executable graphs, so that one fills first); the first is updated to a graph of a 3 MiB node
+ * on device 0, then every executable graph is destroyed. Prints rc_update. */
+static int scenario_exec_update_table_full(void)
+{
+    enum { N = 20000 };
+    cudaGraphExec_t x, *more = malloc(N * sizeof *more);
+    if (!more)
+        return 2;
+    CHECK(cudaGraphInstantiateWithFlags(&x, node_graph(MiB, 0), 0));
+    int devices = 0;
+    CHECK(cudaGetDeviceCount(&devices));
+    const char *n_env = getenv("GRAPHS");
+    int n = n_env ? atoi(n_env) : N;
+    for (int i = 0; i < n; i++) {
+        cudaGraph_t g = node_graph(4096, 0);
+        for (int d = 1; d < devices; d++) {
+            struct cudaMemAllocNodeParams params;
+            memset(&params, 0, sizeof params);
+            params.poolProps.allocType = cudaMemAllocationTypePinned;
+            params.poolProps.location.type = cudaMemLocationTypeDevice;
+            params.poolProps.location.id = d;
+            params.bytesize = 4096;
+            cudaGraphNode_t node;
+            CHECK(cudaGraphAddMemAllocNode(&node, g, NULL, 0, &params));
+        }
+        CHECK(cudaGraphInstantiateWithFlags(&more[i], g, 0));
+    }
+    cudaGraphExecUpdateResultInfo info;
+    memset(&info, 0, sizeof info);
+    printf("rc_update=%d\n", (int)cudaGraphExecUpdate(x, node_graph(3 * MiB, 0), &info));
+    CHECK(cudaGraphExecDestroy(x));
+    for (int i = 0; i < n; i++)
+        CHECK(cudaGraphExecDestroy(more[i]));
+    free(more);
+    return 0;
+}
+
 /* cudaGraphInstantiateWithParams with cudaGraphInstantiateFlagUpload uploads: the pool is read. */
 static int scenario_instantiate_with_upload(void)
 {
@@ -1048,6 +1089,7 @@ static const struct scenario scenarios[] = {
     {"meminfo_during_capture", scenario_meminfo_during_capture, 1},
     {"nodes_on_other_device", scenario_nodes_on_other_device, 2},
     {"exec_update", scenario_exec_update, 2},
+    {"exec_update_table_full", scenario_exec_update_table_full, 1},
     {"instantiate_with_upload", scenario_instantiate_with_upload, 1},
     {"fork_during_capture", scenario_fork_during_capture, 1},
     {"many_execs", scenario_many_execs, 1},
