@@ -454,9 +454,12 @@ void graph_exec_updated(CUgraphExec exec, CUgraph graph)
         struct cushim_graph_record *g = &shim.seg->graphs[slot];
         __atomic_store_n(&g->alloc_node_bytes, nb.total, __ATOMIC_RELAXED);
         __atomic_store_n(&g->capture_bytes, capture, __ATOMIC_RELAXED);
-        /* Its next launch (or upload) attaches the new nodes' memory: the pool is read then. */
+        /* Its next launch (or upload) attaches the new nodes' memory: the pool is read then; with
+         * no nodes left, nothing waits for it. */
         if (nb.total && !atomic_exchange(&first_pending[slot], true))
             atomic_fetch_add(&first_pending_count, 1);
+        else if (!nb.total && atomic_exchange(&first_pending[slot], false))
+            atomic_fetch_sub(&first_pending_count, 1);
     }
     /* The launch cache's pool device follows the new nodes (written as at instantiation). */
     unsigned li = launch_index(key);

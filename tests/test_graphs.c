@@ -411,6 +411,20 @@ Test(graphs, an_update_in_a_full_table_leaves_nothing_counted)
     run_free(&r);
 }
 
+/* After an update the next launch attaches the new nodes' memory: the pool is read at it, however
+ * recent the last read (a graph launched, updated and launched again within 100 ms). */
+Test(graphs, a_launch_after_an_update_reads_the_pool)
+{
+    struct run_result r;
+    json_t *j = graph_run(&r, "exec_update_after_launch");
+    cr_expect_eq(kv_u64(r.out, "api.first.graph_reserved"), MiB, "%s", r.out);
+    cr_expect_eq(kv_u64(r.out, "api.relaunch.graph_reserved"), 3 * MiB, "read at the launch after the update");
+    cr_expect_eq(jpath_u64(j, "executable_graphs.0.alloc_node_bytes"), 3 * MiB);
+    cr_expect_eq(jpath_u64(j, "executable_graphs.0.launches"), 2);
+    json_decref(j);
+    run_free(&r);
+}
+
 /* cudaGraphInstantiateWithParams(cudaGraphInstantiateFlagUpload) uploads: the pool is read. */
 Test(graphs, instantiate_with_upload_reads_the_pool)
 {

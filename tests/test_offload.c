@@ -108,10 +108,13 @@ Test(offload, off_by_default)
     run_free(&r);
 }
 
+/* Under SIMCUDA_STRICT_COPIES=1 (a driver that takes only device memory as such, which cuda.h
+ * allows; the real one took pinned memory on an H200): the copies naming offloaded memory as
+ * device memory work because the shim reroutes them. */
 Test(offload, pitched_copies_of_offloaded_memory)
 {
     struct run_result r;
-    const char *extra[] = {"CUSHIM_OFFLOAD=always", "CUSHIM_OFFLOAD_MIN=1MiB", NULL};
+    const char *extra[] = {"CUSHIM_OFFLOAD=always", "CUSHIM_OFFLOAD_MIN=1MiB", "SIMCUDA_STRICT_COPIES=1", NULL};
     json_t *j = offload_run(&r, "pitched", extra);
     cr_expect_eq(kv_u64(r.out, "offloaded_host_live"), 2 * MiB, "the 2 MiB buffer is host memory");
     cr_expect_eq(kv_u64(r.out, "rc_2d_in"), 0, "2D copy into offloaded memory named as device memory");
@@ -123,8 +126,17 @@ Test(offload, pitched_copies_of_offloaded_memory)
     cr_expect_eq(kv_u64(r.out, "rc_rt_2d_in"), 0, "the runtime's cudaMemcpy2D into it");
     cr_expect_eq(kv_u64(r.out, "rc_rt_2d_out"), 0, "and out");
     cr_expect_eq(kv_u64(r.out, "roundtrip_rt_2d"), 1);
-    /* Memory the shim does not own is passed as it was: the driver's own answer (pinned memory
-     * named as device memory is taken, as the real driver took it: docs/GPU-VALIDATION.md). */
+    /* Memory the shim does not own is passed as it was: the (strict) driver's own error. */
+    cr_expect_eq(kv_u64(r.out, "rc_2d_pinned_as_device"), 1 /* CUDA_ERROR_INVALID_VALUE */);
+    json_decref(j);
+    run_free(&r);
+    /* The real driver's reading (docs/GPU-VALIDATION.md): pinned memory named as device memory is
+     * taken; every copy works and the shim passes the pinned one as it was. */
+    const char *lenient[] = {"CUSHIM_OFFLOAD=always", "CUSHIM_OFFLOAD_MIN=1MiB", NULL};
+    j = offload_run(&r, "pitched", lenient);
+    cr_expect_eq(kv_u64(r.out, "roundtrip_2d"), 1);
+    cr_expect_eq(kv_u64(r.out, "roundtrip_3d"), 1);
+    cr_expect_eq(kv_u64(r.out, "roundtrip_rt_2d"), 1);
     cr_expect_eq(kv_u64(r.out, "rc_2d_pinned_as_device"), 0);
     json_decref(j);
     run_free(&r);
@@ -133,7 +145,7 @@ Test(offload, pitched_copies_of_offloaded_memory)
 Test(offload, peer_copies_of_offloaded_memory)
 {
     struct run_result r;
-    const char *extra[] = {"CUSHIM_OFFLOAD=always", "CUSHIM_OFFLOAD_MIN=1MiB", NULL};
+    const char *extra[] = {"CUSHIM_OFFLOAD=always", "CUSHIM_OFFLOAD_MIN=1MiB", "SIMCUDA_STRICT_COPIES=1", NULL};
     json_t *j = offload_run(&r, "peer", extra);
     cr_expect_eq(kv_u64(r.out, "offloaded_host_live"), 2 * MiB, "the 2 MiB buffer is host memory");
     cr_expect_eq(kv_u64(r.out, "rc_peer_in"), 0, "cuMemcpyPeer into offloaded memory");
@@ -142,8 +154,9 @@ Test(offload, peer_copies_of_offloaded_memory)
     cr_expect_eq(kv_u64(r.out, "roundtrip_peer"), 1);
     cr_expect_eq(kv_u64(r.out, "rc_3d_peer"), 0, "cuMemcpy3DPeer naming it as device memory");
     cr_expect_eq(kv_u64(r.out, "roundtrip_3d_peer"), 1);
-    /* Pinned memory the shim does not own goes to the driver's cuMemcpyPeer as it was. */
-    cr_expect_eq(kv_u64(r.out, "rc_peer_pinned"), 0);
+    /* Pinned memory the shim does not own goes to the driver's cuMemcpyPeer as it was (the strict
+     * driver refuses it). */
+    cr_expect_eq(kv_u64(r.out, "rc_peer_pinned"), 1 /* CUDA_ERROR_INVALID_VALUE */);
     cr_expect_eq(kv_u64(r.out, "peer_pinned_driver_peer_calls"), 1);
     cr_expect_eq(kv_u64(r.out, "rc_peer_no_context"), 201 /* CUDA_ERROR_INVALID_CONTEXT */);
     json_decref(j);
@@ -153,16 +166,18 @@ Test(offload, peer_copies_of_offloaded_memory)
 Test(offload, peer_copies_need_the_shim)
 {
     /* The same program with offload off: every copy is between device memory and succeeds, so the
-     * scenario itself is sound, and each reaches the driver's cuMemcpyPeer as it was. */
+     * scenario itself is sound, and each reaches the driver's cuMemcpyPeer as it was; the strict
+     * driver refuses pinned memory named as device memory, as it would offloaded memory without
+     * the shim's rerouting. */
     struct run_result r;
-    const char *extra[] = {"CUSHIM_OFFLOAD=off", NULL};
+    const char *extra[] = {"CUSHIM_OFFLOAD=off", "SIMCUDA_STRICT_COPIES=1", NULL};
     json_t *j = offload_run(&r, "peer", extra);
     cr_expect_eq(kv_u64(r.out, "offloaded_host_live"), 0);
     cr_expect_eq(kv_u64(r.out, "rc_peer_in"), 0);
     cr_expect_eq(kv_u64(r.out, "roundtrip_peer"), 1);
     cr_expect_eq(kv_u64(r.out, "rc_3d_peer"), 0);
     cr_expect_eq(kv_u64(r.out, "peer_in_driver_peer_calls"), 1);
-    cr_expect_eq(kv_u64(r.out, "rc_peer_pinned"), 0);
+    cr_expect_eq(kv_u64(r.out, "rc_peer_pinned"), 1);
     cr_expect_eq(kv_u64(r.out, "peer_pinned_driver_peer_calls"), 1);
     json_decref(j);
     run_free(&r);

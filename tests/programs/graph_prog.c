@@ -721,6 +721,38 @@ static int scenario_exec_update_table_full(void)
     return 0;
 }
 
+/* A graph allocating and freeing `bytes`, captured on s. */
+static cudaGraph_t alloc_free_graph(cudaStream_t s, size_t bytes)
+{
+    cudaGraph_t g;
+    void *p;
+    CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+    CHECK(cudaMallocAsync(&p, bytes, s));
+    CHECK(cudaFreeAsync(p, s));
+    CHECK(cudaStreamEndCapture(s, &g));
+    return g;
+}
+
+/* An update after a launch: the executable graph (1 MiB allocated and freed) is launched, which
+ * reads the pool, updated to a graph allocating 3 MiB, and launched again at once (well within
+ * the 100 ms between two reads): that launch attaches new memory, so the pool is read again. */
+static int scenario_exec_update_after_launch(void)
+{
+    cudaStream_t s;
+    cudaGraphExec_t x;
+    CHECK(cudaStreamCreate(&s));
+    CHECK(cudaGraphInstantiate(&x, alloc_free_graph(s, MiB), 0));
+    CHECK(cudaGraphLaunch(x, s));
+    CHECK(cudaStreamSynchronize(s));
+    if (print_stats("first", 0))
+        return 2;
+    cudaGraphExecUpdateResultInfo info;
+    CHECK(cudaGraphExecUpdate(x, alloc_free_graph(s, 3 * MiB), &info));
+    CHECK(cudaGraphLaunch(x, s));
+    CHECK(cudaStreamSynchronize(s));
+    return print_stats("relaunch", 0);
+}
+
 /* cudaGraphInstantiateWithParams with cudaGraphInstantiateFlagUpload uploads: the pool is read. */
 static int scenario_instantiate_with_upload(void)
 {
@@ -1089,6 +1121,7 @@ static const struct scenario scenarios[] = {
     {"meminfo_during_capture", scenario_meminfo_during_capture, 1},
     {"nodes_on_other_device", scenario_nodes_on_other_device, 2},
     {"exec_update", scenario_exec_update, 2},
+    {"exec_update_after_launch", scenario_exec_update_after_launch, 1},
     {"exec_update_table_full", scenario_exec_update_table_full, 1},
     {"instantiate_with_upload", scenario_instantiate_with_upload, 1},
     {"fork_during_capture", scenario_fork_during_capture, 1},

@@ -339,6 +339,29 @@ Test(memory, explicit_copies_need_device_or_page_locked_memory_on_their_device_s
     cr_assert_eq(cuMemsetD32_v2(d + 1, 0, 1), CUDA_ERROR_INVALID_VALUE);
 }
 
+/* SIMCUDA_STRICT_COPIES=1: the stricter reading cuda.h leaves room for, device memory only on a
+ * "D" side (the offload tests' way to show the shim's rerouting at work). */
+Test(memory, strict_copies_refuse_page_locked_memory_on_a_device_side)
+{
+    const char *env[] = {"SIMCUDA_STRICT_COPIES=1", NULL};
+    CUdeviceptr d;
+    void *h;
+    unsigned char buf[64] = {5};
+    start(env);
+    OK(cuMemAlloc_v2(&d, 64));
+    OK(cuMemHostAlloc(&h, 64, CU_MEMHOSTALLOC_DEVICEMAP));
+    cr_assert_eq(cuMemcpyDtoD_v2((CUdeviceptr)h, d, 64), CUDA_ERROR_INVALID_VALUE);
+    cr_assert_eq(cuMemcpyHtoD_v2((CUdeviceptr)h, buf, 64), CUDA_ERROR_INVALID_VALUE);
+    CUDA_MEMCPY2D c = {.srcMemoryType = CU_MEMORYTYPE_HOST, .srcHost = buf, .srcPitch = 16,
+                       .dstMemoryType = CU_MEMORYTYPE_DEVICE, .dstDevice = (CUdeviceptr)h, .dstPitch = 16,
+                       .WidthInBytes = 16, .Height = 4};
+    cr_assert_eq(cuMemcpy2D_v2(&c), CUDA_ERROR_INVALID_VALUE);
+    c.dstMemoryType = CU_MEMORYTYPE_UNIFIED;
+    OK(cuMemcpy2D_v2(&c));
+    OK(cuMemcpy((CUdeviceptr)h, (CUdeviceptr)buf, 64));
+    OK(cuMemcpyHtoD_v2(d, buf, 64));
+}
+
 Test(memory, host_registration)
 {
     static char buf[3 * 4096] __attribute__((aligned(4096)));

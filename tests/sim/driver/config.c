@@ -174,6 +174,10 @@ void sim_config_load(void)
     sim_cfg.lazy_events = v && strcmp(v, "1") == 0;
     if (v && strcmp(v, "0") != 0 && strcmp(v, "1") != 0)
         bad("SIMCUDA_LAZY_EVENTS", v, "0 or 1", "0");
+    v = getenv("SIMCUDA_STRICT_COPIES");
+    sim_cfg.strict_copies = v && strcmp(v, "1") == 0;
+    if (v && strcmp(v, "0") != 0 && strcmp(v, "1") != 0)
+        bad("SIMCUDA_STRICT_COPIES", v, "0 or 1", "0");
     v = getenv("SIMCUDA_IMPORT_SAME_HANDLE");
     sim_cfg.import_same_handle = v && strcmp(v, "1") == 0;
     if (v && strcmp(v, "0") != 0 && strcmp(v, "1") != 0)

@@ -61,7 +61,7 @@ CUresult sim_mem_check(CUdeviceptr p, size_t n, bool resident_only)
 {
     if (!sim_range_fits(p, n))
         return CUDA_ERROR_INVALID_VALUE;
-    unsigned kinds = resident_only ? SIM_MEM_DEVICE_SIDE : SIM_MEM_ALL;
+    unsigned kinds = !resident_only ? SIM_MEM_ALL : sim_cfg.strict_copies ? SIM_MEM_RESIDENT : SIM_MEM_DEVICE_SIDE;
     if (sim_reg_find(p, n, kinds, NULL) || sim_vmm_reaches(p, n, resident_only) || sim_graph_mem_contains(p, n))
         return CUDA_SUCCESS;
     return CUDA_ERROR_INVALID_VALUE;

@@ -36,6 +36,8 @@ struct sim_config {
     uint64_t granularity;
     uint64_t vmm_granularity;
     bool lazy_events;
+    bool strict_copies; /* SIMCUDA_STRICT_COPIES: an explicit copy's "D" side must be device
+                         * memory (page-locked host memory refused, as a stricter driver may) */
     bool import_same_handle; /* SIMCUDA_IMPORT_SAME_HANDLE: an import of a live handle's memory
                               * returns that handle, one reference more */
     uint64_t begin_capture_ms; /* SIMCUDA_BEGIN_CAPTURE_MS: a begin returns this long after the

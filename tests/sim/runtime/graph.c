@@ -155,9 +155,10 @@ cudaError_t CUDARTAPI cudaGraphExecUpdate(cudaGraphExec_t hGraphExec, cudaGraph_
 {
     CUgraphExecUpdateResultInfo info;
     memset(&info, 0, sizeof info);
+    info.result = CU_GRAPH_EXEC_UPDATE_ERROR; /* what an update not made says */
     cudaError_t e = simrt_init();
-    if (e == cudaSuccess)
-        e = SIMRT_CALL(DRV(cuGraphExecUpdate, 12000), hGraphExec, hGraph, &info);
+    if (e == cudaSuccess) /* a NULL resultInfo is the driver's to refuse */
+        e = SIMRT_CALL(DRV(cuGraphExecUpdate, 12000), hGraphExec, hGraph, resultInfo ? &info : NULL);
     if (resultInfo) {
         resultInfo->result = (enum cudaGraphExecUpdateResult)info.result;
         resultInfo->errorNode = info.errorNode;
