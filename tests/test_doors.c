@@ -90,22 +90,32 @@ Test(doors, a_lookup_of_a_newer_abi_never_reaches_the_shims_own_calls)
     run_free(&r);
 }
 
-/* cuda.h: `#define cuGraphInstantiate cuGraphInstantiateWithFlags` (since 12.0): "cuGraphInstantiate"
- * looked up at 12000 is the three-argument function, which the simulated driver answers
- * (tests/sim/README.md). Before, door 3 chose the five-argument cuGraphInstantiate_v2 row for it:
- * the program got the v2 wrapper (its flags taken for an error-node pointer: a crash when the v2
- * slot was already filled), or the v2 slot got the three-argument function (a later direct
- * cuGraphInstantiate_v2 passed its error-node pointer as flags). Both orders, through both ABIs. */
-static void instantiate_both_abis(const char *scenario, uint64_t lookup_exec_id)
+/* "cuGraphInstantiate" looked up at 12000: the real driver answers the five-argument
+ * cuGraphInstantiate_v2 (docs/GPU-VALIDATION.md instantiate_lookup, an H200), a driver following
+ * cuda.h's `#define cuGraphInstantiate cuGraphInstantiateWithFlags` (since 12.0) the three-argument
+ * function (SIMCUDA_INSTANTIATE_LOOKUP=withflags). Door 3 wraps whichever the driver answers. Before,
+ * it chose the v2 row for the lookup whatever the answer: the program got the v2 wrapper for
+ * WithFlags (its flags taken for an error-node pointer: a crash when the v2 slot was already
+ * filled), or the v2 slot got the three-argument function (a later direct cuGraphInstantiate_v2
+ * passed its error-node pointer as flags). Both orders, both answers. */
+static void instantiate_both_abis(const char *scenario, uint64_t lookup_exec_id, const char *answer)
 {
     struct run_result r;
     const char *argv[] = {program("drv_prog"), scenario, NULL};
-    json_t *j = run_under_cushim(&r, argv, sim_env(NULL));
+    char var[64];
+    snprintf(var, sizeof var, "SIMCUDA_INSTANTIATE_LOOKUP=%s", answer);
+    const char *extra[] = {var, NULL};
+    json_t *j = run_under_cushim(&r, argv, sim_env(extra));
     cr_assert_eq(r.status, 0, "%s: %s%s", scenario, r.out, r.err);
     cr_expect_eq(kv_u64(r.out, "rc_lookup"), 0);
     cr_expect_eq(kv_u64(r.out, "rc_instantiate"), 0, "%s", r.out);
     cr_expect_eq(kv_u64(r.out, "rc_launch1"), 0);
-    cr_expect_eq(kv_u64(r.out, "rc_launch2"), 0, "AUTO_FREE_ON_LAUNCH reached the driver: %s", r.out);
+    if (strcmp(answer, "v2") == 0)
+        cr_expect_eq(kv_u64(r.out, "rc_free_between"), 0, "%s", r.out);
+    else
+        cr_expect_null(strstr(r.out, "rc_free_between"), "%s", r.out);
+    cr_expect_eq(kv_u64(r.out, "rc_launch2"), 0, "AUTO_FREE_ON_LAUNCH (WithFlags) or the free (v2) reached the driver: %s",
+                 r.out);
     cr_expect_eq(kv_u64(r.out, "rc_sync"), 0);
     cr_expect_eq(kv_u64(r.out, "rc_exec_destroy"), 0);
     cr_expect_eq(kv_u64(r.out, "rc_v2"), 0, "%s", r.out);
@@ -126,12 +136,18 @@ static void instantiate_both_abis(const char *scenario, uint64_t lookup_exec_id)
 
 Test(doors, cuGraphInstantiate_looked_up_at_12000_is_the_three_argument_abi)
 {
-    instantiate_both_abis("instantiate_lookup", 1);
+    instantiate_both_abis("instantiate_lookup", 1, "withflags");
 }
 
 Test(doors, cuGraphInstantiate_v2_called_first_keeps_its_five_argument_abi)
 {
-    instantiate_both_abis("instantiate_v2_first", 2);
+    instantiate_both_abis("instantiate_v2_first", 2, "withflags");
+}
+
+Test(doors, cuGraphInstantiate_looked_up_at_12000_as_v2_like_the_real_driver)
+{
+    instantiate_both_abis("instantiate_lookup", 1, "v2");
+    instantiate_both_abis("instantiate_v2_first", 2, "v2");
 }
 
 /* dlsym_prog prints what dlsym answers; with the shim it must be the same, line for line. */

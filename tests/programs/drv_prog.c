@@ -1,8 +1,11 @@
 /* drv_prog SCENARIO: a program linked directly to libcuda (door 1: the shim's exported driver
  * symbols). Prints "key=value" lines. */
 #include <cuda.h>
+#include <cudaTypedefs.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -80,11 +83,13 @@ static int detach(void)
 }
 #pragma GCC diagnostic pop
 
-/* instantiate_lookup / instantiate_v2_first: cuda.h has `#define cuGraphInstantiate
- * cuGraphInstantiateWithFlags` since 12.0, so "cuGraphInstantiate" looked up at 12000 is the
- * three-argument function; the 11000 ABI, cuGraphInstantiate_v2, has five (cudaTypedefs.h). A graph
- * with one 1 MiB allocation node and no free node is instantiated through both, in either order:
- * with AUTO_FREE_ON_LAUNCH through the lookup (launched twice), without flags through the v2 ABI. */
+/* instantiate_lookup / instantiate_v2_first: "cuGraphInstantiate" looked up at 12000 is
+ * cuGraphInstantiate_v2 (five arguments, the real driver's answer) or, under
+ * SIMCUDA_INSTANTIATE_LOOKUP=withflags, the three-argument cuGraphInstantiateWithFlags (cuda.h has
+ * `#define cuGraphInstantiate cuGraphInstantiateWithFlags` since 12.0). A graph with one 1 MiB
+ * allocation node and no free node is instantiated through the lookup and through the v2 ABI
+ * directly, in either order, and the lookup's executable graph launched twice: with
+ * AUTO_FREE_ON_LAUNCH through WithFlags, with a cuMemFree between the launches through v2. */
 CUresult CUDAAPI cuGraphInstantiate_v2(CUgraphExec *phGraphExec, CUgraph hGraph, CUgraphNode *phErrorNode,
                                        char *logBuffer, size_t bufferSize);
 
@@ -97,6 +102,9 @@ static CUresult instantiate_v2(CUgraph g)
     printf("v2_error_node_cleared=%d\n", err == NULL);
     return rc == CUDA_SUCCESS ? cuGraphExecDestroy(e) : rc;
 }
+
+/* cudaTypedefs.h declares PFN_cuGraphInstantiate_v11000 only for __CUDA_API_VERSION_INTERNAL. */
+typedef CUresult(CUDAAPI *instantiate_v11000)(CUgraphExec *, CUgraph, CUgraphNode *, char *, size_t);
 
 static int instantiate_lookup(int v2_first)
 {
@@ -113,14 +121,23 @@ static int instantiate_lookup(int v2_first)
         return 10;
     if (v2_first)
         printf("rc_v2=%d\n", (int)instantiate_v2(g));
-    CUresult (*with_flags)(CUgraphExec *, CUgraph, unsigned long long) = NULL;
+    void *fn = NULL;
     CUdriverProcAddressQueryResult st;
-    printf("rc_lookup=%d\n", (int)cuGetProcAddress_v2("cuGraphInstantiate", (void **)&with_flags, 12000, 0, &st));
-    if (!with_flags)
+    printf("rc_lookup=%d\n", (int)cuGetProcAddress_v2("cuGraphInstantiate", &fn, 12000, 0, &st));
+    if (!fn)
         return 11;
+    const char *answer = getenv("SIMCUDA_INSTANTIATE_LOOKUP");
+    bool with_flags = answer && strcmp(answer, "withflags") == 0;
     CUgraphExec e;
-    printf("rc_instantiate=%d\n", (int)with_flags(&e, g, CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH));
+    CUgraphNode err;
+    char log[64];
+    CUresult rc = with_flags
+                      ? ((PFN_cuGraphInstantiateWithFlags_v11040)fn)(&e, g, CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH)
+                      : ((instantiate_v11000)fn)(&e, g, &err, log, sizeof log);
+    printf("rc_instantiate=%d\n", (int)rc);
     printf("rc_launch1=%d\n", (int)cuGraphLaunch(e, NULL));
+    if (!with_flags) /* no AUTO_FREE_ON_LAUNCH: the allocation freed before the second launch */
+        printf("rc_free_between=%d\n", (int)(cuStreamSynchronize(NULL) || cuMemFree(ap.dptr)));
     printf("rc_launch2=%d\n", (int)cuGraphLaunch(e, NULL));
     printf("rc_sync=%d\n", (int)cuStreamSynchronize(NULL));
     printf("rc_exec_destroy=%d\n", (int)cuGraphExecDestroy(e));

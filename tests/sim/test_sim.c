@@ -479,12 +479,26 @@ Test(procaddr, versions_and_flags_select_the_abi_variant)
     cr_assert_eq(st, CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND);
 }
 
+/* The 11000 ABI, which cuda.h declares only for __CUDA_API_VERSION_INTERNAL. */
+CUresult CUDAAPI cuGraphInstantiate_v2(CUgraphExec *phGraphExec, CUgraph hGraph, CUgraphNode *phErrorNode,
+                                       char *logBuffer, size_t bufferSize);
+
+/* SIMCUDA_INSTANTIATE_LOOKUP=withflags: a driver that follows cuda.h's #define. */
+Test(procaddr, instantiate_lookup_following_the_define)
+{
+    const char *env[] = {"SIMCUDA_INSTANTIATE_LOOKUP=withflags", NULL};
+    start(env);
+    cr_assert_eq(proc("cuGraphInstantiate", 12000, 0), (void *)cuGraphInstantiateWithFlags);
+    cr_assert_eq(proc("cuGraphInstantiate", 11000, 0), (void *)cuGraphInstantiate_v2);
+}
+
 Test(procaddr, special_names)
 {
     start(NULL);
-    /* cuda.h: #define cuGraphInstantiate cuGraphInstantiateWithFlags (since 12.0). */
-    cr_assert_eq(proc("cuGraphInstantiate", 12000, 0), (void *)cuGraphInstantiateWithFlags);
-    cr_assert_neq(proc("cuGraphInstantiate", 11000, 0), (void *)cuGraphInstantiateWithFlags);
+    /* "cuGraphInstantiate" at 12000: cuGraphInstantiate_v2, as the real driver answered (an H200),
+     * though cuda.h has #define cuGraphInstantiate cuGraphInstantiateWithFlags (since 12.0). */
+    cr_assert_eq(proc("cuGraphInstantiate", 12000, 0), (void *)cuGraphInstantiate_v2);
+    cr_assert_eq(proc("cuGraphInstantiate", 11000, 0), (void *)cuGraphInstantiate_v2);
     PFN_cuGetProcAddress_v11030 v1 = proc("cuGetProcAddress", 11030, 0);
     cr_assert_eq(proc("cuGetProcAddress", 12000, 0), (void *)cuGetProcAddress_v2);
     void *fn = NULL;

@@ -174,6 +174,10 @@ void sim_config_load(void)
     sim_cfg.lazy_events = v && strcmp(v, "1") == 0;
     if (v && strcmp(v, "0") != 0 && strcmp(v, "1") != 0)
         bad("SIMCUDA_LAZY_EVENTS", v, "0 or 1", "0");
+    v = getenv("SIMCUDA_INSTANTIATE_LOOKUP");
+    sim_cfg.instantiate_with_flags = v && strcmp(v, "withflags") == 0;
+    if (v && strcmp(v, "v2") != 0 && strcmp(v, "withflags") != 0)
+        bad("SIMCUDA_INSTANTIATE_LOOKUP", v, "v2 or withflags", "v2");
     v = getenv("SIMCUDA_STRICT_COPIES");
     sim_cfg.strict_copies = v && strcmp(v, "1") == 0;
     if (v && strcmp(v, "0") != 0 && strcmp(v, "1") != 0)

@@ -11,9 +11,12 @@
  * version is not found, the API will return the legacy version"; DEFAULT and LEGACY_STREAM give
  * the legacy versions (the driver is not compiled for per-thread default streams).
  *
- * One exception to the table: cuda.h has `#define cuGraphInstantiate cuGraphInstantiateWithFlags`
- * since CUDA 12.0, so "cuGraphInstantiate" requested at 12000 or later is
- * cuGraphInstantiateWithFlags (the 11040 ABI), not cuGraphInstantiate_v2.
+ * "cuGraphInstantiate" requested at 12000 or later is cuGraphInstantiate_v2 (the 11000 ABI, five
+ * arguments), as the table gives and as the real driver answered (580.159, CUDA 13.0, an H200:
+ * docs/GPU-VALIDATION.md instantiate_lookup, 2026-12-04), although cuda.h has `#define
+ * cuGraphInstantiate cuGraphInstantiateWithFlags` since CUDA 12.0; SIMCUDA_INSTANTIATE_LOOKUP=
+ * withflags answers cuGraphInstantiateWithFlags (the 11040 ABI) instead, a driver that follows the
+ * #define, which the shim must handle too.
  *
  * SIMCUDA_HIDE names are reported as not found (an older driver); SIMCUDA_LOG_LOOKUPS appends
  * every call as "NAME ver=V flags=F" (the empty-name probe as "ver=V flags=F status=P", the
@@ -95,7 +98,7 @@ static CUresult lookup(const char *symbol, void **pfn, int version, cuuint64_t f
         return CUDA_ERROR_INVALID_VALUE;
     *pfn = NULL;
     const char *base = symbol;
-    if (strcmp(symbol, "cuGraphInstantiate") == 0 && version >= 12000)
+    if (strcmp(symbol, "cuGraphInstantiate") == 0 && version >= 12000 && sim_cfg.instantiate_with_flags)
         base = "cuGraphInstantiateWithFlags";
     bool known = false;
     const struct sim_proc *found = is_hidden(symbol) ? NULL : newest(base, version, 0, &known);

@@ -36,6 +36,9 @@ struct sim_config {
     uint64_t granularity;
     uint64_t vmm_granularity;
     bool lazy_events;
+    bool instantiate_with_flags; /* SIMCUDA_INSTANTIATE_LOOKUP=withflags: "cuGraphInstantiate" at
+                                  * 12000+ answers cuGraphInstantiateWithFlags (cuda.h's #define)
+                                  * instead of cuGraphInstantiate_v2 (the real driver's answer) */
     bool strict_copies; /* SIMCUDA_STRICT_COPIES: an explicit copy's "D" side must be device
                          * memory (page-locked host memory refused, as a stricter driver may) */
     bool import_same_handle; /* SIMCUDA_IMPORT_SAME_HANDLE: an import of a live handle's memory
