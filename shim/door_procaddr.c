@@ -38,8 +38,9 @@ static void *real_lookup(const char *name, int version, cuuint64_t flags)
  * `#define cuGraphInstantiate cuGraphInstantiateWithFlags` since CUDA 12.0, so a lookup of
  * "cuGraphInstantiate" at 12000 or later may answer the three-argument cuGraphInstantiateWithFlags
  * (cudaTypedefs.h PFN_cuGraphInstantiateWithFlags_v11040) where the rule above picks the
- * five-argument cuGraphInstantiate_v2 (PFN_cuGraphInstantiate_v11000). The driver's answer
- * decides: whichever of the two it is, by identity; neither: -1, passed through. */
+ * five-argument cuGraphInstantiate_v2 (PFN_cuGraphInstantiate_v11000); the H200's driver 580.159
+ * answered v2 (docs/GPU-VALIDATION.md instantiate_lookup). The driver's answer decides: whichever
+ * of the two it is, by identity; neither: -1, passed through. */
 static int instantiate_row(int version, cuuint64_t flags, void *real_fn)
 {
     if (real_fn == real_lookup("cuGraphInstantiateWithFlags", 11040, flags))
