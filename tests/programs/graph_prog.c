@@ -15,7 +15,9 @@
 
 /* A graph of one allocation node of `bytes` whose pool is on `device`; *dptr (if not NULL)
  * receives the address its launches give. */
-static cudaGraph_t node_graph_at(size_t bytes, int device, void **dptr)
+/* Adds an allocation node of `bytes` on `device` to g, with no dependency; its address in *dptr
+ * (if dptr). Exits the program (CHECK) on failure. */
+static void add_alloc_node(cudaGraph_t g, size_t bytes, int device, void **dptr)
 {
     struct cudaMemAllocNodeParams params;
     memset(&params, 0, sizeof params);
@@ -23,12 +25,17 @@ static cudaGraph_t node_graph_at(size_t bytes, int device, void **dptr)
     params.poolProps.location.type = cudaMemLocationTypeDevice;
     params.poolProps.location.id = device;
     params.bytesize = bytes;
-    cudaGraph_t g;
     cudaGraphNode_t node;
-    CHECK(cudaGraphCreate(&g, 0));
     CHECK(cudaGraphAddMemAllocNode(&node, g, NULL, 0, &params));
     if (dptr)
         *dptr = params.dptr;
+}
+
+static cudaGraph_t node_graph_at(size_t bytes, int device, void **dptr)
+{
+    cudaGraph_t g;
+    CHECK(cudaGraphCreate(&g, 0));
+    add_alloc_node(g, bytes, device, dptr);
     return g;
 }
 
@@ -619,14 +626,7 @@ static int scenario_nodes_on_other_device(void)
         return 2;
     /* One graph, nodes on both devices: 1 MiB on device 0, 2 MiB on device 1. */
     cudaGraph_t g = node_graph(MiB, 0);
-    struct cudaMemAllocNodeParams params;
-    memset(&params, 0, sizeof params);
-    params.poolProps.allocType = cudaMemAllocationTypePinned;
-    params.poolProps.location.type = cudaMemLocationTypeDevice;
-    params.poolProps.location.id = 1;
-    params.bytesize = 2 * MiB;
-    cudaGraphNode_t node;
-    CHECK(cudaGraphAddMemAllocNode(&node, g, NULL, 0, &params));
+    add_alloc_node(g, 2 * MiB, 1, NULL);
     CHECK(cudaGraphInstantiate(&x2, g, 0));
     usleep(150000); /* past the 100 ms between two reads of a pool */
     CHECK(cudaGraphUpload(x2, s));
@@ -661,14 +661,7 @@ static int scenario_exec_update(void)
     int rc = (int)cudaGraphExecUpdate(x, node_graph(3 * MiB, 1), &info);
     printf("rc_update=%d\nresult=%d\n", rc, (int)info.result);
     cudaGraph_t two = node_graph(MiB, 0);
-    struct cudaMemAllocNodeParams params;
-    memset(&params, 0, sizeof params);
-    params.poolProps.allocType = cudaMemAllocationTypePinned;
-    params.poolProps.location.type = cudaMemLocationTypeDevice;
-    params.poolProps.location.id = 0;
-    params.bytesize = MiB;
-    cudaGraphNode_t node;
-    CHECK(cudaGraphAddMemAllocNode(&node, two, NULL, 0, &params));
+    add_alloc_node(two, MiB, 0, NULL);
     rc = (int)cudaGraphExecUpdate(x, two, &info);
     printf("rc_update_two=%d\nresult_two=%d\n", rc, (int)info.result);
     cudaGetLastError();
@@ -699,16 +692,8 @@ static int scenario_exec_update_table_full(void)
     int n = n_env ? atoi(n_env) : N;
     for (int i = 0; i < n; i++) {
         cudaGraph_t g = node_graph(4096, 0);
-        for (int d = 1; d < devices; d++) {
-            struct cudaMemAllocNodeParams params;
-            memset(&params, 0, sizeof params);
-            params.poolProps.allocType = cudaMemAllocationTypePinned;
-            params.poolProps.location.type = cudaMemLocationTypeDevice;
-            params.poolProps.location.id = d;
-            params.bytesize = 4096;
-            cudaGraphNode_t node;
-            CHECK(cudaGraphAddMemAllocNode(&node, g, NULL, 0, &params));
-        }
+        for (int d = 1; d < devices; d++)
+            add_alloc_node(g, 4096, d, NULL);
         CHECK(cudaGraphInstantiateWithFlags(&more[i], g, 0));
     }
     cudaGraphExecUpdateResultInfo info;
