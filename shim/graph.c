@@ -162,6 +162,28 @@ static int pool_device(uint64_t mask, int device)
     return __builtin_ctzll(mask);
 }
 
+/* The launch cache's info word of an executable graph (its row, or -1; its device; its pool device). */
+static inline uint64_t launch_info_of(int slot, int device, int pool)
+{
+    return (uint64_t)(uint32_t)(slot + 1) | (uint64_t)(uint16_t)(device + 1) << 32 |
+           (uint64_t)(uint16_t)(pool + 1) << 48;
+}
+
+/* Writes exec key's launch cache info (its slot cleared first, so that no launch reads the key with
+ * another graph's info); `if_held`: only if the slot holds key now (an update: a colliding exec
+ * may have taken it since). */
+static void launch_cache_write(uint64_t key, uint64_t info, bool if_held)
+{
+    unsigned li = launch_index(key);
+    shim_spin_take(&launch_cache_writing);
+    if (!if_held || atomic_load_explicit(&launch_cache[li].exec, memory_order_acquire) == key) {
+        atomic_store_explicit(&launch_cache[li].exec, 0, memory_order_release);
+        atomic_store_explicit(&launch_cache[li].info, info, memory_order_release);
+        atomic_store_explicit(&launch_cache[li].exec, key, memory_order_release);
+    }
+    shim_spin_drop(&launch_cache_writing);
+}
+
 static uint64_t entry_mask(const struct shim_entry *e)
 {
     return (uint64_t)e->refs | (uint64_t)e->maps << 32;
@@ -260,6 +282,20 @@ void graph_settle(struct graph_taken *t, bool destroyed)
 /* An executable graph's allocation-node bytes on one device are gone (below). */
 static void nodes_gone(const struct shim_entry *e, void *arg);
 
+/* exec key's allocation-node bytes on device d, counted, in place of any entry it had there (or a
+ * destroyed exec's of the same handle, its destruction not seen). Returns table_put's result: -1
+ * when the table could not take it (nothing counted, any old entry left in place). */
+static int nodes_put(uint64_t key, int d, uint64_t bytes, uint64_t ctx)
+{
+    struct shim_entry ne = {.key = node_key(key, d), .size = bytes, .ctx = ctx, .device = d}, old;
+    int rc = table_put(&shim.graph_nodes, &ne, &old);
+    if (rc == 1)
+        account_device_stat_add(d, CUSHIM_DEV_graph_alloc_node_bytes, -(int64_t)old.size);
+    if (rc >= 0)
+        account_device_stat_add(d, CUSHIM_DEV_graph_alloc_node_bytes, (int64_t)bytes);
+    return rc;
+}
+
 void graph_instantiated(CUgraphExec exec, CUgraph graph, int device, CUcontext ctx)
 {
     struct cushim_segment *seg = shim.seg;
@@ -302,14 +338,7 @@ void graph_instantiated(CUgraphExec exec, CUgraph graph, int device, CUcontext c
     /* Allocation-node bytes count on the device of each node's pool, one entry per device. */
     for (uint64_t m = nb.mask; m; m &= m - 1) {
         int d = __builtin_ctzll(m);
-        struct shim_entry ne = {.key = node_key(key, d), .size = nb.bytes[d],
-                                .ctx = (uint64_t)(uintptr_t)ctx, .device = d};
-        struct shim_entry old;
-        int rc = table_put(&shim.graph_nodes, &ne, &old);
-        if (rc == 1) /* a destroyed exec's handle reused without its destruction seen */
-            account_device_stat_add(d, CUSHIM_DEV_graph_alloc_node_bytes, -(int64_t)old.size);
-        if (rc >= 0)
-            account_device_stat_add(d, CUSHIM_DEV_graph_alloc_node_bytes, (int64_t)nb.bytes[d]);
+        (void)nodes_put(key, d, nb.bytes[d], (uint64_t)(uintptr_t)ctx);
     }
     int pool = pool_device(nb.mask, device);
     struct shim_entry e = {.key = key, .size = nb.total, .aux = (uint64_t)(int64_t)slot,
@@ -336,15 +365,7 @@ void graph_instantiated(CUgraphExec exec, CUgraph graph, int device, CUcontext c
         account_device_stat_add(device, CUSHIM_DEV_graphs_instantiated, 1);
         return;
     }
-    unsigned li = launch_index(e.key);
-    shim_spin_take(&launch_cache_writing);
-    atomic_store_explicit(&launch_cache[li].exec, 0, memory_order_release);
-    atomic_store_explicit(&launch_cache[li].info,
-                          (uint64_t)(uint32_t)(slot + 1) | (uint64_t)(uint16_t)(device + 1) << 32 |
-                              (uint64_t)(uint16_t)(pool + 1) << 48,
-                          memory_order_release);
-    atomic_store_explicit(&launch_cache[li].exec, e.key, memory_order_release);
-    shim_spin_drop(&launch_cache_writing);
+    launch_cache_write(e.key, launch_info_of(slot, device, pool), false);
     account_device_stat_add(device, CUSHIM_DEV_graphs_instantiated, 1);
     account_device_stat_add(device, CUSHIM_DEV_graph_execs_alive, 1);
 }
@@ -423,27 +444,19 @@ void graph_exec_updated(CUgraphExec exec, CUgraph graph)
     walk_graph(graph, count_node, &nb);
     uint64_t capture = nb.capture +
                        (table_get(&shim.graph_caps, (uint64_t)(uintptr_t)graph, &cap) ? cap.size : 0);
-    /* Per device: the new bytes in place of the old (an entry put over the old one gives it back),
-     * the old ones gone on a device the new graph allocates nothing on. */
-    uint64_t old_mask = entry_mask(&e);
-    for (uint64_t m = old_mask | nb.mask; m; m &= m - 1) {
+    /* Per device: the new bytes in place of the old (an entry put over the old one gives it back). */
+    for (uint64_t m = entry_mask(&e) | nb.mask; m; m &= m - 1) {
         int d = __builtin_ctzll(m);
-        struct shim_entry old;
-        if (!(nb.mask >> d & 1)) {
-            if (table_take(&shim.graph_nodes, node_key(key, d), &old))
-                nodes_gone(&old, NULL);
+        bool wanted = nb.mask >> d & 1;
+        if (wanted && nodes_put(key, d, nb.bytes[d], e.ctx) >= 0)
             continue;
-        }
-        struct shim_entry ne = {.key = node_key(key, d), .size = nb.bytes[d], .ctx = e.ctx, .device = d};
-        int rc = table_put(&shim.graph_nodes, &ne, &old);
-        if (rc == 1)
-            account_device_stat_add(d, CUSHIM_DEV_graph_alloc_node_bytes, -(int64_t)old.size);
-        if (rc >= 0)
-            account_device_stat_add(d, CUSHIM_DEV_graph_alloc_node_bytes, (int64_t)nb.bytes[d]);
-        else { /* out of memory for the table: not counted, not listed; the old entry, which a
-                * failed put leaves in place, goes now (its destroy no longer looks for it) */
-            if (table_take(&shim.graph_nodes, node_key(key, d), &old))
-                nodes_gone(&old, NULL);
+        /* Nothing of exec's on d from now on: the new graph allocates nothing there, or the table
+         * could not take its bytes (then neither counted nor listed; a failed put leaves the old
+         * entry in place, which the exec's destroy would no longer look for). */
+        struct shim_entry old;
+        if (table_take(&shim.graph_nodes, node_key(key, d), &old))
+            nodes_gone(&old, NULL);
+        if (wanted) {
             nb.mask &= ~(1ull << d);
             nb.total -= nb.bytes[d];
         }
@@ -461,18 +474,8 @@ void graph_exec_updated(CUgraphExec exec, CUgraph graph)
         else if (!nb.total && atomic_exchange(&first_pending[slot], false))
             atomic_fetch_sub(&first_pending_count, 1);
     }
-    /* The launch cache's pool device follows the new nodes (written as at instantiation). */
-    unsigned li = launch_index(key);
-    shim_spin_take(&launch_cache_writing);
-    if (atomic_load_explicit(&launch_cache[li].exec, memory_order_acquire) == key) {
-        atomic_store_explicit(&launch_cache[li].exec, 0, memory_order_release);
-        atomic_store_explicit(&launch_cache[li].info,
-                              (uint64_t)(uint32_t)(slot + 1) | (uint64_t)(uint16_t)(e.device + 1) << 32 |
-                                  (uint64_t)(uint16_t)(pool_device(nb.mask, e.device) + 1) << 48,
-                              memory_order_release);
-        atomic_store_explicit(&launch_cache[li].exec, key, memory_order_release);
-    }
-    shim_spin_drop(&launch_cache_writing);
+    /* The launch cache's pool device follows the new nodes. */
+    launch_cache_write(key, launch_info_of(slot, e.device, pool_device(nb.mask, e.device)), true);
 }
 
 static bool in_context(const struct shim_entry *e, void *arg)
@@ -531,8 +534,7 @@ static __attribute__((noinline, cold)) uint64_t launch_info_slow(uint64_t key)
 {
     struct shim_entry e;
     if (table_get(&shim.execs, key, &e))
-        return (uint64_t)(uint32_t)((int)(int64_t)e.aux + 1) | (uint64_t)(uint16_t)(e.device + 1) << 32 |
-               (uint64_t)(uint16_t)(pool_device(entry_mask(&e), e.device) + 1) << 48;
+        return launch_info_of((int)(int64_t)e.aux, e.device, pool_device(entry_mask(&e), e.device));
     int device = shim_current_device(NULL);
     return (uint64_t)(uint16_t)(device + 1) << 32 | (uint64_t)(uint16_t)(device + 1) << 48;
 }
