@@ -25,6 +25,35 @@
 #define MiB (1024ull * 1024)
 
 /* stat, reset-peak and phase on pid p: exit 1 and exactly `want` on stderr. */
+/* `cushim ps` of segdir lists one gone process, pid (rt_prog hold: 1 MiB held, 4 MiB peak, phase
+ * run), in `state` (padded to the column's 7 characters), with `legend` under the table; `ps
+ * --json` gives the same state and, when path is not NULL, that path. */
+static void expect_ps_gone(const char *segdir, pid_t pid, const char *state, const char *legend, const char *path)
+{
+    struct run_result r;
+    cr_expect_eq(cli(segdir, &r, "ps", NULL, NULL), 0, "%s", r.err);
+    struct passwd *me = getpwuid(getuid());
+    char want[3000];
+    snprintf(want, sizeof want,
+             "    PID USER       STATE   DEVICES  DEVICE-TOTAL   TOTAL-PEAK PHASE       COMMAND\n"
+             "%7d %-10s %s 0            1.00 MiB     4.00 MiB run         %s hold\n%s",
+             (int)pid, me ? me->pw_name : "?", state, program("rt_prog"), legend);
+    cr_expect_str_eq(r.out, want);
+    cr_expect_str_eq(r.err, "");
+    run_free(&r);
+    cr_expect_eq(cli(segdir, &r, "ps", "--json", NULL), 0);
+    json_error_t je;
+    json_t *j = json_loads(r.out, 0, &je);
+    cr_assert(j, "%s\n%s", je.text, r.out);
+    char trimmed[16];
+    snprintf(trimmed, sizeof trimmed, "%.*s", (int)strcspn(state, " "), state);
+    cr_expect_str_eq(json_string_value(jpath(j, "0.state")), trimmed);
+    if (path)
+        cr_expect_str_eq(json_string_value(jpath(j, "0.path")), path);
+    json_decref(j);
+    run_free(&r);
+}
+
 static void expect_same_words(const char *segdir, const char *p, const char *want)
 {
     static const char *const cmds[][2] = {{"stat", NULL}, {"reset-peak", NULL}, {"phase", "run"}};
@@ -374,27 +403,10 @@ Test(segments, a_stale_copy_does_not_say_the_process_lost_its_report)
     cr_assert_eq(wait_bg(pid), 0);
     struct stat st;
     cr_assert_neq(stat(seg_path(segdir, pid), &st), 0, "the process removed its own segment");
-    struct run_result r;
-    cr_expect_eq(cli(segdir, &r, "ps", NULL, NULL), 0, "%s", r.err);
-    struct passwd *me = getpwuid(getuid());
-    char want[3000];
-    snprintf(want, sizeof want,
-             "    PID USER       STATE   DEVICES  DEVICE-TOTAL   TOTAL-PEAK PHASE       COMMAND\n"
-             "%7d %-10s copy    0            1.00 MiB     4.00 MiB run         %s hold\n"
-             "copy: a copy of the segment of a process that is gone, not the file it wrote, so it says nothing "
-             "of how the process ended; `cushim gc` removes it\n",
-             (int)pid, me ? me->pw_name : "?", program("rt_prog"));
-    cr_expect_str_eq(r.out, want);
-    cr_expect_str_eq(r.err, "");
-    run_free(&r);
-    cr_expect_eq(cli(segdir, &r, "ps", "--json", NULL), 0);
-    json_error_t je;
-    json_t *j = json_loads(r.out, 0, &je);
-    cr_assert(j, "%s\n%s", je.text, r.out);
-    cr_expect_str_eq(json_string_value(jpath(j, "0.state")), "copy");
-    cr_expect_str_eq(json_string_value(jpath(j, "0.path")), backup);
-    json_decref(j);
-    run_free(&r);
+    expect_ps_gone(segdir, pid, "copy   ",
+                   "copy: a copy of the segment of a process that is gone, not the file it wrote, so it says "
+                   "nothing of how the process ended; `cushim gc` removes it\n",
+                   backup);
     /* stat, reset-peak and phase call it a copy too, not a stale segment. */
     char p[16], words[1200];
     snprintf(p, sizeof p, "%d", (int)pid);
@@ -418,26 +430,10 @@ Test(segments, a_segment_left_with_its_exit_report_is_not_called_killed)
     uint32_t one = 1;
     cr_assert_eq(pwrite(fd, &one, sizeof one, offsetof(struct cushim_segment_header, exited)), (ssize_t)sizeof one);
     close(fd);
-    struct run_result r;
-    cr_expect_eq(cli(segdir, &r, "ps", NULL, NULL), 0, "%s", r.err);
-    struct passwd *me = getpwuid(getuid());
-    char want[3000];
-    snprintf(want, sizeof want,
-             "    PID USER       STATE   DEVICES  DEVICE-TOTAL   TOTAL-PEAK PHASE       COMMAND\n"
-             "%7d %-10s exited  0            1.00 MiB     4.00 MiB run         %s hold\n"
-             "exited: the process ended with its exit report but left its segment (it could not remove it, or "
-             "kept it for its `cushim run`); `cushim gc` removes its segment\n",
-             (int)pid, me ? me->pw_name : "?", program("rt_prog"));
-    cr_expect_str_eq(r.out, want);
-    cr_expect_str_eq(r.err, "");
-    run_free(&r);
-    cr_expect_eq(cli(segdir, &r, "ps", "--json", NULL), 0);
-    json_error_t je;
-    json_t *j = json_loads(r.out, 0, &je);
-    cr_assert(j, "%s\n%s", je.text, r.out);
-    cr_expect_str_eq(json_string_value(jpath(j, "0.state")), "exited");
-    json_decref(j);
-    run_free(&r);
+    expect_ps_gone(segdir, pid, "exited ",
+                   "exited: the process ended with its exit report but left its segment (it could not remove "
+                   "it, or kept it for its `cushim run`); `cushim gc` removes its segment\n",
+                   NULL);
     /* stat, reset-peak and phase say the same, not "stale segment". */
     char p[16], words[1200];
     snprintf(p, sizeof p, "%d", (int)pid);
