@@ -295,6 +295,12 @@ const char *program(const char *name)
     return b;
 }
 
+void failmmap_env(struct failmmap_env *f)
+{
+    snprintf(f->pre, sizeof f->pre, "LD_PRELOAD=%s", program("libfailmmap.so"));
+    snprintf(f->lib, sizeof f->lib, "FAIL_MMAP_LIB=%s", shim_lib());
+}
+
 static const char *find_key(const char *text, const char *key)
 {
     size_t n = strlen(key);

@@ -59,6 +59,13 @@ const char *sim_libdir(void); /* the simulated libcuda.so.1 and libcudart.so.13 
 /* "LD_PRELOAD=<the shim>", for a program run with plain LD_PRELOAD rather than `cushim run`. */
 const char *preload_env(void);
 const char *program(const char *name); /* tests/programs/<name> in the build tree */
+/* The environment that puts tests/programs/libfailmmap.so in front of the shim under test, whose
+ * mmap calls it then refuses (after FAIL_MMAP_AFTER of them, which the caller adds): "LD_PRELOAD=..."
+ * in pre, "FAIL_MMAP_LIB=..." in lib. */
+struct failmmap_env {
+    char pre[700], lib[700];
+};
+void failmmap_env(struct failmmap_env *f);
 /* The command label of a Prometheus sample of `PATH ARGS` as cushim writes it: the command line's
  * first 64 bytes (docs/PROMETHEUS.md; a checkout at a long path makes a test program's longer).
  * In a buffer of its own, rewritten at each call. */

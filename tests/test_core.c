@@ -1182,11 +1182,11 @@ Test(core, out_of_memory_for_the_table_passes_calls_through)
 {
     static const int afters[] = {0, 1, 3};
     for (size_t i = 0; i < sizeof afters / sizeof afters[0]; i++) {
-        char pre[700], lib[700], after[64];
-        snprintf(pre, sizeof pre, "LD_PRELOAD=%s", program("libfailmmap.so"));
-        snprintf(lib, sizeof lib, "FAIL_MMAP_LIB=%s", shim_lib());
+        char after[64];
+        struct failmmap_env f;
+        failmmap_env(&f);
         snprintf(after, sizeof after, "FAIL_MMAP_AFTER=%d", afters[i]);
-        const char *extra[] = {pre, lib, after, NULL};
+        const char *extra[] = {f.pre, f.lib, after, NULL};
         struct run_result r;
         json_t *j = scenario(&r, 0, "many_live", extra);
         cr_expect_eq(kv_u64(r.out, "sim.device.0"), 4096, "after %d", afters[i]);
@@ -1233,10 +1233,9 @@ static bool incomplete_says(json_t *j, const char *what)
  * handle's memory counted for ever). */
 Test(core, mappings_the_table_cannot_hold_pass_through)
 {
-    char pre[700], lib[700];
-    snprintf(pre, sizeof pre, "LD_PRELOAD=%s", program("libfailmmap.so"));
-    snprintf(lib, sizeof lib, "FAIL_MMAP_LIB=%s", shim_lib());
-    const char *extra[] = {pre, lib, "FAIL_MMAP_AFTER=1", "SIMCUDA_VMM_GRANULARITY=65536", NULL};
+    struct failmmap_env f;
+    failmmap_env(&f);
+    const char *extra[] = {f.pre, f.lib, "FAIL_MMAP_AFTER=1", "SIMCUDA_VMM_GRANULARITY=65536", NULL};
     struct run_result r;
     json_t *j = scenario(&r, 0, "vmm_maps_full", extra);
     cr_expect(kv_u64(r.out, "failmmap.refused") > 0, "the shim's mappings were refused");
@@ -1256,12 +1255,12 @@ Test(core, mappings_the_table_cannot_hold_pass_through)
  * the put-back failed, the mapping was lost and the handle stayed counted). */
 Test(core, a_refused_unmap_keeps_its_mapping_when_the_table_is_full)
 {
-    char pre[700], lib[700], inject[96];
-    snprintf(pre, sizeof pre, "LD_PRELOAD=%s", program("libfailmmap.so"));
-    snprintf(lib, sizeof lib, "FAIL_MMAP_LIB=%s", shim_lib());
+    char inject[96];
+    struct failmmap_env f;
+    failmmap_env(&f);
     snprintf(inject, sizeof inject, "SIMCUDA_INJECT=cuMemUnmap:1:raise=%d,cuMemUnmap:1:CUDA_ERROR_UNKNOWN",
              SIGUSR1);
-    const char *extra[] = {pre, lib, inject, "FAIL_MMAP_AFTER=1", "SIMCUDA_VMM_GRANULARITY=65536", "REFUSE=1",
+    const char *extra[] = {f.pre, f.lib, inject, "FAIL_MMAP_AFTER=1", "SIMCUDA_VMM_GRANULARITY=65536", "REFUSE=1",
                            NULL};
     struct run_result r;
     json_t *j = scenario(&r, 0, "vmm_maps_full", extra);
@@ -1281,12 +1280,12 @@ Test(core, a_refused_unmap_keeps_its_mapping_when_the_table_is_full)
  * second, successful free was not seen and 512 bytes stayed counted for ever). */
 Test(core, a_refused_free_in_a_full_table_stays_consistent)
 {
-    char pre[700], lib[700], inject[96];
-    snprintf(pre, sizeof pre, "LD_PRELOAD=%s", program("libfailmmap.so"));
-    snprintf(lib, sizeof lib, "FAIL_MMAP_LIB=%s", shim_lib());
+    char inject[96];
+    struct failmmap_env f;
+    failmmap_env(&f);
     snprintf(inject, sizeof inject, "SIMCUDA_INJECT=cuMemFree_v2:1:raise=%d,cuMemFree_v2:1:CUDA_ERROR_UNKNOWN",
              SIGUSR1);
-    const char *extra[] = {pre, lib, inject, "FAIL_MMAP_AFTER=1", NULL};
+    const char *extra[] = {f.pre, f.lib, inject, "FAIL_MMAP_AFTER=1", NULL};
     struct run_result r;
     json_t *j = scenario(&r, 0, "free_refused_table_full", extra);
     cr_expect(kv_u64(r.out, "failmmap.refused") > 0, "the shim's mappings were refused");
@@ -1308,10 +1307,9 @@ Test(core, a_refused_free_in_a_full_table_stays_consistent)
  * while device memory still is; nothing of the pool is counted. */
 Test(core, an_unrecorded_pool_passes_through)
 {
-    char pre[700], lib[700];
-    snprintf(pre, sizeof pre, "LD_PRELOAD=%s", program("libfailmmap.so"));
-    snprintf(lib, sizeof lib, "FAIL_MMAP_LIB=%s", shim_lib());
-    const char *extra[] = {pre, lib, "FAIL_MMAP_AFTER=0", "CUSHIM_DEVICE_LIMIT=1MiB", NULL};
+    struct failmmap_env f;
+    failmmap_env(&f);
+    const char *extra[] = {f.pre, f.lib, "FAIL_MMAP_AFTER=0", "CUSHIM_DEVICE_LIMIT=1MiB", NULL};
     struct run_result r;
     json_t *j = scenario(&r, 0, "host_pool_unrecorded", extra);
     cr_expect_eq(kv_u64(r.out, "rc_host_pool"), 0, "CUDA_SUCCESS\n%s", r.err);
@@ -1331,10 +1329,9 @@ Test(core, an_unrecorded_pool_passes_through)
  * passed through, uncounted and outside the limit). */
 Test(core, an_unrecorded_device_pool_stays_held_to_the_limit)
 {
-    char pre[700], lib[700];
-    snprintf(pre, sizeof pre, "LD_PRELOAD=%s", program("libfailmmap.so"));
-    snprintf(lib, sizeof lib, "FAIL_MMAP_LIB=%s", shim_lib());
-    const char *extra[] = {pre, lib, "FAIL_MMAP_AFTER=0", "CUSHIM_DEVICE_LIMIT=1MiB", NULL};
+    struct failmmap_env f;
+    failmmap_env(&f);
+    const char *extra[] = {f.pre, f.lib, "FAIL_MMAP_AFTER=0", "CUSHIM_DEVICE_LIMIT=1MiB", NULL};
     struct run_result r;
     json_t *j = scenario(&r, 0, "device_pool_unrecorded", extra);
     cr_expect_eq(kv_u64(r.out, "rc_default_pool"), 2, "cudaErrorMemoryAllocation\n%s", r.err);
@@ -1352,10 +1349,9 @@ Test(core, an_unrecorded_device_pool_stays_held_to_the_limit)
  * cudaErrorMemoryAllocation, which also invalidated the capture). */
 Test(core, a_capture_begun_with_no_table_memory_is_seen)
 {
-    char pre[700], lib[700];
-    snprintf(pre, sizeof pre, "LD_PRELOAD=%s", program("libfailmmap.so"));
-    snprintf(lib, sizeof lib, "FAIL_MMAP_LIB=%s", shim_lib());
-    const char *extra[] = {pre, lib, "FAIL_MMAP_AFTER=0", "CUSHIM_DEVICE_LIMIT=1MiB", NULL};
+    struct failmmap_env f;
+    failmmap_env(&f);
+    const char *extra[] = {f.pre, f.lib, "FAIL_MMAP_AFTER=0", "CUSHIM_DEVICE_LIMIT=1MiB", NULL};
     struct run_result r;
     json_t *j = scenario(&r, 0, "capture_no_table", extra);
     cr_expect_eq(kv_u64(r.out, "rc_alloc"), 0, "cudaSuccess\n%s", r.err);
@@ -1374,13 +1370,12 @@ Test(core, a_capture_begun_with_no_table_memory_is_seen)
  * (error 2), and cudaMemGetInfo samples the untracked bytes, which it does with none live. */
 Test(core, the_spare_capture_slots_take_64_captures)
 {
-    char pre[700], lib[700];
-    snprintf(pre, sizeof pre, "LD_PRELOAD=%s", program("libfailmmap.so"));
-    snprintf(lib, sizeof lib, "FAIL_MMAP_LIB=%s", shim_lib());
+    struct failmmap_env f;
+    failmmap_env(&f);
     for (int n = 64; n <= 65; n++) {
         char captures[32];
         snprintf(captures, sizeof captures, "CAPTURES=%d", n);
-        const char *extra[] = {pre, lib, "FAIL_MMAP_AFTER=0", "CUSHIM_DEVICE_LIMIT=1MiB", captures,
+        const char *extra[] = {f.pre, f.lib, "FAIL_MMAP_AFTER=0", "CUSHIM_DEVICE_LIMIT=1MiB", captures,
                                "SIMCUDA_CTX_OVERHEAD=300MiB", NULL};
         struct run_result r;
         json_t *j = scenario(&r, 0, "many_captures_no_table", extra);

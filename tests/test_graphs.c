@@ -396,10 +396,9 @@ Test(graphs, an_update_takes_the_new_graphs_allocation_nodes)
  * ever (found in a review; 1 MiB left with 1000 to 10000 graphs, none with 500). */
 Test(graphs, an_update_in_a_full_table_leaves_nothing_counted)
 {
-    char pre[700], lib[700];
-    snprintf(pre, sizeof pre, "LD_PRELOAD=%s", program("libfailmmap.so"));
-    snprintf(lib, sizeof lib, "FAIL_MMAP_LIB=%s", shim_lib());
-    const char *extra[] = {pre, lib, "FAIL_MMAP_AFTER=1", "SIMCUDA_DEVICE_COUNT=8", "GRAPHS=3000", NULL};
+    struct failmmap_env f;
+    failmmap_env(&f);
+    const char *extra[] = {f.pre, f.lib, "FAIL_MMAP_AFTER=1", "SIMCUDA_DEVICE_COUNT=8", "GRAPHS=3000", NULL};
     struct run_result r;
     json_t *j = graph_run_env(&r, "exec_update_table_full", extra);
     cr_expect_eq(kv_u64(r.out, "rc_update"), 0, "%s", r.out);
