@@ -176,46 +176,40 @@ Test(cli, a_process_with_an_empty_argv0_is_named_by_its_comm)
     run_free(&r);
 }
 
-Test(cli, a_repeating_stat_says_when_its_process_exits)
+/* `cushim stat -d 0.1 PID [other]` of a held rt_prog (segment name `tag`), which is then released:
+ * stat exits with `status`, its output ending with the line that says the process exited. Returns
+ * that output (the caller frees it). */
+static char *stat_until_exit(const char *tag, const char *other, int status)
 {
-    /* `cushim stat -d` of a PID stopped without a word when the process exited (an attack trial). */
     const char *segdir;
     char hold[600], p[16], out[800], env_seg[800];
-    pid_t pid = start_held("hold", "t-stat-exit", &segdir, hold, sizeof hold);
+    pid_t pid = start_held("hold", tag, &segdir, hold, sizeof hold);
     snprintf(p, sizeof p, "%d", (int)pid);
-    snprintf(out, sizeof out, "%s/stat-exit.out", test_dir());
+    snprintf(out, sizeof out, "%s/%s.out", test_dir(), tag);
     snprintf(env_seg, sizeof env_seg, "CUSHIM_SEGMENT_DIR=%s", segdir);
-    const char *argv[] = {cushim_bin(), "stat", "-d", "0.1", p, NULL};
+    const char *argv[] = {cushim_bin(), "stat", "-d", "0.1", p, other, NULL};
     pid_t stat = spawn_bg_to(argv, (const char *[]){env_seg, NULL}, out);
     usleep(300 * 1000); /* a first snapshot, at least */
     live_release(hold, &pid, 1);
-    cr_expect_eq(wait_bg(stat), 0);
+    cr_expect_eq(wait_bg(stat), status);
     char *text = slurp(out), want[200];
     snprintf(want, sizeof want, "\ncushim: process %d exited (no live segment left): stat stops\n", (int)pid);
     size_t n = strlen(text);
     cr_expect(n > strlen(want) && !strcmp(text + n - strlen(want), want), "%s", text);
-    free(text);
+    return text;
+}
+
+Test(cli, a_repeating_stat_says_when_its_process_exits)
+{
+    /* `cushim stat -d` of a PID stopped without a word when the process exited (an attack trial). */
+    free(stat_until_exit("t-stat-exit", NULL, 0));
 }
 
 Test(cli, a_repeating_stat_counts_only_the_processes_it_watched)
 {
     /* A review: with a PID that was never there (said at first), the end read "the 2 processes
      * watched exited" of the one process watched. */
-    const char *segdir;
-    char hold[600], p[16], out[800], env_seg[800];
-    pid_t pid = start_held("hold", "t-stat-exit2", &segdir, hold, sizeof hold);
-    snprintf(p, sizeof p, "%d", (int)pid);
-    snprintf(out, sizeof out, "%s/stat-exit2.out", test_dir());
-    snprintf(env_seg, sizeof env_seg, "CUSHIM_SEGMENT_DIR=%s", segdir);
-    const char *argv[] = {cushim_bin(), "stat", "-d", "0.1", p, "2147483646", NULL};
-    pid_t stat = spawn_bg_to(argv, (const char *[]){env_seg, NULL}, out);
-    usleep(300 * 1000); /* a first snapshot, at least */
-    live_release(hold, &pid, 1);
-    cr_expect_eq(wait_bg(stat), 1);
-    char *text = slurp(out), want[200];
-    snprintf(want, sizeof want, "\ncushim: process %d exited (no live segment left): stat stops\n", (int)pid);
-    size_t n = strlen(text);
-    cr_expect(n > strlen(want) && !strcmp(text + n - strlen(want), want), "%s", text);
+    char *text = stat_until_exit("t-stat-exit2", "2147483646", 1);
     cr_expect(strstr(text, "cushim: no cushim process 2147483646 ") != NULL, "%s", text);
     free(text);
 }
