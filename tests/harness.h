@@ -59,6 +59,11 @@ const char *sim_libdir(void); /* the simulated libcuda.so.1 and libcudart.so.13 
 /* "LD_PRELOAD=<the shim>", for a program run with plain LD_PRELOAD rather than `cushim run`. */
 const char *preload_env(void);
 const char *program(const char *name); /* tests/programs/<name> in the build tree */
+/* A TCP port of 127.0.0.1 free now: the kernel's choice for a socket bound to port 0, closed
+ * again (never connected: no TIME_WAIT holds it). A port made from our pid could be another
+ * listener's (the wrong server answering) or in use by an outgoing connection. Asserts (Criterion)
+ * that the socket calls succeed. */
+int free_port(void);
 /* The environment that puts tests/programs/libfailmmap.so in front of the shim under test, whose
  * mmap calls it then refuses (after FAIL_MMAP_AFTER of them, which the caller adds): "LD_PRELOAD=..."
  * in pre, "FAIL_MMAP_LIB=..." in lib. */

@@ -263,20 +263,6 @@ Test(cli, a_directory_on_path_named_as_the_program_is_said)
                deep_want);
 }
 
-/* A TCP port of 127.0.0.1 free now. */
-static int free_port(void)
-{
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    cr_assert_geq(fd, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = 0};
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof a;
-    cr_assert_eq(bind(fd, (struct sockaddr *)&a, sizeof a), 0);
-    cr_assert_eq(getsockname(fd, (struct sockaddr *)&a, &len), 0);
-    close(fd);
-    return ntohs(a.sin_port);
-}
-
 Test(cli, serve_says_the_address_it_serves_not_the_words_typed)
 {
     /* `--listen [::ffff:127.0.0.1]:09400` was echoed as typed (an attack trial): the URL served. */

@@ -388,22 +388,6 @@ Test(prometheus, output_names_near_and_over_the_limit)
     stop(&h);
 }
 
-/* A TCP port of 127.0.0.1 free now: the kernel's choice for a socket bound to port 0, closed
- * again (never connected: no TIME_WAIT holds it). A port made from our pid could be another
- * listener's (the wrong server answering) or in use by an outgoing connection. */
-static int free_port(void)
-{
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    cr_assert_geq(fd, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = 0};
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof a;
-    cr_assert_eq(bind(fd, (struct sockaddr *)&a, sizeof a), 0);
-    cr_assert_eq(getsockname(fd, (struct sockaddr *)&a, &len), 0);
-    close(fd);
-    return ntohs(a.sin_port);
-}
-
 /* Starts `cushim serve` on 127.0.0.1:port with CUSHIM_SEGMENT_DIR=... (seg_env) and waits until
  * it answers /metrics (the answer is left in buf). */
 static pid_t start_serve_on(const char *seg_env, const char *host, int port, char *buf, size_t len)
