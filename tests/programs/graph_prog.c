@@ -941,6 +941,18 @@ static int scenario_exec_handle_reuse(void)
 static cudaStream_t begin_stream;
 static int begin_rc = -1;
 
+/* After the begin's thread joined: prints its result and the capture's end, then destroys the
+ * graph and begin_stream. */
+static int end_begin_stream(void)
+{
+    cudaGraph_t g;
+    printf("rc_begin=%d\n", begin_rc);
+    printf("rc_end=%d\n", (int)cudaStreamEndCapture(begin_stream, &g));
+    CHECK(cudaGraphDestroy(g));
+    CHECK(cudaStreamDestroy(begin_stream));
+    return 0;
+}
+
 static void *begin_relaxed(void *arg)
 {
     (void)arg;
@@ -952,7 +964,6 @@ static int scenario_alloc_during_begin(void)
 {
     pthread_t t;
     void *p = NULL;
-    cudaGraph_t g;
     CHECK(cudaStreamCreate(&begin_stream));
     if (pthread_create(&t, NULL, begin_relaxed, NULL))
         return 20;
@@ -969,11 +980,7 @@ static int scenario_alloc_during_begin(void)
     printf("capturing_before_alloc=%d\n", st == cudaStreamCaptureStatusActive);
     printf("rc_alloc=%d\n", (int)cudaMallocAsync(&p, MiB, begin_stream));
     pthread_join(t, NULL);
-    printf("rc_begin=%d\n", begin_rc);
-    printf("rc_end=%d\n", (int)cudaStreamEndCapture(begin_stream, &g));
-    CHECK(cudaGraphDestroy(g));
-    CHECK(cudaStreamDestroy(begin_stream));
-    return 0;
+    return end_begin_stream();
 }
 
 /* A capture that begins while an allocation on its stream is in the driver: the signal
@@ -1015,7 +1022,6 @@ static int scenario_begin_during_alloc(void)
 {
     pthread_t t;
     void *p = NULL;
-    cudaGraph_t g;
     CHECK(cudaStreamCreate(&begin_stream));
     signal(SIGUSR1, begin_from_handler);
     if (pthread_create(&t, NULL, begin_when_told, NULL))
@@ -1026,11 +1032,7 @@ static int scenario_begin_during_alloc(void)
     CHECK(cudaStreamSynchronize(begin_stream));
     printf("rc_alloc=%d\n", (int)cudaMallocAsync(&p, MiB, begin_stream));
     pthread_join(t, NULL);
-    printf("rc_begin=%d\n", begin_rc);
-    printf("rc_end=%d\n", (int)cudaStreamEndCapture(begin_stream, &g));
-    CHECK(cudaGraphDestroy(g));
-    CHECK(cudaStreamDestroy(begin_stream));
-    return 0;
+    return end_begin_stream();
 }
 
 /* A thread cancelled inside its capture's begin (SIMCUDA_BEGIN_CAPTURE_MS: the simulator's begin
