@@ -378,7 +378,10 @@ static int scenario_fork(void)
  * allocations live on); thread 7 reads the device total without a pause. The device total must
  * never pass the budget (a budget-stress trial: a check made after cuMemCreate's call let it, in
  * 2-7% of runs); a request is granted or refused with out of memory (a pool destroyed just before
- * its request: the driver's invalid value). Prints over=N (readings past the budget) and
+ * its request: the driver's invalid value). Each of threads 1-6 first fills its 4 slots and waits
+ * for the others at a barrier: 24 requests of at least 1 MiB each against 16 MiB, so the budget is
+ * reached whatever the scheduling (a loaded CI machine ran the threads one after another, each
+ * holding at most 8 MiB, and none was refused). Prints over=N (readings past the budget) and
  * refused=N. */
 static uint64_t budget_bytes;
 static _Atomic long over_budget, budget_refusals;
@@ -411,6 +414,38 @@ static int churn_release(struct churn_slot *c, cudaStream_t s)
     return bad;
 }
 
+static pthread_barrier_t churn_filled; /* threads 1-6, once each has tried its 4 slots */
+
+/* One request of `kind` (1 cudaMalloc, 2 cuMemCreate mapped, 3 from churn_pool) into slot c, from
+ * thread id: granted (the slot holds it), or refused with out of memory (counted), or the churn
+ * pool destroyed just before (invalid value). Returns 0, or the thread's failure code. */
+static int churn_take(struct churn_slot *c, int kind, cudaStream_t s, const CUmemAllocationProp *prop, int id)
+{
+    int rc;
+    if (kind == 1) {
+        rc = cudaMalloc(&c->p, MiB) == cudaSuccess ? 0 : 2;
+    } else if (kind == 2) {
+        rc = (int)V.create(&c->h, vmm_granule, prop, 0);
+        if (rc == CUDA_SUCCESS && (V.reserve(&c->va, vmm_granule, 0, 0, 0) != CUDA_SUCCESS ||
+                                   V.map(c->va, vmm_granule, 0, c->h, 0) != CUDA_SUCCESS))
+            return 5;
+    } else {
+        cudaError_t e = cudaMallocFromPoolAsync(&c->p, MiB, atomic_load(&churn_pool), s);
+        rc = e == cudaSuccess ? 0 : e == cudaErrorMemoryAllocation ? 2 : e == cudaErrorInvalidValue ? 1 : 99;
+    }
+    (void)cudaGetLastError();
+    if (rc == 0) {
+        c->kind = kind;
+        check_budget();
+    } else if (rc == 2) {
+        atomic_fetch_add(&budget_refusals, 1);
+    } else if (rc != 1 || kind != 3) {
+        fprintf(stderr, "thread %d: kind %d answered %d\n", id, kind, rc);
+        return 6; /* only a pool destroyed just before its request is invalid */
+    }
+    return 0;
+}
+
 static void *budget_churn(void *arg)
 {
     int id = (int)(uintptr_t)arg;
@@ -433,10 +468,14 @@ static void *budget_churn(void *arg)
         return NULL;
     }
     cudaStream_t s;
-    if (cudaStreamCreate(&s) != cudaSuccess)
-        return (void *)3;
     CUmemAllocationProp prop = vmm_prop(0);
     struct churn_slot held[4] = {{0}};
+    int bad = cudaStreamCreate(&s) != cudaSuccess ? 3 : 0;
+    for (int k = 0; k < 4 && !bad; k++) /* the fill: kinds 1, 2, 3, 1, none released */
+        bad = churn_take(&held[k], 1 + k % 3, s, &prop, id);
+    pthread_barrier_wait(&churn_filled); /* also when it failed: the others wait for it */
+    if (bad)
+        return (void *)(uintptr_t)bad;
     for (int i = 0; i < rounds(); i++) {
         struct churn_slot *c = &held[rand_r(&seed) % 4];
         if (c->kind) {
@@ -444,28 +483,8 @@ static void *budget_churn(void *arg)
                 return (void *)4;
             continue;
         }
-        int kind = 1 + (int)(rand_r(&seed) % 3), rc;
-        if (kind == 1) {
-            rc = cudaMalloc(&c->p, MiB) == cudaSuccess ? 0 : 2;
-        } else if (kind == 2) {
-            rc = (int)V.create(&c->h, vmm_granule, &prop, 0);
-            if (rc == CUDA_SUCCESS && (V.reserve(&c->va, vmm_granule, 0, 0, 0) != CUDA_SUCCESS ||
-                                       V.map(c->va, vmm_granule, 0, c->h, 0) != CUDA_SUCCESS))
-                return (void *)5;
-        } else {
-            cudaError_t e = cudaMallocFromPoolAsync(&c->p, MiB, atomic_load(&churn_pool), s);
-            rc = e == cudaSuccess ? 0 : e == cudaErrorMemoryAllocation ? 2 : e == cudaErrorInvalidValue ? 1 : 99;
-        }
-        (void)cudaGetLastError();
-        if (rc == 0) {
-            c->kind = kind;
-            check_budget();
-        } else if (rc == 2) {
-            atomic_fetch_add(&budget_refusals, 1);
-        } else if (rc != 1 || kind != 3) {
-            fprintf(stderr, "thread %d: kind %d answered %d\n", id, kind, rc);
-            return (void *)6; /* only a pool destroyed just before its request is invalid */
-        }
+        if ((bad = churn_take(c, 1 + (int)(rand_r(&seed) % 3), s, &prop, id)))
+            return (void *)(uintptr_t)bad;
     }
     for (int k = 0; k < 4; k++)
         if (held[k].kind && churn_release(&held[k], s))
@@ -498,6 +517,7 @@ static int scenario_budget_churn(void)
     CHECK(cudaMemPoolDestroy(p));
     CHECK(cudaMemPoolCreate(&p, &props));
     atomic_store(&churn_pool, p);
+    pthread_barrier_init(&churn_filled, NULL, 6);
     pthread_t t[NT];
     for (int i = 0; i < NT; i++)
         pthread_create(&t[i], NULL, budget_churn, (void *)(uintptr_t)(i + 1));
